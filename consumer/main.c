@@ -1,0 +1,60 @@
+/*
+ * main.c -- the `parley` binary: one program, many subcommands.
+ *
+ * Each subcommand lives in the module it belongs to and is reached through
+ * the table below; a subcommand receives argv with argv[0] = its own name
+ * and returns the process exit status.  Conventions every subcommand keeps:
+ *   `parley CMD --help` prints usage to stdout and exits 0;
+ *   a usage error prints a message to stderr and returns 2;
+ *   a runtime failure prints a message to stderr and returns 1.
+ * Unknown commands are a usage error (exit 2).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "eng_cli.h"
+
+typedef struct parley_cmd {
+    const char *name;                 /* as typed after `parley` */
+    const char *summary;              /* one line for `parley --help` */
+    int (*run)(int argc, char **argv);
+} parley_cmd;
+
+static const parley_cmd parley_cmds[] = {
+    {"generate", "run a model on a prompt and print the reply and speed", eng_cmd_generate},
+    {"mkmodel",  "write a synthetic GGUF model (deterministic random weights)", eng_cmd_mkmodel},
+    {"inspect",  "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
+};
+#define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
+
+static void parley_usage(FILE *f) {
+    fprintf(f,
+            "parley %s -- serve LLM chat turns from Kafka with an int8 MQA engine\n\n"
+            "usage: parley <command> [options]\n"
+            "       parley <command> --help\n"
+            "       parley --version\n\ncommands:\n",
+            PARLEY_VERSION);
+    for (size_t i = 0; i < PARLEY_NCMDS; i++)
+        fprintf(f, "  %-10s %s\n", parley_cmds[i].name, parley_cmds[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        parley_usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        parley_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("parley %s\n", PARLEY_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < PARLEY_NCMDS; i++)
+        if (!strcmp(cmd, parley_cmds[i].name))
+            return parley_cmds[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "parley: unknown command '%s' (see 'parley --help')\n", cmd);
+    return 2;
+}

@@ -1,0 +1,15 @@
+/*
+ * eng_cli.h -- the engine's subcommands of the `parley` binary.
+ *
+ * Each takes argv with argv[0] = the subcommand name and returns the exit
+ * status: 0 success, 1 runtime failure, 2 usage error.  `--help` prints
+ * usage to stdout and returns 0.
+ */
+#ifndef ENG_CLI_H
+#define ENG_CLI_H
+
+int eng_cmd_generate(int argc, char **argv); /* parley generate */
+int eng_cmd_mkmodel(int argc, char **argv);  /* parley mkmodel */
+int eng_cmd_inspect(int argc, char **argv);  /* parley inspect */
+
+#endif
