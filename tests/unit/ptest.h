@@ -121,10 +121,10 @@ int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     const char *seed = getenv("PT_SEED");
     if (seed) pt_rng_state = strtoull(seed, NULL, 0);
-    int passed = 0, failed = 0;
-    for (int i = 0; i < pt_ncases; i++) {
+    volatile int passed = 0, failed = 0; /* volatile: live across setjmp */
+    for (volatile int i = 0; i < pt_ncases; i++) {
         if (filter && !strstr(pt_cases[i].name, filter)) continue;
-        int before = pt_failed_checks;
+        volatile int before = pt_failed_checks;
         if (setjmp(pt_jmp) == 0) pt_cases[i].fn();
         if (pt_failed_checks == before) {
             passed++;
