@@ -1,0 +1,162 @@
+/*
+ * eng_config.h -- a model's configuration as the engine sees it, read from
+ * GGUF metadata, and the checks that the file's tensors match it.
+ *
+ * Purpose.  The forward pass, the KV layout and `parley inspect` all need
+ * the same facts about a model (sizes, per-layer attention window, which
+ * layer's KV each layer uses, norm/rope/FFN conventions).  eng_config_from_gguf
+ * reads them once from the standard keys llama.cpp writes, plus parley's
+ * extension keys, and validates them; eng_config_check_tensors checks that
+ * every tensor the architecture needs is present with the expected shape.
+ *
+ * Architectures (general.architecture):
+ *   llama   keys llama.* : context_length, embedding_length, block_count,
+ *           feed_forward_length, attention.head_count, attention.head_count_kv
+ *           (default = head_count; 1 = MQA, GQA otherwise),
+ *           attention.layer_norm_rms_epsilon, rope.freq_base (default 10000),
+ *           rope.dimension_count (must equal head_dim when present: partial
+ *           rotary is not supported), attention.key_length/value_length
+ *           (must equal each other; default n_embd / n_head), vocab_size
+ *           (default: length of tokenizer.ggml.tokens, else token_embd's
+ *           rows).  RMSNorm y = x / rms(x) * w, SiLU-gated FFN, rope NORM
+ *           (adjacent pairs, as llama.cpp runs llama), attn scale
+ *           1/sqrt(head_dim), embd_scale 1, tied output when output.weight
+ *           is absent.
+ *   gemma3  keys gemma3.* : the same names, with attention.key_length and
+ *           attention.value_length (head_dim, equal), attention.sliding_window
+ *           (W), rope.freq_base (global layers, default 1e6) and
+ *           rope.freq_base_swa (local layers; llama.cpp hard-codes 10000 for
+ *           gemma3 and newer converters write this key, accepted when present),
+ *           optional attention.sliding_window_pattern (n_layer bools/ints,
+ *           true = local layer, as llama.cpp reads it for gemma3n/gemma4).
+ *           Without that key the 5 local : 1 global pattern is used: layer i
+ *           is global iff (i + 1) % 6 == 0 (transformers' Gemma3TextConfig
+ *           layer_types with sliding_window_pattern 6; llama.cpp
+ *           set_swa_pattern(6)).  Conventions: embedding scaled by
+ *           sqrt(n_embd); RMSNorm weights -- transformers computes x*(1+w),
+ *           llama.cpp's converter stores w+1 in the GGUF, so the FILE HOLDS
+ *           (1+w) and the engine computes x/rms(x) * w_file (norm_add_one = 0);
+ *           Q and K RMSNorm over head_dim (attn_q_norm/attn_k_norm), norms
+ *           after attention and after the FFN (post_attention_norm,
+ *           post_ffw_norm) before each residual add; GELU-tanh gated FFN;
+ *           rope NEOX (halves); attn scale 1/sqrt(head_dim) (llama.cpp's
+ *           choice for every size but 27B, i.e. query_pre_attn_scalar =
+ *           head_dim: build reference transformers models with that value).
+ *
+ * Parley extension keys (valid on either architecture, <arch> = the
+ * architecture name):
+ *   <arch>.attention.layer_window     array of n_layer integers: per-layer
+ *       attention window in tokens, 0 = global.  A layer of window W at
+ *       position p attends positions (p-W, p].  Overrides the gemma3 pattern.
+ *   <arch>.attention.layer_kv_source  array of n_layer integers: layer i
+ *       reads and writes the KV of layer kv_src[i] (cross-layer KV sharing).
+ *       Rules: kv_src[i] <= i; the source owns its KV (kv_src[src] == src);
+ *       a sharing layer has the same window as its source (the head shape
+ *       is model-wide, so it matches by construction).
+ *   Tensor convention for sharing layers: a layer with kv_src[i] != i
+ *   computes no K and V, so it has NO blk.i.attn_k.weight / attn_v.weight
+ *   (nor attn_k_norm on gemma3); their presence is an error.
+ *
+ * KV memory figures (int8 KV, one f32 scale per token per KV head, K and V):
+ *   per owning layer per token  b = 2 * n_head_kv * (head_dim + 4) bytes
+ *   eng_config_kv_bytes_per_token = b * (KV-owning global layers): the
+ *       asymptotic cost of one more token (local layers hold at most W
+ *       tokens, so they cost 0 per token beyond their window);
+ *   eng_config_kv_bytes_at(c, n) = sum over owning layers of
+ *       b * (window ? min(window, n) : n): total KV of an n-token context;
+ *       amortised per token = kv_bytes_at(n) / n (inspect prints it at
+ *       n = 8192 and at n_ctx_train);
+ *   eng_config_kv_bytes_mha_fp16 = 2 * n_layer * n_head * head_dim * 2: the
+ *       baseline of an MHA model of the same dims with an fp16 cache.
+ *
+ * Threading/ownership: eng_config is a plain value, filled by the caller's
+ * call and freely copyable.  Failure behaviour: functions return 0 or a
+ * negative ENG_CFG_E* code and write one line naming the key/tensor, the
+ * value found and the rule it breaks; *cfg is unspecified on failure.
+ */
+#ifndef ENG_CONFIG_H
+#define ENG_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_gguf.h"
+
+#define ENG_CFG_EMISSING (-1)  /* required key or tensor missing */
+#define ENG_CFG_EINVAL (-2)    /* a value out of range or inconsistent */
+#define ENG_CFG_EARCH (-3)     /* unknown architecture */
+#define ENG_CFG_ESHAPE (-4)    /* tensor shape / type mismatch */
+
+typedef enum { ENG_ARCH_LLAMA = 1, ENG_ARCH_GEMMA3 = 2 } eng_arch;
+
+typedef enum {
+    ENG_ROPE_NORM = 0, /* llama.cpp "normal": adjacent pairs (x0,x1) */
+    ENG_ROPE_NEOX = 2  /* halves (x_i, x_{i+d/2}) */
+} eng_rope_type;
+
+#define ENG_MAX_LAYERS 256
+
+/* Context length inspect uses for the amortised local-layer KV figure. */
+#define ENG_CONFIG_REF_CTX 8192
+
+typedef struct eng_config {
+    eng_arch arch;               /* architecture */
+    char arch_name[32];          /* general.architecture as in the file */
+    int n_vocab;                 /* vocabulary size (token_embd rows) */
+    int n_embd;                  /* model width */
+    int n_layer;                 /* transformer blocks, 1..ENG_MAX_LAYERS */
+    int n_head;                  /* query heads */
+    int n_head_kv;               /* KV heads (divides n_head; 1 = MQA) */
+    int head_dim;                /* per-head dim of Q, K and V */
+    int n_ff;                    /* FFN hidden width */
+    int n_ctx_train;             /* context_length (0 if absent) */
+    float norm_eps;              /* RMSNorm epsilon */
+    float rope_base;             /* rope theta, global layers */
+    float rope_base_local;       /* rope theta, local (window > 0) layers;
+                                  * = rope_base for llama */
+    eng_rope_type rope_type;     /* llama: NORM, gemma3: NEOX */
+    float attn_scale;            /* multiplier on q.k (1/sqrt(head_dim)) */
+    float embd_scale;            /* gemma3: sqrt(n_embd), llama: 1 */
+    int norm_add_one;            /* 1: compute x*(1+w); always 0 for GGUF
+                                  * input (the file already holds 1+w) */
+    int has_qk_norm;             /* gemma3: RMSNorm on q and k per head */
+    int has_post_norms;          /* gemma3: post-attention and post-FFN norms */
+    int ffn_gelu;                /* 1: GELU-tanh gated (gemma), 0: SiLU gated */
+    int tied_output;             /* output projection = token_embd */
+    int sliding_window;          /* gemma3 attention.sliding_window (0 none) */
+    int has_ext_keys;            /* parley extension keys were present */
+    int window[ENG_MAX_LAYERS];  /* per layer window in tokens, 0 = global */
+    int kv_src[ENG_MAX_LAYERS];  /* per layer: layer whose KV it reads and
+                                  * writes (== i: owns its KV) */
+    float final_logit_softcap;   /* 0 = none */
+} eng_config;
+
+/* Fill cfg from g's metadata (and token_embd/output presence).  Returns 0,
+ * ENG_CFG_EARCH (message lists the supported architectures),
+ * ENG_CFG_EMISSING or ENG_CFG_EINVAL. */
+int eng_config_from_gguf(const eng_gguf *g, eng_config *cfg, char *err,
+                         size_t errlen);
+
+/* Check every tensor the architecture needs: present, with the expected
+ * shape (GGUF order ne[0] = input dim) and a type eng_gguf_row_to_f32
+ * converts; K/V projections absent in KV-sharing layers.  Returns 0,
+ * ENG_CFG_EMISSING or ENG_CFG_ESHAPE. */
+int eng_config_check_tensors(const eng_config *c, const eng_gguf *g,
+                             char *err, size_t errlen);
+
+/* Name of an architecture ("llama", "gemma3"). */
+const char *eng_arch_name(eng_arch a);
+
+/* Number of layers that own their KV (kv_src[i] == i), all / global only. */
+int eng_config_n_kv_owners(const eng_config *c, int global_only);
+
+/* KV figures, see the header comment for the formulas. */
+size_t eng_config_kv_bytes_per_token(const eng_config *c);
+uint64_t eng_config_kv_bytes_at(const eng_config *c, uint64_t n_ctx);
+size_t eng_config_kv_bytes_mha_fp16(const eng_config *c);
+
+/* Parameter count implied by the config (embeddings counted once when
+ * tied; K/V projections only in KV-owning layers). */
+uint64_t eng_config_n_params(const eng_config *c);
+
+#endif /* ENG_CONFIG_H */
