@@ -1,0 +1,91 @@
+/*
+ * eng_backend.h -- the table of compute operations the forward pass calls.
+ *
+ * Purpose.  forward.c is written once against this table; the CPU backend
+ * (backend_cpu.c, always built) fills it with kernels/cpu code running on a
+ * kern_pool, and a CUDA backend can fill the same slots with device
+ * kernels later.  Every slot works on whole batches (all new tokens of all
+ * sequences of a step) so a device backend can launch one kernel per op.
+ *
+ * Data layout (CPU backend: host pointers).  Activations are row-major,
+ * one row per token.  Weights are [N][K] row-major (output channel rows).
+ * int8 GEMM: C[m][n] = (sum_k A[m][k] W[n][k]) * a_scale[m] * w_scale[n]
+ * (W8A8, int32 accumulation, scales in the epilogue).  quantize_rows makes
+ * symmetric per-row int8 (scale = max|x| / 127, q = round(x / scale),
+ * a zero row gets scale 0 and zeros).
+ *
+ * Attention: the backend computes softmax(scale * q.k) . v in fp32 over the
+ * paged KV of one layer; for int8 KV it dequantises K and V on the fly
+ * (q . (k_i8 * k_scale)), for fp32 layouts it reads floats.  Query token t
+ * of a descriptor sits at position pos0 + t and attends keys
+ * [max(0, p - window + 1), p] (window 0: [0, p]).  Heads map to KV heads
+ * as h / (n_head / n_head_kv).
+ *
+ * Threading.  The ops may run on the backend's own threads; a call returns
+ * when its results are complete.  Ownership: the backend owns its context
+ * (the pool); callers own every buffer.  Failure: the ops cannot fail for
+ * valid arguments (validated by the forward pass).
+ */
+#ifndef ENG_BACKEND_H
+#define ENG_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_kv.h"
+
+/* One sequence's attention for one layer. */
+typedef struct eng_attn_desc {
+    const float *q;             /* queries [n_q][n_head*head_dim], row stride ldq floats */
+    int ldq;                    /* row stride of q */
+    float *out;                 /* output [n_q][n_head*head_dim], row stride ldo */
+    int ldo;                    /* row stride of out */
+    int n_q;                    /* query tokens */
+    int pos0;                   /* position of query 0; keys 0..pos0+n_q-1 are stored */
+    int window;                 /* 0 = global, else attend the last window tokens */
+    void *const *blocks;        /* block table of the layer's KV kind */
+    int layer;                  /* model layer (its KV source's offsets are used) */
+} eng_attn_desc;
+
+/* Shape shared by every attention descriptor of one call. */
+typedef struct eng_attn_shape {
+    const eng_kv_layout *kv;    /* block layout (element type, offsets) */
+    int n_head;                 /* query heads */
+    float scale;                /* multiplier on q.k */
+    float *scratch;             /* per-thread score buffers: n_threads * scratch_len floats */
+    int scratch_len;            /* >= the largest number of keys any query attends */
+} eng_attn_shape;
+
+typedef struct eng_backend {
+    const char *name;   /* "cpu" */
+    void *ctx;          /* backend state (CPU: pool + ISA) */
+    int n_threads;      /* threads the backend computes with (sizes attention scratch) */
+    void (*gemm_i8)(void *ctx, int M, int N, int K, const int8_t *A, const float *a_scale,
+                    const int8_t *W, const float *w_scale, float *C, int ldc);
+    /* int8 weights with one scale per 32 values of a row (kept from Q8_0
+     * files): bscale [N][K/32], K a multiple of 32. */
+    void (*gemm_i8_bs)(void *ctx, int M, int N, int K, const int8_t *A, const float *a_scale,
+                       const int8_t *W, const float *bscale, float *C, int ldc);
+    void (*gemm_f32)(void *ctx, int M, int N, int K, const float *A, const float *W,
+                     float *C, int ldc);
+    /* x: M rows of K floats, row stride ldx -> q [M][K] contiguous + scale[M]. */
+    void (*quantize_rows)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
+                          float *scale);
+    /* y[m] = x[m] * rsqrt(mean(x[m]^2) + eps) * w, rows of n (strides ldx, ldy; y may be x). */
+    void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w,
+                    float eps, float *y, int ldy);
+    /* Rotate n_head heads of head_dim in each of n_tok rows (stride ldx) in place;
+     * row t at position pos[t]; type ENG_ROPE_NORM or ENG_ROPE_NEOX. */
+    void (*rope)(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
+                 const int32_t *pos, float base, int type);
+    /* In-place softmax of n floats. */
+    void (*softmax)(void *ctx, float *x, int n);
+    void (*attention)(void *ctx, const eng_attn_shape *s, const eng_attn_desc *d, int n_desc);
+} eng_backend;
+
+/* Fill b with the CPU backend computing on pool (not owned; NULL: caller
+ * thread only).  The pool must outlive b. */
+struct kern_pool;
+void eng_backend_cpu_init(eng_backend *b, struct kern_pool *pool);
+
+#endif

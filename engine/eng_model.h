@@ -1,0 +1,107 @@
+/*
+ * eng_model.h -- a loaded model and the batch-first forward pass.
+ *
+ * Purpose.  eng_model_load reads a GGUF (llama or gemma3, plus parley's
+ * per-layer window / KV-source keys), converts every weight once and keeps
+ * the GGUF mapping open for the tokenizer.  eng_forward advances a batch of
+ * sequences, each with its own paged KV (eng_kv.h) and its own new tokens (a
+ * prefill chunk of any length or one decode token), and writes logits for
+ * the positions asked for.
+ *
+ * Numerics.
+ *   ENG_PREC_INT8: weights int8 symmetric, one scale per output channel
+ *     (from F32/F16/BF16 tensors; Q8_0 tensors keep their int8 values and
+ *     32-value block scales, which measured more accurate than requantising
+ *     per channel -- see model.c); activations quantised per token
+ *     (per GEMM input row), symmetric, on the fly; int32 accumulation with
+ *     the scales applied in the GEMM epilogue; norms, softmax, RoPE and
+ *     residuals in fp32.  KV stored int8, one scale per token per KV head;
+ *     attention dequantises K/V on the fly and accumulates in fp32.
+ *   ENG_PREC_FP32: the same forward code with float weights (dequantised at
+ *     load), float GEMMs and fp32 KV blocks (eng_kv_layout.kv_fp32 = 1).
+ *   Within one precision the result for a token does not depend on how the
+ *   tokens are batched or chunked (per-row quantisation, fixed summation
+ *   order), so chunked prefill reproduces one-shot prefill.
+ *
+ * Data layout.  Q/K/V projections are fused into one [n_q+2*n_kv][n_embd]
+ * matrix per layer (Q only for layers that share KV), gate/up into one
+ * [2*n_ff][n_embd] matrix.  The tied output matrix is the embedding matrix.
+ *
+ * Threading.  A model is immutable after load; it owns a thread pool of
+ * n_threads workers (kern_pool) that eng_forward uses for every GEMM and
+ * for attention.  eng_forward may be called from several threads on
+ * distinct sequences; calls then take turns on the pool.
+ *
+ * Ownership.  The model owns its weights, pool and the GGUF mapping
+ * (eng_model_gguf stays valid until eng_model_free).  Sequences and their
+ * KV blocks belong to the caller.
+ *
+ * Failure behaviour.  Functions return 0 or a negative ENG_E* code and
+ * write a message into (err, errlen); no partial state is left behind.
+ */
+#ifndef ENG_MODEL_H
+#define ENG_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_config.h"
+#include "eng_gguf.h"
+#include "eng_kv.h"
+
+/* Error codes (negative). */
+#define ENG_EINVAL (-1)  /* bad argument or unsupported model content */
+#define ENG_ENOMEM (-2)  /* host memory or KV blocks exhausted */
+#define ENG_EIO (-3)     /* file could not be read / parsed */
+
+typedef struct eng_model eng_model; /* opaque; immutable after load */
+
+typedef enum { ENG_PREC_INT8 = 0, ENG_PREC_FP32 = 1 } eng_precision;
+
+typedef struct eng_load_opts {
+    eng_precision prec; /* int8 (serving) or fp32 (reference) */
+    int n_threads;      /* worker threads of the model's pool; <= 0: one per online CPU */
+    int block_tokens;   /* KV block size B; <= 0: 16 */
+} eng_load_opts;
+
+/* Load path.  Refuses unsupported architectures / tensor types / shapes
+ * with a message naming the problem.  Returns 0, ENG_EIO, ENG_EINVAL or
+ * ENG_ENOMEM. */
+int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out,
+                   char *err, size_t errlen);
+void eng_model_free(eng_model *m);
+
+const eng_config *eng_model_config(const eng_model *m);
+const eng_kv_layout *eng_model_kv_layout(const eng_model *m);
+const eng_gguf *eng_model_gguf(const eng_model *m); /* e.g. for the tokenizer */
+eng_precision eng_model_precision(const eng_model *m);
+int eng_model_n_threads(const eng_model *m);
+/* 64-bit digest computed at load: a multiply-rotate hash over 8-byte words
+ * of the numerics-relevant config fields (shapes, eps, rope bases, scales,
+ * per-layer window and KV source) and, for every tensor in file order, its
+ * name, type, shape and data bytes; finally mixed with the precision.  Two
+ * loads give the same digest iff they run the same weights and config at
+ * the same precision (up to hash collisions).  Metadata that does not
+ * change the numbers (e.g. general.name, the vocab) is not included: the
+ * cache fingerprint hashes the tokenizer separately. */
+uint64_t eng_model_digest(const eng_model *m);
+
+/* Which logits a step wants. */
+enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };
+
+typedef struct eng_seq_step {
+    eng_kvseq *kv;         /* the sequence's KV state; advanced by n_tokens */
+    const int32_t *tokens; /* new tokens (prefill chunk or 1 decode token) */
+    int n_tokens;          /* >= 1 */
+    int logits;            /* ENG_LOGITS_NONE, ENG_LOGITS_LAST, ENG_LOGITS_ALL */
+    float *out;            /* caller buffer: n_vocab floats (LAST) or n_tokens*n_vocab (ALL) */
+} eng_seq_step;
+
+/* Advance every sequence of steps[0..n_steps) by its tokens.  The KV of
+ * every step must use this model's layout, and each sequence may appear
+ * once.  Token ids outside [0, n_vocab) are refused.  Returns 0,
+ * ENG_EINVAL (bad step) or ENG_ENOMEM (allocator out of blocks, or host
+ * memory); on error every sequence is left unchanged. */
+int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * eng_model_int.h -- the engine's private view of a loaded model, shared by
+ * model.c (loading, quantisation) and forward.c (the forward pass).  Not a
+ * public header: other modules use eng_model.h.
+ *
+ * Every linear layer is an eng_weight of rows = output channels and cols =
+ * input dim, row-major.  int8 models keep q (int8, [rows][cols]) and one
+ * scale per row -- or, when every source tensor of the weight is Q8_0, the
+ * file's int8 values unchanged with one scale per 32 values (bscale; this
+ * measured better than requantising per channel, see model.c); fp32 models
+ * keep f ([rows][cols] floats).  Norm weights
+ * are float vectors as the file holds them (gemma3 files hold 1 + w).
+ */
+#ifndef ENG_MODEL_INT_H
+#define ENG_MODEL_INT_H
+
+#include "eng_backend.h"
+#include "eng_model.h"
+#include "kern_pool.h"
+
+typedef struct eng_weight {
+    int rows, cols; /* output channels, input dim */
+    int8_t *q;      /* int8 models: quantised values [rows][cols] */
+    float *scale;   /* int8 models: per-row scale (value = q * scale), or NULL when bscale is used */
+    float *bscale;  /* int8 models from Q8_0 tensors: per-row per-32-value scales [rows][cols/32] (value = q * bscale[k/32]) */
+    float *f;       /* fp32 models: values [rows][cols] */
+} eng_weight;
+
+typedef struct eng_layer {
+    float *attn_norm;      /* [n_embd] pre-attention RMSNorm */
+    float *q_norm, *k_norm;/* [head_dim] gemma3 Q/K norms (k_norm NULL in sharing layers) */
+    float *post_attn_norm; /* [n_embd] gemma3 post-attention norm, or NULL */
+    float *ffn_norm;       /* [n_embd] pre-FFN RMSNorm */
+    float *post_ffn_norm;  /* [n_embd] gemma3 post-FFN norm, or NULL */
+    eng_weight wqkv;       /* [n_head*hd (+ 2*n_head_kv*hd if KV owner)][n_embd] fused Q|K|V */
+    eng_weight wo;         /* [n_embd][n_head*hd] */
+    eng_weight wgu;        /* [2*n_ff][n_embd] fused gate|up */
+    eng_weight wdown;      /* [n_embd][n_ff] */
+} eng_layer;
+
+struct eng_model {
+    eng_config cfg;       /* configuration from the file */
+    eng_kv_layout kv;     /* KV block layout (int8 or fp32) */
+    eng_precision prec;   /* numerics of this load */
+    eng_gguf *g;          /* the open file (owned) */
+    kern_pool *pool;      /* compute threads (owned) */
+    eng_backend be;       /* backend table (CPU) */
+    uint64_t digest;      /* eng_model_digest */
+    eng_weight embd;      /* token embedding [n_vocab][n_embd] */
+    eng_weight out;       /* output projection; aliases embd when tied */
+    int out_tied;         /* 1: out shares embd's arrays */
+    float *out_norm;      /* [n_embd] final norm */
+    eng_layer *layers;    /* [n_layer] */
+};
+
+#endif

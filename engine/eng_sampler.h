@@ -1,0 +1,68 @@
+/*
+ * eng_sampler.h -- next-token selection from logits.
+ *
+ * Purpose.  Turns one row of logits into a token id: greedy (temperature
+ * <= 0), or temperature sampling restricted by top-k and top-p, after a
+ * repetition penalty over the recent history; and recognises stop tokens.
+ *
+ * Order of operations (as transformers' generate): repetition penalty
+ * (for every distinct token of the last repeat_last_n history tokens:
+ * logit > 0 ? logit / p : logit * p), then greedy argmax if temperature <= 0
+ * (ties: lowest id), else divide by temperature, keep the top_k largest
+ * (0 = all), keep the smallest prefix of the descending order whose
+ * probability mass reaches top_p (>= 1 = all; at least one token), sample
+ * from the renormalised distribution.
+ *
+ * Determinism.  The RNG is xoshiro256** seeded through splitmix64 from the
+ * seed: the same seed, logits and history give the same tokens on every
+ * machine (ties in the sort are broken by token id).
+ *
+ * Threading / ownership.  A sampler is a small owned object with its own
+ * RNG state and scratch; use one per sequence (not thread-safe).
+ *
+ * Failure behaviour.  eng_sampler_new validates the parameters and returns
+ * ENG_SAMPLER_EINVAL with a message; eng_sampler_sample never fails for a
+ * valid sampler and n_vocab logits (NaN logits are treated as -inf).
+ */
+#ifndef ENG_SAMPLER_H
+#define ENG_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENG_SAMPLER_EINVAL (-1)
+#define ENG_SAMPLER_ENOMEM (-2)
+#define ENG_SAMPLER_MAX_STOP 64
+
+typedef struct eng_sampler_params {
+    float temperature;        /* <= 0: greedy */
+    int top_k;                /* 0: no limit */
+    float top_p;              /* (0, 1]; >= 1: no limit */
+    float repetition_penalty; /* 1: off; must be > 0 */
+    int repeat_last_n;        /* penalise tokens among the last N of the history; <= 0: whole history */
+    uint64_t seed;            /* RNG seed */
+    int n_stop;               /* stop tokens used (<= ENG_SAMPLER_MAX_STOP) */
+    int32_t stop[ENG_SAMPLER_MAX_STOP]; /* token ids that end generation */
+} eng_sampler_params;
+
+typedef struct eng_sampler eng_sampler; /* opaque */
+
+/* Defaults: greedy, no top-k/top-p limit, no penalty, seed 0, no stop tokens. */
+void eng_sampler_params_default(eng_sampler_params *p);
+
+int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out,
+                    char *err, size_t errlen);
+void eng_sampler_free(eng_sampler *s);
+
+/* Restart the RNG from seed (same seed, same sequence of draws). */
+void eng_sampler_reseed(eng_sampler *s, uint64_t seed);
+
+/* Pick the next token from logits[n_vocab] (not modified) given the tokens
+ * so far (history may be NULL when n_history is 0). Returns the token id. */
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits,
+                           const int32_t *history, int n_history);
+
+/* 1 if tok is one of the stop tokens. */
+int eng_sampler_is_stop(const eng_sampler *s, int32_t tok);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * sampler.c -- next-token sampler (eng_sampler.h): repetition penalty,
+ * greedy, temperature, top-k, top-p, stop tokens and a seeded
+ * xoshiro256** RNG.
+ *
+ * The candidate list is the whole vocabulary sorted by descending logit
+ * (ties by ascending id) only when sampling; greedy is a single scan.
+ * Scratch (penalised logits, candidate ids, probabilities) is allocated
+ * once per sampler.
+ */
+#include "eng_sampler.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct eng_sampler {
+    eng_sampler_params p; /* parameters (validated) */
+    int n_vocab;          /* logits per call */
+    uint64_t rng[4];      /* xoshiro256** state */
+    float *logit;         /* scratch: penalised / tempered logits */
+    int32_t *idx;         /* scratch: candidate ids */
+    float *prob;          /* scratch: candidate probabilities */
+    uint8_t *seen;        /* scratch: history membership flags */
+};
+
+void eng_sampler_params_default(eng_sampler_params *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 0;
+    p->top_k = 0;
+    p->top_p = 1;
+    p->repetition_penalty = 1;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro_next(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+void eng_sampler_reseed(eng_sampler *s, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out, char *err,
+                    size_t errlen) {
+    *out = NULL;
+    const char *bad = NULL;
+    if (n_vocab < 1) bad = "n_vocab must be >= 1";
+    else if (!(p->temperature == p->temperature) || p->temperature > 1e4f) bad = "temperature must be a number <= 1e4";
+    else if (p->top_k < 0) bad = "top_k must be >= 0";
+    else if (!(p->top_p > 0)) bad = "top_p must be > 0";
+    else if (!(p->repetition_penalty > 0)) bad = "repetition_penalty must be > 0";
+    else if (p->n_stop < 0 || p->n_stop > ENG_SAMPLER_MAX_STOP) bad = "too many stop tokens";
+    if (bad) {
+        if (err && errlen) snprintf(err, errlen, "sampler: %s", bad);
+        return ENG_SAMPLER_EINVAL;
+    }
+    eng_sampler *s = calloc(1, sizeof *s);
+    if (!s) goto err;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->logit = malloc((size_t)n_vocab * sizeof *s->logit);
+    s->idx = malloc((size_t)n_vocab * sizeof *s->idx);
+    s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
+    s->seen = calloc((size_t)n_vocab, 1);
+    if (!s->logit || !s->idx || !s->prob || !s->seen) goto err;
+    eng_sampler_reseed(s, p->seed);
+    *out = s;
+    return 0;
+err:
+    eng_sampler_free(s);
+    if (err && errlen) snprintf(err, errlen, "sampler: out of memory");
+    return ENG_SAMPLER_ENOMEM;
+}
+
+void eng_sampler_free(eng_sampler *s) {
+    if (!s) return;
+    free(s->logit);
+    free(s->idx);
+    free(s->prob);
+    free(s->seen);
+    free(s);
+}
+
+int eng_sampler_is_stop(const eng_sampler *s, int32_t tok) {
+    for (int i = 0; i < s->p.n_stop; i++)
+        if (s->p.stop[i] == tok) return 1;
+    return 0;
+}
+
+/* qsort comparator: descending logit, ascending id (logits passed through a
+ * thread-local, as qsort has no context argument). */
+static _Thread_local const float *sort_logit;
+static int cmp_desc(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    float lx = sort_logit[x], ly = sort_logit[y];
+    if (lx > ly) return -1;
+    if (lx < ly) return 1;
+    return (x > y) - (x < y);
+}
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history) {
+    int V = s->n_vocab;
+    float *lg = s->logit;
+    for (int i = 0; i < V; i++) lg[i] = logits[i] == logits[i] ? logits[i] : -INFINITY;
+    if (s->p.repetition_penalty != 1.0f && history && n_history > 0) {
+        int from = s->p.repeat_last_n > 0 && n_history > s->p.repeat_last_n
+                       ? n_history - s->p.repeat_last_n : 0;
+        for (int i = from; i < n_history; i++) {
+            int32_t t = history[i];
+            if (t < 0 || t >= V || s->seen[t]) continue;
+            s->seen[t] = 1;
+            lg[t] = lg[t] > 0 ? lg[t] / s->p.repetition_penalty : lg[t] * s->p.repetition_penalty;
+        }
+        for (int i = from; i < n_history; i++)
+            if (history[i] >= 0 && history[i] < V) s->seen[history[i]] = 0;
+    }
+    if (s->p.temperature <= 0) {
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (lg[i] > lg[best]) best = i;
+        return best;
+    }
+    float inv_t = 1.0f / s->p.temperature;
+    for (int i = 0; i < V; i++) lg[i] *= inv_t;
+    sort_logit = lg;
+    int n = V;
+    if (s->p.top_k > 0 && s->p.top_k < V) {
+        /* keep the top_k best in a min-heap (root = worst kept), then sort them */
+        n = s->p.top_k;
+        int32_t *h = s->idx;
+        for (int i = 0; i < V; i++) {
+            int c;
+            if (i < n) {
+                c = i;
+                h[c] = i;
+                while (c > 0 && cmp_desc(&h[c], &h[(c - 1) / 2]) > 0) {
+                    int32_t t = h[c];
+                    h[c] = h[(c - 1) / 2];
+                    h[(c - 1) / 2] = t;
+                    c = (c - 1) / 2;
+                }
+                continue;
+            }
+            int32_t cand = i;
+            if (cmp_desc(&cand, &h[0]) >= 0) continue; /* not better than the worst kept */
+            h[0] = cand;
+            c = 0;
+            for (;;) {
+                int l = 2 * c + 1, r = l + 1, w = c;
+                if (l < n && cmp_desc(&h[l], &h[w]) > 0) w = l;
+                if (r < n && cmp_desc(&h[r], &h[w]) > 0) w = r;
+                if (w == c) break;
+                int32_t t = h[c];
+                h[c] = h[w];
+                h[w] = t;
+                c = w;
+            }
+        }
+        qsort(h, (size_t)n, sizeof *h, cmp_desc);
+    } else {
+        for (int i = 0; i < V; i++) s->idx[i] = i;
+        qsort(s->idx, (size_t)V, sizeof *s->idx, cmp_desc);
+    }
+    float mx = lg[s->idx[0]];
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        s->prob[i] = expf(lg[s->idx[i]] - mx);
+        sum += s->prob[i];
+    }
+    if (s->p.top_p < 1.0f) {
+        double acc = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            acc += s->prob[i] / sum;
+            if (acc >= s->p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        n = keep;
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += s->prob[i];
+    }
+    /* uniform double in [0, 1) from the top 53 bits */
+    double u = (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);
+    double r = u * sum, c = 0;
+    for (int i = 0; i < n; i++) {
+        c += s->prob[i];
+        if (r < c) return s->idx[i];
+    }
+    return s->idx[n - 1];
+}

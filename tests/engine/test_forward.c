@@ -1,0 +1,255 @@
+/*
+ * test_forward.c -- the forward pass on tiny synthetic GGUFs: chunked
+ * prefill (1, 7, 64 tokens at a time) and decode reproduce one-shot
+ * prefill exactly (int8 and fp32), batching several sequences in one step
+ * changes nothing, running out of KV blocks fails cleanly and leaves the
+ * sequence unchanged, local blocks are released, bad input is refused, and
+ * the digest tells files and precisions apart.
+ */
+#define PTEST_MAIN
+#include "ptest.h"
+
+#include <unistd.h>
+
+#include "eng_model.h"
+#include "eng_model_int.h" /* white-box: which weight format was chosen */
+#include "tiny_model.h"
+
+#define NTOK 64
+
+static const tiny_spec llama_spec = {
+    .arch = "llama", .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2,
+    .head_dim = 16, .n_ff = 96, .n_vocab = 256, .seed = 1};
+
+/* the same llama with Q8_0 weights: the int8 path keeps block scales */
+static const tiny_spec llama_q8_spec = {
+    .arch = "llama", .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2,
+    .head_dim = 16, .n_ff = 96, .n_vocab = 256, .seed = 1, .q8_0 = 1};
+
+/* gemma3, MQA, windows 8/8/0/8, layer 1 shares layer 0's KV */
+static const tiny_spec gemma_spec = {
+    .arch = "gemma3", .n_layer = 4, .n_embd = 64, .n_head = 2, .n_head_kv = 1,
+    .head_dim = 32, .n_ff = 96, .n_vocab = 256, .sliding_window = 8, .ext = 1,
+    .window = {8, 8, 0, 8}, .kv_src = {0, 0, 2, 3}, .seed = 2};
+
+static eng_model *load(const tiny_spec *s, eng_precision prec, char *path, size_t cap) {
+    char err[256] = "";
+    snprintf(path, cap, "%s/parley_fwd_%d_%s_%llu_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), s->arch, (unsigned long long)s->seed, s->q8_0);
+    if (tiny_model_write(path, s, err, sizeof err) != 0) {
+        fprintf(stderr, "write: %s\n", err);
+        return NULL;
+    }
+    eng_load_opts o = {prec, 2, 4};
+    eng_model *m = NULL;
+    if (eng_model_load(path, &o, &m, err, sizeof err) != 0) fprintf(stderr, "load: %s\n", err);
+    return m;
+}
+
+static int32_t prompt[NTOK + 16];
+
+static void init_prompt(void) {
+    for (int i = 0; i < NTOK + 16; i++) prompt[i] = (int32_t)((i * 97 + 13) % 256);
+}
+
+/* Run n tokens through a fresh sequence in chunks, collecting all logits. */
+static int run_chunks(eng_model *m, int n, int chunk, float *out) {
+    const eng_kv_layout *l = eng_model_kv_layout(m);
+    int V = eng_model_config(m)->n_vocab;
+    eng_kv_allocator a;
+    eng_kvseq s;
+    char err[256];
+    if (eng_kv_allocator_malloc(&a, l) || eng_kvseq_init(&s, l, &a, err, sizeof err)) return -1;
+    int rc = 0;
+    for (int d = 0; d < n && !rc; d += chunk) {
+        int k = n - d < chunk ? n - d : chunk;
+        eng_seq_step st = {&s, prompt + d, k, ENG_LOGITS_ALL, out + (size_t)d * V};
+        rc = eng_forward(m, &st, 1, err, sizeof err);
+        if (rc) fprintf(stderr, "forward: %s\n", err);
+    }
+    eng_kvseq_free(&s);
+    eng_kv_allocator_malloc_free(&a);
+    return rc;
+}
+
+static void check_chunking(const tiny_spec *spec, eng_precision prec) {
+    char path[512];
+    eng_model *m = load(spec, prec, path, sizeof path);
+    PT_ASSERT(m);
+    int V = eng_model_config(m)->n_vocab, N = NTOK + 8;
+    float *ref = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V);
+    init_prompt();
+    PT_EQ_INT(run_chunks(m, N, N, ref), 0);
+    float mx = 0;
+    for (int i = 0; i < N * V; i++) mx = fabsf(ref[i]) > mx ? fabsf(ref[i]) : mx;
+    PT_ASSERT(mx > 0.1f && mx < 1e4f);
+    int chunks[] = {1, 7, NTOK};
+    for (int c = 0; c < 3; c++) {
+        /* chunk 64 = a 64-token prefill followed by 8 one-token decode steps */
+        PT_EQ_INT(run_chunks(m, NTOK, chunks[c], got), 0);
+        PT_EQ_INT(run_chunks(m, N, chunks[c] == NTOK ? 1 : chunks[c], got + 0), 0);
+        if (chunks[c] == NTOK) {
+            float *pre = malloc(sizeof(float) * N * V);
+            PT_EQ_INT(run_chunks(m, NTOK, NTOK, pre), 0);
+            memcpy(got, pre, sizeof(float) * NTOK * V);
+            free(pre);
+        }
+        PT_ASSERT_MSG(!memcmp(ref, got, sizeof(float) * N * V), "%s prec %d chunk %d differs", spec->arch, prec, chunks[c]);
+    }
+    free(ref);
+    free(got);
+    eng_model_free(m);
+    unlink(path);
+}
+
+PT_TEST(chunked_prefill_matches_one_shot_llama_int8) { check_chunking(&llama_spec, ENG_PREC_INT8); }
+PT_TEST(chunked_prefill_matches_one_shot_llama_fp32) { check_chunking(&llama_spec, ENG_PREC_FP32); }
+PT_TEST(chunked_prefill_matches_one_shot_llama_q8_0_int8) { check_chunking(&llama_q8_spec, ENG_PREC_INT8); }
+PT_TEST(chunked_prefill_matches_one_shot_gemma3_int8) { check_chunking(&gemma_spec, ENG_PREC_INT8); }
+PT_TEST(chunked_prefill_matches_one_shot_gemma3_fp32) { check_chunking(&gemma_spec, ENG_PREC_FP32); }
+
+PT_TEST(q8_0_block_scales_close_to_fp32) {
+    char p1[512], p2[512];
+    eng_model *q = load(&llama_q8_spec, ENG_PREC_INT8, p1, sizeof p1);
+    eng_model *f = load(&llama_q8_spec, ENG_PREC_FP32, p2, sizeof p2);
+    PT_ASSERT(q && f);
+    PT_ASSERT(q->layers[0].wqkv.bscale && !q->layers[0].wqkv.scale && q->embd.bscale);
+    int V = eng_model_config(q)->n_vocab, N = 32;
+    float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
+    init_prompt();
+    PT_EQ_INT(run_chunks(q, N, N, a), 0);
+    PT_EQ_INT(run_chunks(f, N, N, b), 0);
+    double num = 0, den = 0;
+    for (int i = 0; i < N * V; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    PT_ASSERT_MSG(sqrt(num / den) < 0.05, "int8 vs fp32 rms rel err %g", sqrt(num / den));
+    free(a), free(b);
+    eng_model_free(q), eng_model_free(f);
+    unlink(p1);
+}
+
+PT_TEST(batched_sequences_match_separate_runs) {
+    char path[512];
+    eng_model *m = load(&gemma_spec, ENG_PREC_INT8, path, sizeof path);
+    PT_ASSERT(m);
+    init_prompt();
+    const eng_kv_layout *l = eng_model_kv_layout(m);
+    int V = eng_model_config(m)->n_vocab;
+    float *ref = malloc(sizeof(float) * 40 * V);
+    PT_EQ_INT(run_chunks(m, 40, 40, ref), 0);
+    eng_kv_allocator a;
+    PT_EQ_INT(eng_kv_allocator_malloc(&a, l), 0);
+    eng_kvseq s1, s2;
+    char err[256];
+    PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);
+    PT_EQ_INT(eng_kvseq_init(&s2, l, &a, err, sizeof err), 0);
+    float *o1 = malloc(sizeof(float) * 40 * V), *o2 = malloc(sizeof(float) * V);
+    /* s2 first gets 30 tokens alone; then one step: s1 prefill 40, s2 decode 1 */
+    eng_seq_step pre = {&s2, prompt, 30, ENG_LOGITS_NONE, NULL};
+    PT_EQ_INT(eng_forward(m, &pre, 1, err, sizeof err), 0);
+    eng_seq_step st[2] = {{&s1, prompt, 40, ENG_LOGITS_ALL, o1}, {&s2, prompt + 30, 1, ENG_LOGITS_LAST, o2}};
+    PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), 0);
+    PT_EQ_MEM(o1, ref, sizeof(float) * 40 * V);
+    PT_EQ_MEM(o2, ref + (size_t)30 * V, sizeof(float) * V);
+    PT_EQ_INT(s1.n_tokens, 40);
+    PT_EQ_INT(s2.n_tokens, 31);
+    /* the same sequence twice in one step is refused */
+    eng_seq_step dup[2] = {{&s1, prompt, 1, ENG_LOGITS_NONE, NULL}, {&s1, prompt, 1, ENG_LOGITS_NONE, NULL}};
+    PT_EQ_INT(eng_forward(m, dup, 2, err, sizeof err), ENG_EINVAL);
+    /* local blocks: window 8, B 4 -> at most 4 live local blocks per sequence */
+    int live = 0;
+    for (int i = 0; i < s1.n_blocks; i++) live += s1.blk[ENG_KV_LOCAL][i] != NULL;
+    PT_ASSERT(live <= 4 && live >= 2);
+    eng_kvseq_free(&s1);
+    eng_kvseq_free(&s2);
+    PT_EQ_INT(eng_kv_allocator_malloc_live(&a, ENG_KV_LOCAL), 0);
+    eng_kv_allocator_malloc_free(&a);
+    free(ref), free(o1), free(o2);
+    eng_model_free(m);
+    unlink(path);
+}
+
+typedef struct budget {
+    eng_kv_allocator inner; /* malloc allocator */
+    int left;               /* blocks still allowed */
+} budget;
+
+static void *b_alloc(void *ctx, int kind) {
+    budget *b = ctx;
+    if (b->left <= 0) return NULL;
+    b->left--;
+    return b->inner.alloc(b->inner.ctx, kind);
+}
+
+static void b_release(void *ctx, int kind, void *blk) {
+    budget *b = ctx;
+    b->left++;
+    b->inner.release(b->inner.ctx, kind, blk);
+}
+
+PT_TEST(out_of_blocks_leaves_sequences_unchanged) {
+    char path[512];
+    eng_model *m = load(&llama_spec, ENG_PREC_INT8, path, sizeof path);
+    PT_ASSERT(m);
+    init_prompt();
+    const eng_kv_layout *l = eng_model_kv_layout(m);
+    budget b = {.left = 3};
+    PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, l), 0);
+    eng_kv_allocator a = {&b, b_alloc, b_release};
+    eng_kvseq s1, s2;
+    char err[256];
+    PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);
+    PT_EQ_INT(eng_kvseq_init(&s2, l, &a, err, sizeof err), 0);
+    eng_seq_step st[2] = {{&s1, prompt, 8, ENG_LOGITS_NONE, NULL}, {&s2, prompt, 8, ENG_LOGITS_NONE, NULL}};
+    PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), ENG_ENOMEM); /* needs 4 blocks */
+    PT_ASSERT(strstr(err, "KV"));
+    PT_EQ_INT(s1.n_tokens + s2.n_tokens + s1.n_blocks + s2.n_blocks, 0);
+    PT_EQ_INT(b.left, 3);
+    PT_EQ_INT(eng_forward(m, st, 1, err, sizeof err), 0);
+    PT_EQ_INT(s1.n_tokens, 8);
+    eng_kvseq_free(&s1);
+    eng_kvseq_free(&s2);
+    PT_EQ_INT(b.left, 3);
+    eng_kv_allocator_malloc_free(&b.inner);
+    eng_model_free(m);
+    unlink(path);
+}
+
+PT_TEST(bad_input_refused_and_digest) {
+    char path[512], path2[512];
+    eng_model *m = load(&llama_spec, ENG_PREC_INT8, path, sizeof path);
+    PT_ASSERT(m);
+    const eng_kv_layout *l = eng_model_kv_layout(m);
+    eng_kv_allocator a;
+    PT_EQ_INT(eng_kv_allocator_malloc(&a, l), 0);
+    eng_kvseq s;
+    char err[256];
+    PT_EQ_INT(eng_kvseq_init(&s, l, &a, err, sizeof err), 0);
+    int32_t bad[2] = {1, 256};
+    eng_seq_step st = {&s, bad, 2, ENG_LOGITS_NONE, NULL};
+    PT_EQ_INT(eng_forward(m, &st, 1, err, sizeof err), ENG_EINVAL);
+    PT_ASSERT(strstr(err, "vocab"));
+    st.n_tokens = 0;
+    PT_EQ_INT(eng_forward(m, &st, 1, err, sizeof err), ENG_EINVAL);
+    st.n_tokens = 1;
+    st.logits = ENG_LOGITS_LAST; /* no output buffer */
+    PT_EQ_INT(eng_forward(m, &st, 1, err, sizeof err), ENG_EINVAL);
+    PT_EQ_INT(s.n_tokens, 0);
+    eng_kvseq_free(&s);
+    eng_kv_allocator_malloc_free(&a);
+    tiny_spec other = llama_spec;
+    other.seed = 99;
+    eng_model *m2 = load(&other, ENG_PREC_INT8, path2, sizeof path2);
+    eng_model *m3 = load(&llama_spec, ENG_PREC_INT8, path, sizeof path);
+    eng_model *m4 = load(&llama_spec, ENG_PREC_FP32, path, sizeof path);
+    PT_ASSERT(m2 && m3 && m4);
+    PT_ASSERT(eng_model_digest(m) == eng_model_digest(m3));
+    PT_ASSERT(eng_model_digest(m) != eng_model_digest(m2));
+    PT_ASSERT(eng_model_digest(m) != eng_model_digest(m4));
+    eng_model_free(m), eng_model_free(m2), eng_model_free(m3), eng_model_free(m4);
+    eng_model *none = NULL;
+    eng_load_opts o = {ENG_PREC_INT8, 1, 16};
+    PT_ASSERT(eng_model_load("/nonexistent/x.gguf", &o, &none, err, sizeof err) != 0);
+    PT_ASSERT(none == NULL && err[0]);
+    unlink(path);
+    unlink(path2);
+}

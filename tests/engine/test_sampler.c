@@ -1,0 +1,151 @@
+/*
+ * test_sampler.c -- the sampler: greedy and its tie rule, seeded
+ * determinism, top-k / top-p limits, repetition penalty, stop tokens,
+ * parameter validation and the sampled distribution.
+ */
+#define PTEST_MAIN
+#include "ptest.h"
+
+#include "eng_sampler.h"
+
+static eng_sampler *mk(const eng_sampler_params *p, int V) {
+    eng_sampler *s = NULL;
+    char err[128];
+    if (eng_sampler_new(p, V, &s, err, sizeof err) != 0) return NULL;
+    return s;
+}
+
+PT_TEST(greedy_picks_argmax_lowest_id_on_ties) {
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    eng_sampler *s = mk(&p, 5);
+    PT_ASSERT(s);
+    float l[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
+    PT_EQ_INT(eng_sampler_sample(s, l, NULL, 0), 1);
+    float n[5] = {NAN, 0.5f, 0.2f, 0.1f, 0.0f};
+    PT_EQ_INT(eng_sampler_sample(s, n, NULL, 0), 1);
+    eng_sampler_free(s);
+}
+
+static void draw(eng_sampler *s, const float *l, int n, int32_t *out) {
+    for (int i = 0; i < n; i++) out[i] = eng_sampler_sample(s, l, NULL, 0);
+}
+
+PT_TEST(same_seed_same_tokens) {
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.temperature = 1.0f;
+    p.seed = 42;
+    float l[64];
+    for (int i = 0; i < 64; i++) l[i] = (float)((i * 37) % 64) / 16.0f;
+    eng_sampler *a = mk(&p, 64), *b = mk(&p, 64);
+    p.seed = 43;
+    eng_sampler *c = mk(&p, 64);
+    int32_t x[200], y[200], z[200];
+    draw(a, l, 200, x);
+    draw(b, l, 200, y);
+    draw(c, l, 200, z);
+    PT_EQ_MEM(x, y, sizeof x);
+    PT_ASSERT(memcmp(x, z, sizeof x) != 0);
+    eng_sampler_reseed(a, 42);
+    draw(a, l, 200, y);
+    PT_EQ_MEM(x, y, sizeof x);
+    eng_sampler_free(a), eng_sampler_free(b), eng_sampler_free(c);
+}
+
+PT_TEST(top_k_and_top_p_restrict_candidates) {
+    float l[10] = {1, 5, 2, 4.9f, 0, 0, 0, 0, 0, 3};
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.temperature = 5.0f; /* flat: without limits every token would appear */
+    p.top_k = 2;
+    eng_sampler *s = mk(&p, 10);
+    for (int i = 0; i < 300; i++) {
+        int32_t t = eng_sampler_sample(s, l, NULL, 0);
+        PT_ASSERT(t == 1 || t == 3);
+    }
+    eng_sampler_free(s);
+    p.top_k = 0;
+    p.top_p = 0.01f; /* only the most likely token */
+    p.temperature = 1.0f;
+    s = mk(&p, 10);
+    for (int i = 0; i < 100; i++) PT_EQ_INT(eng_sampler_sample(s, l, NULL, 0), 1);
+    eng_sampler_free(s);
+}
+
+PT_TEST(top_k_selection_matches_full_sort) {
+    /* top_k = V - 1 and top_k = 3 on a shuffled vocabulary with ties: the
+     * kept set must be the k best (ties by lower id) */
+    enum { V = 50 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = (float)((i * 7) % 13);
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.temperature = 100.0f;
+    int ks[] = {1, 3, V - 1};
+    for (int t = 0; t < 3; t++) {
+        p.top_k = ks[t];
+        eng_sampler *s = mk(&p, V);
+        for (int i = 0; i < 400; i++) {
+            int32_t tok = eng_sampler_sample(s, l, NULL, 0);
+            int better = 0; /* tokens ranked above tok */
+            for (int j = 0; j < V; j++) better += l[j] > l[tok] || (l[j] == l[tok] && j < tok);
+            PT_ASSERT_MSG(better < ks[t], "k %d: token %d has %d better", ks[t], tok, better);
+        }
+        eng_sampler_free(s);
+    }
+}
+
+PT_TEST(distribution_matches_softmax) {
+    float l[2] = {0.0f, logf(3.0f)}; /* p = 0.25, 0.75 */
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.temperature = 1.0f;
+    p.seed = 7;
+    eng_sampler *s = mk(&p, 2);
+    int ones = 0, n = 8000;
+    for (int i = 0; i < n; i++) ones += eng_sampler_sample(s, l, NULL, 0);
+    PT_NEAR((double)ones / n, 0.75, 0.03);
+    eng_sampler_free(s);
+}
+
+PT_TEST(repetition_penalty_demotes_history) {
+    float l[4] = {2.0f, 1.9f, -1.0f, -1.1f};
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.repetition_penalty = 1.5f;
+    eng_sampler *s = mk(&p, 4);
+    int32_t hist[3] = {0, 0, 9999}; /* out-of-vocab ids are ignored */
+    PT_EQ_INT(eng_sampler_sample(s, l, hist, 3), 1); /* 2.0/1.5 < 1.9 */
+    PT_EQ_INT(eng_sampler_sample(s, l, NULL, 0), 0);
+    PT_EQ_INT(l[0], 2.0f); /* input untouched */
+    eng_sampler_free(s);
+    float m[2] = {-1.0f, -1.2f};
+    s = mk(&p, 2);
+    int32_t h2[1] = {0};
+    PT_EQ_INT(eng_sampler_sample(s, m, h2, 1), 1); /* -1.5 < -1.2 */
+    eng_sampler_free(s);
+}
+
+PT_TEST(stop_tokens_and_validation) {
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.n_stop = 2;
+    p.stop[0] = 3;
+    p.stop[1] = 7;
+    eng_sampler *s = mk(&p, 10);
+    PT_ASSERT(eng_sampler_is_stop(s, 7));
+    PT_ASSERT(!eng_sampler_is_stop(s, 4));
+    eng_sampler_free(s);
+    char err[128];
+    eng_sampler *bad = NULL;
+    p.top_p = 0;
+    PT_EQ_INT(eng_sampler_new(&p, 10, &bad, err, sizeof err), ENG_SAMPLER_EINVAL);
+    PT_ASSERT(strstr(err, "top_p"));
+    eng_sampler_params_default(&p);
+    p.n_stop = ENG_SAMPLER_MAX_STOP + 1;
+    PT_EQ_INT(eng_sampler_new(&p, 10, &bad, err, sizeof err), ENG_SAMPLER_EINVAL);
+    eng_sampler_params_default(&p);
+    PT_EQ_INT(eng_sampler_new(&p, 0, &bad, err, sizeof err), ENG_SAMPLER_EINVAL);
+    PT_ASSERT(bad == NULL);
+}
