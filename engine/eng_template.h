@@ -1,0 +1,152 @@
+/*
+ * eng_template.h -- chat templates: a role/content message list to the text
+ * and token ids a model was trained on.
+ *
+ * Purpose.  Models ship their chat format as a Jinja template in
+ * tokenizer.chat_template.  parley does not run Jinja: it has built-in C
+ * renderers for the well-known formats, each reproducing its original Jinja
+ * template byte for byte (tests compare against transformers'
+ * apply_chat_template on the original template texts):
+ *   llama2  Llama 2 chat: "<s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>";
+ *           roles must alternate user/assistant/... after an optional
+ *           system message (the original raises otherwise).
+ *   llama3  Llama 3 instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|>...
+ *           any roles, any order.
+ *   gemma   Gemma 3: <bos><start_of_turn>user\n...<end_of_turn>\n; a system
+ *           message is folded into the first user turn ("{system}\n\n{user}",
+ *           the system text not trimmed), "assistant" is spelled "model",
+ *           roles must alternate starting with user (the original raises
+ *           otherwise).
+ *   gemma2  Gemma 1 and 2: the same turns, but a system message is refused
+ *           ("System role not supported"), as their template does.
+ *   chatml  ChatML (Qwen-style without default system): <|im_start|>{role}\n{content}<|im_end|>\n
+ *
+ * Picking the format.  eng_tmpl_detect recognises a model's
+ * tokenizer.chat_template by fingerprint: the text is normalised (all
+ * whitespace removed) and matched against the normalised known template
+ * texts exactly; failing that, against marker substrings that are unique to
+ * each format (e.g. "<|start_header_id|>" + "<|eot_id|>" for llama3).  An
+ * explicit name overrides detection.  No template, an unrecognised one and
+ * no override is an error whose message names the override option
+ * ("chat_template" / --chat-template).
+ *
+ * Rendering to ids.  The renderer produces segments: template-owned special
+ * tokens (encoded by id, looked up in the vocabulary) and text (template
+ * text plus message content, encoded WITHOUT special-token parsing, so a
+ * message containing "<|eot_id|>" stays text).  Adjacent text segments are
+ * joined before encoding, so the ids equal HF's encoding of the rendered
+ * text whenever no content contains a special-token string.
+ *
+ * Prefix stability (for the inter-turn KV cache).  Every message of every
+ * built-in format ends with a special token (<|eot_id|>, <|im_end|>,
+ * <end_of_turn>, </s>) and no merge crosses a special token, so the ids of
+ * earlier turns never change when turns are appended.  With the generation
+ * prompt (llama3, chatml, gemma, gemma2) render(1..N, gen) is itself a
+ * prefix of render(1..N+1): the prompt is exactly the start of the next
+ * assistant turn.  Its trailing text ("\n\n" after <|end_header_id|>,
+ * "assistant\n", "model\n") shares one text fragment with the reply; that is
+ * stable when the pre-tokenizer splits there (byte-level vocabularies do:
+ * tested in tests/py/test_tok_template.py), while an SPM vocabulary (no
+ * pre-tokenizer) with a token spanning "\n" + reply text would merge across.
+ * llama2 has no generation prompt: render(1..N) ends " [/INST]" and the
+ * next render continues that same fragment with " {reply} </s>", so only
+ * the ids up to the last special token are guaranteed.  After the stable
+ * prefix what differs is the reply: the cache holds the ids the model
+ * generated, the next render re-encodes the reply (trimmed by llama2,
+ * llama3 and gemma), which may tokenise differently.
+ * eng_tmpl_stable_prefix gives the always-safe length (up to the last
+ * special token); eng_tok_common_prefix of the cached ids and the new render
+ * gives the exact reusable length.  Changing the system message (gemma
+ * folds it into the first user turn) invalidates everything after it.
+ *
+ * Threading.  Stateless functions over read-only data: thread-safe.
+ *
+ * Failure behaviour.  0 or a negative ENG_TMPL_E* code plus a message in
+ * err.  Output buffers follow eng_tok.h's snprintf convention (ENG_TOK_ENOSPC
+ * with the needed size in *n_out).
+ */
+#ifndef ENG_TEMPLATE_H
+#define ENG_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_tok.h"
+
+struct eng_gguf;
+
+#define ENG_TMPL_EINVAL (-1)    /* bad argument */
+#define ENG_TMPL_ENOMEM (-2)    /* allocation failed */
+#define ENG_TMPL_ENOSPC (-3)    /* output did not fit (== ENG_TOK_ENOSPC) */
+#define ENG_TMPL_EUNKNOWN (-5)  /* template not recognised / unknown name */
+#define ENG_TMPL_EROLE (-6)     /* message roles not accepted by the format */
+#define ENG_TMPL_EVOCAB (-7)    /* a special token the format needs is not in the vocabulary */
+
+typedef enum eng_tmpl_format {
+    ENG_TMPL_NONE = 0,   /* not chosen */
+    ENG_TMPL_LLAMA2 = 1,
+    ENG_TMPL_LLAMA3 = 2,
+    ENG_TMPL_GEMMA = 3,
+    ENG_TMPL_CHATML = 4,
+    ENG_TMPL_GEMMA2 = 5  /* Gemma 1/2: as gemma, but a system message is an error */
+} eng_tmpl_format;
+
+/* One chat message; strings need not be NUL-terminated. */
+typedef struct eng_tmpl_msg {
+    const char *role;     /* "system", "user", "assistant" (others as the format allows) */
+    size_t role_len;      /* bytes of role */
+    const char *content;  /* message text (UTF-8, user-controlled) */
+    size_t content_len;   /* bytes of content */
+} eng_tmpl_msg;
+
+/* Format by name ("llama2", "llama3", "gemma", "gemma2", "chatml").  ENG_TMPL_EUNKNOWN
+ * lists the known names. */
+int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen);
+
+/* Name of a format ("llama2", ...; "none" for ENG_TMPL_NONE). */
+const char *eng_tmpl_name(eng_tmpl_format f);
+
+/* Recognise a Jinja template text (see "Picking the format"). */
+int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out,
+                       char *err, size_t errlen);
+
+/* Choose the format for a model: override (a name, or NULL/"" for none)
+ * wins; otherwise recognise tokenizer.chat_template.  Errors name the
+ * override option. */
+int eng_tmpl_detect(const struct eng_gguf *g, const char *override,
+                    eng_tmpl_format *out, char *err, size_t errlen);
+
+/* Check roles/order without rendering (ENG_TMPL_EROLE with a message). */
+int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n,
+                      char *err, size_t errlen);
+
+/*
+ * Render to text, as the original template with bos_token/eos_token taken
+ * from the vocabulary (t may be NULL: then the format's usual spellings).
+ * add_gen: append the generation prompt (ignored by llama2, which has none).
+ * Writes up to cap bytes plus a NUL when room remains; *n_out = text bytes.
+ */
+int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t,
+                         const eng_tmpl_msg *msgs, int n, bool add_gen,
+                         char *out, size_t cap, size_t *n_out,
+                         char *err, size_t errlen);
+
+/* Render straight to ids (see "Rendering to ids").  Up to cap ids;
+ * *n_out = ids needed. */
+int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t,
+                        const eng_tmpl_msg *msgs, int n, bool add_gen,
+                        int32_t *ids, int cap, int *n_out,
+                        char *err, size_t errlen);
+
+/*
+ * Length of the prefix of ids (a render by eng_tmpl_render_ids) that every
+ * continuation of the conversation renders identically: the position right
+ * after the last special token (0 when there is none).  Safe for every
+ * built-in format (see "Prefix stability"); t is the tokenizer that
+ * rendered ids.
+ */
+int eng_tmpl_stable_prefix(eng_tmpl_format f, const eng_tok *t,
+                           const int32_t *ids, int n_ids);
+
+#endif

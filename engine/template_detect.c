@@ -1,0 +1,194 @@
+/*
+ * template_detect.c -- choosing a chat format: by name, or by recognising a
+ * model's tokenizer.chat_template text.
+ *
+ * Recognition is exact on a normalised form: Jinja whitespace-control
+ * dashes ("{%-", "-%}", "{{-", "-}}") and every whitespace character outside
+ * quoted string literals are removed, then the result is compared with the
+ * normalised known template texts below (the originals from the models'
+ * tokenizer_config.json; tests/tok/templates/ holds the same texts and the
+ * tests render them with transformers).  Inside string literals whitespace
+ * is kept and the escapes \n \t \r \\ \' \" are replaced by the
+ * characters they stand for, so a template written with real newlines in
+ * its literals matches, and templates that differ in the text they emit are
+ * never confused.  Anything else is "not recognised": parley does not run Jinja,
+ * and guessing from marker substrings would silently mis-render look-alike
+ * templates (Llama 3.1 adds a dated system header, Qwen a default system
+ * prompt), so an unknown template needs an explicit override.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_gguf.h"
+#include "eng_template.h"
+#include "tok_internal.h"
+
+typedef struct known_tmpl {
+    const char *name;     /* what it is (the model family) */
+    eng_tmpl_format fmt;  /* the renderer that reproduces it */
+    const char *text;     /* the original Jinja text */
+} known_tmpl;
+
+static const known_tmpl known[] = {
+    {"llama2", ENG_TMPL_LLAMA2,
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message "
+    "= messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message "
+    "= false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+    "}}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' "
+    "+ system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] "
+    "%}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+    "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token "
+    "}}{% endif %}{% endfor %}"},
+    {"llama3", ENG_TMPL_LLAMA3,
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' "
+    "+ message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{%"
+    " if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}"},
+    {"gemma1/2", ENG_TMPL_GEMMA2,
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+    "}}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% "
+    "set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] "
+    "| trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}"
+    "}{% endif %}"},
+    {"gemma3", ENG_TMPL_GEMMA,
+    "{{ bos_token }}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- if messages[0]['content'] is string -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+    "    {%- endif -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n"
+    "{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n"
+    "    {%- set loop_messages = messages -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") "
+    "}}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n"
+    "        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n"
+    "        {%- set role = message['role'] -%}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n"
+    "        {{ message['content'] | trim }}\n"
+    "    {%- elif message['content'] is iterable -%}\n"
+    "        {%- for item in message['content'] -%}\n"
+    "            {%- if item['type'] == 'image' -%}\n"
+    "                {{ '<start_of_image>' }}\n"
+    "            {%- elif item['type'] == 'text' -%}\n"
+    "                {{ item['text'] | trim }}\n"
+    "            {%- endif -%}\n"
+    "        {%- endfor -%}\n"
+    "    {%- else -%}\n"
+    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    "    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\\n' }}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "    {{'<start_of_turn>model\\n'}}\n"
+    "{%- endif -%}"},
+    {"chatml", ENG_TMPL_CHATML,
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+    "}}{% endif %}"},
+};
+
+static const char *const fmt_names[] = {"none", "llama2", "llama3", "gemma", "chatml", "gemma2"};
+
+const char *eng_tmpl_name(eng_tmpl_format f) {
+    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_GEMMA2) ? fmt_names[f] : "none";
+}
+
+int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen) {
+    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_GEMMA2; f++) {
+        if (name && strcmp(name, fmt_names[f]) == 0) {
+            *out = (eng_tmpl_format)f;
+            return 0;
+        }
+    }
+    tok_seterr(err, errlen, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml)",
+               name ? name : "(null)");
+    return ENG_TMPL_EUNKNOWN;
+}
+
+/* Normalised form of s[0..n) into b (see the file comment). */
+static int normalise(const char *s, size_t n, tok_buf *b) {
+    char quote = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (quote) {
+            /* an escape and the character it stands for are the same text
+             * ('\\n' and a real newline render alike) */
+            if (c == '\\' && i + 1 < n) {
+                char e = s[++i];
+                c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e;
+            } else if (c == quote) quote = 0;
+            if (tok_buf_put(b, &c, 1)) return ENG_TMPL_ENOMEM;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') continue;
+        if (c == '-') {
+            int after_open = b->n > 0 && (b->v[b->n - 1] == '%' || b->v[b->n - 1] == '{') && b->n > 1 &&
+                             b->v[b->n - 2] == '{';
+            int before_close = i + 1 < n && ((s[i + 1] == '%' || s[i + 1] == '}') && i + 2 < n && s[i + 2] == '}');
+            if (after_open || before_close) continue;
+        }
+        if (c == '\'' || c == '"') quote = c;
+        if (tok_buf_put(b, &c, 1)) return ENG_TMPL_ENOMEM;
+    }
+    return 0;
+}
+
+int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char *err, size_t errlen) {
+    tok_buf a = {0}, k = {0};
+    int rc = ENG_TMPL_EUNKNOWN;
+    *out = ENG_TMPL_NONE;
+    if (normalise(tmpl, len, &a)) {
+        rc = ENG_TMPL_ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        k.n = 0;
+        if (normalise(known[i].text, strlen(known[i].text), &k)) {
+            rc = ENG_TMPL_ENOMEM;
+            goto done;
+        }
+        if (k.n == a.n && memcmp(k.v, a.v, a.n) == 0) {
+            *out = known[i].fmt;
+            rc = 0;
+            goto done;
+        }
+    }
+    tok_seterr(err, errlen,
+               "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
+               "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml)",
+               len);
+done:
+    if (rc == ENG_TMPL_ENOMEM) tok_seterr(err, errlen, "chat template: out of memory");
+    free(a.v);
+    free(k.v);
+    return rc;
+}
+
+int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *out, char *err, size_t errlen) {
+    *out = ENG_TMPL_NONE;
+    if (override && *override) return eng_tmpl_from_name(override, out, err, errlen);
+    const char *s;
+    size_t n;
+    if (!g || eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != 0) {
+        tok_seterr(err, errlen,
+                   "the model has no chat template (tokenizer.chat_template); set the format explicitly "
+                   "with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml)");
+        return ENG_TMPL_EUNKNOWN;
+    }
+    return eng_tmpl_recognise(s, n, out, err, errlen);
+}

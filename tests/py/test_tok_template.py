@@ -1,0 +1,174 @@
+"""parley's built-in chat formats against transformers' apply_chat_template
+on the original Jinja texts (tests/tok/templates/), template recognition
+from GGUF metadata, and prefix stability across turns.
+
+The tokenizers are the locally trained ones of tests/tok/tok_data.py wrapped
+in PreTrainedTokenizerFast with the template set; parley renders through
+tests/tok/tok_tool (text and ids).
+"""
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tok"))
+import tok_data  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PARLEY_BUILD", os.path.join(REPO, "build"))
+TOOL = os.path.join(BUILD, "tests", "tok", "tok_tool")
+
+# format -> (gguf built by tok_data, template file, bos, eos)
+CASES = {
+    "llama3": ("bpe_llama3", "llama3", "<|begin_of_text|>", "<|end_of_text|>"),
+    "chatml": ("bpe_qwen2", "chatml", "<|begin_of_text|>", "<|im_end|>"),
+    "llama2": ("spm_llama2", "llama2", "<s>", "</s>"),
+    "gemma": ("spm_gemma", "gemma3", "<bos>", "<eos>"),
+    "gemma2": ("spm_gemma", "gemma", "<bos>", "<eos>"),
+}
+
+
+@pytest.fixture(scope="session")
+def toks(tmp_path_factory):
+    if not os.path.exists(TOOL):
+        pytest.fail("tok_tool not built at %s (set PARLEY_BUILD)" % TOOL)
+    return tok_data.build_all(str(tmp_path_factory.mktemp("tmpl")))
+
+
+def hf_wrap(hf, tmpl, bos, eos):
+    from transformers import PreTrainedTokenizerFast
+    return PreTrainedTokenizerFast(tokenizer_object=hf, bos_token=bos, eos_token=eos,
+                                   chat_template=tok_data.template_text(tmpl))
+
+
+CONTENT = ["Hello!", "  padded both sides  ", "line one\nline two\n\n", "日本語で答えて", "emoji 😀👍🏽 ok",
+           "code:\n```py\ndef f(x):\n    return x * 2\n```", "مرحبا بالعالم", "e\u0301 combining",
+           "\tTabs\tand  spaces ", "numbers 1234567 and 3.14", "What's up? I'm fine.", "\u3000ideographic space\u3000",
+           "x", "Mixed: Ελληνικά Русский 한국어", "trailing newline\n", "\u00a0nbsp\u00a0"]
+
+
+def conversations(fmt, rng):
+    """20 conversations valid for the format (alternating where required)."""
+    convs = []
+    for i in range(20):
+        turns = rng.randint(1, 6)
+        msgs = []
+        if i % 3 == 0 and fmt != "gemma2":
+            msgs.append({"role": "system", "content": rng.choice(CONTENT)})
+        for k in range(turns):
+            msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": rng.choice(CONTENT)})
+        if fmt in ("llama3", "chatml") and i % 5 == 4:
+            msgs.append({"role": "tool", "content": rng.choice(CONTENT)})
+        convs.append(msgs)
+    return convs
+
+
+def enc_conv(msgs):
+    return ",".join("%s:%s" % (m["role"].encode().hex(), m["content"].encode().hex()) for m in msgs)
+
+
+def render(path, fmt, convs, gen):
+    p = subprocess.run([TOOL, "render", path, fmt, "1" if gen else "0"],
+                       input="".join(enc_conv(c) + "\n" for c in convs).encode(), capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    res, cur = [], None
+    for ln in p.stdout.decode().split("\n")[:-1]:
+        kind, _, rest = ln.partition(" ")
+        if kind == "T":
+            cur = {"text": bytes.fromhex(rest).decode()}
+            res.append(cur)
+        elif kind == "I":
+            cur["ids"] = [int(x) for x in rest.split()]
+        elif kind == "S":
+            cur["stable"] = int(rest)
+        elif kind == "E":
+            if cur is not None and "ids" not in cur:
+                cur["ids_error"] = rest
+            else:
+                res.append({"error": rest})
+    return res
+
+
+@pytest.mark.parametrize("fmt", list(CASES))
+@pytest.mark.parametrize("gen", [True, False])
+def test_render_matches_transformers(toks, fmt, gen):
+    name, tmpl, bos, eos = CASES[fmt]
+    path, hf = toks[name]
+    tok = hf_wrap(hf, tmpl, bos, eos)
+    convs = conversations(fmt, random.Random(hash(fmt) & 0xFFFF))
+    got = render(path, fmt, convs, gen)
+    assert len(got) == len(convs)
+    for conv, g in zip(convs, got):
+        want = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=gen)
+        assert g.get("text") == want, conv
+        want_ids = tok.apply_chat_template(conv, tokenize=True, add_generation_prompt=gen)
+        if isinstance(want_ids, dict) or hasattr(want_ids, "keys"):
+            want_ids = want_ids["input_ids"]
+        assert g.get("ids") == list(want_ids), conv
+
+
+@pytest.mark.parametrize("fmt,conv,msg", [
+    ("llama2", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "alternate"),
+    ("llama2", [{"role": "assistant", "content": "a"}], "alternate"),
+    ("gemma", [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}], "alternate"),
+    ("gemma", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "alternate"),
+    ("gemma2", [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}], "System role"),
+])
+def test_role_errors_like_the_original(toks, fmt, conv, msg):
+    name, tmpl, bos, eos = CASES[fmt]
+    path, hf = toks[name]
+    tok = hf_wrap(hf, tmpl, bos, eos)
+    with pytest.raises(Exception, match=msg):
+        tok.apply_chat_template(conv, tokenize=False)
+    got = render(path, fmt, [conv], False)
+    assert "error" in got[0] and msg in got[0]["error"]
+
+
+def test_detect_from_gguf_and_override(toks):
+    for fmt, (name, _, _, _) in CASES.items():
+        if fmt == "gemma2":
+            continue  # the Gemma GGUF carries Gemma 3's template
+        out = subprocess.run([TOOL, "detect", toks[name][0]], capture_output=True, timeout=30).stdout.decode()
+        assert out.strip() == fmt
+    # the gpt-2 GGUF carries no template: refused, naming the override
+    out = subprocess.run([TOOL, "detect", toks["bpe_gpt2"][0]], capture_output=True, timeout=30).stdout.decode()
+    assert out.startswith("E ") and "chat_template" in out
+    out = subprocess.run([TOOL, "detect", toks["bpe_gpt2"][0], "chatml"], capture_output=True,
+                         timeout=30).stdout.decode()
+    assert out.strip() == "chatml"
+
+
+@pytest.mark.parametrize("tmpl,fmt", [("llama2", "llama2"), ("llama3", "llama3"), ("gemma", "gemma2"),
+                                      ("gemma3", "gemma"), ("chatml", "chatml")])
+def test_recognise_template_files(tmpl, fmt, tmp_path):
+    out = subprocess.run([TOOL, "recognise", os.path.join(tok_data.TEMPLATES, tmpl + ".jinja")],
+                         capture_output=True, timeout=30).stdout.decode()
+    assert out.strip() == fmt
+    other = tmp_path / "x.jinja"
+    other.write_text(tok_data.template_text(tmpl).replace("'\\n'", "'\\r\\n'", 1) + "{{ 'x' }}")
+    out = subprocess.run([TOOL, "recognise", str(other)], capture_output=True, timeout=30).stdout.decode()
+    assert out.startswith("E ") and "chat_template" in out
+
+
+@pytest.mark.parametrize("fmt", list(CASES))
+def test_prefix_stability(toks, fmt):
+    """Render turns 1..N with the generation prompt, append the reply and the
+    next user turn: the first ids are a prefix of the second (llama2, which
+    has no generation prompt: up to eng_tmpl_stable_prefix)."""
+    name = CASES[fmt][0]
+    path = toks[name][0]
+    rng = random.Random(7)
+    for _ in range(10):
+        conv = [{"role": "user", "content": rng.choice(CONTENT)}]
+        for turn in range(4):
+            a = render(path, fmt, [conv], True)[0]
+            conv = conv + [{"role": "assistant", "content": rng.choice(CONTENT)},
+                           {"role": "user", "content": rng.choice(CONTENT)}]
+            b = render(path, fmt, [conv], True)[0]
+            if fmt == "llama2":
+                assert a["ids"][:a["stable"]] == b["ids"][:a["stable"]]
+                assert a["stable"] > 0
+            else:
+                assert b["ids"][:len(a["ids"])] == a["ids"], (fmt, conv)
