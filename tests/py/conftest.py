@@ -1,0 +1,98 @@
+"""Shared pytest fixtures for parley's Python tests (tests/py).
+
+tests/run.sh exports the environment these fixtures read:
+  PARLEY_BUILD       the release build tree (default: <repo>/build)
+  PARLEY_BIN         the `parley` binary (default: $PARLEY_BUILD/consumer/parley)
+  PARLEY_TEST_KAFKA  bootstrap host:port of the Kafka broker it started
+  PARLEY_TEST_REDIS  host:port of the Redis it started
+  PARLEY_TEST_STRICT 1 under tests/run.sh
+
+Under tests/run.sh (PARLEY_TEST_STRICT=1) a missing service address or
+binary is a test failure.  Only when pytest is run by hand without those
+variables do the fixtures skip, with the reason; start the services with
+deploy/kafka.sh and deploy/redis.sh and export the addresses to run them.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STRICT = os.environ.get("PARLEY_TEST_STRICT") == "1"
+
+
+def _missing(what: str) -> None:
+    """Fails under tests/run.sh, skips when pytest runs by hand."""
+    if STRICT:
+        pytest.fail(f"{what} (tests/run.sh should have provided it)", pytrace=False)
+    pytest.skip(f"{what}; run via tests/run.sh, or start the services/build and export it")
+
+
+def _host_port(var: str) -> tuple[str, int]:
+    value = os.environ.get(var, "")
+    if not value:
+        _missing(f"{var} is not set")
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        pytest.fail(f"{var}={value!r} is not host:port", pytrace=False)
+    return host, int(port)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The repository root (tests run from any working directory)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def parley_build() -> Path:
+    """The release build tree, which must exist."""
+    build = Path(os.environ.get("PARLEY_BUILD", REPO_ROOT / "build"))
+    if not (build / "CMakeCache.txt").is_file():
+        _missing(f"no configured build tree at {build} (PARLEY_BUILD)")
+    return build
+
+
+@pytest.fixture(scope="session")
+def parley_bin(parley_build: Path) -> Path:
+    """The `parley` binary, which must be executable."""
+    binary = Path(os.environ.get("PARLEY_BIN", parley_build / "consumer" / "parley"))
+    if not os.access(binary, os.X_OK):
+        _missing(f"no parley binary at {binary} (PARLEY_BIN)")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap address ("host:port") of the test Kafka broker."""
+    host, port = _host_port("PARLEY_TEST_KAFKA")
+    return f"{host}:{port}"
+
+
+@pytest.fixture(scope="session")
+def redis_addr() -> tuple[str, int]:
+    """(host, port) of the test Redis."""
+    return _host_port("PARLEY_TEST_REDIS")
+
+
+@pytest.fixture
+def redis_client(redis_addr):
+    """A redis-py client on the test Redis (binary replies), closed after
+    the test.  Tests must use keys under their own prefix."""
+    import redis
+
+    host, port = redis_addr
+    client = redis.Redis(host=host, port=port, socket_timeout=5, socket_connect_timeout=5)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def have_java() -> str:
+    """The java launcher, needed by tests that start their own broker."""
+    java = shutil.which("java")
+    if not java:
+        _missing("no java on PATH (deploy/setup.sh installs it)")
+    return java

@@ -1,0 +1,21 @@
+# Runs the ptest fixture program (PROG) and checks its report: per-test
+# lines in order, the failure message with file:line and values, the summary
+# line, that the failed check ended its test, and a non-zero exit status.
+execute_process(COMMAND ${PROG} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(expect_out "ok    fixture_passes\nFAIL  fixture_fails_eq\nFAIL  fixture_fails_assert\n1 passed, 2 failed\n")
+if(NOT out STREQUAL expect_out)
+  message(FATAL_ERROR "stdout differs:\n${out}\nexpected:\n${expect_out}")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "a program with failing tests exited 0")
+endif()
+if(NOT err MATCHES "ptest_fixture.c:[0-9]+: 6 \\* 7 == 41: 42 != 41")
+  message(FATAL_ERROR "PT_EQ_INT failure message missing or wrong:\n${err}")
+endif()
+if(NOT err MATCHES "assertion failed: strlen\\(\"abc\"\\) == 4")
+  message(FATAL_ERROR "PT_ASSERT failure message missing or wrong:\n${err}")
+endif()
+if(err MATCHES "unreachable")
+  message(FATAL_ERROR "a failed check did not end its test:\n${err}")
+endif()
+message(STATUS "ptest fixture: report, messages and exit status ${rc} as expected")
