@@ -14,7 +14,7 @@
 static const char *render(eng_tmpl_format f, const eng_tmpl_msg *m, int n, bool gen, int *rc) {
     static char out[4096];
     size_t len;
-    char err[256];
+    static char err[256]; /* returned on error: must outlive the call */
     *rc = eng_tmpl_render_text(f, NULL, m, n, gen, out, sizeof out, &len, err, sizeof err);
     return *rc ? err : out;
 }
