@@ -14,16 +14,7 @@
 #include <string.h>
 
 #include "eng_config.h"
-
-static int cfg_fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+#include "eng_err.h"
 
 const char *eng_arch_name(eng_arch a) {
     return a == ENG_ARCH_LLAMA ? "llama" : a == ENG_ARCH_GEMMA3 ? "gemma3" : "?";
@@ -38,16 +29,16 @@ static int cfg_int(const eng_gguf *g, const char *arch, const char *suffix, int 
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return cfg_fail(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required) return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = (int)def;
         return 0;
     }
     if (eng_gguf_get_i64(g, key, &v))
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected an integer "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected an integer "
                         "(per-layer arrays are not supported here)", key,
                         eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (v < lo || v > hi)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' = %lld is out of range [%lld, %lld]",
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %lld is out of range [%lld, %lld]",
                         key, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
@@ -59,15 +50,15 @@ static int cfg_float(const eng_gguf *g, const char *arch, const char *suffix, in
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return cfg_fail(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required) return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = def;
         return 0;
     }
     if (eng_gguf_get_f32(g, key, out))
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
                         key, eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (!(*out >= lo && *out <= hi))
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [%g, %g]", key,
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [%g, %g]", key,
                         (double)*out, (double)lo, (double)hi);
     return 0;
 }
@@ -85,15 +76,15 @@ static int cfg_layer_arr(const eng_gguf *g, const char *arch, const char *suffix
     if (i < 0) return 0;
     if (eng_gguf_get_arr(g, key, &et, &n, &data) || et == ENG_GGUF_TYPE_STR ||
         et == ENG_GGUF_TYPE_F32 || et == ENG_GGUF_TYPE_F64)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers",
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers",
                         key);
     if (n != (uint64_t)n_layer)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s' has %llu elements, expected "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has %llu elements, expected "
                         "block_count = %d", key, (unsigned long long)n, n_layer);
     for (int l = 0; l < n_layer; l++) {
         int64_t v;
         if (eng_gguf_arr_get_i64(et, data, n, (uint64_t)l, &v) || v < lo || v > hi)
-            return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key '%s'[%d] is out of range "
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s'[%d] is out of range "
                             "[%lld, %lld]", key, l, (long long)lo, (long long)hi);
         vals[l] = (int)v;
     }
@@ -105,13 +96,13 @@ static int cfg_arch(const eng_gguf *g, eng_config *c, char *err, size_t errlen) 
     size_t len;
     int rc = eng_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc == ENG_GGUF_ENOTFOUND)
-        return cfg_fail(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
+        return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
                         "missing (supported architectures: llama, gemma3)");
-    if (rc) return cfg_fail(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
+    if (rc) return eng_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
     if (len == 5 && !memcmp(s, "llama", 5)) c->arch = ENG_ARCH_LLAMA;
     else if (len == 6 && !memcmp(s, "gemma3", 6)) c->arch = ENG_ARCH_GEMMA3;
     else
-        return cfg_fail(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
+        return eng_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
                         "(supported: llama, gemma3)", (int)(len > 64 ? 64 : len), s);
     snprintf(c->arch_name, sizeof c->arch_name, "%s", eng_arch_name(c->arch));
     return 0;
@@ -128,13 +119,13 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     if (rc || c->n_vocab) return rc;
     if (!eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d)) {
         if (n < 1 || n > (1u << 24))
-            return cfg_fail(err, errlen, ENG_CFG_EINVAL, "tokenizer.ggml.tokens has %llu entries, "
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tokenizer.ggml.tokens has %llu entries, "
                             "expected [1, %d]", (unsigned long long)n, 1 << 24);
         c->n_vocab = (int)n;
     } else if (te && te->ne[1] >= 1 && te->ne[1] <= (1 << 24)) {
         c->n_vocab = (int)te->ne[1];
     } else {
-        return cfg_fail(err, errlen, ENG_CFG_EMISSING, "cannot tell the vocabulary size: no "
+        return eng_errf(err, errlen, ENG_CFG_EMISSING, "cannot tell the vocabulary size: no "
                         "%s.vocab_size, tokenizer.ggml.tokens or token_embd.weight",
                         c->arch_name);
     }
@@ -167,14 +158,14 @@ static int cfg_layers(const eng_gguf *g, eng_config *c, char *err, size_t errlen
     for (int l = 0; l < c->n_layer; l++) {
         int s = c->kv_src[l];
         if (s > l)
-            return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
                             "a layer can only read the KV of itself or an earlier layer", a, l, s);
         if (c->kv_src[s] != s)
-            return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
                             "layer %d does not own its KV (it reads layer %d's)", a, l, s, s,
                             c->kv_src[s]);
         if (c->window[s] != c->window[l])
-            return cfg_fail(err, errlen, ENG_CFG_EINVAL, "layer %d (window %d) shares the KV of "
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "layer %d (window %d) shares the KV of "
                             "layer %d (window %d): sharing layers need the same window", l,
                             c->window[l], s, c->window[s]);
     }
@@ -197,25 +188,25 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
                       err, errlen)))
         return rc;
     if (c->n_head % c->n_head_kv)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.attention.head_count = %d is not a "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.head_count = %d is not a "
                         "multiple of head_count_kv = %d", a, c->n_head, c->n_head_kv);
     if (eng_gguf_find(g, (snprintf(key, sizeof key, "%s.attention.key_length", a), key)) < 0 &&
         c->n_embd % c->n_head)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.embedding_length = %d is not a multiple "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.embedding_length = %d is not a multiple "
                         "of head_count = %d and %s is absent", a, c->n_embd, c->n_head, key);
     if ((rc = cfg_int(g, a, "attention.key_length", 0, c->n_embd / c->n_head, 1, 4096, &kl, err,
                       errlen)) ||
         (rc = cfg_int(g, a, "attention.value_length", 0, kl, 1, 4096, &vl, err, errlen)))
         return rc;
     if (kl != vl)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.attention.key_length = %d differs from "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.key_length = %d differs from "
                         "value_length = %d (not supported)", a, kl, vl);
     if (kl % 2)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "head dim %d is odd (rope needs pairs)", kl);
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "head dim %d is odd (rope needs pairs)", kl);
     c->head_dim = kl;
     if ((rc = cfg_int(g, a, "rope.dimension_count", 0, kl, 1, 4096, &rd, err, errlen))) return rc;
     if (rd != kl)
-        return cfg_fail(err, errlen, ENG_CFG_EINVAL, "%s.rope.dimension_count = %d differs from the "
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.rope.dimension_count = %d differs from the "
                         "head dim %d (partial rotary is not supported)", a, rd, kl);
     if ((rc = cfg_float(g, a, "attention.layer_norm_rms_epsilon", 1, 0, 1e-12f, 0.1f,
                         &c->norm_eps, err, errlen)) ||
@@ -251,14 +242,14 @@ static int convertible(int type) {
 static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                      char *err, size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(g, name);
-    if (!t) return cfg_fail(err, errlen, ENG_CFG_EMISSING, "tensor '%s' is missing", name);
+    if (!t) return eng_errf(err, errlen, ENG_CFG_EMISSING, "tensor '%s' is missing", name);
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return cfg_fail(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has shape [%lld, %lld, %lld, "
+        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has shape [%lld, %lld, %lld, "
                         "%lld], expected [%lld, %lld]", name, (long long)t->ne[0],
                         (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                         (long long)ne0, (long long)ne1);
     if (!convertible(t->type))
-        return cfg_fail(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: f32, "
+        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: f32, "
                         "f16, bf16, q8_0)", name, eng_gguf_type_name(t->type));
     return 0;
 }
@@ -290,7 +281,7 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
             if (gem_only && !c->has_qk_norm) continue;
             if (kv_only && !owner) {
                 if (eng_gguf_find_tensor(g, n))
-                    return cfg_fail(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
+                    return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
                                     "%d reads layer %d's KV (KV-sharing layers carry no K/V "
                                     "weights)", n, l, c->kv_src[l]);
                 continue;

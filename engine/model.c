@@ -31,18 +31,9 @@
 #include <string.h>
 
 #include "eng_model_int.h"
+#include "eng_err.h"
 
 #define LOAD_ROWS_PER_TASK 64
-
-static int model_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- digest ---------------------------------------------------------------- */
 
@@ -172,45 +163,45 @@ static void weight_free(eng_weight *w) {
 static int load_rows(eng_model *m, eng_weight *w, int row0, const char *name, int rows,
                      char *err, size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, name);
-    if (!t) return model_fail(err, errlen, ENG_EINVAL, "tensor %s missing", name);
+    if (!t) return eng_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != w->cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
         row0 + rows > w->rows)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
                           name, (long long)t->ne[0], (long long)t->ne[1], w->cols, rows);
     load_job j = {.t = t, .w = w, .row0 = row0, .rows = rows};
     if (w->bscale && t->type != ENG_GGML_TYPE_Q8_0)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s: mixed Q8_0 / other types in one weight", name);
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed Q8_0 / other types in one weight", name);
     if (eng_gguf_row_bytes(t->type, w->cols, &j.row_bytes) != 0 ||
         j.row_bytes * (uint64_t)rows > t->nbytes)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
                           eng_gguf_type_name(t->type));
     j.buf = malloc((size_t)kern_pool_size(m->pool) * w->cols * sizeof(float));
-    if (!j.buf) return model_fail(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
+    if (!j.buf) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
     kern_pool_run(m->pool, load_task, &j, (rows + LOAD_ROWS_PER_TASK - 1) / LOAD_ROWS_PER_TASK);
     free(j.buf);
     if (j.failed == 1)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s: cannot convert type %s", name,
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert type %s", name,
                           eng_gguf_type_name(t->type));
     if (j.failed == 2)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s holds a non-finite value", name);
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s holds a non-finite value", name);
     return 0;
 }
 
 static int load_vec(eng_model *m, float **out, const char *name, int n, int add_one, char *err,
                     size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, name);
-    if (!t) return model_fail(err, errlen, ENG_EINVAL, "tensor %s missing", name);
+    if (!t) return eng_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s has %lld values, want %d", name,
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s has %lld values, want %d", name,
                           (long long)t->ne[0], n);
     uint64_t nb;
     if (eng_gguf_row_bytes(t->type, n, &nb) != 0 || nb > t->nbytes)
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s: unsupported type", name);
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type", name);
     float *v = malloc((size_t)n * sizeof *v);
-    if (!v) return model_fail(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!v) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
     if (eng_gguf_row_to_f32(t->type, t->data, n, v) != 0) {
         free(v);
-        return model_fail(err, errlen, ENG_EINVAL, "tensor %s: cannot convert", name);
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert", name);
     }
     if (add_one)
         for (int i = 0; i < n; i++) v[i] += 1.0f;
@@ -262,7 +253,7 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
         weight_alloc(&L->wo, E, nq, m->prec, all_q8_0(m, o)) ||
         weight_alloc(&L->wgu, 2 * c->n_ff, E, m->prec, all_q8_0(m, gu)) ||
         weight_alloc(&L->wdown, E, c->n_ff, m->prec, all_q8_0(m, dn)))
-        return model_fail(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
+        return eng_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
     if ((rc = load_rows(m, &L->wqkv, 0, LNAME("attn_q"), nq, err, errlen))) return rc;
     if (owner) {
         if ((rc = load_rows(m, &L->wqkv, nq, LNAME("attn_k"), nkv, err, errlen))) return rc;
@@ -282,29 +273,29 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     eng_load_opts def = {ENG_PREC_INT8, 0, 16};
     if (!o) o = &def;
     if (o->prec != ENG_PREC_INT8 && o->prec != ENG_PREC_FP32)
-        return model_fail(err, errlen, ENG_EINVAL, "unknown precision %d", (int)o->prec);
+        return eng_errf(err, errlen, ENG_EINVAL, "unknown precision %d", (int)o->prec);
     int rc = ENG_ENOMEM;
     eng_model *m = calloc(1, sizeof *m);
-    if (!m) return model_fail(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!m) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
     m->prec = o->prec;
     char sub[256];
     if (eng_gguf_open(path, &m->g, sub, sizeof sub) != 0) {
-        rc = model_fail(err, errlen, ENG_EIO, "%s", sub);
+        rc = eng_errf(err, errlen, ENG_EIO, "%s", sub);
         goto err;
     }
     if (eng_config_from_gguf(m->g, &m->cfg, sub, sizeof sub) != 0 ||
         eng_config_check_tensors(&m->cfg, m->g, sub, sizeof sub) != 0) {
-        rc = model_fail(err, errlen, ENG_EINVAL, "%s: %s", path, sub);
+        rc = eng_errf(err, errlen, ENG_EINVAL, "%s: %s", path, sub);
         goto err;
     }
     const eng_config *c = &m->cfg;
     if (eng_kv_layout_init_ex(&m->kv, c, o->block_tokens > 0 ? o->block_tokens : 16,
                               o->prec == ENG_PREC_FP32, sub, sizeof sub) != 0) {
-        rc = model_fail(err, errlen, ENG_EINVAL, "%s", sub);
+        rc = eng_errf(err, errlen, ENG_EINVAL, "%s", sub);
         goto err;
     }
     if (kern_pool_create(o->n_threads, &m->pool) != 0) {
-        rc = model_fail(err, errlen, ENG_ENOMEM, "cannot create %d compute threads", o->n_threads);
+        rc = eng_errf(err, errlen, ENG_ENOMEM, "cannot create %d compute threads", o->n_threads);
         goto err;
     }
     eng_backend_cpu_init(&m->be, m->pool);
@@ -329,7 +320,7 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     *out = m;
     return 0;
 err_mem:
-    rc = model_fail(err, errlen, ENG_ENOMEM, "out of memory loading %s", path);
+    rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", path);
 err:
     eng_model_free(m);
     return rc;
