@@ -194,8 +194,11 @@ static void *fwd_alloc(const eng_model *m, fwd_buf *b, int T, int R, int n_steps
     size_t total = 0;
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) total += (nf[i] + 15) / 16 * 16;
     total *= sizeof(float);
-    size_t extra = ((size_t)T * kmax + 63) / 64 * 64 + (size_t)T * sizeof(int32_t) +
-                   (size_t)n_steps * sizeof(eng_attn_desc) + 64;
+    /* byte regions after the floats, each rounded up to 64 as carved below */
+    size_t desc_bytes = ((size_t)n_steps * sizeof(eng_attn_desc) + 63) / 64 * 64;
+    size_t pos_bytes = ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
+    size_t xq_bytes = ((size_t)T * kmax + 63) / 64 * 64;
+    size_t extra = desc_bytes + pos_bytes + xq_bytes;
     char *mem = malloc(total + extra);
     if (!mem) return NULL;
     char *p = mem;
@@ -204,9 +207,9 @@ static void *fwd_alloc(const eng_model *m, fwd_buf *b, int T, int R, int n_steps
         p += (nf[i] + 15) / 16 * 16 * sizeof(float);
     }
     b->desc = (eng_attn_desc *)p;
-    p += ((size_t)n_steps * sizeof(eng_attn_desc) + 63) / 64 * 64;
+    p += desc_bytes;
     b->pos = (int32_t *)p;
-    p += ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
+    p += pos_bytes;
     b->xq = (int8_t *)p;
     return mem;
 }
