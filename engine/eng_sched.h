@@ -1,0 +1,298 @@
+/*
+ * eng_sched.h -- the continuous-batching scheduler: many requests, one
+ * forward pass per step.
+ *
+ * ** Purpose **
+ * A worker holds hundreds of conversations at once.  The scheduler takes
+ * requests (a prompt as token ids, sampling parameters, a namespace, a
+ * deadline, a token limit, callbacks), runs them together and reports each
+ * token and each completion.  Every step it builds one batch for
+ * eng_forward from (a) one decode token per running sequence and (b)
+ * prefill chunks of admitted sequences, under a per-step token budget, so a
+ * long prompt is split into chunks and never stalls decoding (chunked
+ * prefill).  When the scheduler is idle, a new request waits at most the
+ * batching window (default 10 ms, 0 = none) so that requests arriving
+ * together start together.
+ *
+ * ** Prefix cache (optional) **
+ * The engine does not depend on the cache module, so the scheduler talks to
+ * a prefix cache through eng_sched_cache_ops, a small table of functions
+ * (cache/kv_sched_ops.h implements it over kv_cache).  With a cache:
+ *   - at submit the scheduler starts a prefetch (Redis -> host RAM) so the
+ *     fetch overlaps queueing; a request becomes admissible when its
+ *     prefetch finished or prefetch_wait_ms passed;
+ *   - on admission it looks up the longest cached prefix, adopts its blocks
+ *     (eng_kvseq_adopt_prefix) and prefills only the rest;
+ *   - on completion (and on cancel / expiry / preemption) it inserts the
+ *     sequence's KV -- prompt AND generated tokens -- with turn_boundary
+ *     set, so turn N+1 of a conversation resumes from turn N's KV including
+ *     the reply (the last sampled token is never fed back, so at most one
+ *     block less than prompt + reply is reused).
+ * Without a cache (ops == NULL) sequences draw blocks from a plain
+ * allocator limited to kv_budget_bytes and nothing is reused.
+ *
+ * ** Memory-aware admission and preemption **
+ * The scheduler counts the blocks its running sequences hold, per block
+ * kind, against the total the allocator offers (cache: the pool, whose
+ * unpinned blocks are evictable; plain: the budget).  Policy:
+ *   - submit refuses (ENG_SCHED_EINVAL, no callback) a request that could
+ *     not run even alone: more than the total of global blocks for
+ *     prompt + max_tokens, or of local blocks for its live window.  Every
+ *     admitted request can therefore finish once it is the oldest running.
+ *   - admission: a waiting request is admitted only if the blocks of its
+ *     whole prompt (cached blocks included: adopting pins them; local
+ *     blocks capped at the live window plus one chunk), plus one growth
+ *     block per running sequence, fit next to what running sequences hold.
+ *     With nothing running the best candidate is always admitted.
+ *   - before every step the blocks the step will allocate are counted; if
+ *     they do not fit (decode growth), the most recently admitted running
+ *     sequence is preempted, again until they fit.  Preemption with a cache
+ *     inserts the victim's KV into the cache (its blocks become unpinned,
+ *     evictable LRU, and go to Redis if evicted: "park down a tier") and
+ *     re-queues it; its resume looks the KV up again and recomputes only
+ *     what was evicted.  Without a cache the KV is dropped and recomputed.
+ *     The victim is the youngest because the oldest running sequence then
+ *     always progresses: no deadlock, no livelock.  An allocation failure
+ *     inside eng_forward (pool pinned by someone else) is handled the same
+ *     way (preempt youngest, retry); only a lone sequence that cannot get a
+ *     block fails, with finish reason error.
+ *   The allocator itself enforces the budget, so it is never exceeded.
+ *
+ * ** Cache-aware ordering with a fairness bound **
+ * Waiting requests are ordered by the cached prefix a host-RAM probe found
+ * when they became admissible (longest first: their blocks are hot, they
+ * cost the least prefill), ties by submit order.  A request that has
+ * waited fairness_ms (default 200 ms) or longer is "overdue": overdue
+ * requests go first, in submit order, and while an overdue request does
+ * not fit in memory nothing else is admitted.  Bound: once a request has
+ * waited fairness_ms, no request submitted after it is admitted before it;
+ * the extra wait reordering can cost a request is at most fairness_ms plus
+ * one step.
+ *
+ * ** Data layout **
+ * A request owns one token array (prompt, then generated tokens), an
+ * eng_kvseq while running (n_tokens = tokens whose KV is stored; the rest
+ * of the array is fed next: a prefill chunk, or the one decode token), a
+ * logits row of n_vocab floats while running, and its sampler (whose RNG
+ * state survives preemption, so a resumed request continues its stream).
+ * Deadlines are checked every iteration: a request whose deadline passes
+ * while queued or running ends as expired with the tokens it has.
+ *
+ * ** Threads **
+ * eng_sched_create starts two threads: the loop (admission, batching,
+ * eng_forward, sampling; the model's worker pool runs underneath it) and a
+ * delivery thread that calls the callbacks from a queue, in order per
+ * request (every token callback of a request before its completion
+ * callback).  Callbacks therefore never block the loop, but they are run
+ * one at a time: keep them short.  Callbacks may call eng_sched_submit,
+ * eng_sched_cancel and eng_sched_stop but must not call eng_sched_close or
+ * eng_sched_free.  submit / cancel / stop / stats may be called from any
+ * thread.
+ *
+ * ** Ownership **
+ * submit copies the prompt, the namespace and the parameters.  Buffers
+ * passed to callbacks (the token's logits, the result's token array and
+ * error text) are owned by the scheduler and valid during the callback only.
+ * The model, the cache behind the ops and `user` pointers belong to the
+ * caller and must outlive the scheduler.
+ *
+ * ** Failure behaviour **
+ * Functions return 0 or a negative ENG_SCHED_E* code and write a message to
+ * (err, errlen) where they take one.  Failures inside the loop never stop
+ * it: they end the affected requests with finish reason error and a
+ * message.  Nothing here prints or exits.
+ */
+#ifndef ENG_SCHED_H
+#define ENG_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_kv.h"
+#include "eng_model.h"
+#include "eng_sampler.h"
+
+#define ENG_SCHED_EINVAL (-1)  /* bad argument */
+#define ENG_SCHED_ENOMEM (-2)  /* host memory */
+#define ENG_SCHED_ECLOSED (-3) /* the scheduler is closing or closed */
+#define ENG_SCHED_ENOENT (-4)  /* no such request (already finished) */
+#define ENG_SCHED_ETHREAD (-5) /* a thread could not be started */
+
+#define ENG_SCHED_NS_MAX 64 /* longest namespace in bytes */
+
+/* Why a request ended. */
+typedef enum eng_sched_finish {
+    ENG_SCHED_STOP = 0,      /* a stop token was generated (it is included in the tokens), or eng_sched_stop */
+    ENG_SCHED_LENGTH = 1,    /* max_tokens generated */
+    ENG_SCHED_EXPIRED = 2,   /* the deadline passed before completion */
+    ENG_SCHED_CANCELLED = 3, /* eng_sched_cancel, or close without drain */
+    ENG_SCHED_ERROR = 4      /* refused or failed; see eng_sched_result.error */
+} eng_sched_finish;
+
+/* "stop", "length", "expired", "cancelled", "error". */
+const char *eng_sched_finish_name(eng_sched_finish f);
+
+/* A matched cached prefix (lookup result).  The scheduler provides the
+ * arrays; every non-NULL block pointer is one reference owned by the match
+ * until it is adopted by a sequence or released. */
+typedef struct eng_sched_match {
+    void **gblk;     /* scheduler array, cap entries: global blocks */
+    void **lblk;     /* scheduler array, cap entries: local blocks (NULL where no resume needs them) */
+    int cap;         /* entries in gblk / lblk */
+    int n_blocks;    /* blocks matched */
+    int n_tokens;    /* tokens matched (n_blocks * B) */
+    int n_remote;    /* of which came from a lower tier (Redis) */
+} eng_sched_match;
+
+/* The prefix cache as the scheduler sees it.  Every function may be called
+ * from the scheduler's loop thread; prefetch also from submitters.  ns is
+ * the request's namespace (ns_len <= ENG_SCHED_NS_MAX bytes). */
+typedef struct eng_sched_cache_ops {
+    void *ctx;               /* the cache, passed back to every function */
+    eng_kv_allocator alloc;  /* blocks for sequences (same pool the cache indexes) */
+    /* Total blocks of a kind the allocator can ever hand out (pool size). */
+    long (*blocks_total)(void *ctx, int kind);
+    /* Longest resumable cached prefix of tokens[0..n), at most n - 1 tokens
+     * and m->cap blocks; fills m.  Returns 0 (a miss is n_tokens 0) or < 0. */
+    int (*lookup)(void *ctx, const char *ns, size_t ns_len, const int32_t *tokens, int n,
+                  eng_sched_match *m);
+    /* Drop a match's references (blocks not adopted). */
+    void (*release)(void *ctx, eng_sched_match *m);
+    /* Cached prefix length of tokens[0..n) without pinning anything (for
+     * ordering).  Returns tokens (>= 0). */
+    int (*probe)(void *ctx, const char *ns, size_t ns_len, const int32_t *tokens, int n);
+    /* Index the full blocks of seq (allocated from alloc) under ns. */
+    int (*insert)(void *ctx, const char *ns, size_t ns_len, const eng_kvseq *seq,
+                  int turn_boundary);
+    /* Start fetching tokens' blocks from a lower tier.  Returns a ticket
+     * >= 0, or < 0 when there is no lower tier / no free ticket (the
+     * request then proceeds without waiting).  May be NULL. */
+    int (*prefetch)(void *ctx, const char *ns, size_t ns_len, const int32_t *tokens, int n);
+    /* 1 if the ticket finished, 0 if still running. */
+    int (*prefetch_done)(void *ctx, int ticket);
+    /* Give a ticket back. */
+    void (*prefetch_release)(void *ctx, int ticket);
+} eng_sched_cache_ops;
+
+/* Scheduler configuration. */
+typedef struct eng_sched_config {
+    int max_running;         /* sequences in a batch at most (default 64) */
+    int step_tokens;         /* token budget of one step: decode tokens + prefill chunks (default 512) */
+    int batch_window_us;     /* wait for more arrivals when idle (default 10000; 0 = none) */
+    int fairness_ms;         /* a request waiting this long is served in submit order (default 200) */
+    int prefetch_wait_ms;    /* longest wait for a request's prefetch before admitting it (default 50) */
+    size_t kv_budget_bytes;  /* no cache: KV bytes for all sequences (default 256 MiB) */
+    double local_share;      /* no cache: local blocks per global block of the budget (default 0.5) */
+    int max_queue;           /* waiting + running requests at most; submit refuses beyond (default 4096) */
+} eng_sched_config;
+
+/* Fill c with the defaults above. */
+void eng_sched_config_default(eng_sched_config *c);
+
+struct eng_sched_result; /* below */
+
+/* One request's description (copied by submit). */
+typedef struct eng_sched_request {
+    const int32_t *prompt;        /* prompt token ids (n_prompt >= 1, each in [0, n_vocab)) */
+    int n_prompt;                 /* prompt length */
+    eng_sampler_params sampling;  /* sampler parameters, including stop token ids */
+    int max_tokens;               /* tokens to generate at most (>= 1) */
+    const char *ns;               /* cache namespace (NULL = ""); tenant isolation */
+    size_t ns_len;                /* bytes of ns (<= ENG_SCHED_NS_MAX) */
+    int64_t deadline_us;          /* absolute eng_sched_now_us() deadline; 0 = none */
+    int want_logits;              /* 1: pass each sampled position's logits to on_token */
+    /* Called on the delivery thread for every generated token, in order;
+     * index counts from 0; logits (n_vocab floats) only with want_logits. */
+    void (*on_token)(void *user, uint64_t id, int32_t token, int index, const float *logits);
+    /* Called exactly once on the delivery thread when the request ends. */
+    void (*on_done)(void *user, uint64_t id, const struct eng_sched_result *r);
+    void *user;                   /* passed back to the callbacks */
+} eng_sched_request;
+
+/* A finished request (valid during on_done only). */
+typedef struct eng_sched_result {
+    eng_sched_finish finish;   /* why it ended */
+    const int32_t *tokens;     /* generated tokens */
+    int n_tokens;              /* completion tokens */
+    int prompt_tokens;         /* prompt length */
+    int cached_tokens;         /* prompt tokens served from the cache at first admission */
+    int preemptions;           /* times the request was preempted */
+    double queue_ms;           /* submit -> first admission */
+    double ttft_ms;            /* submit -> first token (0 if none) */
+    double total_ms;           /* submit -> end */
+    int64_t submit_us;         /* eng_sched_now_us() at submit */
+    int64_t admit_us;          /* at first admission (0 if never admitted) */
+    uint64_t admit_seq;        /* global order of first admission (1, 2, ...; 0 if never) */
+    const char *error;         /* message when finish is ERROR, else "" */
+} eng_sched_result;
+
+#define ENG_SCHED_HIST 16 /* histogram buckets */
+
+/* Counters since creation (eng_sched_stats). */
+typedef struct eng_sched_stats {
+    uint64_t submitted, finished;     /* requests */
+    uint64_t finish[5];               /* finished requests per eng_sched_finish */
+    uint64_t steps;                   /* forward calls */
+    uint64_t prompt_tokens;           /* prompt tokens of admitted requests (first admission) */
+    uint64_t cached_tokens;           /* of which served from the cache */
+    uint64_t prefill_tokens;          /* tokens prefilled (incl. recomputation after preemption) */
+    uint64_t decode_tokens;           /* decode tokens fed */
+    uint64_t generated_tokens;        /* tokens sampled */
+    uint64_t preemptions;             /* sequences preempted */
+    uint64_t oom_retries;             /* eng_forward ENOMEM retries */
+    double step_ms_total;             /* time inside eng_forward + sampling */
+    double step_ms_max;               /* slowest step */
+    uint64_t batch_hist[ENG_SCHED_HIST]; /* steps by sequences in the batch: bucket i = [2^i, 2^(i+1)) */
+    uint64_t step_us_hist[ENG_SCHED_HIST]; /* steps by duration: bucket i = [2^(i+6), 2^(i+7)) us, 0 also shorter */
+    long blocks_total[2];             /* blocks per kind the scheduler may use */
+    long blocks_held[2];              /* blocks held by running sequences now (gauge) */
+    long blocks_held_peak[2];         /* highest blocks_held seen */
+    long alloc_live[2];               /* no cache: blocks allocated now */
+    long alloc_live_peak[2];          /* no cache: highest blocks allocated at once (budget check) */
+    int running, waiting;             /* requests now (gauges) */
+} eng_sched_stats;
+
+typedef struct eng_sched eng_sched; /* opaque */
+
+/* Monotonic clock in microseconds (the clock of deadlines and timings). */
+int64_t eng_sched_now_us(void);
+
+/* Create a scheduler over model m.  ops == NULL: no cache, plain allocator
+ * limited to cfg->kv_budget_bytes.  cfg == NULL: defaults.  Starts the loop
+ * and delivery threads.  Returns 0, ENG_SCHED_EINVAL (bad config),
+ * ENG_SCHED_ENOMEM or ENG_SCHED_ETHREAD, with a message. */
+int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_cache_ops *ops,
+                     eng_sched **out, char *err, size_t errlen);
+
+/* Queue a request; *id (may be NULL) gets its id (>= 1).  Validation
+ * failures (bad tokens, parameters, too large for the KV budget) return
+ * ENG_SCHED_EINVAL with a message and no callback is made.  Returns 0,
+ * ENG_SCHED_EINVAL, ENG_SCHED_ENOMEM or ENG_SCHED_ECLOSED (also when
+ * max_queue requests are in flight). */
+int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, char *err,
+                     size_t errlen);
+
+/* Cancel a request: it ends with ENG_SCHED_CANCELLED at the next step and
+ * its blocks are released (inserted in the cache first).  Returns 0 or
+ * ENG_SCHED_ENOENT (unknown or already finishing). */
+int eng_sched_cancel(eng_sched *s, uint64_t id);
+
+/* End a request with finish reason stop at the next step, keeping the
+ * tokens generated so far: for stop conditions found outside the scheduler
+ * (e.g. the worker's detokenizer sees a stop string in on_token).  Returns
+ * 0 or ENG_SCHED_ENOENT (unknown or already finishing). */
+int eng_sched_stop(eng_sched *s, uint64_t id);
+
+/* Snapshot of the counters. */
+void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out);
+
+/* Stop accepting requests and end every in-flight one: drain = 1 lets them
+ * finish (deadlines still apply), drain = 0 cancels them.  Returns when
+ * every completion callback has been delivered and both threads exited.
+ * Idempotent. */
+void eng_sched_close(eng_sched *s, int drain);
+
+/* Close (drain = 0) if needed and free. */
+void eng_sched_free(eng_sched *s);
+
+#endif

@@ -1,0 +1,359 @@
+/*
+ * sched.c -- the scheduler's public API: create / free, submit, cancel,
+ * statistics, close, and the delivery thread that runs callbacks.
+ *
+ * submit validates and copies a request into an inbox under s->mu and wakes
+ * the loop (sched_loop.c), which owns the request from then on.  The loop
+ * never calls user code: it queues events (sched_deliver) that the delivery
+ * thread pops and runs in order, so a slow callback delays other callbacks
+ * but never a forward step.  See eng_sched.h for the design.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sched_int.h"
+
+int64_t eng_sched_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+const char *eng_sched_finish_name(eng_sched_finish f) {
+    switch (f) {
+    case ENG_SCHED_STOP: return "stop";
+    case ENG_SCHED_LENGTH: return "length";
+    case ENG_SCHED_EXPIRED: return "expired";
+    case ENG_SCHED_CANCELLED: return "cancelled";
+    case ENG_SCHED_ERROR: return "error";
+    }
+    return "unknown";
+}
+
+void eng_sched_config_default(eng_sched_config *c) {
+    memset(c, 0, sizeof *c);
+    c->max_running = 64;
+    c->step_tokens = 512;
+    c->batch_window_us = 10000;
+    c->fairness_ms = 200;
+    c->prefetch_wait_ms = 50;
+    c->kv_budget_bytes = (size_t)256 << 20;
+    c->local_share = 0.5;
+    c->max_queue = 4096;
+}
+
+/* ---- delivery thread ---- */
+
+void sched_deliver(eng_sched *s, sched_event *e) {
+    e->next = NULL;
+    pthread_mutex_lock(&s->dmu);
+    if (s->dq_tail) s->dq_tail->next = e;
+    else s->dq = e;
+    s->dq_tail = e;
+    pthread_cond_signal(&s->dcv);
+    pthread_mutex_unlock(&s->dmu);
+}
+
+static void *sched_deliv_main(void *arg) {
+    eng_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->dmu);
+        while (!s->dq && !s->dstop) pthread_cond_wait(&s->dcv, &s->dmu);
+        sched_event *e = s->dq;
+        if (!e) { /* dstop and empty */
+            pthread_mutex_unlock(&s->dmu);
+            return NULL;
+        }
+        s->dq = e->next;
+        if (!s->dq) s->dq_tail = NULL;
+        pthread_mutex_unlock(&s->dmu);
+        if (e->is_done) {
+            e->res.tokens = e->res_tokens;
+            e->res.error = e->error;
+            if (e->on_done) e->on_done(e->user, e->id, &e->res);
+        } else if (e->on_token) {
+            e->on_token(e->user, e->id, e->token, e->index, e->logits);
+        }
+        free(e->logits);
+        free(e->res_tokens);
+        free(e);
+    }
+}
+
+/* ---- create / free ---- */
+
+static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
+    if (c->max_running < 1 || c->max_running > 4096) {
+        snprintf(err, errlen, "sched: max_running %d out of range 1..4096", c->max_running);
+        return ENG_SCHED_EINVAL;
+    }
+    if (c->step_tokens < 1) {
+        snprintf(err, errlen, "sched: step_tokens must be >= 1");
+        return ENG_SCHED_EINVAL;
+    }
+    if (c->batch_window_us < 0 || c->fairness_ms < 0 || c->prefetch_wait_ms < 0) {
+        snprintf(err, errlen, "sched: negative batch window, fairness bound or prefetch wait");
+        return ENG_SCHED_EINVAL;
+    }
+    if (c->max_queue < 1 || !(c->local_share >= 0.0 && c->local_share <= 16.0)) {
+        snprintf(err, errlen, "sched: max_queue must be >= 1 and local_share in [0, 16]");
+        return ENG_SCHED_EINVAL;
+    }
+    return 0;
+}
+
+int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_cache_ops *ops,
+                     eng_sched **out, char *err, size_t errlen) {
+    int rc = ENG_SCHED_ENOMEM;
+    if (!out) return ENG_SCHED_EINVAL;
+    *out = NULL;
+    if (!m) {
+        snprintf(err, errlen, "sched: no model");
+        return ENG_SCHED_EINVAL;
+    }
+    eng_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "sched: out of memory");
+        return ENG_SCHED_ENOMEM;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* timed waits use eng_sched_now_us's clock */
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->dmu, NULL);
+    pthread_cond_init(&s->dcv, NULL);
+    s->model = m;
+    s->layout = eng_model_kv_layout(m);
+    s->n_vocab = eng_model_config(m)->n_vocab;
+    s->next_id = 1;
+    if (cfg) s->cfg = *cfg;
+    else eng_sched_config_default(&s->cfg);
+    if ((rc = cfg_check(&s->cfg, err, errlen)) != 0) goto err;
+    int B = s->layout->block_tokens;
+    s->wb = s->layout->n_layers[1] ? (s->layout->max_window + B - 1) / B : 0;
+    if (ops) {
+        if (!ops->alloc.alloc || !ops->alloc.release || !ops->blocks_total || !ops->lookup ||
+            !ops->release || !ops->insert || !ops->probe ||
+            (ops->prefetch && (!ops->prefetch_done || !ops->prefetch_release))) {
+            snprintf(err, errlen, "sched: cache ops table is incomplete");
+            rc = ENG_SCHED_EINVAL;
+            goto err;
+        }
+        s->has_cache = 1;
+        s->ops = *ops;
+        s->alloc = ops->alloc;
+        for (int k = 0; k < 2; k++) s->blocks_total[k] = ops->blocks_total(ops->ctx, k);
+    } else {
+        rc = sched_budget_create(s->layout, s->cfg.kv_budget_bytes, s->cfg.local_share,
+                                 &s->budget, err, errlen);
+        if (rc) goto err;
+        s->alloc = sched_budget_allocator(s->budget);
+        for (int k = 0; k < 2; k++) s->blocks_total[k] = s->budget->cap[k];
+    }
+    for (int k = 0; k < 2; k++) {
+        if (s->layout->n_layers[k] && s->blocks_total[k] < 1) {
+            snprintf(err, errlen, "sched: the allocator offers no block of kind %d", k);
+            rc = ENG_SCHED_EINVAL;
+            goto err;
+        }
+        s->st.blocks_total[k] = s->blocks_total[k];
+    }
+    rc = ENG_SCHED_ENOMEM;
+    s->steps = calloc((size_t)s->cfg.max_running, sizeof *s->steps);
+    s->step_req = calloc((size_t)s->cfg.max_running, sizeof *s->step_req);
+    if (!s->steps || !s->step_req) {
+        snprintf(err, errlen, "sched: out of memory");
+        goto err;
+    }
+    rc = ENG_SCHED_ETHREAD;
+    if (pthread_create(&s->deliv_th, NULL, sched_deliv_main, s) != 0) {
+        snprintf(err, errlen, "sched: cannot start the delivery thread");
+        goto err;
+    }
+    s->deliv_started = 1;
+    if (pthread_create(&s->loop_th, NULL, sched_loop_main, s) != 0) {
+        snprintf(err, errlen, "sched: cannot start the scheduler thread");
+        goto err;
+    }
+    s->loop_started = 1;
+    *out = s;
+    return 0;
+err:
+    eng_sched_free(s);
+    return rc;
+}
+
+void eng_sched_close(eng_sched *s, int drain) {
+    if (!s || s->closed) return;
+    pthread_mutex_lock(&s->mu);
+    s->closing = 1;
+    s->drain = drain ? 1 : 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->loop_started) pthread_join(s->loop_th, NULL);
+    s->loop_started = 0;
+    pthread_mutex_lock(&s->dmu);
+    s->dstop = 1;
+    pthread_cond_broadcast(&s->dcv);
+    pthread_mutex_unlock(&s->dmu);
+    if (s->deliv_started) pthread_join(s->deliv_th, NULL);
+    s->deliv_started = 0;
+    s->closed = 1;
+}
+
+void eng_sched_free(eng_sched *s) {
+    if (!s) return;
+    eng_sched_close(s, 0);
+    /* The loop ended every request; free what a failed create left. */
+    sched_event *e = s->dq;
+    while (e) {
+        sched_event *n = e->next;
+        free(e->logits);
+        free(e->res_tokens);
+        free(e);
+        e = n;
+    }
+    sched_budget_free(s->budget);
+    free(s->steps);
+    free(s->step_req);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->dmu);
+    pthread_cond_destroy(&s->dcv);
+    free(s);
+}
+
+/* ---- submit / cancel / stats ---- */
+
+static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, size_t errlen) {
+    if (!r->prompt || r->n_prompt < 1) {
+        snprintf(err, errlen, "sched: empty prompt");
+        return ENG_SCHED_EINVAL;
+    }
+    if (r->max_tokens < 1 || r->n_prompt > (1 << 24) || r->max_tokens > (1 << 24)) {
+        snprintf(err, errlen, "sched: max_tokens must be >= 1 and sizes below 2^24");
+        return ENG_SCHED_EINVAL;
+    }
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) {
+            snprintf(err, errlen, "sched: prompt token %d at %d outside [0, %d)", r->prompt[i], i,
+                     s->n_vocab);
+            return ENG_SCHED_EINVAL;
+        }
+    if (r->ns_len > ENG_SCHED_NS_MAX || (r->ns_len && !r->ns)) {
+        snprintf(err, errlen, "sched: namespace longer than %d bytes", ENG_SCHED_NS_MAX);
+        return ENG_SCHED_EINVAL;
+    }
+    /* Could it run alone?  Otherwise it would wait forever. */
+    long need[2];
+    sched_blocks_for(s, 0, r->n_prompt + r->max_tokens, need);
+    if (s->layout->n_layers[1]) {
+        long live = s->wb + 2;
+        if (need[1] > live) need[1] = live;
+    }
+    for (int k = 0; k < 2; k++)
+        if (need[k] > s->blocks_total[k]) {
+            snprintf(err, errlen,
+                     "sched: request needs %ld KV blocks of kind %d (%d prompt + %d max tokens), "
+                     "the budget holds %ld",
+                     need[k], k, r->n_prompt, r->max_tokens, s->blocks_total[k]);
+            return ENG_SCHED_EINVAL;
+        }
+    return 0;
+}
+
+int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, char *err,
+                     size_t errlen) {
+    if (!s || !r) return ENG_SCHED_EINVAL;
+    int rc = req_check(s, r, err, errlen);
+    if (rc) return rc;
+    sched_req *q = calloc(1, sizeof *q);
+    if (!q) goto nomem;
+    q->cap_toks = r->n_prompt + (r->max_tokens < 256 ? r->max_tokens : 256);
+    q->toks = malloc((size_t)q->cap_toks * sizeof *q->toks);
+    if (!q->toks) goto nomem;
+    memcpy(q->toks, r->prompt, (size_t)r->n_prompt * sizeof *q->toks);
+    q->n_toks = q->n_prompt = r->n_prompt;
+    q->max_tokens = r->max_tokens;
+    if (eng_sampler_new(&r->sampling, s->n_vocab, &q->sampler, err, errlen) != 0) {
+        free(q->toks);
+        free(q);
+        return ENG_SCHED_EINVAL;
+    }
+    if (r->ns_len) memcpy(q->ns, r->ns, r->ns_len);
+    q->ns_len = r->ns_len;
+    q->deadline_us = r->deadline_us;
+    q->want_logits = r->want_logits;
+    q->on_token = r->on_token;
+    q->on_done = r->on_done;
+    q->user = r->user;
+    q->ticket = -1;
+    q->state = SCHED_INBOX;
+    q->submit_us = eng_sched_now_us();
+    /* Start the lower-tier fetch now so it overlaps queueing. */
+    if (s->has_cache && s->ops.prefetch)
+        q->ticket = s->ops.prefetch(s->ops.ctx, q->ns, q->ns_len, q->toks, q->n_toks);
+    if (q->ticket < 0) q->ticket = -1;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing || s->n_live >= s->cfg.max_queue) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(err, errlen, s->closing ? "sched: closing" : "sched: %d requests in flight",
+                 s->n_live);
+        if (q->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, q->ticket);
+        eng_sampler_free(q->sampler);
+        free(q->toks);
+        free(q);
+        return ENG_SCHED_ECLOSED;
+    }
+    q->id = s->next_id++;
+    q->live_next = s->live;
+    s->live = q;
+    s->n_live++;
+    if (s->inbox_tail) s->inbox_tail->next = q;
+    else s->inbox = q;
+    s->inbox_tail = q;
+    s->st.submitted++;
+    if (id) *id = q->id;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+nomem:
+    if (q) free(q->toks);
+    free(q);
+    snprintf(err, errlen, "sched: out of memory");
+    return ENG_SCHED_ENOMEM;
+}
+
+/* Flag request id for the loop (SCHED_END_CANCEL or SCHED_END_STOP). */
+static int sched_flag(eng_sched *s, uint64_t id, int how) {
+    if (!s) return ENG_SCHED_EINVAL;
+    int rc = ENG_SCHED_ENOENT;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *q = s->live; q; q = q->live_next)
+        if (q->id == id) {
+            if (!q->cancel) {
+                q->cancel = how;
+                rc = 0;
+                pthread_cond_signal(&s->cv);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int eng_sched_cancel(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_CANCEL); }
+
+int eng_sched_stop(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_STOP); }
+
+void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    pthread_mutex_unlock(&s->mu);
+    if (s->budget) sched_budget_peak(s->budget, out->alloc_live, out->alloc_live_peak);
+}

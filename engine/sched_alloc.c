@@ -1,0 +1,120 @@
+/*
+ * sched_alloc.c -- the scheduler's plain KV allocator (used when no prefix
+ * cache is given) and the block arithmetic of admission.
+ *
+ * Without a cache, sequences draw blocks from the engine's malloc allocator
+ * through a counting wrapper that refuses to go past a per-kind block cap.
+ * The caps split the byte budget the way the cache's pool does (local_share
+ * local blocks per global block), so cache-on and cache-off runs of the
+ * benchmark get the same KV memory.  The wrapper records the peak so tests
+ * can check the budget was never exceeded.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "sched_int.h"
+
+static void *budget_alloc(void *ctx, int kind) {
+    sched_budget *b = ctx;
+    if (kind < 0 || kind > 1) return NULL;
+    pthread_mutex_lock(&b->mu);
+    if (b->live[kind] >= b->cap[kind]) {
+        pthread_mutex_unlock(&b->mu);
+        return NULL;
+    }
+    b->live[kind]++;
+    if (b->live[kind] > b->peak[kind]) b->peak[kind] = b->live[kind];
+    pthread_mutex_unlock(&b->mu);
+    void *p = b->inner.alloc(b->inner.ctx, kind);
+    if (!p) {
+        pthread_mutex_lock(&b->mu);
+        b->live[kind]--;
+        pthread_mutex_unlock(&b->mu);
+    }
+    return p;
+}
+
+static void budget_release(void *ctx, int kind, void *blk) {
+    sched_budget *b = ctx;
+    if (!blk) return;
+    b->inner.release(b->inner.ctx, kind, blk);
+    pthread_mutex_lock(&b->mu);
+    b->live[kind]--;
+    pthread_mutex_unlock(&b->mu);
+}
+
+int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_share,
+                        sched_budget **out, char *err, size_t errlen) {
+    *out = NULL;
+    sched_budget *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "sched: out of memory");
+        return ENG_SCHED_ENOMEM;
+    }
+    size_t gb = l->n_layers[0] ? l->block_bytes[0] : 0;
+    size_t lb = l->n_layers[1] ? l->block_bytes[1] : 0;
+    if (gb && lb) {
+        double per = (double)gb + local_share * (double)lb;
+        b->cap[0] = (long)((double)budget / per);
+        b->cap[1] = (long)((double)b->cap[0] * local_share);
+        while (b->cap[1] > 0 && (size_t)b->cap[0] * gb + (size_t)b->cap[1] * lb > budget)
+            b->cap[1]--;
+    } else if (gb) {
+        b->cap[0] = (long)(budget / gb);
+    } else if (lb) {
+        b->cap[1] = (long)(budget / lb);
+    }
+    if ((gb && b->cap[0] < 1) || (lb && b->cap[1] < 1)) {
+        snprintf(err, errlen, "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)",
+                 budget, gb, lb);
+        free(b);
+        return ENG_SCHED_EINVAL;
+    }
+    if (eng_kv_allocator_malloc(&b->inner, l) != 0) {
+        snprintf(err, errlen, "sched: cannot create the block allocator");
+        free(b);
+        return ENG_SCHED_ENOMEM;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    *out = b;
+    return 0;
+}
+
+void sched_budget_free(sched_budget *b) {
+    if (!b) return;
+    eng_kv_allocator_malloc_free(&b->inner);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+eng_kv_allocator sched_budget_allocator(sched_budget *b) {
+    eng_kv_allocator a = {b, budget_alloc, budget_release};
+    return a;
+}
+
+void sched_budget_peak(sched_budget *b, long live[2], long peak[2]) {
+    pthread_mutex_lock(&b->mu);
+    live[0] = b->live[0];
+    live[1] = b->live[1];
+    peak[0] = b->peak[0];
+    peak[1] = b->peak[1];
+    pthread_mutex_unlock(&b->mu);
+}
+
+void sched_blocks_for(const eng_sched *s, int n_before, int n_after, long need[2]) {
+    const eng_kv_layout *l = s->layout;
+    long B = l->block_tokens;
+    long nb_after = (n_after + B - 1) / B;
+    need[0] = l->n_layers[0] ? nb_after : 0;
+    need[1] = 0;
+    if (l->n_layers[1]) {
+        /* live local blocks before the step start at the first block a query
+         * at n_before can attend; all blocks up to nb_after exist until the
+         * step commits. */
+        long first = n_before - l->max_window;
+        first = first > 0 ? first / B : 0;
+        need[1] = nb_after - first;
+        if (need[1] < 0) need[1] = 0;
+    }
+}

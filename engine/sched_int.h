@@ -1,0 +1,142 @@
+/*
+ * sched_int.h -- internals of the continuous-batching scheduler shared by
+ * sched.c (public API, delivery thread), sched_loop.c (the step loop) and
+ * sched_alloc.c (the plain budget allocator used without a cache).
+ *
+ * Locking: s->mu guards the inbox, the live list, every request's `cancel`
+ * flag, the closing flags and the statistics.  The waiting and running lists
+ * and every other field of a request belong to the loop thread alone once
+ * the loop has taken the request from the inbox.  s->dmu guards the delivery
+ * queue.  Lock order: mu before dmu (never the reverse).
+ */
+#ifndef SCHED_INT_H
+#define SCHED_INT_H
+
+#include <pthread.h>
+
+#include "eng_sched.h"
+
+enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2 };
+enum { SCHED_END_CANCEL = 1, SCHED_END_STOP = 2 }; /* values of sched_req.cancel */
+
+/* One request while it is in flight. */
+typedef struct sched_req {
+    uint64_t id;                 /* public id (>= 1) */
+    struct sched_req *next;      /* link in inbox / waiting / running list */
+    struct sched_req *live_next; /* link in the live list (under mu) */
+    int state;                   /* SCHED_INBOX / WAITING / RUNNING */
+    int cancel;                  /* 0, or SCHED_END_* set by eng_sched_cancel / _stop (under mu) */
+    int32_t *toks;               /* prompt followed by generated tokens */
+    int n_toks, cap_toks;        /* used / allocated entries of toks */
+    int n_prompt;                /* prompt length */
+    int n_gen;                   /* generated tokens (= n_toks - n_prompt) */
+    int max_tokens;              /* generation limit */
+    eng_sampler *sampler;        /* per-request sampler (RNG state survives preemption) */
+    char ns[ENG_SCHED_NS_MAX];   /* namespace bytes */
+    size_t ns_len;               /* namespace length */
+    int64_t deadline_us;         /* absolute deadline, 0 = none */
+    int64_t submit_us;           /* submit time */
+    int64_t admit_us;            /* first admission, 0 before */
+    int64_t first_tok_us;        /* first token, 0 before */
+    uint64_t admit_seq;          /* global first-admission order, 0 before */
+    uint64_t run_seq;            /* order of the latest admission (youngest = largest) */
+    int ticket;                  /* prefetch ticket, -1 none */
+    int ready;                   /* 1 once admissible (prefetch done or timed out) */
+    int hint;                    /* cached-prefix probe for ordering, valid when ready */
+    int cached_tokens;           /* tokens adopted from the cache at first admission */
+    int preemptions;             /* times preempted */
+    int want_logits;             /* copy logits into token events */
+    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *);      /* completion callback */
+    void *user;                  /* callback argument */
+    int kv_live;                 /* kv is initialised */
+    eng_kvseq kv;                /* the sequence's KV (running only) */
+    float *logits;               /* n_vocab floats (running only) */
+} sched_req;
+
+/* A callback event on the delivery queue. */
+typedef struct sched_event {
+    struct sched_event *next;    /* queue link */
+    int is_done;                 /* 0 token, 1 completion */
+    uint64_t id;                 /* request id */
+    void *user;                  /* callback argument */
+    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *);      /* completion callback */
+    int32_t token;               /* token event: the token */
+    int index;                   /* token event: its index */
+    float *logits;               /* token event: logits copy or NULL (owned) */
+    eng_sched_result res;        /* completion: result (tokens / error point into this event) */
+    int32_t *res_tokens;         /* completion: owned copy of the tokens */
+    char error[256];             /* completion: error text */
+} sched_event;
+
+/* The plain allocator used without a cache: malloc blocks, capped per kind. */
+typedef struct sched_budget {
+    eng_kv_allocator inner;      /* malloc allocator doing the work */
+    pthread_mutex_t mu;          /* guards the counters */
+    long cap[2];                 /* blocks allowed per kind */
+    long live[2];                /* blocks allocated now */
+    long peak[2];                /* highest live */
+} sched_budget;
+
+struct eng_sched {
+    eng_model *model;            /* the model (caller's) */
+    const eng_kv_layout *layout; /* its KV layout */
+    int n_vocab;                 /* vocabulary size */
+    eng_sched_config cfg;        /* configuration (defaults applied) */
+    int has_cache;               /* ops given */
+    eng_sched_cache_ops ops;     /* cache functions (has_cache) */
+    eng_kv_allocator alloc;      /* where sequences get blocks */
+    sched_budget *budget;        /* plain allocator state (no cache) */
+    long blocks_total[2];        /* usable blocks per kind */
+    int wb;                      /* blocks a local window spans (ceil(W/B)), 0 without local layers */
+
+    pthread_mutex_t mu;          /* see the locking note */
+    pthread_cond_t cv;           /* loop wake-up: inbox, cancel, close */
+    sched_req *inbox, *inbox_tail; /* submitted, not yet seen by the loop */
+    sched_req *live;             /* every request not yet finished */
+    int n_live;                  /* length of live */
+    uint64_t next_id;            /* next request id */
+    int closing;                 /* close requested */
+    int drain;                   /* close lets requests finish */
+    eng_sched_stats st;          /* counters (under mu) */
+
+    sched_req *waiting;          /* loop: waiting requests (unordered) */
+    sched_req *running;          /* loop: running requests, admission order */
+    uint64_t admit_counter;      /* loop: first-admission sequence */
+    uint64_t run_counter;        /* loop: admission sequence (incl. resumes) */
+    eng_seq_step *steps;         /* loop: batch under construction (max_running) */
+    sched_req **step_req;        /* loop: request of each step */
+
+    pthread_mutex_t dmu;         /* guards the delivery queue */
+    pthread_cond_t dcv;          /* delivery wake-up */
+    sched_event *dq, *dq_tail;   /* delivery queue */
+    int dstop;                   /* delivery thread: exit once the queue is empty */
+
+    pthread_t loop_th, deliv_th; /* threads */
+    int loop_started, deliv_started; /* which threads run */
+    int closed;                  /* eng_sched_close finished */
+};
+
+/* sched_loop.c: the loop thread's body. */
+void *sched_loop_main(void *arg);
+
+/* sched.c: queue an event for the delivery thread (takes ownership). */
+void sched_deliver(eng_sched *s, sched_event *e);
+
+/* sched_alloc.c: create / free the plain allocator for layout l and a byte
+ * budget split local_share local blocks per global block.  Returns 0,
+ * ENG_SCHED_EINVAL (budget below one block of a needed kind) or ENOMEM. */
+int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_share,
+                        sched_budget **out, char *err, size_t errlen);
+void sched_budget_free(sched_budget *b);
+eng_kv_allocator sched_budget_allocator(sched_budget *b);
+void sched_budget_peak(sched_budget *b, long live[2], long peak[2]);
+
+/* Blocks (per kind) a sequence holding n_before tokens needs in all while
+ * growing to n_after tokens: global blocks for every token, local blocks
+ * for the live window plus the new ones (the forward pass allocates new
+ * blocks before releasing dead ones). */
+void sched_blocks_for(const eng_sched *s, int n_before, int n_after, long need[2]);
+
+#endif

@@ -1,0 +1,520 @@
+/*
+ * sched_loop.c -- the scheduler's step loop (its own thread).
+ *
+ * One iteration: take new requests from the inbox; end cancelled and
+ * expired ones; mark waiting requests admissible once their prefetch is
+ * done; when idle, hold new arrivals for the batching window; admit waiting
+ * requests in cache-aware order with the fairness bound while their KV
+ * fits; build one batch (a decode token per decoding sequence, then prefill
+ * chunks in admission order under the step's token budget); preempt the
+ * youngest sequences until the batch's new blocks fit; run eng_forward;
+ * sample, queue token events, end finished requests.  The policy and its
+ * justification are in eng_sched.h.  Every request this thread takes ends
+ * through sched_finish exactly once, so exactly one completion is delivered.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sched_int.h"
+
+/* ---- lists (singly linked, small) ---- */
+
+static void list_remove(sched_req **head, sched_req *r) {
+    for (sched_req **p = head; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            r->next = NULL;
+            return;
+        }
+}
+
+static void list_append(sched_req **head, sched_req *r) {
+    sched_req **p = head;
+    while (*p) p = &(*p)->next;
+    r->next = NULL;
+    *p = r;
+}
+
+static int list_len(const sched_req *h) {
+    int n = 0;
+    for (; h; h = h->next) n++;
+    return n;
+}
+
+/* Blocks a running sequence holds, per kind. */
+static void seq_held(const sched_req *r, long held[2]) {
+    held[0] = held[1] = 0;
+    if (!r->kv_live) return;
+    for (int k = 0; k < 2; k++)
+        if (r->kv.blk[k])
+            for (int i = 0; i < r->kv.n_blocks; i++) held[k] += r->kv.blk[k][i] != NULL;
+}
+
+static void running_held(const eng_sched *s, long held[2]) {
+    held[0] = held[1] = 0;
+    for (const sched_req *r = s->running; r; r = r->next) {
+        long h[2];
+        seq_held(r, h);
+        held[0] += h[0];
+        held[1] += h[1];
+    }
+}
+
+/* Give a sequence's KV up, inserting it in the cache first (when there is
+ * one and the KV is valid) so a later turn or a resume can reuse it. */
+static void seq_drop(eng_sched *s, sched_req *r, int insert) {
+    if (!r->kv_live) return;
+    if (insert && s->has_cache && r->kv.n_tokens >= s->layout->block_tokens)
+        s->ops.insert(s->ops.ctx, r->ns, r->ns_len, &r->kv, 1);
+    eng_kvseq_free(&r->kv);
+    r->kv_live = 0;
+}
+
+/* End request r (already removed from the waiting/running lists). */
+static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg) {
+    seq_drop(s, r, why != ENG_SCHED_ERROR);
+    if (r->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, r->ticket);
+    r->ticket = -1;
+    int64_t now = eng_sched_now_us();
+    sched_event *e = calloc(1, sizeof *e);
+    if (e) {
+        e->is_done = 1;
+        e->id = r->id;
+        e->user = r->user;
+        e->on_done = r->on_done;
+        eng_sched_result *res = &e->res;
+        res->finish = why;
+        res->n_tokens = r->n_gen;
+        if (r->n_gen) {
+            e->res_tokens = malloc((size_t)r->n_gen * sizeof(int32_t));
+            if (e->res_tokens)
+                memcpy(e->res_tokens, r->toks + r->n_prompt, (size_t)r->n_gen * sizeof(int32_t));
+            else res->n_tokens = 0;
+        }
+        res->prompt_tokens = r->n_prompt;
+        res->cached_tokens = r->cached_tokens;
+        res->preemptions = r->preemptions;
+        res->submit_us = r->submit_us;
+        res->admit_us = r->admit_us;
+        res->admit_seq = r->admit_seq;
+        res->queue_ms = r->admit_us ? (r->admit_us - r->submit_us) / 1e3 : (now - r->submit_us) / 1e3;
+        res->ttft_ms = r->first_tok_us ? (r->first_tok_us - r->submit_us) / 1e3 : 0;
+        res->total_ms = (now - r->submit_us) / 1e3;
+        snprintf(e->error, sizeof e->error, "%s", msg ? msg : "");
+    }
+    pthread_mutex_lock(&s->mu);
+    for (sched_req **p = &s->live; *p; p = &(*p)->live_next)
+        if (*p == r) {
+            *p = r->live_next;
+            break;
+        }
+    s->n_live--;
+    s->st.finished++;
+    s->st.finish[why]++;
+    pthread_mutex_unlock(&s->mu);
+    /* Without memory for the event the completion cannot be reported; the
+     * request still ends and its memory is freed. */
+    if (e) sched_deliver(s, e);
+    eng_sampler_free(r->sampler);
+    free(r->toks);
+    free(r->logits);
+    free(r);
+}
+
+/* Move running request r back to the waiting list (its KV parked in the
+ * cache or dropped; a resume recomputes what is missing). */
+static void sched_preempt(eng_sched *s, sched_req *r) {
+    list_remove(&s->running, r);
+    seq_drop(s, r, 1);
+    free(r->logits);
+    r->logits = NULL;
+    r->preemptions++;
+    r->state = SCHED_WAITING;
+    r->hint = s->has_cache ? s->ops.probe(s->ops.ctx, r->ns, r->ns_len, r->toks, r->n_toks) : 0;
+    list_append(&s->waiting, r);
+    pthread_mutex_lock(&s->mu);
+    s->st.preemptions++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static sched_req *youngest_running(eng_sched *s) {
+    sched_req *y = NULL;
+    for (sched_req *r = s->running; r; r = r->next)
+        if (!y || r->run_seq > y->run_seq) y = r;
+    return y;
+}
+
+/* ---- admission ---- */
+
+typedef struct cand_ctx {
+    int64_t now_us, fair_us; /* ordering clock and fairness bound */
+} cand_ctx;
+
+/* qsort has no context argument: the loop thread sets its own copy. */
+static _Thread_local cand_ctx t_cand;
+
+static int cand_overdue(const sched_req *r) {
+    return t_cand.now_us - r->submit_us >= t_cand.fair_us;
+}
+
+/* Overdue first in submit order; then longest cached prefix; then submit order. */
+static int cand_cmp(const void *a, const void *b) {
+    const sched_req *x = *(sched_req *const *)a, *y = *(sched_req *const *)b;
+    int ox = cand_overdue(x), oy = cand_overdue(y);
+    if (ox != oy) return oy - ox;
+    if (!ox && x->hint != y->hint) return y->hint > x->hint ? 1 : -1;
+    if (x->submit_us != y->submit_us) return x->submit_us < y->submit_us ? -1 : 1;
+    return x->id < y->id ? -1 : (x->id > y->id);
+}
+
+/* Look up the cached prefix and set up r's sequence.  Returns 0 or < 0
+ * with a message. */
+static int sched_admit(eng_sched *s, sched_req *r, char *err, size_t errlen) {
+    if (!r->logits) r->logits = malloc((size_t)s->n_vocab * sizeof(float));
+    if (!r->logits) {
+        snprintf(err, errlen, "sched: out of memory for logits");
+        return ENG_SCHED_ENOMEM;
+    }
+    if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, err, errlen) != 0) return ENG_SCHED_EINVAL;
+    r->kv_live = 1;
+    int n_cached = 0;
+    if (s->has_cache) {
+        int cap = r->n_toks / s->layout->block_tokens + 1;
+        void **arr = calloc((size_t)cap * 2, sizeof *arr);
+        if (arr) {
+            eng_sched_match m = {arr, arr + cap, cap, 0, 0, 0};
+            if (s->ops.lookup(s->ops.ctx, r->ns, r->ns_len, r->toks, r->n_toks, &m) == 0 &&
+                m.n_tokens > 0) {
+                if (eng_kvseq_adopt_prefix(&r->kv, m.n_tokens, m.gblk, m.lblk, r->toks) == 0)
+                    n_cached = m.n_tokens;
+                else s->ops.release(s->ops.ctx, &m);
+            }
+            free(arr);
+        }
+    }
+    if (r->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, r->ticket);
+    r->ticket = -1;
+    int64_t now = eng_sched_now_us();
+    int first = r->admit_us == 0;
+    if (first) {
+        r->admit_us = now;
+        r->admit_seq = ++s->admit_counter;
+        r->cached_tokens = n_cached < r->n_prompt ? n_cached : r->n_prompt;
+    }
+    r->run_seq = ++s->run_counter;
+    r->state = SCHED_RUNNING;
+    pthread_mutex_lock(&s->mu);
+    if (first) {
+        s->st.prompt_tokens += (uint64_t)r->n_prompt;
+        s->st.cached_tokens += (uint64_t)r->cached_tokens;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* Admit what fits, in cache-aware order with the fairness bound. */
+static void sched_admit_waiting(eng_sched *s, int64_t now) {
+    int n_wait = list_len(s->waiting), n_run = list_len(s->running);
+    if (!n_wait || n_run >= s->cfg.max_running) return;
+    sched_req **c = malloc((size_t)n_wait * sizeof *c);
+    if (!c) return;
+    int n = 0;
+    for (sched_req *r = s->waiting; r; r = r->next)
+        if (r->ready) c[n++] = r;
+    t_cand.now_us = now;
+    t_cand.fair_us = (int64_t)s->cfg.fairness_ms * 1000;
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    long held[2], total[2] = {s->blocks_total[0], s->blocks_total[1]};
+    running_held(s, held);
+    int B = s->layout->block_tokens;
+    long chunk_blocks = (s->cfg.step_tokens + B - 1) / B + 1;
+    for (int i = 0; i < n && n_run < s->cfg.max_running; i++) {
+        sched_req *r = c[i];
+        long need[2];
+        sched_blocks_for(s, 0, r->n_toks, need);
+        if (need[1] > s->wb + 1 + chunk_blocks) need[1] = s->wb + 1 + chunk_blocks;
+        int fits = 1;
+        for (int k = 0; k < 2; k++)
+            if (s->layout->n_layers[k] && held[k] + need[k] + n_run + 1 > total[k]) fits = 0;
+        if (!fits && n_run > 0) {
+            if (cand_overdue(r)) break; /* hold memory for the overdue request */
+            continue;
+        }
+        char err[256];
+        list_remove(&s->waiting, r);
+        if (sched_admit(s, r, err, sizeof err) != 0) {
+            sched_finish(s, r, ENG_SCHED_ERROR, err);
+            continue;
+        }
+        list_append(&s->running, r);
+        held[0] += need[0];
+        held[1] += need[1];
+        n_run++;
+    }
+    free(c);
+}
+
+/* ---- one step ---- */
+
+/* Build the batch; returns its size.  Prefill chunks never make a step
+ * exceed step_tokens beyond the decode tokens. */
+static int sched_build(eng_sched *s, int *n_decode) {
+    int n = 0, budget = s->cfg.step_tokens;
+    for (sched_req *r = s->running; r && n < s->cfg.max_running; r = r->next)
+        if (r->n_toks - r->kv.n_tokens == 1) {
+            eng_seq_step *st = &s->steps[n];
+            st->kv = &r->kv;
+            st->tokens = r->toks + r->kv.n_tokens;
+            st->n_tokens = 1;
+            st->logits = ENG_LOGITS_LAST;
+            st->out = r->logits;
+            s->step_req[n++] = r;
+            budget--;
+        }
+    *n_decode = n;
+    for (sched_req *r = s->running; r && n < s->cfg.max_running && budget > 0; r = r->next) {
+        int rem = r->n_toks - r->kv.n_tokens;
+        if (rem <= 1) continue;
+        int chunk = rem < budget ? rem : budget;
+        eng_seq_step *st = &s->steps[n];
+        st->kv = &r->kv;
+        st->tokens = r->toks + r->kv.n_tokens;
+        st->n_tokens = chunk;
+        st->logits = chunk == rem ? ENG_LOGITS_LAST : ENG_LOGITS_NONE;
+        st->out = r->logits;
+        s->step_req[n++] = r;
+        budget -= chunk;
+    }
+    return n;
+}
+
+/* 1 if the batch's new blocks fit next to what running sequences hold. */
+static int sched_fits(eng_sched *s, int n) {
+    long held[2], add[2] = {0, 0};
+    running_held(s, held);
+    int B = s->layout->block_tokens;
+    for (int i = 0; i < n; i++) {
+        const eng_kvseq *kv = s->steps[i].kv;
+        long nb = (kv->n_tokens + s->steps[i].n_tokens + B - 1) / B - kv->n_blocks;
+        if (nb > 0) add[0] += nb, add[1] += nb;
+    }
+    for (int k = 0; k < 2; k++)
+        if (s->layout->n_layers[k] && held[k] + add[k] > s->blocks_total[k]) return 0;
+    return 1;
+}
+
+static int append_token(sched_req *r, int32_t tok) {
+    if (r->n_toks == r->cap_toks) {
+        int cap = r->cap_toks * 2;
+        int32_t *t = realloc(r->toks, (size_t)cap * sizeof *t);
+        if (!t) return -1;
+        r->toks = t;
+        r->cap_toks = cap;
+    }
+    r->toks[r->n_toks++] = tok;
+    r->n_gen++;
+    return 0;
+}
+
+/* Sample from step i's logits and report the token. */
+static void sched_sample(eng_sched *s, sched_req *r, int64_t now) {
+    int32_t tok = eng_sampler_sample(r->sampler, r->logits, r->toks, r->n_toks);
+    if (append_token(r, tok) != 0) {
+        list_remove(&s->running, r);
+        sched_finish(s, r, ENG_SCHED_ERROR, "sched: out of memory for tokens");
+        return;
+    }
+    if (!r->first_tok_us) r->first_tok_us = now;
+    if (r->on_token) {
+        sched_event *e = calloc(1, sizeof *e);
+        if (e) {
+            e->id = r->id;
+            e->user = r->user;
+            e->on_token = r->on_token;
+            e->token = tok;
+            e->index = r->n_gen - 1;
+            if (r->want_logits) {
+                e->logits = malloc((size_t)s->n_vocab * sizeof(float));
+                if (e->logits) memcpy(e->logits, r->logits, (size_t)s->n_vocab * sizeof(float));
+            }
+            sched_deliver(s, e);
+        }
+    }
+    if (eng_sampler_is_stop(r->sampler, tok)) {
+        list_remove(&s->running, r);
+        sched_finish(s, r, ENG_SCHED_STOP, NULL);
+    } else if (r->n_gen >= r->max_tokens) {
+        list_remove(&s->running, r);
+        sched_finish(s, r, ENG_SCHED_LENGTH, NULL);
+    }
+}
+
+static int hist_bucket(uint64_t v) {
+    int b = 0;
+    while (v > 1 && b < ENG_SCHED_HIST - 1) v >>= 1, b++;
+    return b;
+}
+
+/* Run one step over the running sequences.  Returns 1 if a forward ran. */
+static int sched_step(eng_sched *s) {
+    char err[256];
+    int n, n_decode;
+    for (;;) {
+        n = sched_build(s, &n_decode);
+        if (!n) return 0;
+        if (sched_fits(s, n) || !s->running->next) break;
+        sched_preempt(s, youngest_running(s));
+    }
+    int64_t t0 = eng_sched_now_us();
+    int rc;
+    for (;;) {
+        rc = eng_forward(s->model, s->steps, n, err, sizeof err);
+        if (rc != ENG_ENOMEM || !s->running || !s->running->next) break;
+        pthread_mutex_lock(&s->mu);
+        s->st.oom_retries++;
+        pthread_mutex_unlock(&s->mu);
+        sched_preempt(s, youngest_running(s));
+        n = sched_build(s, &n_decode);
+        if (!n) return 0;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < n; i++) {
+            list_remove(&s->running, s->step_req[i]);
+            sched_finish(s, s->step_req[i], ENG_SCHED_ERROR, err);
+        }
+        return 1;
+    }
+    uint64_t prefill = 0, sampled = 0;
+    int64_t now = eng_sched_now_us();
+    for (int i = 0; i < n; i++) {
+        if (i >= n_decode) prefill += (uint64_t)s->steps[i].n_tokens;
+        if (s->steps[i].logits == ENG_LOGITS_LAST) { /* may end and free the request */
+            sampled++;
+            sched_sample(s, s->step_req[i], now);
+        }
+    }
+    double ms = (eng_sched_now_us() - t0) / 1e3;
+    pthread_mutex_lock(&s->mu);
+    s->st.steps++;
+    s->st.prefill_tokens += prefill;
+    s->st.decode_tokens += (uint64_t)n_decode;
+    s->st.generated_tokens += sampled;
+    s->st.step_ms_total += ms;
+    if (ms > s->st.step_ms_max) s->st.step_ms_max = ms;
+    s->st.batch_hist[hist_bucket((uint64_t)n)]++;
+    s->st.step_us_hist[hist_bucket((uint64_t)(ms * 1000.0) >> 6)]++;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+/* ---- the loop ---- */
+
+/* End waiting/running requests that were cancelled or passed their deadline,
+ * or all of them (cancel_all). */
+static void sched_reap(eng_sched *s, int64_t now, int cancel_all) {
+    sched_req **lists[2] = {&s->waiting, &s->running};
+    for (int l = 0; l < 2; l++) {
+        sched_req *r = *lists[l];
+        while (r) {
+            sched_req *next = r->next;
+            pthread_mutex_lock(&s->mu);
+            int flag = cancel_all ? SCHED_END_CANCEL : r->cancel;
+            pthread_mutex_unlock(&s->mu);
+            eng_sched_finish why = ENG_SCHED_EXPIRED;
+            if (flag == SCHED_END_CANCEL) why = ENG_SCHED_CANCELLED;
+            else if (flag == SCHED_END_STOP) why = ENG_SCHED_STOP;
+            if (flag || (r->deadline_us && now >= r->deadline_us)) {
+                list_remove(lists[l], r);
+                sched_finish(s, r, why, NULL);
+            }
+            r = next;
+        }
+    }
+}
+
+/* Mark waiting requests admissible once their prefetch is done or waited long enough. */
+static int sched_ready(eng_sched *s, int64_t now) {
+    int n_ready = 0;
+    for (sched_req *r = s->waiting; r; r = r->next) {
+        if (!r->ready) {
+            int done = r->ticket < 0 || s->ops.prefetch_done(s->ops.ctx, r->ticket) ||
+                       now - r->submit_us >= (int64_t)s->cfg.prefetch_wait_ms * 1000;
+            if (done) {
+                r->ready = 1;
+                r->hint = s->has_cache
+                              ? s->ops.probe(s->ops.ctx, r->ns, r->ns_len, r->toks, r->n_toks)
+                              : 0;
+            }
+        }
+        n_ready += r->ready;
+    }
+    return n_ready;
+}
+
+static void cv_wait_until(eng_sched *s, int64_t until_us) {
+    struct timespec ts = {until_us / 1000000, (long)(until_us % 1000000) * 1000};
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
+void *sched_loop_main(void *arg) {
+    eng_sched *s = arg;
+    int64_t window_end = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->inbox) {
+            sched_req *r = s->inbox;
+            s->inbox = r->next;
+            r->state = SCHED_WAITING;
+            list_append(&s->waiting, r);
+        }
+        s->inbox_tail = NULL;
+        int closing = s->closing, drain = s->drain;
+        pthread_mutex_unlock(&s->mu);
+
+        int64_t now = eng_sched_now_us();
+        sched_reap(s, now, closing && !drain);
+        if (closing && !s->waiting && !s->running) break;
+
+        int n_ready = sched_ready(s, now);
+        if (!s->running) {
+            /* Idle: sleep until work arrives, a prefetch may have finished,
+             * or the batching window of the first arrival has passed. */
+            int64_t wake = -1; /* -1: run now, 0: no timeout */
+            if (!s->waiting) {
+                wake = 0;
+            } else if (!n_ready) {
+                wake = now + 1000;
+            } else if (s->cfg.batch_window_us > 0 && !closing) {
+                if (!window_end) window_end = now + s->cfg.batch_window_us;
+                if (now < window_end && n_ready < s->cfg.max_running) wake = window_end;
+            }
+            if (wake >= 0) {
+                /* deadlines of waiting requests are checked at least every 5 ms */
+                if (s->waiting && wake > now + 5000) wake = now + 5000;
+                pthread_mutex_lock(&s->mu);
+                if (!s->inbox && !s->closing) {
+                    if (wake) cv_wait_until(s, wake);
+                    else pthread_cond_wait(&s->cv, &s->mu);
+                }
+                pthread_mutex_unlock(&s->mu);
+                continue;
+            }
+        }
+        window_end = 0;
+        sched_admit_waiting(s, eng_sched_now_us());
+        int ran = sched_step(s);
+        pthread_mutex_lock(&s->mu);
+        s->st.running = list_len(s->running);
+        s->st.waiting = list_len(s->waiting);
+        running_held(s, s->st.blocks_held);
+        for (int k = 0; k < 2; k++)
+            if (s->st.blocks_held[k] > s->st.blocks_held_peak[k])
+                s->st.blocks_held_peak[k] = s->st.blocks_held[k];
+        /* Nothing could run (memory held elsewhere): do not spin. */
+        if (!ran && !s->inbox && !s->closing) cv_wait_until(s, eng_sched_now_us() + 1000);
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
