@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "eng_cli.h"
+#include "wk_cli.h"
 
 typedef struct parley_cmd {
     const char *name;                 /* as typed after `parley` */
@@ -24,6 +25,8 @@ static const parley_cmd parley_cmds[] = {
     {"generate", "run a model on a prompt and print the reply and speed", eng_cmd_generate},
     {"mkmodel",  "write a synthetic GGUF model (deterministic random weights)", eng_cmd_mkmodel},
     {"inspect",  "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
+    {"worker",   "serve chat turns from Kafka (exactly-once replies, streamed tokens)", wk_cmd_worker},
+    {"bench",    "benchmark the scheduler on a synthetic workload (multiturn)", wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 

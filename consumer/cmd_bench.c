@@ -1,0 +1,456 @@
+/*
+ * cmd_bench.c -- `parley bench --workload multiturn`: the continuous-
+ * batching scheduler on a synthetic multi-turn chat workload, run twice in
+ * one invocation (prefix cache on, then off) on the same model.
+ *
+ * Workload.  C conversations of T turns each.  A conversation starts with a
+ * system prompt; every turn appends a user message of random length and the
+ * model's reply (its max_tokens drawn at random; synthetic models have no
+ * end-of-generation token, so replies run to that length).  Conversations
+ * are closed loops started together: a conversation submits turn N+1 as
+ * soon as turn N completes (after an optional think time), so arrivals of
+ * the C conversations interleave and turn N+1's prompt is turn N's prompt +
+ * reply + the new user message -- what a chat worker sees.  Conversations
+ * are token-id level: user messages are pseudo-random token ids drawn from
+ * the seed (no tokenizer or chat template is involved, so the figures do not
+ * depend on a vocabulary); the output says so.  Both runs see the same user
+ * messages and reply lengths.
+ *
+ * Output per run: share of prompt tokens served from the cache, TTFT
+ * p50/p99 by turn index, generated tokens/s, batch size distribution and
+ * step times; finally the cache-on / cache-off throughput ratio.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_model.h"
+#include "eng_sched.h"
+#include "kv_cache.h"
+#include "kv_hash.h"
+#include "kv_sched_ops.h"
+
+/* Workload and engine options. */
+typedef struct bench_opts {
+    const char *model;        /* GGUF path */
+    int convs, turns;         /* conversations, turns each */
+    int sys_len;              /* system prompt tokens */
+    int user_min, user_max;   /* user message tokens */
+    int reply_min, reply_max; /* reply tokens (max_tokens) */
+    int think_ms;             /* pause between a reply and the next turn */
+    int threads, block;       /* engine threads, KV block tokens */
+    long kv_mib;              /* KV budget (cache pool or plain budget) */
+    int step_tokens, max_running, window_us, fairness_ms; /* scheduler */
+    uint64_t seed;            /* workload seed */
+    int mode;                 /* 0 both, 1 cache on only, 2 cache off only */
+} bench_opts;
+
+/* One conversation's state (touched by the submitting thread, then by
+ * the delivery thread in on_done: never both at once). */
+typedef struct bench_conv {
+    struct bench_run *run;    /* owning run */
+    int idx;                  /* conversation number */
+    int turn;                 /* turn in flight (0-based) */
+    int32_t *toks;            /* the conversation so far */
+    int n, cap;               /* tokens used / allocated */
+} bench_conv;
+
+/* One run (cache on or off). */
+typedef struct bench_run {
+    const bench_opts *o;      /* options */
+    eng_sched *s;             /* scheduler */
+    int n_vocab;              /* for user tokens */
+    bench_conv *conv;         /* convs entries */
+    double *ttft;             /* [conv][turn] ms, -1 if the turn failed */
+    pthread_mutex_t mu;       /* guards the fields below */
+    pthread_cond_t cv;        /* signalled when a conversation ends */
+    int convs_done;           /* conversations finished */
+    int errors;               /* turns that ended with an error */
+    uint64_t prompt_tokens, cached_tokens, generated; /* totals */
+} bench_run;
+
+static double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t bench_mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Deterministic value in [lo, hi] for (seed, conv, turn, what). */
+static int bench_draw(const bench_opts *o, int conv, int turn, int what, int lo, int hi) {
+    uint64_t h = bench_mix(o->seed ^ bench_mix((uint64_t)conv << 32 ^ (uint64_t)turn << 8 ^ (uint64_t)what));
+    return lo + (int)(h % (uint64_t)(hi - lo + 1));
+}
+
+static int conv_append_user(bench_conv *c, int turn) {
+    const bench_opts *o = c->run->o;
+    int len = bench_draw(o, c->idx, turn, 1, o->user_min, o->user_max);
+    if (turn == 0) len += o->sys_len;
+    if (c->n + len > c->cap) return -1;
+    for (int i = 0; i < len; i++)
+        c->toks[c->n++] = 1 + (int32_t)(bench_mix(o->seed ^ bench_mix(((uint64_t)c->idx << 40) ^
+                                                                       ((uint64_t)turn << 20) ^
+                                                                       (uint64_t)i)) %
+                                        (uint64_t)(c->run->n_vocab - 1));
+    return 0;
+}
+
+static void bench_on_done(void *user, uint64_t id, const eng_sched_result *r);
+
+static int conv_submit(bench_conv *c) {
+    bench_run *run = c->run;
+    const bench_opts *o = run->o;
+    eng_sched_request q;
+    memset(&q, 0, sizeof q);
+    q.prompt = c->toks;
+    q.n_prompt = c->n;
+    eng_sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0.8f;
+    q.sampling.top_k = 40;
+    q.sampling.seed = bench_mix(o->seed ^ ((uint64_t)c->idx << 16 | (uint64_t)c->turn));
+    q.max_tokens = bench_draw(o, c->idx, c->turn, 2, o->reply_min, o->reply_max);
+    char ns[32];
+    snprintf(ns, sizeof ns, "conv%d", c->idx % 8); /* a few tenants */
+    q.ns = ns;
+    q.ns_len = strlen(ns);
+    q.on_done = bench_on_done;
+    q.user = c;
+    char err[256];
+    if (eng_sched_submit(run->s, &q, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: submit: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void conv_end(bench_run *run) {
+    pthread_mutex_lock(&run->mu);
+    run->convs_done++;
+    pthread_cond_broadcast(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+}
+
+static void bench_on_done(void *user, uint64_t id, const eng_sched_result *r) {
+    bench_conv *c = user;
+    bench_run *run = c->run;
+    const bench_opts *o = run->o;
+    (void)id;
+    pthread_mutex_lock(&run->mu);
+    run->ttft[(size_t)c->idx * o->turns + c->turn] =
+        r->finish == ENG_SCHED_ERROR || !r->n_tokens ? -1 : r->ttft_ms;
+    if (r->finish == ENG_SCHED_ERROR) {
+        if (run->errors++ < 3) fprintf(stderr, "bench: turn failed: %s\n", r->error);
+    }
+    run->prompt_tokens += (uint64_t)r->prompt_tokens;
+    run->cached_tokens += (uint64_t)r->cached_tokens;
+    run->generated += (uint64_t)r->n_tokens;
+    pthread_mutex_unlock(&run->mu);
+    if (r->finish == ENG_SCHED_ERROR || c->n + r->n_tokens > c->cap) {
+        conv_end(run);
+        return;
+    }
+    memcpy(c->toks + c->n, r->tokens, (size_t)r->n_tokens * sizeof(int32_t));
+    c->n += r->n_tokens;
+    if (++c->turn >= o->turns || conv_append_user(c, c->turn) != 0) {
+        conv_end(run);
+        return;
+    }
+    if (o->think_ms > 0) { /* short by contract: delivery thread */
+        struct timespec ts = {o->think_ms / 1000, (long)(o->think_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (conv_submit(c) != 0) conv_end(run);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    if (!n) return 0;
+    int i = (int)ceil(p * n) - 1;
+    if (i < 0) i = 0;
+    if (i >= n) i = n - 1;
+    return v[i];
+}
+
+/* TTFT p50/p99 per turn group: single turns up to 8, then doubling groups. */
+static void print_ttft(const bench_run *run) {
+    const bench_opts *o = run->o;
+    double *v = malloc((size_t)o->convs * o->turns * sizeof *v);
+    if (!v) return;
+    printf("  TTFT by turn index (ms):   turns      p50      p99   n\n");
+    for (int lo = 0; lo < o->turns;) {
+        int hi = lo < 8 ? lo + 1 : lo * 2;
+        if (hi > o->turns) hi = o->turns;
+        int n = 0;
+        for (int c = 0; c < o->convs; c++)
+            for (int t = lo; t < hi; t++) {
+                double x = run->ttft[(size_t)c * o->turns + t];
+                if (x >= 0) v[n++] = x;
+            }
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        char name[32];
+        if (hi - lo == 1) snprintf(name, sizeof name, "%d", lo + 1);
+        else snprintf(name, sizeof name, "%d-%d", lo + 1, hi);
+        printf("  %27s %8.1f %8.1f %4d\n", name, pct(v, n, 0.5), pct(v, n, 0.99), n);
+        lo = hi;
+    }
+    free(v);
+}
+
+static void print_stats(const eng_sched_stats *st) {
+    printf("  batch size (sequences/step):");
+    for (int i = 0; i < ENG_SCHED_HIST; i++)
+        if (st->batch_hist[i])
+            printf(" [%d-%d]:%.1f%%", 1 << i, (2 << i) - 1,
+                   100.0 * (double)st->batch_hist[i] / (double)(st->steps ? st->steps : 1));
+    printf("\n  steps %llu, step time mean %.2f ms, max %.1f ms; distribution:",
+           (unsigned long long)st->steps, st->steps ? st->step_ms_total / (double)st->steps : 0,
+           st->step_ms_max);
+    for (int i = 0; i < ENG_SCHED_HIST; i++)
+        if (st->step_us_hist[i])
+            printf(" <%.2gms:%.1f%%", (double)(128 << i) / 1000.0,
+                   100.0 * (double)st->step_us_hist[i] / (double)(st->steps ? st->steps : 1));
+    printf("\n  tokens: prefilled %llu, decoded %llu; preemptions %llu\n",
+           (unsigned long long)st->prefill_tokens, (unsigned long long)st->decode_tokens,
+           (unsigned long long)st->preemptions);
+}
+
+/* One run; returns generated tok/s or -1. */
+static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
+    double tps = -1;
+    char err[256];
+    bench_run run;
+    memset(&run, 0, sizeof run);
+    run.o = o;
+    run.n_vocab = eng_model_config(m)->n_vocab;
+    pthread_mutex_init(&run.mu, NULL);
+    pthread_cond_init(&run.cv, NULL);
+    kv_cache *kc = NULL;
+    eng_sched_cache_ops ops;
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = o->max_running;
+    cfg.step_tokens = o->step_tokens;
+    cfg.batch_window_us = o->window_us;
+    cfg.fairness_ms = o->fairness_ms;
+    cfg.kv_budget_bytes = (size_t)o->kv_mib << 20;
+    cfg.max_queue = o->convs + 16;
+    if (cache_on) {
+        kv_cache_config kcfg;
+        kv_cache_config_default(&kcfg);
+        kcfg.budget_bytes = (size_t)o->kv_mib << 20;
+        kcfg.max_tokens = 1 << 20;
+        kv_fp_inputs fi = {eng_model_config(m)->arch_name, eng_model_digest(m), "bench", 1,
+                           (uint32_t)o->block};
+        if (kv_cache_create(&kcfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &kc, err,
+                            sizeof err) != 0) {
+            fprintf(stderr, "bench: cache: %s\n", err);
+            goto done;
+        }
+        kv_sched_ops_init(&ops, kc);
+    }
+    if (eng_sched_create(m, &cfg, cache_on ? &ops : NULL, &run.s, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: scheduler: %s\n", err);
+        goto done;
+    }
+    run.conv = calloc((size_t)o->convs, sizeof *run.conv);
+    run.ttft = malloc((size_t)o->convs * o->turns * sizeof *run.ttft);
+    if (!run.conv || !run.ttft) goto done;
+    for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run.ttft[i] = -1;
+    int cap = o->sys_len + o->turns * (o->user_max + o->reply_max) + 1;
+    for (int c = 0; c < o->convs; c++) {
+        run.conv[c].run = &run;
+        run.conv[c].idx = c;
+        run.conv[c].cap = cap;
+        run.conv[c].toks = malloc((size_t)cap * sizeof(int32_t));
+        if (!run.conv[c].toks) goto done;
+    }
+    double t0 = bench_now();
+    int started = 0;
+    for (int c = 0; c < o->convs; c++)
+        if (conv_append_user(&run.conv[c], 0) == 0 && conv_submit(&run.conv[c]) == 0) started++;
+        else conv_end(&run);
+    pthread_mutex_lock(&run.mu);
+    while (run.convs_done < o->convs) pthread_cond_wait(&run.cv, &run.mu);
+    pthread_mutex_unlock(&run.mu);
+    double wall = bench_now() - t0;
+    eng_sched_stats st;
+    eng_sched_stats_get(run.s, &st);
+    eng_sched_close(run.s, 1);
+    tps = (double)run.generated / wall;
+    printf("\n== cache %s: %d conversations x %d turns (%d started), %.1f s\n",
+           cache_on ? "ON " : "OFF", o->convs, o->turns, started, wall);
+    printf("  prompt tokens %llu, served from cache %llu = %.2f%%\n",
+           (unsigned long long)run.prompt_tokens, (unsigned long long)run.cached_tokens,
+           run.prompt_tokens ? 100.0 * (double)run.cached_tokens / (double)run.prompt_tokens : 0);
+    printf("  generated %llu tokens: %.1f tok/s aggregate; failed turns %d\n",
+           (unsigned long long)run.generated, tps, run.errors);
+    print_ttft(&run);
+    print_stats(&st);
+    if (kc) {
+        kv_stats ks;
+        kv_cache_stats(kc, &ks);
+        printf("  cache: %llu/%llu global blocks used, %llu evictions, %llu local blocks dropped\n",
+               (unsigned long long)ks.blocks_used[0], (unsigned long long)ks.blocks_total[0],
+               (unsigned long long)ks.host.evictions, (unsigned long long)ks.local_blocks_dropped);
+    }
+    fflush(stdout);
+    if (run.errors) tps = -1;
+done:
+    eng_sched_free(run.s);
+    if (kc) kv_cache_destroy(kc);
+    if (run.conv)
+        for (int c = 0; c < o->convs; c++) free(run.conv[c].toks);
+    free(run.conv);
+    free(run.ttft);
+    pthread_mutex_destroy(&run.mu);
+    pthread_cond_destroy(&run.cv);
+    return tps;
+}
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: parley bench --workload multiturn --model FILE [options]\n"
+            "  --conversations C     concurrent conversations (default 64)\n"
+            "  --turns T             turns per conversation (default 8)\n"
+            "  --long                long setting: 90 turns (180 messages per conversation)\n"
+            "  --system N            system prompt tokens (default 64)\n"
+            "  --user MIN:MAX        user message tokens (default 8:48)\n"
+            "  --reply MIN:MAX       reply tokens (default 8:48)\n"
+            "  --think-ms N          pause before a conversation's next turn (default 0)\n"
+            "  --cache on|off|both   which runs (default both)\n"
+            "  --kv-mib N            KV budget in MiB, same for both runs (default 256)\n"
+            "  --step-tokens N       scheduler token budget per step (default 512)\n"
+            "  --max-running N       sequences per batch (default 64)\n"
+            "  --window-us N         batching window (default 10000)\n"
+            "  --fairness-ms N       fairness bound of cache-aware ordering (default 200)\n"
+            "  --threads N           compute threads (default: all CPUs)\n"
+            "  --block N             KV block tokens (default 16)\n"
+            "  --seed N              workload seed (default 1)\n");
+}
+
+static int bench_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parse an int option into *dst; -1 if bad. */
+static int bench_opt(const char *s, long lo, long hi, int *dst) {
+    long v;
+    if (bench_int(s, lo, hi, &v) != 0) return -1;
+    *dst = (int)v;
+    return 0;
+}
+
+static int bench_range(const char *s, int *lo, int *hi) {
+    char *end;
+    long a = strtol(s, &end, 10);
+    if (end == s || *end != ':') return -1;
+    const char *p = end + 1;
+    long b = strtol(p, &end, 10);
+    if (end == p || *end || a < 1 || b < a || b > 100000) return -1;
+    *lo = (int)a;
+    *hi = (int)b;
+    return 0;
+}
+
+int wk_cmd_bench(int argc, char **argv) {
+    bench_opts o = {NULL, 64, 8, 64, 8, 48, 8, 48, 0, 0, 16, 256, 512, 64, 10000, 200, 1, 0};
+    const char *workload = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--long")) {
+            o.turns = 90;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        int bad = 0;
+        if (!strcmp(a, "--workload")) workload = v;
+        else if (!strcmp(a, "--model")) o.model = v;
+        else if (!strcmp(a, "--conversations")) bad = bench_opt(v, 1, 100000, &o.convs);
+        else if (!strcmp(a, "--turns")) bad = bench_opt(v, 1, 100000, &o.turns);
+        else if (!strcmp(a, "--system")) bad = bench_opt(v, 0, 1000000, &o.sys_len);
+        else if (!strcmp(a, "--user")) bad = bench_range(v, &o.user_min, &o.user_max);
+        else if (!strcmp(a, "--reply")) bad = bench_range(v, &o.reply_min, &o.reply_max);
+        else if (!strcmp(a, "--think-ms")) bad = bench_opt(v, 0, 60000, &o.think_ms);
+        else if (!strcmp(a, "--kv-mib")) bad = bench_int(v, 1, 1 << 20, &o.kv_mib);
+        else if (!strcmp(a, "--step-tokens")) bad = bench_opt(v, 1, 1 << 20, &o.step_tokens);
+        else if (!strcmp(a, "--max-running")) bad = bench_opt(v, 1, 4096, &o.max_running);
+        else if (!strcmp(a, "--window-us")) bad = bench_opt(v, 0, 10000000, &o.window_us);
+        else if (!strcmp(a, "--fairness-ms")) bad = bench_opt(v, 0, 1000000, &o.fairness_ms);
+        else if (!strcmp(a, "--threads")) bad = bench_opt(v, 0, 1024, &o.threads);
+        else if (!strcmp(a, "--block")) bad = bench_opt(v, 1, 4096, &o.block);
+        else if (!strcmp(a, "--seed")) {
+            bad = bench_int(v, 0, 0x7fffffffL, &x);
+            if (!bad) o.seed = (uint64_t)x;
+        }
+        else if (!strcmp(a, "--cache")) {
+            if (!strcmp(v, "both")) o.mode = 0;
+            else if (!strcmp(v, "on")) o.mode = 1;
+            else if (!strcmp(v, "off")) o.mode = 2;
+            else bad = 1;
+        } else {
+            fprintf(stderr, "bench: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "bench: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (!workload || strcmp(workload, "multiturn") || !o.model) {
+        fprintf(stderr, "bench: --workload multiturn and --model FILE are required\n");
+        bench_usage(stderr);
+        return 2;
+    }
+    eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
+    eng_model *m = NULL;
+    char err[256];
+    if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    const eng_config *c = eng_model_config(m);
+    printf("parley bench multiturn: model %s (%s, %d layers, n_embd %d, vocab %d), %d threads, "
+           "block %d, KV budget %ld MiB\n",
+           o.model, c->arch_name, c->n_layer, c->n_embd, c->n_vocab, eng_model_n_threads(m),
+           o.block, o.kv_mib);
+    printf("workload: %d conversations x %d turns (%d messages each), system %d tokens, user "
+           "%d..%d, reply %d..%d tokens; closed loop, think %d ms\n",
+           o.convs, o.turns, 2 * o.turns, o.sys_len, o.user_min, o.user_max, o.reply_min,
+           o.reply_max, o.think_ms);
+    printf("conversations are token-id level: synthetic ids, no tokenizer or chat template\n");
+    printf("scheduler: step budget %d tokens, max batch %d, window %d us, fairness %d ms\n",
+           o.step_tokens, o.max_running, o.window_us, o.fairness_ms);
+    fflush(stdout);
+    double on = -1, off = -1;
+    if (o.mode != 2) on = bench_run_one(m, &o, 1);
+    if (o.mode != 1) off = bench_run_one(m, &o, 0);
+    if (on > 0 && off > 0) printf("\ngenerated tok/s: cache on %.1f, off %.1f, ratio on/off %.2fx\n", on, off, on / off);
+    eng_model_free(m);
+    return (o.mode != 2 && on < 0) || (o.mode != 1 && off < 0) ? 1 : 0;
+}

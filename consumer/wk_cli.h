@@ -1,0 +1,12 @@
+/*
+ * wk_cli.h -- the consumer module's subcommands of the `parley` binary
+ * (same conventions as eng_cli.h: argv[0] = the subcommand name; returns
+ * 0 success, 1 runtime failure, 2 usage error; --help prints usage).
+ */
+#ifndef WK_CLI_H
+#define WK_CLI_H
+
+int wk_cmd_bench(int argc, char **argv); /* parley bench (cmd_bench.c) */
+int wk_cmd_worker(int argc, char **argv); /* parley worker (wk_cmd_worker.c) */
+
+#endif

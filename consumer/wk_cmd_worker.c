@@ -1,0 +1,109 @@
+/*
+ * wk_cmd_worker.c -- `parley worker`: read the configuration (file <
+ * environment < flags), start the worker and run it until SIGTERM/SIGINT.
+ *
+ * Exit status: 0 clean shutdown; 1 runtime failure (model cannot be
+ * loaded, Kafka unreachable at start, fatal Kafka error such as a fenced
+ * transactional producer); 2 usage or configuration error (the message
+ * names the key).  A first SIGTERM/SIGINT stops fetching and lets in-flight
+ * turns finish within worker.grace_ms; a second one cancels them at once.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "wk_cli.h"
+#include "wk_config.h"
+#include "wk_worker.h"
+
+extern char **environ;
+
+static wk_worker *volatile wk_g_worker;  /* for the signal handler */
+static volatile sig_atomic_t wk_g_signals; /* signals received */
+
+static void wk_on_signal(int sig) {
+    (void)sig;
+    wk_g_signals++;
+    if (wk_g_worker) wk_worker_stop(wk_g_worker, wk_g_signals > 1);
+}
+
+static void wk_usage(FILE *f) {
+    fprintf(f, "usage: parley worker [--config FILE] [--set key=value]... [--KEY value]...\n"
+               "       parley worker --print-config-doc\n\n"
+               "Serve chat turns from Kafka.  Configuration precedence: FILE < environment\n"
+               "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
+               "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
+               "--print-config-doc writes the configuration reference (Markdown).\n"
+               "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error.\n");
+}
+
+int wk_cmd_worker(int argc, char **argv) {
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            wk_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--print-config-doc")) return wk_config_doc(stdout) ? 1 : 0;
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "worker: --config needs a file\n");
+                return 2;
+            }
+            file = argv[++i];
+        }
+    }
+    wk_config *cfg = NULL;
+    wk_worker *w = NULL;
+    char err[1024];
+    int rc = 2;
+    if (wk_config_new(&cfg) != 0) {
+        fprintf(stderr, "worker: out of memory\n");
+        return 1;
+    }
+    if (file && wk_config_load_file(cfg, file, err, sizeof err) != 0) goto bad;
+    if (wk_config_load_env(cfg, environ, err, sizeof err) != 0) goto bad;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--", 2) || i + 1 >= argc) {
+            snprintf(err, sizeof err, "unexpected argument '%s' (see --help)", a);
+            goto bad;
+        }
+        const char *v = argv[++i];
+        int r = !strcmp(a, "--set") ? wk_config_set_pair(cfg, v, "flag --set", err, sizeof err)
+                                    : wk_config_set(cfg, a + 2, v, "command line", err,
+                                                    sizeof err);
+        if (r) goto bad;
+    }
+    if (wk_config_validate(cfg, err, sizeof err) != 0) goto bad;
+    int cr = wk_worker_create(cfg, &w, err, sizeof err);
+    if (cr) {
+        fprintf(stderr, "worker: %s\n", err);
+        rc = cr == WK_EINVAL ? 2 : 1;
+        goto done;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = wk_on_signal;
+    sigemptyset(&sa.sa_mask);
+    wk_g_worker = w;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    rc = 0;
+    if (wk_worker_run(w, err, sizeof err) != 0) {
+        fprintf(stderr, "worker: %s\n", err);
+        rc = 1;
+    }
+    wk_g_worker = NULL;
+    goto done;
+bad:
+    fprintf(stderr, "worker: %s\n", err);
+done:
+    wk_worker_free(w);
+    wk_config_free(cfg);
+    return rc;
+}

@@ -1,0 +1,400 @@
+/*
+ * wk_config.c -- the worker's property table, its three sources (file,
+ * environment, flags), validation and the generated reference document.
+ * See wk_config.h for the rules; the table below is the single place a
+ * setting is declared.
+ */
+#include "wk_config.h"
+#include "eng_err.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <librdkafka/rdkafka.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WK_I32 2147483647LL
+
+static const wk_prop wk_props[] = {
+    {"model.path", WK_PROP_REQ, "", 0, 0,
+     "GGUF model file to serve (required)."},
+    {"model.name", WK_PROP_STR, "", 0, 0,
+     "Name turns use in their `model` field; empty = the file name without `.gguf`. "
+     "A turn naming another model goes to the DLQ with `E_UNKNOWN_MODEL`."},
+    {"model.threads", WK_PROP_INT, "0", 0, 1024, "Compute threads; 0 = one per online CPU."},
+    {"model.block_tokens", WK_PROP_INT, "16", 1, 256, "KV block size B in tokens."},
+    {"model.chat_template", WK_PROP_STR, "", 0, 0,
+     "Chat template name (llama2, llama3, gemma, gemma2, chatml); empty = detect from the "
+     "model's tokenizer.chat_template."},
+    {"model.max_context", WK_PROP_INT, "0", 0, 1 << 24,
+     "Longest prompt + max_tokens accepted; 0 = the model's context length (4096 when the "
+     "model states none). Longer turns go to the DLQ with `E_CONTEXT_OVERFLOW`."},
+    {"scheduler.max_running", WK_PROP_INT, "64", 1, 4096, "Sequences in one batch at most."},
+    {"scheduler.step_tokens", WK_PROP_INT, "512", 1, 1 << 20,
+     "Token budget of one forward step (decode tokens + prefill chunks)."},
+    {"scheduler.batch_window_us", WK_PROP_INT, "10000", 0, 10000000,
+     "When idle, wait this long for more arrivals before a step."},
+    {"scheduler.fairness_ms", WK_PROP_INT, "200", 0, 3600000,
+     "A request waiting this long is served in arrival order."},
+    {"scheduler.prefetch_wait_ms", WK_PROP_INT, "50", 0, 60000,
+     "Longest wait for a turn's Redis prefetch before admitting it."},
+    {"scheduler.kv_budget_mib", WK_PROP_INT, "256", 1, 1 << 24,
+     "KV memory for running sequences when the cache is disabled (MiB)."},
+    {"cache.enabled", WK_PROP_BOOL, "true", 0, 0,
+     "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
+     "conversation computes only its new tokens."},
+    {"cache.budget_mib", WK_PROP_INT, "256", 1, 1 << 24,
+     "Host-RAM KV pool size (MiB); running sequences draw from it too."},
+    {"redis.addr", WK_PROP_STR, "", 0, 0,
+     "Redis tier as host:port; empty = no Redis (host RAM only)."},
+    {"redis.timeout_ms", WK_PROP_INT, "200", 1, 60000, "Redis connect and command timeout."},
+    {"redis.ttl_s", WK_PROP_INT, "3600", 1, WK_I32, "TTL of KV blocks written to Redis."},
+    {"worker.id", WK_PROP_STR, "", 0, 0,
+     "Worker identity: names the transactional producer (`parley-<id>`) and fills "
+     "TurnResult `worker`. Keep it stable across restarts so a restarted worker fences "
+     "its predecessor's open transaction; empty = host name + process id."},
+    {"worker.group", WK_PROP_STR, "parley-workers", 0, 0,
+     "Consumer group id (kafka.group.id overrides it)."},
+    {"worker.topic.turns", WK_PROP_STR, "parley.turns", 0, 0, "Input topic (ChatTurn)."},
+    {"worker.topic.tokens", WK_PROP_STR, "parley.tokens", 0, 0,
+     "Token stream topic (TokenChunk; idempotent producer, read_uncommitted)."},
+    {"worker.topic.responses", WK_PROP_STR, "parley.responses", 0, 0,
+     "Final replies (TurnResult; transactional, read_committed)."},
+    {"worker.topic.dlq", WK_PROP_STR, "parley.dlq", 0, 0, "Rejected input (DeadLetter)."},
+    {"worker.txn_interval_ms", WK_PROP_INT, "100", 1, 60000,
+     "Finished turns are committed in one transaction (results + input offsets) at most "
+     "this often."},
+    {"worker.txn_max_records", WK_PROP_INT, "500", 1, 1000000,
+     "Commit earlier when this many results/DLQ records are waiting."},
+    {"worker.max_inflight", WK_PROP_INT, "256", 1, 1000000,
+     "Backpressure: consumed but unfinished turns at most; above it the worker pauses its "
+     "partitions and resumes them at half."},
+    {"worker.chunk_tokens", WK_PROP_INT, "4", 1, 4096,
+     "Tokens per TokenChunk for streaming turns."},
+    {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
+     "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
+    {"worker.http", WK_PROP_STR, "", 0, 0,
+     "host:port of the HTTP endpoint (/metrics, /healthz, /readyz); empty = off."},
+};
+#define WK_NPROPS (sizeof wk_props / sizeof wk_props[0])
+
+/* A kafka.* pass-through property. */
+typedef struct wk_kv {
+    char *name; /* librdkafka property (without "kafka.") */
+    char *val;  /* its value */
+} wk_kv;
+
+struct wk_config {
+    char *val[WK_NPROPS]; /* value per table row; NULL = default */
+    wk_kv *kafka;         /* pass-through properties */
+    size_t n_kafka;       /* entries used */
+    size_t cap_kafka;     /* entries allocated */
+};
+
+const wk_prop *wk_config_props(size_t *n) {
+    if (n) *n = WK_NPROPS;
+    return wk_props;
+}
+
+static int wk_prop_find(const char *key) {
+    for (size_t i = 0; i < WK_NPROPS; i++)
+        if (!strcmp(wk_props[i].name, key)) return (int)i;
+    return -1;
+}
+
+int wk_config_new(wk_config **out) {
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : WK_CONFIG_ENOMEM;
+}
+
+void wk_config_free(wk_config *c) {
+    if (!c) return;
+    for (size_t i = 0; i < WK_NPROPS; i++) free(c->val[i]);
+    for (size_t i = 0; i < c->n_kafka; i++) {
+        free(c->kafka[i].name);
+        free(c->kafka[i].val);
+    }
+    free(c->kafka);
+    free(c);
+}
+
+static int wk_parse_int(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+static int wk_parse_bool(const char *s, bool *out) {
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i])) return *out = true, 0;
+        if (!strcasecmp(s, no[i])) return *out = false, 0;
+    }
+    return -1;
+}
+
+/* Check val against row p; message names key and origin. */
+static int wk_prop_check(const wk_prop *p, const char *val, const char *origin, char *err,
+                         size_t errlen) {
+    long long v;
+    bool b;
+    switch (p->type) {
+    case WK_PROP_INT:
+        if (wk_parse_int(val, &v) != 0)
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' (%s): '%s' is not an integer", p->name,
+                           origin, val);
+        if (v < p->min || v > p->max)
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' (%s): %lld is outside %lld..%lld", p->name,
+                           origin, v, p->min, p->max);
+        return 0;
+    case WK_PROP_BOOL:
+        if (wk_parse_bool(val, &b) != 0)
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' (%s): '%s' is not a boolean "
+                           "(true/false)",
+                           p->name, origin, val);
+        return 0;
+    case WK_PROP_REQ:
+        if (!*val)
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' (%s): must not be empty", p->name, origin);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int wk_kafka_set(wk_config *c, const char *name, const char *val) {
+    for (size_t i = 0; i < c->n_kafka; i++)
+        if (!strcmp(c->kafka[i].name, name)) {
+            char *v = strdup(val);
+            if (!v) return WK_CONFIG_ENOMEM;
+            free(c->kafka[i].val);
+            c->kafka[i].val = v;
+            return 0;
+        }
+    if (c->n_kafka == c->cap_kafka) {
+        size_t cap = c->cap_kafka ? 2 * c->cap_kafka : 8;
+        wk_kv *k = realloc(c->kafka, cap * sizeof *k);
+        if (!k) return WK_CONFIG_ENOMEM;
+        c->kafka = k;
+        c->cap_kafka = cap;
+    }
+    char *n = strdup(name), *v = strdup(val);
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return WK_CONFIG_ENOMEM;
+    }
+    c->kafka[c->n_kafka++] = (wk_kv){n, v};
+    return 0;
+}
+
+int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin,
+                  char *err, size_t errlen) {
+    if (!c || !key || !val) return eng_errf(err, errlen, WK_CONFIG_EINVAL, "NULL argument");
+    if (!strncmp(key, "kafka.", 6)) {
+        if (!key[6])
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key 'kafka.' (%s): names no librdkafka property",
+                           origin);
+        int rc = wk_kafka_set(c, key + 6, val);
+        return rc ? eng_errf(err, errlen, rc, "out of memory") : 0;
+    }
+    int i = wk_prop_find(key);
+    if (i < 0)
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "unknown configuration key '%s' (%s); see parley worker "
+                       "--print-config-doc",
+                       key, origin);
+    int rc = wk_prop_check(&wk_props[i], val, origin, err, errlen);
+    if (rc) return rc;
+    char *v = strdup(val);
+    if (!v) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
+    free(c->val[i]);
+    c->val[i] = v;
+    return 0;
+}
+
+/* Trim ASCII white space in place; returns the start. */
+static char *wk_trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char *err,
+                       size_t errlen) {
+    const char *eq = strchr(pair, '=');
+    if (!eq || eq == pair)
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: '%s' is not key=value", origin,
+                       pair);
+    char key[256];
+    size_t kl = (size_t)(eq - pair);
+    if (kl >= sizeof key)
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: key too long", origin);
+    memcpy(key, pair, kl);
+    key[kl] = 0;
+    return wk_config_set(c, wk_trim(key), eq + 1, origin, err, errlen);
+}
+
+int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return eng_errf(err, errlen, WK_CONFIG_EIO, "cannot read configuration file %s: %s",
+                       path, strerror(errno));
+    char line[4096], origin[512];
+    int rc = 0, ln = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        snprintf(origin, sizeof origin, "file %s line %d", path, ln);
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n') {
+            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: line too long", origin);
+            break;
+        }
+        char *s = wk_trim(line);
+        if (!*s || *s == '#') continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: expected 'key = value'", origin);
+            break;
+        }
+        *eq = 0;
+        if ((rc = wk_config_set(c, wk_trim(s), wk_trim(eq + 1), origin, err, errlen)) != 0)
+            break;
+    }
+    if (!rc && ferror(f))
+        rc = eng_errf(err, errlen, WK_CONFIG_EIO, "error reading %s", path);
+    fclose(f);
+    return rc;
+}
+
+/* PARLEY_ + key upper-cased, '.' -> '_'. */
+static void wk_env_name(const char *key, char *out, size_t cap) {
+    size_t j = (size_t)snprintf(out, cap, "PARLEY_");
+    for (const char *p = key; *p && j + 1 < cap; p++)
+        out[j++] = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
+    out[j] = 0;
+}
+
+int wk_config_load_env(wk_config *c, char *const *envp, char *err, size_t errlen) {
+    char name[256], origin[300];
+    for (char *const *e = envp; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, "PARLEY_", 7)) continue;
+        size_t nl = (size_t)(eq - *e);
+        int rc = 0;
+        snprintf(origin, sizeof origin, "environment %.*s", (int)(nl < 200 ? nl : 200), *e);
+        if (nl > 13 && !strncmp(*e, "PARLEY_KAFKA_", 13) && nl - 13 < sizeof name - 8) {
+            size_t j = (size_t)snprintf(name, sizeof name, "kafka.");
+            for (size_t i = 13; i < nl; i++)
+                name[j++] = (*e)[i] == '_' ? '.' : (char)tolower((unsigned char)(*e)[i]);
+            name[j] = 0;
+            rc = wk_config_set(c, name, eq + 1, origin, err, errlen);
+        } else {
+            for (size_t i = 0; i < WK_NPROPS; i++) {
+                wk_env_name(wk_props[i].name, name, sizeof name);
+                if (strlen(name) == nl && !strncmp(name, *e, nl)) {
+                    rc = wk_config_set(c, wk_props[i].name, eq + 1, origin, err, errlen);
+                    break;
+                }
+            }
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
+    char env[256];
+    for (size_t i = 0; i < WK_NPROPS; i++)
+        if (wk_props[i].type == WK_PROP_REQ && (!c->val[i] || !*c->val[i])) {
+            wk_env_name(wk_props[i].name, env, sizeof env);
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' is required (config file, environment "
+                           "%s, or --%s)",
+                           wk_props[i].name, env, wk_props[i].name);
+        }
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (!conf) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
+    char kerr[256];
+    int rc = 0;
+    for (size_t i = 0; i < c->n_kafka; i++)
+        if (rd_kafka_conf_set(conf, c->kafka[i].name, c->kafka[i].val, kerr, sizeof kerr) !=
+            RD_KAFKA_CONF_OK) {
+            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "configuration key 'kafka.%s': %s",
+                         c->kafka[i].name, kerr);
+            break;
+        }
+    rd_kafka_conf_destroy(conf);
+    return rc;
+}
+
+static const char *wk_raw(const wk_config *c, const char *key, wk_prop_type *type) {
+    int i = wk_prop_find(key);
+    if (i < 0) return NULL;
+    *type = wk_props[i].type;
+    return c->val[i] ? c->val[i] : wk_props[i].def;
+}
+
+const char *wk_config_str(const wk_config *c, const char *key) {
+    wk_prop_type t;
+    const char *v = wk_raw(c, key, &t);
+    return v ? v : "";
+}
+
+long long wk_config_int(const wk_config *c, const char *key) {
+    wk_prop_type t;
+    long long v;
+    const char *s = wk_raw(c, key, &t);
+    return s && t == WK_PROP_INT && wk_parse_int(s, &v) == 0 ? v : 0;
+}
+
+bool wk_config_bool(const wk_config *c, const char *key) {
+    wk_prop_type t;
+    bool b;
+    const char *s = wk_raw(c, key, &t);
+    return s && t == WK_PROP_BOOL && wk_parse_bool(s, &b) == 0 ? b : false;
+}
+
+size_t wk_config_kafka_count(const wk_config *c) { return c->n_kafka; }
+
+void wk_config_kafka_at(const wk_config *c, size_t i, const char **name, const char **val) {
+    *name = i < c->n_kafka ? c->kafka[i].name : NULL;
+    *val = i < c->n_kafka ? c->kafka[i].val : NULL;
+}
+
+int wk_config_doc(FILE *f) {
+    static const char *const tname[] = {"string", "integer", "boolean", "string (required)"};
+    char env[256];
+    fprintf(f, "# parley worker configuration reference\n\n"
+               "Generated by `parley worker --print-config-doc` from the property table in\n"
+               "`consumer/wk_config.c`.\n\n"
+               "Sources, later wins: the file given with `--config FILE` (lines `key = value`,\n"
+               "`#` comments), the environment (`PARLEY_<KEY>`: upper case, `.` -> `_`), then\n"
+               "flags (`--set key=value` or `--key value`).  Any `kafka.<property>` is passed\n"
+               "to librdkafka unchanged for the consumer and both producers (environment:\n"
+               "`PARLEY_KAFKA_<PROPERTY>` with `_` -> `.`), e.g. `kafka.bootstrap.servers`,\n"
+               "`kafka.security.protocol`, `kafka.sasl.mechanisms`.  A bad value stops the\n"
+               "worker at start with a message naming the key (exit status 2).\n\n"
+               "| key | type | default | environment | description |\n"
+               "|---|---|---|---|---|\n");
+    for (size_t i = 0; i < WK_NPROPS; i++) {
+        const wk_prop *p = &wk_props[i];
+        char range[96] = "";
+        if (p->type == WK_PROP_INT) snprintf(range, sizeof range, " %lld..%lld", p->min, p->max);
+        wk_env_name(p->name, env, sizeof env);
+        fprintf(f, "| `%s` | %s%s | `%s` | `%s` | %s |\n", p->name, tname[p->type], range,
+                p->def, env, p->doc);
+    }
+    return ferror(f) ? -1 : 0;
+}

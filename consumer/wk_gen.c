@@ -1,0 +1,270 @@
+/*
+ * wk_gen.c -- generation side of a turn: submission to the scheduler and
+ * the callbacks its delivery thread runs.  Tokens are detokenized as they
+ * come (eng_tok_stream: every piece is whole UTF-8), accumulated into the
+ * reply text, and for streaming turns cut into TokenChunks produced through
+ * the idempotent producer under the turn's attempt id.  The final chunk
+ * (last = true) is produced before the TurnResult is built, and both use
+ * the same text, so the chunks of the counted attempt concatenate to the
+ * result's text.  Stop strings end generation through eng_sched_stop (the
+ * reply keeps the text up to and including the token that completed the
+ * stop string).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wk_internal.h"
+
+static int wk_text_append(wk_turn *t, const char *p, size_t n) {
+    if (t->text_len + n + 1 > t->text_cap) {
+        size_t cap = t->text_cap ? t->text_cap : 256;
+        while (cap < t->text_len + n + 1) cap *= 2;
+        char *x = realloc(t->text, cap);
+        if (!x) return -1;
+        t->text = x;
+        t->text_cap = cap;
+    }
+    memcpy(t->text + t->text_len, p, n);
+    t->text_len += n;
+    t->text[t->text_len] = 0;
+    return 0;
+}
+
+/* Produce the open chunk (text since chunk_from, ctoks) with seq++. */
+static void wk_chunk_emit(wk_turn *t, int last) {
+    wk_worker *w = t->w;
+    sch_chunk c;
+    sch_chunk_init(&c);
+    c.conversation_id = sch_str_c(t->conv_id);
+    c.turn_id = sch_str_c(t->turn_id);
+    c.attempt = t->attempt;
+    c.seq = t->seq++;
+    c.text = (sch_str){t->text ? t->text + t->chunk_from : "", t->text_len - t->chunk_from};
+    uint32_t *toks = NULL;
+    if (t->n_ctoks) {
+        toks = malloc((size_t)t->n_ctoks * sizeof *toks);
+        if (!toks) return;
+        for (int i = 0; i < t->n_ctoks; i++) toks[i] = (uint32_t)t->ctoks[i];
+    }
+    c.tokens = toks;
+    c.n_tokens = (size_t)t->n_ctoks;
+    c.last = last != 0;
+    sch_buf b;
+    sch_buf_init(&b);
+    char err[256];
+    if (sch_chunk_encode(&c, &b, err, sizeof err) != 0) {
+        wk_log("error", "chunk_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
+        goto done;
+    }
+    for (int tries = 0; tries < 1000; tries++) {
+        rd_kafka_headers_t *h = rd_kafka_headers_new(2);
+        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        if (t->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, t->tp, -1);
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            w->chp, RD_KAFKA_V_TOPIC(w->t_tokens),
+            RD_KAFKA_V_KEY(t->conv_id, strlen(t->conv_id)), RD_KAFKA_V_VALUE(b.data, b.len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            __atomic_add_fetch(&w->ctr.chunks, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        rd_kafka_headers_destroy(h);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            wk_log("error", "chunk_produce", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id,
+                   rd_kafka_err2str(e));
+            break;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+done:
+    sch_buf_free(&b);
+    free(toks);
+    t->chunk_from = t->text_len;
+    t->n_ctoks = 0;
+}
+
+static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
+                        const float *logits) {
+    wk_turn *t = user;
+    wk_worker *w = t->w;
+    size_t n = 0;
+    size_t before = t->text_len;
+    if (eng_tok_stream_push(&t->ts, token, w->dscratch, w->dscratch_cap, &n) == 0)
+        wk_text_append(t, w->dscratch, n);
+    if (t->n_ctoks == t->cap_ctoks) {
+        int cap = t->cap_ctoks ? 2 * t->cap_ctoks : 16;
+        int32_t *x = realloc(t->ctoks, (size_t)cap * sizeof *x);
+        if (!x) return;
+        t->ctoks = x;
+        t->cap_ctoks = cap;
+    }
+    t->ctoks[t->n_ctoks++] = token;
+    if (t->n_stop && !t->stopped && t->text) {
+        for (int i = 0; i < t->n_stop; i++) {
+            size_t sl = strlen(t->stop[i]);
+            size_t from = before >= sl ? before - sl + 1 : 0;
+            if (t->text_len >= sl && memmem(t->text + from, t->text_len - from, t->stop[i], sl)) {
+                t->stopped = 1;
+                eng_sched_stop(w->sched, id);
+                break;
+            }
+        }
+    }
+    if (t->stream && t->n_ctoks >= w->chunk_tokens) wk_chunk_emit(t, 0);
+}
+
+static sch_finish wk_finish(eng_sched_finish f) {
+    switch (f) {
+    case ENG_SCHED_STOP: return SCH_FINISH_STOP;
+    case ENG_SCHED_LENGTH: return SCH_FINISH_LENGTH;
+    case ENG_SCHED_EXPIRED: return SCH_FINISH_EXPIRED;
+    default: return SCH_FINISH_ERROR;
+    }
+}
+
+/* Encode t's TurnResult from r (NULL: submission failed with msg). */
+static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *msg) {
+    wk_worker *w = t->w;
+    sch_result s;
+    sch_result_init(&s);
+    s.conversation_id = sch_str_c(t->conv_id);
+    s.turn_id = sch_str_c(t->turn_id);
+    s.attempt = t->attempt;
+    s.text = (sch_str){t->text ? t->text : "", t->text_len};
+    s.worker = sch_str_c(w->id);
+    s.model = sch_str_c(w->model_name);
+    uint32_t *toks = NULL;
+    if (r && r->n_tokens > 0) {
+        toks = malloc((size_t)r->n_tokens * sizeof *toks);
+        if (toks) {
+            for (int i = 0; i < r->n_tokens; i++) toks[i] = (uint32_t)r->tokens[i];
+            s.tokens = toks;
+            s.n_tokens = (size_t)r->n_tokens;
+        }
+    }
+    int64_t before_submit = t->submit_unix_ms - t->queued_unix_ms;
+    if (before_submit < 0) before_submit = 0;
+    s.prompt_tokens = (uint64_t)t->n_prompt;
+    if (r) {
+        s.finish_reason = wk_finish(r->finish);
+        s.cached_tokens = (uint64_t)r->cached_tokens;
+        s.completion_tokens = (uint64_t)r->n_tokens;
+        s.queue_ms = (uint64_t)before_submit + (uint64_t)r->queue_ms;
+        s.ttft_ms = (uint64_t)r->ttft_ms;
+        s.total_ms = (uint64_t)r->total_ms;
+        if (r->finish == ENG_SCHED_EXPIRED) {
+            s.has_error = true;
+            s.error_code = SCH_E_EXPIRED;
+            s.error_message = sch_str_c("deadline_ms passed during generation");
+        } else if (r->finish == ENG_SCHED_ERROR || r->finish == ENG_SCHED_CANCELLED) {
+            s.has_error = true;
+            s.error_code = SCH_E_INTERNAL;
+            s.error_message = sch_str_c(r->finish == ENG_SCHED_CANCELLED
+                                            ? "turn cancelled (worker shutting down)"
+                                            : r->error && *r->error ? r->error : "engine error");
+        }
+    } else {
+        s.finish_reason = SCH_FINISH_ERROR;
+        s.has_error = true;
+        s.error_code = SCH_E_INTERNAL;
+        s.error_message = sch_str_c(msg);
+    }
+    char err[256];
+    t->result_rc = sch_result_encode(&s, &t->result, err, sizeof err);
+    if (t->result_rc) {
+        /* The message (engine text) broke the schema's rules: say so plainly. */
+        s.error_message = sch_str_c("engine error (message not representable)");
+        t->result_rc = sch_result_encode(&s, &t->result, err, sizeof err);
+        if (t->result_rc)
+            wk_log("error", "result_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
+    }
+    free(toks);
+}
+
+static void wk_done_push(wk_turn *t) {
+    wk_worker *w = t->w;
+    pthread_mutex_lock(&w->mu);
+    t->dnext = NULL;
+    if (w->done_tail) w->done_tail->dnext = t;
+    else w->done_head = t;
+    w->done_tail = t;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
+    wk_turn *t = user;
+    wk_worker *w = t->w;
+    size_t n = 0;
+    if (eng_tok_stream_flush(&t->ts, w->dscratch, w->dscratch_cap, &n) == 0 && n)
+        wk_text_append(t, w->dscratch, n);
+    if (!__atomic_load_n(&t->orphan, __ATOMIC_ACQUIRE)) {
+        if (t->stream) wk_chunk_emit(t, 1);
+        wk_result_build(t, r, NULL);
+        if (w->handoff && (t->final_toks = malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) *
+                                                  sizeof(int32_t)))) {
+            memcpy(t->final_toks, t->prompt, (size_t)t->n_prompt * sizeof(int32_t));
+            if (r->n_tokens)
+                memcpy(t->final_toks + t->n_prompt, r->tokens,
+                       (size_t)r->n_tokens * sizeof(int32_t));
+            t->n_final = t->n_prompt + r->n_tokens;
+        }
+        __atomic_add_fetch(&w->ctr.tokens, (uint64_t)r->n_tokens, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->ctr.prompt_tokens, (uint64_t)r->prompt_tokens, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->ctr.cached_tokens, (uint64_t)r->cached_tokens, __ATOMIC_RELAXED);
+        int bt = 0, bo = 0;
+        while (bt < WK_LAT_N - 1 && r->ttft_ms > wk_lat_bounds_ms[bt]) bt++;
+        while (bo < WK_LAT_N - 1 && r->total_ms > wk_lat_bounds_ms[bo]) bo++;
+        __atomic_add_fetch(&w->ctr.ttft_hist[bt], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->ctr.total_hist[bo], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->ctr.ttft_sum_us, (uint64_t)(r->ttft_ms * 1000), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->ctr.total_sum_us, (uint64_t)(r->total_ms * 1000), __ATOMIC_RELAXED);
+    }
+    wk_done_push(t);
+}
+
+void wk_turn_submit(wk_turn *t) {
+    wk_worker *w = t->w;
+    t->attempt = w->attempt_base + ++w->attempt_ctr;
+    t->submit_unix_ms = wk_unix_ms();
+    eng_tok_stream_init(&t->ts, w->tok, 0);
+    eng_sched_request q;
+    memset(&q, 0, sizeof q);
+    q.prompt = t->prompt;
+    q.n_prompt = t->n_prompt;
+    q.sampling = t->sampling;
+    q.max_tokens = t->max_tokens;
+    q.ns = t->ns;
+    q.ns_len = strlen(t->ns);
+    q.deadline_us = t->deadline_us;
+    q.on_token = wk_on_token;
+    q.on_done = wk_on_done;
+    q.user = t;
+    char err[256];
+    if (eng_sched_submit(w->sched, &q, &t->sched_id, err, sizeof err) != 0) {
+        wk_log("warn", "submit_failed", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
+        if (t->stream) wk_chunk_emit(t, 1);
+        wk_result_build(t, NULL, err);
+        wk_done_push(t);
+    }
+}
+
+wk_out *wk_turn_take_out(wk_turn *t) {
+    if (t->result_rc || !t->result.len) return NULL;
+    wk_out *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->key = strdup(t->conv_id);
+    if (!o->key) {
+        free(o);
+        return NULL;
+    }
+    o->key_len = strlen(t->conv_id);
+    o->val = t->result;
+    sch_buf_init(&t->result);
+    memcpy(o->tp, t->tp, sizeof o->tp);
+    o->partition = t->partition;
+    o->offset = t->offset;
+    o->gen = t->gen;
+    return o;
+}

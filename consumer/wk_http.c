@@ -1,0 +1,256 @@
+/*
+ * wk_http.c -- the worker's observability endpoint on plain sockets: one
+ * thread, one connection at a time (scrapes are small and rare), serving
+ *   GET /metrics  Prometheus text format 0.0.4: worker counters, latency
+ *                 histograms, scheduler and KV-cache statistics;
+ *   GET /healthz  200 while the process runs;
+ *   GET /readyz   200 when partitions are assigned, else 503.
+ * Requests are read with a deadline and a size cap; anything else is 404.
+ * The thread polls the listening socket with a short timeout so
+ * wk_http_stop returns promptly.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "wk_internal.h"
+
+const double wk_lat_bounds_ms[WK_LAT_N - 1] = {5,   10,   25,   50,   100,  250,
+                                               500, 1000, 2500, 5000, 10000};
+
+/* The endpoint. */
+typedef struct wk_http {
+    wk_worker *w;     /* worker whose numbers are served */
+    int fd;           /* listening socket */
+    int stop;         /* set by wk_http_stop (atomic) */
+    pthread_t thread; /* serving thread */
+} wk_http;
+
+#define WK_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+static void wk_hist(FILE *f, const char *name, const char *help, uint64_t *h,
+                    uint64_t sum_us) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < WK_LAT_N; i++) {
+        cum += WK_LD(h[i]);
+        if (i < WK_LAT_N - 1)
+            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, wk_lat_bounds_ms[i] / 1000.0,
+                    (unsigned long long)cum);
+        else
+            fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    }
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
+            (unsigned long long)cum);
+}
+
+static void wk_metric(FILE *f, const char *name, const char *type, const char *help,
+                      double v) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+/* Write the metrics page into a malloc'd buffer. */
+static char *wk_metrics_text(wk_worker *w, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    wk_counters *c = &w->ctr;
+    wk_metric(f, "parley_records_consumed_total", "counter", "Input records consumed.",
+              (double)WK_LD(c->consumed));
+    wk_metric(f, "parley_turns_total", "counter", "TurnResults committed.",
+              (double)WK_LD(c->turns_done));
+    wk_metric(f, "parley_dlq_total", "counter", "DeadLetters committed.", (double)WK_LD(c->dlq));
+    wk_metric(f, "parley_token_chunks_total", "counter", "TokenChunks produced.",
+              (double)WK_LD(c->chunks));
+    wk_metric(f, "parley_completion_tokens_total", "counter", "Tokens generated.",
+              (double)WK_LD(c->tokens));
+    wk_metric(f, "parley_prompt_tokens_total", "counter", "Prompt tokens of finished turns.",
+              (double)WK_LD(c->prompt_tokens));
+    wk_metric(f, "parley_cached_tokens_total", "counter",
+              "Prompt tokens served from the KV cache.", (double)WK_LD(c->cached_tokens));
+    wk_metric(f, "parley_txn_commits_total", "counter", "Kafka transactions committed.",
+              (double)WK_LD(c->txn_commits));
+    wk_metric(f, "parley_txn_aborts_total", "counter", "Kafka transactions aborted.",
+              (double)WK_LD(c->txn_aborts));
+    wk_metric(f, "parley_turns_dropped_total", "counter",
+              "Turns dropped because their partition was revoked.", (double)WK_LD(c->dropped));
+    wk_metric(f, "parley_backpressure_pauses_total", "counter", "Partition pauses.",
+              (double)WK_LD(c->pauses));
+    wk_metric(f, "parley_kv_handoff_blocks_total", "counter",
+              "KV blocks written to Redis for revoked conversations.",
+              (double)WK_LD(c->handoff_blocks));
+    wk_metric(f, "parley_inflight_turns", "gauge", "Consumed turns not yet committed.",
+              (double)WK_LD(c->inflight));
+    wk_metric(f, "parley_assigned_partitions", "gauge", "Input partitions assigned.",
+              (double)WK_LD(c->assigned));
+    fprintf(f, "# HELP parley_consumer_lag Records of an assigned partition not yet committed "
+               "(high watermark - commit position).\n# TYPE parley_consumer_lag gauge\n");
+    pthread_mutex_lock(&w->lag_mu);
+    for (int32_t p = 0; p < w->n_lag; p++)
+        if (w->lag[p] >= 0)
+            fprintf(f, "parley_consumer_lag{partition=\"%d\"} %lld\n", (int)p,
+                    (long long)w->lag[p]);
+    pthread_mutex_unlock(&w->lag_mu);
+    wk_hist(f, "parley_ttft_seconds", "Time to first token.", c->ttft_hist, WK_LD(c->ttft_sum_us));
+    wk_hist(f, "parley_turn_seconds", "Turn latency from submit to end.", c->total_hist,
+            WK_LD(c->total_sum_us));
+    eng_sched_stats st;
+    eng_sched_stats_get(w->sched, &st);
+    wk_metric(f, "parley_sched_running", "gauge", "Sequences running.", st.running);
+    wk_metric(f, "parley_sched_waiting", "gauge", "Requests waiting.", st.waiting);
+    wk_metric(f, "parley_sched_steps_total", "counter", "Forward steps.", (double)st.steps);
+    wk_metric(f, "parley_sched_preemptions_total", "counter", "Preemptions.",
+              (double)st.preemptions);
+    fprintf(f, "# HELP parley_sched_batch_steps_total Steps by batch size bucket [2^i, 2^(i+1)).\n"
+               "# TYPE parley_sched_batch_steps_total counter\n");
+    for (int i = 0; i < ENG_SCHED_HIST; i++)
+        if (st.batch_hist[i])
+            fprintf(f, "parley_sched_batch_steps_total{min=\"%d\"} %llu\n", 1 << i,
+                    (unsigned long long)st.batch_hist[i]);
+    if (w->cache) {
+        kv_stats ks;
+        kv_cache_stats(w->cache, &ks);
+        fprintf(f, "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
+                   "# TYPE parley_cache_lookups_total counter\n"
+                   "parley_cache_lookups_total{tier=\"host\"} %llu\n"
+                   "parley_cache_lookups_total{tier=\"redis\"} %llu\n"
+                   "# HELP parley_cache_hits_total KV cache hits per tier.\n"
+                   "# TYPE parley_cache_hits_total counter\n"
+                   "parley_cache_hits_total{tier=\"host\"} %llu\n"
+                   "parley_cache_hits_total{tier=\"redis\"} %llu\n"
+                   "# HELP parley_cache_hit_tokens_total Tokens served per tier.\n"
+                   "# TYPE parley_cache_hit_tokens_total counter\n"
+                   "parley_cache_hit_tokens_total{tier=\"host\"} %llu\n"
+                   "parley_cache_hit_tokens_total{tier=\"redis\"} %llu\n",
+                (unsigned long long)ks.host.lookups, (unsigned long long)ks.redis.lookups,
+                (unsigned long long)ks.host.hits, (unsigned long long)ks.redis.hits,
+                (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens);
+        wk_metric(f, "parley_cache_blocks_used", "gauge", "Global KV blocks in use.",
+                  (double)ks.blocks_used[0]);
+        wk_metric(f, "parley_cache_redis_up", "gauge", "1 if the last Redis command worked.",
+                  ks.redis_up);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void wk_send(int fd, const char *status, const char *ctype, const char *body,
+                    size_t len) {
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     status, ctype, len);
+    if (send(fd, head, (size_t)n, MSG_NOSIGNAL) < 0) return;
+    for (size_t off = 0; off < len;) {
+        ssize_t k = send(fd, body + off, len - off, MSG_NOSIGNAL);
+        if (k <= 0) return;
+        off += (size_t)k;
+    }
+}
+
+static void wk_serve(wk_http *h, int fd) {
+    char req[2048];
+    size_t got = 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    while (got < sizeof req - 1 && !memmem(req, got, "\r\n\r\n", 4)) {
+        if (poll(&p, 1, 1000) <= 0) break;
+        ssize_t k = recv(fd, req + got, sizeof req - 1 - got, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    req[got] = 0;
+    const char *text = "text/plain; charset=utf-8";
+    if (!strncmp(req, "GET /metrics ", 13) || !strncmp(req, "GET /metrics?", 13)) {
+        size_t len = 0;
+        char *body = wk_metrics_text(h->w, &len);
+        if (body) wk_send(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);
+        else wk_send(fd, "500 Internal Server Error", text, "out of memory\n", 14);
+        free(body);
+    } else if (!strncmp(req, "GET /healthz ", 13)) {
+        wk_send(fd, "200 OK", text, "ok\n", 3);
+    } else if (!strncmp(req, "GET /readyz ", 12)) {
+        if (WK_LD(h->w->ctr.assigned) > 0) wk_send(fd, "200 OK", text, "ready\n", 6);
+        else wk_send(fd, "503 Service Unavailable", text, "no partitions assigned\n", 23);
+    } else {
+        wk_send(fd, "404 Not Found", text, "not found\n", 10);
+    }
+}
+
+static void *wk_http_main(void *arg) {
+    wk_http *h = arg;
+    struct pollfd p = {h->fd, POLLIN, 0};
+    while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
+        if (poll(&p, 1, 200) <= 0) continue;
+        int c = accept(h->fd, NULL, NULL);
+        if (c < 0) continue;
+        wk_serve(h, c);
+        close(c);
+    }
+    return NULL;
+}
+
+int wk_http_start(wk_worker *w, const char *addr, wk_http **out, char *err, size_t errlen) {
+    *out = NULL;
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(err, errlen, "configuration key 'worker.http': '%s' is not host:port", addr);
+        return WK_EINVAL;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = 0;
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gr = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &ai);
+    if (gr) {
+        snprintf(err, errlen, "configuration key 'worker.http': %s: %s", addr, gai_strerror(gr));
+        return WK_EINVAL;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+        snprintf(err, errlen, "configuration key 'worker.http': cannot listen on %s: %s", addr,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return WK_EINVAL;
+    }
+    freeaddrinfo(ai);
+    wk_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return WK_ENOMEM;
+    }
+    h->w = w;
+    h->fd = fd;
+    if (pthread_create(&h->thread, NULL, wk_http_main, h) != 0) {
+        close(fd);
+        free(h);
+        snprintf(err, errlen, "worker.http: cannot start the HTTP thread");
+        return WK_ENOMEM;
+    }
+    *out = h;
+    return 0;
+}
+
+void wk_http_stop(wk_http *h) {
+    if (!h) return;
+    __atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(h->thread, NULL);
+    close(h->fd);
+    free(h);
+}

@@ -1,0 +1,214 @@
+/*
+ * wk_internal.h -- the worker's private structures, shared by wk_turn.c
+ * (input validation, scheduler callbacks, record encoding) and wk_worker.c
+ * (poll loop, transactions, rebalances).  Not a public header.
+ *
+ * Life of a turn: the poll thread decodes a record into a wk_turn (or a
+ * wk_out DLQ record), queues it on its conversation (wk_conv) and submits
+ * it when the conversation is idle.  The scheduler's delivery thread runs
+ * wk_turn_on_token / wk_turn_on_done: they stream chunks, build the
+ * TurnResult into turn->result and move the turn to the worker's done list
+ * (w->mu).  The poll thread takes it from there into the transaction batch
+ * (wk_out) and submits the conversation's next turn.
+ */
+#ifndef WK_INTERNAL_H
+#define WK_INTERNAL_H
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "eng_model.h"
+#include "eng_sched.h"
+#include "eng_template.h"
+#include "eng_tok.h"
+#include "kv_cache.h"
+#include "sch.h"
+#include "wk_config.h"
+#include "wk_offsets.h"
+#include "wk_worker.h"
+
+#define WK_TRACEPARENT_MAX 128 /* longest traceparent header carried */
+#define WK_MAX_EOG 64          /* end-of-generation token ids used as stops */
+#define WK_LAT_N 12            /* latency histogram buckets */
+#define WK_MAX_IDLE 4096       /* idle conversations remembered for the handoff */
+
+/* One output record of the next transaction (TurnResult or DeadLetter). */
+typedef struct wk_out {
+    struct wk_out *next;        /* batch list link */
+    int dlq;                    /* 1: DLQ topic, 0: responses topic */
+    char *key;                  /* record key (malloc'd; NULL = none) */
+    size_t key_len;             /* key bytes */
+    sch_buf val;                /* encoded record */
+    char tp[WK_TRACEPARENT_MAX]; /* traceparent to carry ("" = none) */
+    int32_t partition;          /* input partition it finishes */
+    int64_t offset;             /* input offset it finishes */
+    uint32_t gen;               /* partition generation at consumption */
+    int ready;                  /* below the commit position: goes in this transaction */
+} wk_out;
+
+struct wk_conv;
+
+/* A turn being served. */
+typedef struct wk_turn {
+    struct wk_worker *w;        /* owner */
+    struct wk_conv *conv;       /* its conversation queue */
+    struct wk_turn *next;       /* conversation queue link */
+    struct wk_turn *dnext;      /* done list link */
+    int32_t partition;          /* input partition */
+    int64_t offset;             /* input offset */
+    uint32_t gen;               /* partition generation at consumption */
+    int orphan;                 /* partition revoked: drop the outcome (conv is NULL) */
+    char tp[WK_TRACEPARENT_MAX]; /* traceparent ("" = none) */
+    char *conv_id, *turn_id, *ns; /* copies (NUL-terminated) */
+    int32_t *prompt;            /* prompt ids */
+    int n_prompt;               /* prompt length */
+    eng_sampler_params sampling; /* sampling parameters incl. stop ids */
+    int max_tokens;             /* generation limit */
+    int64_t deadline_us;        /* eng_sched_now_us deadline; 0 none */
+    int64_t queued_unix_ms;     /* created_ms or record timestamp */
+    int64_t submit_unix_ms;     /* wall clock at submit */
+    bool stream;                /* publish TokenChunks */
+    char **stop;                /* stop strings (NUL-terminated copies) */
+    int n_stop;                 /* entries */
+    uint64_t attempt;           /* this attempt's id */
+    uint64_t sched_id;          /* scheduler request id (0 before submit) */
+    /* Delivery-thread state: */
+    eng_tok_stream ts;          /* streaming detokenizer */
+    char *text;                 /* reply text so far */
+    size_t text_len, text_cap;  /* bytes used / allocated */
+    size_t chunk_from;          /* text offset where the open chunk starts */
+    int32_t *ctoks;             /* token ids of the open chunk */
+    int n_ctoks, cap_ctoks;     /* used / allocated */
+    uint64_t seq;               /* next chunk seq */
+    int stopped;                /* a stop string was seen */
+    int32_t *final_toks;        /* prompt + reply ids (for the Redis handoff) */
+    int n_final;                /* entries */
+    sch_buf result;             /* encoded TurnResult once done */
+    int result_rc;              /* 0, or the encode error */
+} wk_turn;
+
+/* Turns of one conversation (record key) on one partition, oldest first. */
+typedef struct wk_conv {
+    struct wk_conv *hnext;      /* hash chain */
+    int32_t partition;          /* input partition of its turns */
+    char *key;                  /* conversation id (= record key) */
+    size_t key_len;             /* bytes */
+    wk_turn *head, *tail;       /* queued turns; head runs when running */
+    int running;                /* head was submitted */
+    int32_t *last_toks;         /* ids of its latest finished turn (prompt + reply) */
+    int n_last;                 /* entries */
+    char ns[ENG_SCHED_NS_MAX + 1]; /* namespace of that turn */
+    struct wk_conv *lru_prev, *lru_next; /* idle list (no turns queued) */
+    int idle;                   /* on the idle list */
+} wk_conv;
+
+/* Counters for logs and /metrics (updated with __atomic builtins). */
+typedef struct wk_counters {
+    uint64_t consumed;          /* records consumed */
+    uint64_t turns_done;        /* TurnResults committed */
+    uint64_t dlq;               /* DeadLetters committed */
+    uint64_t chunks;            /* TokenChunks produced */
+    uint64_t tokens;            /* completion tokens */
+    uint64_t cached_tokens;     /* prompt tokens served from cache */
+    uint64_t prompt_tokens;     /* prompt tokens */
+    uint64_t txn_commits;       /* committed transactions */
+    uint64_t txn_aborts;        /* aborted transactions */
+    uint64_t dropped;           /* outcomes dropped after revocation */
+    uint64_t pauses;            /* backpressure pauses */
+    uint64_t handoff_blocks;    /* KV blocks queued to Redis on revocation */
+    uint64_t ttft_hist[WK_LAT_N];  /* TTFT histogram, bucket i <= wk_lat_bounds_ms[i] */
+    uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
+    uint64_t ttft_sum_us;       /* sum of TTFTs in microseconds */
+    uint64_t total_sum_us;      /* sum of total latencies in microseconds */
+    int64_t inflight;           /* gauge copy of wk_worker.inflight for readers */
+    int64_t assigned;           /* gauge: partitions assigned */
+} wk_counters;
+
+/* Upper bounds (ms) of the latency buckets; the last bucket is +Inf. */
+extern const double wk_lat_bounds_ms[WK_LAT_N - 1];
+
+struct wk_worker {
+    const wk_config *cfg;       /* configuration (caller's) */
+    char id[128];               /* worker id */
+    char model_name[256];       /* name turns may use in `model` */
+    eng_model *model;           /* loaded model */
+    eng_tok *tok;               /* its tokenizer */
+    eng_tmpl_format fmt;        /* chat template */
+    int n_vocab;                /* vocabulary size */
+    int n_ctx;                  /* longest prompt + max_tokens */
+    int32_t eog[WK_MAX_EOG];    /* end-of-generation ids */
+    int n_eog;                  /* entries */
+    kv_cache *cache;            /* prefix cache (NULL = off) */
+    eng_sched_cache_ops ops;    /* scheduler view of the cache */
+    eng_sched *sched;           /* scheduler */
+    sch_limits lim;             /* decoder limits */
+    char *dscratch;             /* delivery-thread detokenizer buffer */
+    size_t dscratch_cap;        /* its size (eng_tok_stream_cap) */
+    rd_kafka_t *cons;           /* consumer (group member) */
+    rd_kafka_t *txp;            /* transactional producer */
+    rd_kafka_t *chp;            /* idempotent chunk producer */
+    const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
+    int chunk_tokens;           /* tokens per chunk */
+    wk_offsets *offs;           /* unfinished input offsets */
+    uint32_t *gen;              /* generation per partition (bumped on assign/revoke) */
+    bool *owned;                /* partition currently assigned */
+    int32_t n_parts;            /* entries in gen/owned */
+    wk_conv **conv_tab;         /* conversation hash table */
+    size_t conv_cap;            /* buckets (power of two) */
+    size_t n_conv;              /* conversations */
+    wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
+    size_t n_idle;              /* entries */
+    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
+    pthread_mutex_t mu;         /* guards the done list */
+    wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
+    wk_out *batch_head, *batch_tail; /* outputs of the next transaction */
+    int n_batch;                /* entries */
+    int64_t batch_since_us;     /* when the oldest entry was added */
+    int64_t inflight;           /* consumed turns not yet in a batch */
+    bool paused;                /* partitions paused (backpressure) */
+    uint64_t attempt_base;      /* per-process attempt id base */
+    uint64_t attempt_ctr;       /* attempts made */
+    int fatal;                  /* a fatal Kafka error happened */
+    char fatal_msg[512];        /* its message */
+    volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
+    wk_counters ctr;            /* counters */
+    struct wk_http *http;       /* metrics endpoint (NULL = off) */
+    pthread_mutex_t lag_mu;     /* guards lag / n_lag (poll thread writes, HTTP reads) */
+    int64_t *lag;               /* per partition: high watermark - commit position; -1 unknown/not owned */
+    int32_t n_lag;              /* entries */
+};
+
+/* Structured log line on stderr: event + printf-style key=value text. */
+void wk_log(const char *level, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Wall clock in unix milliseconds. */
+int64_t wk_unix_ms(void);
+
+/* Decode and validate rkm into a new turn (*turn) or, for bad input, a DLQ
+ * record or an `expired` TurnResult (*out).  Exactly one of *turn / *out is
+ * set on 0; < 0 only for out-of-memory. */
+int wk_turn_from_message(struct wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
+                         wk_turn **turn, wk_out **out);
+
+/* Submit a prepared turn to the scheduler.  On failure the turn gets an
+ * error TurnResult and is queued on the done list as if it had run. */
+void wk_turn_submit(wk_turn *t);
+
+/* Build the output record of a finished turn (takes turn->result). */
+wk_out *wk_turn_take_out(wk_turn *t);
+
+void wk_turn_free(wk_turn *t);
+
+/* Metrics endpoint on addr ("host:port"): a thread serving /metrics
+ * (Prometheus text), /healthz and /readyz.  Returns 0 or WK_EINVAL /
+ * WK_ENOMEM with a message naming worker.http. */
+int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, char *err,
+                  size_t errlen);
+void wk_http_stop(struct wk_http *h);
+void wk_out_free(wk_out *o);
+
+#endif

@@ -1,0 +1,564 @@
+/*
+ * wk_loop.c -- the worker's poll loop: consumption, per-conversation
+ * queues, transactions, rebalances, backpressure and shutdown.
+ *
+ * Exactly-once.  A consumed record is tracked in wk_offsets until its one
+ * output (TurnResult, expired TurnResult or DeadLetter) joins the batch.
+ * An output is committed only once every lower offset of its partition is
+ * finished too (its offset is below the commit position), so the outputs
+ * visible to read_committed readers are always exactly those of the
+ * records below the committed offsets: whoever owns the partition next
+ * redoes precisely the records whose outputs are not visible.  Completion is
+ * out of order (conversations run concurrently); a finished output waits
+ * in the batch for the slower turns before it -- the price of exactly-once
+ * without a dedup store (token chunks still stream at once).  A
+ * transaction produces the ready outputs and sends
+ * the commit position of every owned partition (lowest unfinished offset)
+ * with the consumer's group metadata, then commits.  If it aborts, the batch
+ * stays and is produced again in the next one; nothing is marked committed
+ * that is not.  A crash leaves at most an open transaction, which the
+ * broker aborts (transaction.timeout.ms) or the restarted worker's
+ * init_transactions fences; the new owner of the partitions starts at the
+ * committed positions and redoes the unfinished turns under new attempts.
+ *
+ * Rebalances (cooperative).  Revocation first commits the finished work of
+ * every partition (still ours), then drops the revoked partitions' turns:
+ * queued ones are freed, running ones are cancelled and marked orphan (their
+ * outcome is discarded), and a generation counter per partition makes any
+ * late outcome of an earlier assignment stale.  A lost assignment commits
+ * nothing of the lost partitions.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wk_internal.h"
+#include "wk_worker.h"
+
+/* Counters are read by the metrics thread: update them atomically. */
+#define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------ conversations */
+
+static uint64_t wk_hash(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The queue of (partition, key): a conversation's turns normally share a
+ * partition; a client that spreads one key over several partitions gets a
+ * queue per partition, so a revocation never strands another partition's
+ * turns. */
+static wk_conv *wk_conv_get(wk_worker *w, int32_t part, const char *key, size_t len) {
+    if (w->conv_cap == 0 || w->n_conv * 2 > w->conv_cap) {
+        size_t cap = w->conv_cap ? 2 * w->conv_cap : 256;
+        wk_conv **tab = calloc(cap, sizeof *tab);
+        if (!tab) return NULL;
+        for (size_t i = 0; i < w->conv_cap; i++)
+            for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+                n = c->hnext;
+                size_t b = (wk_hash(c->key, c->key_len) ^ (uint64_t)c->partition) & (cap - 1);
+                c->hnext = tab[b];
+                tab[b] = c;
+            }
+        free(w->conv_tab);
+        w->conv_tab = tab;
+        w->conv_cap = cap;
+    }
+    size_t b = (wk_hash(key, len) ^ (uint64_t)part) & (w->conv_cap - 1);
+    for (wk_conv *c = w->conv_tab[b]; c; c = c->hnext)
+        if (c->partition == part && c->key_len == len && !memcmp(c->key, key, len)) return c;
+    wk_conv *c = calloc(1, sizeof *c);
+    if (!c || !(c->key = malloc(len + 1))) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->key, key, len);
+    c->key[len] = 0;
+    c->key_len = len;
+    c->partition = part;
+    c->hnext = w->conv_tab[b];
+    w->conv_tab[b] = c;
+    w->n_conv++;
+    return c;
+}
+
+/* Idle list: conversations with no queued turn, least recently used first,
+ * remembered (up to WK_MAX_IDLE) so a revocation can hand their KV to
+ * Redis. */
+static void wk_idle_unlink(wk_worker *w, wk_conv *c) {
+    if (!c->idle) return;
+    if (c->lru_prev) c->lru_prev->lru_next = c->lru_next;
+    else w->idle_head = c->lru_next;
+    if (c->lru_next) c->lru_next->lru_prev = c->lru_prev;
+    else w->idle_tail = c->lru_prev;
+    c->lru_prev = c->lru_next = NULL;
+    c->idle = 0;
+    w->n_idle--;
+}
+
+static void wk_idle_push(wk_worker *w, wk_conv *c) {
+    c->lru_prev = w->idle_tail;
+    c->lru_next = NULL;
+    if (w->idle_tail) w->idle_tail->lru_next = c;
+    else w->idle_head = c;
+    w->idle_tail = c;
+    c->idle = 1;
+    w->n_idle++;
+}
+
+static void wk_conv_remove(wk_worker *w, wk_conv *c) {
+    wk_idle_unlink(w, c);
+    size_t b = (wk_hash(c->key, c->key_len) ^ (uint64_t)c->partition) & (w->conv_cap - 1);
+    for (wk_conv **pp = &w->conv_tab[b]; *pp; pp = &(*pp)->hnext)
+        if (*pp == c) {
+            *pp = c->hnext;
+            break;
+        }
+    w->n_conv--;
+    free(c->last_toks);
+    free(c->key);
+    free(c);
+}
+
+void wk_conv_free_all(wk_worker *w) {
+    for (size_t i = 0; i < w->conv_cap; i++)
+        for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+            n = c->hnext;
+            for (wk_turn *t = c->head, *tn; t; t = tn) {
+                tn = t->next;
+                wk_turn_free(t);
+            }
+            free(c->last_toks);
+            free(c->key);
+            free(c);
+        }
+    w->idle_head = w->idle_tail = NULL;
+    w->n_idle = 0;
+    free(w->conv_tab);
+    w->conv_tab = NULL;
+    w->conv_cap = w->n_conv = 0;
+}
+
+/* ----------------------------------------------------------- partitions */
+
+static int wk_parts_grow(wk_worker *w, int32_t p) {
+    if (p < w->n_parts) return 0;
+    if (p < 0 || p >= WK_OFF_MAX_PARTITIONS) return -1;
+    int32_t n = p + 1;
+    uint32_t *g = realloc(w->gen, (size_t)n * sizeof *g);
+    if (!g) return -1;
+    w->gen = g;
+    bool *o = realloc(w->owned, (size_t)n * sizeof *o);
+    if (!o) return -1;
+    w->owned = o;
+    for (int32_t i = w->n_parts; i < n; i++) g[i] = 0, o[i] = false;
+    w->n_parts = n;
+    return 0;
+}
+
+static bool wk_current(const wk_worker *w, int32_t p, uint32_t gen) {
+    return p >= 0 && p < w->n_parts && w->owned[p] && w->gen[p] == gen;
+}
+
+/* Drop the turns (all of them when all != 0) and batch entries of
+ * partitions that are no longer ours. */
+static void wk_drop_stale(wk_worker *w, int all) {
+    int flushed = 0, n_conv = 0;
+    for (size_t i = 0; i < w->conv_cap; i++)
+        for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+            n = c->hnext;
+            bool owned = c->partition < w->n_parts && w->owned[c->partition];
+            if (!all && owned && (!c->head || wk_current(w, c->head->partition, c->head->gen)))
+                continue;
+            if (w->handoff && c->last_toks) { /* the next owner starts warm */
+                int nq = 0;
+                kv_cache_flush_to_redis(w->cache, c->ns, strlen(c->ns), c->last_toks, c->n_last,
+                                        &nq);
+                flushed += nq;
+                n_conv++;
+            }
+            for (wk_turn *t = c->head, *tn; t; t = tn) {
+                tn = t->next;
+                w->inflight--;
+                WK_ADD(w->ctr.dropped, 1);
+                if (t == c->head && c->running) {
+                    t->conv = NULL;
+                    __atomic_store_n(&t->orphan, 1, __ATOMIC_RELEASE);
+                    eng_sched_cancel(w->sched, t->sched_id);
+                } else {
+                    wk_turn_free(t);
+                }
+            }
+            wk_conv_remove(w, c);
+        }
+    if (flushed) {
+        int rc = kv_cache_redis_drain(w->cache, 2000);
+        WK_ADD(w->ctr.handoff_blocks, (uint64_t)flushed);
+        wk_log("info", "kv_handoff", "conversations=%d blocks=%d drained=%s", n_conv, flushed,
+               rc ? "no" : "yes");
+    }
+    wk_out **pp = &w->batch_head;
+    w->batch_tail = NULL;
+    while (*pp) {
+        wk_out *o = *pp;
+        if (!wk_current(w, o->partition, o->gen)) {
+            *pp = o->next;
+            w->n_batch--;
+            wk_out_free(o);
+        } else {
+            w->batch_tail = o;
+            pp = &o->next;
+        }
+    }
+}
+
+static void wk_set_fatal(wk_worker *w, const char *what, const rd_kafka_error_t *e) {
+    w->fatal = 1;
+    snprintf(w->fatal_msg, sizeof w->fatal_msg, "%s: %s", what, rd_kafka_error_string(e));
+    wk_log("error", "kafka_fatal", "what=%s err=\"%s\"", what, rd_kafka_error_string(e));
+}
+
+/* ---------------------------------------------------------- transactions */
+
+/* Produce the batch and the commit positions in one transaction.  Returns
+ * 0 committed (or nothing to do), -1 aborted / failed (batch kept). */
+static int wk_txn_commit(wk_worker *w) {
+    if (!w->n_batch || w->fatal) return 0;
+    /* Only outputs below their partition's commit position are ready: an
+     * output above an unfinished record waits, so a committed output is
+     * never redone by the next owner of the partition. */
+    int n_ready = 0;
+    for (wk_out *o = w->batch_head; o; o = o->next) {
+        o->ready = o->offset < wk_offsets_position(w->offs, o->partition);
+        n_ready += o->ready;
+    }
+    w->batch_since_us = eng_sched_now_us();
+    if (!n_ready) return 0;
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(w->txp);
+    if (e) {
+        wk_set_fatal(w, "begin_transaction", e);
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    const char *step = "produce";
+    int n_res = 0, n_dlq = 0;
+    for (wk_out *o = w->batch_head; o; o = o->next) {
+        if (!o->ready) continue;
+        rd_kafka_headers_t *h = rd_kafka_headers_new(2);
+        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
+        const char *topic = o->dlq ? w->t_dlq : w->t_resp;
+        rd_kafka_resp_err_t re = rd_kafka_producev(
+            w->txp, RD_KAFKA_V_TOPIC(topic),
+            RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->val.data, o->val.len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+        if (re) {
+            rd_kafka_headers_destroy(h);
+            e = rd_kafka_error_new(re, "produce: %s", rd_kafka_err2str(re));
+            goto fail;
+        }
+        if (o->dlq) n_dlq++;
+        else n_res++;
+    }
+    rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
+    for (int32_t p = 0; p < w->n_parts; p++) {
+        int64_t pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
+        if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->t_turns, p)->offset = pos;
+    }
+    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->cons);
+    step = "send_offsets_to_transaction";
+    e = rd_kafka_send_offsets_to_transaction(w->txp, offs, md, 30000);
+    rd_kafka_consumer_group_metadata_destroy(md);
+    rd_kafka_topic_partition_list_destroy(offs);
+    if (e) goto fail;
+    step = "commit_transaction";
+    if ((e = rd_kafka_commit_transaction(w->txp, 30000))) goto fail;
+    wk_out **pp = &w->batch_head;
+    w->batch_tail = NULL;
+    while (*pp) {
+        wk_out *o = *pp;
+        if (o->ready) {
+            *pp = o->next;
+            w->n_batch--;
+            wk_out_free(o);
+        } else {
+            w->batch_tail = o;
+            pp = &o->next;
+        }
+    }
+    WK_ADD(w->ctr.txn_commits, 1);
+    WK_ADD(w->ctr.turns_done, (uint64_t)n_res);
+    WK_ADD(w->ctr.dlq, (uint64_t)n_dlq);
+    return 0;
+fail:
+    if (rd_kafka_error_is_fatal(e)) {
+        wk_set_fatal(w, step, e);
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d", step, rd_kafka_error_string(e),
+           w->n_batch);
+    rd_kafka_error_destroy(e);
+    WK_ADD(w->ctr.txn_aborts, 1);
+    if ((e = rd_kafka_abort_transaction(w->txp, 30000))) {
+        if (rd_kafka_error_is_fatal(e)) wk_set_fatal(w, "abort_transaction", e);
+        else wk_log("warn", "txn_abort_failed", "err=\"%s\"", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    return -1;
+}
+
+static void wk_batch_add(wk_worker *w, wk_out *o) {
+    o->next = NULL;
+    if (w->batch_tail) w->batch_tail->next = o;
+    else w->batch_head = o;
+    w->batch_tail = o;
+    if (!w->n_batch++) w->batch_since_us = eng_sched_now_us();
+    o->ready = 0;
+    wk_offsets_done(w->offs, o->partition, o->offset);
+}
+
+/* --------------------------------------------------------- rebalancing */
+
+static void wk_drain_done(wk_worker *w);
+
+void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                     rd_kafka_topic_partition_list_t *parts, void *opaque) {
+    wk_worker *w = opaque;
+    int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++) {
+            int32_t p = parts->elems[i].partition;
+            if (wk_parts_grow(w, p) != 0) continue;
+            w->owned[p] = true;
+            w->gen[p]++;
+            wk_offsets_reset(w->offs, p);
+        }
+        rd_kafka_error_t *e = coop ? rd_kafka_incremental_assign(rk, parts) : NULL;
+        if (!coop) rd_kafka_assign(rk, parts);
+        if (e) {
+            wk_log("error", "assign_failed", "err=\"%s\"", rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
+        if (w->paused) rd_kafka_pause_partitions(rk, parts);
+        WK_ADD(w->ctr.assigned, parts->cnt);
+        wk_log("info", "assigned", "partitions=%d", parts->cnt);
+        return;
+    }
+    int lost = rd_kafka_assignment_lost(rk);
+    if (!lost) { /* finish what is done while we still own it */
+        wk_drain_done(w);
+        wk_txn_commit(w);
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        int32_t p = parts->elems[i].partition;
+        if (p < 0 || p >= w->n_parts) continue;
+        w->owned[p] = false;
+        w->gen[p]++;
+        wk_offsets_reset(w->offs, p);
+    }
+    wk_drop_stale(w, 0);
+    WK_ADD(w->ctr.assigned, -parts->cnt);
+    if (coop) {
+        rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
+        if (e) rd_kafka_error_destroy(e);
+    } else {
+        rd_kafka_assign(rk, NULL);
+    }
+    wk_log("info", lost ? "lost" : "revoked", "partitions=%d inflight=%lld", parts->cnt,
+           (long long)w->inflight);
+}
+
+/* ---------------------------------------------------------------- loop */
+
+static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
+    if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            wk_log("warn", "consume_error", "err=\"%s\"", rd_kafka_message_errstr(m));
+        return;
+    }
+    if (m->partition < 0 || m->partition >= w->n_parts || !w->owned[m->partition]) return;
+    if (wk_offsets_add(w->offs, m->partition, m->offset) != 0) {
+        wk_log("warn", "offset_skip", "partition=%d offset=%lld", (int)m->partition,
+               (long long)m->offset);
+        return;
+    }
+    WK_ADD(w->ctr.consumed, 1);
+    uint32_t gen = w->gen[m->partition];
+    wk_turn *t = NULL;
+    wk_out *o = NULL;
+    if (wk_turn_from_message(w, m, gen, &t, &o) != 0) {
+        w->fatal = 1;
+        snprintf(w->fatal_msg, sizeof w->fatal_msg, "out of memory");
+        return;
+    }
+    if (o) {
+        wk_batch_add(w, o);
+        return;
+    }
+    wk_conv *c = wk_conv_get(w, t->partition, t->conv_id, strlen(t->conv_id));
+    if (!c) {
+        wk_turn_free(t);
+        w->fatal = 1;
+        snprintf(w->fatal_msg, sizeof w->fatal_msg, "out of memory");
+        return;
+    }
+    wk_idle_unlink(w, c);
+    t->conv = c;
+    if (c->tail) c->tail->next = t;
+    else c->head = t;
+    c->tail = t;
+    w->inflight++;
+    if (!c->running) {
+        c->running = 1;
+        wk_turn_submit(t);
+    }
+}
+
+/* Take finished turns from the scheduler side. */
+static void wk_drain_done(wk_worker *w) {
+    pthread_mutex_lock(&w->mu);
+    wk_turn *list = w->done_head;
+    w->done_head = w->done_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    for (wk_turn *t = list, *n; t; t = n) {
+        n = t->dnext;
+        wk_conv *c = t->conv;
+        if (!c) { /* orphan: its partition was revoked */
+            wk_turn_free(t);
+            continue;
+        }
+        c->head = t->next;
+        if (!c->head) c->tail = NULL;
+        c->running = 0;
+        w->inflight--;
+        if (t->final_toks) { /* remember the conversation's KV path */
+            free(c->last_toks);
+            c->last_toks = t->final_toks;
+            c->n_last = t->n_final;
+            t->final_toks = NULL;
+            snprintf(c->ns, sizeof c->ns, "%s", t->ns);
+        }
+        wk_out *o = wk_turn_take_out(t);
+        if (o) {
+            wk_batch_add(w, o);
+        } else {
+            wk_log("error", "result_lost", "turn_id=\"%.100s\"", t->turn_id);
+            wk_offsets_done(w->offs, t->partition, t->offset);
+        }
+        wk_turn_free(t);
+        if (c->head) {
+            c->running = 1;
+            wk_turn_submit(c->head);
+        } else if (w->handoff && c->last_toks) {
+            wk_idle_push(w, c);
+            if (w->n_idle > WK_MAX_IDLE) wk_conv_remove(w, w->idle_head);
+        } else {
+            wk_conv_remove(w, c);
+        }
+    }
+}
+
+static void wk_pause(wk_worker *w, int pause) {
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (rd_kafka_assignment(w->cons, &a) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    if (pause) rd_kafka_pause_partitions(w->cons, a);
+    else rd_kafka_resume_partitions(w->cons, a);
+    rd_kafka_topic_partition_list_destroy(a);
+    w->paused = pause != 0;
+    if (pause) WK_ADD(w->ctr.pauses, 1);
+}
+
+
+/* Refresh the per-partition lag gauge from librdkafka's cached high
+ * watermarks (no network round trip). */
+static void wk_lag_update(wk_worker *w) {
+    pthread_mutex_lock(&w->lag_mu);
+    if (w->n_lag < w->n_parts) {
+        int64_t *l = realloc(w->lag, (size_t)w->n_parts * sizeof *l);
+        if (!l) {
+            pthread_mutex_unlock(&w->lag_mu);
+            return;
+        }
+        w->lag = l;
+        w->n_lag = w->n_parts;
+    }
+    for (int32_t p = 0; p < w->n_lag; p++) {
+        int64_t lo = -1, hi = -1, pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
+        w->lag[p] = -1;
+        if (pos >= 0 && rd_kafka_get_watermark_offsets(w->cons, w->t_turns, p, &lo, &hi) ==
+                            RD_KAFKA_RESP_ERR_NO_ERROR && hi >= pos)
+            w->lag[p] = hi - pos;
+    }
+    pthread_mutex_unlock(&w->lag_mu);
+}
+
+int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
+    int64_t iv_us = wk_config_int(cfg, "worker.txn_interval_ms") * 1000;
+    int max_rec = (int)wk_config_int(cfg, "worker.txn_max_records");
+    int64_t max_inflight = wk_config_int(cfg, "worker.max_inflight");
+    int64_t grace_us = wk_config_int(cfg, "worker.grace_ms") * 1000;
+    int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0;
+    while (!w->fatal) {
+        int64_t now = eng_sched_now_us();
+        if (w->stop_req && !stop_at) {
+            stop_at = now + grace_us;
+            wk_pause(w, 1);
+            wk_log("info", "shutdown", "inflight=%lld grace_ms=%lld", (long long)w->inflight,
+                   (long long)(grace_us / 1000));
+        }
+        if (stop_at && (w->stop_fast || now >= stop_at) && w->inflight) {
+            wk_log("warn", "shutdown_cancel", "inflight=%lld", (long long)w->inflight);
+            wk_drop_stale(w, 1);
+        }
+        if (stop_at && !w->inflight) break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->inflight ? 5 : 20);
+        if (m) {
+            if (!stop_at) wk_on_message(w, m);
+            rd_kafka_message_destroy(m);
+        }
+        rd_kafka_poll(w->chp, 0);
+        rd_kafka_poll(w->txp, 0);
+        wk_drain_done(w);
+        __atomic_store_n(&w->ctr.inflight, w->inflight, __ATOMIC_RELAXED);
+        now = eng_sched_now_us();
+        if (w->n_batch && (w->n_batch >= max_rec || now - w->batch_since_us >= iv_us))
+            wk_txn_commit(w);
+        if (!stop_at && !w->paused && w->inflight >= max_inflight) wk_pause(w, 1);
+        else if (!stop_at && w->paused && w->inflight <= max_inflight / 2) wk_pause(w, 0);
+        if (now - last_lag >= 1000000) {
+            last_lag = now;
+            wk_lag_update(w);
+        }
+        if (now - last_log >= 10000000) {
+            last_log = now;
+            wk_log("info", "stats",
+                   "consumed=%llu results=%llu dlq=%llu chunks=%llu inflight=%lld "
+                   "commits=%llu aborts=%llu prompt_tokens=%llu cached_tokens=%llu",
+                   (unsigned long long)w->ctr.consumed, (unsigned long long)w->ctr.turns_done,
+                   (unsigned long long)w->ctr.dlq,
+                   (unsigned long long)__atomic_load_n(&w->ctr.chunks, __ATOMIC_RELAXED),
+                   (long long)w->inflight, (unsigned long long)w->ctr.txn_commits,
+                   (unsigned long long)w->ctr.txn_aborts,
+                   (unsigned long long)__atomic_load_n(&w->ctr.prompt_tokens, __ATOMIC_RELAXED),
+                   (unsigned long long)__atomic_load_n(&w->ctr.cached_tokens, __ATOMIC_RELAXED));
+        }
+    }
+    if (!w->fatal)
+        for (int tries = 0; tries < 3 && w->n_batch; tries++) wk_txn_commit(w);
+    if (w->fatal) {
+        snprintf(err, errlen, "%s", w->fatal_msg);
+        return WK_EKAFKA;
+    }
+    rd_kafka_consumer_close(w->cons);
+    rd_kafka_destroy(w->cons);
+    w->cons = NULL;
+    if (w->cache) kv_cache_redis_drain(w->cache, 2000);
+    wk_log("info", "stopped", "results=%llu dlq=%llu commits=%llu",
+           (unsigned long long)w->ctr.turns_done, (unsigned long long)w->ctr.dlq,
+           (unsigned long long)w->ctr.txn_commits);
+    return 0;
+}

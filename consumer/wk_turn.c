@@ -1,0 +1,369 @@
+/*
+ * wk_turn.c -- one turn's path through the worker: a Kafka record becomes a
+ * validated, tokenized wk_turn (or a DeadLetter / `expired` result), is
+ * submitted to the scheduler, streams TokenChunks from the scheduler's
+ * delivery thread and ends as an encoded TurnResult handed back to the poll
+ * loop.  Every field of the record is treated as hostile: the schemas codec
+ * bounds the structure, this file checks what only the worker can know
+ * (key, model, vocabulary, context length, deadline, template roles).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wk_internal.h"
+
+int64_t wk_unix_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void wk_log(const char *level, const char *event, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ts=%lld level=%s event=%s %s\n", (long long)wk_unix_ms(), level, event, msg);
+}
+
+void wk_out_free(wk_out *o) {
+    if (!o) return;
+    free(o->key);
+    sch_buf_free(&o->val);
+    free(o);
+}
+
+void wk_turn_free(wk_turn *t) {
+    if (!t) return;
+    free(t->conv_id);
+    free(t->turn_id);
+    free(t->ns);
+    free(t->prompt);
+    for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
+    free(t->stop);
+    free(t->text);
+    free(t->ctoks);
+    free(t->final_toks);
+    sch_buf_free(&t->result);
+    free(t);
+}
+
+static char *wk_dup(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (s) {
+        if (n) memcpy(s, p, n);
+        s[n] = 0;
+    }
+    return s;
+}
+
+static wk_out *wk_out_new(const rd_kafka_message_t *rkm, uint32_t gen, const char *tp) {
+    wk_out *o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    sch_buf_init(&o->val);
+    o->partition = rkm->partition;
+    o->offset = rkm->offset;
+    o->gen = gen;
+    snprintf(o->tp, sizeof o->tp, "%s", tp);
+    if (rkm->key) {
+        o->key = wk_dup(rkm->key, rkm->key_len);
+        if (!o->key) {
+            free(o);
+            return NULL;
+        }
+        o->key_len = rkm->key_len;
+    }
+    return o;
+}
+
+/* DeadLetter for rkm: the original value (a prefix when huge), key and
+ * headers, reason and code.  Encoding is retried without the headers and
+ * the key when they break the DLQ schema's own rules. */
+static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
+                       const char *tp, int code, const char *reason, const sch_turn *t) {
+    wk_out *o = wk_out_new(rkm, gen, tp);
+    if (!o) return NULL;
+    o->dlq = 1;
+    /* The reason may quote input (a model name cut at 100 bytes): keep it
+     * printable ASCII so it is always valid DeadLetter text. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", reason);
+    for (char *p = why; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    sch_dead d;
+    sch_dead_init(&d);
+    d.reason = sch_str_c(why);
+    d.error_code = code;
+    d.topic = sch_str_c(rd_kafka_topic_name(rkm->rkt));
+    d.partition = rkm->partition;
+    d.offset = rkm->offset;
+    d.timestamp_ms = rd_kafka_message_timestamp(rkm, NULL);
+    if (rkm->key) d.key = (sch_str){rkm->key, rkm->key_len};
+    size_t vmax = w->lim.max_content_bytes;
+    d.value = (sch_str){rkm->payload ? (const char *)rkm->payload : "",
+                        rkm->len < vmax ? rkm->len : vmax};
+    if (!rkm->payload) d.value.ptr = NULL, d.value.len = 0;
+    d.value_size = rkm->len;
+    if (t) {
+        d.conversation_id = t->conversation_id;
+        d.turn_id = t->turn_id;
+    }
+    d.worker = sch_str_c(w->id);
+    d.dead_ms = (uint64_t)wk_unix_ms();
+    sch_header hv[64];
+    size_t nh = 0;
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const char *name;
+        const void *val;
+        size_t sz;
+        for (size_t i = 0; nh < 64 && rd_kafka_header_get_all(hdrs, i, &name, &val, &sz) ==
+                                          RD_KAFKA_RESP_ERR_NO_ERROR;
+             i++)
+            hv[nh++] = (sch_header){sch_str_c(name), {val, val ? sz : 0}};
+    }
+    d.headers = nh ? hv : NULL;
+    d.n_headers = nh;
+    char err[256];
+    if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+        d.headers = NULL;
+        d.n_headers = 0;
+        d.key = (sch_str){NULL, 0};
+        d.conversation_id = d.turn_id = (sch_str){NULL, 0};
+        if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+            wk_log("error", "dlq_encode", "partition=%d offset=%lld err=\"%s\"",
+                   (int)rkm->partition, (long long)rkm->offset, err);
+            d.value = (sch_str){NULL, 0};
+            d.reason = sch_str_c("record could not be represented in a DeadLetter");
+            if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+                wk_out_free(o);
+                return NULL;
+            }
+        }
+    }
+    wk_log("warn", "dlq", "partition=%d offset=%lld code=%s reason=\"%.200s\"",
+           (int)rkm->partition, (long long)rkm->offset, sch_err_name(code), why);
+    return o;
+}
+
+/* An `expired` TurnResult for a turn whose deadline passed before work. */
+static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
+                          const char *tp, const sch_turn *t, int n_prompt) {
+    wk_out *o = wk_out_new(rkm, gen, tp);
+    if (!o) return NULL;
+    sch_result r;
+    sch_result_init(&r);
+    r.conversation_id = t->conversation_id;
+    r.turn_id = t->turn_id;
+    r.text = sch_str_c("");
+    r.finish_reason = SCH_FINISH_EXPIRED;
+    r.prompt_tokens = (uint64_t)n_prompt;
+    r.worker = sch_str_c(w->id);
+    r.model = sch_str_c(w->model_name);
+    r.has_error = true;
+    r.error_code = SCH_E_EXPIRED;
+    r.error_message = sch_str_c("deadline_ms passed before the turn was started");
+    char err[256];
+    if (sch_result_encode(&r, &o->val, err, sizeof err) != 0) {
+        wk_out_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Prompt ids of a decoded turn into *ids (malloc'd).  Returns 0 or a
+ * sch_err code with msg. */
+static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, char *msg,
+                     size_t msglen) {
+    *ids = NULL;
+    if (t->prompt_tokens) {
+        int32_t *p = malloc(t->n_prompt_tokens * sizeof *p);
+        if (!p) return SCH_E_NOMEM;
+        for (size_t i = 0; i < t->n_prompt_tokens; i++) {
+            if (t->prompt_tokens[i] >= (uint32_t)w->n_vocab) {
+                snprintf(msg, msglen, "prompt_tokens[%zu] = %u is outside the vocabulary (%d)",
+                         i, t->prompt_tokens[i], w->n_vocab);
+                free(p);
+                return SCH_E_TOKEN_OUT_OF_VOCAB;
+            }
+            p[i] = (int32_t)t->prompt_tokens[i];
+        }
+        *ids = p;
+        *n = (int)t->n_prompt_tokens;
+        return 0;
+    }
+    eng_tmpl_msg *m = malloc(t->n_messages * sizeof *m);
+    if (!m) return SCH_E_NOMEM;
+    size_t bytes = 64;
+    for (size_t i = 0; i < t->n_messages; i++) {
+        const char *role = sch_role_name(t->messages[i].role);
+        m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
+                              t->messages[i].content.len};
+        bytes += t->messages[i].content.len + 32;
+    }
+    int rc = 0, cap = bytes > (size_t)w->n_ctx + 1 ? w->n_ctx + 1 : (int)bytes, got = 0;
+    int32_t *p = NULL;
+    for (int tries = 0; tries < 2; tries++) {
+        free(p);
+        p = malloc((size_t)cap * sizeof *p);
+        if (!p) {
+            rc = SCH_E_NOMEM;
+            break;
+        }
+        char terr[256];
+        int r = eng_tmpl_render_ids(w->fmt, w->tok, m, (int)t->n_messages, true, p, cap, &got,
+                                    terr, sizeof terr);
+        if (r == ENG_TMPL_ENOSPC && tries == 0 && got > cap) {
+            cap = got;
+            continue;
+        }
+        if (r == ENG_TMPL_EROLE) {
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            rc = SCH_E_BAD_ROLE;
+        } else if (r == ENG_TMPL_ENOMEM) {
+            rc = SCH_E_NOMEM;
+        } else if (r != 0) {
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            rc = SCH_E_BAD_VALUE;
+        }
+        break;
+    }
+    free(m);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *ids = p;
+    *n = got;
+    return 0;
+}
+
+int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
+                         wk_turn **turn, wk_out **out) {
+    *turn = NULL;
+    *out = NULL;
+    char tp[WK_TRACEPARENT_MAX] = "", msg[512];
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *hv;
+    size_t hsz;
+    int code = 0;
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_TRACEPARENT, &hv, &hsz) == 0 && hv &&
+            hsz < sizeof tp && sch_traceparent_check(hv, hsz) == 0) {
+            memcpy(tp, hv, hsz);
+            tp[hsz] = 0;
+        }
+        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_CONTENT_TYPE, &hv, &hsz) == 0)
+            code = sch_content_type_check(hv, hv ? hsz : 0, msg, sizeof msg);
+    }
+    sch_turn t;
+    memset(&t, 0, sizeof t);
+    if (!code) code = sch_turn_decode(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+    if (code) goto dead_nodec;
+    if (!rkm->key || rkm->key_len != t.conversation_id.len ||
+        memcmp(rkm->key, t.conversation_id.ptr, rkm->key_len)) {
+        code = SCH_E_KEY_MISMATCH;
+        snprintf(msg, sizeof msg, "record key differs from conversation_id");
+        goto dead;
+    }
+    if (t.model.ptr && (t.model.len != strlen(w->model_name) ||
+                        memcmp(t.model.ptr, w->model_name, t.model.len))) {
+        code = SCH_E_UNKNOWN_MODEL;
+        snprintf(msg, sizeof msg, "model '%.100s' is not served here (this worker: '%.100s')",
+                 t.model.ptr, w->model_name);
+        goto dead;
+    }
+    const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
+    size_t ns_len = t.ns.ptr ? t.ns.len : strlen(SCH_DEFAULT_NAMESPACE);
+    if (ns_len > ENG_SCHED_NS_MAX) {
+        code = SCH_E_STRING_TOO_LONG;
+        snprintf(msg, sizeof msg, "namespace is %zu bytes; this worker allows %d", ns_len,
+                 ENG_SCHED_NS_MAX);
+        goto dead;
+    }
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
+    if (code == SCH_E_NOMEM) goto nomem;
+    if (code) goto dead;
+    if ((int64_t)n_ids + t.params.max_tokens > w->n_ctx) {
+        free(ids);
+        code = SCH_E_CONTEXT_OVERFLOW;
+        snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
+                 n_ids, t.params.max_tokens, w->n_ctx);
+        goto dead;
+    }
+    int64_t now_ms = wk_unix_ms();
+    if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
+        free(ids);
+        *out = wk_expired(w, rkm, gen, tp, &t, n_ids);
+        sch_turn_free(&t);
+        return *out ? 0 : SCH_E_NOMEM;
+    }
+    wk_turn *x = calloc(1, sizeof *x);
+    if (!x) {
+        free(ids);
+        goto nomem;
+    }
+    x->w = w;
+    x->partition = rkm->partition;
+    x->offset = rkm->offset;
+    x->gen = gen;
+    memcpy(x->tp, tp, sizeof tp);
+    x->prompt = ids;
+    x->n_prompt = n_ids;
+    x->conv_id = wk_dup(t.conversation_id.ptr, t.conversation_id.len);
+    x->turn_id = wk_dup(t.turn_id.ptr, t.turn_id.len);
+    x->ns = wk_dup(ns, ns_len);
+    sch_buf_init(&x->result);
+    eng_sampler_params_default(&x->sampling);
+    x->sampling.temperature = (float)t.params.temperature;
+    x->sampling.top_p = (float)t.params.top_p;
+    x->sampling.top_k = (int)t.params.top_k;
+    x->sampling.repetition_penalty = (float)t.params.repetition_penalty;
+    uint64_t seed = 1469598103934665603ull; /* FNV-1a of turn_id when no seed */
+    for (size_t i = 0; i < t.turn_id.len; i++)
+        seed = (seed ^ (unsigned char)t.turn_id.ptr[i]) * 1099511628211ull;
+    x->sampling.seed = t.params.has_seed ? t.params.seed : seed;
+    x->sampling.n_stop = w->n_eog;
+    memcpy(x->sampling.stop, w->eog, (size_t)w->n_eog * sizeof w->eog[0]);
+    x->max_tokens = (int)t.params.max_tokens;
+    x->stream = t.stream;
+    if (t.deadline_ms)
+        x->deadline_us = eng_sched_now_us() + ((int64_t)t.deadline_ms - now_ms) * 1000;
+    int64_t ts = rd_kafka_message_timestamp(rkm, NULL);
+    x->queued_unix_ms = t.created_ms ? (int64_t)t.created_ms : ts > 0 ? ts : now_ms;
+    if (t.params.n_stop) {
+        x->stop = calloc(t.params.n_stop, sizeof *x->stop);
+        for (size_t i = 0; x->stop && i < t.params.n_stop; i++) {
+            x->stop[i] = wk_dup(t.params.stop[i].ptr, t.params.stop[i].len);
+            if (x->stop[i]) x->n_stop++;
+        }
+        if (x->n_stop != (int)t.params.n_stop) { /* out of memory: fail below */
+            free(x->conv_id);
+            x->conv_id = NULL;
+        }
+    }
+    sch_turn_free(&t);
+    if (!x->conv_id || !x->turn_id || !x->ns) {
+        wk_turn_free(x);
+        return SCH_E_NOMEM;
+    }
+    *turn = x;
+    return 0;
+dead_nodec:
+    sch_turn_free(&t);
+    *out = wk_dead(w, rkm, gen, tp, code, msg, NULL);
+    return *out ? 0 : SCH_E_NOMEM;
+dead:
+    *out = wk_dead(w, rkm, gen, tp, code, msg, &t);
+    sch_turn_free(&t);
+    return *out ? 0 : SCH_E_NOMEM;
+nomem:
+    sch_turn_free(&t);
+    return SCH_E_NOMEM;
+}

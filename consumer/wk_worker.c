@@ -1,0 +1,291 @@
+/*
+ * wk_worker.c -- building and tearing down a worker: model, tokenizer and
+ * chat template, prefix cache, scheduler, and the three Kafka handles
+ * (group consumer, transactional producer, idempotent chunk producer) with
+ * parley's defaults under the user's kafka.* pass-through.  The poll loop,
+ * transactions and rebalances are in wk_loop.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kv_hash.h"
+#include "eng_err.h"
+#include "kv_sched_ops.h"
+#include "wk_internal.h"
+#include "wk_worker.h"
+
+void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
+                     rd_kafka_topic_partition_list_t *parts, void *opaque);
+
+/* Kafka configuration: parley defaults (pairs, NULL-terminated), then the
+ * user's kafka.* properties, then forced settings (pairs). */
+static rd_kafka_conf_t *wk_kconf(const wk_config *cfg, const char *const *defs,
+                                 const char *const *forced, char *err, size_t errlen) {
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    char kerr[256];
+    for (int i = 0; defs && defs[i]; i += 2)
+        if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+            goto bad;
+    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+        const char *k, *v;
+        wk_config_kafka_at(cfg, i, &k, &v);
+        if (rd_kafka_conf_set(c, k, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
+            eng_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
+            rd_kafka_conf_destroy(c);
+            return NULL;
+        }
+    }
+    for (int i = 0; forced && forced[i]; i += 2)
+        if (rd_kafka_conf_set(c, forced[i], forced[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+            goto bad;
+    return c;
+bad:
+    eng_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
+    rd_kafka_conf_destroy(c);
+    return NULL;
+}
+
+static bool wk_user_sets(const wk_config *cfg, const char *name) {
+    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+        const char *k, *v;
+        wk_config_kafka_at(cfg, i, &k, &v);
+        if (!strcmp(k, name)) return true;
+    }
+    return false;
+}
+
+static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
+    char e[512];
+    eng_load_opts lo = {ENG_PREC_INT8, (int)wk_config_int(cfg, "model.threads"),
+                        (int)wk_config_int(cfg, "model.block_tokens")};
+    const char *path = wk_config_str(cfg, "model.path");
+    if (eng_model_load(path, &lo, &w->model, e, sizeof e) != 0)
+        return eng_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
+    if (eng_tok_load(eng_model_gguf(w->model), &w->tok, e, sizeof e) != 0)
+        return eng_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
+    const char *tmpl = wk_config_str(cfg, "model.chat_template");
+    if (eng_tmpl_detect(eng_model_gguf(w->model), *tmpl ? tmpl : NULL, &w->fmt, e, sizeof e))
+        return eng_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
+    const eng_config *mc = eng_model_config(w->model);
+    w->n_vocab = mc->n_vocab;
+    long long mx = wk_config_int(cfg, "model.max_context");
+    w->n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
+    for (int32_t i = 0; i < w->n_vocab && w->n_eog < WK_MAX_EOG; i++)
+        if (eng_tok_is_eog(w->tok, i)) w->eog[w->n_eog++] = i;
+    const char *name = wk_config_str(cfg, "model.name");
+    if (!*name) {
+        const char *b = strrchr(path, '/');
+        b = b ? b + 1 : path;
+        size_t n = strlen(b);
+        if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+        snprintf(w->model_name, sizeof w->model_name, "%.*s", (int)n, b);
+    } else {
+        snprintf(w->model_name, sizeof w->model_name, "%s", name);
+    }
+    w->dscratch_cap = eng_tok_stream_cap(w->tok);
+    w->dscratch = malloc(w->dscratch_cap);
+    return w->dscratch ? 0 : eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+}
+
+static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
+    char e[512];
+    if (wk_config_bool(cfg, "cache.enabled")) {
+        kv_cache_config kc;
+        kv_cache_config_default(&kc);
+        kc.budget_bytes = (size_t)wk_config_int(cfg, "cache.budget_mib") << 20;
+        kc.max_tokens = w->n_ctx;
+        kc.cmd_timeout_ms = (int)wk_config_int(cfg, "redis.timeout_ms");
+        kc.ttl_s = (int)wk_config_int(cfg, "redis.ttl_s");
+        char host[256] = "";
+        const char *addr = wk_config_str(cfg, "redis.addr");
+        if (*addr) {
+            const char *colon = strrchr(addr, ':');
+            long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+            if (!colon || colon == addr || port <= 0 || port > 65535 ||
+                (size_t)(colon - addr) >= sizeof host)
+                return eng_errf(err, errlen, WK_EINVAL,
+                               "configuration key 'redis.addr': '%s' is not host:port", addr);
+            memcpy(host, addr, (size_t)(colon - addr));
+            kc.redis_host = host;
+            kc.redis_port = (int)port;
+            w->handoff = 1;
+        }
+        /* Tokenizer identity: FNV-1a over the vocabulary texts. */
+        uint64_t th = 1469598103934665603ull;
+        for (int32_t i = 0; i < w->n_vocab; i++)
+            for (const char *p = eng_tok_text(w->tok, i); p && *p; p++)
+                th = (th ^ (unsigned char)*p) * 1099511628211ull;
+        char tid[32];
+        snprintf(tid, sizeof tid, "%016llx", (unsigned long long)th);
+        kv_fp_inputs fi = {eng_model_config(w->model)->arch_name, eng_model_digest(w->model),
+                           tid, 1, (uint32_t)wk_config_int(cfg, "model.block_tokens")};
+        if (kv_cache_create(&kc, eng_model_kv_layout(w->model), kv_fingerprint(&fi), &w->cache,
+                            e, sizeof e) != 0)
+            return eng_errf(err, errlen, WK_EINVAL, "cache: %s", e);
+        kv_sched_ops_init(&w->ops, w->cache);
+    }
+    eng_sched_config sc;
+    eng_sched_config_default(&sc);
+    sc.max_running = (int)wk_config_int(cfg, "scheduler.max_running");
+    sc.step_tokens = (int)wk_config_int(cfg, "scheduler.step_tokens");
+    sc.batch_window_us = (int)wk_config_int(cfg, "scheduler.batch_window_us");
+    sc.fairness_ms = (int)wk_config_int(cfg, "scheduler.fairness_ms");
+    sc.prefetch_wait_ms = (int)wk_config_int(cfg, "scheduler.prefetch_wait_ms");
+    sc.kv_budget_bytes = (size_t)wk_config_int(cfg, "scheduler.kv_budget_mib") << 20;
+    long long mi = wk_config_int(cfg, "worker.max_inflight");
+    sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
+    if (eng_sched_create(w->model, &sc, w->cache ? &w->ops : NULL, &w->sched, e, sizeof e))
+        return eng_errf(err, errlen, WK_EINVAL, "scheduler: %s", e);
+    return 0;
+}
+
+static int wk_setup_kafka(wk_worker *w, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
+    char e[512], txid[200];
+    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"),
+                           "partition.assignment.strategy", "cooperative-sticky",
+                           "auto.offset.reset", "earliest",
+                           "isolation.level", "read_committed",
+                           "client.id", w->id, NULL};
+    const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
+                             NULL};
+    rd_kafka_conf_t *c = wk_kconf(cfg, cdefs, cforced, err, errlen);
+    if (!c) return WK_EKAFKA;
+    rd_kafka_conf_set_opaque(c, w);
+    rd_kafka_conf_set_rebalance_cb(c, wk_rebalance_cb);
+    w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
+    if (!w->cons) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
+    }
+    rd_kafka_poll_set_consumer(w->cons);
+    snprintf(txid, sizeof txid, "parley-%s", w->id);
+    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
+    const char *tforced[] = {"transactional.id", txid, NULL};
+    if (!(c = wk_kconf(cfg, pdefs, tforced, err, errlen))) return WK_EKAFKA;
+    w->txp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
+    if (!w->txp) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
+    }
+    const char *iforced[] = {"enable.idempotence", "true", NULL};
+    if (!(c = wk_kconf(cfg, pdefs, iforced, err, errlen))) return WK_EKAFKA;
+    w->chp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
+    if (!w->chp) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
+    }
+    rd_kafka_error_t *ke = rd_kafka_init_transactions(w->txp, 60000);
+    if (ke) {
+        eng_errf(err, errlen, WK_EKAFKA, "init_transactions (%s): %s", txid,
+                rd_kafka_error_string(ke));
+        rd_kafka_error_destroy(ke);
+        return WK_EKAFKA;
+    }
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, w->t_turns, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (re) return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->t_turns,
+                           rd_kafka_err2str(re));
+    return 0;
+}
+
+int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!wk_user_sets(cfg, "bootstrap.servers"))
+        return eng_errf(err, errlen, WK_EINVAL,
+                       "configuration key 'kafka.bootstrap.servers' is required");
+    wk_worker *w = calloc(1, sizeof *w);
+    if (!w) return eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->lag_mu, NULL);
+    w->cfg = cfg;
+    const char *id = wk_config_str(cfg, "worker.id");
+    if (*id) {
+        snprintf(w->id, sizeof w->id, "%s", id);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        snprintf(w->id, sizeof w->id, "%s-%d", host, (int)getpid());
+    }
+    w->t_turns = wk_config_str(cfg, "worker.topic.turns");
+    w->t_tokens = wk_config_str(cfg, "worker.topic.tokens");
+    w->t_resp = wk_config_str(cfg, "worker.topic.responses");
+    w->t_dlq = wk_config_str(cfg, "worker.topic.dlq");
+    w->chunk_tokens = (int)wk_config_int(cfg, "worker.chunk_tokens");
+    sch_limits_default(&w->lim);
+    /* Attempt ids: a per-process base from the clock, pid and id, plus a
+     * counter, so every processing attempt of any turn gets its own id. */
+    uint64_t h = (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^
+                 ((uint64_t)wk_unix_ms() << 20);
+    for (const char *p = w->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h ^= h >> 31;
+    w->attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
+    int rc = 0;
+    if (wk_offsets_new(&w->offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    if (!rc) rc = wk_setup_model(w, err, errlen);
+    if (!rc) rc = wk_setup_sched(w, err, errlen);
+    if (!rc) rc = wk_setup_kafka(w, err, errlen);
+    const char *http = wk_config_str(cfg, "worker.http");
+    if (!rc && *http) rc = wk_http_start(w, http, &w->http, err, errlen);
+    if (rc) {
+        wk_worker_free(w);
+        return rc;
+    }
+    wk_log("info", "worker_ready",
+           "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" turns=%s", w->id,
+           w->model_name, eng_tmpl_name(w->fmt), w->n_ctx, w->cache ? "on" : "off",
+           wk_config_str(cfg, "redis.addr"), w->t_turns);
+    *out = w;
+    return 0;
+}
+
+void wk_worker_stop(wk_worker *w, int fast) {
+    if (fast) w->stop_fast = 1;
+    w->stop_req = 1;
+}
+
+void wk_conv_free_all(wk_worker *w);
+
+void wk_worker_free(wk_worker *w) {
+    if (!w) return;
+    w->stop_fast = 1;
+    wk_http_stop(w->http);
+    if (w->cons) {
+        rd_kafka_consumer_close(w->cons);
+        rd_kafka_destroy(w->cons);
+    }
+    eng_sched_free(w->sched); /* cancels and delivers every callback */
+    for (wk_turn *t = w->done_head, *n; t; t = n) {
+        n = t->dnext;
+        if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */
+    }
+    wk_conv_free_all(w);
+    for (wk_out *o = w->batch_head, *n; o; o = n) {
+        n = o->next;
+        wk_out_free(o);
+    }
+    if (w->chp) {
+        rd_kafka_flush(w->chp, 5000);
+        rd_kafka_destroy(w->chp);
+    }
+    if (w->txp) rd_kafka_destroy(w->txp);
+    if (w->cache) kv_cache_destroy(w->cache);
+    eng_tok_free(w->tok);
+    eng_model_free(w->model);
+    wk_offsets_free(w->offs);
+    free(w->dscratch);
+    free(w->gen);
+    free(w->owned);
+    free(w->lag);
+    pthread_mutex_destroy(&w->lag_mu);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}

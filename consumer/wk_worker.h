@@ -1,0 +1,68 @@
+/*
+ * wk_worker.h -- the Kafka worker: chat turns in, streamed tokens and
+ * exactly-once replies out.
+ *
+ * Purpose.  One wk_worker joins the consumer group of the turns topic
+ * (cooperative-sticky assignment), decodes every ChatTurn, renders and
+ * tokenizes it with the model's chat template, and submits it to the
+ * continuous-batching scheduler.  Turns of one conversation (one record
+ * key) run one after another in consumption order; different
+ * conversations run concurrently.  Streaming turns publish TokenChunks
+ * through an idempotent producer under a per-attempt id.  Every finished
+ * turn's TurnResult -- and a DeadLetter for every rejected record -- is
+ * produced by a transactional producer in the same transaction that
+ * commits the input offsets (per partition, the lowest unfinished offset),
+ * several turns per transaction on a short timer: a read_committed reader
+ * sees exactly one TurnResult per turn, across crashes and rebalances.
+ * W3C traceparent headers are copied from input to outputs.
+ *
+ * Threading.  wk_worker_run is the poll loop and owns the Kafka handles;
+ * it never waits for inference.  The scheduler's loop thread computes and
+ * its delivery thread runs the token/done callbacks, which produce chunks
+ * and hand finished turns back to the poll loop through a locked list.
+ * wk_worker_stop is async-signal-safe.
+ *
+ * Ownership.  The worker keeps a pointer to the configuration (must
+ * outlive it) and owns the model, tokenizer, cache, scheduler and Kafka
+ * handles.
+ *
+ * Failure behaviour.  Bad input never stops the worker (DLQ).  create
+ * fails with a message for bad configuration, an unreadable model or
+ * Kafka handles that cannot be made; run returns an error for fatal Kafka
+ * errors (e.g. a fenced transactional producer).  Nothing here prints
+ * except one structured log line per notable event on stderr
+ * (`ts=... level=... event=... key=value...`).
+ */
+#ifndef WK_WORKER_H
+#define WK_WORKER_H
+
+#include <stddef.h>
+
+#include "wk_config.h"
+
+#define WK_EINVAL (-1) /* bad configuration (message names the key) */
+#define WK_ENOMEM (-2) /* out of memory */
+#define WK_EMODEL (-3) /* model, tokenizer or template could not be loaded */
+#define WK_EKAFKA (-4) /* Kafka client creation or a fatal Kafka error */
+
+typedef struct wk_worker wk_worker; /* opaque */
+
+/* Load the model, build the cache and scheduler, create the consumer and
+ * both producers and initialise transactions (fencing an older instance
+ * with the same worker.id).  Returns 0 or a WK_E* code with a message. */
+int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen);
+
+/* Run the poll loop until wk_worker_stop.  After a stop request: stop
+ * fetching, let in-flight turns finish within worker.grace_ms (cancel the
+ * rest), commit what finished, leave the group.  Returns 0 after a clean
+ * shutdown, WK_EKAFKA on a fatal Kafka error. */
+int wk_worker_run(wk_worker *w, char *err, size_t errlen);
+
+/* Request shutdown (fast != 0: cancel in-flight turns at once).
+ * Async-signal-safe. */
+void wk_worker_stop(wk_worker *w, int fast);
+
+/* Free everything (after run returned, or instead of run). */
+void wk_worker_free(wk_worker *w);
+
+#endif

@@ -1,0 +1,49 @@
+"""`parley worker` command line: configuration errors exit 2 with a message
+naming the key and its source, before any model or Kafka work; the
+generated configuration reference lists every key.  No services needed."""
+
+import subprocess
+
+
+def run(parley_bin, *args, env=None):
+    return subprocess.run([str(parley_bin), "worker", *args], capture_output=True, text=True,
+                          timeout=30, env=env)
+
+
+def test_config_errors_name_the_key(parley_bin, tmp_path):
+    r = run(parley_bin, "--model.path", "m.gguf", "--worker.max_inflight", "0")
+    assert r.returncode == 2 and "worker.max_inflight" in r.stderr and "outside" in r.stderr
+    r = run(parley_bin, "--model.path", "m.gguf", "--set", "cache.enable=true")
+    assert r.returncode == 2 and "unknown configuration key 'cache.enable'" in r.stderr
+    r = run(parley_bin, "--model.path", "m.gguf", "--kafka.no.such.thing", "1")
+    assert r.returncode == 2 and "kafka.no.such.thing" in r.stderr
+    r = run(parley_bin)
+    assert r.returncode == 2 and "model.path" in r.stderr
+    r = run(parley_bin, "--model.path", "m.gguf",
+            env={"PARLEY_SCHEDULER_STEP_TOKENS": "lots", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 2 and "PARLEY_SCHEDULER_STEP_TOKENS" in r.stderr
+    cfg = tmp_path / "w.conf"
+    cfg.write_text("model.path = m.gguf\nworker.chunk_tokens = 99999\n")
+    r = run(parley_bin, "--config", str(cfg))
+    assert r.returncode == 2 and "line 2" in r.stderr and "worker.chunk_tokens" in r.stderr
+    # a bad value fails wherever it comes from, even when a later source
+    # would override it; the flag's own value is checked too
+    cfg.write_text("model.path = m.gguf\nworker.chunk_tokens = 5\n")
+    r = run(parley_bin, "--config", str(cfg), "--worker.chunk_tokens", "0")
+    assert r.returncode == 2 and "command line" in r.stderr and "worker.chunk_tokens" in r.stderr
+    r = run(parley_bin, "--config", str(cfg), "--worker.chunk_tokens", "8")
+    assert r.returncode == 2 and "kafka.bootstrap.servers" in r.stderr
+
+
+def test_missing_model_is_a_runtime_failure(parley_bin, tmp_path):
+    r = run(parley_bin, "--model.path", str(tmp_path / "absent.gguf"),
+            "--kafka.bootstrap.servers", "127.0.0.1:1")
+    assert r.returncode == 1 and "model.path" in r.stderr
+
+
+def test_config_reference(parley_bin):
+    r = run(parley_bin, "--print-config-doc")
+    assert r.returncode == 0
+    for key in ("model.path", "worker.topic.turns", "worker.txn_interval_ms", "cache.budget_mib",
+                "redis.addr", "scheduler.max_running", "worker.http", "PARLEY_MODEL_PATH"):
+        assert f"`{key}`" in r.stdout, key

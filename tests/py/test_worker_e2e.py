@@ -1,0 +1,425 @@
+"""End-to-end tests of `parley worker` against the real Kafka broker.
+
+Each test creates its own topics (turns with several partitions, tokens,
+responses, dlq) and consumer group, writes a synthetic cai-tiny model with
+`parley mkmodel`, starts real `parley worker` processes, produces chat
+conversations (msgpack ChatTurns per schemas/README.md) plus poison records,
+and reads the outputs back:
+
+  * responses with isolation.level=read_committed: exactly one TurnResult
+    per turn, in per-conversation order;
+  * tokens (read_uncommitted): the chunks of the attempt a TurnResult names
+    concatenate, in seq order, to the result's text;
+  * later turns of a conversation report cached prompt tokens;
+  * every poison record lands in the DLQ with the expected error code;
+  * after kill -9 of a worker mid-run, every turn still has exactly one
+    visible TurnResult (the dead worker's open transaction is aborted and
+    its turns are redone by the survivor under new attempts).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+
+msgpack = pytest.importorskip("msgpack")
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+SYSTEM = ("You are a helpful assistant that answers briefly and politely, "
+          "always in plain English, and never repeats the question back.")
+
+
+@pytest.fixture(scope="module")
+def model(parley_bin, tmp_path_factory):
+    path = tmp_path_factory.mktemp("wkmodel") / "cai-tiny.gguf"
+    subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--out", str(path)],
+                   check=True, capture_output=True, timeout=60)
+    return path
+
+
+class Env:
+    """Topics, group and worker processes of one test."""
+
+    def __init__(self, bootstrap, parley_bin, model, tmp_path, partitions=4):
+        self.bootstrap = bootstrap
+        self.bin = str(parley_bin)
+        self.model = str(model)
+        self.tmp = tmp_path
+        sfx = uuid.uuid4().hex[:10]
+        self.topics = {k: f"wk-{k}-{sfx}" for k in ("turns", "tokens", "responses", "dlq")}
+        self.group = f"wk-group-{sfx}"
+        self.procs = {}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        futs = admin.create_topics([
+            NewTopic(self.topics["turns"], partitions, 1),
+            NewTopic(self.topics["tokens"], partitions, 1),
+            NewTopic(self.topics["responses"], partitions, 1),
+            NewTopic(self.topics["dlq"], 1, 1),
+        ])
+        for f in futs.values():
+            f.result(30)
+
+    def start(self, wid, *extra):
+        log = open(self.tmp / f"{wid}.log", "wb")
+        args = [self.bin, "worker",
+                "--model.path", self.model,
+                "--model.threads", "1",
+                "--worker.id", wid,
+                "--worker.group", self.group,
+                "--worker.topic.turns", self.topics["turns"],
+                "--worker.topic.tokens", self.topics["tokens"],
+                "--worker.topic.responses", self.topics["responses"],
+                "--worker.topic.dlq", self.topics["dlq"],
+                "--worker.chunk_tokens", "3",
+                "--scheduler.batch_window_us", "2000",
+                "--kafka.bootstrap.servers", self.bootstrap,
+                "--kafka.session.timeout.ms", "6000",
+                "--kafka.heartbeat.interval.ms", "500",
+                "--kafka.transaction.timeout.ms", "8000", *extra]
+        self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        return self.procs[wid]
+
+    def log(self, wid):
+        return (self.tmp / f"{wid}.log").read_text(errors="replace")
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def consumer(self, topic, isolation):
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap,
+                         "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False,
+                         "isolation.level": isolation})
+        c.subscribe([self.topics[topic]])
+        return c
+
+
+def turn_record(conv, t, max_tokens, model=None):
+    msgs = [{"role": "system", "content": SYSTEM}]
+    for k in range(t + 1):
+        msgs.append({"role": "user", "content": f"conversation {conv} question {k}: how are you?"})
+        if k < t:
+            msgs.append({"role": "assistant", "content": f"answer {k} of conversation {conv}"})
+    rec = {"v": 1, "conversation_id": f"conv-{conv}", "turn_id": f"conv-{conv}-t{t}",
+           "messages": msgs, "params": {"max_tokens": max_tokens, "temperature": 0.0},
+           "stream": True}
+    if model:
+        rec["model"] = model
+    return msgpack.packb(rec, use_bin_type=True)
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def produce_workload(env, convs, turns, max_tokens, poison=True):
+    """Produce convs x turns ChatTurns (turn-major, so conversations interleave)
+    and the poison records; returns the expected DLQ codes."""
+    p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True})
+    topic = env.topics["turns"]
+    expected_dlq = []
+    for t in range(turns):
+        for c in range(convs):
+            p.produce(topic, key=f"conv-{c}", value=turn_record(c, t, max_tokens),
+                      headers=[("traceparent", TRACEPARENT)])
+        if poison and t == 0:
+            p.produce(topic, key="poison-1", value=b"\x93\x01\x02\x03")  # an array
+            expected_dlq.append("E_NOT_MAP")
+            p.produce(topic, key="poison-2", value=msgpack.packb({"v": 1, "turn_id": "x"}))
+            expected_dlq.append("E_MISSING_FIELD")
+            p.produce(topic, key="someone-else", value=turn_record(0, 0, 4))
+            expected_dlq.append("E_KEY_MISMATCH")
+            p.produce(topic, key="conv-x", value=msgpack.packb(
+                {"v": 1, "conversation_id": "conv-x", "turn_id": "conv-x-t0",
+                 "messages": [{"role": "user", "content": "hi"}], "model": "no-such-model"}))
+            expected_dlq.append("E_UNKNOWN_MODEL")
+            p.produce(topic, key="conv-y", value=msgpack.packb(
+                {"v": 1, "conversation_id": "conv-y", "turn_id": "conv-y-t0",
+                 "messages": [{"role": "user", "content": "hi"}], "model": "x" + "modèle-é" * 20}))
+            expected_dlq.append("E_UNKNOWN_MODEL")  # reason quotes a cut multibyte name
+            # a turn past its deadline is answered (finish_reason expired), not DLQ'd
+            p.produce(topic, key="conv-z", value=msgpack.packb(
+                {"v": 1, "conversation_id": "conv-z", "turn_id": "conv-z-t0", "deadline_ms": 1,
+                 "messages": [{"role": "user", "content": "too late"}]}))
+    p.flush(30)
+    return sorted(expected_dlq)
+
+
+def collect(consumer, want, timeout, procs_alive=None):
+    """Poll until `want` records arrived or timeout; returns the messages."""
+    out = []
+    end = time.time() + timeout
+    while time.time() < end and len(out) < want:
+        m = consumer.poll(0.5)
+        if m is None or m.error():
+            continue
+        out.append(m)
+    return out
+
+
+def drain(consumer, seconds):
+    out = []
+    end = time.time() + seconds
+    while time.time() < end:
+        m = consumer.poll(0.3)
+        if m is not None and not m.error():
+            out.append(m)
+    return out
+
+
+def check_results(env, results, chunks, convs, turns):
+    by_turn = defaultdict(list)
+    order = defaultdict(list)
+    for m in results:
+        r = msgpack.unpackb(m.value(), raw=False)
+        by_turn[r["turn_id"]].append(r)
+        order[r["conversation_id"]].append(r["turn_id"])
+        assert m.key().decode() == r["conversation_id"]
+        assert dict(m.headers() or []).get("traceparent") == TRACEPARENT.encode()
+    expected = {f"conv-{c}-t{t}" for c in range(convs) for t in range(turns)}
+    assert set(by_turn) == expected, f"missing {sorted(expected - set(by_turn))[:5]}"
+    dups = {k: len(v) for k, v in by_turn.items() if len(v) != 1}
+    assert not dups, f"duplicated results: {dups}"
+    for c in range(convs):
+        assert order[f"conv-{c}"] == [f"conv-{c}-t{t}" for t in range(turns)]
+    chunk_map = defaultdict(list)
+    for m in chunks:
+        ch = msgpack.unpackb(m.value(), raw=False)
+        chunk_map[(ch["turn_id"], ch["attempt"])].append(ch)
+    attempts = defaultdict(set)
+    for (tid, att) in chunk_map:
+        attempts[tid].add(att)
+    cached_later = 0
+    for tid, (r,) in by_turn.items():
+        assert r["finish_reason"] in ("stop", "length"), r
+        assert r["usage"]["completion_tokens"] == len(r["tokens"]) >= 1
+        cs = sorted(chunk_map[(tid, r["attempt"])], key=lambda x: x["seq"])
+        assert [x["seq"] for x in cs] == list(range(len(cs))), tid
+        assert cs and cs[-1].get("last") is True
+        assert "".join(x["text"] for x in cs) == r["text"], tid
+        assert [t for x in cs for t in x["tokens"]] == r["tokens"], tid
+        if not tid.endswith("-t0"):
+            cached_later += r["usage"]["cached_tokens"] > 0
+    redone = sum(1 for v in attempts.values() if len(v) > 1)
+    return cached_later, redone
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp_path):
+    """2 workers; w1 also serves /metrics and runs with a tiny in-flight
+    budget, so it must pause its partitions (backpressure) to keep up."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 20, 3
+    port = free_port()
+    try:
+        env.start("w1", "--worker.http", f"127.0.0.1:{port}", "--worker.max_inflight", "4")
+        env.start("w2")
+        expected_dlq = produce_workload(env, convs, turns, max_tokens=6)
+        rc = env.consumer("responses", "read_committed")
+        results = collect(rc, convs * turns + 1, 150)
+        results += drain(rc, 3)  # a duplicate would show up here
+        rc.close()
+        expired = [msgpack.unpackb(m.value(), raw=False) for m in results
+                   if m.key() == b"conv-z"]
+        assert len(expired) == 1 and expired[0]["finish_reason"] == "expired"
+        assert expired[0]["error"]["code"] == "E_EXPIRED"
+        all_results = results
+        results = [m for m in results if m.key() != b"conv-z"]
+        tc = env.consumer("tokens", "read_uncommitted")
+        chunks = drain(tc, 4)
+        tc.close()
+        dc = env.consumer("dlq", "read_committed")
+        dead = collect(dc, len(expected_dlq), 30) + drain(dc, 1)
+        dc.close()
+        for wid in env.procs:
+            assert env.procs[wid].poll() is None, env.log(wid)
+        assert len(results) == convs * turns, (len(results), env.log("w1")[-3000:])
+        cached_later, _ = check_results(env, results, chunks, convs, turns)
+        print(f"\nresults={len(results)} chunks={len(chunks)} "
+              f"later turns with cached tokens={cached_later}/{convs * (turns - 1)}")
+        assert cached_later > 0
+        codes = sorted(msgpack.unpackb(m.value(), raw=False)["error_code"] for m in dead)
+        assert codes == expected_dlq
+        for m in dead:
+            d = msgpack.unpackb(m.value(), raw=False)
+            assert d["topic"] == env.topics["turns"] and d["offset"] >= 0 and d["reason"]
+        assert http_get(port, "/healthz")[0] == 200
+        assert http_get(port, "/readyz")[0] == 200
+        assert http_get(port, "/nope")[0] == 404
+        status, text = http_get(port, "/metrics")
+        assert status == 200
+        w1_results = sum(msgpack.unpackb(m.value(), raw=False)["worker"] == "w1"
+                         for m in all_results)
+        w1_dlq = sum(msgpack.unpackb(m.value(), raw=False)["worker"] == "w1" for m in dead)
+        assert metric(text, "parley_turns_total") == w1_results
+        assert metric(text, "parley_dlq_total") == w1_dlq
+        assert metric(text, "parley_inflight_turns") == 0
+        assert metric(text, "parley_txn_commits_total") >= 1
+        assert metric(text, "parley_ttft_seconds_count") >= w1_results - 1  # expired: no TTFT
+        lag = [l for l in text.splitlines() if l.startswith("parley_consumer_lag{")]
+        assert lag and all(l.endswith(" 0") for l in lag), lag  # everything committed
+        if w1_results > 4:
+            assert metric(text, "parley_backpressure_pauses_total") >= 1
+        print(f"w1 served {w1_results} turns, paused "
+              f"{metric(text, 'parley_backpressure_pauses_total'):.0f} times")
+    finally:
+        env.stop_all()
+    for wid, p in env.procs.items():
+        assert p.returncode == 0, env.log(wid)[-2000:]
+        assert "event=stopped" in env.log(wid)
+
+
+def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, model, tmp_path):
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 12, 3
+    try:
+        env.start("k1")
+        victim = env.start("k2")
+        produce_workload(env, convs, turns, max_tokens=24, poison=False)
+        rc = env.consumer("responses", "read_committed")
+        first = []
+        end = time.time() + 120
+        while time.time() < end and not any(
+                msgpack.unpackb(m.value(), raw=False)["worker"] == "k2" for m in first):
+            first += collect(rc, 1, 5)
+        # k2 has answered a turn: its conversations' next turns are running now
+        assert any(msgpack.unpackb(m.value(), raw=False)["worker"] == "k2" for m in first), \
+            env.log("k2")[-2000:]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        results = first + collect(rc, convs * turns - len(first), 150)
+        results += drain(rc, 3)
+        rc.close()
+        tc = env.consumer("tokens", "read_uncommitted")
+        chunks = drain(tc, 4)
+        tc.close()
+        assert env.procs["k1"].poll() is None, env.log("k1")
+        assert len(results) == convs * turns, (len(results), env.log("k1")[-3000:])
+        _, redone = check_results(env, results, chunks, convs, turns)
+        served = defaultdict(list)
+        for m in results:
+            r = msgpack.unpackb(m.value(), raw=False)
+            served[r["conversation_id"]].append(r["worker"])
+        moved = [c for c, ws in served.items() if ws[0] == "k2" and ws[-1] == "k1"]
+        print(f"\nafter kill -9: results={len(results)}, conversations taken over by the "
+              f"survivor={len(moved)}, turns streamed by more than one attempt={redone}")
+        assert moved, served
+    finally:
+        env.stop_all()
+
+
+def test_worker_sigterm_finishes_inflight_then_successor_completes(
+        kafka_bootstrap, parley_bin, model, tmp_path):
+    """SIGTERM mid-run: the worker stops fetching, finishes and commits its
+    in-flight turns within the grace period and exits 0; a worker started
+    afterwards answers the rest; still exactly one result per turn."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=2)
+    convs, turns = 8, 3
+    try:
+        first_worker = env.start("s1", "--worker.grace_ms", "60000", "--worker.max_inflight", "4")
+        produce_workload(env, convs, turns, max_tokens=16, poison=False)
+        rc = env.consumer("responses", "read_committed")
+        first = collect(rc, 2, 90)
+        assert first, env.log("s1")[-2000:]
+        first_worker.send_signal(signal.SIGTERM)
+        assert first_worker.wait(60) == 0, env.log("s1")[-2000:]
+        log = env.log("s1")
+        assert "event=shutdown" in log and "event=stopped" in log
+        assert "shutdown_cancel" not in log  # everything in flight finished in time
+        env.start("s2")
+        results = first + collect(rc, convs * turns - len(first), 150)
+        results += drain(rc, 3)
+        rc.close()
+        tc = env.consumer("tokens", "read_uncommitted")
+        chunks = drain(tc, 4)
+        tc.close()
+        assert len(results) == convs * turns, (len(results), env.log("s2")[-3000:])
+        check_results(env, results, chunks, convs, turns)
+        by_worker = defaultdict(int)
+        for m in results:
+            by_worker[msgpack.unpackb(m.value(), raw=False)["worker"]] += 1
+        print(f"\nSIGTERM handoff: results by worker {dict(by_worker)}")
+        assert by_worker["s1"] >= len(first) and by_worker["s2"] > 0
+    finally:
+        env.stop_all()
+
+
+def produce_turn(env, convs, t, max_tokens):
+    p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True})
+    for c in range(convs):
+        p.produce(env.topics["turns"], key=f"conv-{c}", value=turn_record(c, t, max_tokens))
+    p.flush(30)
+
+
+def test_worker_revocation_hands_kv_to_redis(kafka_bootstrap, redis_addr, parley_bin, model,
+                                            tmp_path):
+    """A second worker joins after turn 0: the first worker's revoked
+    conversations are written to Redis, so the new owner's turn 1 of those
+    conversations starts from cached KV it never computed."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs = 8
+    redis = f"{redis_addr[0]}:{redis_addr[1]}"
+    p2 = free_port()
+    try:
+        env.start("h1", "--redis.addr", redis)
+        produce_turn(env, convs, 0, max_tokens=6)
+        rc = env.consumer("responses", "read_committed")
+        first = collect(rc, convs, 90)
+        assert len(first) == convs, env.log("h1")[-2000:]
+        env.start("h2", "--redis.addr", redis, "--worker.http", f"127.0.0.1:{p2}")
+        end = time.time() + 60
+        while time.time() < end and not ("kv_handoff" in env.log("h1")
+                                          and "event=assigned partitions=2" in env.log("h2")):
+            time.sleep(0.3)
+        assert "kv_handoff" in env.log("h1"), env.log("h1")[-2000:]
+        produce_turn(env, convs, 1, max_tokens=6)
+        second = collect(rc, convs, 90) + drain(rc, 2)
+        rc.close()
+        assert len(second) == convs
+        moved = [msgpack.unpackb(m.value(), raw=False) for m in second]
+        moved = [r for r in moved if r["worker"] == "h2"]
+        assert moved, "no conversation moved to h2"
+        print(f"\nhandoff: {len(moved)} conversations moved; cached tokens on the new owner: "
+              f"{[r['usage']['cached_tokens'] for r in moved]}")
+        assert all(r["usage"]["cached_tokens"] > 0 for r in moved)
+        status, text = http_get(p2, "/metrics")
+        assert status == 200
+        assert 'parley_cache_hits_total{tier="redis"}' in text
+    finally:
+        env.stop_all()
