@@ -255,6 +255,7 @@ int eng_cmd_generate(int argc, char **argv) {
         for (int i = 0; i < n_out; i++) printf("%s%d", i ? "," : " ", (int)ids[n_prompt + i]);
         printf("\n");
     }
+    fflush(stdout); /* the reply before the figures on stderr */
     /* decode steps = tokens generated after the first (which came from prefill) */
     int n_dec = n_out > 1 ? n_out - 1 : 0;
     fprintf(stderr, "model: %s, %s, %d threads, load %.2f s\n", path, fp32 ? "fp32" : "int8",
