@@ -47,3 +47,13 @@ def test_config_reference(parley_bin):
     for key in ("model.path", "worker.topic.turns", "worker.txn_interval_ms", "cache.budget_mib",
                 "redis.addr", "scheduler.max_running", "worker.http", "PARLEY_MODEL_PATH"):
         assert f"`{key}`" in r.stdout, key
+
+
+def test_committed_config_reference_is_current(parley_bin, repo_root):
+    """consumer/CONFIG.md is the generated reference: regenerate it with
+    `parley worker --print-config-doc > consumer/CONFIG.md` after changing
+    the property table."""
+    r = run(parley_bin, "--print-config-doc")
+    assert r.returncode == 0
+    committed = (repo_root / "consumer" / "CONFIG.md").read_text()
+    assert committed == r.stdout, "consumer/CONFIG.md is stale: regenerate it"
