@@ -82,21 +82,21 @@ EOF
 java_cmd() {
     JAVA_CMD=(java -Xmx"${PARLEY_KAFKA_HEAP:-512m}" -Xms128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
               -Djava.awt.headless=true
-              -Dlog4j2.configurationFile="$KDIR/log4j2.properties"
+              -Dlog4j2.configurationFile="$SDIR/log4j2.properties"
               -cp "$KAFKA_LIBS/*")
 }
 
 fail_start() {
     svc_err "$1"
     svc_kill "$RUN/kafka.pid" "$PATTERN" 5
-    if [ -f "$KDIR/broker.log" ]; then
-        echo "----- broker log ($KDIR/broker.log): errors, then the last 60 lines -----" >&2
-        grep -E ' (ERROR|FATAL) |Exception:|error:' "$KDIR/broker.log" | head -n 20 >&2 || true
+    if [ -f "$SDIR/broker.log" ]; then
+        echo "----- broker log ($SDIR/broker.log): errors, then the last 60 lines -----" >&2
+        grep -E ' (ERROR|FATAL) |Exception:|error:' "$SDIR/broker.log" | head -n 20 >&2 || true
         echo "-----" >&2
-        tail -n 60 "$KDIR/broker.log" >&2
+        tail -n 60 "$SDIR/broker.log" >&2
         echo "----- end of broker log -----" >&2
     fi
-    rm -rf "$KDIR/data" "$RUN/kafka.addr"
+    rm -rf "$SDIR/data" "$RUN/kafka.addr"
     exit 1
 }
 
@@ -104,7 +104,7 @@ ready() {
     if command -v kcat >/dev/null; then
         kcat -b "$1" -L -m 3 2>/dev/null | grep -q '1 brokers:'
     else
-        grep -q 'Kafka Server started' "$KDIR/broker.log"
+        grep -q 'Kafka Server started' "$SDIR/broker.log"
     fi
 }
 
@@ -121,9 +121,9 @@ cmd_start() {
     cport=${ports#* }
     port=${PARLEY_KAFKA_PORT:-${ports% *}}
     addr=127.0.0.1:$port
-    rm -rf "$KDIR"
-    mkdir -p "$KDIR/data"
-    write_config "$KDIR" "$port" "$cport"
+    rm -rf "$SDIR"
+    mkdir -p "$SDIR/data"
+    write_config "$SDIR" "$port" "$cport"
     # A random Kafka Uuid in its text form (URL-safe base64, no padding);
     # like Kafka's own Uuid.randomUuid, never one starting with "-", which
     # the formatter's argument parser would read as an option.
@@ -136,11 +136,11 @@ while True:
         break')
     java_cmd
     if ! "${JAVA_CMD[@]}" kafka.tools.StorageTool format --cluster-id "$cid" \
-        --config "$KDIR/server.properties" --ignore-formatted >"$KDIR/broker.log" 2>&1; then
+        --config "$SDIR/server.properties" --ignore-formatted >"$SDIR/broker.log" 2>&1; then
         fail_start "kafka-storage format failed"
     fi
-    setsid nohup "${JAVA_CMD[@]}" kafka.Kafka "$KDIR/server.properties" \
-        >>"$KDIR/broker.log" 2>&1 </dev/null &
+    setsid nohup "${JAVA_CMD[@]}" kafka.Kafka "$SDIR/server.properties" \
+        >>"$SDIR/broker.log" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$RUN/kafka.pid"
     deadline=$((SECONDS + ${PARLEY_KAFKA_START_TIMEOUT:-90}))
@@ -152,41 +152,10 @@ while True:
     done
     echo "$addr" >"$RUN/kafka.addr"
     local ver commit
-    ver=$(sed -n 's/.*Kafka version: \([^ ]*\).*/\1/p' "$KDIR/broker.log" | head -n1)
-    commit=$(sed -n 's/.*Kafka commitId: \([^ ]*\).*/\1/p' "$KDIR/broker.log" | head -n1)
+    ver=$(sed -n 's/.*Kafka version: \([^ ]*\).*/\1/p' "$SDIR/broker.log" | head -n1)
+    commit=$(sed -n 's/.*Kafka commitId: \([^ ]*\).*/\1/p' "$SDIR/broker.log" | head -n1)
     svc_log "Apache Kafka ${ver:-?} (commit ${commit:-?}), KRaft broker+controller," \
         "cluster $cid, ready at $addr after ${SECONDS}s (pid $pid, run dir $RUN)"
 }
 
-cmd_stop() {
-    svc_kill "$RUN/kafka.pid" "$PATTERN" "${PARLEY_KAFKA_STOP_TIMEOUT:-20}"
-    rm -rf "$KDIR" "$RUN/kafka.addr"
-    svc_log "stopped (run dir $RUN)"
-}
-
-cmd_status() {
-    if svc_pid_alive "$RUN/kafka.pid" "$PATTERN" && [ -f "$RUN/kafka.addr" ]; then
-        svc_log "running at $(cat "$RUN/kafka.addr") (pid $(cat "$RUN/kafka.pid"))"
-        return 0
-    fi
-    svc_log "not running"
-    return 1
-}
-
-case ${1:-} in
-    start)
-        RUN=$(svc_run_dir 1)
-        KDIR=$RUN/kafka
-        cmd_start ;;
-    stop|status)
-        if ! RUN=$(svc_run_dir 0); then
-            svc_log "not running (no run dir)"
-            [ "$1" = stop ] && exit 0
-            exit 1
-        fi
-        KDIR=$RUN/kafka
-        "cmd_$1" ;;
-    *)
-        echo "usage: $0 start|stop|status" >&2
-        exit 2 ;;
-esac
+svc_main ${PARLEY_KAFKA_STOP_TIMEOUT:-20} "$@"

@@ -76,3 +76,41 @@ svc_kill() {
     fi
     rm -f "$pidfile"
 }
+
+# svc_main STOP_TIMEOUT start|stop|status: the command dispatch both service
+# scripts share.  The caller sets SVC (the service name: its state is
+# $RUN/$SVC.pid, $RUN/$SVC.addr and the directory $RUN/$SVC) and PATTERN,
+# and defines cmd_start, which reads RUN and SDIR.  stop and status are
+# generic: stop is SIGTERM then SIGKILL after STOP_TIMEOUT seconds and
+# deletes the service's state; status prints the address and returns 0 when
+# the service runs.
+svc_main() {
+    local stop_timeout=$1
+    shift
+    case ${1:-} in
+        start)
+            RUN=$(svc_run_dir 1)
+            SDIR=$RUN/$SVC
+            cmd_start ;;
+        stop|status)
+            if ! RUN=$(svc_run_dir 0); then
+                svc_log "not running (no run dir)"
+                [ "$1" = stop ] && return 0
+                return 1
+            fi
+            SDIR=$RUN/$SVC
+            if [ "$1" = stop ]; then
+                svc_kill "$RUN/$SVC.pid" "$PATTERN" "$stop_timeout"
+                rm -rf "$SDIR" "$RUN/$SVC.addr"
+                svc_log "stopped (run dir $RUN)"
+            elif svc_pid_alive "$RUN/$SVC.pid" "$PATTERN" && [ -f "$RUN/$SVC.addr" ]; then
+                svc_log "running at $(cat "$RUN/$SVC.addr") (pid $(cat "$RUN/$SVC.pid"))"
+            else
+                svc_log "not running"
+                return 1
+            fi ;;
+        *)
+            echo "usage: $0 start|stop|status" >&2
+            return 2 ;;
+    esac
+}

@@ -23,9 +23,9 @@ PATTERN=redis-server
 fail_start() {
     svc_err "$1"
     svc_kill "$RUN/redis.pid" "$PATTERN" 5
-    if [ -f "$RDIR/redis.log" ]; then
-        echo "----- redis log ($RDIR/redis.log) -----" >&2
-        tail -n 40 "$RDIR/redis.log" >&2
+    if [ -f "$SDIR/redis.log" ]; then
+        echo "----- redis log ($SDIR/redis.log) -----" >&2
+        tail -n 40 "$SDIR/redis.log" >&2
         echo "----- end of redis log -----" >&2
     fi
     rm -f "$RUN/redis.addr"
@@ -40,12 +40,12 @@ cmd_start() {
     command -v redis-server >/dev/null || { svc_err "no redis-server: run deploy/setup.sh"; exit 1; }
     local port deadline ver
     port=${PARLEY_REDIS_PORT:-$(svc_free_ports 1)}
-    rm -rf "$RDIR"
-    mkdir -p "$RDIR"
+    rm -rf "$SDIR"
+    mkdir -p "$SDIR"
     # --daemonize writes the pid file itself once the server is up.
     if ! redis-server --bind 127.0.0.1 --port "$port" --protected-mode yes \
         --save '' --appendonly no --maxmemory "${PARLEY_REDIS_MAXMEMORY:-256mb}" \
-        --maxmemory-policy allkeys-lru --dir "$RDIR" --logfile "$RDIR/redis.log" \
+        --maxmemory-policy allkeys-lru --dir "$SDIR" --logfile "$SDIR/redis.log" \
         --pidfile "$RUN/redis.pid" --daemonize yes; then
         fail_start "redis-server refused to start"
     fi
@@ -67,35 +67,4 @@ cmd_start() {
         "$(cat "$RUN/redis.pid"), run dir $RUN)"
 }
 
-cmd_stop() {
-    svc_kill "$RUN/redis.pid" "$PATTERN" 10
-    rm -rf "$RDIR" "$RUN/redis.addr"
-    svc_log "stopped (run dir $RUN)"
-}
-
-cmd_status() {
-    if svc_pid_alive "$RUN/redis.pid" "$PATTERN" && [ -f "$RUN/redis.addr" ]; then
-        svc_log "running at $(cat "$RUN/redis.addr") (pid $(cat "$RUN/redis.pid"))"
-        return 0
-    fi
-    svc_log "not running"
-    return 1
-}
-
-case ${1:-} in
-    start)
-        RUN=$(svc_run_dir 1)
-        RDIR=$RUN/redis
-        cmd_start ;;
-    stop|status)
-        if ! RUN=$(svc_run_dir 0); then
-            svc_log "not running (no run dir)"
-            [ "$1" = stop ] && exit 0
-            exit 1
-        fi
-        RDIR=$RUN/redis
-        "cmd_$1" ;;
-    *)
-        echo "usage: $0 start|stop|status" >&2
-        exit 2 ;;
-esac
+svc_main 10 "$@"
