@@ -48,6 +48,22 @@ static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *e
     return 0;
 }
 
+/* Free the pool, every array and c itself (tickets may be NULL). */
+static void kv_cache_free_mem(kv_cache *c, int max_tickets) {
+    kv_pool_free(c);
+    if (c->tickets)
+        for (int i = 0; i < max_tickets; i++) free(c->tickets[i].tokens);
+    free(c->nodes);
+    free(c->tok_arena);
+    free(c->roots);
+    free(c->root_ns);
+    free(c->root_ns_len);
+    free(c->buckets);
+    free(c->heap);
+    free(c->tickets);
+    free(c);
+}
+
 int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t fp,
                     kv_cache **out, char *err, size_t errlen) {
     int rc = KV_EINVAL;
@@ -154,20 +170,7 @@ nomem:
     snprintf(err, errlen, "kv_cache: out of memory creating the cache");
     rc = KV_ENOMEM;
 err:
-    if (c) {
-        kv_pool_free(c);
-        if (c->tickets)
-            for (int i = 0; i < cfg->max_tickets; i++) free(c->tickets[i].tokens);
-        free(c->nodes);
-        free(c->tok_arena);
-        free(c->roots);
-        free(c->root_ns);
-        free(c->root_ns_len);
-        free(c->buckets);
-        free(c->heap);
-        free(c->tickets);
-        free(c);
-    }
+    if (c) kv_cache_free_mem(c, cfg->max_tickets);
     return rc;
 }
 
@@ -179,17 +182,7 @@ void kv_cache_destroy(kv_cache *c) {
     pthread_cond_destroy(&c->slot_cv);
     pthread_cond_destroy(&c->fetch_cv);
     pthread_cond_destroy(&c->done_cv);
-    kv_pool_free(c);
-    for (int i = 0; i < c->cfg.max_tickets; i++) free(c->tickets[i].tokens);
-    free(c->nodes);
-    free(c->tok_arena);
-    free(c->roots);
-    free(c->root_ns);
-    free(c->root_ns_len);
-    free(c->buckets);
-    free(c->heap);
-    free(c->tickets);
-    free(c);
+    kv_cache_free_mem(c, c->cfg.max_tickets);
 }
 
 uint64_t kv_cache_fingerprint(const kv_cache *c) { return c->fp; }
