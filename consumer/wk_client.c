@@ -1,0 +1,307 @@
+/*
+ * wk_client.c -- Kafka plumbing of the `parley chat` and `parley load`
+ * clients: topic names, the conversation history, an idempotent producer
+ * that sends encoded ChatTurns with the content-type header, and readers
+ * assigned to the end of every partition of a topic (see wk_client.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "wk_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+
+int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= 256) {
+        snprintf(err, errlen, "topic name must be 1..255 bytes");
+        return -1;
+    }
+    memcpy(dst, name, n + 1);
+    return 0;
+}
+
+int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
+                            size_t errlen)
+{
+    size_t n = prefix ? strlen(prefix) : 0;
+    if (n == 0 || n > 200) {
+        snprintf(err, errlen, "topic prefix must be 1..200 bytes");
+        return -1;
+    }
+    snprintf(t->turns, sizeof t->turns, "%s.turns", prefix);
+    snprintf(t->tokens, sizeof t->tokens, "%s.tokens", prefix);
+    snprintf(t->responses, sizeof t->responses, "%s.responses", prefix);
+    return 0;
+}
+
+int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        sch_message *m = realloc(h->msgs, cap * sizeof *m);
+        if (!m)
+            return -1;
+        h->msgs = m;
+        h->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return -1;
+    if (len)
+        memcpy(copy, content, len);
+    copy[len] = '\0';
+    h->msgs[h->n].role = role;
+    h->msgs[h->n].content.ptr = copy;
+    h->msgs[h->n].content.len = len;
+    h->n++;
+    return 0;
+}
+
+void wk_history_free(wk_history *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        free((char *)h->msgs[i].content.ptr);
+    free(h->msgs);
+    h->msgs = NULL;
+    h->n = h->cap = 0;
+}
+
+uint64_t wk_client_epoch_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
+}
+
+double wk_client_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Set one property; -1 with the librdkafka message. */
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
+                    size_t errlen)
+{
+    if (rd_kafka_conf_set(conf, k, v, err, errlen) != RD_KAFKA_CONF_OK)
+        return -1;
+    return 0;
+}
+
+rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int timeout_ms,
+                                   char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        conf_set(conf, "enable.idempotence", "true", err, errlen) ||
+        conf_set(conf, "linger.ms", "1", err, errlen) ||
+        conf_set(conf, "log_level", "3", err, errlen)) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    /* Learn the topic's leaders now: the first turn's latency must not
+     * include the producer's lazy metadata lookup. */
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR && (md->topic_cnt != 1 || md->topics[0].err))
+        e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "topic %s: %s", topic, rd_kafka_err2str(e));
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                        char *err, size_t errlen)
+{
+    sch_buf buf;
+    sch_buf_init(&buf);
+    int rc = -1;
+    if (sch_turn_encode(t, &buf, err, errlen) != 0)
+        goto out;
+    for (int tries = 0;; tries++) {
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            producer, RD_KAFKA_V_TOPIC(topic),
+            RD_KAFKA_V_KEY(t->conversation_id.ptr, t->conversation_id.len),
+            RD_KAFKA_V_VALUE(buf.data, buf.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADER(SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE,
+                              (ssize_t)strlen(SCH_CONTENT_TYPE)),
+            RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            break;
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries >= 100) {
+            snprintf(err, errlen, "produce to %s: %s", topic, rd_kafka_err2str(e));
+            goto out;
+        }
+        rd_kafka_poll(producer, 10);
+    }
+    rd_kafka_poll(producer, 0);
+    rc = 0;
+out:
+    sch_buf_free(&buf);
+    return rc;
+}
+
+/* One try at the end offsets of every partition of `topic`: a list to
+ * assign, or NULL with a message. */
+static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *topic,
+                                                   int timeout_ms, char *err, size_t errlen)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t e =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "metadata of %s: %s", topic, rd_kafka_err2str(e));
+        goto err;
+    }
+    if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
+        snprintf(err, errlen, "topic %s: %s", topic,
+                 md->topic_cnt == 1 && md->topics[0].err
+                     ? rd_kafka_err2str(md->topics[0].err)
+                     : "no partitions");
+        goto err;
+    }
+    parts = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+    for (int i = 0; i < md->topics[0].partition_cnt; i++) {
+        int32_t p = md->topics[0].partitions[i].id;
+        int64_t lo = 0, hi = 0;
+        e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(err, errlen, "end offset of %s[%d]: %s", topic, (int)p,
+                     rd_kafka_err2str(e));
+            goto err;
+        }
+        rd_kafka_topic_partition_list_add(parts, topic, p)->offset = hi;
+    }
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return parts;
+err:
+    if (parts)
+        rd_kafka_topic_partition_list_destroy(parts);
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return NULL;
+}
+
+rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int committed,
+                                 int timeout_ms, char *err, size_t errlen)
+{
+    char group[64];
+    snprintf(group, sizeof group, "parley-client-%llu-%ld",
+             (unsigned long long)wk_client_epoch_ms(), (long)rand());
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
+        conf_set(conf, "group.id", group, err, errlen) ||
+        conf_set(conf, "enable.auto.commit", "false", err, errlen) ||
+        conf_set(conf, "enable.partition.eof", "false", err, errlen) ||
+        conf_set(conf, "fetch.wait.max.ms", "10", err, errlen) ||
+        conf_set(conf, "log_level", "3", err, errlen) ||
+        conf_set(conf, "isolation.level", committed ? "read_committed" : "read_uncommitted",
+                 err, errlen)) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    /* A topic created a moment ago may still lack leaders: retry until
+     * timeout_ms, then report the last error. */
+    double give_up = wk_client_mono_ms() + timeout_ms;
+    rd_kafka_topic_partition_list_t *parts;
+    while (!(parts = reader_ends(rk, topic, timeout_ms, err, errlen))) {
+        if (wk_client_mono_ms() >= give_up) {
+            rd_kafka_destroy(rk);
+            return NULL;
+        }
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(err, errlen, "assign %s: %s", topic, rd_kafka_err2str(e));
+        rd_kafka_destroy(rk);
+        return NULL;
+    }
+    return rk;
+}
+
+void wk_client_reader_free(rd_kafka_t *rk)
+{
+    if (!rk)
+        return;
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int wk_client_parse_double(const char *s, double lo, double hi, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v) || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min,
+                          uint64_t *max)
+{
+    char tmp[64];
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, s, n + 1);
+    char *colon = strchr(tmp, ':');
+    if (colon)
+        *colon = '\0';
+    if (wk_client_parse_u64(tmp, lo, hi, min) != 0)
+        return -1;
+    if (!colon) {
+        *max = *min;
+        return 0;
+    }
+    if (wk_client_parse_u64(colon + 1, lo, hi, max) != 0 || *max < *min)
+        return -1;
+    return 0;
+}

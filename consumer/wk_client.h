@@ -1,0 +1,104 @@
+/*
+ * wk_client.h -- Kafka client plumbing shared by `parley chat` and
+ * `parley load` (the client side of schemas/README.md).
+ *
+ * Purpose.  Both clients produce ChatTurns keyed by conversation id with
+ * the parley content-type header, read TokenChunks (read_uncommitted) and
+ * TurnResults (read_committed), and keep each conversation's message
+ * history to send in full every turn.  This header gathers that code.
+ *
+ * Data layout.  A wk_history is a growable array of sch_message whose
+ * contents are malloc'd copies owned by the history.  Readers are plain
+ * librdkafka consumer handles assigned (no group membership, no commits)
+ * to every partition of one topic at that partition's end offset as of
+ * creation, so a client sees exactly the records produced after it
+ * started, with no rebalance delay and no race against its first turn.
+ *
+ * Threading.  Single-threaded: each handle belongs to the thread that made
+ * it.
+ *
+ * Ownership.  Handles returned by the *_new functions are owned by the
+ * caller (rd_kafka_destroy; close readers with wk_client_reader_free).
+ *
+ * Failure behaviour.  Functions return 0 or -1 and write a message into
+ * err; nothing here prints or exits.
+ */
+#ifndef WK_CLIENT_H
+#define WK_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "sch.h"
+
+/* Topic names the clients use. */
+typedef struct wk_client_topics {
+    char turns[256];     /* ChatTurn input topic of the workers */
+    char tokens[256];    /* TokenChunk stream topic */
+    char responses[256]; /* TurnResult topic */
+} wk_client_topics;
+
+/* Conversation history sent with every turn. */
+typedef struct wk_history {
+    sch_message *msgs; /* messages oldest first; content malloc'd here */
+    size_t n;          /* messages in use */
+    size_t cap;        /* messages allocated */
+} wk_history;
+
+/* Set the topics to PREFIX.turns / .tokens / .responses.  Returns 0, or
+ * -1 when the prefix is empty or too long. */
+int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
+                            size_t errlen);
+
+/* Copy a topic name into dst[256]; -1 when empty or too long. */
+int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
+
+/* Append a message (content copied).  Returns 0 or -1 out of memory. */
+int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len);
+
+/* Free every message and the array; the history is empty afterwards. */
+void wk_history_free(wk_history *h);
+
+/* Wall clock, unix epoch milliseconds. */
+uint64_t wk_client_epoch_ms(void);
+
+/* Monotonic clock, milliseconds (fractional). */
+double wk_client_mono_ms(void);
+
+/* An idempotent producer for `brokers` (linger 1 ms) that has already
+ * fetched the metadata of `topic` (within timeout_ms; the topic must
+ * exist).  NULL with a message on failure. */
+rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int timeout_ms,
+                                   char *err, size_t errlen);
+
+/* Encode `t` and produce it to `topic`, key = conversation id, header
+ * content-type.  Serves delivery callbacks without blocking.  Returns 0 or
+ * -1 (encoding refused, queue full after retrying for a second). */
+int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                        char *err, size_t errlen);
+
+/* A reader of every partition of `topic` from its current end, with
+ * isolation read_committed when `committed` else read_uncommitted.  The
+ * topic must exist; a just-created one whose partitions lack a leader
+ * is retried until timeout_ms passes.
+ * NULL with a message on failure. */
+rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int committed,
+                                 int timeout_ms, char *err, size_t errlen);
+
+/* Close and destroy a reader (NULL is fine). */
+void wk_client_reader_free(rd_kafka_t *rk);
+
+/* Parse a whole decimal unsigned integer in [lo, hi]; -1 otherwise. */
+int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* Parse a whole finite number in [lo, hi]; -1 otherwise. */
+int wk_client_parse_double(const char *s, double lo, double hi, double *out);
+
+/* Parse "MIN:MAX" (or "N" for N:N) with lo <= MIN <= MAX <= hi; -1
+ * otherwise. */
+int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min,
+                          uint64_t *max);
+
+#endif
