@@ -26,6 +26,9 @@ static const parley_cmd parley_cmds[] = {
     {"mkmodel",  "write a synthetic GGUF model (deterministic random weights)", eng_cmd_mkmodel},
     {"inspect",  "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
     {"worker",   "serve chat turns from Kafka (exactly-once replies, streamed tokens)", wk_cmd_worker},
+    {"chat",     "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
+    {"load",     "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
+    {"demo",     "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
     {"bench",    "benchmark the scheduler on a synthetic workload (multiturn)", wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))

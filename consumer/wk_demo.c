@@ -1,0 +1,707 @@
+/*
+ * wk_demo.c -- `parley demo`: the embedded mode (README command 1).
+ *
+ * Why.  The worker needs a Kafka cluster, a model and (optionally) Redis;
+ * a first-time user has none of them.  This command brings everything up
+ * inside one process and runs the REAL worker code path against it:
+ *   - an in-process Kafka: librdkafka's mock cluster (rdkafka_mock.h), with
+ *     the four topics created through the mock API;
+ *   - the worker (wk_worker_create / wk_worker_run on its own thread) with
+ *     kafka.bootstrap.servers = the mock cluster, the host-RAM prefix cache
+ *     and no Redis (redis.addr empty);
+ *   - a synthetic model (`parley mkmodel --preset cai-tiny`, written once to
+ *     the cache directory) unless --model names a GGUF.
+ * The main thread is the client: it produces ChatTurns (stream = true) for a
+ * few multi-turn conversations, prints the TokenChunks of the tokens topic
+ * as they arrive, reads TurnResults from the responses topic with
+ * isolation.level=read_committed, sends each conversation's next turn when
+ * the previous reply is committed, and ends with a summary (turns, tokens/s,
+ * share of prompt tokens served from the KV cache, TTFT by turn).  Then it
+ * stops the worker the way SIGTERM would (wk_worker_stop) and exits.
+ *
+ * The mock cluster (librdkafka 2.0.2) serves everything the worker uses:
+ * the consumer group with cooperative-sticky assignment (the initial join
+ * waits 3 s, like a real broker's group.initial.rebalance.delay.ms),
+ * idempotent and transactional producers, send_offsets_to_transaction.
+ * Two differences from a real broker matter here: it reports the last
+ * stable offset as the high watermark and no aborted transactions, so
+ * read_committed readers see transactional records before their commit
+ * (harmless here: the demo never aborts); and it answers an empty fetch
+ * only after the full fetch.wait.max.ms, so every client here uses a
+ * short one.
+ *
+ * Exit status: 0 every turn answered; 1 runtime failure (model, Kafka, a
+ * turn failed or the time limit passed); 2 usage error.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "eng_cli.h"
+#include "sch.h"
+#include "wk_cli.h"
+#include "wk_config.h"
+#include "wk_worker.h"
+
+#define WD_MAX_CONVS 64    /* --conversations ceiling */
+#define WD_MAX_TURNS 32    /* --turns ceiling */
+#define WD_BROKERS 3       /* mock cluster size */
+#define WD_PARTITIONS 3    /* partitions of the turns/tokens/responses topics */
+
+static const char wd_system[] =
+    "You are a friendly assistant in a short demo of parley, a Kafka chat "
+    "service.  Answer in two or three plain sentences, stay on topic and "
+    "remember what the user said earlier in the conversation.";
+
+/* Built-in user messages: conversation c uses row c % 4, turn t column
+ * t % 3 (cycling when --turns is larger). */
+static const char *const wd_users[4][3] = {
+    {"Hi! I would like to plan a weekend trip to the coast. Where should I start?",
+     "What should I pack if the forecast says it might rain?",
+     "Good idea. What could we do on a rainy afternoon there?"},
+    {"I want to start baking bread at home. What do I need first?",
+     "How long should the dough rise, and how do I know it is ready?",
+     "My last loaf was dense and flat. What went wrong?"},
+    {"Can you explain in simple words how a bicycle stays upright?",
+     "So why is it harder to balance when riding very slowly?",
+     "Does the same idea apply to motorcycles?"},
+    {"I have a job interview next week for a library assistant role.",
+     "What questions should I prepare for?",
+     "And what should I ask them at the end of the interview?"},
+};
+
+/* One finished turn as seen by the client. */
+typedef struct wd_turn_stat {
+    int done;             /* TurnResult received */
+    int failed;           /* finish_reason error (or expired) */
+    uint64_t prompt;      /* prompt tokens (usage) */
+    uint64_t cached;      /* prompt tokens served from the KV cache */
+    uint64_t completion;  /* generated tokens */
+    uint64_t ttft_ms;     /* worker-measured start -> first token */
+    uint64_t queue_ms;    /* worker-measured produce -> start of work */
+    int got_last;         /* the last TokenChunk was seen */
+    double sent_at;       /* monotonic seconds of its produce */
+    double client_ttft;   /* produce -> first TokenChunk seen, ms (-1 none) */
+} wd_turn_stat;
+
+/* One demo conversation: its history, which turn is in flight, timings. */
+typedef struct wd_conv {
+    char id[32];                  /* conversation_id = record key */
+    sch_message *msgs;            /* system, user, assistant, ... */
+    char **owned;                 /* assistant texts we copied (freed) */
+    size_t n_msgs;                /* messages in msgs */
+    int turn;                     /* index of the turn in flight */
+    wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
+} wd_conv;
+
+/* The demo's state. */
+typedef struct wd_demo {
+    int n_conv, n_turns, max_tokens;  /* options */
+    double timeout_s;                 /* give up after this long */
+    char run[16];                     /* id prefix unique to this run */
+    wd_conv conv[WD_MAX_CONVS];       /* conversations */
+    rd_kafka_t *prod;                 /* turns producer */
+    rd_kafka_t *tok_c;                /* tokens reader (read_uncommitted) */
+    rd_kafka_t *res_c;                /* responses reader (read_committed) */
+    int answered;                     /* TurnResults received */
+    int failed;                       /* of which failed */
+    double t0;                        /* monotonic time the first turns were sent */
+    double t_first;                   /* first streamed token seen (0 = none yet) */
+    double t_work;                    /* earliest start of work (sent + queue) */
+    double t_last;                    /* last TurnResult received */
+} wd_demo;
+
+/* Worker thread argument and outcome. */
+typedef struct wd_wthread {
+    wk_worker *w;     /* the worker */
+    int rc;           /* wk_worker_run result */
+    char err[512];    /* its message */
+    atomic_int ended; /* run returned */
+} wd_wthread;
+
+static double wd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void wd_usage(FILE *f) {
+    fprintf(f,
+            "usage: parley demo [--model FILE] [--conversations N] [--turns T]\n"
+            "                   [--max-tokens N] [--timeout SECONDS]\n\n"
+            "Embedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
+            "real parley worker with an in-memory KV cache (no Redis), and a synthetic\n"
+            "model (mkmodel --preset cai-tiny, cached under $PARLEY_DEPS or\n"
+            "~/.cache/parley/models) unless --model names a GGUF; then streams N\n"
+            "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
+            "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
+            "A synthetic model has random weights: its text is meaningless.\n");
+}
+
+static int wd_int_arg(const char *name, const char *v, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "demo: %s needs an integer in %d..%d\n", name, lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* mkdir -p for the parent directories of path. */
+static int wd_mkdirs(const char *path) {
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+/* The synthetic model: reuse the cached file or write it (to a temporary
+ * name, renamed when complete) with the mkmodel command. */
+static int wd_synthetic_model(char *path, size_t n) {
+    const char *deps = getenv("PARLEY_DEPS");
+    const char *home = getenv("HOME");
+    int w = deps && *deps ? snprintf(path, n, "%s/models/cai-tiny.gguf", deps)
+                          : snprintf(path, n, "%s/.cache/parley/models/cai-tiny.gguf",
+                                     home && *home ? home : "/tmp");
+    if (w < 0 || (size_t)w >= n) return -1;
+    if (access(path, R_OK) == 0) return 0;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (wd_mkdirs(path) != 0) {
+        fprintf(stderr, "demo: cannot create the directory of %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    printf("== writing the synthetic model %s (parley mkmodel --preset cai-tiny)\n", path);
+    char *argv[] = {"mkmodel", "--preset", "cai-tiny", "--out", tmp, NULL};
+    if (eng_cmd_mkmodel(5, argv) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "demo: could not write %s\n", path);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The in-process Kafka: a mock cluster hosted by a dedicated handle, with
+ * the four topics. */
+static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
+    char e[256];
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    rd_kafka_conf_set(c, "client.id", "parley-demo-mock", e, sizeof e);
+    rd_kafka_conf_set(c, "log_level", "4", e, sizeof e); /* it connects to nothing */
+    *mrk = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
+    if (!*mrk) {
+        rd_kafka_conf_destroy(c);
+        fprintf(stderr, "demo: mock cluster handle: %s\n", e);
+        return -1;
+    }
+    *mc = rd_kafka_mock_cluster_new(*mrk, WD_BROKERS);
+    if (!*mc) {
+        fprintf(stderr, "demo: could not start librdkafka's mock cluster\n");
+        return -1;
+    }
+    static const struct { const char *t; int parts; } topics[] = {
+        {"parley.turns", WD_PARTITIONS}, {"parley.tokens", WD_PARTITIONS},
+        {"parley.responses", WD_PARTITIONS}, {"parley.dlq", 1}};
+    for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
+        rd_kafka_resp_err_t re = rd_kafka_mock_topic_create(*mc, topics[i].t, topics[i].parts,
+                                                            WD_BROKERS);
+        if (re) {
+            fprintf(stderr, "demo: mock topic %s: %s\n", topics[i].t, rd_kafka_err2str(re));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A client of the mock cluster.  Consumers get every partition of topic
+ * assigned from the beginning (no group membership needed; group.id only
+ * because librdkafka's consumer API wants one). */
+static rd_kafka_t *wd_client(rd_kafka_type_t type, const char *bootstrap, const char *topic,
+                             const char *isolation) {
+    char e[256], gid[64];
+    snprintf(gid, sizeof gid, "parley-demo-%s", topic ? topic : "producer");
+    const char *prod[] = {"linger.ms", "0", "acks", "all", "enable.idempotence", "true", NULL};
+    const char *cons[] = {"group.id", gid, "isolation.level", isolation,
+                          "fetch.wait.max.ms", "20", "enable.auto.commit", "false", NULL};
+    const char *common[] = {"bootstrap.servers", bootstrap, "client.id", "parley-demo-client",
+                            NULL};
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    for (int k = 0; k < 2; k++) {
+        const char *const *kv = k ? (type == RD_KAFKA_PRODUCER ? prod : cons) : common;
+        for (int i = 0; kv[i]; i += 2)
+            if (rd_kafka_conf_set(c, kv[i], kv[i + 1], e, sizeof e) != RD_KAFKA_CONF_OK) {
+                fprintf(stderr, "demo: client configuration %s: %s\n", kv[i], e);
+                rd_kafka_conf_destroy(c);
+                return NULL;
+            }
+    }
+    rd_kafka_t *rk = rd_kafka_new(type, c, e, sizeof e);
+    if (!rk) {
+        rd_kafka_conf_destroy(c);
+        fprintf(stderr, "demo: kafka client: %s\n", e);
+        return NULL;
+    }
+    if (type == RD_KAFKA_CONSUMER) {
+        rd_kafka_poll_set_consumer(rk);
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(WD_PARTITIONS);
+        for (int p = 0; p < WD_PARTITIONS; p++)
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_resp_err_t re = rd_kafka_assign(rk, l);
+        rd_kafka_topic_partition_list_destroy(l);
+        if (re) {
+            fprintf(stderr, "demo: assign %s: %s\n", topic, rd_kafka_err2str(re));
+            rd_kafka_destroy(rk);
+            return NULL;
+        }
+    }
+    return rk;
+}
+
+static void *wd_worker_main(void *arg) {
+    wd_wthread *wt = arg;
+    wt->rc = wk_worker_run(wt->w, wt->err, sizeof wt->err);
+    atomic_store(&wt->ended, 1);
+    return NULL;
+}
+
+/* Copy of s up to n bytes with control characters shown as spaces, for
+ * printing model text on one terminal line. */
+static void wd_print_text(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        putchar(ch < 0x20 || ch == 0x7f ? ' ' : ch);
+    }
+}
+
+static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
+    snprintf(out, n, "%s-c%d-t%d", d->run, c + 1, t + 1);
+}
+
+static uint64_t wd_unix_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Append one message (text copied when copy != 0). */
+static int wd_push(wd_conv *cv, sch_role role, const char *text, size_t len, int copy) {
+    sch_message *m = realloc(cv->msgs, (cv->n_msgs + 1) * sizeof *m);
+    if (!m) return -1;
+    cv->msgs = m;
+    char **o = realloc(cv->owned, (cv->n_msgs + 1) * sizeof *o);
+    if (!o) return -1;
+    cv->owned = o;
+    o[cv->n_msgs] = NULL;
+    if (copy) {
+        if (!(o[cv->n_msgs] = malloc(len + 1))) return -1;
+        memcpy(o[cv->n_msgs], text, len);
+        o[cv->n_msgs][len] = 0;
+        text = o[cv->n_msgs];
+    }
+    m[cv->n_msgs++] = (sch_message){role, {text, len}};
+    return 0;
+}
+
+/* Produce conversation c's current turn (its user message appended). */
+static int wd_send(wd_demo *d, int c) {
+    wd_conv *cv = &d->conv[c];
+    const char *u = wd_users[c % 4][cv->turn % 3];
+    if (wd_push(cv, SCH_ROLE_USER, u, strlen(u), 0) != 0) return -1;
+    char tid[64], err[256];
+    wd_turn_id(d, c, cv->turn, tid, sizeof tid);
+    sch_turn t;
+    sch_turn_init(&t);
+    t.conversation_id = sch_str_c(cv->id);
+    t.turn_id = sch_str_c(tid);
+    t.messages = cv->msgs;
+    t.n_messages = cv->n_msgs;
+    t.params.max_tokens = (uint32_t)d->max_tokens;
+    t.params.temperature = 0.7;
+    t.params.has_seed = true;
+    t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
+    t.stream = true;
+    t.created_ms = wd_unix_ms();
+    sch_buf b;
+    sch_buf_init(&b);
+    if (sch_turn_encode(&t, &b, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: encoding %s: %s\n", tid, err);
+        sch_buf_free(&b);
+        return -1;
+    }
+    rd_kafka_resp_err_t re = rd_kafka_producev(
+        d->prod, RD_KAFKA_V_TOPIC("parley.turns"), RD_KAFKA_V_KEY(cv->id, strlen(cv->id)),
+        RD_KAFKA_V_VALUE(b.data, b.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADER(SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE, -1), RD_KAFKA_V_END);
+    sch_buf_free(&b);
+    if (re) {
+        fprintf(stderr, "demo: produce %s: %s\n", tid, rd_kafka_err2str(re));
+        return -1;
+    }
+    cv->st[cv->turn].sent_at = wd_now();
+    return 0;
+}
+
+/* The conversation a record belongs to (and in *t the turn index, which
+ * is at most the one in flight); -1 for a stranger. */
+static int wd_match(const wd_demo *d, sch_str conv, sch_str turn, int *t) {
+    for (int c = 0; c < d->n_conv; c++) {
+        const wd_conv *cv = &d->conv[c];
+        if (strlen(cv->id) != conv.len || memcmp(cv->id, conv.ptr, conv.len)) continue;
+        for (*t = 0; *t <= cv->turn && *t < d->n_turns; ++*t) {
+            char tid[64];
+            wd_turn_id(d, c, *t, tid, sizeof tid);
+            if (strlen(tid) == turn.len && !memcmp(tid, turn.ptr, turn.len)) return c;
+        }
+        return -1;
+    }
+    return -1;
+}
+
+static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
+    sch_chunk ch;
+    char err[256];
+    if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: bad TokenChunk: %s\n", err);
+        return;
+    }
+    int t, c = wd_match(d, ch.conversation_id, ch.turn_id, &t);
+    if (c >= 0) {
+        wd_conv *cv = &d->conv[c];
+        wd_turn_stat *st = &cv->st[t];
+        if (ch.last) st->got_last = 1;
+        if (st->client_ttft < 0 && ch.n_tokens > 0) {
+            st->client_ttft = (wd_now() - st->sent_at) * 1e3;
+            if (d->t_first == 0) d->t_first = wd_now();
+        }
+        if (ch.text.len > 0) {
+            printf("  [%s t%d] ", cv->id, t + 1);
+            wd_print_text(ch.text.ptr, ch.text.len);
+            putchar('\n');
+        }
+    }
+    sch_chunk_free(&ch);
+}
+
+static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
+    sch_result r;
+    char err[256];
+    if (sch_result_decode(m->payload, m->len, NULL, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: bad TurnResult: %s\n", err);
+        return 0;
+    }
+    int t, rc = 0, c = wd_match(d, r.conversation_id, r.turn_id, &t);
+    if (c >= 0 && t == d->conv[c].turn) { /* not a duplicate */
+        wd_conv *cv = &d->conv[c];
+        wd_turn_stat *st = &cv->st[cv->turn];
+        st->done = 1;
+        st->failed = r.finish_reason == SCH_FINISH_ERROR || r.finish_reason == SCH_FINISH_EXPIRED;
+        st->prompt = r.prompt_tokens;
+        st->cached = r.cached_tokens;
+        st->completion = r.completion_tokens;
+        st->ttft_ms = r.ttft_ms;
+        st->queue_ms = r.queue_ms;
+        double work = st->sent_at + (double)r.queue_ms * 1e-3;
+        if (d->t_work == 0 || work < d->t_work) d->t_work = work;
+        d->t_last = wd_now();
+        d->answered++;
+        d->failed += st->failed;
+        printf("-- %s turn %d/%d %s: %llu tokens (%s), prompt %llu tokens, %llu from cache, "
+               "ttft %llu ms  [%d/%d turns]\n",
+               cv->id, cv->turn + 1, d->n_turns, st->failed ? "FAILED" : "done",
+               (unsigned long long)r.completion_tokens, sch_finish_name(r.finish_reason),
+               (unsigned long long)r.prompt_tokens, (unsigned long long)r.cached_tokens,
+               (unsigned long long)r.ttft_ms, d->answered, d->n_conv * d->n_turns);
+        if (st->failed && r.has_error)
+            printf("   error %.*s: %.*s\n", (int)r.error_name.len, r.error_name.ptr,
+                   (int)r.error_message.len, r.error_message.ptr);
+        if (wd_push(cv, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "", r.text.len, 1) != 0)
+            rc = -1;
+        else if (++cv->turn < d->n_turns)
+            rc = wd_send(d, c);
+    }
+    sch_result_free(&r);
+    return rc;
+}
+
+/* Drain what consumer rk has ready; results != 0 for the responses topic. */
+static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(rk, wait_ms))) {
+        wait_ms = 0;
+        int rc = 0;
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                fprintf(stderr, "demo: consume: %s\n", rd_kafka_message_errstr(m));
+        } else if (results) {
+            rc = wd_on_result(d, m);
+        } else {
+            wd_on_chunk(d, m);
+        }
+        rd_kafka_message_destroy(m);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* The closing figures: totals, then one row per turn index.  Speed is
+ * measured from the worker's first start of work (send time + the queue_ms
+ * it reports) to the last reply: before it the worker waits for its
+ * consumer group to form (Kafka's initial rebalance delay, 3 s on the mock
+ * cluster as on a real broker). */
+static void wd_summary(const wd_demo *d) {
+    double wall = d->t_work > 0 && d->t_last > d->t_work ? d->t_last - d->t_work : 0;
+    uint64_t prompt = 0, cached = 0, gen = 0, lprompt = 0, lcached = 0;
+    for (int c = 0; c < d->n_conv; c++)
+        for (int t = 0; t < d->n_turns; t++) {
+            const wd_turn_stat *s = &d->conv[c].st[t];
+            prompt += s->prompt;
+            cached += s->cached;
+            gen += s->completion;
+            if (t > 0) lprompt += s->prompt, lcached += s->cached;
+        }
+    printf("\n== summary\n");
+    printf("turns answered      %d/%d (%d failed)\n", d->answered, d->n_conv * d->n_turns,
+           d->failed);
+    printf("worker started after %.2f s (joining its consumer group), first streamed token "
+           "after %.2f s\n",
+           d->t_work > 0 ? d->t_work - d->t0 : 0.0, d->t_first > 0 ? d->t_first - d->t0 : 0.0);
+    printf("generated tokens    %llu in %.2f s = %.1f tokens/s (all conversations together, "
+           "start of work to last reply)\n",
+           (unsigned long long)gen, wall, wall > 0 ? (double)gen / wall : 0.0);
+    printf("prompt tokens       %llu, %llu from the KV cache: cache hit share %.1f%%\n",
+           (unsigned long long)prompt, (unsigned long long)cached,
+           prompt ? 100.0 * (double)cached / (double)prompt : 0.0);
+    if (d->n_turns > 1) {
+        char later[32];
+        snprintf(later, sizeof later, d->n_turns > 2 ? "turns 2..%d" : "turn 2", d->n_turns);
+        printf("%-19s cache hit share %.1f%% (the conversation so far is reused, only new "
+               "tokens are computed)\n",
+               later, lprompt ? 100.0 * (double)lcached / (double)lprompt : 0.0);
+    }
+    printf("\nturn  prompt tok  cached tok  cache share  TTFT worker ms  TTFT client ms\n");
+    for (int t = 0; t < d->n_turns; t++) {
+        uint64_t p = 0, k = 0, tt = 0;
+        double ct = 0;
+        int n = 0, nc = 0;
+        for (int c = 0; c < d->n_conv; c++) {
+            const wd_turn_stat *s = &d->conv[c].st[t];
+            if (!s->done) continue;
+            p += s->prompt, k += s->cached, tt += s->ttft_ms, n++;
+            if (s->client_ttft >= 0) ct += s->client_ttft, nc++;
+        }
+        if (!n) continue;
+        printf("%4d  %10.1f  %10.1f  %10.1f%%  %14.1f  %14.1f\n", t + 1, (double)p / n,
+               (double)k / n, p ? 100.0 * (double)k / (double)p : 0.0, (double)tt / n,
+               nc ? ct / nc : 0.0);
+    }
+    printf("(per-turn means over %d conversations; TTFT worker = start of work -> first "
+           "token, client = produce -> first streamed chunk; turn 1 includes the group join)\n",
+           d->n_conv);
+}
+
+/* Serve every conversation: first turns now, later turns as replies are
+ * committed.  Returns 0 when all turns were answered. */
+static int wd_drive(wd_demo *d, wd_wthread *wt) {
+    d->t0 = wd_now();
+    for (int c = 0; c < d->n_conv; c++)
+        if (wd_send(d, c) != 0) return -1;
+    int total = d->n_conv * d->n_turns;
+    while (d->answered < total) {
+        rd_kafka_poll(d->prod, 0);
+        if (wd_drain(d, d->tok_c, 0, 5) || wd_drain(d, d->res_c, 1, 5)) return -1;
+        fflush(stdout);
+        if (atomic_load(&wt->ended)) {
+            fprintf(stderr, "demo: the worker stopped early: %s\n",
+                    wt->rc ? wt->err : "no error");
+            return -1;
+        }
+        if (wd_now() - d->t0 > d->timeout_s) {
+            fprintf(stderr, "demo: only %d of %d turns answered after %.0f s (--timeout)\n",
+                    d->answered, total, d->timeout_s);
+            return -1;
+        }
+    }
+    /* Chunks and replies travel on different topics: print the streamed
+     * text still on its way (bounded wait). */
+    double until = wd_now() + 3.0;
+    for (int c = 0; c < d->n_conv; c++)
+        for (int t = 0; t < d->n_turns; t++)
+            while (!d->conv[c].st[t].got_last && wd_now() < until)
+                if (wd_drain(d, d->tok_c, 0, 10)) return -1;
+    return 0;
+}
+
+/* Options into d.  Returns 0, 1 after --help, -1 for a usage error
+ * (message printed). */
+static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
+    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32, d->timeout_s = 120;
+    for (int i = 1; i < argc; i += 2) { /* every option takes one value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = 0, tmo = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            wd_usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--model")) {
+            if (!v || !*v) {
+                fprintf(stderr, "demo: --model needs a GGUF file\n");
+                return -1;
+            }
+            *model = v;
+        } else if (!strcmp(a, "--conversations")) {
+            r = wd_int_arg(a, v, 1, WD_MAX_CONVS, &d->n_conv);
+        } else if (!strcmp(a, "--turns")) {
+            r = wd_int_arg(a, v, 1, WD_MAX_TURNS, &d->n_turns);
+        } else if (!strcmp(a, "--max-tokens")) {
+            r = wd_int_arg(a, v, 1, 4096, &d->max_tokens);
+        } else if (!strcmp(a, "--timeout")) {
+            r = wd_int_arg(a, v, 1, 86400, &tmo);
+            d->timeout_s = tmo;
+        } else {
+            fprintf(stderr, "demo: unexpected argument '%s' (see --help)\n", a);
+            return -1;
+        }
+        if (r) return -1;
+    }
+    return 0;
+}
+
+static int wd_worker_config(wk_config **out, const char *model, const char *bootstrap) {
+    char err[512];
+    const char *kv[] = {"model.path", model, "kafka.bootstrap.servers", bootstrap,
+                        "worker.id", "demo", "worker.group", "parley-demo",
+                        "worker.grace_ms", "5000", "redis.addr", "",
+                        /* the mock broker answers an empty fetch only after
+                         * the full wait (it cannot cut it short on new
+                         * data): keep it short so turns start at once */
+                        "kafka.fetch.wait.max.ms", "10",
+                        /* a producer learns a new topic's leaders at its
+                         * next metadata refresh (up to 1 s after the first
+                         * record): refresh often so the first tokens of the
+                         * first turn stream at once */
+                        "kafka.topic.metadata.refresh.interval.ms", "100",
+                        /* kafka.* reaches the producers too, which warn
+                         * that they ignore fetch.wait.max.ms: errors only */
+                        "kafka.log_level", "3", NULL};
+    if (wk_config_new(out) != 0) {
+        fprintf(stderr, "demo: out of memory\n");
+        return -1;
+    }
+    for (int i = 0; kv[i]; i += 2)
+        if (wk_config_set(*out, kv[i], kv[i + 1], "parley demo", err, sizeof err) != 0) {
+            fprintf(stderr, "demo: %s\n", err);
+            return -1;
+        }
+    if (wk_config_validate(*out, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int wk_cmd_demo(int argc, char **argv) {
+    static wd_demo d; /* large; one demo per process */
+    const char *model = NULL;
+    char mpath[1024], err[512];
+    memset(&d, 0, sizeof d);
+    int pr = wd_parse(&d, argc, argv, &model);
+    if (pr) return pr > 0 ? 0 : 2;
+    int synthetic = !model;
+    if (synthetic) {
+        if (wd_synthetic_model(mpath, sizeof mpath) != 0) return 1;
+        model = mpath;
+    }
+    rd_kafka_t *mrk = NULL;
+    rd_kafka_mock_cluster_t *mc = NULL;
+    wk_config *cfg = NULL;
+    wd_wthread wt = {0};
+    pthread_t th;
+    int rc = 1, running = 0;
+    double start = wd_now();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)wd_unix_ms() % 0xffffffu);
+    for (int c = 0; c < d.n_conv; c++) {
+        snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
+        for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
+        if (wd_push(&d.conv[c], SCH_ROLE_SYSTEM, wd_system, strlen(wd_system), 0) != 0) {
+            fprintf(stderr, "demo: out of memory\n");
+            goto done;
+        }
+    }
+    printf("== parley demo: in-process Kafka (librdkafka mock cluster, %d brokers), the real\n"
+           "   worker with an in-memory KV cache (no Redis), model %s\n",
+           WD_BROKERS, model);
+    if (synthetic)
+        printf("   NOTE: this is a synthetic model with random weights: the text it writes is\n"
+               "   meaningless.  The figures (cache reuse, speed) are real.\n");
+    if (wd_mock_start(&mrk, &mc) != 0) goto done;
+    const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
+    if (wd_worker_config(&cfg, model, bootstrap) != 0) goto done;
+    if (wk_worker_create(cfg, &wt.w, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: worker: %s\n", err);
+        goto done;
+    }
+    if (pthread_create(&th, NULL, wd_worker_main, &wt) != 0) {
+        fprintf(stderr, "demo: cannot start the worker thread\n");
+        goto done;
+    }
+    running = 1;
+    if (!(d.prod = wd_client(RD_KAFKA_PRODUCER, bootstrap, NULL, NULL)) ||
+        !(d.tok_c = wd_client(RD_KAFKA_CONSUMER, bootstrap, "parley.tokens",
+                              "read_uncommitted")) ||
+        !(d.res_c = wd_client(RD_KAFKA_CONSUMER, bootstrap, "parley.responses",
+                              "read_committed")))
+        goto done;
+    printf("== %d conversation%s x %d turn%s, up to %d tokens per reply, streamed "
+           "(topics parley.turns -> parley.tokens / parley.responses)\n",
+           d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "",
+           d.max_tokens);
+    if (wd_drive(&d, &wt) == 0) rc = d.failed ? 1 : 0;
+    wd_summary(&d);
+    fflush(stdout);
+
+done:
+    if (running) {
+        wk_worker_stop(wt.w, 0);
+        pthread_join(th, NULL);
+        if (wt.rc) {
+            fprintf(stderr, "demo: worker: %s\n", wt.err);
+            rc = 1;
+        }
+    }
+    if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
+    /* assign-only readers: nothing to commit, no group to leave */
+    if (d.tok_c) rd_kafka_destroy_flags(d.tok_c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    if (d.res_c) rd_kafka_destroy_flags(d.res_c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    wk_worker_free(wt.w);
+    wk_config_free(cfg);
+    if (mc) rd_kafka_mock_cluster_destroy(mc);
+    if (mrk) rd_kafka_destroy(mrk);
+    for (int c = 0; c < d.n_conv; c++) {
+        for (size_t i = 0; i < d.conv[c].n_msgs; i++) free(d.conv[c].owned[i]);
+        free(d.conv[c].owned);
+        free(d.conv[c].msgs);
+    }
+    printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished", wd_now() - start,
+           running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
+    printf("   To use a real model: parley demo --model FILE.gguf (llama or gemma3 GGUF).\n"
+           "   To serve a real Kafka cluster: parley worker --model.path FILE.gguf\n"
+           "   --kafka.bootstrap.servers HOST:9092 (see README and consumer/CONFIG.md).\n");
+    return rc;
+}
