@@ -1,0 +1,426 @@
+"""Fault-injection tests of `parley worker` against real Kafka and Redis.
+
+The happy path, kill -9, SIGTERM, the two-worker Redis handoff and the
+poison records (every DeadLetter code interleaved with good turns, checked
+in test_worker_exactly_once_two_workers) live in test_worker_e2e.py; this
+file reuses its helpers and adds the faults of issue 8's verification:
+
+  * the broker stopped and restarted mid-run (a private broker on a fixed
+    port, restarted with its data kept);
+  * a third worker joining mid-run under live load (cooperative
+    rebalance; the moved conversations' first turns on the new owner start
+    from KV read back from Redis);
+  * Redis killed mid-run (a private Redis), followed by a rebalance whose
+    handoff and prefetches then fail: turns complete by recomputing;
+  * backpressure: 2000 turns produced at once against a small
+    worker.max_inflight; the worker's RSS is sampled every 100 ms and must
+    stay under a budget derived from its configuration.
+
+Every fault test prints its counts: turns sent, results, duplicates, lost
+and redone (turns streamed by more than one attempt).  Services that a test
+stops are private (deploy/kafka.sh / deploy/redis.sh with their own
+PARLEY_RUN_DIR under tmp_path), so the shared test services are never
+disturbed.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+msgpack = pytest.importorskip("msgpack")
+ck = pytest.importorskip("confluent_kafka")
+
+from test_worker_e2e import (  # noqa: E402  (helpers only: no test functions)
+    TRACEPARENT, Env, check_results, collect, free_port, http_get, metric, model, turn_record)
+
+__all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ------------------------------------------------------------ helpers
+
+def drain_idle(consumer, idle=2.0, limit=30.0):
+    """Read until nothing arrived for `idle` seconds (or `limit` passed)."""
+    out, end, last = [], time.time() + limit, time.time()
+    while time.time() < end and time.time() - last < idle:
+        m = consumer.poll(0.3)
+        if m is not None and not m.error():
+            out.append(m)
+            last = time.time()
+    return out
+
+
+def produce_all(env, convs, turns, max_tokens, first=0):
+    """Produce ChatTurns first..turns-1 of convs conversations turn-major;
+    returns the turn ids."""
+    p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True,
+                     "linger.ms": 5})
+    for t in range(first, turns):
+        for c in range(convs):
+            p.produce(env.topics["turns"], key=f"conv-{c}", value=turn_record(c, t, max_tokens),
+                      headers=[("traceparent", TRACEPARENT)])
+    assert p.flush(30) == 0
+    return {f"conv-{c}-t{t}" for c in range(convs) for t in range(first, turns)}
+
+
+def tally(name, sent_ids, results, chunks):
+    """Print and return the counts of one fault run: turns sent, results,
+    duplicates, lost, redone."""
+    seen = defaultdict(int)
+    for m in results:
+        seen[msgpack.unpackb(m.value(), raw=False)["turn_id"]] += 1
+    attempts = defaultdict(set)
+    for m in chunks:
+        ch = msgpack.unpackb(m.value(), raw=False)
+        attempts[ch["turn_id"]].add(ch["attempt"])
+    counts = {"sent": len(sent_ids), "results": len(results),
+              "duplicates": sum(n - 1 for n in seen.values() if n > 1),
+              "lost": len(sent_ids - set(seen)),
+              "redone": sum(1 for a in attempts.values() if len(a) > 1)}
+    print(f"\n{name}: " + " ".join(f"{k}={v}" for k, v in counts.items()))
+    return counts
+
+
+def read_outputs(env, want, timeout):
+    """All committed TurnResults (waiting for `want`, then for any
+    duplicate) and every token chunk."""
+    rc = env.consumer("responses", "read_committed")
+    results = collect(rc, want, timeout)
+    results += drain_idle(rc, 3)
+    rc.close()
+    tc = env.consumer("tokens", "read_uncommitted")
+    chunks = drain_idle(tc, 3)
+    tc.close()
+    return results, chunks
+
+
+def svc(script, run_dir, verb, **env):
+    e = dict(os.environ, PARLEY_RUN_DIR=str(run_dir), **env)
+    r = subprocess.run([str(REPO / "deploy" / script), verb], env=e, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 or verb == "stop", r.stderr
+    return r
+
+
+def wait_results(consumer, n, timeout):
+    """Read committed results until n arrived; returns them."""
+    got = []
+    end = time.time() + timeout
+    while time.time() < end and len(got) < n:
+        got += collect(consumer, n - len(got), 2)
+    return got
+
+
+@pytest.fixture
+def private_kafka(have_java, tmp_path):
+    """A private single-node broker on a fixed port: (bootstrap, run_dir)."""
+    run = tmp_path / "kafka-run"
+    port = free_port()
+    svc("kafka.sh", run, "start", PARLEY_KAFKA_PORT=str(port))
+    yield f"127.0.0.1:{port}", run
+    svc("kafka.sh", run, "stop")
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    run = tmp_path / "redis-run"
+    svc("redis.sh", run, "start")
+    yield (run / "redis.addr").read_text().strip(), run
+    svc("redis.sh", run, "stop")
+
+
+def restart_broker(run, bootstrap, hold=0.0):
+    """Stop the private broker cleanly, wait `hold` seconds and start it
+    again on the same ports with the same data (kafka.sh stop would delete
+    the data, so the broker is relaunched with its own command line).
+    Returns the seconds it was unreachable."""
+    pid = int((run / "kafka.pid").read_text())
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    while Path(f"/proc/{pid}").exists() and time.time() - t0 < 30:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists(), "broker did not stop"
+    time.sleep(hold)
+    with open(run / "kafka" / "broker.log", "ab") as log:
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+    (run / "kafka.pid").write_text(f"{p.pid}\n")  # kafka.sh stop kills the new one
+    end = time.time() + 60
+    while time.time() < end:
+        r = subprocess.run(["kcat", "-b", bootstrap, "-L", "-m", "3"], capture_output=True,
+                           text=True)
+        if "1 brokers:" in r.stdout:
+            return time.time() - t0
+        assert p.poll() is None, (run / "kafka" / "broker.log").read_text()[-3000:]
+        time.sleep(0.3)
+    raise AssertionError("broker not back after 60 s")
+
+
+# -------------------------------------------------------------- tests
+
+def test_broker_restart_mid_run_exactly_once(private_kafka, parley_bin, model, tmp_path):
+    """The broker is stopped and restarted (about 10 s down) while two
+    workers are busy, with transaction.timeout.ms (30 s) longer than the
+    outage: both reconnect to the same address and survive, and every turn
+    still gets exactly one committed TurnResult."""
+    bootstrap, run = private_kafka
+    env = Env(bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 10, 3
+    try:
+        for wid in ("b1", "b2"):
+            env.start(wid, "--kafka.transaction.timeout.ms", "30000")
+        sent = produce_all(env, convs, turns, max_tokens=12)
+        rc = env.consumer("responses", "read_committed")
+        first = wait_results(rc, 4, 90)
+        assert len(first) >= 4, env.log("b1")[-2000:]
+        rc.close()
+        down = restart_broker(run, bootstrap)
+        results, chunks = read_outputs(env, convs * turns, 150)
+        counts = tally("broker restart", sent, results, chunks)
+        aborts = {w: env.log(w).count("event=txn_abort ") for w in env.procs}
+        print(f"broker unreachable for {down:.1f} s after {len(first)} results; "
+              f"aborted transactions by worker {aborts}")
+        for wid in env.procs:
+            assert env.procs[wid].poll() is None, env.log(wid)[-3000:]
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        check_results(env, results, chunks, convs, turns)
+    finally:
+        env.stop_all()
+    for wid, p in env.procs.items():
+        assert p.returncode == 0, env.log(wid)[-2000:]
+
+
+def test_broker_outage_past_txn_timeout_with_restarts(private_kafka, parley_bin, model,
+                                                     tmp_path):
+    """The broker stays down longer than transaction.timeout.ms (4 s): the
+    coordinator aborts the open transactions, and a worker whose abort then
+    fails with a fatal error exits non-zero (documented: fatal Kafka errors
+    end wk_worker_run).  The test acts as the supervisor, restarting an
+    exited worker under the same worker.id (which fences its predecessor):
+    still exactly one result per turn."""
+    bootstrap, run = private_kafka
+    env = Env(bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 10, 3
+    extra = ("--kafka.transaction.timeout.ms", "4000")
+    restarts = defaultdict(int)
+    try:
+        for wid in ("o1", "o2"):
+            env.start(wid, *extra)
+        sent = produce_all(env, convs, turns, max_tokens=12)
+        rc = env.consumer("responses", "read_committed")
+        results = wait_results(rc, 4, 90)
+        assert len(results) >= 4, env.log("o1")[-2000:]
+        down = restart_broker(run, bootstrap, hold=6.0)
+        end = time.time() + 150
+        while time.time() < end and len(results) < convs * turns:
+            results += collect(rc, convs * turns - len(results), 2)
+            for wid, p in list(env.procs.items()):
+                if p.poll() is not None:  # the supervisor's job
+                    assert p.returncode != 0 and "event=kafka_fatal" in env.log(wid), \
+                        env.log(wid)[-2000:]
+                    (tmp_path / f"{wid}.log").rename(tmp_path / f"{wid}.{restarts[wid]}.log")
+                    restarts[wid] += 1
+                    env.start(wid, *extra)
+        results += drain_idle(rc, 3)
+        rc.close()
+        tc = env.consumer("tokens", "read_uncommitted")
+        chunks = drain_idle(tc, 3)
+        tc.close()
+        counts = tally("broker outage past the transaction timeout", sent, results, chunks)
+        print(f"broker unreachable for {down:.1f} s; worker restarts after a fatal "
+              f"transaction error {dict(restarts)}")
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        check_results(env, results, chunks, convs, turns)
+    finally:
+        env.stop_all()
+
+
+def test_third_worker_joins_under_load(kafka_bootstrap, redis_addr, parley_bin, model,
+                                       tmp_path):
+    """Two workers serve a live load; a third joins mid-run.  Cooperative
+    rebalance moves some conversations to it: exactly one result per turn,
+    and each moved conversation's first turn on the new owner reports
+    cached tokens (its KV came from Redis), as does its /metrics."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=6)
+    redis = f"{redis_addr[0]}:{redis_addr[1]}"
+    convs, turns = 12, 4
+    port = free_port()
+    try:
+        env.start("j1", "--redis.addr", redis)
+        env.start("j2", "--redis.addr", redis)
+        sent = produce_all(env, convs, turns, max_tokens=8)
+        rc = env.consumer("responses", "read_committed")
+        first = wait_results(rc, convs + 2, 120)  # turn 0 done everywhere
+        assert len(first) >= convs + 2, env.log("j1")[-2000:]
+        rc.close()
+        t_join = time.time()
+        env.start("j3", "--redis.addr", redis, "--worker.http", f"127.0.0.1:{port}")
+        results, chunks = read_outputs(env, convs * turns, 150)
+        counts = tally("third worker joins", sent, results, chunks)
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        check_results(env, results, chunks, convs, turns)
+        by_conv = defaultdict(list)
+        for m in results:
+            r = msgpack.unpackb(m.value(), raw=False)
+            by_conv[r["conversation_id"]].append(r)
+        moved = {}
+        for conv, rs in by_conv.items():
+            rs.sort(key=lambda r: int(r["turn_id"].rsplit("-t", 1)[1]))
+            k = next((i for i, r in enumerate(rs) if r["worker"] == "j3"), None)
+            if k:  # served elsewhere first, then by j3
+                moved[conv] = rs[k]["usage"]["cached_tokens"]
+        status, text = http_get(port, "/metrics")
+        assert status == 200
+        hits = metric(text, 'parley_cache_hits_total{tier="redis"}')
+        print(f"j3 joined {time.time() - t_join:.1f} s before the end; moved conversations "
+              f"and the cached tokens of their first turn on j3: {moved}; j3 redis hits={hits:.0f}")
+        assert moved, "no conversation moved to the joining worker"
+        assert all(v > 0 for v in moved.values()), moved
+        assert hits > 0
+    finally:
+        env.stop_all()
+    for wid, p in env.procs.items():
+        assert p.returncode == 0, env.log(wid)[-2000:]
+
+
+def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, parley_bin,
+                                              model, tmp_path):
+    """Redis is killed (SIGKILL) under a worker that uses it, between turns
+    of live conversations; a second worker then joins, so the revocation
+    handoff and the new owner's prefetches meet a dead Redis.  Every turn
+    completes (stop/length, no error) by recomputing, exactly once."""
+    addr, run = private_redis
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 10, 4
+    port = free_port()
+    try:
+        env.start("r1", "--redis.addr", addr, "--redis.timeout_ms", "100",
+                  "--worker.http", f"127.0.0.1:{port}")
+        sent = produce_all(env, convs, 2, max_tokens=8)
+        rc = env.consumer("responses", "read_committed")
+        first = wait_results(rc, 2 * convs, 120)
+        assert len(first) == 2 * convs, env.log("r1")[-2000:]
+        rc.close()
+        status, text = http_get(port, "/metrics")
+        assert status == 200
+        lookups_before = metric(text, 'parley_cache_lookups_total{tier="redis"}')
+        up_before = metric(text, "parley_cache_redis_up")
+        os.kill(int((run / "redis.pid").read_text()), signal.SIGKILL)
+        time.sleep(0.5)
+        env.start("r2", "--redis.addr", addr, "--redis.timeout_ms", "100")
+        end = time.time() + 60
+        while time.time() < end and "event=assigned partitions=2" not in env.log("r2"):
+            time.sleep(0.3)
+        assert "event=assigned partitions=2" in env.log("r2"), env.log("r2")[-2000:]
+        sent |= produce_all(env, convs, turns, max_tokens=8, first=2)
+        results, chunks = read_outputs(env, convs * turns, 150)
+        counts = tally("redis killed", sent, results, chunks)
+        status, text = http_get(port, "/metrics")
+        assert status == 200
+        redis_up = metric(text, "parley_cache_redis_up")
+        by_worker = defaultdict(int)
+        moved = {}  # conversation -> cached tokens of its first turn on r2
+        for m in sorted(results, key=lambda m: (m.partition(), m.offset())):
+            r = msgpack.unpackb(m.value(), raw=False)
+            by_worker[r["worker"]] += 1
+            if r["worker"] == "r2" and r["conversation_id"] not in moved:
+                moved[r["conversation_id"]] = r["usage"]["cached_tokens"]
+        handoff = [l for l in env.log("r1").splitlines() if "event=kv_handoff" in l]
+        print(f"before the kill: r1 redis lookups={lookups_before:.0f} up={up_before:.0f}; "
+              f"results by worker {dict(by_worker)}; r1 parley_cache_redis_up after="
+              f"{redis_up:.0f}; r2 first turns' cached tokens {moved}; r1 handoff {handoff}")
+        assert lookups_before > 0 and up_before == 1  # r1 did use Redis before it died
+        for wid in env.procs:
+            assert env.procs[wid].poll() is None, env.log(wid)[-3000:]
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        check_results(env, results, chunks, convs, turns)  # all stop/length
+        assert redis_up == 0
+        assert moved, "no conversation moved to r2"
+        assert all(v == 0 for v in moved.values()), moved  # recomputed: no Redis to read
+    finally:
+        env.stop_all()
+    for wid, p in env.procs.items():
+        assert p.returncode == 0, env.log(wid)[-2000:]
+
+
+def rss_kib(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_backpressure_bounds_rss(kafka_bootstrap, parley_bin, model, tmp_path):
+    """2000 small turns arrive at once, far faster than one worker with
+    worker.max_inflight=8 serves them.  The worker pauses its partitions:
+    in-flight turns stay within the bound and its RSS, sampled every
+    100 ms, stays under model + cache budget + fetch queue + slack."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=4)
+    max_inflight, cache_mib, queue_kib = 8, 16, 4096
+    convs, turns = 400, 5
+    port = free_port()
+    samples, inflight = [], []
+    stop = threading.Event()
+    try:
+        proc = env.start("p1", "--worker.max_inflight", str(max_inflight),
+                         "--cache.budget_mib", str(cache_mib),
+                         "--kafka.queued.max.messages.kbytes", str(queue_kib),
+                         "--worker.http", f"127.0.0.1:{port}", "--worker.grace_ms", "0")
+        end = time.time() + 30
+        while time.time() < end and "event=assigned" not in env.log("p1"):
+            time.sleep(0.2)
+        assert "event=assigned" in env.log("p1"), env.log("p1")[-2000:]
+        idle_rss = rss_kib(proc.pid)
+
+        def sample():
+            while not stop.is_set() and proc.poll() is None:
+                samples.append(rss_kib(proc.pid))
+                stop.wait(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        t0 = time.time()
+        sent = produce_all(env, convs, turns, max_tokens=1)
+        produce_s = time.time() - t0
+        window = 20.0
+        while time.time() - t0 < window:
+            status, text = http_get(port, "/metrics")
+            assert status == 200
+            inflight.append(metric(text, "parley_inflight_turns"))
+            time.sleep(0.25)
+        status, text = http_get(port, "/metrics")
+        served = metric(text, "parley_turns_total")
+        pauses = metric(text, "parley_backpressure_pauses_total")
+        stop.set()
+        sampler.join()
+        assert proc.poll() is None, env.log("p1")[-3000:]
+        serve_rate = served / (time.time() - t0)
+        produce_rate = len(sent) / produce_s
+        model_kib = os.path.getsize(model) // 1024
+        budget_kib = model_kib + cache_mib * 1024 + queue_kib + 200 * 1024
+        peak = max(samples)
+        print(f"\nbackpressure: produced {len(sent)} turns at {produce_rate:.0f}/s, worker "
+              f"served {served:.0f} in {window:.0f} s ({serve_rate:.1f}/s, "
+              f"{produce_rate / max(serve_rate, 1e-9):.0f}x slower); pauses={pauses:.0f}; "
+              f"max inflight={max(inflight):.0f} (bound {max_inflight}); RSS idle="
+              f"{idle_rss / 1024:.1f} MiB peak={peak / 1024:.1f} MiB over {len(samples)} "
+              f"samples; budget={budget_kib / 1024:.1f} MiB (model {model_kib / 1024:.1f} + "
+              f"cache {cache_mib} + fetch queue {queue_kib // 1024} + slack 200)")
+        assert produce_rate >= 10 * serve_rate
+        assert served > 0 and served < len(sent)  # it was still behind
+        assert pauses >= 1
+        assert max(inflight) <= max_inflight
+        assert len(samples) >= 100
+        assert peak < budget_kib
+    finally:
+        stop.set()
+        env.stop_all()
+    assert env.procs["p1"].returncode == 0, env.log("p1")[-2000:]
