@@ -276,14 +276,8 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
             o->ns = v;
         else if (!strcmp(k, "--model"))
             o->model = v;
-        else if (!strcmp(k, "--topic-prefix"))
-            bad = wk_client_topics_prefix(&o->topics, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--turns-topic"))
-            bad = wk_client_topic_set(o->topics.turns, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--tokens-topic"))
-            bad = wk_client_topic_set(o->topics.tokens, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--responses-topic"))
-            bad = wk_client_topic_set(o->topics.responses, v, err, sizeof err) != 0;
+        else if (wk_client_topic_option(&o->topics, k, v, &bad, err, sizeof err))
+            ; /* a topic option: applied (bad tells whether it was refused) */
         else if (!strcmp(k, "--max-tokens"))
             bad = wk_client_parse_u64(v, 1, 32768, &o->max_tokens) != 0;
         else if (!strcmp(k, "--temperature"))

@@ -305,3 +305,18 @@ int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min
         return -1;
     return 0;
 }
+
+int wk_client_topic_option(wk_client_topics *t, const char *opt, const char *val, int *bad,
+                           char *err, size_t errlen) {
+    if (!strcmp(opt, "--topic-prefix"))
+        *bad = wk_client_topics_prefix(t, val, err, errlen) != 0;
+    else if (!strcmp(opt, "--turns-topic"))
+        *bad = wk_client_topic_set(t->turns, val, err, errlen) != 0;
+    else if (!strcmp(opt, "--tokens-topic"))
+        *bad = wk_client_topic_set(t->tokens, val, err, errlen) != 0;
+    else if (!strcmp(opt, "--responses-topic"))
+        *bad = wk_client_topic_set(t->responses, val, err, errlen) != 0;
+    else
+        return 0;
+    return 1;
+}

@@ -55,6 +55,12 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
 /* Copy a topic name into dst[256]; -1 when empty or too long. */
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
 
+/* The topic options both clients take: --topic-prefix, --turns-topic,
+ * --tokens-topic, --responses-topic.  Returns 1 when `opt` is one of them
+ * (applied to t; *bad set to 1 when the value is refused), else 0. */
+int wk_client_topic_option(wk_client_topics *t, const char *opt, const char *val, int *bad,
+                           char *err, size_t errlen);
+
 /* Append a message (content copied).  Returns 0 or -1 out of memory. */
 int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len);
 

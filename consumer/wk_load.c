@@ -332,14 +332,8 @@ static int load_parse(int argc, char **argv, load_opts *o)
             o->ns = v;
         else if (!strcmp(k, "--model"))
             o->model = v;
-        else if (!strcmp(k, "--topic-prefix"))
-            bad = wk_client_topics_prefix(&o->topics, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--turns-topic"))
-            bad = wk_client_topic_set(o->topics.turns, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--tokens-topic"))
-            bad = wk_client_topic_set(o->topics.tokens, v, err, sizeof err) != 0;
-        else if (!strcmp(k, "--responses-topic"))
-            bad = wk_client_topic_set(o->topics.responses, v, err, sizeof err) != 0;
+        else if (wk_client_topic_option(&o->topics, k, v, &bad, err, sizeof err))
+            ; /* a topic option: applied (bad tells whether it was refused) */
         else {
             fprintf(stderr, "load: unknown option %s\n", k);
             return 2;
