@@ -165,7 +165,7 @@ static bool wk_current(const wk_worker *w, int32_t p, uint32_t gen) {
 /* Drop the turns (all of them when all != 0) and batch entries of
  * partitions that are no longer ours. */
 static void wk_drop_stale(wk_worker *w, int all) {
-    int flushed = 0, n_conv = 0;
+    int flushed = 0, n_conv = 0, n_failed = 0;
     for (size_t i = 0; i < w->conv_cap; i++)
         for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
             n = c->hnext;
@@ -174,10 +174,13 @@ static void wk_drop_stale(wk_worker *w, int all) {
                 continue;
             if (w->handoff && c->last_toks) { /* the next owner starts warm */
                 int nq = 0;
-                kv_cache_flush_to_redis(w->cache, c->ns, strlen(c->ns), c->last_toks, c->n_last,
-                                        &nq);
-                flushed += nq;
-                n_conv++;
+                if (kv_cache_flush_to_redis(w->cache, c->ns, strlen(c->ns), c->last_toks,
+                                            c->n_last, &nq) == 0) {
+                    flushed += nq;
+                    n_conv++;
+                } else {
+                    n_failed++; /* Redis down or slow: the next owner recomputes */
+                }
             }
             for (wk_turn *t = c->head, *tn; t; t = tn) {
                 tn = t->next;
@@ -193,11 +196,12 @@ static void wk_drop_stale(wk_worker *w, int all) {
             }
             wk_conv_remove(w, c);
         }
-    if (flushed) {
-        int rc = kv_cache_redis_drain(w->cache, 2000);
-        WK_ADD(w->ctr.handoff_blocks, (uint64_t)flushed);
-        wk_log("info", "kv_handoff", "conversations=%d blocks=%d drained=%s", n_conv, flushed,
-               rc ? "no" : "yes");
+    if (flushed || n_failed) {
+        int rc = flushed ? kv_cache_redis_drain(w->cache, 2000) : 0;
+        if (flushed && !rc) WK_ADD(w->ctr.handoff_blocks, (uint64_t)flushed);
+        wk_log(n_failed ? "warn" : "info", "kv_handoff",
+               "conversations=%d blocks=%d drained=%s failed_conversations=%d", n_conv, flushed,
+               rc ? "no" : "yes", n_failed);
     }
     wk_out **pp = &w->batch_head;
     w->batch_tail = NULL;

@@ -144,6 +144,16 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     return 0;
 }
 
+
+/* Best effort: fetch topic's metadata into rk's cache (errors ignored: the
+ * producer looks it up on first use anyway). */
+static void wk_warm_metadata(rd_kafka_t *rk, const char *topic) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    if (rkt) rd_kafka_topic_destroy(rkt);
+}
 static int wk_setup_kafka(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512], txid[200];
@@ -180,6 +190,12 @@ static int wk_setup_kafka(wk_worker *w, char *err, size_t errlen) {
         rd_kafka_conf_destroy(c);
         return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
     }
+    /* Learn where the output topics live now rather than at the producers'
+     * first periodic metadata refresh, which would hold a fresh worker's
+     * first chunks and results for up to a second. */
+    wk_warm_metadata(w->chp, w->t_tokens);
+    wk_warm_metadata(w->txp, w->t_resp);
+    wk_warm_metadata(w->txp, w->t_dlq);
     rd_kafka_error_t *ke = rd_kafka_init_transactions(w->txp, 60000);
     if (ke) {
         eng_errf(err, errlen, WK_EKAFKA, "init_transactions (%s): %s", txid,
