@@ -245,7 +245,7 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
     """2 workers; w1 also serves /metrics and runs with a tiny in-flight
     budget, so it must pause its partitions (backpressure) to keep up."""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
-    convs, turns = 20, 3
+    convs, turns = 50, 6  # the issue's end-to-end size
     port = free_port()
     try:
         env.start("w1", "--worker.http", f"127.0.0.1:{port}", "--worker.max_inflight", "4")
