@@ -57,6 +57,30 @@ def drain_idle(consumer, idle=2.0, limit=30.0):
     return out
 
 
+def read_chunks(env, results, limit=60.0):
+    """Every token chunk, reading until each counted attempt's last chunk
+    arrived (chunks are at-least-once and asynchronous: after a broker
+    restart they can trail the committed results by seconds), then until
+    the topic is idle; bounded by `limit`."""
+    want = set()
+    for m in results:
+        r = msgpack.unpackb(m.value(), raw=False)
+        want.add((r["turn_id"], r["attempt"]))
+    tc = env.consumer("tokens", "read_uncommitted")
+    out, end = [], time.time() + limit
+    while time.time() < end and want:
+        m = tc.poll(0.3)
+        if m is None or m.error():
+            continue
+        out.append(m)
+        ch = msgpack.unpackb(m.value(), raw=False)
+        if ch.get("last"):
+            want.discard((ch["turn_id"], ch["attempt"]))
+    out += drain_idle(tc, 2)
+    tc.close()
+    return out
+
+
 def produce_all(env, convs, turns, max_tokens, first=0):
     """Produce ChatTurns first..turns-1 of convs conversations turn-major;
     returns the turn ids."""
@@ -95,10 +119,7 @@ def read_outputs(env, want, timeout):
     results = collect(rc, want, timeout)
     results += drain_idle(rc, 3)
     rc.close()
-    tc = env.consumer("tokens", "read_uncommitted")
-    chunks = drain_idle(tc, 3)
-    tc.close()
-    return results, chunks
+    return results, read_chunks(env, results)
 
 
 def svc(script, run_dir, verb, **env):
@@ -231,9 +252,7 @@ def test_broker_outage_past_txn_timeout_with_restarts(private_kafka, parley_bin,
                     env.start(wid, *extra)
         results += drain_idle(rc, 3)
         rc.close()
-        tc = env.consumer("tokens", "read_uncommitted")
-        chunks = drain_idle(tc, 3)
-        tc.close()
+        chunks = read_chunks(env, results)
         counts = tally("broker outage past the transaction timeout", sent, results, chunks)
         print(f"broker unreachable for {down:.1f} s; worker restarts after a fatal "
               f"transaction error {dict(restarts)}")
