@@ -63,23 +63,6 @@ static eng_sched *mk_sched(eng_model *m, kv_cache *kc) {
     return s;
 }
 
-static int run_one(eng_sched *s, const int32_t *prompt, int n, int max_tokens, const char *ns,
-                   su_req *out) {
-    su_coll c;
-    su_coll_init(&c, 1, 0);
-    eng_sched_request r;
-    su_request(&c, 0, &r, prompt, n, max_tokens);
-    r.ns = ns;
-    r.ns_len = strlen(ns);
-    char err[256];
-    int rc = eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err);
-    if (rc == 0) rc = su_wait(&c, 1, 30000);
-    *out = c.reqs[0];
-    out->logits = NULL;
-    su_coll_free(&c);
-    return rc;
-}
-
 PT_TEST(resume_from_redis) {
     char host[128];
     int port;
@@ -96,7 +79,7 @@ PT_TEST(resume_from_redis) {
     PT_ASSERT(ka);
     eng_sched *sa = mk_sched(m, ka);
     PT_ASSERT(sa);
-    PT_EQ_INT(run_one(sa, conv, n, 20, ns, &a), 0);
+    PT_EQ_INT(su_run_one(sa, conv, n, 20, ns, &a), 0);
     PT_EQ_INT(a.res.finish, ENG_SCHED_LENGTH);
     memcpy(conv + n, a.tokens, 20 * sizeof(int32_t));
     n += 20;
@@ -115,8 +98,8 @@ PT_TEST(resume_from_redis) {
     PT_ASSERT(kb);
     eng_sched *sb = mk_sched(m, kb), *off = mk_sched(m, NULL);
     PT_ASSERT(sb && off);
-    PT_EQ_INT(run_one(sb, conv, n, 10, ns, &b), 0);
-    PT_EQ_INT(run_one(off, conv, n, 10, ns, &ref), 0);
+    PT_EQ_INT(su_run_one(sb, conv, n, 10, ns, &b), 0);
+    PT_EQ_INT(su_run_one(off, conv, n, 10, ns, &ref), 0);
     PT_ASSERT_MSG(b.res.cached_tokens >= prev - B, "%d cached of %d", b.res.cached_tokens, prev);
     PT_EQ_MEM(b.tokens, ref.tokens, 10 * sizeof(int32_t));
     kv_stats ks;

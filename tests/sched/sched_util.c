@@ -123,3 +123,20 @@ void su_tokens(int32_t *t, int n, int n_vocab, uint64_t seed) {
         t[i] = (int32_t)(1 + x % (uint64_t)(n_vocab - 1));
     }
 }
+
+int su_run_one(eng_sched *s, const int32_t *prompt, int n, int max_tokens, const char *ns,
+               su_req *out) {
+    su_coll c;
+    su_coll_init(&c, 1, 0);
+    eng_sched_request r;
+    su_request(&c, 0, &r, prompt, n, max_tokens);
+    r.ns = ns;
+    r.ns_len = strlen(ns);
+    char err[256];
+    int rc = eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err);
+    if (rc == 0) rc = su_wait(&c, 1, 30000);
+    *out = c.reqs[0];
+    out->logits = NULL;
+    su_coll_free(&c);
+    return rc;
+}

@@ -53,4 +53,10 @@ int su_wait(su_coll *c, int n, int timeout_ms);
 /* Deterministic pseudo-random tokens in [1, n_vocab). */
 void su_tokens(int32_t *t, int n, int n_vocab, uint64_t seed);
 
+/* Submit one request (prompt, max_tokens, namespace ns) to s and wait for
+ * it (30 s); *out gets its record (tokens, result; no logits).  Returns 0
+ * or the submit/wait error. */
+int su_run_one(eng_sched *s, const int32_t *prompt, int n, int max_tokens, const char *ns,
+               su_req *out);
+
 #endif

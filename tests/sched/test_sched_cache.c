@@ -63,24 +63,6 @@ static eng_sched *mk_sched(kv_cache *kc, int max_running, int step_tokens, int f
     return s;
 }
 
-/* Run one request to completion on s; copies the reply into reply. */
-static int run_one(eng_sched *s, const int32_t *prompt, int n, int max_tokens, const char *ns,
-                   su_req *out) {
-    su_coll c;
-    su_coll_init(&c, 1, 0);
-    eng_sched_request r;
-    su_request(&c, 0, &r, prompt, n, max_tokens);
-    r.ns = ns;
-    r.ns_len = strlen(ns);
-    char err[256];
-    int rc = eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err);
-    if (rc == 0) rc = su_wait(&c, 1, 30000);
-    *out = c.reqs[0];
-    out->logits = NULL;
-    su_coll_free(&c);
-    return rc;
-}
-
 PT_TEST(turn_reuse) {
     PT_ASSERT(model());
     kv_cache *kc = mk_cache((size_t)8 << 20);
@@ -95,8 +77,8 @@ PT_TEST(turn_reuse) {
     static su_req a, b;
     int prev_total = 0;
     for (int t = 0; t < 4; t++) {
-        PT_EQ_INT(run_one(on, conv, n, reply_max[t], "alice", &a), 0);
-        PT_EQ_INT(run_one(off, conv, n, reply_max[t], "alice", &b), 0);
+        PT_EQ_INT(su_run_one(on, conv, n, reply_max[t], "alice", &a), 0);
+        PT_EQ_INT(su_run_one(off, conv, n, reply_max[t], "alice", &b), 0);
         PT_EQ_INT(a.res.finish, ENG_SCHED_LENGTH);
         PT_EQ_INT(a.n_tokens, reply_max[t]);
         PT_EQ_MEM(a.tokens, b.tokens, (size_t)reply_max[t] * sizeof(int32_t));
@@ -114,7 +96,7 @@ PT_TEST(turn_reuse) {
         n += user_len[t];
     }
     /* another namespace never hits alice's blocks */
-    PT_EQ_INT(run_one(on, conv, n, 2, "bob", &a), 0);
+    PT_EQ_INT(su_run_one(on, conv, n, 2, "bob", &a), 0);
     PT_EQ_INT(a.res.cached_tokens, 0);
     eng_sched_free(on);
     eng_sched_free(off);
@@ -243,7 +225,7 @@ PT_TEST(ordering_fairness) {
     eng_sched *s = mk_sched(kc, 2, 32, 200);
     PT_ASSERT(s);
     su_req warm;
-    PT_EQ_INT(run_one(s, hot[0], H, 1, "n", &warm), 0); /* caches the hot prefix */
+    PT_EQ_INT(su_run_one(s, hot[0], H, 1, "n", &warm), 0); /* caches the hot prefix */
     eng_sched_free(s);
     for (int i = 1; i <= NH; i++) {
         memcpy(hot[i], hot[0], H * sizeof(int32_t));
