@@ -18,6 +18,7 @@ and reads the outputs back:
 """
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -305,19 +306,27 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         assert "event=stopped" in env.log(wid)
 
 
+def owned(env, wid):
+    """Partitions the worker owns now, from its assigned/revoked/lost log lines."""
+    n = 0
+    for m in re.finditer(r"event=(assigned|revoked|lost) partitions=(\d+)", env.log(wid)):
+        n += int(m.group(2)) if m.group(1) == "assigned" else -int(m.group(2))
+    return n
+
+
 def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, model, tmp_path):
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
     convs, turns = 12, 3
     try:
         env.start("k1")
         victim = env.start("k2")
-        # both own partitions (4 split 2 + 2) before any turn exists, so k2
-        # serves whole conversations from their first turn
+        # both own partitions (all 4 split between them) before any turn
+        # exists, so k2 serves whole conversations from their first turn
         end = time.time() + 60
-        while time.time() < end and not ("event=assigned partitions=2" in env.log("k2")
-                                          and "event=revoked" in env.log("k1")):
+        while time.time() < end and not (owned(env, "k1") > 0 and owned(env, "k2") > 0
+                                          and owned(env, "k1") + owned(env, "k2") == 4):
             time.sleep(0.3)
-        assert "event=assigned partitions=2" in env.log("k2"), env.log("k2")[-2000:]
+        assert owned(env, "k1") > 0 and owned(env, "k2") > 0, env.log("k2")[-2000:]
         produce_workload(env, convs, turns, max_tokens=24, poison=False)
         rc = env.consumer("responses", "read_committed")
         first = []
