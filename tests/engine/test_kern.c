@@ -181,3 +181,29 @@ PT_TEST(pool_runs_every_task_once) {
     }
     kern_pool_destroy(pool);
 }
+typedef struct pool_seq_arg {
+    atomic_int ran[4]; /* runs of each task of the current job */
+} pool_seq_arg;
+
+static void pool_seq_task(void *arg, int task, int thread) {
+    (void)thread;
+    pool_seq_arg *a = arg;
+    atomic_fetch_add(&a->ran[task], 1);
+}
+
+PT_TEST(pool_many_tiny_jobs_no_late_worker_runs_stale_tasks) {
+    /* thousands of 2..4-task jobs back to back on more threads than cores:
+     * workers often wake after their job ended; each task still runs once,
+     * with its own job's argument (two alternating argument blocks) */
+    kern_pool *pool;
+    PT_ASSERT(kern_pool_create(4, &pool) == 0);
+    static pool_seq_arg a[2];
+    for (int job = 0; job < 20000; job++) {
+        pool_seq_arg *cur = &a[job % 2];
+        int n = 2 + job % 3;
+        for (int t = 0; t < 4; t++) atomic_store(&cur->ran[t], 0);
+        kern_pool_run(pool, pool_seq_task, cur, n);
+        for (int t = 0; t < 4; t++) PT_EQ_INT(atomic_load(&cur->ran[t]), t < n ? 1 : 0);
+    }
+    kern_pool_destroy(pool);
+}
