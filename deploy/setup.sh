@@ -36,7 +36,7 @@ MVN_DEP_PLUGIN_VERSION=3.8.1
 
 APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
               libmsgpack-dev redis-server openjdk-17-jre-headless clang
-              libclang-rt-14-dev kcat maven python3 python3-venv)
+              libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev)
 
 CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96

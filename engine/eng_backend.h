@@ -8,9 +8,10 @@
  * sequences of a step) so a device backend can launch one kernel per op.
  *
  * Data layout (CPU backend: host pointers).  Activations are row-major,
- * one row per token.  Weights are [N][K] row-major (output channel rows).
- * int8 GEMM: C[m][n] = (sum_k A[m][k] W[n][k]) * a_scale[m] * w_scale[n]
- * (W8A8, int32 accumulation, scales in the epilogue).  quantize_rows makes
+ * one row per token.  int8 weights are packed at load (kern_wpack, layout
+ * in kern_gemm.h); fp32 weights are [N][K] row-major.  int8 GEMM: W8A8,
+ * int32 accumulation, per-token activation scale and per-channel or
+ * per-32-block weight scales in the epilogue.  quantize_rows makes
  * symmetric per-row int8 (scale = max|x| / 127, q = round(x / scale),
  * a zero row gets scale 0 and zeros).
  *
@@ -34,6 +35,10 @@
 
 #include "eng_kv.h"
 
+struct kern_wpack;
+
+enum { ENG_GLU_SILU = 0, ENG_GLU_GELU_TANH = 1 };
+
 /* One sequence's attention for one layer. */
 typedef struct eng_attn_desc {
     const float *q;             /* queries [n_q][n_head*head_dim], row stride ldq floats */
@@ -52,24 +57,22 @@ typedef struct eng_attn_shape {
     const eng_kv_layout *kv;    /* block layout (element type, offsets) */
     int n_head;                 /* query heads */
     float scale;                /* multiplier on q.k */
-    float *scratch;             /* per-thread score buffers: n_threads * scratch_len floats */
-    int scratch_len;            /* >= the largest number of keys any query attends */
 } eng_attn_shape;
 
 typedef struct eng_backend {
     const char *name;   /* "cpu" */
     void *ctx;          /* backend state (CPU: pool + ISA) */
-    int n_threads;      /* threads the backend computes with (sizes attention scratch) */
-    void (*gemm_i8)(void *ctx, int M, int N, int K, const int8_t *A, const float *a_scale,
-                    const int8_t *W, const float *w_scale, float *C, int ldc);
-    /* int8 weights with one scale per 32 values of a row (kept from Q8_0
-     * files): bscale [N][K/32], K a multiple of 32. */
-    void (*gemm_i8_bs)(void *ctx, int M, int N, int K, const int8_t *A, const float *a_scale,
-                       const int8_t *W, const float *bscale, float *C, int ldc);
+    int n_threads;      /* threads the backend computes with */
+    /* W8A8 on weights packed at load (kern_gemm.h: layout, numerics):
+     * C[m][n] = (A[m] . W[n]) with the pack's per-channel or block scales
+     * and a_scale[m]; A rows lda bytes apart, zero past K up to w->Kp. */
+    void (*gemm_q8)(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
+                    const struct kern_wpack *w, float *C, int ldc);
     void (*gemm_f32)(void *ctx, int M, int N, int K, const float *A, const float *W,
                      float *C, int ldc);
-    /* x: M rows of K floats, row stride ldx -> q [M][K] contiguous + scale[M]. */
-    void (*quantize_rows)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
+    /* x: M rows of K floats, row stride ldx -> q rows ldq bytes apart (bytes
+     * K .. ldq-1 set to zero) + scale[M]. */
+    void (*quantize_rows)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
                           float *scale);
     /* y[m] = x[m] * rsqrt(mean(x[m]^2) + eps) * w, rows of n (strides ldx, ldy; y may be x). */
     void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w,
@@ -78,6 +81,11 @@ typedef struct eng_backend {
      * row t at position pos[t]; type ENG_ROPE_NORM or ENG_ROPE_NEOX. */
     void (*rope)(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
                  const int32_t *pos, float base, int type);
+    /* h[m][i] = act(gu[m][i]) * gu[m][F + i] for i < F (gate | up rows of
+     * stride ldgu, h rows of stride ldh); act ENG_GLU_SILU or ENG_GLU_GELU_TANH. */
+    void (*glu)(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh, int act);
+    /* y[m][i] += x[m][i] for M rows of n (strides ldy, ldx): the residual add. */
+    void (*add)(void *ctx, int M, int n, float *y, int ldy, const float *x, int ldx);
     /* In-place softmax of n floats. */
     void (*softmax)(void *ctx, float *x, int n);
     void (*attention)(void *ctx, const eng_attn_shape *s, const eng_attn_desc *d, int n_desc);

@@ -25,9 +25,11 @@
  *
  * Data layout.  Q/K/V projections are fused into one [n_q+2*n_kv][n_embd]
  * matrix per layer (Q only for layers that share KV), gate/up into one
- * [2*n_ff][n_embd] matrix.  The tied output matrix is the embedding matrix.
+ * [2*n_ff][n_embd] matrix.  int8 weights are repacked at load for the
+ * GEMM (kern_gemm.h); a tied output projection gets its own packed copy of
+ * the embedding matrix (the table itself stays row-major for lookups).
  *
- * Threading.  A model is immutable after load; it owns a thread pool of
+ * Threading.  A model's weights are immutable after load; it owns a thread pool of
  * n_threads workers (kern_pool) that eng_forward uses for every GEMM and
  * for attention.  eng_forward may be called from several threads on
  * distinct sequences; calls then take turns on the pool.
@@ -76,6 +78,11 @@ const eng_kv_layout *eng_model_kv_layout(const eng_model *m);
 const eng_gguf *eng_model_gguf(const eng_model *m); /* e.g. for the tokenizer */
 eng_precision eng_model_precision(const eng_model *m);
 int eng_model_n_threads(const eng_model *m);
+/* Bytes of weights one decode step reads: every linear layer's packed (int8)
+ * or float (fp32) values and scales, including the output projection, not
+ * the embedding table (one row per token) or the norms.  The numerator of
+ * the memory-bandwidth roofline. */
+size_t eng_model_weight_bytes(const eng_model *m);
 /* 64-bit digest computed at load: a multiply-rotate hash over 8-byte words
  * of the numerics-relevant config fields (shapes, eps, rope bases, scales,
  * per-layer window and KV source) and, for every tensor in file order, its

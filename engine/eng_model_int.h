@@ -8,14 +8,19 @@
  * scale per row -- or, when every source tensor of the weight is Q8_0, the
  * file's int8 values unchanged with one scale per 32 values (bscale; this
  * measured better than requantising per channel, see model.c); fp32 models
- * keep f ([rows][cols] floats).  Norm weights
+ * keep f ([rows][cols] floats).  After loading, every int8 linear weight
+ * is repacked for the GEMM (pk; kern_gemm.h) and its row-major arrays are
+ * freed -- only the embedding keeps them (row lookups).  Norm weights
  * are float vectors as the file holds them (gemma3 files hold 1 + w).
  */
 #ifndef ENG_MODEL_INT_H
 #define ENG_MODEL_INT_H
 
+#include <pthread.h>
+
 #include "eng_backend.h"
 #include "eng_model.h"
+#include "kern_gemm.h"
 #include "kern_pool.h"
 
 typedef struct eng_weight {
@@ -24,6 +29,8 @@ typedef struct eng_weight {
     float *scale;   /* int8 models: per-row scale (value = q * scale), or NULL when bscale is used */
     float *bscale;  /* int8 models from Q8_0 tensors: per-row per-32-value scales [rows][cols/32] (value = q * bscale[k/32]) */
     float *f;       /* fp32 models: values [rows][cols] */
+    kern_wpack pk;  /* int8 models: the values repacked for the GEMM (q/scale/bscale are freed after packing, except the embedding's) */
+    int packed;     /* 1: pk holds the weight */
 } eng_weight;
 
 typedef struct eng_layer {
@@ -51,6 +58,9 @@ struct eng_model {
     int out_tied;         /* 1: out shares embd's arrays */
     float *out_norm;      /* [n_embd] final norm */
     eng_layer *layers;    /* [n_layer] */
+    pthread_mutex_t scratch_mu; /* guards scratch: held by the eng_forward call using it */
+    char *scratch;        /* forward-step scratch kept between calls (64-byte aligned), or NULL */
+    size_t scratch_bytes; /* its size */
 };
 
 #endif

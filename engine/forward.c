@@ -20,6 +20,7 @@
  * source (an earlier layer) has already written for this step's tokens.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +40,11 @@ typedef struct fwd_buf {
     float *gu;      /* [T][2 n_ff] gate | up */
     float *hff;     /* [T][n_ff] gated hidden */
     float *tmp;     /* [T][E] block output before the residual */
-    int8_t *xq;     /* [T][max K] quantised GEMM input */
+    int8_t *xq;     /* [T][max Kp] quantised GEMM input, rows padded to the pack's Kp */
     float *xs;      /* [T] its per-row scales */
     int32_t *pos;   /* [T] position of every token */
     float *lx;      /* [R][E] rows that produce logits */
     float *lbuf;    /* [R][n_vocab] their logits */
-    float *scratch; /* attention score rows, n_threads * scratch_len */
     eng_attn_desc *desc; /* [n_steps] */
 } fwd_buf;
 
@@ -53,21 +53,12 @@ static void linear(eng_model *m, fwd_buf *b, const float *A, int T, const eng_we
                    float *C, int ldc) {
     const eng_backend *be = &m->be;
     if (m->prec == ENG_PREC_INT8) {
-        be->quantize_rows(be->ctx, T, w->cols, A, w->cols, b->xq, b->xs);
-        if (w->bscale)
-            be->gemm_i8_bs(be->ctx, T, w->rows, w->cols, b->xq, b->xs, w->q, w->bscale, C, ldc);
-        else
-            be->gemm_i8(be->ctx, T, w->rows, w->cols, b->xq, b->xs, w->q, w->scale, C, ldc);
+        be->quantize_rows(be->ctx, T, w->cols, A, w->cols, b->xq, w->pk.Kp, b->xs);
+        be->gemm_q8(be->ctx, T, b->xq, w->pk.Kp, b->xs, &w->pk, C, ldc);
     } else {
         be->gemm_f32(be->ctx, T, w->rows, w->cols, A, w->f, C, ldc);
     }
 }
-
-static float gelu_tanh(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
-static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* Write the K and V rows of this step's tokens of one sequence into its blocks. */
 static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *qkv, int ld,
@@ -86,10 +77,10 @@ static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *
             memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v, nkv * sizeof(float));
         } else {
             m->be.quantize_rows(m->be.ctx, nkvh, hd, k, hd,
-                                (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv,
+                                (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, hd,
                                 eng_kv_layer_kscale(l, blk, layer) + (size_t)slot * nkvh);
             m->be.quantize_rows(m->be.ctx, nkvh, hd, v, hd,
-                                (int8_t *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv,
+                                (int8_t *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, hd,
                                 eng_kv_layer_vscale(l, blk, layer) + (size_t)slot * nkvh);
         }
     }
@@ -128,28 +119,20 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
     be->attention(be->ctx, shape, b->desc, n_steps);
     linear(m, b, b->att, T, &L->wo, b->tmp, E);
     if (L->post_attn_norm) be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_attn_norm, c->norm_eps, b->tmp, E);
-    for (size_t i = 0; i < (size_t)T * E; i++) b->x[i] += b->tmp[i];
+    be->add(be->ctx, T, E, b->x, E, b->tmp, E);
 
     /* feed-forward block */
     be->rmsnorm(be->ctx, T, E, b->x, E, L->ffn_norm, c->norm_eps, b->xn, E);
     linear(m, b, b->xn, T, &L->wgu, b->gu, 2 * F);
-    for (int t = 0; t < T; t++) {
-        const float *g = b->gu + (size_t)t * 2 * F, *u = g + F;
-        float *h = b->hff + (size_t)t * F;
-        if (c->ffn_gelu)
-            for (int i = 0; i < F; i++) h[i] = gelu_tanh(g[i]) * u[i];
-        else
-            for (int i = 0; i < F; i++) h[i] = silu(g[i]) * u[i];
-    }
+    be->glu(be->ctx, T, F, b->gu, 2 * F, b->hff, F, c->ffn_gelu ? ENG_GLU_GELU_TANH : ENG_GLU_SILU);
     linear(m, b, b->hff, T, &L->wdown, b->tmp, E);
     if (L->post_ffn_norm) be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_ffn_norm, c->norm_eps, b->tmp, E);
-    for (size_t i = 0; i < (size_t)T * E; i++) b->x[i] += b->tmp[i];
+    be->add(be->ctx, T, E, b->x, E, b->tmp, E);
 }
 
 static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_steps, int *T_out,
-                       int *R_out, int *max_keys, char *err, size_t errlen) {
+                       int *R_out, char *err, size_t errlen) {
     long T = 0, R = 0;
-    *max_keys = 1;
     if (!steps || n_steps < 1) return eng_errf(err, errlen, ENG_EINVAL, "forward: no steps");
     for (int s = 0; s < n_steps; s++) {
         const eng_seq_step *st = &steps[s];
@@ -171,8 +154,6 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
             return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d: sequence too long", s);
         T += st->n_tokens;
         R += st->logits == ENG_LOGITS_ALL ? st->n_tokens : st->logits == ENG_LOGITS_LAST;
-        int keys = st->kv->n_tokens + st->n_tokens;
-        if (keys > *max_keys) *max_keys = keys;
         if (T > FWD_MAX_TOKENS) return eng_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step", FWD_MAX_TOKENS);
     }
     *T_out = (int)T;
@@ -180,43 +161,60 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
     return 0;
 }
 
-/* Carve the scratch buffers out of one allocation (NULL if out of memory). */
-static void *fwd_alloc(const eng_model *m, fwd_buf *b, int T, int R, int n_steps, int scratch_len) {
+/* Lay the scratch buffers out in mem (NULL: only size them); returns the bytes needed. */
+static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int n_steps, char *mem) {
     const eng_config *c = &m->cfg;
     size_t E = c->n_embd, nq = (size_t)c->n_head * c->head_dim, F = c->n_ff, V = c->n_vocab;
     size_t nqkv = nq + 2 * (size_t)c->n_head_kv * c->head_dim, kmax = E;
     if (nq > kmax) kmax = nq;
     if (F > kmax) kmax = F;
+    kmax = (kmax + 31) / 32 * 32; /* quantised rows are padded to the packs' Kp */
     size_t nf[] = {T * E, T * E, T * nqkv, T * nq, T * 2 * F, T * F, T * E, (size_t)T,
-                   (size_t)R * E, (size_t)R * V, (size_t)m->be.n_threads * scratch_len};
+                   (size_t)R * E, (size_t)R * V};
     float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->gu, &b->hff, &b->tmp, &b->xs,
-                     &b->lx, &b->lbuf, &b->scratch};
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) total += (nf[i] + 15) / 16 * 16;
-    total *= sizeof(float);
-    /* byte regions after the floats, each rounded up to 64 as carved below */
-    size_t desc_bytes = ((size_t)n_steps * sizeof(eng_attn_desc) + 63) / 64 * 64;
-    size_t pos_bytes = ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
-    size_t xq_bytes = ((size_t)T * kmax + 63) / 64 * 64;
-    size_t extra = desc_bytes + pos_bytes + xq_bytes;
-    char *mem = malloc(total + extra);
-    if (!mem) return NULL;
-    char *p = mem;
+                     &b->lx, &b->lbuf};
+    size_t off = 0;
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
-        *dst[i] = (float *)p;
-        p += (nf[i] + 15) / 16 * 16 * sizeof(float);
+        if (mem) *dst[i] = (float *)(mem + off);
+        off += (nf[i] + 15) / 16 * 16 * sizeof(float); /* 64-byte aligned regions */
     }
-    b->desc = (eng_attn_desc *)p;
-    p += desc_bytes;
-    b->pos = (int32_t *)p;
-    p += pos_bytes;
-    b->xq = (int8_t *)p;
-    return mem;
+    if (mem) b->desc = (eng_attn_desc *)(mem + off);
+    off += ((size_t)n_steps * sizeof(eng_attn_desc) + 63) / 64 * 64;
+    if (mem) b->pos = (int32_t *)(mem + off);
+    off += ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
+    if (mem) b->xq = (int8_t *)(mem + off);
+    off += ((size_t)T * kmax + 63) / 64 * 64;
+    return off;
+}
+
+/* Scratch for one step: the model's cached buffer when no other call holds
+ * it (grown as needed: decode steps then touch no fresh pages), else a
+ * private allocation.  NULL if out of memory. */
+static char *fwd_scratch_get(eng_model *m, size_t bytes, int *cached) {
+    *cached = 0;
+    if (pthread_mutex_trylock(&m->scratch_mu) == 0) {
+        if (m->scratch_bytes < bytes) {
+            free(m->scratch);
+            m->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            m->scratch_bytes = m->scratch ? bytes : 0;
+        }
+        if (m->scratch) {
+            *cached = 1;
+            return m->scratch;
+        }
+        pthread_mutex_unlock(&m->scratch_mu);
+    }
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void fwd_scratch_put(eng_model *m, char *mem, int cached) {
+    if (cached) pthread_mutex_unlock(&m->scratch_mu);
+    else free(mem);
 }
 
 int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_t errlen) {
-    int T = 0, R = 0, max_keys = 1;
-    int rc = check_steps(m, steps, n_steps, &T, &R, &max_keys, err, errlen);
+    int T = 0, R = 0;
+    int rc = check_steps(m, steps, n_steps, &T, &R, err, errlen);
     if (rc) return rc;
     const eng_config *c = &m->cfg;
     const eng_backend *be = &m->be;
@@ -233,12 +231,14 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
         }
     }
     fwd_buf b;
-    void *mem = fwd_alloc(m, &b, T, R, n_steps, max_keys);
+    int cached;
+    char *mem = fwd_scratch_get(m, fwd_layout(m, &b, T, R, n_steps, NULL), &cached);
     if (!mem) {
         for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, before[s]);
         free(before);
         return eng_errf(err, errlen, ENG_ENOMEM, "forward: out of memory for %d tokens", T);
     }
+    fwd_layout(m, &b, T, R, n_steps, mem);
 
     /* embeddings and positions */
     for (int s = 0, t = 0; s < n_steps; s++)
@@ -260,8 +260,7 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
             }
         }
 
-    eng_attn_shape shape = {.kv = &m->kv, .n_head = c->n_head, .scale = c->attn_scale,
-                            .scratch = b.scratch, .scratch_len = max_keys};
+    eng_attn_shape shape = {.kv = &m->kv, .n_head = c->n_head, .scale = c->attn_scale};
     for (int l = 0; l < c->n_layer; l++) forward_layer(m, &b, steps, n_steps, T, l, &shape);
 
     /* logits for the rows asked for */
@@ -289,7 +288,7 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
         }
     }
     for (int s = 0; s < n_steps; s++) eng_kvseq_commit(steps[s].kv, steps[s].tokens, steps[s].n_tokens);
-    free(mem);
+    fwd_scratch_put(m, mem, cached);
     free(before);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kern_isa.h"
 #include "eng_cli.h"
 #include "eng_model.h"
 #include "eng_sampler.h"
@@ -39,6 +40,8 @@ static void gen_usage(FILE *f) {
             "  --ignore-eos         do not stop at the tokenizer's end-of-generation tokens\n"
             "  --threads N          compute threads (default: all CPUs)\n"
             "  --fp32               fp32 reference path (default int8)\n"
+            "  --isa NAME           highest kernel level: scalar, avx2, avx512vnni, amx\n"
+            "                       (default: the best this CPU supports; env PARLEY_ISA)\n"
             "  --block N            KV block tokens (default 16)\n"
             "  --chunk N            prefill chunk tokens (default 512)\n"
             "  --no-bos             do not prepend BOS to a text prompt\n"
@@ -103,6 +106,15 @@ int eng_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--top-p")) { NEEDV(); sp.top_p = strtof(v, NULL); }
         else if (!strcmp(a, "--repeat-penalty")) { NEEDV(); sp.repetition_penalty = strtof(v, NULL); }
         else if (!strcmp(a, "--top-k")) { long k = 0; NEEDV(); bad = gen_int(v, 0, 1 << 24, &k); sp.top_k = (int)k; }
+        else if (!strcmp(a, "--isa")) {
+            kern_isa isa;
+            NEEDV();
+            if (kern_isa_parse(v, &isa) != 0) {
+                fprintf(stderr, "generate: unknown --isa %s (scalar, avx2, avx512vnni, amx)\n", v);
+                return 2;
+            }
+            kern_isa_set_max(isa);
+        }
         else if (!strcmp(a, "--fp32")) fp32 = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
@@ -258,8 +270,8 @@ int eng_cmd_generate(int argc, char **argv) {
     fflush(stdout); /* the reply before the figures on stderr */
     /* decode steps = tokens generated after the first (which came from prefill) */
     int n_dec = n_out > 1 ? n_out - 1 : 0;
-    fprintf(stderr, "model: %s, %s, %d threads, load %.2f s\n", path, fp32 ? "fp32" : "int8",
-            eng_model_n_threads(m), t_load);
+    fprintf(stderr, "model: %s, %s, %d threads, kernels %s, load %.2f s\n", path,
+            fp32 ? "fp32" : "int8", eng_model_n_threads(m), kern_isa_name(kern_isa_best()), t_load);
     fprintf(stderr, "prefill: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill,
             n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, t_decode,

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "eng_model_int.h"
+#include "kern_gemm.h"
 #include "eng_err.h"
 
 #define LOAD_ROWS_PER_TASK 64
@@ -151,7 +152,27 @@ static int weight_alloc(eng_weight *w, int rows, int cols, eng_precision prec, i
     return w->q && w->scale ? 0 : -1;
 }
 
+/* Repack an int8 linear weight for the GEMM (kern_gemm.h) and drop its
+ * row-major copy unless keep (the embedding table, still read by rows when
+ * the output projection is tied to it). */
+static int weight_pack(eng_weight *w, int keep, const char *name, char *err, size_t errlen) {
+    char sub[160];
+    if (kern_wpack_init(&w->pk, w->rows, w->cols, w->q, w->bscale ? NULL : w->scale, w->bscale,
+                        sub, sizeof sub) != 0)
+        return eng_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", name, sub);
+    w->packed = 1;
+    if (!keep) {
+        free(w->q);
+        free(w->scale);
+        free(w->bscale);
+        w->q = NULL;
+        w->scale = w->bscale = NULL;
+    }
+    return 0;
+}
+
 static void weight_free(eng_weight *w) {
+    kern_wpack_free(&w->pk);
     free(w->q);
     free(w->f);
     free(w->scale);
@@ -263,6 +284,12 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
     if ((rc = load_rows(m, &L->wgu, 0, LNAME("ffn_gate"), c->n_ff, err, errlen))) return rc;
     if ((rc = load_rows(m, &L->wgu, c->n_ff, LNAME("ffn_up"), c->n_ff, err, errlen))) return rc;
     if ((rc = load_rows(m, &L->wdown, 0, LNAME("ffn_down"), E, err, errlen))) return rc;
+    if (m->prec == ENG_PREC_INT8) {
+        snprintf(n, sizeof n, "layer %d", i);
+        if ((rc = weight_pack(&L->wqkv, 0, n, err, errlen)) || (rc = weight_pack(&L->wo, 0, n, err, errlen)) ||
+            (rc = weight_pack(&L->wgu, 0, n, err, errlen)) || (rc = weight_pack(&L->wdown, 0, n, err, errlen)))
+            return rc;
+    }
 #undef LNAME
     return 0;
 }
@@ -278,6 +305,7 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     eng_model *m = calloc(1, sizeof *m);
     if (!m) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
     m->prec = o->prec;
+    pthread_mutex_init(&m->scratch_mu, NULL);
     char sub[256];
     if (eng_gguf_open(path, &m->g, sub, sizeof sub) != 0) {
         rc = eng_errf(err, errlen, ENG_EIO, "%s", sub);
@@ -305,11 +333,16 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     if (weight_alloc(&m->embd, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, embd_names))) goto err_mem;
     if ((rc = load_rows(m, &m->embd, 0, "token_embd.weight", c->n_vocab, err, errlen))) goto err;
     if (c->tied_output) {
+        /* the projection reads the embedding's values: share the row-major
+         * arrays (out_tied), pack a copy for the GEMM */
         m->out = m->embd;
         m->out_tied = 1;
+        memset(&m->out.pk, 0, sizeof m->out.pk);
+        if (m->prec == ENG_PREC_INT8 && (rc = weight_pack(&m->out, 1, "output", err, errlen))) goto err;
     } else {
         if (weight_alloc(&m->out, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, out_names))) goto err_mem;
         if ((rc = load_rows(m, &m->out, 0, "output.weight", c->n_vocab, err, errlen))) goto err;
+        if (m->prec == ENG_PREC_INT8 && (rc = weight_pack(&m->out, 0, "output", err, errlen))) goto err;
     }
     if ((rc = load_vec(m, &m->out_norm, "output_norm.weight", c->n_embd, c->norm_add_one, err,
                        errlen)))
@@ -343,11 +376,14 @@ void eng_model_free(eng_model *m) {
             weight_free(&L->wdown);
         }
     free(m->layers);
-    if (!m->out_tied) weight_free(&m->out);
+    if (m->out_tied) kern_wpack_free(&m->out.pk);
+    else weight_free(&m->out);
     weight_free(&m->embd);
     free(m->out_norm);
     kern_pool_destroy(m->pool);
     eng_gguf_close(m->g);
+    free(m->scratch);
+    pthread_mutex_destroy(&m->scratch_mu);
     free(m);
 }
 
@@ -357,3 +393,16 @@ const eng_gguf *eng_model_gguf(const eng_model *m) { return m->g; }
 eng_precision eng_model_precision(const eng_model *m) { return m->prec; }
 int eng_model_n_threads(const eng_model *m) { return kern_pool_size(m->pool); }
 uint64_t eng_model_digest(const eng_model *m) { return m->digest; }
+
+static size_t weight_bytes(const eng_weight *w) {
+    return w->packed ? kern_wpack_bytes(&w->pk) : w->f ? (size_t)w->rows * w->cols * sizeof(float) : 0;
+}
+
+size_t eng_model_weight_bytes(const eng_model *m) {
+    size_t n = weight_bytes(&m->out);
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const eng_layer *L = &m->layers[i];
+        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) + weight_bytes(&L->wdown);
+    }
+    return n;
+}

@@ -10,20 +10,21 @@
  *          C[m][n] = C_int32[m][n] * a_scale[m] * w_scale[n]   (float)
  *   fp32:  C[m][n] = sum_k A[m][k] * W[n][k]
  *
- * Variants.  kern_gemm_i8_ref / kern_gemm_f32_ref are the plain scalar
- * references.  The threaded drivers split the output into tiles of 16
- * output channels x 64 rows (so an M = 1 decode GEMM still gives every
- * worker of the pool a share of N) and run a tile kernel chosen by ISA:
- * KERN_ISA_SCALAR (portable blocked C) or KERN_ISA_AVX2 (AVX2+FMA, compiled
- * per function with target attributes and chosen at run time).
+ * Variants.  The _ref functions are the plain scalar references.  The
+ * int8 GEMM the engine runs (kern_gemm_q8) works on weights repacked at load
+ * (kern_wpack, layout below) and splits the output into tasks of up to 64
+ * rows x a few 16-channel groups (so an M = 1 decode GEMM still gives every
+ * thread of the pool a share of N); each task runs the tile kernel of the
+ * chosen ISA (kern_isa.h): portable C, AVX2, AVX-512 VNNI or AMX.
  *
  * Contracts.  int8 operands must lie in [-127, 127] (symmetric
- * quantisation never produces -128; the AVX2 kernel's sign trick needs it);
- * with that, every int8 variant is bit-exact with the reference.  K may be
- * any size >= 1 (tails are handled).  The fp32 kernels sum each output in a
- * fixed order that does not depend on M or on the tiling, so a row's result
- * is the same whatever batch it is computed in (differences from the scalar
- * reference are float rounding only).
+ * quantisation never produces -128; the AVX2 sign trick needs it).  Every
+ * path computes each output in the same fixed order:
+ *   per-channel:  C = ((float)S * scale[n]) * a_scale[m],   S the exact int32 sum
+ *   block-scaled: f = 0; for b = 0..: f = fmaf((float)S_b, bscale_b, f);  C = f * a_scale[m]
+ * so all paths agree bit for bit, whatever M, the tiling or the thread
+ * count.  The fp32 kernels likewise sum each output in a fixed order that
+ * does not depend on M or on the tiling.
  *
  * Threading.  Drivers run on the given pool (NULL: the calling thread).
  * Buffers must not overlap.  No failure modes.
@@ -33,35 +34,81 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
+#include "kern_isa.h"
 #include "kern_pool.h"
 
-typedef enum { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1 } kern_isa;
-
-/* Best ISA this CPU supports (cached). */
-kern_isa kern_isa_best(void);
+/* ---- references (plain loops; the definition every kernel is tested against) ---- */
 
 void kern_gemm_i8_ref(int M, int N, int K, const int8_t *A, const int8_t *W, int32_t *C);
 void kern_gemm_f32_ref(int M, int N, int K, const float *A, const float *W, float *C);
-
-/* Threaded int32 result (for testing the tile kernels bit-exactly). */
-void kern_gemm_i8(kern_pool *p, kern_isa isa, int M, int N, int K, const int8_t *A,
-                  const int8_t *W, int32_t *C);
-/* Threaded W8A8 with the scale epilogue; C has row stride ldc (>= N). */
-void kern_gemm_i8_scaled(kern_pool *p, kern_isa isa, int M, int N, int K, const int8_t *A,
-                         const float *a_scale, const int8_t *W, const float *w_scale,
-                         float *C, int ldc);
-/* Block-scaled int8 weights (kept from Q8_0 files): W has one scale per 32
- * consecutive values of a row, bscale[n][K/32]; K must be a multiple of 32.
+/* Block-scaled int8 weights (Q8_0): W has one scale per 32 consecutive
+ * values of a row, bscale[n][K/32]; K a multiple of 32.
  *   C[m][n] = a_scale[m] * sum_b bscale[n][b] * (sum_{k in block b} A[m][k] W[n][k])
- * The int32 block sums are exact; their float accumulation order is fixed
- * per output (independent of M and tiling) but differs between the
- * reference (sequential over b) and the AVX2 kernel (8 lanes), so they
- * agree to float rounding. */
+ * (blocks summed in order b = 0, 1, ...). */
 void kern_gemm_i8_bs_ref(int M, int N, int K, const int8_t *A, const float *a_scale,
                          const int8_t *W, const float *bscale, float *C);
-void kern_gemm_i8_bs(kern_pool *p, kern_isa isa, int M, int N, int K, const int8_t *A,
-                     const float *a_scale, const int8_t *W, const float *bscale, float *C,
-                     int ldc);
+
+/* ---- packed int8 weights ----------------------------------------------------------
+ *
+ * Weights are repacked once at load into one layout shared by every ISA
+ * path ("VNNI-4 in groups of 16 columns"), so that forcing another ISA
+ * needs no repacking and every path reads the same bytes:
+ *
+ *   group g = output channels 16g .. 16g+15, block b = inputs 32b .. 32b+31,
+ *   quad  q = inputs 32b+4q .. 32b+4q+3 (q = 0..7);
+ *   q8[((g * n_blocks + b) * 8 + q) * 64 + c * 4 + j] = W[16g + c][32b + 4q + j]
+ *
+ * i.e. each 64-byte line holds 4 consecutive inputs of 16 channels: one
+ * zmm for vpdpbusd, one AMX B-tile row, two ymm for AVX2 maddubs; a
+ * group's weights are one contiguous stream (decode reads them once,
+ * front to back).  Channels past N and inputs past K are zero.
+ *
+ * Scales: a block-scaled pack (from Q8_0) keeps one fp16 scale per
+ * (group, block, channel), bscale[(g * n_blocks + b) * 16 + c] (Q8_0 scales
+ * are fp16, so this is exact; 1.0625 bytes per weight in all); a
+ * per-channel pack keeps scale[n] (float, 0 past N).
+ */
+typedef struct kern_wpack {
+    int N, K;          /* logical shape: N output channels x K inputs */
+    int Kp;            /* K rounded up to 32; activation rows must be zero past K up to Kp */
+    int n_groups;      /* ceil(N / 16) */
+    int n_blocks;      /* Kp / 32 */
+    int8_t *q8;        /* packed values, n_groups * n_blocks * 512 bytes, 64-byte aligned */
+    uint16_t *bscale;  /* block-scaled: fp16 bits [n_groups][n_blocks][16]; NULL for per-channel */
+    float *scale;      /* per-channel: [n_groups * 16] (0 past N); NULL for block-scaled */
+} kern_wpack;
+
+/* Pack W [N][K] (row-major int8 in [-127, 127]) with either per-channel
+ * scales scale[N] or block scales bscale[N][K/32] (K a multiple of 32; each
+ * rounded to fp16 -- exact for Q8_0 scales); exactly one of them non-NULL.
+ * Returns 0, or -1 with a message in err (bad shape, out of memory); on
+ * failure *w is left empty (kern_wpack_free is safe). */
+int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *scale,
+                    const float *bscale, char *err, size_t errlen);
+void kern_wpack_free(kern_wpack *w);
+/* Bytes the pack holds (values + scales). */
+size_t kern_wpack_bytes(const kern_wpack *w);
+
+/* C[m][n] (row stride ldc >= N) for m < M, n < N:
+ *   per-channel:  (sum_k A[m][k] W[n][k]) * a_scale[m] * scale[n]
+ *   block-scaled: a_scale[m] * sum_b bscale[n][b] * (int32 sum over block b)
+ * in the order given at the top of this file (bit-identical on every ISA
+ * path; within float rounding of kern_gemm_i8_bs_ref, which sums blocks
+ * without fma).  A is [M][lda] int8 in [-127, 127], lda >= w->Kp, bytes
+ * K..Kp-1 of each row zero.  isa above kern_isa_best() is lowered to it.
+ * Runs on pool p (NULL: calling thread). */
+void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
+                  const float *a_scale, const kern_wpack *w, float *C, int ldc);
+/* Raw int32 sums C[m][n] = sum_k A[m][k] W[n][k] of a per-channel pack
+ * (bit-exact with kern_gemm_i8_ref on every path); a block-scaled pack gives
+ * the sums with every block scale taken as 1. */
+void kern_gemm_q8_i32(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
+                      const kern_wpack *w, int32_t *C, int ldc);
+
+/* ---- fp32 (the reference-precision path) ---- */
+
 /* Threaded fp32; C has row stride ldc (>= N). */
 void kern_gemm_f32(kern_pool *p, kern_isa isa, int M, int N, int K, const float *A,
                    const float *W, float *C, int ldc);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "eng_model.h"
+#include "kern_isa.h"
 
 int main(int argc, char **argv) {
     if (argc < 4) {
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "eng_logits: %s\n", err);
         return 1;
     }
+    fprintf(stderr, "eng_logits: isa %s\n", kern_isa_name(kern_isa_best())); /* PARLEY_ISA may lower it */
     int V = eng_model_config(m)->n_vocab;
     float *out = malloc(sizeof(float) * (size_t)V * (n + 1));
     eng_kv_allocator a;

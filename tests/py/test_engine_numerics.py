@@ -43,13 +43,24 @@ def eng_logits(parley_build) -> Path:
     return exe
 
 
-def run_engine(exe, model, ids, tmp_path, *args):
+def run_engine(exe, model, ids, tmp_path, *args, isa=None):
+    """Logits of every position (and stdout).  isa forces a kernel level
+    (PARLEY_ISA); the test is skipped when the machine cannot run it."""
     ids_f, out_f = tmp_path / "ids.bin", tmp_path / "out.bin"
     np.asarray(ids, np.int32).tofile(ids_f)
+    env = dict(os.environ)
+    if isa:
+        env["PARLEY_ISA"] = isa
     r = subprocess.run([str(exe), str(model), str(ids_f), str(out_f), *args],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
+    if isa and f"isa {isa}\n" not in r.stderr:
+        pytest.skip(f"this CPU cannot run the {isa} kernels ({r.stderr.strip()})")
     return np.fromfile(out_f, np.float32).reshape(len(ids), -1), r.stdout
+
+
+# every kernel level the engine has; each int8 check runs on every one the CPU supports
+ISAS = ["scalar", "avx2", "avx512vnni", "amx"]
 
 
 def rel_err(a, b):
@@ -75,22 +86,24 @@ def hf_model(request, tmp_path_factory):
     return request.param, model, path, ids, ref
 
 
-def test_fp32_matches_transformers(hf_model, eng_logits, tmp_path):
+@pytest.mark.parametrize("isa", ISAS)
+def test_fp32_matches_transformers(hf_model, eng_logits, tmp_path, isa):
     name, _, path, ids, ref = hf_model
-    got, _ = run_engine(eng_logits, path, ids, tmp_path, "--fp32", "--prefill", str(N_PREFILL))
+    got, _ = run_engine(eng_logits, path, ids, tmp_path, "--fp32", "--prefill", str(N_PREFILL), isa=isa)
     err = rel_err(got, ref)
-    print(f"{name}: fp32 vs transformers, worst position rel err {err.max():.2e}")
+    print(f"{name} [{isa}]: fp32 vs transformers, worst position rel err {err.max():.2e}")
     assert err.max() < 1e-4, f"{name}: position {err.argmax()} rel err {err.max():.3e}"
     assert (got.argmax(1) == ref.argmax(1)).all()
 
 
-def test_chunked_prefill_identical(hf_model, eng_logits, tmp_path):
+@pytest.mark.parametrize("isa", ISAS)
+def test_chunked_prefill_identical(hf_model, eng_logits, tmp_path, isa):
     _, _, path, ids, _ = hf_model
     for prec in ([], ["--fp32"]):
-        one, _ = run_engine(eng_logits, path, ids, tmp_path, *prec)
+        one, _ = run_engine(eng_logits, path, ids, tmp_path, *prec, isa=isa)
         for args in (["--chunk", "1"], ["--chunk", "7"], ["--prefill", str(N_PREFILL)]):
-            got, _ = run_engine(eng_logits, path, ids, tmp_path, *prec, *args)
-            assert np.array_equal(got, one), f"{prec} {args}"
+            got, _ = run_engine(eng_logits, path, ids, tmp_path, *prec, *args, isa=isa)
+            assert np.array_equal(got, one), f"{isa} {prec} {args}"
 
 
 def llama_cpp_greedy(path, prompt, n):
@@ -122,7 +135,8 @@ def test_greedy_matches_llama_cpp(hf_model, eng_logits, tmp_path):
     assert len(seen) > 3, f"{name}: degenerate reference {sorted(seen)}"
 
 
-def test_int8_vs_fp32(hf_model, eng_logits, tmp_path):
+@pytest.mark.parametrize("isa", ISAS)
+def test_int8_vs_fp32(hf_model, eng_logits, tmp_path, isa):
     """int8 W8A8 + int8 KV against the fp32 path, teacher-forced.
 
     Reported: mean and worst per-position relative error, top-1 agreement
@@ -135,14 +149,14 @@ def test_int8_vs_fp32(hf_model, eng_logits, tmp_path):
     """
     name, _, path, ids, _ = hf_model
     f32, _ = run_engine(eng_logits, path, ids, tmp_path, "--fp32")
-    i8, _ = run_engine(eng_logits, path, ids, tmp_path)
+    i8, _ = run_engine(eng_logits, path, ids, tmp_path, isa=isa)
     err = rel_err(i8, f32)
     top = np.sort(f32, axis=1)
     margin = top[:, -1] - top[:, -2]
     noise = np.sqrt(np.mean((i8 - f32) ** 2))
     clear = margin > 3 * noise
     agree = i8.argmax(1) == f32.argmax(1)
-    print(f"{name}: int8 vs fp32 rel err mean {err.mean():.3%} max {err.max():.3%}; "
+    print(f"{name} [{isa}]: int8 vs fp32 rel err mean {err.mean():.3%} max {err.max():.3%}; "
           f"top-1 agreement {agree.mean():.1%} all, {agree[clear].mean():.1%} on "
           f"{clear.sum()}/{len(ids)} clear-margin positions")
     assert err.mean() < 0.06

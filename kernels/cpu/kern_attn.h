@@ -1,0 +1,81 @@
+/*
+ * kern_attn.h -- attention of a group of query heads over one KV head of a
+ * paged int8 or fp32 KV cache.
+ *
+ * Purpose.  With multi-query / grouped-query attention several query heads
+ * read the same K and V rows.  kern_attn takes every query head sharing one
+ * KV head (and a run of consecutive query tokens) in one call, so each K and
+ * V row is fetched and dequantised once per key chunk for all of them,
+ * instead of once per (query token, head).  The kernel knows nothing about
+ * the engine: the caller describes where one KV head's rows live with plain
+ * byte offsets (kern_attn_kv).
+ *
+ * Data layout.  Key position k lives in block blocks[k / block_tokens], slot
+ * s = k % block_tokens; its K row starts k_off + s * row_stride bytes into
+ * the block, its V row v_off + s * row_stride bytes in; for int8 rows the
+ * float scales sit at ks_off / vs_off + s * scale_stride (value = int8 *
+ * scale).  Queries and outputs are float rows addressed by token and head
+ * strides (kern_attn_q).  Query token t sits at position p = pos0 + t and
+ * attends keys [max(0, p - window + 1), p] (window 0: [0, p]); only blocks
+ * holding such keys are read, so dead blocks may be NULL.
+ *
+ * Numerics.  out = softmax(scale * q.k) . v in fp32.  kern_attn_ref is the
+ * textbook form over dequantised rows (k_i8 * scale), two passes with libm
+ * expf.  kern_attn (AVX2+FMA, chosen at run time for head_dim % 8 == 0 and
+ * head_dim <= KERN_ATTN_MAX_VEC_HD; otherwise it runs the reference) uses an
+ * online softmax over key chunks of KERN_ATTN_CHUNK(head_dim) keys aligned to
+ * absolute key positions: per chunk, scores (q . k_raw) * k_scale * scale,
+ * running max / sum update, then acc = acc * alpha + sum p * v_scale * v_raw.
+ * Every (query token, head) output is computed by the same sequence of
+ * operations whatever other tokens or heads share the call, the call's
+ * pos0/n_tok split or the block size, so results are bit-for-bit invariant
+ * under chunked prefill, batching and threading; they differ from the
+ * reference by float rounding only.
+ *
+ * Threading.  Calls are independent and reentrant (no global state besides
+ * the ISA choice); the caller splits work across threads.  Stack use is
+ * about 80 KiB.
+ *
+ * Failure behaviour.  None for valid arguments: n_tok, n_head >= 1,
+ * head_dim >= 1, pos0 >= 0, window >= 0, every attended block present, out
+ * not overlapping q or the cache.
+ */
+#ifndef KERN_ATTN_H
+#define KERN_ATTN_H
+
+#include <stddef.h>
+
+/* Largest head_dim the vector path takes (larger ones run the reference). */
+#define KERN_ATTN_MAX_VEC_HD 1024
+/* Keys per online-softmax chunk for head_dim hd (a multiple of 8, 8..32). */
+#define KERN_ATTN_CHUNK(hd) ((hd) <= 256 ? 32 : (hd) <= 512 ? 16 : 8)
+
+/* Where one KV head's rows live in a paged cache. */
+typedef struct kern_attn_kv {
+    void *const *blocks;   /* block table: block i holds key positions [i*block_tokens, (i+1)*block_tokens) */
+    int block_tokens;      /* tokens per block (>= 1) */
+    int f32;               /* 1: float K/V rows, no scales; 0: int8 rows with float scales */
+    size_t k_off, v_off;   /* bytes from a block's start to slot 0's K / V row of this head */
+    size_t ks_off, vs_off; /* bytes from a block's start to slot 0's K / V scale (int8 only) */
+    size_t row_stride;     /* bytes between consecutive slots' rows */
+    size_t scale_stride;   /* bytes between consecutive slots' scales (int8 only) */
+} kern_attn_kv;
+
+/* Query tokens x heads sharing the KV head, and where their outputs go. */
+typedef struct kern_attn_q {
+    const float *q;        /* query of token 0, head 0 (head_dim floats) */
+    size_t q_tok, q_head;  /* float strides between tokens / heads in q */
+    float *out;            /* output of token 0, head 0 (head_dim floats) */
+    size_t o_tok, o_head;  /* float strides between tokens / heads in out */
+    int n_tok;             /* query tokens, at positions pos0 .. pos0+n_tok-1 */
+    int n_head;            /* query heads */
+    int pos0;              /* position of token 0 */
+    int window;            /* 0: attend keys [0, p]; else [max(0, p-window+1), p] */
+} kern_attn_q;
+
+/* Dispatched kernel (see Numerics). */
+void kern_attn(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);
+/* Scalar textbook reference. */
+void kern_attn_ref(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * kern_gemm_int.h -- internal to kernels/cpu: the tile kernels of the packed
+ * int8 GEMM, one per ISA, and what the driver (kern_gemm.c) hands them.
+ *
+ * A tile is up to KERN_TILE_M rows of A times ng consecutive 16-channel
+ * groups of a kern_wpack (layout in kern_gemm.h).  The kernel writes
+ * columns 0 .. ncol-1 of its rows (ncol = min(16 * ng, N - 16 * g0); the
+ * padding channels past N are never written), either the scaled float
+ * result (C) or, when C32 is non-NULL, the raw int32 sums (block scales
+ * taken as 1).  Every kernel must produce exactly the values defined in
+ * kern_gemm.h (fixed order, fmaf per block); the unit tests compare every
+ * available path with the scalar one bit for bit.
+ *
+ * Kernels for ISAs the compiler cannot target are still declared; the
+ * driver only calls a kernel when kern_isa_best() reaches its level.
+ */
+#ifndef KERN_GEMM_INT_H
+#define KERN_GEMM_INT_H
+
+#include <stdint.h>
+
+#include "kern_gemm.h"
+
+#define KERN_TILE_M 64   /* most rows of A one tile covers */
+#define KERN_PACK_NC 16  /* channels per packed group */
+#define KERN_PACK_KB 32  /* inputs per block (the Q8_0 block) */
+#define KERN_PACK_BLOCK_BYTES (KERN_PACK_NC * KERN_PACK_KB) /* 512: one (group, block) */
+
+typedef struct kern_q8_tile {
+    int mr;               /* rows of A in the tile, 1 .. KERN_TILE_M */
+    int g0, ng;           /* first group and number of groups */
+    int ncol;             /* columns to write: min(16 * ng, N - 16 * g0) */
+    const int8_t *A;      /* row 0 of the tile; rows lda bytes apart, zero past K up to Kp */
+    int lda;              /* row stride of A in bytes (>= w->Kp) */
+    const float *a_scale; /* [mr] activation scales of the tile's rows (float mode) */
+    const kern_wpack *w;  /* the packed weights */
+    float *C;             /* float mode: element (row 0, channel 16 * g0); rows ldc apart */
+    int32_t *C32;         /* int32 mode when non-NULL: same addressing as C */
+    int ldc;              /* row stride of C / C32 in elements */
+} kern_q8_tile;
+
+typedef void (*kern_q8_tile_fn)(const kern_q8_tile *t);
+
+void kern_q8_tile_scalar(const kern_q8_tile *t);     /* kern_gemm.c */
+void kern_q8_tile_avx2(const kern_q8_tile *t);       /* kern_gemm_avx2.c */
+void kern_q8_tile_avx512vnni(const kern_q8_tile *t); /* kern_gemm_avx512.c */
+void kern_q8_tile_amx(const kern_q8_tile *t);        /* kern_gemm_amx.c */
+
+/* fp16 bits -> float (exact), and float -> fp16 bits (round to nearest even). */
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * kern_ops_avx2.c -- AVX2 + FMA row kernels of the element-wise ops
+ * (kern_ops_rows_avx2; table in kern_ops_int.h, numerics in kern_ops.h).
+ *
+ * Each kernel walks its row in 8-float vectors (32 for quantisation) and
+ * finishes a tail shorter than a vector with the scalar arithmetic; the
+ * split depends only on the row length, so a row always takes the same
+ * path.  Reductions (max, sums) keep fixed lanes and a fixed horizontal
+ * order.  exp is a Cephes-style range reduction (n = round(x log2 e),
+ * r = x - n ln2 in two parts) with a degree-6 polynomial, about 1 ulp;
+ * 2^n is applied as two exact power-of-two factors so n = -126..128 needs
+ * no special case; inputs below -87.34 give 0 and above 88.72 give inf.
+ * Everything is compiled per function for AVX2 (the build is baseline
+ * x86-64) and called only when kern_isa_best() reports AVX2.
+ */
+#include "kern_ops_int.h"
+
+#if KERN_OPS_X86
+#include <immintrin.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define KERN_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KERN_INLINE static inline __attribute__((always_inline))
+
+KERN_AVX2 KERN_INLINE float kern_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+KERN_AVX2 KERN_INLINE double kern_hsum_pd(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
+
+KERN_AVX2 KERN_INLINE float kern_hmax_ps(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* e^x per lane (see the file comment). */
+KERN_AVX2 KERN_INLINE __m256 kern_exp_ps(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
+    /* second operand returned for NaN: x's NaN propagates */
+    __m256 xc = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n = 2^e1 * 2^e2 with e1 = n >> 1, e2 = n - e1, both normal */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i e1 = _mm256_srai_epi32(ni, 1), e2 = _mm256_sub_epi32(ni, e1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, bias), 23));
+    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    p = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), p);
+    return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+}
+
+/* ---- quantisation ---- */
+
+/* 8 floats * inv -> 8 int32, round-half-even, clamped to [-127, 127]. */
+KERN_AVX2 KERN_INLINE __m256i kern_q8_lanes(const float *x, __m256 inv) {
+    __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i i = _mm256_cvtps_epi32(v);
+    i = _mm256_min_epi32(i, _mm256_set1_epi32(127));
+    return _mm256_max_epi32(i, _mm256_set1_epi32(-127));
+}
+
+KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int pad,
+                                          float *scale) {
+    memset(q + K, 0, (size_t)pad);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+        m0 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m0);
+        m1 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 8)), m1);
+        m2 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 16)), m2);
+        m3 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 24)), m3);
+    }
+    for (; k + 8 <= K; k += 8) m0 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m0);
+    float amax = kern_hmax_ps(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    for (; k < K; k++) {
+        float a = fabsf(x[k]);
+        if (a > amax) amax = a;
+    }
+    /* amax 0, or so small that inv overflows: a zero row */
+    float inv = 127.0f / amax;
+    if (!(inv <= FLT_MAX)) {
+        *scale = 0;
+        memset(q, 0, (size_t)K);
+        return;
+    }
+    *scale = amax / 127.0f;
+    __m256 vi = _mm256_set1_ps(inv);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i a = _mm256_packs_epi32(kern_q8_lanes(x + k, vi), kern_q8_lanes(x + k + 8, vi));
+        __m256i b = _mm256_packs_epi32(kern_q8_lanes(x + k + 16, vi), kern_q8_lanes(x + k + 24, vi));
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), order);
+        _mm256_storeu_si256((__m256i *)(q + k), bytes);
+    }
+    for (; k + 8 <= K; k += 8) {
+        __m256i i = kern_q8_lanes(x + k, vi);
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+        _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w, w));
+    }
+    for (; k < K; k++) {
+        float v = nearbyintf(x[k] * inv);
+        if (v > 127) v = 127;
+        else if (!(v >= -127)) v = -127; /* NaN too, as the vector path */
+        q[k] = (int8_t)v;
+    }
+}
+
+/* ---- RMSNorm ---- */
+
+KERN_AVX2 static void kern_rmsnorm_row_avx2(const float *x, int n, const float *w, float eps,
+                                            float *y) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 u = _mm256_loadu_ps(x + i), v = _mm256_loadu_ps(x + i + 8);
+        __m256d u0 = _mm256_cvtps_pd(_mm256_castps256_ps128(u));
+        __m256d u1 = _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1));
+        __m256d v0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d v1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        a0 = _mm256_fmadd_pd(u0, u0, a0);
+        a1 = _mm256_fmadd_pd(u1, u1, a1);
+        a2 = _mm256_fmadd_pd(v0, v0, a2);
+        a3 = _mm256_fmadd_pd(v1, v1, a3);
+    }
+    double ss = kern_hsum_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
+    for (; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = 1.0f / sqrtf((float)(ss / n) + eps);
+    __m256 vi = _mm256_set1_ps(inv);
+    i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi),
+                                              _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+/* ---- RoPE ---- */
+
+KERN_AVX2 static void kern_rotate_row_avx2(float *row, int n_head, int head_dim, const float *c,
+                                           const float *s, kern_rope_type type) {
+    int half = head_dim / 2;
+    if (type == KERN_ROPE_NEOX) {
+        for (int h = 0; h < n_head; h++) {
+            float *v = row + (size_t)h * head_dim;
+            int i = 0;
+            for (; i + 8 <= half; i += 8) {
+                __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + half + i);
+                __m256 vc = _mm256_loadu_ps(c + i), vs = _mm256_loadu_ps(s + i);
+                _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(a, vc), _mm256_mul_ps(b, vs)));
+                _mm256_storeu_ps(v + half + i, _mm256_add_ps(_mm256_mul_ps(a, vs), _mm256_mul_ps(b, vc)));
+            }
+            for (; i < half; i++) {
+                float x0 = v[i], x1 = v[i + half];
+                v[i] = x0 * c[i] - x1 * s[i];
+                v[i + half] = x0 * s[i] + x1 * c[i];
+            }
+        }
+        return;
+    }
+    /* pairs: cos/sin duplicated per pair, then x*c -+ swap(x)*s with addsub */
+    float cd[KERN_ROPE_MAX_DIM], sd[KERN_ROPE_MAX_DIM];
+    int body = half & ~3; /* pairs covered by whole vectors (4 pairs each) */
+    for (int i = 0; i < body; i++) {
+        cd[2 * i] = cd[2 * i + 1] = c[i];
+        sd[2 * i] = sd[2 * i + 1] = s[i];
+    }
+    for (int h = 0; h < n_head; h++) {
+        float *v = row + (size_t)h * head_dim;
+        for (int i = 0; i < 2 * body; i += 8) {
+            __m256 xv = _mm256_loadu_ps(v + i);
+            __m256 sw = _mm256_permute_ps(xv, 0xB1);
+            __m256 xc = _mm256_mul_ps(xv, _mm256_loadu_ps(cd + i));
+            __m256 ss = _mm256_mul_ps(sw, _mm256_loadu_ps(sd + i));
+            _mm256_storeu_ps(v + i, _mm256_addsub_ps(xc, ss));
+        }
+        for (int i = body; i < half; i++) {
+            float x0 = v[2 * i], x1 = v[2 * i + 1];
+            v[2 * i] = x0 * c[i] - x1 * s[i];
+            v[2 * i + 1] = x0 * s[i] + x1 * c[i];
+        }
+    }
+}
+
+/* ---- gated activations ---- */
+
+KERN_AVX2 static void kern_glu_row_avx2(const float *g, const float *u, int F, float *h,
+                                        kern_glu_act act) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    if (act == KERN_GLU_GELU_TANH) {
+        /* 0.5 x (1 + tanh(y)) = x / (1 + e^(-2y)), y = sqrt(2/pi) (x + 0.044715 x^3) */
+        const __m256 k2 = _mm256_set1_ps(-2.0f * 0.7978845608028654f);
+        const __m256 c3 = _mm256_set1_ps(0.044715f);
+        for (; i + 8 <= F; i += 8) {
+            __m256 x = _mm256_loadu_ps(g + i);
+            __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+            __m256 e = kern_exp_ps(_mm256_mul_ps(k2, _mm256_fmadd_ps(c3, x3, x)));
+            __m256 a = _mm256_div_ps(x, _mm256_add_ps(one, e));
+            _mm256_storeu_ps(h + i, _mm256_mul_ps(a, _mm256_loadu_ps(u + i)));
+        }
+        for (; i < F; i++) {
+            float x = g[i];
+            float y = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+            h[i] = 0.5f * x * (1.0f + tanhf(y)) * u[i];
+        }
+        return;
+    }
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= F; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = kern_exp_ps(_mm256_xor_ps(x, sign));
+        __m256 a = _mm256_div_ps(x, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(a, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < F; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* ---- residual add ---- */
+
+KERN_AVX2 static void kern_add_row_avx2(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+/* ---- softmax ---- */
+
+KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
+    if (n <= 0) return;
+    int i = 0;
+    float mx = x[0];
+    if (n >= 8) {
+        __m256 m = _mm256_loadu_ps(x);
+        for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+        mx = kern_hmax_ps(m);
+    }
+    for (; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    __m256 vm = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = kern_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = kern_hsum_ps(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    __m256 vi = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+    for (; i < n; i++) x[i] *= inv;
+}
+
+const kern_ops_rowfns kern_ops_rows_avx2 = {
+    .quant = kern_quant_row_avx2,
+    .rmsnorm = kern_rmsnorm_row_avx2,
+    .rotate = kern_rotate_row_avx2,
+    .glu = kern_glu_row_avx2,
+    .add = kern_add_row_avx2,
+    .softmax = kern_softmax_avx2,
+};
+#endif

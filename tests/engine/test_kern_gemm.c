@@ -1,0 +1,197 @@
+/*
+ * test_kern_gemm.c -- the packed int8 GEMM (kern_gemm_q8) on every ISA path
+ * this machine runs, against the scalar references:
+ *   - raw int32 sums bit-exact with kern_gemm_i8_ref for random shapes
+ *     including odd M, N, K (per-channel packs) and +-127 extremes;
+ *   - the scaled epilogue exactly as kern_gemm.h defines it;
+ *   - block-scaled (Q8_0) packs: every path bit-identical with the portable
+ *     one, within float rounding of kern_gemm_i8_bs_ref, and a row's result
+ *     independent of the batch and thread count it runs with;
+ *   - fp16 scale conversion round trips.
+ * Paths: scalar .. kern_isa_best() (PARLEY_ISA may lower it for a run).
+ */
+#define PTEST_MAIN
+#include "ptest.h"
+
+#include <math.h>
+
+#include "kern_gemm.h"
+#include "kern_gemm_int.h"
+#include "kern_pool.h"
+
+static void fill_i8(int8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = (int8_t)((int)(pt_rand() % 255) - 127);
+}
+
+/* A [M][lda] with zero padding past K. */
+static int8_t *make_a(int M, int K, int lda) {
+    int8_t *A = calloc((size_t)M * lda, 1);
+    for (int m = 0; m < M; m++) fill_i8(A + (size_t)m * lda, (size_t)K);
+    return A;
+}
+
+static const int Ms[] = {1, 2, 3, 4, 5, 7, 17, 64, 65, 130};
+static const int Ns[] = {1, 2, 7, 16, 17, 33, 100};
+static const int Ks[] = {1, 3, 4, 31, 32, 33, 64, 100, 257};
+
+PT_TEST(q8_int32_bit_exact_all_shapes_all_paths) {
+    kern_pool *pool;
+    PT_ASSERT(kern_pool_create(3, &pool) == 0);
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                int M = Ms[a], N = Ns[b], K = Ks[c];
+                int8_t *W = malloc((size_t)N * K);
+                float *ws = malloc(sizeof(float) * N);
+                fill_i8(W, (size_t)N * K);
+                for (int n = 0; n < N; n++) ws[n] = 1;
+                kern_wpack pk;
+                char err[128];
+                PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
+                int lda = pk.Kp + 32 * (int)(c % 2); /* also a stride wider than Kp */
+                int8_t *A = make_a(M, K, lda), *Ad = malloc((size_t)M * K);
+                for (int m = 0; m < M; m++) memcpy(Ad + (size_t)m * K, A + (size_t)m * lda, (size_t)K);
+                int32_t *R = malloc((size_t)M * N * 4), *C = malloc((size_t)M * (N + 3) * 4);
+                kern_gemm_i8_ref(M, N, K, Ad, W, R);
+                for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+                    memset(C, 0x55, (size_t)M * (N + 3) * 4);
+                    kern_gemm_q8_i32(isa ? pool : NULL, (kern_isa)isa, M, A, lda, &pk, C, N + 3);
+                    for (int m = 0; m < M; m++) {
+                        PT_ASSERT_MSG(!memcmp(R + (size_t)m * N, C + (size_t)m * (N + 3), (size_t)N * 4),
+                                      "%s M %d N %d K %d row %d differs", kern_isa_name((kern_isa)isa), M, N, K, m);
+                        for (int j = N; j < N + 3; j++) PT_EQ_INT(C[(size_t)m * (N + 3) + j], 0x55555555);
+                    }
+                }
+                kern_wpack_free(&pk);
+                free(A), free(Ad), free(W), free(ws), free(R), free(C);
+            }
+    kern_pool_destroy(pool);
+}
+
+PT_TEST(q8_extremes_no_saturation) {
+    /* all +-127: the largest pairwise sums the AVX2 sign trick sees */
+    int M = 5, N = 19, K = 96;
+    int8_t A[5 * 96], W[19 * 96];
+    float ws[19];
+    for (int i = 0; i < M * K; i++) A[i] = (i & 1) ? -127 : 127;
+    for (int i = 0; i < N * K; i++) W[i] = (i % 3) ? -127 : 127;
+    for (int n = 0; n < N; n++) ws[n] = 1;
+    int32_t R[5 * 19], C[5 * 19];
+    kern_wpack pk;
+    char err[128];
+    PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
+    kern_gemm_i8_ref(M, N, K, A, W, R);
+    for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+        kern_gemm_q8_i32(NULL, (kern_isa)isa, M, A, K, &pk, C, N);
+        PT_EQ_MEM(R, C, sizeof R);
+    }
+    kern_wpack_free(&pk);
+}
+
+PT_TEST(q8_per_channel_epilogue_exact) {
+    int M = 6, N = 19, K = 70;
+    int8_t *W = malloc((size_t)N * K);
+    fill_i8(W, (size_t)N * K);
+    float as[6], ws[19], C[6 * 24];
+    for (int i = 0; i < M; i++) as[i] = 0.01f * (i + 1);
+    for (int i = 0; i < N; i++) ws[i] = 0.003f * (i + 2);
+    kern_wpack pk;
+    char err[128];
+    PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
+    int8_t *A = make_a(M, K, pk.Kp), Ad[6 * 70];
+    for (int m = 0; m < M; m++) memcpy(Ad + m * K, A + (size_t)m * pk.Kp, (size_t)K);
+    int32_t R[6 * 19];
+    kern_gemm_i8_ref(M, N, K, Ad, W, R);
+    for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+        kern_gemm_q8(NULL, (kern_isa)isa, M, A, pk.Kp, as, &pk, C, 24);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float want = ((float)R[m * N + n] * ws[n]) * as[m];
+                PT_EQ_MEM(&want, &C[m * 24 + n], sizeof want);
+            }
+    }
+    kern_wpack_free(&pk);
+    free(A), free(W);
+}
+
+PT_TEST(q8_block_scaled_paths_identical_and_close_to_reference) {
+    kern_pool *p2, *p3;
+    PT_ASSERT(kern_pool_create(2, &p2) == 0 && kern_pool_create(3, &p3) == 0);
+    static const int Ks32[] = {32, 64, 96, 256};
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+            for (size_t c = 0; c < 4; c++) {
+                int M = Ms[a], N = Ns[b], K = Ks32[c], nb = K / 32;
+                int8_t *W = malloc((size_t)N * K), *A = make_a(M, K, K);
+                float *as = malloc(sizeof(float) * M), *bs = malloc(sizeof(float) * N * nb);
+                float *R = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+                float *C = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * N);
+                fill_i8(W, (size_t)N * K);
+                for (int i = 0; i < M; i++) as[i] = 0.01f + 0.001f * i;
+                /* fp16-representable scales, as Q8_0 files hold */
+                for (int i = 0; i < N * nb; i++) bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.002f * (1 + i % 7)));
+                kern_wpack pk;
+                char err[128];
+                PT_EQ_INT(kern_wpack_init(&pk, N, K, W, NULL, bs, err, sizeof err), 0);
+                kern_gemm_i8_bs_ref(M, N, K, A, as, W, bs, R);
+                kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, A, K, as, &pk, C0, N);
+                for (int i = 0; i < M * N; i++) PT_NEAR(C0[i], R[i], 1e-5 * (fabs(R[i]) + 1));
+                for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+                    kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, K, as, &pk, C, N);
+                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N), "%s M %d N %d K %d differs from scalar",
+                                  kern_isa_name((kern_isa)isa), M, N, K);
+                    /* the last row alone, on the calling thread, gives the same bits */
+                    kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * K, K, as + M - 1, &pk, C1, N);
+                    PT_EQ_MEM(C1, C0 + (size_t)(M - 1) * N, sizeof(float) * N);
+                }
+                kern_wpack_free(&pk);
+                free(A), free(W), free(as), free(bs), free(R), free(C0), free(C), free(C1);
+            }
+    kern_pool_destroy(p2);
+    kern_pool_destroy(p3);
+}
+
+PT_TEST(q8_block_scaled_int32_mode_sums_all_blocks) {
+    int M = 3, N = 21, K = 128;
+    int8_t *W = malloc((size_t)N * K), *A = make_a(M, K, K);
+    float bs[21 * 4];
+    fill_i8(W, (size_t)N * K);
+    for (int i = 0; i < N * 4; i++) bs[i] = 0.5f;
+    kern_wpack pk;
+    char err[128];
+    PT_EQ_INT(kern_wpack_init(&pk, N, K, W, NULL, bs, err, sizeof err), 0);
+    int32_t R[3 * 21], C[3 * 21];
+    kern_gemm_i8_ref(M, N, K, A, W, R);
+    for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+        kern_gemm_q8_i32(NULL, (kern_isa)isa, M, A, K, &pk, C, N);
+        PT_EQ_MEM(R, C, sizeof R);
+    }
+    kern_wpack_free(&pk);
+    free(W), free(A);
+}
+
+PT_TEST(wpack_rejects_bad_arguments) {
+    int8_t W[64] = {0};
+    float s[2] = {1, 1};
+    kern_wpack pk;
+    char err[128];
+    PT_ASSERT(kern_wpack_init(&pk, 0, 32, W, s, NULL, err, sizeof err) != 0);
+    PT_ASSERT(kern_wpack_init(&pk, 2, 32, W, NULL, NULL, err, sizeof err) != 0);
+    PT_ASSERT(kern_wpack_init(&pk, 2, 32, W, s, s, err, sizeof err) != 0);
+    PT_ASSERT(kern_wpack_init(&pk, 1, 33, W, NULL, s, err, sizeof err) != 0); /* block scales need K % 32 == 0 */
+    kern_wpack_free(&pk); /* safe on an empty pack */
+    PT_EQ_INT(kern_wpack_init(&pk, 2, 32, W, s, NULL, err, sizeof err), 0);
+    PT_EQ_INT((int)kern_wpack_bytes(&pk), 512 + 16 * 4);
+    kern_wpack_free(&pk);
+}
+
+PT_TEST(f16_conversion_round_trips) {
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* nan payloads */
+        uint16_t back = kern_f32_to_f16(kern_f16_to_f32((uint16_t)h));
+        PT_ASSERT_MSG(back == h, "f16 %04x -> %04x", h, back);
+    }
+    PT_EQ_INT(kern_f32_to_f16(1e6f), 0x7c00);
+    PT_EQ_INT(kern_f32_to_f16(1.0f + 1.0f / 4096), 0x3c00); /* rounds to even */
+    PT_NEAR(kern_f16_to_f32(kern_f32_to_f16(0.1f)), 0.1f, 1e-4);
+}
