@@ -3,8 +3,12 @@
  * greedy, temperature, top-k, top-p, stop tokens and a seeded
  * xoshiro256** RNG.
  *
- * The candidate list is the whole vocabulary sorted by descending logit
- * (ties by ascending id) only when sampling; greedy is a single scan.
+ * Candidates are ranked by descending logit (ties by ascending id) only as
+ * far as needed: top-k keeps the best k in a heap; top-p widens a best-k
+ * selection (64, 256, ...) until its prefix holds top_p of the mass (the
+ * normaliser summed over the whole vocabulary); plain temperature sampling
+ * draws from the whole vocabulary in id order with no sort.  Greedy is a
+ * single scan.
  * Scratch (penalised logits, candidate ids, probabilities) is allocated
  * once per sampler.
  */
@@ -117,6 +121,50 @@ static int cmp_desc(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The best k of the vocabulary (k < n_vocab) into s->idx[0..k), best
+ * first: a min-heap of the k kept (root = worst kept) over one scan, then a
+ * sort of the k.  Returns k. */
+static int top_candidates(eng_sampler *s, int n) {
+    int32_t *h = s->idx;
+    for (int i = 0; i < s->n_vocab; i++) {
+        int c;
+        if (i < n) {
+            c = i;
+            h[c] = i;
+            while (c > 0 && cmp_desc(&h[c], &h[(c - 1) / 2]) > 0) {
+                int32_t t = h[c];
+                h[c] = h[(c - 1) / 2];
+                h[(c - 1) / 2] = t;
+                c = (c - 1) / 2;
+            }
+            continue;
+        }
+        int32_t cand = i;
+        if (cmp_desc(&cand, &h[0]) >= 0) continue; /* not better than the worst kept */
+        h[0] = cand;
+        c = 0;
+        for (;;) {
+            int l = 2 * c + 1, r = l + 1, w = c;
+            if (l < n && cmp_desc(&h[l], &h[w]) > 0) w = l;
+            if (r < n && cmp_desc(&h[r], &h[w]) > 0) w = r;
+            if (w == c) break;
+            int32_t t = h[c];
+            h[c] = h[w];
+            h[w] = t;
+            c = w;
+        }
+    }
+    qsort(h, (size_t)n, sizeof *h, cmp_desc);
+    return n;
+}
+
+/* The whole vocabulary into s->idx, best first.  Returns n_vocab. */
+static int all_candidates(eng_sampler *s) {
+    for (int i = 0; i < s->n_vocab; i++) s->idx[i] = i;
+    qsort(s->idx, (size_t)s->n_vocab, sizeof *s->idx, cmp_desc);
+    return s->n_vocab;
+}
+
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
                            int n_history) {
     int V = s->n_vocab;
@@ -141,65 +189,45 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *h
         return best;
     }
     float inv_t = 1.0f / s->p.temperature;
-    for (int i = 0; i < V; i++) lg[i] *= inv_t;
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        lg[i] *= inv_t;
+        if (lg[i] > mx) mx = lg[i];
+    }
     sort_logit = lg;
-    int n = V;
-    if (s->p.top_k > 0 && s->p.top_k < V) {
-        /* keep the top_k best in a min-heap (root = worst kept), then sort them */
-        n = s->p.top_k;
-        int32_t *h = s->idx;
-        for (int i = 0; i < V; i++) {
-            int c;
-            if (i < n) {
-                c = i;
-                h[c] = i;
-                while (c > 0 && cmp_desc(&h[c], &h[(c - 1) / 2]) > 0) {
-                    int32_t t = h[c];
-                    h[c] = h[(c - 1) / 2];
-                    h[(c - 1) / 2] = t;
-                    c = (c - 1) / 2;
-                }
-                continue;
-            }
-            int32_t cand = i;
-            if (cmp_desc(&cand, &h[0]) >= 0) continue; /* not better than the worst kept */
-            h[0] = cand;
-            c = 0;
-            for (;;) {
-                int l = 2 * c + 1, r = l + 1, w = c;
-                if (l < n && cmp_desc(&h[l], &h[w]) > 0) w = l;
-                if (r < n && cmp_desc(&h[r], &h[w]) > 0) w = r;
-                if (w == c) break;
-                int32_t t = h[c];
-                h[c] = h[w];
-                h[w] = t;
-                c = w;
-            }
-        }
-        qsort(h, (size_t)n, sizeof *h, cmp_desc);
-    } else {
-        for (int i = 0; i < V; i++) s->idx[i] = i;
-        qsort(s->idx, (size_t)V, sizeof *s->idx, cmp_desc);
-    }
-    float mx = lg[s->idx[0]];
+    int n;
     double sum = 0;
-    for (int i = 0; i < n; i++) {
-        s->prob[i] = expf(lg[s->idx[i]] - mx);
-        sum += s->prob[i];
-    }
-    if (s->p.top_p < 1.0f) {
-        double acc = 0;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            acc += s->prob[i] / sum;
-            if (acc >= s->p.top_p) {
-                keep = i + 1;
+    if (s->p.top_k > 0 && s->p.top_k < V) {
+        n = top_candidates(s, s->p.top_k);
+        for (int i = 0; i < n; i++) sum += s->prob[i] = expf(lg[s->idx[i]] - mx);
+    } else if (s->p.top_p < 1.0f) {
+        /* the smallest best-first prefix holding top_p of the mass: select
+         * the best k (heap), widen k until the prefix reaches top_p (a
+         * peaked distribution stops at the first k; a flat one ends in a
+         * full sort) */
+        double total = 0;
+        for (int i = 0; i < V; i++) total += expf(lg[i] - mx);
+        for (int k = 64;; k = k < V / 4 ? k * 4 : V) {
+            n = k < V ? top_candidates(s, k) : all_candidates(s);
+            double acc = 0;
+            int keep = 0;
+            for (int i = 0; i < n && !keep; i++) {
+                acc += s->prob[i] = expf(lg[s->idx[i]] - mx);
+                if (acc / total >= s->p.top_p) keep = i + 1;
+            }
+            if (keep || n == V) {
+                n = keep ? keep : n;
                 break;
             }
         }
-        n = keep;
-        sum = 0;
         for (int i = 0; i < n; i++) sum += s->prob[i];
+    } else {
+        /* the whole vocabulary: no order needed, draw in id order */
+        for (int i = 0; i < V; i++) {
+            s->idx[i] = i;
+            sum += s->prob[i] = expf(lg[i] - mx);
+        }
+        n = V;
     }
     /* uniform double in [0, 1) from the top 53 bits */
     double u = (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);

@@ -149,3 +149,42 @@ PT_TEST(stop_tokens_and_validation) {
     PT_EQ_INT(eng_sampler_new(&p, 0, &bad, err, sizeof err), ENG_SAMPLER_EINVAL);
     PT_ASSERT(bad == NULL);
 }
+
+PT_TEST(top_p_prefix_wider_than_first_selection) {
+    /* 2000 ids, logits falling slowly so the top_p = 0.9 prefix holds a few
+     * hundred ids (more than the first best-64 selection): every sample
+     * lies in the prefix computed by brute force, and the prefix's ids
+     * are drawn in proportion to their probabilities */
+    enum { V = 2000 };
+    static float l[V], pr[V];
+    for (int i = 0; i < V; i++) l[(i * 7919) % V] = -0.01f * i; /* scattered ids */
+    double tot = 0;
+    for (int i = 0; i < V; i++) tot += pr[i] = expf(l[i]);
+    /* brute force: the smallest best-first prefix with >= 90% of the mass */
+    double acc = 0, cut = 0;
+    int keep = 0;
+    for (int i = 0; i < V && !keep; i++) { /* rank i has logit -0.01 i */
+        acc += exp(-0.01 * i) / tot;
+        if (acc >= 0.9) keep = i + 1, cut = -0.01 * i;
+    }
+    PT_ASSERT(keep > 64 && keep < V);
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.temperature = 1.0f;
+    p.top_p = 0.9f;
+    p.seed = 11;
+    eng_sampler *s = mk(&p, V);
+    int n = 20000, top = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t t = eng_sampler_sample(s, l, NULL, 0);
+        PT_ASSERT_MSG(l[t] >= (float)cut - 1e-6f, "id %d (logit %g) outside the top-p prefix", t, l[t]);
+        top += l[t] >= -0.5f; /* the 51 best ids */
+    }
+    double want = 0, in = 0;
+    for (int i = 0; i < keep; i++) {
+        in += exp(-0.01 * i);
+        if (i <= 50) want += exp(-0.01 * i);
+    }
+    PT_NEAR((double)top / n, want / in, 0.02);
+    eng_sampler_free(s);
+}
