@@ -70,6 +70,14 @@ static const wk_prop wk_props[] = {
     {"worker.max_inflight", WK_PROP_INT, "256", 1, 1000000,
      "Backpressure: consumed but unfinished turns at most; above it the worker pauses its "
      "partitions and resumes them at half."},
+    {"worker.pause_kv_pct", WK_PROP_INT, "90", 0, 100,
+     "Backpressure on memory: pause the partitions while KV blocks held by running "
+     "sequences exceed this percentage of the KV pool (`cache.budget_mib`, or "
+     "`scheduler.kv_budget_mib` without the cache); 0 = off. Cached blocks no running "
+     "sequence uses are evictable and do not count."},
+    {"worker.resume_kv_pct", WK_PROP_INT, "70", 0, 100,
+     "Resume the partitions paused for KV memory once held blocks are back at or below "
+     "this percentage of the pool (must be below `worker.pause_kv_pct`)."},
     {"worker.chunk_tokens", WK_PROP_INT, "4", 1, 4096,
      "Tokens per TokenChunk for streaming turns."},
     {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
@@ -201,9 +209,9 @@ int wk_config_set(wk_config *c, const char *key, const char *val, const char *or
                   char *err, size_t errlen) {
     if (!c || !key || !val) return eng_errf(err, errlen, WK_CONFIG_EINVAL, "NULL argument");
     if (!strncmp(key, "kafka.", 6)) {
-        if (!key[6])
+        if (!key[6] || !strcmp(key + 6, "consumer.") || !strcmp(key + 6, "producer."))
             return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                           "configuration key 'kafka.' (%s): names no librdkafka property",
+                           "configuration key '%s' (%s): names no librdkafka property", key,
                            origin);
         int rc = wk_kafka_set(c, key + 6, val);
         return rc ? eng_errf(err, errlen, rc, "out of memory") : 0;
@@ -324,17 +332,27 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
                            "%s, or --%s)",
                            wk_props[i].name, env, wk_props[i].name);
         }
+    long long hi = wk_config_int(c, "worker.pause_kv_pct");
+    long long lo = wk_config_int(c, "worker.resume_kv_pct");
+    if (hi > 0 && lo >= hi)
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                        "configuration key 'worker.resume_kv_pct': %lld must be below "
+                        "worker.pause_kv_pct (%lld)",
+                        lo, hi);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (!conf) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
     char kerr[256];
     int rc = 0;
-    for (size_t i = 0; i < c->n_kafka; i++)
-        if (rd_kafka_conf_set(conf, c->kafka[i].name, c->kafka[i].val, kerr, sizeof kerr) !=
+    for (size_t i = 0; i < c->n_kafka; i++) {
+        const char *name = c->kafka[i].name;
+        if (!strncmp(name, "consumer.", 9) || !strncmp(name, "producer.", 9)) name += 9;
+        if (rd_kafka_conf_set(conf, name, c->kafka[i].val, kerr, sizeof kerr) !=
             RD_KAFKA_CONF_OK) {
             rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "configuration key 'kafka.%s': %s",
                          c->kafka[i].name, kerr);
             break;
         }
+    }
     rd_kafka_conf_destroy(conf);
     return rc;
 }
@@ -382,10 +400,17 @@ int wk_config_doc(FILE *f) {
                "Sources, later wins: the file given with `--config FILE` (lines `key = value`,\n"
                "`#` comments), the environment (`PARLEY_<KEY>`: upper case, `.` -> `_`), then\n"
                "flags (`--set key=value` or `--key value`).  Any `kafka.<property>` is passed\n"
-               "to librdkafka unchanged for the consumer and both producers (environment:\n"
-               "`PARLEY_KAFKA_<PROPERTY>` with `_` -> `.`), e.g. `kafka.bootstrap.servers`,\n"
-               "`kafka.security.protocol`, `kafka.sasl.mechanisms`.  A bad value stops the\n"
-               "worker at start with a message naming the key (exit status 2).\n\n"
+               "to librdkafka unchanged (environment: `PARLEY_KAFKA_<PROPERTY>` with `_` ->\n"
+               "`.`), e.g. `kafka.bootstrap.servers`, `kafka.security.protocol`,\n"
+               "`kafka.sasl.mechanisms`, to the clients librdkafka documents it for: a\n"
+               "consumer-only property (`kafka.fetch.wait.max.ms`, `kafka.session.timeout.ms`)\n"
+               "goes to the group consumer only, a producer-only one (`kafka.linger.ms`,\n"
+               "`kafka.transaction.timeout.ms`) to the transactional and the chunk producer\n"
+               "only, a common one (`kafka.bootstrap.servers`, `kafka.client.id`, SASL/SSL) to\n"
+               "all three.  `kafka.consumer.<property>` and `kafka.producer.<property>` force\n"
+               "a property onto the consumer or onto the producers only (e.g. a separate\n"
+               "`kafka.producer.client.id`).  A bad value stops the worker at start with a\n"
+               "message naming the key (exit status 2).\n\n"
                "| key | type | default | environment | description |\n"
                "|---|---|---|---|---|\n");
     for (size_t i = 0; i < WK_NPROPS; i++) {

@@ -10,7 +10,9 @@
  * transactions, flow control), `model.*`, `scheduler.*`, `cache.*` (host RAM
  * KV pool), `redis.*` (the Redis tier).  Any `kafka.X` key is passed through
  * unchanged to librdkafka as property X (bootstrap.servers, SASL/SSL,
- * tuning), for both the consumer and the producers.
+ * tuning) to the clients it applies to (consumer-only properties to the
+ * consumer, producer-only ones to the producers; `kafka.consumer.X` /
+ * `kafka.producer.X` force one side).
  *
  * Sources and precedence (later wins): the file given with --config (lines
  * `key = value`, `#` comments), then the environment (PARLEY_<KEY>: the key

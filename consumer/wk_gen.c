@@ -221,6 +221,8 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
         __atomic_add_fetch(&w->ctr.ttft_sum_us, (uint64_t)(r->ttft_ms * 1000), __ATOMIC_RELAXED);
         __atomic_add_fetch(&w->ctr.total_sum_us, (uint64_t)(r->total_ms * 1000), __ATOMIC_RELAXED);
     }
+    t->tm.admit_us = r->admit_us;
+    t->tm.end_us = r->submit_us + (int64_t)(r->total_ms * 1000.0);
     wk_done_push(t);
 }
 
@@ -228,6 +230,7 @@ void wk_turn_submit(wk_turn *t) {
     wk_worker *w = t->w;
     t->attempt = w->attempt_base + ++w->attempt_ctr;
     t->submit_unix_ms = wk_unix_ms();
+    t->tm.submit_us = eng_sched_now_us();
     eng_tok_stream_init(&t->ts, w->tok, 0);
     eng_sched_request q;
     memset(&q, 0, sizeof q);
@@ -266,5 +269,6 @@ wk_out *wk_turn_take_out(wk_turn *t) {
     o->partition = t->partition;
     o->offset = t->offset;
     o->gen = t->gen;
+    o->tm = t->tm;
     return o;
 }

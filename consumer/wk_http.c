@@ -34,14 +34,15 @@ typedef struct wk_http {
 
 #define WK_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-static void wk_hist(FILE *f, const char *name, const char *help, uint64_t *h,
-                    uint64_t sum_us) {
+/* A histogram of n buckets over bounds_ms (n - 1 bounds; the last is +Inf). */
+static void wk_hist(FILE *f, const char *name, const char *help, const uint64_t *h,
+                    const double *bounds_ms, int n, uint64_t sum_us) {
     fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
-    for (int i = 0; i < WK_LAT_N; i++) {
-        cum += WK_LD(h[i]);
-        if (i < WK_LAT_N - 1)
-            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, wk_lat_bounds_ms[i] / 1000.0,
+    for (int i = 0; i < n; i++) {
+        cum += __atomic_load_n(&h[i], __ATOMIC_RELAXED);
+        if (i < n - 1)
+            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds_ms[i] / 1000.0,
                     (unsigned long long)cum);
         else
             fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
@@ -82,6 +83,21 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
               "Turns dropped because their partition was revoked.", (double)WK_LD(c->dropped));
     wk_metric(f, "parley_backpressure_pauses_total", "counter", "Partition pauses.",
               (double)WK_LD(c->pauses));
+    wk_metric(f, "parley_backpressure_kv_pauses_total", "counter",
+              "Partition pauses because KV memory passed worker.pause_kv_pct.",
+              (double)WK_LD(c->pauses_kv));
+    int64_t why = WK_LD(c->pause_why);
+    fprintf(f, "# HELP parley_backpressure_paused 1 while partitions are paused for this "
+               "reason.\n# TYPE parley_backpressure_paused gauge\n"
+               "parley_backpressure_paused{reason=\"inflight\"} %d\n"
+               "parley_backpressure_paused{reason=\"kv_memory\"} %d\n",
+            (why & WK_PAUSE_INFLIGHT) != 0, (why & WK_PAUSE_KV) != 0);
+    wk_metric(f, "parley_kv_held_ratio", "gauge",
+              "KV blocks held by running sequences / KV pool blocks (larger kind).",
+              (double)WK_LD(c->kv_permille) / 1000.0);
+    wk_metric(f, "parley_producer_rebuilds_total", "counter",
+              "Transactional producers rebuilt after a fatal, non-fencing error.",
+              (double)WK_LD(c->producer_rebuilds));
     wk_metric(f, "parley_kv_handoff_blocks_total", "counter",
               "KV blocks written to Redis for revoked conversations.",
               (double)WK_LD(c->handoff_blocks));
@@ -97,9 +113,14 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
             fprintf(f, "parley_consumer_lag{partition=\"%d\"} %lld\n", (int)p,
                     (long long)w->lag[p]);
     pthread_mutex_unlock(&w->lag_mu);
-    wk_hist(f, "parley_ttft_seconds", "Time to first token.", c->ttft_hist, WK_LD(c->ttft_sum_us));
+    wk_hist(f, "parley_ttft_seconds", "Time to first token.", c->ttft_hist, wk_lat_bounds_ms,
+            WK_LAT_N, WK_LD(c->ttft_sum_us));
     wk_hist(f, "parley_turn_seconds", "Turn latency from submit to end.", c->total_hist,
-            WK_LD(c->total_sum_us));
+            wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->total_sum_us));
+    wk_hist(f, "parley_turn_overhead_seconds",
+            "Time of a committed turn outside the engine: from consumption (or its "
+            "predecessor's end) to its transaction's commit, minus the time it ran in a batch.",
+            c->ovh_hist, wk_ovh_bounds_ms, WK_OVH_N, WK_LD(c->ovh_sum_us));
     eng_sched_stats st;
     eng_sched_stats_get(w->sched, &st);
     wk_metric(f, "parley_sched_running", "gauge", "Sequences running.", st.running);

@@ -34,6 +34,16 @@
 #define WK_MAX_EOG 64          /* end-of-generation token ids used as stops */
 #define WK_LAT_N 12            /* latency histogram buckets */
 #define WK_MAX_IDLE 4096       /* idle conversations remembered for the handoff */
+#define WK_OVH_N 14            /* pipeline overhead histogram buckets */
+#define WK_OVH_RING 8192       /* latest overheads kept for the exact median */
+
+/* Where a turn's time went (eng_sched_now_us clock; 0 = not reached). */
+typedef struct wk_timing {
+    int64_t ready_us;           /* consumed, or its predecessor in the conversation finished */
+    int64_t submit_us;          /* handed to the scheduler */
+    int64_t admit_us;           /* first admitted to a batch (scheduler) */
+    int64_t end_us;             /* the scheduler finished it */
+} wk_timing;
 
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
@@ -47,6 +57,7 @@ typedef struct wk_out {
     int64_t offset;             /* input offset it finishes */
     uint32_t gen;               /* partition generation at consumption */
     int ready;                  /* below the commit position: goes in this transaction */
+    wk_timing tm;               /* the turn's timing (TurnResults of served turns only) */
 } wk_out;
 
 struct wk_conv;
@@ -88,6 +99,7 @@ typedef struct wk_turn {
     int n_final;                /* entries */
     sch_buf result;             /* encoded TurnResult once done */
     int result_rc;              /* 0, or the encode error */
+    wk_timing tm;               /* where its time went (for the overhead histogram) */
 } wk_turn;
 
 /* Turns of one conversation (record key) on one partition, oldest first. */
@@ -117,7 +129,18 @@ typedef struct wk_counters {
     uint64_t txn_commits;       /* committed transactions */
     uint64_t txn_aborts;        /* aborted transactions */
     uint64_t dropped;           /* outcomes dropped after revocation */
-    uint64_t pauses;            /* backpressure pauses */
+    uint64_t pauses;            /* backpressure pauses (any reason) */
+    uint64_t pauses_kv;         /* of which because KV memory passed its high-water mark */
+    uint64_t producer_rebuilds; /* transactional producers rebuilt after a fatal error */
+    int64_t kv_permille;        /* gauge: KV blocks held by running sequences, per mille of the pool */
+    int64_t pause_why;          /* gauge: WK_PAUSE_* bits holding the backpressure pause */
+    uint64_t ovh_hist[WK_OVH_N]; /* overhead histogram, bucket i <= wk_ovh_bounds_ms[i] */
+    uint64_t ovh_n;             /* turns measured */
+    uint64_t ovh_sum_us;        /* sum of overheads (pre + post) */
+    uint64_t pre_sum_us;        /* sum of ready -> submit */
+    uint64_t squeue_sum_us;     /* sum of submit -> admit (scheduler queue) */
+    uint64_t engine_sum_us;     /* sum of admit -> end (in a running batch) */
+    uint64_t post_sum_us;       /* sum of end -> transaction committed */
     uint64_t handoff_blocks;    /* KV blocks queued to Redis on revocation */
     uint64_t ttft_hist[WK_LAT_N];  /* TTFT histogram, bucket i <= wk_lat_bounds_ms[i] */
     uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
@@ -129,6 +152,8 @@ typedef struct wk_counters {
 
 /* Upper bounds (ms) of the latency buckets; the last bucket is +Inf. */
 extern const double wk_lat_bounds_ms[WK_LAT_N - 1];
+/* Upper bounds (ms) of the overhead buckets; the last bucket is +Inf. */
+extern const double wk_ovh_bounds_ms[WK_OVH_N - 1];
 
 struct wk_worker {
     const wk_config *cfg;       /* configuration (caller's) */
@@ -169,6 +194,14 @@ struct wk_worker {
     int64_t batch_since_us;     /* when the oldest entry was added */
     int64_t inflight;           /* consumed turns not yet in a batch */
     bool paused;                /* partitions paused (backpressure) */
+    int pause_why;              /* WK_PAUSE_* reasons holding the pause (bit set) */
+    int64_t kv_hi, kv_lo;       /* KV pause / resume marks (per mille of the pool) */
+    int recovering;             /* WK_REC_* stage of a producer rebuild; 0 = none */
+    int abort_pending;          /* an abort failed retriably: retried before the next begin */
+    int64_t txn_begin_us;       /* when the open transaction began; 0 = none open */
+    int64_t txn_timeout_us;     /* the transactional producer's transaction.timeout.ms */
+    float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
+    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
     uint64_t attempt_base;      /* per-process attempt id base */
     uint64_t attempt_ctr;       /* attempts made */
     int fatal;                  /* a fatal Kafka error happened */
@@ -180,6 +213,13 @@ struct wk_worker {
     int64_t *lag;               /* per partition: high watermark - commit position; -1 unknown/not owned */
     int32_t n_lag;              /* entries */
 };
+
+#define WK_PAUSE_INFLIGHT 1 /* worker.max_inflight reached */
+#define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_high */
+
+#define WK_REC_PRODUCER 1   /* recovery: make a new transactional producer */
+#define WK_REC_INIT 2       /* recovery: init_transactions until it succeeds */
+#define WK_REC_SEEK 3       /* recovery: rewind owned partitions to their committed offsets */
 
 /* Structured log line on stderr: event + printf-style key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)
@@ -209,6 +249,33 @@ void wk_turn_free(wk_turn *t);
 int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, char *err,
                   size_t errlen);
 void wk_http_stop(struct wk_http *h);
+
+/* wk_kafka.c: the three Kafka handles (consumer subscribed, transactional
+ * producer initialised).  Returns 0 or WK_EINVAL / WK_EKAFKA with a
+ * message. */
+int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
+/* A new transactional producer (transactional.id parley-<worker id>), not
+ * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
+int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
+/* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
+ * (also for names it does not list). */
+char wk_kafka_scope(const char *name);
+
+/* wk_txn.c: produce the ready batch entries and the commit positions in
+ * one transaction.  Returns 0 committed (or nothing to do), -1 not
+ * committed (batch kept; or dropped when a fatal error started a
+ * producer rebuild; w->fatal set when fenced). */
+int wk_txn_commit(struct wk_worker *w);
+/* One step of a producer rebuild (w->recovering != 0); never blocks more
+ * than a few seconds. */
+void wk_txn_recover_step(struct wk_worker *w);
+
+/* wk_loop.c: drop the turns and batch entries of partitions that are not
+ * ours at their current generation (all turns when all != 0); write idle
+ * conversations' KV to Redis first when handoff != 0. */
+void wk_drop_stale(struct wk_worker *w, int all, int handoff);
+/* Pause (pause != 0) or resume every assigned partition. */
+void wk_pause_all(struct wk_worker *w, int pause);
 void wk_out_free(wk_out *o);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * wk_loop.c -- the worker's poll loop: consumption, per-conversation
- * queues, transactions, rebalances, backpressure and shutdown.
+ * queues, rebalances, backpressure and shutdown (the transactions
+ * themselves and the producer rebuild are in wk_txn.c).
  *
  * Exactly-once.  A consumed record is tracked in wk_offsets until its one
  * output (TurnResult, expired TurnResult or DeadLetter) joins the batch.
@@ -162,9 +163,7 @@ static bool wk_current(const wk_worker *w, int32_t p, uint32_t gen) {
     return p >= 0 && p < w->n_parts && w->owned[p] && w->gen[p] == gen;
 }
 
-/* Drop the turns (all of them when all != 0) and batch entries of
- * partitions that are no longer ours. */
-static void wk_drop_stale(wk_worker *w, int all) {
+void wk_drop_stale(wk_worker *w, int all, int handoff) {
     int flushed = 0, n_conv = 0, n_failed = 0;
     for (size_t i = 0; i < w->conv_cap; i++)
         for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
@@ -172,7 +171,7 @@ static void wk_drop_stale(wk_worker *w, int all) {
             bool owned = c->partition < w->n_parts && w->owned[c->partition];
             if (!all && owned && (!c->head || wk_current(w, c->head->partition, c->head->gen)))
                 continue;
-            if (w->handoff && c->last_toks) { /* the next owner starts warm */
+            if (handoff && w->handoff && c->last_toks) { /* the next owner starts warm */
                 int nq = 0;
                 if (kv_cache_flush_to_redis(w->cache, c->ns, strlen(c->ns), c->last_toks,
                                             c->n_last, &nq) == 0) {
@@ -218,102 +217,6 @@ static void wk_drop_stale(wk_worker *w, int all) {
     }
 }
 
-static void wk_set_fatal(wk_worker *w, const char *what, const rd_kafka_error_t *e) {
-    w->fatal = 1;
-    snprintf(w->fatal_msg, sizeof w->fatal_msg, "%s: %s", what, rd_kafka_error_string(e));
-    wk_log("error", "kafka_fatal", "what=%s err=\"%s\"", what, rd_kafka_error_string(e));
-}
-
-/* ---------------------------------------------------------- transactions */
-
-/* Produce the batch and the commit positions in one transaction.  Returns
- * 0 committed (or nothing to do), -1 aborted / failed (batch kept). */
-static int wk_txn_commit(wk_worker *w) {
-    if (!w->n_batch || w->fatal) return 0;
-    /* Only outputs below their partition's commit position are ready: an
-     * output above an unfinished record waits, so a committed output is
-     * never redone by the next owner of the partition. */
-    int n_ready = 0;
-    for (wk_out *o = w->batch_head; o; o = o->next) {
-        o->ready = o->offset < wk_offsets_position(w->offs, o->partition);
-        n_ready += o->ready;
-    }
-    w->batch_since_us = eng_sched_now_us();
-    if (!n_ready) return 0;
-    rd_kafka_error_t *e = rd_kafka_begin_transaction(w->txp);
-    if (e) {
-        wk_set_fatal(w, "begin_transaction", e);
-        rd_kafka_error_destroy(e);
-        return -1;
-    }
-    const char *step = "produce";
-    int n_res = 0, n_dlq = 0;
-    for (wk_out *o = w->batch_head; o; o = o->next) {
-        if (!o->ready) continue;
-        rd_kafka_headers_t *h = rd_kafka_headers_new(2);
-        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
-        if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
-        const char *topic = o->dlq ? w->t_dlq : w->t_resp;
-        rd_kafka_resp_err_t re = rd_kafka_producev(
-            w->txp, RD_KAFKA_V_TOPIC(topic),
-            RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->val.data, o->val.len),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
-        if (re) {
-            rd_kafka_headers_destroy(h);
-            e = rd_kafka_error_new(re, "produce: %s", rd_kafka_err2str(re));
-            goto fail;
-        }
-        if (o->dlq) n_dlq++;
-        else n_res++;
-    }
-    rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
-    for (int32_t p = 0; p < w->n_parts; p++) {
-        int64_t pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
-        if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->t_turns, p)->offset = pos;
-    }
-    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->cons);
-    step = "send_offsets_to_transaction";
-    e = rd_kafka_send_offsets_to_transaction(w->txp, offs, md, 30000);
-    rd_kafka_consumer_group_metadata_destroy(md);
-    rd_kafka_topic_partition_list_destroy(offs);
-    if (e) goto fail;
-    step = "commit_transaction";
-    if ((e = rd_kafka_commit_transaction(w->txp, 30000))) goto fail;
-    wk_out **pp = &w->batch_head;
-    w->batch_tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        if (o->ready) {
-            *pp = o->next;
-            w->n_batch--;
-            wk_out_free(o);
-        } else {
-            w->batch_tail = o;
-            pp = &o->next;
-        }
-    }
-    WK_ADD(w->ctr.txn_commits, 1);
-    WK_ADD(w->ctr.turns_done, (uint64_t)n_res);
-    WK_ADD(w->ctr.dlq, (uint64_t)n_dlq);
-    return 0;
-fail:
-    if (rd_kafka_error_is_fatal(e)) {
-        wk_set_fatal(w, step, e);
-        rd_kafka_error_destroy(e);
-        return -1;
-    }
-    wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d", step, rd_kafka_error_string(e),
-           w->n_batch);
-    rd_kafka_error_destroy(e);
-    WK_ADD(w->ctr.txn_aborts, 1);
-    if ((e = rd_kafka_abort_transaction(w->txp, 30000))) {
-        if (rd_kafka_error_is_fatal(e)) wk_set_fatal(w, "abort_transaction", e);
-        else wk_log("warn", "txn_abort_failed", "err=\"%s\"", rd_kafka_error_string(e));
-        rd_kafka_error_destroy(e);
-    }
-    return -1;
-}
-
 static void wk_batch_add(wk_worker *w, wk_out *o) {
     o->next = NULL;
     if (w->batch_tail) w->batch_tail->next = o;
@@ -346,7 +249,7 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             wk_log("error", "assign_failed", "err=\"%s\"", rd_kafka_error_string(e));
             rd_kafka_error_destroy(e);
         }
-        if (w->paused) rd_kafka_pause_partitions(rk, parts);
+        if (w->paused || w->recovering) rd_kafka_pause_partitions(rk, parts);
         WK_ADD(w->ctr.assigned, parts->cnt);
         wk_log("info", "assigned", "partitions=%d", parts->cnt);
         return;
@@ -363,7 +266,7 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         w->gen[p]++;
         wk_offsets_reset(w->offs, p);
     }
-    wk_drop_stale(w, 0);
+    wk_drop_stale(w, 0, 1);
     WK_ADD(w->ctr.assigned, -parts->cnt);
     if (coop) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
@@ -390,6 +293,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         return;
     }
     WK_ADD(w->ctr.consumed, 1);
+    int64_t t_in = eng_sched_now_us();
     uint32_t gen = w->gen[m->partition];
     wk_turn *t = NULL;
     wk_out *o = NULL;
@@ -411,6 +315,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     }
     wk_idle_unlink(w, c);
     t->conv = c;
+    t->tm.ready_us = t_in;
     if (c->tail) c->tail->next = t;
     else c->head = t;
     c->tail = t;
@@ -455,6 +360,7 @@ static void wk_drain_done(wk_worker *w) {
         wk_turn_free(t);
         if (c->head) {
             c->running = 1;
+            c->head->tm.ready_us = eng_sched_now_us(); /* it waited for its predecessor */
             wk_turn_submit(c->head);
         } else if (w->handoff && c->last_toks) {
             wk_idle_push(w, c);
@@ -465,16 +371,56 @@ static void wk_drain_done(wk_worker *w) {
     }
 }
 
-static void wk_pause(wk_worker *w, int pause) {
+void wk_pause_all(wk_worker *w, int pause) {
     rd_kafka_topic_partition_list_t *a = NULL;
     if (rd_kafka_assignment(w->cons, &a) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     if (pause) rd_kafka_pause_partitions(w->cons, a);
     else rd_kafka_resume_partitions(w->cons, a);
     rd_kafka_topic_partition_list_destroy(a);
     w->paused = pause != 0;
-    if (pause) WK_ADD(w->ctr.pauses, 1);
 }
 
+/* KV blocks held by running sequences, per mille of the pool (the larger
+ * of the two block kinds).  Cached blocks nobody runs on are evictable and
+ * do not count: a full prefix cache is not memory pressure. */
+static int64_t wk_kv_permille(wk_worker *w) {
+    eng_sched_stats st;
+    eng_sched_stats_get(w->sched, &st);
+    int64_t pm = 0;
+    for (int k = 0; k < 2; k++)
+        if (st.blocks_total[k] > 0) {
+            int64_t v = (int64_t)st.blocks_held[k] * 1000 / st.blocks_total[k];
+            if (v > pm) pm = v;
+        }
+    return pm;
+}
+
+/* Backpressure: pause every partition while in-flight turns or KV memory
+ * are above their marks, resume when both are back below the low marks
+ * (half of worker.max_inflight; worker.resume_kv_pct). */
+static void wk_backpressure(wk_worker *w, int64_t max_inflight) {
+    int why = w->pause_why;
+    if (w->inflight >= max_inflight) why |= WK_PAUSE_INFLIGHT;
+    else if (w->inflight <= max_inflight / 2) why &= ~WK_PAUSE_INFLIGHT;
+    int64_t pm = wk_kv_permille(w);
+    __atomic_store_n(&w->ctr.kv_permille, pm, __ATOMIC_RELAXED);
+    if (w->kv_hi > 0) {
+        if (pm >= w->kv_hi) why |= WK_PAUSE_KV;
+        else if (pm <= w->kv_lo) why &= ~WK_PAUSE_KV;
+    }
+    if (why && !w->pause_why) {
+        WK_ADD(w->ctr.pauses, 1);
+        if (why & WK_PAUSE_KV) WK_ADD(w->ctr.pauses_kv, 1);
+        wk_log("info", "pause", "reason=%s inflight=%lld kv_permille=%lld",
+               why & WK_PAUSE_KV ? "kv_memory" : "inflight", (long long)w->inflight,
+               (long long)w->ctr.kv_permille);
+    } else if ((why & WK_PAUSE_KV) && !(w->pause_why & WK_PAUSE_KV)) {
+        WK_ADD(w->ctr.pauses_kv, 1);
+    }
+    w->pause_why = why;
+    __atomic_store_n(&w->ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);
+    if (!w->recovering && (why != 0) != w->paused) wk_pause_all(w, why != 0);
+}
 
 /* Refresh the per-partition lag gauge from librdkafka's cached high
  * watermarks (no network round trip). */
@@ -499,40 +445,74 @@ static void wk_lag_update(wk_worker *w) {
     pthread_mutex_unlock(&w->lag_mu);
 }
 
+static int wk_cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The shutdown summary: counts, turns/s over the run, and where a served
+ * turn's time went (means; exact median overhead over the latest
+ * WK_OVH_RING turns). */
+static void wk_log_summary(wk_worker *w, int64_t run_us) {
+    const wk_counters *c = &w->ctr;
+    size_t n = c->ovh_n < WK_OVH_RING ? (size_t)c->ovh_n : WK_OVH_RING;
+    double med = 0, k = c->ovh_n ? 1000.0 * (double)c->ovh_n : 1;
+    if (n) {
+        qsort(w->ovh_ring, n, sizeof w->ovh_ring[0], wk_cmp_float);
+        med = n % 2 ? w->ovh_ring[n / 2] : (w->ovh_ring[n / 2 - 1] + w->ovh_ring[n / 2]) / 2.0;
+    }
+    wk_log("info", "stopped",
+           "results=%llu dlq=%llu commits=%llu aborts=%llu producer_rebuilds=%llu "
+           "pauses=%llu pauses_kv=%llu run_s=%.1f turns_per_s=%.2f overhead_turns=%llu "
+           "overhead_p50_ms=%.2f overhead_mean_ms=%.2f pre_mean_ms=%.2f sched_queue_mean_ms=%.2f "
+           "engine_mean_ms=%.2f post_mean_ms=%.2f",
+           (unsigned long long)c->turns_done, (unsigned long long)c->dlq,
+           (unsigned long long)c->txn_commits, (unsigned long long)c->txn_aborts,
+           (unsigned long long)c->producer_rebuilds, (unsigned long long)c->pauses,
+           (unsigned long long)c->pauses_kv, (double)run_us / 1e6,
+           run_us > 0 ? (double)c->turns_done * 1e6 / (double)run_us : 0.0,
+           (unsigned long long)c->ovh_n, med, (double)c->ovh_sum_us / k,
+           (double)c->pre_sum_us / k, (double)c->squeue_sum_us / k,
+           (double)c->engine_sum_us / k, (double)c->post_sum_us / k);
+}
+
 int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     int64_t iv_us = wk_config_int(cfg, "worker.txn_interval_ms") * 1000;
     int max_rec = (int)wk_config_int(cfg, "worker.txn_max_records");
     int64_t max_inflight = wk_config_int(cfg, "worker.max_inflight");
     int64_t grace_us = wk_config_int(cfg, "worker.grace_ms") * 1000;
-    int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0;
+    int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0, t0 = last_log;
+    w->kv_hi = wk_config_int(cfg, "worker.pause_kv_pct") * 10;
+    w->kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
     while (!w->fatal) {
         int64_t now = eng_sched_now_us();
         if (w->stop_req && !stop_at) {
             stop_at = now + grace_us;
-            wk_pause(w, 1);
+            wk_pause_all(w, 1);
             wk_log("info", "shutdown", "inflight=%lld grace_ms=%lld", (long long)w->inflight,
                    (long long)(grace_us / 1000));
         }
         if (stop_at && (w->stop_fast || now >= stop_at) && w->inflight) {
             wk_log("warn", "shutdown_cancel", "inflight=%lld", (long long)w->inflight);
-            wk_drop_stale(w, 1);
+            wk_drop_stale(w, 1, 1);
         }
         if (stop_at && !w->inflight) break;
+        if (w->recovering && !stop_at) wk_txn_recover_step(w);
+        if (w->fatal) break;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->inflight ? 5 : 20);
-        if (m) {
-            if (!stop_at) wk_on_message(w, m);
+        if (m) { /* while recovering, records are consumed again after the rewind */
+            if (!stop_at && !w->recovering) wk_on_message(w, m);
             rd_kafka_message_destroy(m);
         }
         rd_kafka_poll(w->chp, 0);
-        rd_kafka_poll(w->txp, 0);
+        if (w->txp) rd_kafka_poll(w->txp, 0);
         wk_drain_done(w);
         __atomic_store_n(&w->ctr.inflight, w->inflight, __ATOMIC_RELAXED);
         now = eng_sched_now_us();
         if (w->n_batch && (w->n_batch >= max_rec || now - w->batch_since_us >= iv_us))
             wk_txn_commit(w);
-        if (!stop_at && !w->paused && w->inflight >= max_inflight) wk_pause(w, 1);
-        else if (!stop_at && w->paused && w->inflight <= max_inflight / 2) wk_pause(w, 0);
+        if (!stop_at) wk_backpressure(w, max_inflight);
         if (now - last_lag >= 1000000) {
             last_lag = now;
             wk_lag_update(w);
@@ -561,8 +541,6 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     rd_kafka_destroy(w->cons);
     w->cons = NULL;
     if (w->cache) kv_cache_redis_drain(w->cache, 2000);
-    wk_log("info", "stopped", "results=%llu dlq=%llu commits=%llu",
-           (unsigned long long)w->ctr.turns_done, (unsigned long long)w->ctr.dlq,
-           (unsigned long long)w->ctr.txn_commits);
+    wk_log_summary(w, eng_sched_now_us() - t0);
     return 0;
 }

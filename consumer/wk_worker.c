@@ -1,9 +1,8 @@
 /*
  * wk_worker.c -- building and tearing down a worker: model, tokenizer and
  * chat template, prefix cache, scheduler, and the three Kafka handles
- * (group consumer, transactional producer, idempotent chunk producer) with
- * parley's defaults under the user's kafka.* pass-through.  The poll loop,
- * transactions and rebalances are in wk_loop.c.
+ * (made in wk_kafka.c).  The poll loop and rebalances are in wk_loop.c,
+ * transactions and producer recovery in wk_txn.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,37 +15,6 @@
 #include "kv_sched_ops.h"
 #include "wk_internal.h"
 #include "wk_worker.h"
-
-void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
-                     rd_kafka_topic_partition_list_t *parts, void *opaque);
-
-/* Kafka configuration: parley defaults (pairs, NULL-terminated), then the
- * user's kafka.* properties, then forced settings (pairs). */
-static rd_kafka_conf_t *wk_kconf(const wk_config *cfg, const char *const *defs,
-                                 const char *const *forced, char *err, size_t errlen) {
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    char kerr[256];
-    for (int i = 0; defs && defs[i]; i += 2)
-        if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
-            goto bad;
-    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
-        const char *k, *v;
-        wk_config_kafka_at(cfg, i, &k, &v);
-        if (rd_kafka_conf_set(c, k, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
-            eng_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
-            rd_kafka_conf_destroy(c);
-            return NULL;
-        }
-    }
-    for (int i = 0; forced && forced[i]; i += 2)
-        if (rd_kafka_conf_set(c, forced[i], forced[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
-            goto bad;
-    return c;
-bad:
-    eng_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
-    rd_kafka_conf_destroy(c);
-    return NULL;
-}
 
 static bool wk_user_sets(const wk_config *cfg, const char *name) {
     for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
@@ -145,73 +113,6 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
 }
 
 
-/* Best effort: fetch topic's metadata into rk's cache (errors ignored: the
- * producer looks it up on first use anyway). */
-static void wk_warm_metadata(rd_kafka_t *rk, const char *topic) {
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        rd_kafka_metadata_destroy(md);
-    if (rkt) rd_kafka_topic_destroy(rkt);
-}
-static int wk_setup_kafka(wk_worker *w, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
-    char e[512], txid[200];
-    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"),
-                           "partition.assignment.strategy", "cooperative-sticky",
-                           "auto.offset.reset", "earliest",
-                           "isolation.level", "read_committed",
-                           "client.id", w->id, NULL};
-    const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
-                             NULL};
-    rd_kafka_conf_t *c = wk_kconf(cfg, cdefs, cforced, err, errlen);
-    if (!c) return WK_EKAFKA;
-    rd_kafka_conf_set_opaque(c, w);
-    rd_kafka_conf_set_rebalance_cb(c, wk_rebalance_cb);
-    w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
-    if (!w->cons) {
-        rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
-    }
-    rd_kafka_poll_set_consumer(w->cons);
-    snprintf(txid, sizeof txid, "parley-%s", w->id);
-    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
-    const char *tforced[] = {"transactional.id", txid, NULL};
-    if (!(c = wk_kconf(cfg, pdefs, tforced, err, errlen))) return WK_EKAFKA;
-    w->txp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
-    if (!w->txp) {
-        rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
-    }
-    const char *iforced[] = {"enable.idempotence", "true", NULL};
-    if (!(c = wk_kconf(cfg, pdefs, iforced, err, errlen))) return WK_EKAFKA;
-    w->chp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
-    if (!w->chp) {
-        rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
-    }
-    /* Learn where the output topics live now rather than at the producers'
-     * first periodic metadata refresh, which would hold a fresh worker's
-     * first chunks and results for up to a second. */
-    wk_warm_metadata(w->chp, w->t_tokens);
-    wk_warm_metadata(w->txp, w->t_resp);
-    wk_warm_metadata(w->txp, w->t_dlq);
-    rd_kafka_error_t *ke = rd_kafka_init_transactions(w->txp, 60000);
-    if (ke) {
-        eng_errf(err, errlen, WK_EKAFKA, "init_transactions (%s): %s", txid,
-                rd_kafka_error_string(ke));
-        rd_kafka_error_destroy(ke);
-        return WK_EKAFKA;
-    }
-    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, w->t_turns, RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
-    rd_kafka_topic_partition_list_destroy(sub);
-    if (re) return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->t_turns,
-                           rd_kafka_err2str(re));
-    return 0;
-}
-
 int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen) {
     *out = NULL;
     if (!wk_user_sets(cfg, "bootstrap.servers"))
@@ -248,7 +149,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     if (wk_offsets_new(&w->offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);
-    if (!rc) rc = wk_setup_kafka(w, err, errlen);
+    if (!rc) rc = wk_kafka_setup(w, err, errlen);
     const char *http = wk_config_str(cfg, "worker.http");
     if (!rc && *http) rc = wk_http_start(w, http, &w->http, err, errlen);
     if (rc) {

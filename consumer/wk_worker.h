@@ -28,8 +28,17 @@
  *
  * Failure behaviour.  Bad input never stops the worker (DLQ).  create
  * fails with a message for bad configuration, an unreadable model or
- * Kafka handles that cannot be made; run returns an error for fatal Kafka
- * errors (e.g. a fenced transactional producer).  Nothing here prints
+ * Kafka handles that cannot be made.  Broker outages are ridden out: a
+ * fatal transactional-producer error that is not a fence (e.g. the
+ * coordinator aborted a transaction during an outage longer than
+ * transaction.timeout.ms) makes the worker drop its uncommitted turns,
+ * rebuild the producer with the same transactional.id, rewind its
+ * partitions to the committed offsets and carry on (wk_txn.c).  run
+ * returns an error for a fenced producer (another instance took the
+ * worker.id) or a producer that cannot be rebuilt.  Backpressure pauses
+ * the partitions while in-flight turns or KV blocks held by running
+ * sequences pass their marks (worker.max_inflight, worker.pause_kv_pct).
+ * Nothing here prints
  * except one structured log line per notable event on stderr
  * (`ts=... level=... event=... key=value...`).
  */
@@ -55,7 +64,8 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
 /* Run the poll loop until wk_worker_stop.  After a stop request: stop
  * fetching, let in-flight turns finish within worker.grace_ms (cancel the
  * rest), commit what finished, leave the group.  Returns 0 after a clean
- * shutdown, WK_EKAFKA on a fatal Kafka error. */
+ * shutdown, WK_EKAFKA when the producer was fenced or could not be
+ * rebuilt. */
 int wk_worker_run(wk_worker *w, char *err, size_t errlen);
 
 /* Request shutdown (fast != 0: cancel in-flight turns at once).

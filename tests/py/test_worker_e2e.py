@@ -250,7 +250,9 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
     port = free_port()
     try:
         env.start("w1", "--worker.http", f"127.0.0.1:{port}", "--worker.max_inflight", "4")
-        env.start("w2")
+        # Consumer-only and producer-only pass-through properties: each goes
+        # to the clients it belongs to (no CONFWARN in the log).
+        env.start("w2", "--kafka.fetch.wait.max.ms", "100", "--kafka.linger.ms", "2")
         expected_dlq = produce_workload(env, convs, turns, max_tokens=6)
         rc = env.consumer("responses", "read_committed")
         results = collect(rc, convs * turns + 1, 150)
@@ -293,6 +295,9 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         assert metric(text, "parley_inflight_turns") == 0
         assert metric(text, "parley_txn_commits_total") >= 1
         assert metric(text, "parley_ttft_seconds_count") >= w1_results - 1  # expired: no TTFT
+        ovh = metric(text, "parley_turn_overhead_seconds_count")
+        assert w1_results - 1 <= ovh <= w1_results, (ovh, w1_results)  # expired: never ran
+        assert metric(text, "parley_turn_overhead_seconds_sum") > 0
         lag = [l for l in text.splitlines() if l.startswith("parley_consumer_lag{")]
         assert lag and all(l.endswith(" 0") for l in lag), lag  # everything committed
         if w1_results > 4:
@@ -303,7 +308,10 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         env.stop_all()
     for wid, p in env.procs.items():
         assert p.returncode == 0, env.log(wid)[-2000:]
-        assert "event=stopped" in env.log(wid)
+        log = env.log(wid)
+        assert "event=stopped" in log
+        assert re.search(r"event=stopped .*overhead_p50_ms=[0-9.]+", log), log[-2000:]
+        assert "CONFWARN" not in log, [l for l in log.splitlines() if "CONFWARN" in l]
 
 
 def owned(env, wid):

@@ -1,0 +1,177 @@
+/*
+ * wk_kafka.c -- the worker's three Kafka handles (group consumer,
+ * transactional producer, idempotent chunk producer): parley's defaults,
+ * the user's kafka.* pass-through scoped to the clients that understand
+ * each property, and forced settings.  The transactional producer can be
+ * built again in place (wk_kafka_txp_new) when a fatal, non-fencing error
+ * leaves the old one unusable (see wk_txn.c).
+ *
+ * Scoping.  librdkafka knows every property as consumer-only (C),
+ * producer-only (P) or common (*); setting a consumer property on a
+ * producer works but logs a CONFWARN on every start.  The scope comes from
+ * librdkafka's own property table (rd_kafka_conf_properties_show), read
+ * once.  `kafka.consumer.X` / `kafka.producer.X` force X onto the consumer
+ * or onto both producers only; plain `kafka.X` goes where librdkafka says
+ * X belongs (a property the table does not list goes everywhere).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_err.h"
+#include "wk_internal.h"
+
+void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
+                     rd_kafka_topic_partition_list_t *parts, void *opaque);
+
+static char *wk_props_text;     /* librdkafka's property table (NULL: unavailable) */
+static pthread_once_t wk_props_once = PTHREAD_ONCE_INIT;
+
+static void wk_props_load(void) {
+    size_t n = 0;
+    FILE *f = open_memstream(&wk_props_text, &n);
+    if (!f) return;
+    rd_kafka_conf_properties_show(f);
+    if (fclose(f) != 0) {
+        free(wk_props_text);
+        wk_props_text = NULL;
+    }
+}
+
+char wk_kafka_scope(const char *name) {
+    pthread_once(&wk_props_once, wk_props_load);
+    size_t nl = strlen(name);
+    for (const char *p = wk_props_text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        if (ll > nl && !strncmp(p, name, nl) && p[nl] == ' ') {
+            const char *bar = memchr(p + nl, '|', ll - nl);
+            if (bar)
+                for (const char *q = bar + 1; q < p + ll && *q != '|'; q++)
+                    if (*q == 'C' || *q == 'P' || *q == '*') return *q;
+        }
+        p = eol ? eol + 1 : p + ll;
+    }
+    return '*';
+}
+
+/* The librdkafka property a kafka.* entry sets on a client of kind
+ * ('C' consumer, 'P' producer), or NULL when it is not for that client. */
+static const char *wk_kafka_for(const char *name, char kind) {
+    if (!strncmp(name, "consumer.", 9)) return kind == 'C' ? name + 9 : NULL;
+    if (!strncmp(name, "producer.", 9)) return kind == 'P' ? name + 9 : NULL;
+    char s = wk_kafka_scope(name);
+    return s == '*' || s == kind ? name : NULL;
+}
+
+/* Kafka configuration for a client of kind ('C'/'P'): parley defaults
+ * (pairs, NULL-terminated), then the user's kafka.* properties for that
+ * kind, then forced settings (pairs). */
+static rd_kafka_conf_t *wk_kconf(const wk_config *cfg, char kind, const char *const *defs,
+                                 const char *const *forced, char *err, size_t errlen) {
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    char kerr[256];
+    for (int i = 0; defs && defs[i]; i += 2)
+        if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+            goto bad;
+    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+        const char *k, *v, *prop;
+        wk_config_kafka_at(cfg, i, &k, &v);
+        if (!(prop = wk_kafka_for(k, kind))) continue;
+        if (rd_kafka_conf_set(c, prop, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
+            eng_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
+            rd_kafka_conf_destroy(c);
+            return NULL;
+        }
+    }
+    for (int i = 0; forced && forced[i]; i += 2)
+        if (rd_kafka_conf_set(c, forced[i], forced[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
+            goto bad;
+    return c;
+bad:
+    eng_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
+    rd_kafka_conf_destroy(c);
+    return NULL;
+}
+
+/* Best effort: fetch topic's metadata into rk's cache (errors ignored: the
+ * producer looks it up on first use anyway). */
+static void wk_warm_metadata(rd_kafka_t *rk, const char *topic) {
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    if (rkt) rd_kafka_topic_destroy(rkt);
+}
+
+int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
+    char e[512], txid[200];
+    snprintf(txid, sizeof txid, "parley-%s", w->id);
+    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
+    const char *tforced[] = {"transactional.id", txid, NULL};
+    rd_kafka_conf_t *c = wk_kconf(w->cfg, 'P', pdefs, tforced, err, errlen);
+    if (!c) return WK_EKAFKA;
+    char tmo[32];
+    size_t tl = sizeof tmo;
+    if (rd_kafka_conf_get(c, "transaction.timeout.ms", tmo, &tl) == RD_KAFKA_CONF_OK)
+        w->txn_timeout_us = strtoll(tmo, NULL, 10) * 1000;
+    if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
+    }
+    return 0;
+}
+
+int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
+    char e[512];
+    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"),
+                           "partition.assignment.strategy", "cooperative-sticky",
+                           "auto.offset.reset", "earliest",
+                           "isolation.level", "read_committed",
+                           "client.id", w->id, NULL};
+    const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
+                             NULL};
+    rd_kafka_conf_t *c = wk_kconf(cfg, 'C', cdefs, cforced, err, errlen);
+    if (!c) return WK_EKAFKA;
+    rd_kafka_conf_set_opaque(c, w);
+    rd_kafka_conf_set_rebalance_cb(c, wk_rebalance_cb);
+    w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
+    if (!w->cons) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
+    }
+    rd_kafka_poll_set_consumer(w->cons);
+    int rc = wk_kafka_txp_new(w, &w->txp, err, errlen);
+    if (rc) return rc;
+    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
+    const char *iforced[] = {"enable.idempotence", "true", NULL};
+    if (!(c = wk_kconf(cfg, 'P', pdefs, iforced, err, errlen))) return WK_EKAFKA;
+    w->chp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
+    if (!w->chp) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
+    }
+    /* Learn where the output topics live now rather than at the producers'
+     * first periodic metadata refresh, which would hold a fresh worker's
+     * first chunks and results for up to a second. */
+    wk_warm_metadata(w->chp, w->t_tokens);
+    wk_warm_metadata(w->txp, w->t_resp);
+    wk_warm_metadata(w->txp, w->t_dlq);
+    rd_kafka_error_t *ke = rd_kafka_init_transactions(w->txp, 60000);
+    if (ke) {
+        eng_errf(err, errlen, WK_EKAFKA, "init_transactions (parley-%s): %s", w->id,
+                 rd_kafka_error_string(ke));
+        rd_kafka_error_destroy(ke);
+        return WK_EKAFKA;
+    }
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, w->t_turns, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (re)
+        return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->t_turns,
+                        rd_kafka_err2str(re));
+    return 0;
+}

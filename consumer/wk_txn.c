@@ -1,0 +1,311 @@
+/*
+ * wk_txn.c -- the worker's Kafka transactions and their failure handling:
+ * one transaction produces the finished outputs and commits the input
+ * offsets (see wk_loop.c for why this is exactly-once), and a transactional
+ * producer that failed fatally is rebuilt in place.
+ *
+ * Errors.  A retriable error of send_offsets_to_transaction or
+ * commit_transaction (a timeout while the broker is away) is retried a few
+ * times; any other non-fatal error aborts the transaction and keeps the
+ * batch for the next one.  An abort that itself fails retriably is retried
+ * before the next begin_transaction.  A fatal error is one of two kinds:
+ *
+ *   - fenced (ERR__FENCED / PRODUCER_FENCED) while the transaction was
+ *     younger than transaction.timeout.ms: another instance took the
+ *     transactional.id.  The worker stops (wk_worker_run returns
+ *     WK_EKAFKA, exit status 1): two live workers with one worker.id is a
+ *     deployment error.
+ *   - anything else, typically a broker outage longer than
+ *     transaction.timeout.ms: the coordinator aborted the open transaction
+ *     on its own, and librdkafka 2.0 reports the late abort as fatal
+ *     (INVALID_TXN_STATE, or _FENCED when the coordinator bumped the
+ *     producer epoch: a fence of a transaction older than its timeout is
+ *     the coordinator's, not a new instance's).  The
+ *     worker recovers without exiting: it drops every turn in flight and
+ *     the whole batch (nothing of them was committed, or if the commit did
+ *     land, the committed offsets say so), bumps every owned partition's
+ *     generation so late outcomes are stale, pauses its partitions and
+ *     discards what the consumer still delivers; then, one step per poll
+ *     loop pass, it destroys the producer, makes a new one with the same
+ *     transactional.id, calls init_transactions until the broker answers,
+ *     reads the group's committed offsets and seeks every owned partition
+ *     back to them, and resumes.  The dropped turns are consumed again and
+ *     redone under new attempts: still exactly one visible TurnResult each.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wk_internal.h"
+
+#define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
+#define WK_TXN_RETRIES 3 /* tries of a retriable send_offsets / commit */
+
+const double wk_ovh_bounds_ms[WK_OVH_N - 1] = {1,   2,   5,   10,  20,  50,  100,
+                                               150, 200, 300, 500, 1000, 2000};
+
+static void wk_set_fatal(wk_worker *w, const char *what, const char *msg) {
+    w->fatal = 1;
+    snprintf(w->fatal_msg, sizeof w->fatal_msg, "%.100s: %.400s", what, msg);
+    wk_log("error", "kafka_fatal", "what=%s err=\"%s\"", what, msg);
+}
+
+/* The producer is in a fatal state: stop when fenced, else start a rebuild
+ * (drop everything uncommitted, pause, see wk_txn_recover_step). */
+static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
+    char why[512];
+    rd_kafka_resp_err_t fe = rd_kafka_fatal_error(w->txp, why, sizeof why);
+    if (!fe) snprintf(why, sizeof why, "%s", msg);
+    int64_t age = w->txn_begin_us ? eng_sched_now_us() - w->txn_begin_us : 0;
+    if ((fe == RD_KAFKA_RESP_ERR__FENCED || fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) &&
+        age < w->txn_timeout_us) {
+        wk_set_fatal(w, step, why);
+        return;
+    }
+    int64_t inflight = w->inflight;
+    int n_batch = w->n_batch;
+    for (int32_t p = 0; p < w->n_parts; p++)
+        if (w->owned[p]) {
+            w->gen[p]++;
+            wk_offsets_reset(w->offs, p);
+        }
+    wk_drop_stale(w, 0, 0);
+    wk_pause_all(w, 1);
+    w->recovering = WK_REC_PRODUCER;
+    w->abort_pending = 0;
+    w->txn_begin_us = 0;
+    wk_log("warn", "producer_fatal",
+           "step=%s err=\"%s\" txn_age_ms=%lld dropped_inflight=%lld dropped_batch=%d "
+           "action=rebuild",
+           step, why, (long long)(age / 1000), (long long)inflight, n_batch);
+}
+
+/* Abort the open transaction.  0 aborted; -1 not (retried before the next
+ * begin when retriable; a fatal error starts the rebuild). */
+static int wk_txn_abort(wk_worker *w) {
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(w->txp, 10000);
+    if (!e) {
+        w->abort_pending = 0;
+        w->txn_begin_us = 0;
+        return 0;
+    }
+    if (rd_kafka_error_is_fatal(e)) {
+        wk_txn_on_fatal(w, "abort_transaction", rd_kafka_error_string(e));
+    } else {
+        w->abort_pending = 1;
+        wk_log("warn", "txn_abort_failed", "err=\"%s\" retry=yes", rd_kafka_error_string(e));
+    }
+    rd_kafka_error_destroy(e);
+    return -1;
+}
+
+/* A transaction step failed with e (consumed). */
+static void wk_txn_failed(wk_worker *w, const char *step, rd_kafka_error_t *e) {
+    if (rd_kafka_error_is_fatal(e)) {
+        wk_txn_on_fatal(w, step, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return;
+    }
+    wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d", step, rd_kafka_error_string(e),
+           w->n_batch);
+    rd_kafka_error_destroy(e);
+    WK_ADD(w->ctr.txn_aborts, 1);
+    wk_txn_abort(w);
+}
+
+/* Retry a retriable error of a blocking transaction call a few times. */
+static bool wk_txn_retry(wk_worker *w, const char *step, rd_kafka_error_t *e, int tries) {
+    if (!rd_kafka_error_is_retriable(e) || tries + 1 >= WK_TXN_RETRIES || w->stop_fast)
+        return false;
+    wk_log("warn", "txn_retry", "step=%s err=\"%s\" try=%d", step, rd_kafka_error_string(e),
+           tries + 2);
+    return true;
+}
+
+/* Timing of the committed TurnResults: overhead = time outside a running
+ * batch, from ready (consumed) to committed. */
+static void wk_txn_timing(wk_worker *w, const wk_out *o, int64_t now) {
+    const wk_timing *t = &o->tm;
+    if (o->dlq || !t->ready_us || !t->submit_us || !t->admit_us || !t->end_us) return;
+    int64_t pre = t->submit_us - t->ready_us, sq = t->admit_us - t->submit_us;
+    int64_t eng = t->end_us - t->admit_us, post = now - t->end_us;
+    if (pre < 0 || sq < 0 || eng < 0 || post < 0) return;
+    int64_t ovh = pre + sq + post;
+    int b = 0;
+    while (b < WK_OVH_N - 1 && (double)ovh > wk_ovh_bounds_ms[b] * 1000) b++;
+    WK_ADD(w->ctr.ovh_hist[b], 1);
+    WK_ADD(w->ctr.ovh_n, 1);
+    WK_ADD(w->ctr.ovh_sum_us, (uint64_t)ovh);
+    WK_ADD(w->ctr.pre_sum_us, (uint64_t)pre);
+    WK_ADD(w->ctr.squeue_sum_us, (uint64_t)sq);
+    WK_ADD(w->ctr.engine_sum_us, (uint64_t)eng);
+    WK_ADD(w->ctr.post_sum_us, (uint64_t)post);
+    w->ovh_ring[w->ovh_next++ % WK_OVH_RING] = (float)(ovh / 1000.0);
+}
+
+int wk_txn_commit(wk_worker *w) {
+    if (!w->n_batch || w->fatal || w->recovering) return 0;
+    if (w->abort_pending && wk_txn_abort(w) != 0) return -1;
+    /* Only outputs below their partition's commit position are ready: an
+     * output above an unfinished record waits, so a committed output is
+     * never redone by the next owner of the partition. */
+    int n_ready = 0;
+    for (wk_out *o = w->batch_head; o; o = o->next) {
+        o->ready = o->offset < wk_offsets_position(w->offs, o->partition);
+        n_ready += o->ready;
+    }
+    w->batch_since_us = eng_sched_now_us();
+    if (!n_ready) return 0;
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(w->txp);
+    if (!e) w->txn_begin_us = eng_sched_now_us();
+    if (e) {
+        if (rd_kafka_error_is_fatal(e)) wk_txn_on_fatal(w, "begin_transaction",
+                                                        rd_kafka_error_string(e));
+        else wk_log("warn", "txn_begin_failed", "err=\"%s\"", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return -1;
+    }
+    const char *step = "produce";
+    int n_res = 0, n_dlq = 0;
+    for (wk_out *o = w->batch_head; o; o = o->next) {
+        if (!o->ready) continue;
+        rd_kafka_headers_t *h = rd_kafka_headers_new(2);
+        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
+        const char *topic = o->dlq ? w->t_dlq : w->t_resp;
+        rd_kafka_resp_err_t re = rd_kafka_producev(
+            w->txp, RD_KAFKA_V_TOPIC(topic),
+            RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->val.data, o->val.len),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+        if (re) {
+            rd_kafka_headers_destroy(h);
+            if (re == RD_KAFKA_RESP_ERR__FATAL) {
+                wk_txn_on_fatal(w, step, rd_kafka_err2str(re));
+                return -1;
+            }
+            e = rd_kafka_error_new(re, "produce: %s", rd_kafka_err2str(re));
+            goto fail;
+        }
+        if (o->dlq) n_dlq++;
+        else n_res++;
+    }
+    rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
+    for (int32_t p = 0; p < w->n_parts; p++) {
+        int64_t pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
+        if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->t_turns, p)->offset = pos;
+    }
+    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->cons);
+    step = "send_offsets_to_transaction";
+    for (int tries = 0;; tries++) {
+        e = rd_kafka_send_offsets_to_transaction(w->txp, offs, md, 30000);
+        if (!e || !wk_txn_retry(w, step, e, tries)) break;
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_consumer_group_metadata_destroy(md);
+    rd_kafka_topic_partition_list_destroy(offs);
+    if (e) goto fail;
+    step = "commit_transaction";
+    for (int tries = 0;; tries++) {
+        e = rd_kafka_commit_transaction(w->txp, 30000);
+        if (!e || !wk_txn_retry(w, step, e, tries)) break;
+        rd_kafka_error_destroy(e);
+    }
+    if (e) goto fail;
+    w->txn_begin_us = 0;
+    int64_t now = eng_sched_now_us();
+    wk_out **pp = &w->batch_head;
+    w->batch_tail = NULL;
+    while (*pp) {
+        wk_out *o = *pp;
+        if (o->ready) {
+            wk_txn_timing(w, o, now);
+            *pp = o->next;
+            w->n_batch--;
+            wk_out_free(o);
+        } else {
+            w->batch_tail = o;
+            pp = &o->next;
+        }
+    }
+    WK_ADD(w->ctr.txn_commits, 1);
+    WK_ADD(w->ctr.turns_done, (uint64_t)n_res);
+    WK_ADD(w->ctr.dlq, (uint64_t)n_dlq);
+    return 0;
+fail:
+    wk_txn_failed(w, step, e);
+    return -1;
+}
+
+/* Rewind every owned partition to its committed offset (the beginning
+ * where the group has none).  0 done, -1 try again later. */
+static int wk_txn_rewind(wk_worker *w) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    for (int32_t p = 0; p < w->n_parts; p++)
+        if (w->owned[p]) rd_kafka_topic_partition_list_add(l, w->t_turns, p);
+    int rc = 0;
+    if (l->cnt) {
+        rd_kafka_resp_err_t re = rd_kafka_committed(w->cons, l, 2000);
+        for (int i = 0; !re && i < l->cnt; i++) {
+            re = l->elems[i].err;
+            if (l->elems[i].offset < 0) l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+        }
+        rd_kafka_error_t *e = re ? NULL : rd_kafka_seek_partitions(w->cons, l, 2000);
+        for (int i = 0; !re && !e && i < l->cnt; i++) re = l->elems[i].err;
+        if (re || e) {
+            wk_log("warn", "rewind_retry", "err=\"%s\"",
+                   e ? rd_kafka_error_string(e) : rd_kafka_err2str(re));
+            rc = -1;
+        }
+        if (e) rd_kafka_error_destroy(e);
+    }
+    if (!rc)
+        for (int i = 0; i < l->cnt; i++)
+            wk_log("info", "rewound", "partition=%d offset=%lld", (int)l->elems[i].partition,
+                   (long long)l->elems[i].offset);
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
+void wk_txn_recover_step(wk_worker *w) {
+    char err[512];
+    switch (w->recovering) {
+    case WK_REC_PRODUCER:
+        if (w->txp) {
+            rd_kafka_purge(w->txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_destroy(w->txp);
+            w->txp = NULL;
+        }
+        if (wk_kafka_txp_new(w, &w->txp, err, sizeof err) != 0) {
+            wk_set_fatal(w, "producer_rebuild", err);
+            return;
+        }
+        w->recovering = WK_REC_INIT;
+        return;
+    case WK_REC_INIT: {
+        rd_kafka_error_t *e = rd_kafka_init_transactions(w->txp, 2000);
+        if (!e) {
+            w->recovering = WK_REC_SEEK;
+            return;
+        }
+        if (rd_kafka_error_is_fatal(e)) {
+            rd_kafka_resp_err_t code = rd_kafka_error_code(e);
+            if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
+                wk_set_fatal(w, "init_transactions", rd_kafka_error_string(e));
+            else w->recovering = WK_REC_PRODUCER; /* start over with a new producer */
+        }
+        wk_log("warn", "init_transactions_retry", "err=\"%s\"", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return;
+    }
+    case WK_REC_SEEK:
+        if (wk_txn_rewind(w) != 0) return;
+        w->recovering = 0;
+        WK_ADD(w->ctr.producer_rebuilds, 1);
+        if (!w->pause_why) wk_pause_all(w, 0);
+        wk_log("info", "producer_rebuilt", "rebuilds=%llu",
+               (unsigned long long)w->ctr.producer_rebuilds);
+        return;
+    default:
+        return;
+    }
+}
