@@ -19,6 +19,10 @@
  * Output per run: share of prompt tokens served from the cache, TTFT
  * p50/p99 by turn index, generated tokens/s, batch size distribution and
  * step times; finally the cache-on / cache-off throughput ratio.
+ *
+ * `--workload engine` is the engine's own throughput benchmark (prefill,
+ * decode, batched decode, bandwidth roofline, kernel profile): it is
+ * handed to cmd_bench_engine.c with the whole command line.
  */
 #include <math.h>
 #include <pthread.h>
@@ -31,7 +35,9 @@
 #include "eng_sched.h"
 #include "kv_cache.h"
 #include "kv_hash.h"
+#include "wk_cli.h"
 #include "kv_sched_ops.h"
+
 
 /* Workload and engine options. */
 typedef struct bench_opts {
@@ -323,6 +329,8 @@ done:
 static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: parley bench --workload multiturn --model FILE [options]\n"
+            "       parley bench --workload engine --model FILE [options]  (see --workload engine --help)\n"
+            "multiturn options:\n"
             "  --conversations C     concurrent conversations (default 64)\n"
             "  --turns T             turns per conversation (default 8)\n"
             "  --long                long setting: 90 turns (180 messages per conversation)\n"
@@ -372,6 +380,9 @@ static int bench_range(const char *s, int *lo, int *hi) {
 int wk_cmd_bench(int argc, char **argv) {
     bench_opts o = {NULL, 64, 8, 64, 8, 48, 8, 48, 0, 0, 16, 256, 512, 64, 10000, 200, 1, 0};
     const char *workload = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "engine"))
+            return wk_bench_engine(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
@@ -423,7 +434,7 @@ int wk_cmd_bench(int argc, char **argv) {
         }
     }
     if (!workload || strcmp(workload, "multiturn") || !o.model) {
-        fprintf(stderr, "bench: --workload multiturn and --model FILE are required\n");
+        fprintf(stderr, "bench: --workload multiturn|engine and --model FILE are required\n");
         bench_usage(stderr);
         return 2;
     }

@@ -29,7 +29,7 @@ static const parley_cmd parley_cmds[] = {
     {"chat",     "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
     {"load",     "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
     {"demo",     "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
-    {"bench",    "benchmark the scheduler on a synthetic workload (multiturn)", wk_cmd_bench},
+    {"bench",    "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 

@@ -1,0 +1,572 @@
+/*
+ * cmd_bench_engine.c -- `parley bench --workload engine`: the CPU engine's
+ * throughput figures for one model in one process, next to this machine's
+ * memory-bandwidth roofline, plus a per-kernel profile.
+ *
+ * Figures (each a median over --repeat runs; a short warm-up run first is
+ * not counted):
+ *   membw     memory read bandwidth on the model's thread count
+ *             (kern_membw.h; buffer --membw-mib, default 1 GiB);
+ *   prefill   --prompt tokens of one sequence in one eng_forward call
+ *             (chunk = prompt): tokens / call seconds;
+ *   decode    --gen single-token steps after that prompt, greedy: gen /
+ *             seconds inside eng_forward; roofline = membw /
+ *             eng_model_weight_bytes (tokens/s if every step only streamed
+ *             the weights once at the best measured pass: the roofline is
+ *             a ceiling, and the median pass drops when other processes
+ *             share the memory bus) and decode as a percentage of it;
+ *   batch     --batch sequences, each with its own --batch-prompt-token
+ *             prompt (prefilled once, untimed), decoding --gen steps
+ *             together (one eng_forward with --batch steps per step):
+ *             batch * gen / seconds inside eng_forward.  Each repeat cuts
+ *             the sequences back to their prompts (eng_kvseq_truncate) and
+ *             decodes the same tokens again.
+ * Next tokens are the argmax of the logits (sampling is not part of the
+ * engine's cost and is not timed).  Prompts are `parley generate
+ * --random-prompt`'s ids: seed 0 for the single stream, seed 1 + i for
+ * batch sequence i, so tests/bench/bench_cpu.py gives llama.cpp the same
+ * ids.
+ *
+ * Profile: the backend table is wrapped (eng_prof.h) for one prefill chunk
+ * of --prompt tokens, for up to 8 single-stream decode steps after it
+ * (averaged per step) and for one batched decode step, each run after the
+ * timed repeats; the table gives each slot's and each GEMM
+ * weight kind's time as a share of the step, and the GEMMs' effective
+ * weight-read bandwidth.
+ *
+ * Output: a readable report; with --json also one JSON object on the last
+ * line holding every figure.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_model.h"
+#include "eng_prof.h"
+#include "kern_isa.h"
+#include "kern_membw.h"
+#include "kern_pool.h"
+#include "wk_cli.h"
+
+/* Options. */
+typedef struct be_opts {
+    const char *model;  /* GGUF path */
+    int threads;        /* compute threads (0: all CPUs) */
+    const char *isa;    /* ISA cap name or NULL */
+    int prompt, gen;    /* single-stream prompt tokens, decode steps (also batched) */
+    int batch;          /* batched decode sequences (0: skip) */
+    int batch_prompt;   /* prompt tokens of each batched sequence */
+    int repeat;         /* timed repeats (medians) */
+    int block;          /* KV block tokens */
+    int membw_mib;      /* bandwidth buffer MiB */
+    int json;           /* 1: JSON object on the last line */
+} be_opts;
+
+/* Everything measured (JSON and the table read it). */
+typedef struct be_figs {
+    double bw_best, bw_median;       /* GB/s */
+    double prefill_tps, decode_tps;  /* medians */
+    double prefill_min, prefill_max; /* spread over repeats */
+    double decode_min, decode_max;   /* spread over repeats */
+    double roofline_tps, roofline_pct;
+    double batch_tps, batch_min, batch_max; /* aggregate tok/s */
+    int prof_decode_steps;           /* decode steps the decode profile covers */
+    eng_prof_report prof[3];         /* prefill chunk, decode (summed), batch step */
+    int have_prof[3];                /* 1: prof[i] filled */
+} be_figs;
+
+enum { BE_PROF_PREFILL = 0, BE_PROF_DECODE = 1, BE_PROF_BATCH = 2 };
+
+static double be_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* `parley generate --random-prompt n --seed seed` ids (generate.c). */
+static void be_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)n_vocab);
+    }
+}
+
+static int32_t be_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static int be_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v); min / max out. */
+static double be_median(double *v, int n, double *mn, double *mx) {
+    qsort(v, (size_t)n, sizeof *v, be_cmp);
+    *mn = v[0];
+    *mx = v[n - 1];
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* eng_forward, returning its wall seconds or -1 (message printed). */
+static double be_forward(eng_model *m, eng_seq_step *st, int n) {
+    char err[256];
+    double t0 = be_now();
+    if (eng_forward(m, st, n, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: forward: %s\n", err);
+        return -1;
+    }
+    return be_now() - t0;
+}
+
+/* Prefill ids into an empty kv (one chunk) and decode gen greedy steps;
+ * *t_pre / *t_dec get the seconds inside eng_forward.  prof: profile the
+ * prefill (into pp) and the decode steps (into pd) instead of timing only. */
+static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen,
+                     float *logits, double *t_pre, double *t_dec, eng_prof_report *pp,
+                     eng_prof_report *pd) {
+    char err[256];
+    int V = eng_model_config(m)->n_vocab;
+    eng_seq_step st = {kv, ids, n, ENG_LOGITS_LAST, logits};
+    if (pp && eng_prof_start(m, err, sizeof err) != 0) goto perr;
+    *t_pre = be_forward(m, &st, 1);
+    if (pp) eng_prof_stop(m, pp);
+    if (*t_pre < 0) return -1;
+    int32_t tok = be_argmax(logits, V);
+    if (pd && eng_prof_start(m, err, sizeof err) != 0) goto perr;
+    *t_dec = 0;
+    for (int i = 0; i < gen; i++) {
+        eng_seq_step d = {kv, &tok, 1, ENG_LOGITS_LAST, logits};
+        double t = be_forward(m, &d, 1);
+        if (t < 0) {
+            if (pd) eng_prof_stop(m, NULL);
+            return -1;
+        }
+        *t_dec += t;
+        tok = be_argmax(logits, V);
+    }
+    if (pd) eng_prof_stop(m, pd);
+    return 0;
+perr:
+    fprintf(stderr, "bench: %s\n", err);
+    return -1;
+}
+
+/* Single stream: warm-up, timed repeats, then the profiled run. */
+static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
+    char err[256];
+    int rc = -1, V = eng_model_config(m)->n_vocab;
+    int32_t *ids = malloc((size_t)o->prompt * sizeof *ids);
+    float *logits = malloc((size_t)V * sizeof *logits);
+    double *pre = calloc((size_t)o->repeat, sizeof *pre);
+    double *dec = calloc((size_t)o->repeat, sizeof *dec);
+    if (!ids || !logits || !pre || !dec) {
+        fprintf(stderr, "bench: out of memory\n");
+        goto out;
+    }
+    be_random_prompt(ids, o->prompt, V, 0);
+    for (int r = -1; r <= o->repeat; r++) { /* -1: warm-up, repeat: profiled */
+        eng_kvseq kv;
+        if (eng_kvseq_init(&kv, eng_model_kv_layout(m), alloc, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            goto out;
+        }
+        /* warm-up: a short prompt and two steps; profile: up to 8 decode steps */
+        int prof = r == o->repeat, n = r < 0 && o->prompt > 32 ? 32 : o->prompt;
+        int gen = r < 0 ? (o->gen < 2 ? o->gen : 2) : prof && o->gen > 8 ? 8 : o->gen;
+        double tp = 0, td = 0;
+        int bad = be_stream(m, &kv, ids, n, gen, logits, &tp, &td,
+                            prof ? &f->prof[BE_PROF_PREFILL] : NULL,
+                            prof ? &f->prof[BE_PROF_DECODE] : NULL);
+        eng_kvseq_free(&kv);
+        if (bad) goto out;
+        if (prof) {
+            f->have_prof[BE_PROF_PREFILL] = f->have_prof[BE_PROF_DECODE] = 1;
+            f->prof_decode_steps = gen;
+        } else if (r >= 0) {
+            pre[r] = o->prompt / (tp > 0 ? tp : 1e-9);
+            dec[r] = gen / (td > 0 ? td : 1e-9);
+            fprintf(stderr, "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s\n", r + 1,
+                    pre[r], dec[r]);
+        }
+    }
+    f->prefill_tps = be_median(pre, o->repeat, &f->prefill_min, &f->prefill_max);
+    f->decode_tps = be_median(dec, o->repeat, &f->decode_min, &f->decode_max);
+    rc = 0;
+out:
+    free(ids);
+    free(logits);
+    free(pre);
+    free(dec);
+    return rc;
+}
+
+/* One batched decode step over every sequence: tok[i] in, argmax out. */
+static double be_batch_step(eng_model *m, eng_seq_step *st, eng_kvseq *kv, int32_t *tok,
+                            float *logits, int B, int V) {
+    for (int i = 0; i < B; i++) {
+        eng_seq_step s = {&kv[i], &tok[i], 1, ENG_LOGITS_LAST, logits + (size_t)i * V};
+        st[i] = s;
+    }
+    double t = be_forward(m, st, B);
+    for (int i = 0; t >= 0 && i < B; i++) tok[i] = be_argmax(logits + (size_t)i * V, V);
+    return t;
+}
+
+/* Batched decode: prefill every sequence once, then repeats of gen steps
+ * from the prompts' end; the profile covers one more step. */
+static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
+    char err[256];
+    int rc = -1, B = o->batch, P = o->batch_prompt, V = eng_model_config(m)->n_vocab, n_init = 0;
+    eng_kvseq *kv = calloc((size_t)B, sizeof *kv);
+    eng_seq_step *st = calloc((size_t)B, sizeof *st);
+    int32_t *ids = malloc((size_t)B * P * sizeof *ids);
+    int32_t *first = malloc((size_t)B * sizeof *first), *tok = malloc((size_t)B * sizeof *tok);
+    float *logits = malloc((size_t)B * V * sizeof *logits);
+    double *tps = calloc((size_t)o->repeat, sizeof *tps);
+    if (!kv || !st || !ids || !first || !tok || !logits || !tps) {
+        fprintf(stderr, "bench: out of memory\n");
+        goto out;
+    }
+    for (; n_init < B; n_init++) {
+        if (eng_kvseq_init(&kv[n_init], eng_model_kv_layout(m), alloc, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            goto out;
+        }
+        be_random_prompt(ids + (size_t)n_init * P, P, V, 1 + (uint64_t)n_init);
+        eng_seq_step s = {&kv[n_init], ids + (size_t)n_init * P, P, ENG_LOGITS_LAST,
+                          logits + (size_t)n_init * V};
+        st[n_init] = s;
+    }
+    double tp = be_forward(m, st, B);
+    if (tp < 0) goto out;
+    fprintf(stderr, "  batch prefill: %d x %d tokens in %.2f s (untimed)\n", B, P, tp);
+    for (int i = 0; i < B; i++) first[i] = be_argmax(logits + (size_t)i * V, V);
+    for (int r = -1; r <= o->repeat; r++) { /* -1: warm-up (one step), repeat: profiled step */
+        for (int i = 0; i < B; i++)
+            if (eng_kvseq_truncate(&kv[i], P) != 0) {
+                fprintf(stderr, "bench: cannot truncate a batched sequence to its prompt\n");
+                goto out;
+            }
+        memcpy(tok, first, (size_t)B * sizeof *tok);
+        int prof = r == o->repeat, steps = r >= 0 && !prof ? o->gen : 1;
+        if (prof && eng_prof_start(m, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: %s\n", err);
+            goto out;
+        }
+        double t = 0;
+        for (int s = 0; s < steps && t >= 0; s++) {
+            double ts = be_batch_step(m, st, kv, tok, logits, B, V);
+            t = ts < 0 ? -1 : t + ts;
+        }
+        if (prof) {
+            eng_prof_stop(m, &f->prof[BE_PROF_BATCH]);
+            f->have_prof[BE_PROF_BATCH] = 1;
+        }
+        if (t < 0) goto out;
+        if (r >= 0 && !prof) {
+            tps[r] = (double)B * steps / (t > 0 ? t : 1e-9);
+            fprintf(stderr, "  repeat %d: batch-%d decode %.1f tok/s\n", r + 1, B, tps[r]);
+        }
+    }
+    f->batch_tps = be_median(tps, o->repeat, &f->batch_min, &f->batch_max);
+    rc = 0;
+out:
+    for (int i = 0; i < n_init; i++) eng_kvseq_free(&kv[i]);
+    free(kv);
+    free(st);
+    free(ids);
+    free(first);
+    free(tok);
+    free(logits);
+    free(tps);
+    return rc;
+}
+
+/* The profile table: one column per profiled run, time per step in ms and
+ * share of the step; GEMM rows per weight kind with effective GB/s. */
+static void be_print_prof(const be_figs *f, const be_opts *o) {
+    double div[3] = {1, f->prof_decode_steps > 0 ? f->prof_decode_steps : 1, 1};
+    char head[3][48];
+    snprintf(head[0], sizeof head[0], "prefill %d tok", o->prompt);
+    snprintf(head[1], sizeof head[1], "decode (avg %d)", f->prof_decode_steps);
+    snprintf(head[2], sizeof head[2], "batch-%d step", o->batch);
+    printf("\nper-kernel breakdown (ms per step, share of the step):\n");
+    printf("  %-16s", "slot");
+    for (int c = 0; c < 3; c++)
+        if (f->have_prof[c]) printf(" %22s", head[c]);
+    printf("\n");
+    for (int s = 0; s <= ENG_PROF_N_SLOTS + 1; s++) {
+        const char *name = s < ENG_PROF_N_SLOTS ? eng_prof_slot_name(s)
+                           : s == ENG_PROF_N_SLOTS ? "other (forward)" : "step total";
+        int any = s >= ENG_PROF_N_SLOTS;
+        for (int c = 0; c < 3; c++)
+            if (f->have_prof[c] && s < ENG_PROF_N_SLOTS && f->prof[c].slot_calls[s]) any = 1;
+        if (!any) continue;
+        printf("  %-16s", name);
+        for (int c = 0; c < 3; c++) {
+            if (!f->have_prof[c]) continue;
+            const eng_prof_report *r = &f->prof[c];
+            double sum = 0, v;
+            for (int k = 0; k < ENG_PROF_N_SLOTS; k++) sum += r->slot_s[k];
+            v = s < ENG_PROF_N_SLOTS ? r->slot_s[s] : s == ENG_PROF_N_SLOTS ? r->elapsed_s - sum
+                                                                           : r->elapsed_s;
+            printf(" %11.3f ms %6.1f%%", 1e3 * v / div[c],
+                   r->elapsed_s > 0 ? 100 * v / r->elapsed_s : 0);
+        }
+        printf("\n");
+    }
+    printf("  GEMM by weight (ms per step, share of the step, effective weight GB/s):\n");
+    for (int w = 0; w < ENG_PROF_N_WEIGHTS; w++) {
+        int any = 0;
+        for (int c = 0; c < 3; c++)
+            if (f->have_prof[c] && f->prof[c].weight_calls[w]) any = 1;
+        if (!any) continue;
+        printf("  %-16s", eng_prof_weight_name(w));
+        for (int c = 0; c < 3; c++) {
+            if (!f->have_prof[c]) continue;
+            const eng_prof_report *r = &f->prof[c];
+            double t = r->weight_s[w];
+            printf(" %6.1f %5.1f%% %4.1fGB/s", 1e3 * t / div[c],
+                   r->elapsed_s > 0 ? 100 * t / r->elapsed_s : 0,
+                   t > 0 ? r->weight_bytes[w] / t / 1e9 : 0);
+        }
+        printf("\n");
+    }
+}
+
+/* JSON string: printable ASCII, quotes and backslashes replaced. */
+static void be_json_str(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n && s[i]; i++)
+        putchar(s[i] >= 32 && s[i] < 127 && s[i] != '"' && s[i] != '\\' ? s[i] : '_');
+    putchar('"');
+}
+
+static void be_json_prof(const char *key, const eng_prof_report *r, double div) {
+    printf(",\"%s\":{\"step_ms\":%.4f,\"slots\":{", key, 1e3 * r->elapsed_s / div);
+    double sum = 0;
+    for (int s = 0; s < ENG_PROF_N_SLOTS; s++) {
+        sum += r->slot_s[s];
+        printf("%s\"%s\":{\"ms\":%.4f,\"share\":%.4f,\"calls\":%ld}", s ? "," : "",
+               eng_prof_slot_name(s), 1e3 * r->slot_s[s] / div,
+               r->elapsed_s > 0 ? r->slot_s[s] / r->elapsed_s : 0, r->slot_calls[s]);
+    }
+    printf(",\"other\":{\"ms\":%.4f,\"share\":%.4f}},\"gemm\":{", 1e3 * (r->elapsed_s - sum) / div,
+           r->elapsed_s > 0 ? (r->elapsed_s - sum) / r->elapsed_s : 0);
+    for (int w = 0; w < ENG_PROF_N_WEIGHTS; w++)
+        printf("%s\"%s\":{\"ms\":%.4f,\"share\":%.4f,\"calls\":%ld,\"rows\":%.0f,\"gbs\":%.3f}",
+               w ? "," : "", eng_prof_weight_name(w), 1e3 * r->weight_s[w] / div,
+               r->elapsed_s > 0 ? r->weight_s[w] / r->elapsed_s : 0, r->weight_calls[w],
+               r->weight_rows[w],
+               r->weight_s[w] > 0 ? r->weight_bytes[w] / r->weight_s[w] / 1e9 : 0);
+    printf("}}");
+}
+
+static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char *name,
+                    size_t name_len, const char *isa) {
+    const eng_config *c = eng_model_config(m);
+    printf("{\"workload\":\"engine\",\"model\":");
+    be_json_str(name, name_len);
+    printf(",\"path\":");
+    be_json_str(o->model, strlen(o->model));
+    printf(",\"arch\":");
+    be_json_str(c->arch_name, strlen(c->arch_name));
+    printf(",\"isa\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"prompt\":%d,\"gen\":%d,"
+           "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
+           "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,"
+           "\"prefill_tps\":%.3f,\"decode_tps\":%.4f,\"roofline_tps\":%.4f,\"roofline_pct\":%.2f,"
+           "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
+           "\"batch_range\":[%.3f,%.3f],\"profile\":{\"decode_steps\":%d",
+           isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
+           o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->prefill_tps, f->decode_tps,
+           f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min, f->prefill_max,
+           f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->prof_decode_steps);
+    if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
+    if (f->have_prof[BE_PROF_DECODE])
+        be_json_prof("decode", &f->prof[BE_PROF_DECODE],
+                     f->prof_decode_steps > 0 ? f->prof_decode_steps : 1);
+    if (f->have_prof[BE_PROF_BATCH]) be_json_prof("batch", &f->prof[BE_PROF_BATCH], 1);
+    printf("}}\n");
+}
+
+static void be_usage(FILE *out) {
+    fprintf(out,
+            "usage: parley bench --workload engine --model FILE [options]\n"
+            "  --threads N         compute threads (default: all CPUs)\n"
+            "  --isa NAME          cap the kernels' ISA: scalar, avx2, avx512vnni, amx\n"
+            "                      (default: PARLEY_ISA or the machine's best)\n"
+            "  --prompt N          single-stream prompt tokens, one prefill chunk (default 512)\n"
+            "  --gen N             decode steps, single stream and batched (default 32)\n"
+            "  --batch N           batched decode sequences, 0 to skip (default 64)\n"
+            "  --batch-prompt N    prompt tokens of each batched sequence (default 32)\n"
+            "  --repeat N          timed repeats; figures are medians (default 5)\n"
+            "  --block N           KV block tokens (default 16)\n"
+            "  --membw-mib N       bandwidth buffer MiB (default 1024)\n"
+            "  --json              also print one JSON object on the last line\n");
+}
+
+static int be_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int be_parse(int argc, char **argv, be_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            be_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        int bad = 0;
+        if (!strcmp(a, "--workload")) bad = strcmp(v, "engine") != 0;
+        else if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--isa")) o->isa = v;
+        else if (!strcmp(a, "--threads")) bad = be_int(v, 0, 1024, &o->threads);
+        else if (!strcmp(a, "--prompt")) bad = be_int(v, 1, 1 << 16, &o->prompt);
+        else if (!strcmp(a, "--gen")) bad = be_int(v, 1, 1 << 16, &o->gen);
+        else if (!strcmp(a, "--batch")) bad = be_int(v, 0, 4096, &o->batch);
+        else if (!strcmp(a, "--batch-prompt")) bad = be_int(v, 1, 1 << 16, &o->batch_prompt);
+        else if (!strcmp(a, "--repeat")) bad = be_int(v, 1, 1000, &o->repeat);
+        else if (!strcmp(a, "--block")) bad = be_int(v, 1, 4096, &o->block);
+        else if (!strcmp(a, "--membw-mib")) bad = be_int(v, 1, 1 << 20, &o->membw_mib);
+        else {
+            fprintf(stderr, "bench: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "bench: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        fprintf(stderr, "bench: --model FILE is required\n");
+        be_usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* Bandwidth on a pool of the model's size (the model's own pool is private). */
+static int be_membw(const be_opts *o, int threads, be_figs *f) {
+    kern_pool *p = NULL;
+    char err[256];
+    kern_membw_result r;
+    if (kern_pool_create(threads, &p) != 0) {
+        fprintf(stderr, "bench: cannot create %d threads\n", threads);
+        return -1;
+    }
+    int rc = kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &r, err,
+                                sizeof err);
+    kern_pool_destroy(p);
+    if (rc != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
+    f->bw_best = r.best_gbs;
+    f->bw_median = r.median_gbs;
+    return 0;
+}
+
+int wk_bench_engine(int argc, char **argv) {
+    be_opts o = {NULL, 0, NULL, 512, 32, 64, 32, 5, 16, 1024, 0};
+    int rc = be_parse(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (o.isa) {
+        kern_isa cap;
+        if (kern_isa_parse(o.isa, &cap) != 0) {
+            fprintf(stderr, "bench: unknown ISA '%s' (scalar, avx2, avx512vnni, amx)\n", o.isa);
+            return 2;
+        }
+        kern_isa_set_max(cap); /* before loading: weights are packed for the ISA */
+    }
+    const char *isa = kern_isa_name(kern_isa_best());
+    eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
+    eng_model *m = NULL;
+    eng_kv_allocator alloc;
+    int have_alloc = 0;
+    char err[256];
+    be_figs f;
+    memset(&f, 0, sizeof f);
+    double t0 = be_now();
+    if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    rc = 1;
+    const eng_config *c = eng_model_config(m);
+    const char *name = NULL;
+    size_t name_len = 0;
+    if (eng_gguf_get_str(eng_model_gguf(m), "general.name", &name, &name_len) != 0 || !name) {
+        const char *sl = strrchr(o.model, '/');
+        name = sl ? sl + 1 : o.model;
+        name_len = strlen(name);
+    }
+    size_t wbytes = eng_model_weight_bytes(m);
+    int threads = eng_model_n_threads(m);
+    printf("parley bench engine: model %.*s (%s, %d layers, n_embd %d, vocab %d), int8, "
+           "weights %.1f MiB per step, load %.2f s\n",
+           (int)name_len, name, c->arch_name, c->n_layer, c->n_embd, c->n_vocab,
+           (double)wbytes / 1048576.0, be_now() - t0);
+    printf("isa %s (machine best %s), %d threads; prompt %d, gen %d, batch %d x %d-token "
+           "prompts; medians of %d repeats; greedy argmax (untimed)\n",
+           isa, kern_isa_name(kern_isa_detect()), threads, o.prompt, o.gen, o.batch,
+           o.batch_prompt, o.repeat);
+    fflush(stdout);
+    if (eng_kv_allocator_malloc(&alloc, eng_model_kv_layout(m)) != 0) {
+        fprintf(stderr, "bench: cannot set up the KV allocator\n");
+        goto out;
+    }
+    have_alloc = 1;
+    fprintf(stderr, "bench: memory bandwidth (%d MiB, %d threads)\n", o.membw_mib, threads);
+    if (be_membw(&o, threads, &f) != 0) goto out;
+    fprintf(stderr, "bench: single stream\n");
+    if (be_single(m, &o, &alloc, &f) != 0) goto out;
+    if (o.batch > 0) {
+        fprintf(stderr, "bench: batched decode\n");
+        if (be_batched(m, &o, &alloc, &f) != 0) goto out;
+    }
+    f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
+    f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
+    printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
+    printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f.bw_median, "");
+    printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f.bw_best);
+    printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f.prefill_tps, f.prefill_min,
+           f.prefill_max);
+    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f.decode_tps,
+           f.decode_min, f.decode_max);
+    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f.roofline_tps);
+    printf("  %-34s %11.1f%%\n", "decode / roofline", f.roofline_pct);
+    if (o.batch > 0) {
+        char lbl[64];
+        snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o.batch);
+        printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f.batch_tps, f.batch_min, f.batch_max);
+    }
+    be_print_prof(&f, &o);
+    if (o.json) be_json(&f, &o, m, name, name_len, isa);
+    fflush(stdout);
+    rc = 0;
+out:
+    if (have_alloc) eng_kv_allocator_malloc_free(&alloc);
+    eng_model_free(m);
+    return rc;
+}
