@@ -74,6 +74,7 @@ typedef struct be_figs {
     double roofline_tps, roofline_pct;
     double batch_tps, batch_min, batch_max; /* aggregate tok/s */
     int prof_decode_steps;           /* decode steps the decode profile covers */
+    double huge_mib;                 /* MiB in transparent huge pages at the end, -1 unknown */
     eng_prof_report prof[3];         /* prefill chunk, decode (summed), batch step */
     int have_prof[3];                /* 1: prof[i] filled */
 } be_figs;
@@ -84,6 +85,23 @@ static double be_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* MiB of this process's memory in transparent huge pages (Linux
+ * /proc/self/smaps_rollup; -1 where unknown).  Packed weights and the
+ * bandwidth buffer ask for them (kern_huge_alloc); whether the kernel
+ * grants them varies from run to run and moves both decode and the
+ * measured bandwidth, so the figure is printed beside them. */
+static double be_huge_mib(void) {
+    FILE *fp = fopen("/proc/self/smaps_rollup", "r");
+    if (!fp) return -1;
+    char line[256];
+    double mib = -1;
+    long kb;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) mib = (double)kb / 1024.0;
+    fclose(fp);
+    return mib;
 }
 
 /* `parley generate --random-prompt n --seed seed` ids (generate.c). */
@@ -381,12 +399,12 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     be_json_str(c->arch_name, strlen(c->arch_name));
     printf(",\"isa\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"prompt\":%d,\"gen\":%d,"
            "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
-           "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,"
+           "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
            "\"prefill_tps\":%.3f,\"decode_tps\":%.4f,\"roofline_tps\":%.4f,\"roofline_pct\":%.2f,"
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
            "\"batch_range\":[%.3f,%.3f],\"profile\":{\"decode_steps\":%d",
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
-           o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->prefill_tps, f->decode_tps,
+           o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps, f->decode_tps,
            f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min, f->prefill_max,
            f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->prof_decode_steps);
     if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
@@ -547,9 +565,12 @@ int wk_bench_engine(int argc, char **argv) {
     }
     f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
     f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
+    f.huge_mib = be_huge_mib();
     printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
     printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f.bw_median, "");
     printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f.bw_best);
+    if (f.huge_mib >= 0)
+        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f.huge_mib);
     printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f.prefill_tps, f.prefill_min,
            f.prefill_max);
     printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f.decode_tps,

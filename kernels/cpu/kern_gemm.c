@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- references ------------------------------------------------------------ */
 
@@ -83,6 +84,17 @@ uint16_t kern_f32_to_f16(float f) {
 
 /* ---- packing ----------------------------------------------------------------- */
 
+void *kern_huge_alloc(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    size_t n = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, n);
+#ifdef MADV_HUGEPAGE
+    if (p) (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *scale,
                     const float *bscale, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
@@ -93,7 +105,7 @@ int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *s
     int Kp = (K + KERN_PACK_KB - 1) / KERN_PACK_KB * KERN_PACK_KB;
     int G = (N + KERN_PACK_NC - 1) / KERN_PACK_NC, nb = Kp / KERN_PACK_KB;
     size_t qbytes = (size_t)G * nb * KERN_PACK_BLOCK_BYTES;
-    w->q8 = aligned_alloc(64, qbytes);
+    w->q8 = kern_huge_alloc(qbytes);
     if (bscale) w->bscale = calloc((size_t)G * nb * KERN_PACK_NC, sizeof *w->bscale);
     else w->scale = calloc((size_t)G * KERN_PACK_NC, sizeof *w->scale);
     if (!w->q8 || (!w->bscale && !w->scale)) {

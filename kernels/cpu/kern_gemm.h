@@ -88,6 +88,15 @@ typedef struct kern_wpack {
 int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *scale,
                     const float *bscale, char *err, size_t errlen);
 void kern_wpack_free(kern_wpack *w);
+
+/* The allocation behind packed values (free with free()): 64-byte aligned;
+ * from 2 MiB up, 2 MiB aligned and advised into transparent huge pages, as
+ * decode streams every weight byte once per step and huge pages take the
+ * page walks out of that stream (measured +4-6% decode tok/s on llama-1b).
+ * The advice may be refused (THP "never"): the memory is ordinary then.
+ * kern_membw allocates its buffer the same way so the roofline compares
+ * like with like.  NULL when out of memory. */
+void *kern_huge_alloc(size_t bytes);
 /* Bytes the pack holds (values + scales). */
 size_t kern_wpack_bytes(const kern_wpack *w);
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kern_gemm.h"
 #include "kern_isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -125,7 +126,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
         chunk = 4096;
     }
     size_t total = chunk * (size_t)n_tasks;
-    buf = aligned_alloc(64, total);
+    buf = kern_huge_alloc(total); /* the same pages as packed weights */
     sink = calloc((size_t)n_tasks, sizeof *sink);
     gbs = malloc((size_t)repeats * sizeof *gbs);
     if (!buf || !sink || !gbs) {

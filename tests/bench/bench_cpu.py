@@ -31,8 +31,9 @@ the same prompt ids (parley generate's --random-prompt generator: seed 0
 for the single stream, seed 1 + i for batched sequence i).
 
 The machine is shared: the load average is printed at the start and the
-end (llama.cpp's spinning thread barriers suffer more than parley's pool
-when other processes take the cores).
+end, with a warning when other work ran (llama.cpp's spinning thread
+barriers suffer more than parley's pool when other processes take the
+cores).
 
 Targets (issue 9): decode >= 1.2x llama.cpp and >= 80% of the roofline;
 batch-64 >= 4x; prefill-512 >= 2x.
@@ -302,10 +303,12 @@ def main():
                       f"level below it", flush=True)
     else:
         isas = [have[-1]] + (["avx2"] if "avx2" in have and have[-1] != "avx2" else [])
+    busy = False
     try:
         load = os.getloadavg()
         print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
               f"machine ISA levels: {', '.join(have)}", flush=True)
+        busy = load[0] > 0.5
     except OSError:
         pass
     parley, llama = {}, {}
@@ -323,9 +326,11 @@ def main():
     rows = print_table(a, parley, llama)
     try:
         load = os.getloadavg()
-        print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-        if load[1] > 0.5 * (os.cpu_count() or 1):
-            print("WARNING: the machine was busy (5-minute load above half the CPUs). "
+        print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+              f"(the benchmark itself accounts for about {a.threads})")
+        if busy or load[1] > a.threads + 0.5:
+            print("WARNING: the machine was busy (1-minute load above 0.5 at the start, or "
+                  "5-minute load at the end above the benchmark's threads + 0.5). "
                   "llama.cpp's threads spin at barriers and slow down far more than parley's "
                   "when other processes take the cores; the ratios are not reliable -- "
                   "rerun on an idle machine.")
