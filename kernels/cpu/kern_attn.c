@@ -150,8 +150,11 @@ static inline float *ka_kslot(float *k, int hd, int j, int d) {
  * float, exactly); the chunk's other keys become zero rows. */
 KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0, int a0, int b0,
                                   ka_chunk *ch) {
-    for (int j = 0; j < C; j++) {
+    /* block index and slot of key c0 + j, stepped instead of divided per key */
+    int bi = c0 / kv->block_tokens, slot = c0 % kv->block_tokens;
+    for (int j = 0; j < C; j++, slot++) {
         int k = c0 + j;
+        if (slot == kv->block_tokens) slot = 0, bi++;
         float *vrow = ch->v + (size_t)j * hd;
         if (k < a0 || k > b0) {
             for (int d = 0; d < hd; d += 8) {
@@ -161,8 +164,7 @@ KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0,
             ch->ks[j] = ch->vs[j] = 1.0f;
             continue;
         }
-        int slot;
-        const char *blk = ka_block(kv, k, &slot);
+        const char *blk = (const char *)kv->blocks[bi];
         const char *kr = blk + kv->k_off + (size_t)slot * kv->row_stride;
         const char *vr = blk + kv->v_off + (size_t)slot * kv->row_stride;
         if (kv->f32) {
