@@ -404,9 +404,10 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
            "\"batch_range\":[%.3f,%.3f],\"profile\":{\"decode_steps\":%d",
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
-           o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps, f->decode_tps,
-           f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min, f->prefill_max,
-           f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->prof_decode_steps);
+           o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps,
+           f->decode_tps, f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min,
+           f->prefill_max, f->decode_min, f->decode_max, f->batch_min, f->batch_max,
+           f->prof_decode_steps);
     if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
     if (f->have_prof[BE_PROF_DECODE])
         be_json_prof("decode", &f->prof[BE_PROF_DECODE],
