@@ -10,6 +10,7 @@
  * reply keeps the text up to and including the token that completed the
  * stop string).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,6 +30,36 @@ static int wk_text_append(wk_turn *t, const char *p, size_t n) {
     t->text_len += n;
     t->text[t->text_len] = 0;
     return 0;
+}
+
+/* Under chp_mu: when the chunk producer is in a fatal state (idempotence
+ * broken, e.g. an out-of-order sequence after the broker lost the producer
+ * state), build a new one in its place.  Chunks still queued in the old one
+ * are lost -- streaming is at-least-once per attempt and best effort across
+ * such an error; the TurnResult, on the transactional producer, is not
+ * affected.  If the new one cannot be made the old one stays and the next
+ * chunk tries again.  PARLEY_TEST_CHUNK_FATAL_AFTER=N injects the fatal
+ * error (librdkafka's rd_kafka_test_fatal_error) once, before chunk N + 1. */
+static void wk_chp_check(wk_worker *w) {
+    char why[512], err[256];
+    if (w->test_chunk_fatal_at > 0 &&
+        (long)__atomic_load_n(&w->ctr.chunks, __ATOMIC_RELAXED) >= w->test_chunk_fatal_at) {
+        w->test_chunk_fatal_at = 0;
+        rd_kafka_test_fatal_error(w->chp, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                  "injected by PARLEY_TEST_CHUNK_FATAL_AFTER");
+    }
+    if (rd_kafka_fatal_error(w->chp, why, sizeof why) == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    rd_kafka_t *fresh = NULL;
+    if (wk_kafka_chp_new(w, &fresh, err, sizeof err) != 0) {
+        wk_log("error", "chunk_producer_fatal", "err=\"%.200s\" rebuild=\"%s\"", why, err);
+        return;
+    }
+    rd_kafka_t *old = w->chp;
+    w->chp = fresh;
+    rd_kafka_destroy(old);
+    uint64_t n = __atomic_add_fetch(&w->ctr.chunk_rebuilds, 1, __ATOMIC_RELAXED);
+    wk_log("warn", "chunk_producer_rebuilt", "err=\"%.200s\" rebuilds=%llu", why,
+           (unsigned long long)n);
 }
 
 /* Produce the open chunk (text since chunk_from, ctoks) with seq++. */
@@ -61,20 +92,24 @@ static void wk_chunk_emit(wk_turn *t, int last) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(2);
         rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
         if (t->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, t->tp, -1);
+        pthread_mutex_lock(&w->chp_mu);
+        wk_chp_check(w);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             w->chp, RD_KAFKA_V_TOPIC(w->t_tokens),
             RD_KAFKA_V_KEY(t->conv_id, strlen(t->conv_id)), RD_KAFKA_V_VALUE(b.data, b.len),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+        pthread_mutex_unlock(&w->chp_mu);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
             __atomic_add_fetch(&w->ctr.chunks, 1, __ATOMIC_RELAXED);
             break;
         }
         rd_kafka_headers_destroy(h);
-        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL && (e != RD_KAFKA_RESP_ERR__FATAL || tries > 0)) {
             wk_log("error", "chunk_produce", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id,
                    rd_kafka_err2str(e));
             break;
         }
+        if (e == RD_KAFKA_RESP_ERR__FATAL) continue; /* wk_chp_check rebuilds it */
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

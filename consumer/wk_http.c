@@ -98,6 +98,9 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     wk_metric(f, "parley_producer_rebuilds_total", "counter",
               "Transactional producers rebuilt after a fatal, non-fencing error.",
               (double)WK_LD(c->producer_rebuilds));
+    wk_metric(f, "parley_chunk_producer_rebuilds_total", "counter",
+              "Idempotent chunk producers rebuilt after a fatal error.",
+              (double)WK_LD(c->chunk_rebuilds));
     wk_metric(f, "parley_kv_handoff_blocks_total", "counter",
               "KV blocks written to Redis for revoked conversations.",
               (double)WK_LD(c->handoff_blocks));

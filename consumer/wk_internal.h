@@ -132,6 +132,7 @@ typedef struct wk_counters {
     uint64_t pauses;            /* backpressure pauses (any reason) */
     uint64_t pauses_kv;         /* of which because KV memory passed its high-water mark */
     uint64_t producer_rebuilds; /* transactional producers rebuilt after a fatal error */
+    uint64_t chunk_rebuilds;    /* chunk producers rebuilt after a fatal error */
     int64_t kv_permille;        /* gauge: KV blocks held by running sequences, per mille of the pool */
     int64_t pause_why;          /* gauge: WK_PAUSE_* bits holding the backpressure pause */
     uint64_t ovh_hist[WK_OVH_N]; /* overhead histogram, bucket i <= wk_ovh_bounds_ms[i] */
@@ -174,7 +175,11 @@ struct wk_worker {
     size_t dscratch_cap;        /* its size (eng_tok_stream_cap) */
     rd_kafka_t *cons;           /* consumer (group member) */
     rd_kafka_t *txp;            /* transactional producer */
-    rd_kafka_t *chp;            /* idempotent chunk producer */
+    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
+    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
+                                 * rebuilds it, the poll thread polls it */
+    long test_chunk_fatal_at;   /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
+                                 * fatal error on chp (0: never; delivery thread) */
     const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
     int chunk_tokens;           /* tokens per chunk */
     wk_offsets *offs;           /* unfinished input offsets */
@@ -257,6 +262,8 @@ int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
 /* A new transactional producer (transactional.id parley-<worker id>), not
  * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
 int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
+/* A new idempotent chunk producer.  Returns 0 or WK_EKAFKA with a message. */
+int wk_kafka_chp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
 /* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
  * (also for names it does not list). */
 char wk_kafka_scope(const char *name);

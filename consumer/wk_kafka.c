@@ -4,7 +4,8 @@
  * the user's kafka.* pass-through scoped to the clients that understand
  * each property, and forced settings.  The transactional producer can be
  * built again in place (wk_kafka_txp_new) when a fatal, non-fencing error
- * leaves the old one unusable (see wk_txn.c).
+ * leaves the old one unusable (see wk_txn.c); so can the chunk producer
+ * (wk_kafka_chp_new, see wk_gen.c).
  *
  * Scoping.  librdkafka knows every property as consumer-only (C),
  * producer-only (P) or common (*); setting a consumer property on a
@@ -123,6 +124,19 @@ int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     return 0;
 }
 
+int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
+    char e[512];
+    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
+    const char *iforced[] = {"enable.idempotence", "true", NULL};
+    rd_kafka_conf_t *c = wk_kconf(w->cfg, 'P', pdefs, iforced, err, errlen);
+    if (!c) return WK_EKAFKA;
+    if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
+        rd_kafka_conf_destroy(c);
+        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
+    }
+    return 0;
+}
+
 int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
@@ -145,14 +159,7 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     rd_kafka_poll_set_consumer(w->cons);
     int rc = wk_kafka_txp_new(w, &w->txp, err, errlen);
     if (rc) return rc;
-    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
-    const char *iforced[] = {"enable.idempotence", "true", NULL};
-    if (!(c = wk_kconf(cfg, 'P', pdefs, iforced, err, errlen))) return WK_EKAFKA;
-    w->chp = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
-    if (!w->chp) {
-        rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
-    }
+    if ((rc = wk_kafka_chp_new(w, &w->chp, err, errlen))) return rc;
     /* Learn where the output topics live now rather than at the producers'
      * first periodic metadata refresh, which would hold a fresh worker's
      * first chunks and results for up to a second. */

@@ -463,12 +463,13 @@ static void wk_log_summary(wk_worker *w, int64_t run_us) {
     }
     wk_log("info", "stopped",
            "results=%llu dlq=%llu commits=%llu aborts=%llu producer_rebuilds=%llu "
-           "pauses=%llu pauses_kv=%llu run_s=%.1f turns_per_s=%.2f overhead_turns=%llu "
+           "chunk_rebuilds=%llu pauses=%llu pauses_kv=%llu run_s=%.1f turns_per_s=%.2f overhead_turns=%llu "
            "overhead_p50_ms=%.2f overhead_mean_ms=%.2f pre_mean_ms=%.2f sched_queue_mean_ms=%.2f "
            "engine_mean_ms=%.2f post_mean_ms=%.2f",
            (unsigned long long)c->turns_done, (unsigned long long)c->dlq,
            (unsigned long long)c->txn_commits, (unsigned long long)c->txn_aborts,
-           (unsigned long long)c->producer_rebuilds, (unsigned long long)c->pauses,
+           (unsigned long long)c->producer_rebuilds, (unsigned long long)c->chunk_rebuilds,
+           (unsigned long long)c->pauses,
            (unsigned long long)c->pauses_kv, (double)run_us / 1e6,
            run_us > 0 ? (double)c->turns_done * 1e6 / (double)run_us : 0.0,
            (unsigned long long)c->ovh_n, med, (double)c->ovh_sum_us / k,
@@ -505,7 +506,9 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
             if (!stop_at && !w->recovering) wk_on_message(w, m);
             rd_kafka_message_destroy(m);
         }
+        pthread_mutex_lock(&w->chp_mu);
         rd_kafka_poll(w->chp, 0);
+        pthread_mutex_unlock(&w->chp_mu);
         if (w->txp) rd_kafka_poll(w->txp, 0);
         wk_drain_done(w);
         __atomic_store_n(&w->ctr.inflight, w->inflight, __ATOMIC_RELAXED);

@@ -122,7 +122,10 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     if (!w) return eng_errf(err, errlen, WK_ENOMEM, "out of memory");
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->lag_mu, NULL);
+    pthread_mutex_init(&w->chp_mu, NULL);
     w->cfg = cfg;
+    const char *inj = getenv("PARLEY_TEST_CHUNK_FATAL_AFTER"); /* fault injection for tests */
+    if (inj) w->test_chunk_fatal_at = strtol(inj, NULL, 10);
     const char *id = wk_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);
@@ -202,6 +205,7 @@ void wk_worker_free(wk_worker *w) {
     free(w->gen);
     free(w->owned);
     free(w->lag);
+    pthread_mutex_destroy(&w->chp_mu);
     pthread_mutex_destroy(&w->lag_mu);
     pthread_mutex_destroy(&w->mu);
     free(w);

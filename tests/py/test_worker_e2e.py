@@ -68,7 +68,8 @@ class Env:
         for f in futs.values():
             f.result(30)
 
-    def start(self, wid, *extra):
+    def start(self, wid, *extra, env=None):
+        """Start worker `wid` with extra flags; `env` adds environment variables."""
         log = open(self.tmp / f"{wid}.log", "wb")
         args = [self.bin, "worker",
                 "--model.path", self.model,
@@ -85,7 +86,8 @@ class Env:
                 "--kafka.session.timeout.ms", "6000",
                 "--kafka.heartbeat.interval.ms", "500",
                 "--kafka.transaction.timeout.ms", "8000", *extra]
-        self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                           env={**os.environ, **(env or {})})
         return self.procs[wid]
 
     def log(self, wid):

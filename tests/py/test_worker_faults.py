@@ -14,7 +14,9 @@ file reuses its helpers and adds the faults of issue 8's verification:
     handoff and prefetches then fail: turns complete by recomputing;
   * backpressure: 2000 turns produced at once against a small
     worker.max_inflight; the worker's RSS is sampled every 100 ms and must
-    stay under a budget derived from its configuration.
+    stay under a budget derived from its configuration;
+  * a fatal error on the idempotent chunk producer (injected: the broker
+    cannot raise one on demand): the producer is rebuilt, streaming goes on.
 
 Every fault test prints its counts: turns sent, results, duplicates, lost
 and redone (turns streamed by more than one attempt).  Services that a test
@@ -348,6 +350,46 @@ def test_fenced_worker_exits(kafka_bootstrap, parley_bin, model, tmp_path):
         assert env.procs["f1-twin"].poll() is None, env.log("f1-twin")[-2000:]
     finally:
         env.stop_all()
+
+
+def test_chunk_producer_fatal_is_rebuilt(kafka_bootstrap, parley_bin, model, tmp_path):
+    """A fatal error on the idempotent chunk producer (injected with
+    librdkafka's rd_kafka_test_fatal_error through
+    PARLEY_TEST_CHUNK_FATAL_AFTER: the real broker cannot be made to
+    raise one on demand) does not end streaming: the worker builds a new
+    chunk producer, every turn still gets exactly one result, and the turns
+    served after the rebuild stream complete chunk sequences."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs = 6
+    try:
+        env.start("cf", env={"PARLEY_TEST_CHUNK_FATAL_AFTER": "5"})
+        rc = env.consumer("responses", "read_committed")
+        sent = produce_all(env, convs, 1, max_tokens=8)
+        first = collect(rc, convs, 60)
+        assert len(first) == convs, env.log("cf")[-3000:]
+        log = env.log("cf")
+        assert "event=chunk_producer_rebuilt" in log, log[-3000:]
+        sent |= produce_all(env, convs, 2, max_tokens=8, first=1)
+        second = collect(rc, convs, 60) + drain_idle(rc, 2)
+        rc.close()
+        results = first + second
+        chunks = read_chunks(env, second)
+        counts = tally("chunk producer fatal", sent, results, chunks)
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        by_attempt = defaultdict(list)
+        for m in chunks:
+            ch = msgpack.unpackb(m.value(), raw=False)
+            by_attempt[(ch["turn_id"], ch["attempt"])].append(ch)
+        for m in second:
+            r = msgpack.unpackb(m.value(), raw=False)
+            cs = sorted(by_attempt[(r["turn_id"], r["attempt"])], key=lambda x: x["seq"])
+            assert [x["seq"] for x in cs] == list(range(len(cs))) and cs[-1]["last"], r["turn_id"]
+            assert "".join(x["text"] for x in cs) == r["text"], r["turn_id"]
+        assert env.procs["cf"].poll() is None, env.log("cf")[-2000:]
+        print(f"chunk producer rebuilds: {env.log('cf').count('event=chunk_producer_rebuilt')}")
+    finally:
+        env.stop_all()
+    assert "chunk_rebuilds=1 " in env.log("cf"), env.log("cf")[-2000:]
 
 
 def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path):
