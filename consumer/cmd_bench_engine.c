@@ -44,6 +44,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "eng_cli.h"
 #include "eng_model.h"
 #include "eng_prof.h"
 #include "kern_isa.h"
@@ -102,15 +103,6 @@ static double be_huge_mib(void) {
         if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) mib = (double)kb / 1024.0;
     fclose(fp);
     return mib;
-}
-
-/* `parley generate --random-prompt n --seed seed` ids (generate.c). */
-static void be_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ids[i] = (int32_t)(x % (uint64_t)n_vocab);
-    }
 }
 
 static int32_t be_argmax(const float *x, int n) {
@@ -189,7 +181,7 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be
         fprintf(stderr, "bench: out of memory\n");
         goto out;
     }
-    be_random_prompt(ids, o->prompt, V, 0);
+    eng_random_prompt(ids, o->prompt, V, 0);
     for (int r = -1; r <= o->repeat; r++) { /* -1: warm-up, repeat: profiled */
         eng_kvseq kv;
         if (eng_kvseq_init(&kv, eng_model_kv_layout(m), alloc, err, sizeof err) != 0) {
@@ -258,7 +250,7 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
             fprintf(stderr, "bench: %s\n", err);
             goto out;
         }
-        be_random_prompt(ids + (size_t)n_init * P, P, V, 1 + (uint64_t)n_init);
+        eng_random_prompt(ids + (size_t)n_init * P, P, V, 1 + (uint64_t)n_init);
         eng_seq_step s = {&kv[n_init], ids + (size_t)n_init * P, P, ENG_LOGITS_LAST,
                           logits + (size_t)n_init * V};
         st[n_init] = s;

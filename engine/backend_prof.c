@@ -47,9 +47,12 @@ static double prof_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void prof_add(prof_state *s, int slot, double t0) {
-    s->r.slot_s[slot] += prof_now() - t0;
+/* Charge the time since t0 to a slot; returns it. */
+static double prof_add(prof_state *s, int slot, double t0) {
+    double dt = prof_now() - t0;
+    s->r.slot_s[slot] += dt;
     s->r.slot_calls[slot]++;
+    return dt;
 }
 
 /* Weight kind of an int8 pack or fp32 matrix of the model. */
@@ -77,9 +80,7 @@ static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float
     prof_state *s = ctx;
     double t0 = prof_now();
     s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, w, C, ldc);
-    double dt = prof_now() - t0;
-    s->r.slot_s[ENG_PROF_GEMM_Q8] += dt;
-    s->r.slot_calls[ENG_PROF_GEMM_Q8]++;
+    double dt = prof_add(s, ENG_PROF_GEMM_Q8, t0);
     prof_weight_add(s, prof_weight_kind(s->m, w, NULL), dt, (double)kern_wpack_bytes(w), M);
 }
 
@@ -88,9 +89,7 @@ static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const 
     prof_state *s = ctx;
     double t0 = prof_now();
     s->orig.gemm_f32(s->orig.ctx, M, N, K, A, W, C, ldc);
-    double dt = prof_now() - t0;
-    s->r.slot_s[ENG_PROF_GEMM_F32] += dt;
-    s->r.slot_calls[ENG_PROF_GEMM_F32]++;
+    double dt = prof_add(s, ENG_PROF_GEMM_F32, t0);
     prof_weight_add(s, prof_weight_kind(s->m, NULL, W), dt, (double)N * K * sizeof(float), M);
 }
 

@@ -78,6 +78,14 @@ static int gen_int(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
+void eng_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)n_vocab);
+    }
+}
+
 int eng_cmd_generate(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL, *ids_arg = NULL, *stop_arg = NULL;
     long n_gen = 32, n_random = 0, threads = 0, block = 16, chunk = 512, seed = 0, last_n = 64;
@@ -186,11 +194,7 @@ int eng_cmd_generate(int argc, char **argv) {
             goto out;
         }
     } else {
-        uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
-        for (int i = 0; i < n_random; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            ids[i] = (int32_t)(x % (uint64_t)c->n_vocab);
-        }
+        eng_random_prompt(ids, (int)n_random, c->n_vocab, (uint64_t)seed);
         n_prompt = (int)n_random;
     }
     if (n_prompt < 1) {

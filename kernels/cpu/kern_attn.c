@@ -23,6 +23,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "kern_avx2_reduce.h"
 #define KERN_ATTN_X86 1
 #else
 #define KERN_ATTN_X86 0
@@ -120,20 +122,6 @@ KA_AVX2 static __m256 ka_exp(__m256 x) {
     return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }
 
-KA_AVX2 static float ka_hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-KA_AVX2 static float ka_hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Lane j = horizontal sum of a[j], each by ((0+1)+(2+3)) + ((4+5)+(6+7)). */
 KA_AVX2 static __m256 ka_reduce8(const __m256 a[8]) {
     __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
@@ -210,7 +198,7 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
         _mm256_store_ps(s + g, sv);
         vmax = _mm256_max_ps(vmax, sv);
     }
-    float mc = ka_hmax(vmax), mold = *pm, mnew = mc > mold ? mc : mold;
+    float mc = kern_hmax_ps(vmax), mold = *pm, mnew = mc > mold ? mc : mold;
     float alpha = _mm256_cvtss_f32(ka_exp(_mm256_set1_ps(mold - mnew)));
     __m256 vm = _mm256_set1_ps(mnew), psum = _mm256_setzero_ps();
     for (int g = g0; g <= jb; g += 8) {
@@ -218,7 +206,7 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
         _mm256_store_ps(s + g, _mm256_mul_ps(pv, _mm256_load_ps(ch->vs + g)));
         psum = _mm256_add_ps(psum, pv);
     }
-    *pl = *pl * alpha + ka_hsum(psum);
+    *pl = *pl * alpha + kern_hsum_ps(psum);
     *pm = mnew;
     __m256 va = _mm256_set1_ps(alpha);
     int d = 0;

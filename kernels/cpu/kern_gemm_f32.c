@@ -13,6 +13,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "kern_avx2_reduce.h"
 #define KERN_X86 1
 #else
 #define KERN_X86 0
@@ -51,13 +53,6 @@ static void kern_tile_f32_scalar(int mr, int nr, int K, const float *A, const fl
 #define KERN_AVX2 __attribute__((target("avx2,fma")))
 #define KERN_INLINE static inline __attribute__((always_inline))
 
-KERN_AVX2 KERN_INLINE float kern_hsum_f32(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* fp32 micro tile: each output = hsum of 8 FMA lanes over k in chunks of 8,
  * then the tail added in order; identical for every MR/NR. */
 KERN_AVX2 KERN_INLINE void kern_mk_f32(const int MR, const int NR, int K, const float *A,
@@ -76,7 +71,7 @@ KERN_AVX2 KERN_INLINE void kern_mk_f32(const int MR, const int NR, int K, const 
     }
     for (int i = 0; i < MR; i++)
         for (int j = 0; j < NR; j++) {
-            float s = kern_hsum_f32(acc[i][j]);
+            float s = kern_hsum_ps(acc[i][j]);
             const float *a = A + (size_t)i * K, *w = W + (size_t)j * K;
             for (int t = k; t < K; t++) s += a[t] * w[t];
             out[i * ldo + j] = s;

@@ -21,28 +21,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "kern_avx2_reduce.h"
+
 #define KERN_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KERN_INLINE static inline __attribute__((always_inline))
-
-KERN_AVX2 KERN_INLINE float kern_hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-KERN_AVX2 KERN_INLINE double kern_hsum_pd(__m256d v) {
-    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
-    return _mm_cvtsd_f64(s);
-}
-
-KERN_AVX2 KERN_INLINE float kern_hmax_ps(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* e^x per lane (see the file comment). */
 KERN_AVX2 KERN_INLINE __m256 kern_exp_ps(__m256 x) {

@@ -49,18 +49,7 @@ import time
 
 import numpy as np
 
-
-def random_prompt(n, n_vocab, seed=0):
-    """Same ids as `parley generate --random-prompt n --seed seed`."""
-    mask = (1 << 64) - 1
-    x = (seed * 0x9E3779B97F4A7C15 + 1) & mask
-    out = []
-    for _ in range(n):
-        x ^= (x << 13) & mask
-        x ^= x >> 7
-        x ^= (x << 17) & mask
-        out.append(x % n_vocab)
-    return out
+from bench_generate import random_prompt  # parley generate --random-prompt ids
 
 
 def machine_isas():
