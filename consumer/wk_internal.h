@@ -180,6 +180,11 @@ struct wk_worker {
                                  * rebuilds it, the poll thread polls it */
     long test_chunk_fatal_at;   /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
                                  * fatal error on chp (0: never; delivery thread) */
+    long test_txn_fatal_at;     /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
+                                 * fatal error on txp (0: never; poll thread) */
+    int test_txn_fatal_landed;  /* 1: inject after that transaction committed, 0: before */
+    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
+    int64_t rec_since_us;       /* when the current producer rebuild started */
     const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
     int chunk_tokens;           /* tokens per chunk */
     wk_offsets *offs;           /* unfinished input offsets */
@@ -224,7 +229,7 @@ struct wk_worker {
 
 #define WK_REC_PRODUCER 1   /* recovery: make a new transactional producer */
 #define WK_REC_INIT 2       /* recovery: init_transactions until it succeeds */
-#define WK_REC_SEEK 3       /* recovery: rewind owned partitions to their committed offsets */
+#define WK_REC_RECONCILE 3  /* recovery: drop batch outputs below the committed offsets */
 
 /* Structured log line on stderr: event + printf-style key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)

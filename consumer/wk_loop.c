@@ -231,6 +231,16 @@ static void wk_batch_add(wk_worker *w, wk_out *o) {
 
 static void wk_drain_done(wk_worker *w);
 
+/* "0,2,5" of a partition list (truncated to fit; "-" when empty). */
+static const char *wk_part_ids(const rd_kafka_topic_partition_list_t *l, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < l->cnt && n + 12 < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%d", i ? "," : "", (int)l->elems[i].partition);
+    if (!l->cnt) snprintf(buf, cap, "-");
+    return buf;
+}
+
 void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                      rd_kafka_topic_partition_list_t *parts, void *opaque) {
     wk_worker *w = opaque;
@@ -251,7 +261,9 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         }
         if (w->paused || w->recovering) rd_kafka_pause_partitions(rk, parts);
         WK_ADD(w->ctr.assigned, parts->cnt);
-        wk_log("info", "assigned", "partitions=%d", parts->cnt);
+        char ids[256];
+        wk_log("info", "assigned", "partitions=%d ids=%s", parts->cnt,
+               wk_part_ids(parts, ids, sizeof ids));
         return;
     }
     int lost = rd_kafka_assignment_lost(rk);
@@ -268,14 +280,21 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     wk_drop_stale(w, 0, 1);
     WK_ADD(w->ctr.assigned, -parts->cnt);
+    /* librdkafka keeps a partition's pause flag across unassign and a
+     * later assign, and wk_pause_all resumes only what is assigned: a
+     * partition revoked or lost while paused would never be fetched again
+     * once it came back (turns lost).  Clear the flag while it is ours. */
+    int was_paused = w->paused || w->recovering;
+    if (was_paused) rd_kafka_resume_partitions(rk, parts);
     if (coop) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
         if (e) rd_kafka_error_destroy(e);
     } else {
         rd_kafka_assign(rk, NULL);
     }
-    wk_log("info", lost ? "lost" : "revoked", "partitions=%d inflight=%lld", parts->cnt,
-           (long long)w->inflight);
+    char ids[256];
+    wk_log("info", lost ? "lost" : "revoked", "partitions=%d ids=%s inflight=%lld paused=%d",
+           parts->cnt, wk_part_ids(parts, ids, sizeof ids), (long long)w->inflight, was_paused);
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -502,8 +521,8 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         if (w->recovering && !stop_at) wk_txn_recover_step(w);
         if (w->fatal) break;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->inflight ? 5 : 20);
-        if (m) { /* while recovering, records are consumed again after the rewind */
-            if (!stop_at && !w->recovering) wk_on_message(w, m);
+        if (m) { /* served while recovering too: the rebuild keeps all work */
+            if (!stop_at) wk_on_message(w, m);
             rd_kafka_message_destroy(m);
         }
         pthread_mutex_lock(&w->chp_mu);

@@ -20,17 +20,39 @@
  *     on its own, and librdkafka 2.0 reports the late abort as fatal
  *     (INVALID_TXN_STATE, or _FENCED when the coordinator bumped the
  *     producer epoch: a fence of a transaction older than its timeout is
- *     the coordinator's, not a new instance's).  The
- *     worker recovers without exiting: it drops every turn in flight and
- *     the whole batch (nothing of them was committed, or if the commit did
- *     land, the committed offsets say so), bumps every owned partition's
- *     generation so late outcomes are stale, pauses its partitions and
- *     discards what the consumer still delivers; then, one step per poll
- *     loop pass, it destroys the producer, makes a new one with the same
- *     transactional.id, calls init_transactions until the broker answers,
- *     reads the group's committed offsets and seeks every owned partition
- *     back to them, and resumes.  The dropped turns are consumed again and
- *     redone under new attempts: still exactly one visible TurnResult each.
+ *     the coordinator's, not a new instance's).  The worker recovers
+ *     without exiting and without redoing anything: the turns in flight
+ *     keep running and the batch is kept, exactly as after a non-fatal
+ *     abort.  It pauses its partitions (the batch cannot drain until a
+ *     producer is back, so consumption must not run ahead) and, one step
+ *     per poll loop pass, destroys the producer, makes a new one with the
+ *     same transactional.id and calls init_transactions until the broker
+ *     answers.  init_transactions returns only once the coordinator has
+ *     finished the old epoch's open transaction, so its outcome is final by
+ *     then; the worker then reads the group's committed offsets (stable
+ *     offsets: the consumer is read_committed) and reconciles the batch:
+ *     an output below its partition's committed offset was in a
+ *     transaction that did land although the client saw it fail (a commit
+ *     whose reply was lost), so it is already visible and is dropped; every
+ *     other output was never committed and goes in the next transaction.
+ *     Then it resumes its partitions.  Still exactly one visible TurnResult
+ *     per turn, and the token chunks of its one attempt are the real ones.
+ *
+ *     An earlier design dropped the batch and the turns in flight and
+ *     sought the partitions back to the committed offsets; a fresh clone's
+ *     CI run lost 108 turns after such a rebuild (none redone: the dropped
+ *     turns were never consumed again).  Keeping the work removes the seek
+ *     on paused partitions and the discarding of records during recovery
+ *     that the loss depended on, and the redo it cost.
+ *
+ * Fault injection (tests only): PARLEY_TEST_TXN_FATAL_AFTER=N[:landed]
+ * raises a fatal error on the transactional producer
+ * (rd_kafka_test_fatal_error) once, in transaction N + 1: before its
+ * offsets are sent (the transaction never lands), or with ":landed" right
+ * after it committed (the outcome the client cannot tell from a lost
+ * reply).  The broker cannot be made to do either on demand.
+ * PARLEY_TEST_REBUILD_DELAY_MS holds each rebuild that long before it
+ * starts (the worker stays paused), so a test can rebalance meanwhile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +73,7 @@ static void wk_set_fatal(wk_worker *w, const char *what, const char *msg) {
 }
 
 /* The producer is in a fatal state: stop when fenced, else start a rebuild
- * (drop everything uncommitted, pause, see wk_txn_recover_step). */
+ * (keep every turn and the batch, pause, see wk_txn_recover_step). */
 static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
     char why[512];
     rd_kafka_resp_err_t fe = rd_kafka_fatal_error(w->txp, why, sizeof why);
@@ -62,22 +84,27 @@ static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
         wk_set_fatal(w, step, why);
         return;
     }
-    int64_t inflight = w->inflight;
-    int n_batch = w->n_batch;
-    for (int32_t p = 0; p < w->n_parts; p++)
-        if (w->owned[p]) {
-            w->gen[p]++;
-            wk_offsets_reset(w->offs, p);
-        }
-    wk_drop_stale(w, 0, 0);
     wk_pause_all(w, 1);
     w->recovering = WK_REC_PRODUCER;
+    w->rec_since_us = eng_sched_now_us();
     w->abort_pending = 0;
     w->txn_begin_us = 0;
     wk_log("warn", "producer_fatal",
-           "step=%s err=\"%s\" txn_age_ms=%lld dropped_inflight=%lld dropped_batch=%d "
-           "action=rebuild",
-           step, why, (long long)(age / 1000), (long long)inflight, n_batch);
+           "step=%s err=\"%s\" txn_age_ms=%lld kept_inflight=%lld kept_batch=%d action=rebuild",
+           step, why, (long long)(age / 1000), (long long)w->inflight, w->n_batch);
+}
+
+/* PARLEY_TEST_TXN_FATAL_AFTER: 1 when the injected fatal error is due now
+ * at `where` (0 before the offsets are sent, 1 after the commit); raises it
+ * on the producer once. */
+static int wk_txn_inject(wk_worker *w, int where) {
+    if (w->test_txn_fatal_at <= 0 || w->test_txn_fatal_landed != where ||
+        (long)w->ctr.txn_commits < w->test_txn_fatal_at)
+        return 0;
+    w->test_txn_fatal_at = 0;
+    rd_kafka_test_fatal_error(w->txp, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+                              "injected by PARLEY_TEST_TXN_FATAL_AFTER");
+    return 1;
 }
 
 /* Abort the open transaction.  0 aborted; -1 not (retried before the next
@@ -194,6 +221,11 @@ int wk_txn_commit(wk_worker *w) {
         int64_t pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
         if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->t_turns, p)->offset = pos;
     }
+    if (wk_txn_inject(w, 0)) {
+        rd_kafka_topic_partition_list_destroy(offs);
+        wk_txn_on_fatal(w, "send_offsets_to_transaction", "injected");
+        return -1;
+    }
     rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->cons);
     step = "send_offsets_to_transaction";
     for (int tries = 0;; tries++) {
@@ -211,6 +243,11 @@ int wk_txn_commit(wk_worker *w) {
         rd_kafka_error_destroy(e);
     }
     if (e) goto fail;
+    if (wk_txn_inject(w, 1)) { /* landed, but the client is told it failed */
+        WK_ADD(w->ctr.txn_commits, 1);
+        wk_txn_on_fatal(w, "commit_transaction", "injected");
+        return -1;
+    }
     w->txn_begin_us = 0;
     int64_t now = eng_sched_now_us();
     wk_out **pp = &w->batch_head;
@@ -236,40 +273,53 @@ fail:
     return -1;
 }
 
-/* Rewind every owned partition to its committed offset (the beginning
- * where the group has none).  0 done, -1 try again later. */
-static int wk_txn_rewind(wk_worker *w) {
+/* After a rebuild: drop the batch outputs that a transaction the client
+ * saw fail did commit (below their partition's committed offset), keep the
+ * rest.  0 done, -1 try again later (the committed offsets unreadable). */
+static int wk_txn_reconcile(wk_worker *w) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
     for (int32_t p = 0; p < w->n_parts; p++)
         if (w->owned[p]) rd_kafka_topic_partition_list_add(l, w->t_turns, p);
-    int rc = 0;
-    if (l->cnt) {
-        rd_kafka_resp_err_t re = rd_kafka_committed(w->cons, l, 2000);
-        for (int i = 0; !re && i < l->cnt; i++) {
-            re = l->elems[i].err;
-            if (l->elems[i].offset < 0) l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
-        }
-        rd_kafka_error_t *e = re ? NULL : rd_kafka_seek_partitions(w->cons, l, 2000);
-        for (int i = 0; !re && !e && i < l->cnt; i++) re = l->elems[i].err;
-        if (re || e) {
-            wk_log("warn", "rewind_retry", "err=\"%s\"",
-                   e ? rd_kafka_error_string(e) : rd_kafka_err2str(re));
-            rc = -1;
-        }
-        if (e) rd_kafka_error_destroy(e);
+    rd_kafka_resp_err_t re = l->cnt ? rd_kafka_committed(w->cons, l, 2000) : 0;
+    for (int i = 0; !re && i < l->cnt; i++) re = l->elems[i].err;
+    if (re) {
+        wk_log("warn", "reconcile_retry", "err=\"%s\"", rd_kafka_err2str(re));
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
     }
-    if (!rc)
-        for (int i = 0; i < l->cnt; i++)
-            wk_log("info", "rewound", "partition=%d offset=%lld", (int)l->elems[i].partition,
-                   (long long)l->elems[i].offset);
+    int landed = 0;
+    wk_out **pp = &w->batch_head;
+    w->batch_tail = NULL;
+    while (*pp) {
+        wk_out *o = *pp;
+        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_find(l, w->t_turns,
+                                                                            o->partition);
+        if (tp && tp->offset >= 0 && o->offset < tp->offset) { /* already visible */
+            *pp = o->next;
+            w->n_batch--;
+            landed++;
+            if (o->dlq) WK_ADD(w->ctr.dlq, 1);
+            else WK_ADD(w->ctr.turns_done, 1);
+            wk_out_free(o);
+        } else {
+            w->batch_tail = o;
+            pp = &o->next;
+        }
+    }
+    for (int i = 0; i < l->cnt; i++)
+        wk_log("info", "reconciled", "partition=%d committed=%lld", (int)l->elems[i].partition,
+               (long long)l->elems[i].offset);
+    wk_log("info", "batch_reconciled", "landed=%d kept=%d", landed, w->n_batch);
     rd_kafka_topic_partition_list_destroy(l);
-    return rc;
+    return 0;
 }
 
 void wk_txn_recover_step(wk_worker *w) {
     char err[512];
     switch (w->recovering) {
     case WK_REC_PRODUCER:
+        if (w->test_rebuild_delay_us && eng_sched_now_us() - w->rec_since_us < w->test_rebuild_delay_us)
+            return;
         if (w->txp) {
             rd_kafka_purge(w->txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
             rd_kafka_destroy(w->txp);
@@ -284,7 +334,7 @@ void wk_txn_recover_step(wk_worker *w) {
     case WK_REC_INIT: {
         rd_kafka_error_t *e = rd_kafka_init_transactions(w->txp, 2000);
         if (!e) {
-            w->recovering = WK_REC_SEEK;
+            w->recovering = WK_REC_RECONCILE;
             return;
         }
         if (rd_kafka_error_is_fatal(e)) {
@@ -297,8 +347,8 @@ void wk_txn_recover_step(wk_worker *w) {
         rd_kafka_error_destroy(e);
         return;
     }
-    case WK_REC_SEEK:
-        if (wk_txn_rewind(w) != 0) return;
+    case WK_REC_RECONCILE:
+        if (wk_txn_reconcile(w) != 0) return;
         w->recovering = 0;
         WK_ADD(w->ctr.producer_rebuilds, 1);
         if (!w->pause_why) wk_pause_all(w, 0);

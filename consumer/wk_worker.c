@@ -126,6 +126,13 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     w->cfg = cfg;
     const char *inj = getenv("PARLEY_TEST_CHUNK_FATAL_AFTER"); /* fault injection for tests */
     if (inj) w->test_chunk_fatal_at = strtol(inj, NULL, 10);
+    if ((inj = getenv("PARLEY_TEST_TXN_FATAL_AFTER"))) {
+        char *end;
+        w->test_txn_fatal_at = strtol(inj, &end, 10);
+        w->test_txn_fatal_landed = !strcmp(end, ":landed");
+    }
+    if ((inj = getenv("PARLEY_TEST_REBUILD_DELAY_MS")))
+        w->test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
     const char *id = wk_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);

@@ -31,9 +31,10 @@
  * Kafka handles that cannot be made.  Broker outages are ridden out: a
  * fatal transactional-producer error that is not a fence (e.g. the
  * coordinator aborted a transaction during an outage longer than
- * transaction.timeout.ms) makes the worker drop its uncommitted turns,
- * rebuild the producer with the same transactional.id, rewind its
- * partitions to the committed offsets and carry on (wk_txn.c).  run
+ * transaction.timeout.ms) makes the worker keep its turns and batch,
+ * rebuild the producer with the same transactional.id, drop the batch
+ * outputs the committed offsets show as already visible, and carry on
+ * (wk_txn.c).  run
  * returns an error for a fenced producer (another instance took the
  * worker.id) or a producer that cannot be rebuilt.  Backpressure pauses
  * the partitions while in-flight turns or KV blocks held by running

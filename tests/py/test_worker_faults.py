@@ -116,6 +116,25 @@ def tally(name, sent_ids, results, chunks):
     return counts
 
 
+def where_lost(env, lost_ids, limit=20):
+    """Explain lost turns: each one's input partition and offset (read
+    back from the turns topic) next to every worker's recovery and
+    rebalance log lines, so a failure says where the loss happened."""
+    tc = env.consumer("turns", "read_committed")
+    pos = {}
+    for m in drain_idle(tc, 3, 60):
+        tid = msgpack.unpackb(m.value(), raw=False).get("turn_id")
+        pos[tid] = (m.partition(), m.offset())
+    tc.close()
+    lines = [f"lost (partition, offset): "
+             f"{sorted(pos.get(t, (None, None)) for t in lost_ids)[:limit]}"]
+    ev = re.compile(r"event=(producer_fatal|producer_rebuilt|rewound|rewind_retry|assigned|"
+                    r"revoked|lost|offset_skip|init_transactions_retry|txn_abort\w*) ")
+    for wid in env.procs:
+        lines += [f"{wid}: {ln}" for ln in env.log(wid).splitlines() if ev.search(ln)][-40:]
+    return "\n".join(lines)
+
+
 def read_outputs(env, want, timeout):
     """All committed TurnResults (waiting for `want`, then for any
     duplicate) and every token chunk."""
@@ -244,15 +263,19 @@ def test_broker_outage_past_txn_timeout_worker_stays_up(private_kafka, parley_bi
     coordinator aborts the open transactions and librdkafka reports the
     late abort as a fatal producer error.  That is not a fence, so the
     worker rebuilds its transactional producer in place (same
-    transactional.id), drops the uncommitted turns, rewinds its partitions
-    to the committed offsets and carries on: no worker exits, and still
-    exactly one committed result per turn.
+    transactional.id), keeps its turns and uncommitted results, drops the
+    ones the committed offsets show landed, and carries on: no worker
+    exits, and still exactly one committed result per turn.
 
     A transaction must be open at the coordinator when the broker goes
     down, so turns keep arriving (a new single-turn conversation every
     50 ms, produced through the outage) and the workers commit back to
     back (worker.txn_interval_ms 1).  Up to three outages, until a worker
-    has hit the fatal error."""
+    has hit the fatal error.  Whether an outage hits an open transaction is
+    up to timing (about one run in ten saw none in three outages), so the
+    rebuild is asserted when it happened and its exactly-once guarantee is
+    always; test_txn_producer_fatal_keeps_work covers the rebuild
+    deterministically."""
     bootstrap, run = private_kafka
     env = Env(bootstrap, parley_bin, model, tmp_path)
     sent, results, downs, fatal = [], [], [], {}
@@ -302,9 +325,14 @@ def test_broker_outage_past_txn_timeout_worker_stays_up(private_kafka, parley_bi
         for wid, p in env.procs.items():
             assert p.poll() is None, env.log(wid)[-3000:]
             assert "event=kafka_fatal" not in env.log(wid), env.log(wid)[-3000:]
+        if counts["lost"]:
+            seen = {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
+            print(where_lost(env, set(sent) - seen))
         assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
         check_results(env, results, chunks, len(sent), 1)
-        assert sum(rebuilt.values()) >= 1, {w: env.log(w)[-3000:] for w in env.procs}
+        if not sum(fatal.values()):
+            print(f"no outage of {len(downs)} hit an open transaction: exactly-once checked, "
+                  f"the rebuild not exercised here")
         assert all(rebuilt[w] == fatal[w] for w in env.procs), (fatal, rebuilt)
     finally:
         stop.set()
@@ -350,6 +378,120 @@ def test_fenced_worker_exits(kafka_bootstrap, parley_bin, model, tmp_path):
         assert env.procs["f1-twin"].poll() is None, env.log("f1-twin")[-2000:]
     finally:
         env.stop_all()
+
+
+@pytest.mark.parametrize("mode", ["open", "landed"])
+def test_txn_producer_fatal_keeps_work(kafka_bootstrap, parley_bin, model, tmp_path, mode):
+    """A fatal error on the transactional producer that is not a fence
+    (injected with rd_kafka_test_fatal_error through
+    PARLEY_TEST_TXN_FATAL_AFTER, deterministic where a broker outage only
+    sometimes hits an open transaction), under load: the worker keeps its
+    running turns and its batch, rebuilds the producer and commits them, so
+    nothing is lost, doubled or redone.  "open": the failed transaction
+    never landed, so the whole batch must be committed again; "landed": it
+    did commit and only the client saw an error, so the reconcile must drop
+    exactly the outputs the committed offsets cover (else they would be
+    doubled)."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    convs, turns = 12, 3
+    inj = "1:landed" if mode == "landed" else "1"
+    try:
+        env.start("tf", "--worker.txn_interval_ms", "1",
+                  env={"PARLEY_TEST_TXN_FATAL_AFTER": inj})
+        sent = produce_all(env, convs, turns, max_tokens=6)
+        results, chunks = read_outputs(env, convs * turns, 120)
+        counts = tally(f"txn producer fatal ({mode})", sent, results, chunks)
+        log = env.log("tf")
+        rec = re.findall(r"event=batch_reconciled landed=(\d+) kept=(\d+)", log)
+        print(f"batch reconciled (landed, kept): {rec}")
+        assert "event=producer_fatal " in log and "event=producer_rebuilt " in log, log[-3000:]
+        assert "event=kafka_fatal" not in log, log[-3000:]
+        assert env.procs["tf"].poll() is None, log[-3000:]
+        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert counts["redone"] == 0, counts
+        check_results(env, results, chunks, convs, turns)
+        assert len(rec) == 1
+        if mode == "landed":
+            assert int(rec[0][0]) >= 1, rec
+        else:
+            assert int(rec[0][0]) == 0, rec
+    finally:
+        env.stop_all()
+    assert env.procs["tf"].returncode == 0, env.log("tf")[-2000:]
+
+
+def test_partition_revoked_while_paused_is_served_when_it_returns(kafka_bootstrap, parley_bin,
+                                                                 model, tmp_path):
+    """Regression test for the lost turns of a fresh clone's CI run:
+    librdkafka (2.0.2: rdkafka_assignment.c) clears only its own pause flag
+    when it unassigns or assigns a partition, not the application's, and
+    the worker's resume covers only what is assigned; so a partition
+    revoked (or lost) while the worker was paused (there: during a
+    producer rebuild; also backpressure or shutdown) was never fetched
+    again once it came back, and every later turn on it was lost.
+
+    w1's transactional producer fails (injected) and its rebuild is held
+    10 s (PARLEY_TEST_REBUILD_DELAY_MS), so it is paused when w2 joins and
+    takes partitions from it; the rebuild ends and w1 resumes what it
+    still owns; w2 leaves and w1 gets the partitions back, unpaused.
+    Turns produced to exactly those partitions must all be served."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=4)
+    rc = env.consumer("responses", "read_committed")
+    try:
+        env.start("w1", "--worker.txn_interval_ms", "1",
+                  env={"PARLEY_TEST_TXN_FATAL_AFTER": "1",
+                             "PARLEY_TEST_REBUILD_DELAY_MS": "10000"})
+        sent = produce_turns(env, range(8), 4)
+        results = collect(rc, len(sent), 60)  # the first transaction commits
+        sent |= produce_turns(env, range(8, 16), 4)  # the second one fails
+        end = time.time() + 60
+        while time.time() < end and "event=producer_fatal " not in env.log("w1"):
+            time.sleep(0.1)
+        assert "event=producer_fatal " in env.log("w1"), env.log("w1")[-2000:]
+        env.start("w2")
+        end = time.time() + 60
+        while time.time() < end and owned(env, "w2") == 0:
+            time.sleep(0.2)
+        revoked = re.findall(r"event=revoked partitions=\d+ ids=([\d,]+) inflight=\d+ "
+                             r"paused=(\d)", env.log("w1"))
+        print(f"\nw1 revocations (ids, paused): {revoked}")
+        back = sorted({int(i) for ids, p in revoked if p == "1" for i in ids.split(",")})
+        assert back, env.log("w1")[-2000:]
+        end = time.time() + 60
+        while time.time() < end and "event=producer_rebuilt " not in env.log("w1"):
+            time.sleep(0.2)
+        assert "event=producer_rebuilt " in env.log("w1"), env.log("w1")[-2000:]
+        results += collect(rc, len(sent) - len(results), 60)
+        env.procs["w2"].send_signal(signal.SIGTERM)
+        env.procs["w2"].wait(30)
+        end = time.time() + 60  # w1 owns all 4 partitions again
+        while time.time() < end and owned(env, "w1") != 4:
+            time.sleep(0.2)
+        assert owned(env, "w1") == 4, env.log("w1")[-2000:]
+        sent |= produce_turns(env, range(100, 100 + 4 * len(back)), 4, partitions=back)
+        results += collect(rc, len(sent) - len(results), 60) + drain_idle(rc, 3)
+        seen = [msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results]
+        lost = sent - set(seen)
+        print(f"revoked while paused, then returned (partitions {back}): sent={len(sent)} "
+              f"results={len(seen)} lost={len(lost)} duplicates={len(seen) - len(set(seen))}")
+        assert not lost, (sorted(lost)[:10], env.log("w1")[-3000:])
+        assert len(seen) == len(set(seen))
+    finally:
+        rc.close()
+        env.stop_all()
+
+
+def produce_turns(env, convs, max_tokens, partitions=None):
+    """One first turn for each conversation number in convs (round-robin
+    onto `partitions` when given, else by key); returns the turn ids."""
+    p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True,
+                     "linger.ms": 5})
+    for i, c in enumerate(convs):
+        kw = {"partition": partitions[i % len(partitions)]} if partitions else {}
+        p.produce(env.topics["turns"], key=f"conv-{c}", value=turn_record(c, 0, max_tokens),
+                  headers=[("traceparent", TRACEPARENT)], **kw)
+    assert p.flush(30) == 0
+    return {f"conv-{c}-t0" for c in convs}
 
 
 def test_chunk_producer_fatal_is_rebuilt(kafka_bootstrap, parley_bin, model, tmp_path):
