@@ -83,7 +83,9 @@ static const wk_prop wk_props[] = {
     {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
      "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
     {"worker.http", WK_PROP_STR, "", 0, 0,
-     "host:port of the HTTP endpoint (/metrics, /healthz, /readyz); empty = off."},
+     "Address of the HTTP endpoint (/metrics, /healthz, /readyz): host:port, or :port / "
+     "port for loopback only (127.0.0.1); expose it with 0.0.0.0:PORT or [::]:PORT. "
+     "Empty = off."},
 };
 #define WK_NPROPS (sizeof wk_props / sizeof wk_props[0])
 

@@ -225,20 +225,29 @@ static void *wk_http_main(void *arg) {
 
 int wk_http_start(wk_worker *w, const char *addr, wk_http **out, char *err, size_t errlen) {
     *out = NULL;
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+    /* "host:port", ":port" or "port"; no host means loopback: the
+     * endpoint is exposed only when the operator names an address
+     * (0.0.0.0:PORT, [::]:PORT or an interface's). */
+    char host[256] = "127.0.0.1";
+    const char *colon = strrchr(addr, ':'), *port = colon ? colon + 1 : addr;
+    if ((colon && (size_t)(colon - addr) >= sizeof host) || !*port ||
+        strspn(port, "0123456789") != strlen(port)) {
         snprintf(err, errlen, "configuration key 'worker.http': '%s' is not host:port", addr);
         return WK_EINVAL;
     }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
+    if (colon && colon > addr) {
+        const char *h = addr;
+        size_t n = (size_t)(colon - addr);
+        if (n >= 2 && h[0] == '[' && h[n - 1] == ']') h++, n -= 2; /* [::]:9090 */
+        memcpy(host, h, n);
+        host[n] = 0;
+    }
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE;
-    int gr = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &ai);
+    int gr = getaddrinfo(host, port, &hints, &ai);
     if (gr) {
         snprintf(err, errlen, "configuration key 'worker.http': %s: %s", addr, gai_strerror(gr));
         return WK_EINVAL;

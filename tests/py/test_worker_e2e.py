@@ -27,6 +27,7 @@ import urllib.request
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -453,5 +454,40 @@ def test_worker_revocation_hands_kv_to_redis(kafka_bootstrap, redis_addr, parley
         status, text = http_get(p2, "/metrics")
         assert status == 200
         assert 'parley_cache_hits_total{tier="redis"}' in text
+    finally:
+        env.stop_all()
+
+
+def listening_addrs(port):
+    """Local addresses with a TCP socket listening on port (/proc/net/tcp{,6})."""
+    out = set()
+    for name, width in (("tcp", 8), ("tcp6", 32)):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            addr, p = f[1].split(":")
+            if int(p, 16) == port and f[3] == "0A":  # LISTEN
+                out.add(addr)
+    return out
+
+
+@pytest.mark.parametrize("spec,want", [(":{p}", {"0100007F"}), ("{p}", {"0100007F"}),
+                                       ("0.0.0.0:{p}", {"00000000"})])
+def test_http_endpoint_binds_loopback_unless_exposed(kafka_bootstrap, parley_bin, model,
+                                                     tmp_path, spec, want):
+    """worker.http without a host (":PORT" or "PORT") listens on 127.0.0.1
+    only; the operator exposes it by naming an address (0.0.0.0:PORT)."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    port = free_port()
+    try:
+        env.start("hl", "--worker.http", spec.format(p=port))
+        end = time.time() + 30
+        while time.time() < end and not listening_addrs(port):
+            time.sleep(0.1)
+        assert listening_addrs(port) == want, env.log("hl")[-2000:]
+        assert http_get(port, "/healthz")[0] == 200
     finally:
         env.stop_all()
