@@ -221,6 +221,9 @@ int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len,
 /* Wait until every queued write has been attempted, up to timeout_ms.
  * Returns 0 or KV_ETIMEDOUT. */
 int kv_cache_redis_drain(kv_cache *c, int timeout_ms);
+/* "X.Y.Z": the hiredis (Redis client) version this cache was built with
+ * (hiredis has no run-time version call; `parley --version` prints it). */
+const char *kv_cache_redis_client_version(void);
 
 /* Evict up to n_blocks LRU leaves now (to Redis when configured).
  * Returns how many were evicted.  (Used by memory back-pressure and tests.) */

@@ -215,6 +215,12 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+#define KV_STR_(x) #x
+#define KV_STR(x) KV_STR_(x)
+const char *kv_cache_redis_client_version(void) {
+    return KV_STR(HIREDIS_MAJOR) "." KV_STR(HIREDIS_MINOR) "." KV_STR(HIREDIS_PATCH);
+}
+
 int kv_cache_redis_drain(kv_cache *c, int timeout_ms) {
     if (!c || !c->use_redis) return 0;
     int64_t deadline = kv_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);

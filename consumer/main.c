@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "eng_cli.h"
+#include "kv_cache.h"
+#include "sch.h"
 #include "wk_cli.h"
 
 typedef struct parley_cmd {
@@ -55,7 +59,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-        printf("parley %s\n", PARLEY_VERSION);
+        printf("parley %s\nlibrdkafka %s\nhiredis %s\nmsgpack-c %s\n", PARLEY_VERSION,
+               rd_kafka_version_str(),
+               kv_cache_redis_client_version(), sch_msgpack_version());
         return 0;
     }
     for (size_t i = 0; i < PARLEY_NCMDS; i++)

@@ -114,6 +114,9 @@ typedef enum sch_err {
     SCH_E_UNKNOWN = -63                /* a code name this reader lacks */
 } sch_err;
 
+/* "X.Y.Z": the msgpack-c library the codec runs with. */
+const char *sch_msgpack_version(void);
+
 /* "E_TRUNCATED" etc.; "E_UNKNOWN" for a value that is not a code. */
 const char *sch_err_name(int code);
 /* One-line English description of a code (the spec's table). */

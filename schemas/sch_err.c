@@ -167,3 +167,5 @@ const char *sch_finish_name(sch_finish f) {
     }
     return NULL;
 }
+
+const char *sch_msgpack_version(void) { return msgpack_version(); }

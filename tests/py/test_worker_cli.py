@@ -2,6 +2,7 @@
 naming the key and its source, before any model or Kafka work; the
 generated configuration reference lists every key.  No services needed."""
 
+import re
 import subprocess
 
 
@@ -57,3 +58,16 @@ def test_committed_config_reference_is_current(parley_bin, repo_root):
     assert r.returncode == 0
     committed = (repo_root / "consumer" / "CONFIG.md").read_text()
     assert committed == r.stdout, "consumer/CONFIG.md is stale: regenerate it"
+
+
+def test_version_names_the_libraries(parley_bin):
+    """`parley --version` prints its own version and those of the client
+    libraries it runs with (librdkafka's at run time)."""
+    r = subprocess.run([str(parley_bin), "--version"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("parley ")
+    names = [ln.split()[0] for ln in lines[1:]]
+    assert names == ["librdkafka", "hiredis", "msgpack-c"], r.stdout
+    for ln in lines:
+        assert re.fullmatch(r"\S+ \d+\.\d+\.\d+\S*", ln), ln
