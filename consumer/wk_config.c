@@ -82,6 +82,15 @@ static const wk_prop wk_props[] = {
      "Tokens per TokenChunk for streaming turns."},
     {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
      "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
+    {"worker.namespace_from", WK_PROP_STR, "field", 0, 0,
+     "Where a turn's cache namespace comes from: `field` (the record's `namespace`, "
+     "for producers you trust), `header` (the `parley-namespace` header, set by a trusted "
+     "gateway; a record without it goes to the DLQ), `topic` (the turns topic's name: one "
+     "topic per tenant) or `fixed` (`worker.namespace`). In every mode but `field` the "
+     "record's own `namespace` is ignored, so a producer cannot claim another tenant's "
+     "cached KV."},
+    {"worker.namespace", WK_PROP_STR, "", 0, 0,
+     "The namespace of every turn when `worker.namespace_from` is `fixed` (required then)."},
     {"worker.http", WK_PROP_STR, "", 0, 0,
      "Address of the HTTP endpoint (/metrics, /healthz, /readyz): host:port, or :port / "
      "port for loopback only (127.0.0.1); expose it with 0.0.0.0:PORT or [::]:PORT. "

@@ -36,6 +36,15 @@
 #define WK_MAX_IDLE 4096       /* idle conversations remembered for the handoff */
 #define WK_OVH_N 14            /* pipeline overhead histogram buckets */
 #define WK_OVH_RING 8192       /* latest overheads kept for the exact median */
+#define WK_HEADER_NAMESPACE "parley-namespace" /* namespace_from=header reads this */
+
+/* worker.namespace_from: who names a turn's cache namespace. */
+typedef enum wk_ns_from {
+    WK_NS_FIELD = 0,            /* the record's `namespace` field (trusted producers) */
+    WK_NS_HEADER,               /* the parley-namespace header (a trusted gateway sets it) */
+    WK_NS_TOPIC,                /* the turns topic's name (one topic per tenant) */
+    WK_NS_FIXED                 /* worker.namespace for every turn */
+} wk_ns_from;
 
 /* Where a turn's time went (eng_sched_now_us clock; 0 = not reached). */
 typedef struct wk_timing {
@@ -186,6 +195,8 @@ struct wk_worker {
     int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
     int64_t rec_since_us;       /* when the current producer rebuild started */
     const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
+    wk_ns_from ns_from;         /* worker.namespace_from */
+    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
     int chunk_tokens;           /* tokens per chunk */
     wk_offsets *offs;           /* unfinished input offsets */
     uint32_t *gen;              /* generation per partition (bumped on assign/revoke) */

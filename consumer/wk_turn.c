@@ -279,6 +279,23 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     }
     const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
     size_t ns_len = t.ns.ptr ? t.ns.len : strlen(SCH_DEFAULT_NAMESPACE);
+    if (w->ns_from == WK_NS_HEADER) { /* the gateway's word, never the record's */
+        if (!hdrs || rd_kafka_header_get_last(hdrs, WK_HEADER_NAMESPACE, &hv, &hsz) != 0 ||
+            !hv || !hsz || memchr(hv, 0, hsz)) {
+            code = SCH_E_MISSING_FIELD;
+            snprintf(msg, sizeof msg, "header '%s' is missing or empty or holds a NUL byte "
+                     "(worker.namespace_from=header)", WK_HEADER_NAMESPACE);
+            goto dead;
+        }
+        ns = hv;
+        ns_len = hsz;
+    } else if (w->ns_from == WK_NS_TOPIC) {
+        ns = w->t_turns;
+        ns_len = strlen(ns);
+    } else if (w->ns_from == WK_NS_FIXED) {
+        ns = w->ns_fixed;
+        ns_len = strlen(ns);
+    }
     if (ns_len > ENG_SCHED_NS_MAX) {
         code = SCH_E_STRING_TOO_LONG;
         snprintf(msg, sizeof msg, "namespace is %zu bytes; this worker allows %d", ns_len,

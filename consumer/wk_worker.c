@@ -113,6 +113,28 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
 }
 
 
+/* worker.namespace_from / worker.namespace. */
+static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
+    static const char *const modes[] = {"field", "header", "topic", "fixed"};
+    const char *from = wk_config_str(w->cfg, "worker.namespace_from");
+    int mode = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(from, modes[i])) mode = i;
+    if (mode < 0)
+        return eng_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace_from': "
+                        "'%s' is not one of field, header, topic, fixed", from);
+    w->ns_from = (wk_ns_from)mode;
+    w->ns_fixed = wk_config_str(w->cfg, "worker.namespace");
+    size_t n = strlen(w->ns_fixed);
+    if (mode == WK_NS_FIXED && (!n || n > ENG_SCHED_NS_MAX))
+        return eng_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace' must be "
+                        "1..%d bytes with worker.namespace_from=fixed", ENG_SCHED_NS_MAX);
+    if (mode == WK_NS_TOPIC && strlen(wk_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
+        return eng_errf(err, errlen, WK_EINVAL, "worker.namespace_from=topic: the turns topic "
+                        "name is longer than a namespace (%d bytes)", ENG_SCHED_NS_MAX);
+    return 0;
+}
+
 int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen) {
     *out = NULL;
     if (!wk_user_sets(cfg, "bootstrap.servers"))
@@ -157,6 +179,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     w->attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
     int rc = 0;
     if (wk_offsets_new(&w->offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    if (!rc) rc = wk_setup_namespace(w, err, errlen);
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);
     if (!rc) rc = wk_kafka_setup(w, err, errlen);

@@ -71,3 +71,14 @@ def test_version_names_the_libraries(parley_bin):
     assert names == ["librdkafka", "hiredis", "msgpack-c"], r.stdout
     for ln in lines:
         assert re.fullmatch(r"\S+ \d+\.\d+\.\d+\S*", ln), ln
+
+
+def test_namespace_settings_are_checked(parley_bin, tmp_path):
+    """worker.namespace_from takes field/header/topic/fixed; fixed needs
+    worker.namespace.  Both are refused before any broker is contacted."""
+    base = ["--model.path", str(tmp_path / "none.gguf"), "--kafka.bootstrap.servers",
+            "127.0.0.1:1"]
+    r = run(parley_bin, *base, "--worker.namespace_from", "record")
+    assert r.returncode != 0 and "worker.namespace_from" in r.stderr, r.stderr
+    r = run(parley_bin, *base, "--worker.namespace_from", "fixed")
+    assert r.returncode != 0 and "worker.namespace" in r.stderr, r.stderr

@@ -491,3 +491,48 @@ def test_http_endpoint_binds_loopback_unless_exposed(kafka_bootstrap, parley_bin
         assert http_get(port, "/healthz")[0] == 200
     finally:
         env.stop_all()
+
+
+def test_namespace_from_header_isolates_tenants(kafka_bootstrap, parley_bin, model, tmp_path):
+    """worker.namespace_from=header: the cache namespace is the
+    parley-namespace header a trusted gateway sets, and a record's own
+    `namespace` field is ignored, so a producer cannot read another
+    tenant's cached KV by writing its name.  All turns share the system
+    prompt, so a turn in the same namespace as an earlier one reuses its
+    KV (cached_tokens > 0) and a turn in another one cannot (0).  A record
+    without the header goes to the DLQ."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
+    p = ck.Producer({"bootstrap.servers": env.bootstrap})
+    rc = env.consumer("responses", "read_committed")
+
+    def ask(conv, header, field):
+        rec = msgpack.unpackb(turn_record(conv, 0, 2), raw=False)
+        rec["namespace"] = field
+        hdrs = [("parley-namespace", header)] if header else []
+        p.produce(env.topics["turns"], key=f"conv-{conv}", value=msgpack.packb(rec),
+                  headers=hdrs)
+        p.flush(10)
+        if header is None:
+            return None
+        (m,) = collect(rc, 1, 60)
+        r = msgpack.unpackb(m.value(), raw=False)
+        assert r["turn_id"] == f"conv-{conv}-t0"
+        return r["usage"]["cached_tokens"]
+
+    try:
+        env.start("ns", "--worker.namespace_from", "header")
+        first = ask(0, "tenant-a", "tenant-a")
+        claim = ask(1, "tenant-b", "tenant-a")   # claims tenant-a in the record
+        same = ask(2, "tenant-a", "tenant-b")    # really tenant-a
+        ask(3, None, "tenant-a")                 # no header: DLQ
+        dc = env.consumer("dlq", "read_committed")
+        (d,) = collect(dc, 1, 60)
+        dc.close()
+        dead = msgpack.unpackb(d.value(), raw=False)
+        print(f"\ncached tokens: first={first} other tenant claiming it={claim} same tenant={same}; "
+              f"no header: {dead['error_code']}")
+        assert first == 0 and claim == 0 and same > 0
+        assert dead["error_code"] == "E_MISSING_FIELD" and "parley-namespace" in dead["reason"]
+    finally:
+        rc.close()
+        env.stop_all()
