@@ -233,10 +233,7 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
 
 /* ---- tensors ---- */
 
-static int convertible(int type) {
-    return type == ENG_GGML_TYPE_F32 || type == ENG_GGML_TYPE_F16 ||
-           type == ENG_GGML_TYPE_BF16 || type == ENG_GGML_TYPE_Q8_0;
-}
+static int convertible(int type) { return eng_gguf_type_convertible(type); }
 
 /* Check one tensor: present (unless absent_ok) with shape [ne0, ne1]. */
 static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1,
@@ -249,8 +246,8 @@ static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t n
                         (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                         (long long)ne0, (long long)ne1);
     if (!convertible(t->type))
-        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: f32, "
-                        "f16, bf16, q8_0)", name, eng_gguf_type_name(t->type));
+        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: "
+                        ENG_GGUF_CONVERTIBLE_NAMES ")", name, eng_gguf_type_name(t->type));
     return 0;
 }
 
