@@ -86,8 +86,9 @@ enum {
 };
 
 /* Tensor element types (GGML's numbering).  Sizes are known for all listed
- * (Q8_1 = 9 and the IQ types are refused: not stored in model files we run);
- * eng_gguf_row_to_f32 converts F32, F16, BF16 and Q8_0. */
+ * (Q8_1 = 9 and the other IQ types are refused); eng_gguf_row_to_f32
+ * converts F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, IQ4_NL
+ * and IQ4_XS (eng_gguf_type_convertible; block layouts in gguf_quant.c). */
 enum {
     ENG_GGML_TYPE_F32 = 0,
     ENG_GGML_TYPE_F16 = 1,
@@ -102,6 +103,8 @@ enum {
     ENG_GGML_TYPE_Q5_K = 13,
     ENG_GGML_TYPE_Q6_K = 14,
     ENG_GGML_TYPE_Q8_K = 15,
+    ENG_GGML_TYPE_IQ4_NL = 20,
+    ENG_GGML_TYPE_IQ4_XS = 23,
     ENG_GGML_TYPE_I8 = 24,
     ENG_GGML_TYPE_I16 = 25,
     ENG_GGML_TYPE_I32 = 26,
@@ -213,9 +216,17 @@ int eng_gguf_type_block(int ggml_type, int64_t *blck, size_t *bytes);
  * 0, or ENG_GGUF_EINVAL (unknown type, n not a block multiple, overflow). */
 int eng_gguf_row_bytes(int ggml_type, int64_t n, uint64_t *out);
 
-/* Convert n values of a row (F32, F16, BF16, Q8_0; n a multiple of 32 for
- * Q8_0) to float.  Returns 0 or ENG_GGUF_EINVAL. */
+/* Convert n values of a row (any eng_gguf_type_convertible type; n a whole
+ * number of blocks) to float.  Returns 0 or ENG_GGUF_EINVAL (unsupported
+ * type, partial block, a non-finite fp16 block scale). */
 int eng_gguf_row_to_f32(int type, const void *src, int64_t n, float *dst);
+/* The block formats of eng_gguf_row_to_f32 (gguf_quant.c), same contract. */
+int eng_gguf_quant_to_f32(int type, const void *src, int64_t n, float *dst);
+/* 1 when eng_gguf_row_to_f32 converts the type, else 0. */
+int eng_gguf_type_convertible(int ggml_type);
+/* The convertible types' names, for error messages ("f32, f16, ..."). */
+#define ENG_GGUF_CONVERTIBLE_NAMES \
+    "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs"
 
 /* IEEE half / bfloat16 <-> float, exact (subnormals, inf, nan kept; the
  * float -> half/bf16 direction rounds to nearest even, nan stays nan). */

@@ -1,7 +1,7 @@
 /*
  * gguf_types.c -- GGML tensor type facts (names, block sizes, byte sizes
  * with overflow checks), IEEE half / bfloat16 conversion, and dequantising
- * a row of F32/F16/BF16/Q8_0 to float.
+ * a row of F32/F16/BF16 to float (the block formats: gguf_quant.c).
  *
  * Kept apart from the parser because the forward pass, the writer and
  * mkmodel use these too.  The half conversions are bit-exact: half -> float
@@ -28,6 +28,7 @@ static const gguf_type_info gguf_types[] = {
     {ENG_GGML_TYPE_Q2_K, "q2_K", 256, 84},  {ENG_GGML_TYPE_Q3_K, "q3_K", 256, 110},
     {ENG_GGML_TYPE_Q4_K, "q4_K", 256, 144}, {ENG_GGML_TYPE_Q5_K, "q5_K", 256, 176},
     {ENG_GGML_TYPE_Q6_K, "q6_K", 256, 210}, {ENG_GGML_TYPE_Q8_K, "q8_K", 256, 292},
+    {ENG_GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18}, {ENG_GGML_TYPE_IQ4_XS, "iq4_xs", 256, 136},
     {ENG_GGML_TYPE_I8, "i8", 1, 1},         {ENG_GGML_TYPE_I16, "i16", 1, 2},
     {ENG_GGML_TYPE_I32, "i32", 1, 4},       {ENG_GGML_TYPE_I64, "i64", 1, 8},
     {ENG_GGML_TYPE_F64, "f64", 1, 8},       {ENG_GGML_TYPE_BF16, "bf16", 1, 2},
@@ -137,15 +138,7 @@ int eng_gguf_row_to_f32(int type, const void *src, int64_t n, float *dst) {
         for (int64_t i = 0; i < n; i++)
             dst[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return 0;
-    case ENG_GGML_TYPE_Q8_0:
-        if (n % ENG_Q8_0_BLOCK) return ENG_GGUF_EINVAL;
-        for (int64_t b = 0; b < n / ENG_Q8_0_BLOCK; b++, p += ENG_Q8_0_BYTES) {
-            float d = eng_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
-            for (int j = 0; j < ENG_Q8_0_BLOCK; j++)
-                dst[b * ENG_Q8_0_BLOCK + j] = d * (float)(int8_t)p[2 + j];
-        }
-        return 0;
     default:
-        return ENG_GGUF_EINVAL;
+        return eng_gguf_quant_to_f32(type, src, n, dst);
     }
 }
