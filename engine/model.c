@@ -99,6 +99,33 @@ static void load_task(void *arg, int task, int thread) {
     for (int r = r0; r < r1; r++) {
         const char *src = (const char *)j->t->data + (uint64_t)r * j->row_bytes;
         size_t dr = (size_t)(j->row0 + r);
+        if (j->w->bscale && j->t->type != ENG_GGML_TYPE_Q8_0) { /* requantise per block */
+            if (eng_gguf_row_to_f32(j->t->type, src, cols, row) != 0) {
+                j->failed = 1;
+                return;
+            }
+            int nb = cols / ENG_Q8_0_BLOCK;
+            for (int b = 0; b < nb; b++) {
+                const float *x = row + (size_t)b * ENG_Q8_0_BLOCK;
+                int8_t *q = j->w->q + dr * cols + (size_t)b * ENG_Q8_0_BLOCK;
+                float amax = 0;
+                for (int k = 0; k < ENG_Q8_0_BLOCK; k++)
+                    if (fabsf(x[k]) > amax) amax = fabsf(x[k]);
+                if (!(amax < INFINITY)) {
+                    j->failed = 2;
+                    return;
+                }
+                /* the packer keeps fp16 scales: quantise with the rounded one */
+                float d = eng_f16_to_f32(eng_f32_to_f16(amax / 127.0f));
+                float inv = d > 0 ? 1.0f / d : 0;
+                j->w->bscale[dr * nb + b] = d;
+                for (int k = 0; k < ENG_Q8_0_BLOCK; k++) {
+                    float v = nearbyintf(x[k] * inv);
+                    q[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+                }
+            }
+            continue;
+        }
         if (j->w->bscale) { /* Q8_0 kept as is: [f16 d][32 x int8] per block */
             int nb = cols / ENG_Q8_0_BLOCK;
             const unsigned char *blk = (const unsigned char *)src;
@@ -135,6 +162,12 @@ static void load_task(void *arg, int task, int thread) {
         float inv = amax > 0 ? 127.0f / amax : 0;
         for (int k = 0; k < cols; k++) q[k] = (int8_t)nearbyintf(row[k] * inv);
     }
+}
+
+/* A ggml block format (int8 weights then use 32-value block scales). */
+static int block_type(int type) {
+    return eng_gguf_type_convertible(type) && type != ENG_GGML_TYPE_F32 &&
+           type != ENG_GGML_TYPE_F16 && type != ENG_GGML_TYPE_BF16;
 }
 
 /* bs: keep Q8_0 block scales (int8 models whose sources are all Q8_0). */
@@ -190,8 +223,8 @@ static int load_rows(eng_model *m, eng_weight *w, int row0, const char *name, in
         return eng_errf(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
                           name, (long long)t->ne[0], (long long)t->ne[1], w->cols, rows);
     load_job j = {.t = t, .w = w, .row0 = row0, .rows = rows};
-    if (w->bscale && t->type != ENG_GGML_TYPE_Q8_0)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed Q8_0 / other types in one weight", name);
+    if (w->bscale && !block_type(t->type))
+        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed block / float types in one weight", name);
     if (eng_gguf_row_bytes(t->type, w->cols, &j.row_bytes) != 0 ||
         j.row_bytes * (uint64_t)rows > t->nbytes)
         return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
@@ -230,11 +263,12 @@ static int load_vec(eng_model *m, float **out, const char *name, int n, int add_
     return 0;
 }
 
-/* 1 when every named tensor exists and is Q8_0 (NULL-terminated list). */
+/* 1 when every named tensor exists and is in a block format (Q8_0 kept,
+ * the others requantised to Q8_0-style 32-value blocks; NULL-terminated). */
 static int all_q8_0(const eng_model *m, const char *const *names) {
     for (; *names; names++) {
         const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, *names);
-        if (!t || t->type != ENG_GGML_TYPE_Q8_0) return 0;
+        if (!t || !block_type(t->type)) return 0;
     }
     return 1;
 }
