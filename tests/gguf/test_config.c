@@ -391,8 +391,8 @@ PT_TEST(tensor_checks) {
     PT_ASSERT(strstr(err, "'blk.0.attn_k.weight' has shape [32, 17, 1, 1], expected [32, 16]"));
     PT_EQ_INT(tensors_case(NULL, NULL, "blk.1.attn_v.weight", -1, err, sizeof err), ENG_CFG_ESHAPE);
     PT_ASSERT(strstr(err, "layer 1 reads layer 0's KV"));
-    PT_EQ_INT(tensors_case(NULL, NULL, NULL, ENG_GGML_TYPE_Q4_0, err, sizeof err), ENG_CFG_ESHAPE);
-    PT_ASSERT(strstr(err, "'blk.0.attn_q.weight' has type q4_0"));
+    PT_EQ_INT(tensors_case(NULL, NULL, NULL, ENG_GGML_TYPE_I8, err, sizeof err), ENG_CFG_ESHAPE);
+    PT_ASSERT(strstr(err, "'blk.0.attn_q.weight' has type i8 (supported: f32, f16, bf16, q4_0"));
 }
 
 PT_TEST(head_dim_needs_divisible_width) {

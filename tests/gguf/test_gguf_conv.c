@@ -94,7 +94,7 @@ PT_TEST(q8_0_rows) {
         PT_NEAR(out[32 + j], -3.0 * (127 - j), 0);
     }
     PT_EQ_INT(eng_gguf_row_to_f32(ENG_GGML_TYPE_Q8_0, blk, 33, out), ENG_GGUF_EINVAL);
-    PT_EQ_INT(eng_gguf_row_to_f32(ENG_GGML_TYPE_Q4_0, blk, 32, out), ENG_GGUF_EINVAL);
+    PT_EQ_INT(eng_gguf_row_to_f32(ENG_GGML_TYPE_I8, blk, 32, out), ENG_GGUF_EINVAL);
     float f[3] = {1.5f, -2.0f, 1e-40f};
     PT_EQ_INT(eng_gguf_row_to_f32(ENG_GGML_TYPE_F32, f, 3, out), 0);
     PT_EQ_MEM(out, f, sizeof f);
