@@ -2,8 +2,10 @@
 
 Small GGUF files written with gguf-py (the reference writer): a complete
 1-layer llama model with tiny shapes (so the config and tensor checks run),
-the same as gemma3 with parley's extension keys, and a file with every
-metadata value type.  Run with the venv python from the repository root:
+the same as gemma3 with parley's extension keys, a file with every
+metadata value type, and one with a tensor of every block format parley
+dequantises (quant_types: two rows each, so the fuzzer's row conversion
+runs on every format's bytes).  Run with the venv python from the repository root:
     python tests/gguf/make_corpus.py
 plus parley's own writer's fixed file:
     build/tests/gguf/gguf_dump --write tests/gguf/corpus/parley_writer
@@ -92,8 +94,32 @@ def all_types(path: Path) -> None:
     w.close()
 
 
+# fp16 scale offsets inside one block, per block format (gguf_quant.c)
+QUANT_SCALES = {
+    "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "IQ4_NL": [0],
+    "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_XS": [0],
+}
+
+
+def quant_types(path: Path) -> None:
+    rng = np.random.default_rng(14)
+    w = gguf.GGUFWriter(str(path), "llama")
+    for name, offs in QUANT_SCALES.items():
+        qt = gguf.GGMLQuantizationType[name]
+        blck, bsz = gguf.GGML_QUANT_SIZES[qt]
+        data = rng.integers(0, 256, size=(2, bsz), dtype=np.uint8)
+        for off in offs:
+            data[:, off:off + 2] = (rng.standard_normal(2) * 0.1).astype(np.float16).view(np.uint8).reshape(2, 2)
+        w.add_tensor(name.lower(), data, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 if __name__ == "__main__":
     OUT.mkdir(exist_ok=True)
     model(OUT / "llama_tiny", "llama", False)
     model(OUT / "gemma3_ext", "gemma3", True)
     all_types(OUT / "all_types")
+    quant_types(OUT / "quant_types")
