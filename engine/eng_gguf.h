@@ -222,6 +222,11 @@ int eng_gguf_row_bytes(int ggml_type, int64_t n, uint64_t *out);
 int eng_gguf_row_to_f32(int type, const void *src, int64_t n, float *dst);
 /* The block formats of eng_gguf_row_to_f32 (gguf_quant.c), same contract. */
 int eng_gguf_quant_to_f32(int type, const void *src, int64_t n, float *dst);
+/* Q8_0, Q4_0, Q5_0, IQ4_NL: the int8 codes q[n] and the fp16 block scales
+ * bscale[n/32] (as float) with value = bscale * code exactly (Q8_0's -128
+ * clamped to -127).  0, or ENG_GGUF_EINVAL (other type, partial block,
+ * non-finite scale). */
+int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float *bscale);
 /* 1 when eng_gguf_row_to_f32 converts the type, else 0. */
 int eng_gguf_type_convertible(int ggml_type);
 /* The convertible types' names, for error messages ("f32, f16, ..."). */

@@ -47,6 +47,14 @@
  * m or dmin) makes the row an error instead of inf/nan weights; finite
  * scales times the bounded integer codes are always finite in float.
  *
+ * Exact int8 form.  Q8_0, Q4_0, Q5_0 and IQ4_NL blocks are d times a
+ * signed integer code of at most 8 bits, so eng_gguf_quant_codes hands the
+ * int8 path those codes and d unchanged (the 32-value block-scaled GEMM then
+ * computes with exactly the file's weights; Q8_0's -128 becomes -127, the
+ * kernels' operand range).  The other formats carry a min (q4_1, q5_1,
+ * q2_K..q5_K) or 16-value sub-block scales (q3_K, q6_K, q2_K) or 8-bit
+ * scale products (iq4_xs) and are requantised by the loader.
+ *
  * Threading: pure functions of their arguments, called concurrently by the
  * loader's pool.  Nothing is allocated.
  */
@@ -255,6 +263,32 @@ int eng_gguf_quant_to_f32(int type, const void *src, int64_t n, float *dst) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / blck; b++, p += bytes)
         if (fn(p, dst + b * blck)) return ENG_GGUF_EINVAL;
+    return 0;
+}
+
+int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float *bscale) {
+    int bytes;
+    switch (type) {
+    case ENG_GGML_TYPE_Q8_0: bytes = 34; break;
+    case ENG_GGML_TYPE_Q4_0: case ENG_GGML_TYPE_IQ4_NL: bytes = 18; break;
+    case ENG_GGML_TYPE_Q5_0: bytes = 22; break;
+    default: return ENG_GGUF_EINVAL;
+    }
+    if (n < 0 || n % 32) return ENG_GGUF_EINVAL;
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += bytes, q += 32) {
+        if (h2f(p, &bscale[b])) return ENG_GGUF_EINVAL;
+        for (int i = 0; i < 32; i++) {
+            int v;
+            switch (type) {
+            case ENG_GGML_TYPE_Q8_0: v = (int8_t)p[2 + i]; break;
+            case ENG_GGML_TYPE_Q4_0: v = nib32(p + 2, i) - 8; break;
+            case ENG_GGML_TYPE_IQ4_NL: v = kv_iq4[nib32(p + 2, i)]; break;
+            default: v = q5(p + 2, p + 6, i) - 16; break;
+            }
+            q[i] = (int8_t)(v < -127 ? -127 : v); /* a file's q8_0 -128: kernels take -127.. */
+        }
+    }
     return 0;
 }
 

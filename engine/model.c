@@ -18,7 +18,25 @@
  * float source, Q8_0 blocks give 0.53% weight error vs 0.88% for Q8_0 ->
  * per channel.
  * Keeping the block scales is better on every measure, so it is kept.
- * Conversion runs on the pool, 64 rows per task.
+ *
+ * The other ggml block formats (gguf_quant.c) also use 32-value block
+ * scales when every tensor fused into a weight is a block format:
+ * Q4_0, Q5_0 and IQ4_NL are, like Q8_0, d times a small integer, so their
+ * codes and fp16 d are kept exactly (eng_gguf_quant_codes); Q4_1, Q5_1,
+ * Q2_K..Q6_K and IQ4_XS are dequantised to float (eng_gguf_row_to_f32) and
+ * requantised per 32 values, d = fp16(max|w| / 127) (the packer stores
+ * fp16 scales, so q = round(w / d) uses the rounded d), q clamped to +-127.
+ * Measured over every non-Q8_0 linear weight of Gemma 3 270M Q4_K_M (Q4_K
+ * 23.6M, Q5_0 63.4M, Q6_K 11.8M values; tests/bench/q_block_error.py, 32
+ * tokens, per-token int8 activations, error vs the float GEMM with the
+ * dequantised weights), per channel / block-32 requantised / as loaded
+ * (Q5_0 codes kept, K formats block-32):
+ *   weights                     0.863% / 0.527% / 0.214% (Q5_0 0%)
+ *   GEMM, Gaussian activations  1.153% / 0.929% / 0.794%
+ *   GEMM, 4 outlier channels    4.022% / 3.966% / 3.932%
+ *   GEMM, normed embeddings     2.044% / 1.937% / 1.862% (q/k/v, gate/up)
+ * so block scales win for these types too.  F32/F16/BF16 weights stay per
+ * channel.  Conversion runs on the pool, 64 rows per task.
  *
  * Digest: a 64-bit multiply-rotate hash over the configuration fields that
  * affect numerics and, for every tensor in file order, its name, type,
@@ -90,6 +108,12 @@ typedef struct load_job {
     int failed;               /* set by a task whose conversion failed */
 } load_job;
 
+/* Block formats whose codes the int8 path keeps (eng_gguf_quant_codes). */
+static int exact_codes(int type) {
+    return type == ENG_GGML_TYPE_Q8_0 || type == ENG_GGML_TYPE_Q4_0 || type == ENG_GGML_TYPE_Q5_0 ||
+           type == ENG_GGML_TYPE_IQ4_NL;
+}
+
 static void load_task(void *arg, int task, int thread) {
     load_job *j = arg;
     int cols = j->w->cols;
@@ -99,7 +123,17 @@ static void load_task(void *arg, int task, int thread) {
     for (int r = r0; r < r1; r++) {
         const char *src = (const char *)j->t->data + (uint64_t)r * j->row_bytes;
         size_t dr = (size_t)(j->row0 + r);
-        if (j->w->bscale && j->t->type != ENG_GGML_TYPE_Q8_0) { /* requantise per block */
+        if (j->w->bscale) { /* Q8_0 / Q4_0 / Q5_0 / IQ4_NL: the file's codes and scales */
+            int nb = cols / ENG_Q8_0_BLOCK;
+            int rc = eng_gguf_quant_codes(j->t->type, src, cols, j->w->q + dr * cols,
+                                          j->w->bscale + dr * nb);
+            if (rc == 0) continue;
+            if (exact_codes(j->t->type)) {
+                j->failed = 2;
+                return;
+            }
+        }
+        if (j->w->bscale) { /* other block formats: requantise per 32 values */
             if (eng_gguf_row_to_f32(j->t->type, src, cols, row) != 0) {
                 j->failed = 1;
                 return;
@@ -122,24 +156,6 @@ static void load_task(void *arg, int task, int thread) {
                 for (int k = 0; k < ENG_Q8_0_BLOCK; k++) {
                     float v = nearbyintf(x[k] * inv);
                     q[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-                }
-            }
-            continue;
-        }
-        if (j->w->bscale) { /* Q8_0 kept as is: [f16 d][32 x int8] per block */
-            int nb = cols / ENG_Q8_0_BLOCK;
-            const unsigned char *blk = (const unsigned char *)src;
-            for (int b = 0; b < nb; b++, blk += ENG_Q8_0_BYTES) {
-                float d = eng_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
-                if (!(fabsf(d) < INFINITY)) {
-                    j->failed = 2;
-                    return;
-                }
-                j->w->bscale[dr * nb + b] = d;
-                int8_t *q = j->w->q + dr * cols + (size_t)b * ENG_Q8_0_BLOCK;
-                for (int k = 0; k < ENG_Q8_0_BLOCK; k++) {
-                    int8_t v = (int8_t)blk[2 + k];
-                    q[k] = v == -128 ? -127 : v;
                 }
             }
             continue;

@@ -235,8 +235,40 @@ static void test_parser_sizes(void) {
     }
 }
 
+/* eng_gguf_quant_codes: code * scale == the dequantised value, every
+ * value of random blocks (finite scales), for the four exact formats. */
+static void test_codes(void) {
+    const struct { int type, bytes; } ts[] = {{ENG_GGML_TYPE_Q8_0, 34}, {ENG_GGML_TYPE_Q4_0, 18},
+                                              {ENG_GGML_TYPE_Q5_0, 22}, {ENG_GGML_TYPE_IQ4_NL, 18}};
+    uint8_t b[8 * 34];
+    int8_t q[256];
+    float sc[8];
+    uint32_t x = 12345;
+    for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
+        for (size_t i = 0; i < sizeof b; i++) b[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 24);
+        for (int k = 0; k < 8; k++) h16(b + k * ts[t].bytes, (uint16_t)(0x2000 + k * 0x351));
+        b[2] = 0x80; /* a -128 in q8_0 */
+        CHECK(eng_gguf_quant_codes(ts[t].type, b, 256, q, sc) == 0);
+        CHECK(deq(ts[t].type, b, 256) == 0);
+        for (int i = 0; i < 256; i++) {
+            float want = ts[t].type == ENG_GGML_TYPE_Q8_0 && i == 0 ? sc[0] * -127.0f : y[i];
+            if (sc[i / 32] * (float)q[i] != want) {
+                fprintf(stderr, "type %d value %d: %d * %g != %g\n", ts[t].type, i, q[i], sc[i / 32], want);
+                fails++;
+                break;
+            }
+        }
+        CHECK(eng_gguf_quant_codes(ts[t].type, b, 48, q, sc) == ENG_GGUF_EINVAL);
+        h16(b + ts[t].bytes, F16_INF);
+        CHECK(eng_gguf_quant_codes(ts[t].type, b, 256, q, sc) == ENG_GGUF_EINVAL);
+    }
+    CHECK(eng_gguf_quant_codes(ENG_GGML_TYPE_Q4_1, b, 32, q, sc) == ENG_GGUF_EINVAL);
+    CHECK(eng_gguf_quant_codes(ENG_GGML_TYPE_Q4_K, b, 256, q, sc) == ENG_GGUF_EINVAL);
+}
+
 int main(void) {
     test_values();
+    test_codes();
     test_refusals();
     test_parser_sizes();
     if (fails) {
