@@ -76,12 +76,15 @@ static int h2f(const uint8_t *p, float *out) {
 
 static int nib32(const uint8_t *qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
 
-/* q5_0 / q5_1 5-bit code of value i. */
-static int q5(const uint8_t *qh4, const uint8_t *qs, int i) {
-    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 |
-                  (uint32_t)qh4[3] << 24;
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* q5_0 / q5_1 5-bit code of value i (qh: the block's high bits). */
+static int q5b(uint32_t qh, const uint8_t *qs, int i) {
     return nib32(qs, i) | (int)((qh >> i) & 1u) << 4;
 }
+static int q5(const uint8_t *qh4, const uint8_t *qs, int i) { return q5b(le32(qh4), qs, i); }
 
 /* q4_K / q5_K 6-bit scale and min of sub-block s (ggml get_scale_min_k4). */
 static void k4_scale_min(const uint8_t *s, int j, int *sc, int *mn) {
@@ -114,15 +117,17 @@ static int blk_q4_1(const uint8_t *p, float *y) {
 static int blk_q5_0(const uint8_t *p, float *y) {
     float d;
     if (h2f(p, &d)) return -1;
-    for (int i = 0; i < 32; i++) y[i] = d * (float)(q5(p + 2, p + 6, i) - 16);
+    uint32_t qh = le32(p + 2);
+    for (int i = 0; i < 32; i++) y[i] = d * (float)(q5b(qh, p + 6, i) - 16);
     return 0;
 }
 
 static int blk_q5_1(const uint8_t *p, float *y) {
     float d, m;
     if (h2f(p, &d) || h2f(p + 2, &m)) return -1;
+    uint32_t qh = le32(p + 4);
     for (int i = 0; i < 32; i++) {
-        float t = d * (float)q5(p + 4, p + 8, i);
+        float t = d * (float)q5b(qh, p + 8, i);
         y[i] = t + m;
     }
     return 0;
@@ -218,11 +223,12 @@ static int blk_q6_k(const uint8_t *p, float *y) {
     if (h2f(p + 208, &d)) return -1;
     for (int s = 0; s < 16; s++) {
         float dl = d * (float)sc[s];
+        int h = s / 8, r0 = (s % 8) * 16; /* value i = 128 h + r */
+        const uint8_t *l = ql + 64 * h + r0 % 64, *u = qh + 32 * h + r0 % 32;
+        int ls = 4 * (r0 / 64), hs = 2 * (r0 / 32);
         for (int k = 0; k < 16; k++) {
-            int i = s * 16 + k, h = i / 128, r = i % 128;
-            int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 15;
-            int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-            y[i] = dl * (float)((lo | hi << 4) - 32);
+            int lo = (l[k] >> ls) & 15, hi = (u[k] >> hs) & 3;
+            y[s * 16 + k] = dl * (float)((lo | hi << 4) - 32);
         }
     }
     return 0;
