@@ -5,7 +5,8 @@
  *                           version, alignment, every key with its type and
  *                           full value, every tensor with shape, type,
  *                           offset, size, an FNV-1a 64 digest of its bytes
- *                           and (F32/F16/BF16/Q8_0, <= 65536 values) the
+ *                           and (every type eng_gguf_row_to_f32 converts,
+ *                           <= 65536 values, row 0 convertible) the
  *                           values converted by eng_gguf_row_to_f32.
  *   gguf_dump --write FILE  write a fixed file with parley's writer: every
  *                           value type, arrays, alignment 16 and one tensor
