@@ -17,13 +17,23 @@
 #   cuda    $PARLEY_DEPS/cuda13: the CUDA 13.0 compiler, runtime, cuBLAS and
 #           CCCL from NVIDIA's PyPI wheels at exact versions, made to look
 #           like a toolkit (root $PARLEY_DEPS/cuda13/nvidia/cu13).
+#   libs    $PARLEY_DEPS/libs-<versions>: librdkafka 2.12.1 and hiredis 1.5.0
+#           (with TLS) built from pinned registry archives, each checked
+#           against its sha256: librdkafka from the crates.io package
+#           rdkafka-sys 4.10.0+2.12.1 (fetched by cargo, its librdkafka/
+#           directory), hiredis from PyPI's hiredis 3.5.0 sdist
+#           (vendor/hiredis).  Debian's are older (librdkafka 2.0.2 lacks
+#           KIP-848 and has cooperative-rebalance bugs; hiredis 0.14 has no
+#           TLS).  env.sh puts their pkg-config directory first, so CMake
+#           links them; PARLEY_SYSTEM_LIBS=1 (when running setup.sh) skips
+#           this step and leaves Debian's packages in use.
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
 # CUDACXX; `source` it before building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda; default
-# all of them).  Exits non-zero, naming the step, when a step fails.
+# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs;
+# default all of them).  Exits non-zero, naming the step, when a step fails.
 set -euo pipefail
 
 PARLEY_DEPS=${PARLEY_DEPS:-$HOME/.cache/parley}
@@ -34,7 +44,16 @@ LOG4J_VERSION=2.24.3
 SLF4J_VERSION=2.0.17
 MVN_DEP_PLUGIN_VERSION=3.8.1
 
+RDKAFKA_VERSION=2.12.1
+RDKAFKA_CRATE=rdkafka-sys-4.10.0+2.12.1
+RDKAFKA_CRATE_SHA256=e234cf318915c1059d4921ef7f75616b5219b10b46e9f3a511a15eb4b56a3f77
+HIREDIS_VERSION=1.5.0
+HIREDIS_PYPI=hiredis==3.5.0
+HIREDIS_SDIST=hiredis-3.5.0.tar.gz
+HIREDIS_SDIST_SHA256=c227592cc56b7df247abe4755c26723965be68972be2149fa441ac33d82131ba
+
 APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
+              libssl-dev zlib1g-dev
               libmsgpack-dev redis-server openjdk-17-jre-headless clang
               libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev)
 
@@ -43,6 +62,7 @@ CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-cublas==13.1.0.3 nvidia-cuda-cccl==13.0.85)
 
 VENV=$PARLEY_DEPS/venv
+LIBS_PREFIX=$PARLEY_DEPS/libs-rdkafka$RDKAFKA_VERSION-hiredis$HIREDIS_VERSION
 KAFKA_HOME=$PARLEY_DEPS/kafka-$KAFKA_VERSION
 CUDA_PREFIX=$PARLEY_DEPS/cuda13
 CUDA_ROOT=$CUDA_PREFIX/nvidia/cu13
@@ -186,6 +206,101 @@ step_cuda() {
     echo "$want" >"$stamp"
 }
 
+# sha256 of file $1 must be $2, else the file is removed and the step fails.
+check_sha256() {
+    local got
+    got=$(sha256sum "$1" | cut -d' ' -f1)
+    [ "$got" = "$2" ] || { rm -f "$1"; die "libs: $(basename "$1") has sha256 $got, want $2"; }
+}
+
+build_rdkafka() {
+    local src=$PARLEY_DEPS/src crate proj=$PARLEY_DEPS/src/fetch-rdkafka
+    command -v cargo >/dev/null || die "libs: cargo is needed to fetch $RDKAFKA_CRATE from crates.io"
+    mkdir -p "$proj/src"
+    printf '[package]\nname = "parley-fetch-rdkafka"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nrdkafka-sys = { version = "=%s", default-features = false }\n' \
+        "${RDKAFKA_CRATE#rdkafka-sys-}" >"$proj/Cargo.toml"
+    echo 'fn main() {}' >"$proj/src/main.rs"
+    log "libs: fetching $RDKAFKA_CRATE (crates.io)"
+    (cd "$proj" && cargo fetch -q)
+    crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$RDKAFKA_CRATE.crate" | head -n1)
+    [ -f "$crate" ] || die "libs: cargo fetched no $RDKAFKA_CRATE.crate"
+    check_sha256 "$crate" "$RDKAFKA_CRATE_SHA256"
+    rm -rf "${src:?}/$RDKAFKA_CRATE"
+    tar -xzf "$crate" -C "$src"
+    log "libs: building librdkafka $RDKAFKA_VERSION"
+    (cd "$src/$RDKAFKA_CRATE/librdkafka" && chmod +x configure &&
+        ./configure --prefix="$LIBS_PREFIX" --disable-gssapi --disable-curl --disable-zstd \
+            --enable-ssl --disable-lz4-ext >"$src/rdkafka-configure.log" 2>&1 &&
+        make -j2 -C src >"$src/rdkafka-make.log" 2>&1 &&
+        make -C src install >>"$src/rdkafka-make.log" 2>&1) ||
+        die "libs: librdkafka build failed (logs in $src/rdkafka-*.log)"
+}
+
+# hiredis's sdist vendors the sources without a build system: compile the
+# library and its TLS part here, install headers and pkg-config files.
+build_hiredis() {
+    local src=$PARLEY_DEPS/src dl=$PARLEY_DEPS/src/dl py=python3 h f
+    [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+    mkdir -p "$dl"
+    if [ ! -f "$dl/$HIREDIS_SDIST" ]; then
+        log "libs: fetching $HIREDIS_SDIST (PyPI)"
+        "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+            -d "$dl" "$HIREDIS_PYPI" || die "libs: pip download $HIREDIS_PYPI failed"
+    fi
+    check_sha256 "$dl/$HIREDIS_SDIST" "$HIREDIS_SDIST_SHA256"
+    h=$src/${HIREDIS_SDIST%.tar.gz}
+    rm -rf "$h" && tar -xzf "$dl/$HIREDIS_SDIST" -C "$src"
+    h=$h/vendor/hiredis
+    grep -q "define HIREDIS_MAJOR ${HIREDIS_VERSION%%.*}\$" "$h/hiredis.h" &&
+        grep -q "define HIREDIS_MINOR $(echo "$HIREDIS_VERSION" | cut -d. -f2)\$" "$h/hiredis.h" ||
+        die "libs: $HIREDIS_SDIST does not vendor hiredis $HIREDIS_VERSION"
+    log "libs: building hiredis $HIREDIS_VERSION (TLS)"
+    mkdir -p "$LIBS_PREFIX/lib/pkgconfig" "$LIBS_PREFIX/include/hiredis"
+    (cd "$h" && rm -f ./*.o &&
+        for f in alloc async hiredis net read sds sockcompat ssl; do
+            cc -std=c99 -O2 -fPIC -D_GNU_SOURCE -c "$f.c" -o "$f.o" || exit 1
+        done &&
+        ar rcs "$LIBS_PREFIX/lib/libhiredis.a" alloc.o async.o hiredis.o net.o read.o sds.o sockcompat.o &&
+        ar rcs "$LIBS_PREFIX/lib/libhiredis_ssl.a" ssl.o &&
+        cp alloc.h async.h hiredis.h hiredis_ssl.h read.h sds.h sockcompat.h "$LIBS_PREFIX/include/hiredis/") \
+        >"$src/hiredis-build.log" 2>&1 || die "libs: hiredis build failed (log $src/hiredis-build.log)"
+    cat >"$LIBS_PREFIX/lib/pkgconfig/hiredis.pc" <<EOF
+prefix=$LIBS_PREFIX
+Name: hiredis
+Description: Minimalistic C client library for Redis (pinned by parley)
+Version: $HIREDIS_VERSION
+Cflags: -I\${prefix}/include
+Libs: -L\${prefix}/lib -lhiredis
+EOF
+    cat >"$LIBS_PREFIX/lib/pkgconfig/hiredis_ssl.pc" <<EOF
+prefix=$LIBS_PREFIX
+Name: hiredis_ssl
+Description: TLS for hiredis (pinned by parley)
+Version: $HIREDIS_VERSION
+Requires: hiredis
+Cflags: -I\${prefix}/include
+Libs: -L\${prefix}/lib -lhiredis_ssl -lssl -lcrypto
+EOF
+}
+
+step_libs() {
+    local stamp=$LIBS_PREFIX/.parley-complete want
+    want="$RDKAFKA_CRATE $RDKAFKA_CRATE_SHA256 $HIREDIS_SDIST $HIREDIS_SDIST_SHA256 v1"
+    if [ "${PARLEY_SYSTEM_LIBS:-0}" = 1 ]; then
+        log "libs: PARLEY_SYSTEM_LIBS=1: Debian's librdkafka and hiredis stay in use"
+        return 0
+    fi
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+        log "libs: librdkafka $RDKAFKA_VERSION and hiredis $HIREDIS_VERSION present"
+        return 0
+    fi
+    rm -rf "$LIBS_PREFIX"
+    mkdir -p "$PARLEY_DEPS/src"
+    build_rdkafka
+    build_hiredis
+    echo "$want" >"$stamp"
+}
+
 write_env() {
     local tmp=$PARLEY_DEPS/env.sh.tmp
     mkdir -p "$PARLEY_DEPS"
@@ -198,17 +313,24 @@ export KAFKA_LIBS='$KAFKA_HOME/libs'
 export CUDAToolkit_ROOT='$CUDA_ROOT'
 export CUDACXX='$CUDA_ROOT/bin/nvcc'
 EOF
+    if [ "${PARLEY_SYSTEM_LIBS:-0}" != 1 ] && [ -f "$LIBS_PREFIX/.parley-complete" ]; then
+        cat >>"$tmp" <<EOF
+# The pinned librdkafka and hiredis (setup.sh libs) come first for CMake.
+export PARLEY_LIBS_PREFIX='$LIBS_PREFIX'
+export PKG_CONFIG_PATH='$LIBS_PREFIX/lib/pkgconfig'\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
+EOF
+    fi
     mv "$tmp" "$PARLEY_DEPS/env.sh"
 }
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs)
     for s in "${steps[@]}"; do
         case $s in
-            apt|venv|kafka|cuda) timed "$s" ;;
+            apt|venv|kafka|cuda|libs) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (apt venv kafka cuda)" ;;
+            *) die "unknown step '$s' (apt venv kafka cuda libs)" ;;
         esac
     done
     write_env
