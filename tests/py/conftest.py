@@ -120,3 +120,16 @@ def gemma_model() -> Path:
     if not path.is_file():
         pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
     return path
+
+
+@pytest.fixture(scope="session")
+def gguf_dump() -> Path:
+    """tests/gguf/gguf_dump of the release tree (the GGUF reader as a tool)."""
+    build = Path(os.environ.get("PARLEY_BUILD", REPO_ROOT / "build"))
+    exe = build / "tests" / "gguf" / "gguf_dump"
+    if not os.access(exe, os.X_OK):
+        msg = f"no gguf_dump helper at {exe} (build target gguf_dump; PARLEY_BUILD)"
+        if STRICT:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return exe

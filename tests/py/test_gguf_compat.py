@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
@@ -26,20 +25,6 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
-STRICT = os.environ.get("PARLEY_TEST_STRICT") == "1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
-def gguf_dump() -> Path:
-    build = Path(os.environ.get("PARLEY_BUILD", REPO_ROOT / "build"))
-    exe = build / "tests" / "gguf" / "gguf_dump"
-    if not os.access(exe, os.X_OK):
-        msg = f"no gguf_dump helper at {exe} (build target gguf_dump; PARLEY_BUILD)"
-        if STRICT:
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return exe
 
 
 def dump(exe: Path, path: Path) -> dict:

@@ -15,7 +15,6 @@ IQ4_NL, IQ4_XS):
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +28,6 @@ from gguf import GGMLQuantizationType as QT  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hf2gguf  # noqa: E402
 
-STRICT = os.environ.get("PARLEY_TEST_STRICT") == "1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # type -> byte offsets of the fp16 scales inside one block
 SCALES = {
@@ -39,18 +36,6 @@ SCALES = {
     QT.Q6_K: [208], QT.IQ4_XS: [0],
 }
 TYPES = list(SCALES)
-
-
-@pytest.fixture(scope="session")
-def gguf_dump() -> Path:
-    build = Path(os.environ.get("PARLEY_BUILD", REPO_ROOT / "build"))
-    exe = build / "tests" / "gguf" / "gguf_dump"
-    if not os.access(exe, os.X_OK):
-        msg = f"no gguf_dump helper at {exe} (build target gguf_dump; PARLEY_BUILD)"
-        if STRICT:
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return exe
 
 
 def can_quantize(qt) -> bool:
