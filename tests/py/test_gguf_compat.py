@@ -1,7 +1,8 @@
 """GGUF interoperability: parley's reader and writer against gguf-py.
 
-Both directions, on every metadata value type and the four tensor types
-parley converts (F32, F16, BF16, Q8_0):
+Both directions, on every metadata value type and the tensor types parley
+writes (F32, F16, BF16, Q8_0; the ggml block formats parley reads are
+checked against gguf-py in test_gguf_quants.py):
   * files written by gguf-py's GGUFWriter are read by parley (through the
     tests/gguf/gguf_dump helper, which prints what eng_gguf sees as JSON)
     with the same keys, types, values, tensor shapes and bytes as gguf-py's
