@@ -132,6 +132,28 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* Rope scaling (Llama 3.x files: rope_freqs.weight, <arch>.rope.scaling.*)
+ * is not applied by the forward pass yet, so a file that asks for it is
+ * refused rather than computed with unscaled rope. */
+static int cfg_rope_scaling(const eng_gguf *g, const char *arch, char *err, size_t errlen) {
+    char key[96];
+    const char *s;
+    size_t len;
+    float f;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if (eng_gguf_get_str(g, key, &s, &len) == 0 && !(len == 4 && !memcmp(s, "none", 4)))
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': rope scaling is not "
+                        "supported yet", key, (int)(len > 32 ? 32 : len), s);
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+    if (eng_gguf_get_f32(g, key, &f) == 0 && f != 1.0f)
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = %g: rope scaling is not supported yet",
+                        key, (double)f);
+    if (eng_gguf_find_tensor(g, "rope_freqs.weight"))
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (Llama 3 rope "
+                        "frequency factors): rope scaling is not supported yet");
+    return 0;
+}
+
 /* Windows and KV sources: architecture defaults, then extension keys. */
 static int cfg_layers(const eng_gguf *g, eng_config *c, char *err, size_t errlen) {
     const char *a = c->arch_name;
@@ -219,6 +241,7 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
         (rc = cfg_int(g, a, "attention.sliding_window", gem, 0, gem ? 1 : 0, 1 << 30,
                       &c->sliding_window, err, errlen)))
         return rc;
+    if ((rc = cfg_rope_scaling(g, a, err, errlen))) return rc;
     if ((rc = cfg_vocab(g, c, err, errlen))) return rc;
     c->rope_type = gem ? ENG_ROPE_NEOX : ENG_ROPE_NORM;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
