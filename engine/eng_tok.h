@@ -24,11 +24,14 @@
  *            as Llama 3's tokenizer.json does.
  *
  * Special tokens.  Tokens of type CONTROL (3), USER_DEFINED (4) or UNKNOWN (2) are
- * "special": they are recognised inside text only when the caller passes
- * ENG_TOK_PARSE_SPECIAL (template text); user content is always encoded with
- * the flag clear, so it cannot inject control tokens.  Text is first split at
- * special-token occurrences (longest match first), then each fragment is
- * encoded on its own, as HF and llama.cpp do.
+ * "special".  CONTROL and UNKNOWN tokens are recognised inside text only when
+ * the caller passes ENG_TOK_PARSE_SPECIAL (template text); user content is
+ * always encoded with the flag clear, so it cannot inject control tokens.
+ * USER_DEFINED tokens are plain text the vocabulary keeps whole (Gemma 3's
+ * whitespace runs and HTML tags) and are recognised always, as SentencePiece
+ * and llama.cpp do.  Text is first split at special-token occurrences
+ * (longest match first), then each fragment is encoded on its own, as HF and
+ * llama.cpp do.
  *
  * Invalid UTF-8 input is not an error: every maximal ill-formed subsequence
  * is replaced by U+FFFD before encoding, exactly what Python's
@@ -77,7 +80,7 @@ struct eng_gguf;
 
 /* Encode flags. */
 #define ENG_TOK_ADD_BOS 1        /* prepend BOS (eng_tok_add_bos() says what the model wants) */
-#define ENG_TOK_PARSE_SPECIAL 2  /* recognise special-token texts in the input */
+#define ENG_TOK_PARSE_SPECIAL 2  /* also recognise CONTROL/UNKNOWN token texts in the input */
 #define ENG_TOK_ADD_EOS 4        /* append EOS */
 
 /* Decode flags. */

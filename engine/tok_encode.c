@@ -1,11 +1,17 @@
 /*
  * tok_encode.c -- the encoder's driver: UTF-8 replacement, splitting at
- * special tokens (only with ENG_TOK_PARSE_SPECIAL), BOS/EOS, and the
- * model-specific encoding of each text fragment.
+ * special tokens, BOS/EOS, and the model-specific encoding of each text
+ * fragment.
  *
- * Special tokens are matched leftmost-longest (HF's added-vocabulary
- * splitting): at each byte, the longest special token text starting there
- * wins; the text between matches is encoded as an ordinary fragment.
+ * Which tokens split the text: USER_DEFINED tokens always (they are
+ * ordinary text that the vocabulary wants as one piece, such as Gemma's
+ * runs of spaces, tabs and newlines and its HTML tags: SentencePiece and
+ * llama.cpp match them in raw text whatever the caller asks); CONTROL and
+ * UNKNOWN tokens only with ENG_TOK_PARSE_SPECIAL, so user text can never
+ * become a control token.  Matches are leftmost-longest (HF's added-
+ * vocabulary splitting): at each byte, the longest eligible token text
+ * starting there wins; the text between matches is encoded as an ordinary
+ * fragment.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +23,13 @@ static int encode_fragment(const eng_tok *t, const char *s, size_t n, tok_scratc
     return t->model == ENG_TOK_MODEL_SPM ? tok_spm_encode(t, s, n, sc, out) : tok_bpe_encode(t, s, n, sc, out);
 }
 
-/* Longest special token starting at s[0..n), or -1. */
-static int32_t match_special(const eng_tok *t, const char *s, size_t n) {
+/* Longest eligible special token starting at s[0..n), or -1: any of them
+ * when all is set, else USER_DEFINED ones only. */
+static int32_t match_special(const eng_tok *t, const char *s, size_t n, int all) {
     uint8_t b = (uint8_t)s[0];
     for (int32_t k = t->special_start[b]; k < t->special_start[b + 1]; k++) {
         int32_t id = t->special[k];
+        if (!all && t->types[id] != ENG_TOK_TYPE_USER_DEFINED) continue;
         size_t l = t->text_len[id];
         if (l <= n && memcmp(s, t->text_pool + t->text_off[id], l) == 0) return id;
     }
@@ -49,9 +57,10 @@ int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, to
     if (rc) goto err;
     if ((flags & ENG_TOK_ADD_BOS) && (rc = tok_ids_push(out, t->bos))) goto err;
     size_t frag = 0;
-    if ((flags & ENG_TOK_PARSE_SPECIAL) && t->n_special > 0) {
+    int all = (flags & ENG_TOK_PARSE_SPECIAL) != 0;
+    if ((all && t->n_special > 0) || t->n_user_defined > 0) {
         for (size_t i = 0; i < n;) {
-            int32_t id = match_special(t, clean + i, n - i);
+            int32_t id = match_special(t, clean + i, n - i, all);
             if (id < 0) {
                 i++;
                 continue;

@@ -97,6 +97,7 @@ struct eng_tok {
     int32_t byte_id[256];    /* SPM: id of <0xNN>; BPE: id of the one-byte token; -1 missing */
     int32_t *special;        /* special token ids, by first byte then length desc */
     int n_special;           /* entries in special */
+    int n_user_defined;      /* of which USER_DEFINED (matched even without ENG_TOK_PARSE_SPECIAL) */
     int32_t special_start[257]; /* special[special_start[b] .. special_start[b+1]) start with byte b */
     int32_t bos, eos, eot, unk, pad; /* special ids or -1 */
     bool add_bos, add_eos;   /* model defaults */

@@ -300,14 +300,21 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
     t->piece_pool = pieces.v;
     for (int i = 0; i < n; i++) {
         int ty = t->types[i];
-        if ((ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED || ty == ENG_TOK_TYPE_UNKNOWN) &&
-            t->text_len[i] > 0)
-            t->special[t->n_special++] = i;
+        /* An end-of-generation text is a control token even where the file
+         * types it USER_DEFINED (Gemma 3's "</s>"), as llama.cpp decides:
+         * it ends a reply, and user text must not be able to produce it. */
         for (size_t k = 0; k < sizeof eog_names / sizeof *eog_names; k++)
             if (strlen(eog_names[k]) == t->text_len[i] &&
                 memcmp(eog_names[k], t->text_pool + t->text_off[i], t->text_len[i]) == 0 &&
-                ty == ENG_TOK_TYPE_CONTROL)
+                (ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED)) {
                 t->eog[i] = 1;
+                t->types[i] = ty = ENG_TOK_TYPE_CONTROL;
+            }
+        if ((ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED || ty == ENG_TOK_TYPE_UNKNOWN) &&
+            t->text_len[i] > 0) {
+            t->special[t->n_special++] = i;
+            t->n_user_defined += ty == ENG_TOK_TYPE_USER_DEFINED;
+        }
     }
     if (t->eos >= 0) t->eog[t->eos] = 1;
     if (t->eot >= 0) t->eog[t->eot] = 1;

@@ -192,7 +192,7 @@ static int cmd_render(eng_tok *t, eng_tmpl_format f, int gen) {
     return 0;
 }
 
-static int cmd_bench(eng_tok *t, const char *path, int reps) {
+static int cmd_bench(eng_tok *t, const char *path, int reps, double load_s) {
     FILE *f = fopen(path, "rb");
     if (!f) return fprintf(stderr, "cannot open %s\n", path), 1;
     fseek(f, 0, SEEK_END);
@@ -208,7 +208,8 @@ static int cmd_bench(eng_tok *t, const char *path, int reps) {
     for (int r = 0; r < reps; r++) n = eng_tok_count(t, buf, (size_t)sz, 0, err, sizeof err);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    printf("bytes %ld tokens %d seconds %.4f tokens_per_s %.0f\n", sz, n, s / reps, n / (s / reps));
+    printf("bytes %ld tokens %d seconds %.4f tokens_per_s %.0f load_seconds %.4f\n", sz, n, s / reps,
+           n / (s / reps), load_s);
     free(buf);
     return n < 0;
 }
@@ -232,12 +233,16 @@ int main(int argc, char **argv) {
     }
     eng_gguf *g;
     eng_tok *t;
+    struct timespec l0, l1;
+    clock_gettime(CLOCK_MONOTONIC, &l0);
     if (eng_gguf_open(argv[2], &g, err, sizeof err) != 0) return fprintf(stderr, "gguf: %s\n", err), 1;
     if (eng_tok_load(g, &t, err, sizeof err) != 0) {
         printf("E %s\n", err);
         eng_gguf_close(g);
         return 1;
     }
+    clock_gettime(CLOCK_MONOTONIC, &l1);
+    double load_s = (double)(l1.tv_sec - l0.tv_sec) + 1e-9 * (double)(l1.tv_nsec - l0.tv_nsec);
     int rc = 2;
     const char *a3 = argc > 3 ? argv[3] : "", *a4 = argc > 4 ? argv[4] : "";
     if (strcmp(argv[1], "encode") == 0) {
@@ -257,7 +262,7 @@ int main(int argc, char **argv) {
             rc = 0;
         } else rc = cmd_render(t, f, atoi(a4));
     } else if (strcmp(argv[1], "bench") == 0) {
-        rc = cmd_bench(t, a3, argc > 4 ? atoi(a4) : 3);
+        rc = cmd_bench(t, a3, argc > 4 ? atoi(a4) : 3, load_s);
     }
     fflush(stdout);
     eng_tok_free(t);
