@@ -22,13 +22,15 @@
  *   chatml  ChatML (Qwen-style without default system): <|im_start|>{role}\n{content}<|im_end|>\n
  *
  * Picking the format.  eng_tmpl_detect recognises a model's
- * tokenizer.chat_template by fingerprint: the text is normalised (all
- * whitespace removed) and matched against the normalised known template
- * texts exactly; failing that, against marker substrings that are unique to
- * each format (e.g. "<|start_header_id|>" + "<|eot_id|>" for llama3).  An
- * explicit name overrides detection.  No template, an unrecognised one and
- * no override is an error whose message names the override option
- * ("chat_template" / --chat-template).
+ * tokenizer.chat_template by fingerprint: the text is normalised (whitespace
+ * outside string literals and Jinja's trim dashes removed) and matched
+ * against the normalised known template texts exactly; there is no guessing
+ * from marker substrings.  A file with no template gets its architecture's
+ * turn format: gemma3 -> gemma, gemma/gemma2 -> gemma2, qwen2/qwen3 ->
+ * chatml; llama has none (Llama 2 and 3 share it).  An explicit name
+ * overrides detection.  An unrecognised template, or no template on an
+ * architecture without a default, and no override is an error whose message
+ * names the override option ("chat_template" / --chat-template).
  *
  * Rendering to ids.  The renderer produces segments: template-owned special
  * tokens (encoded by id, looked up in the vocabulary) and text (template

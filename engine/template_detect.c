@@ -1,6 +1,7 @@
 /*
- * template_detect.c -- choosing a chat format: by name, or by recognising a
- * model's tokenizer.chat_template text.
+ * template_detect.c -- choosing a chat format: by name, by recognising a
+ * model's tokenizer.chat_template text, or, for a file without one, by its
+ * architecture.
  *
  * Recognition is exact on a normalised form: Jinja whitespace-control
  * dashes ("{%-", "-%}", "{{-", "-}}") and every whitespace character outside
@@ -120,6 +121,19 @@ int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t
     return ENG_TMPL_EUNKNOWN;
 }
 
+/* The format used when a file carries no tokenizer.chat_template, by
+ * general.architecture (see eng_tmpl_detect). */
+static const struct {
+    const char *arch;     /* general.architecture value */
+    eng_tmpl_format fmt;  /* that family's turn format */
+} by_arch[] = {
+    {"gemma3", ENG_TMPL_GEMMA},  /* <start_of_turn>user ... <end_of_turn>, system folded into turn 1 */
+    {"gemma2", ENG_TMPL_GEMMA2}, /* the same turns, system role refused */
+    {"gemma", ENG_TMPL_GEMMA2},
+    {"qwen2", ENG_TMPL_CHATML},  /* <|im_start|>role ... <|im_end|> */
+    {"qwen3", ENG_TMPL_CHATML},
+};
+
 /* Normalised form of s[0..n) into b (see the file comment). */
 static int normalise(const char *s, size_t n, tok_buf *b) {
     char quote = 0;
@@ -184,11 +198,22 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
     if (override && *override) return eng_tmpl_from_name(override, out, err, errlen);
     const char *s;
     size_t n;
-    if (!g || eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) != 0) {
-        tok_seterr(err, errlen,
-                   "the model has no chat template (tokenizer.chat_template); set the format explicitly "
-                   "with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml)");
-        return ENG_TMPL_EUNKNOWN;
+    if (g && eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) == 0)
+        return eng_tmpl_recognise(s, n, out, err, errlen);
+    /* No template in the file: the architecture's own turn format, where
+     * the family has exactly one (base files such as Gemma 3 270M ship
+     * without a template).  Llama files do not: Llama 2 and Llama 3 share
+     * the architecture and differ in format, so they need the override. */
+    if (g && eng_gguf_get_str(g, "general.architecture", &s, &n) == 0) {
+        for (size_t i = 0; i < sizeof by_arch / sizeof *by_arch; i++)
+            if (strlen(by_arch[i].arch) == n && memcmp(by_arch[i].arch, s, n) == 0) {
+                *out = by_arch[i].fmt;
+                return 0;
+            }
     }
-    return eng_tmpl_recognise(s, n, out, err, errlen);
+    tok_seterr(err, errlen,
+               "the model has no chat template (tokenizer.chat_template) and its architecture has no "
+               "default turn format; set the format explicitly with the chat_template option "
+               "(--chat-template llama2|llama3|gemma|gemma2|chatml)");
+    return ENG_TMPL_EUNKNOWN;
 }

@@ -140,6 +140,24 @@ def test_detect_from_gguf_and_override(toks):
     assert out.strip() == "chatml"
 
 
+@pytest.mark.parametrize("arch,fmt", [("gemma3", "gemma"), ("gemma2", "gemma2"), ("qwen2", "chatml"),
+                                      ("qwen3", "chatml"), ("llama", None)])
+def test_no_template_uses_the_architectures_format(arch, fmt, tmp_path):
+    """A file without tokenizer.chat_template (Gemma 3 270M ships none) gets
+    its architecture's turn format; llama has no single one and is refused."""
+    pieces = ["<unk>", "<s>", "</s>", "<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>", "a"]
+    path = str(tmp_path / "v.gguf")
+    tok_data.write_gguf(path, "llama", pieces, [2, 3, 3, 3, 3, 3, 3, 1], scores=[0.0] * len(pieces),
+                        bos=1, eos=2, unk=0, arch=arch)
+    out = subprocess.run([TOOL, "detect", path], capture_output=True, timeout=30).stdout.decode()
+    if fmt is None:
+        assert out.startswith("E ") and "chat_template" in out and "architecture" in out
+    else:
+        assert out.strip() == fmt
+    out = subprocess.run([TOOL, "detect", path, "llama3"], capture_output=True, timeout=30).stdout.decode()
+    assert out.strip() == "llama3", "an explicit format still wins"
+
+
 @pytest.mark.parametrize("tmpl,fmt", [("llama2", "llama2"), ("llama3", "llama3"), ("gemma", "gemma2"),
                                       ("gemma3", "gemma"), ("chatml", "chatml")])
 def test_recognise_template_files(tmpl, fmt, tmp_path):

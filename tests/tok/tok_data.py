@@ -242,8 +242,8 @@ def spm_tokenizer(pieces, merges, prefix):
 
 
 def write_gguf(path, model, pieces, types, scores=None, merges=None, pre=None, bos=None, eos=None,
-               eot=None, unk=None, add_bos=True, add_space_prefix=None, template=None):
-    w = gguf.GGUFWriter(path, "llama")
+               eot=None, unk=None, add_bos=True, add_space_prefix=None, template=None, arch="llama"):
+    w = gguf.GGUFWriter(path, arch)
     w.add_tokenizer_model(model)
     if pre:
         w.add_tokenizer_pre(pre)
