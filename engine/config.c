@@ -152,12 +152,32 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* A YaRN key that must keep llama.cpp's default value `want`; absent is
+ * fine.  Other values are refused: for the attention factors and the log
+ * multiplier parley lacks the formulas; non-default betas it could apply,
+ * but llama.cpp (llama-cpp-python 0.3.36, measured) ignores the file's
+ * yarn_beta_fast/slow while transformers applies them, so no reference
+ * would agree with the result. */
+static int cfg_yarn_default(const eng_gguf *g, const char *arch, const char *suffix, float want,
+                            char *err, size_t errlen) {
+    float v;
+    int rc = cfg_float(g, arch, suffix, 0, want, -1e9f, 1e9f, &v, err, errlen);
+    if (rc) return rc;
+    if (v != want)
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s.%s' = %g: YaRN with a value other "
+                        "than %g is not supported", arch, suffix, (double)v, (double)want);
+    return 0;
+}
+
 /* Rope scaling, as llama.cpp reads it.  <arch>.rope.scaling.type absent
  * means linear (llama.cpp's default), so a lone factor key scales too;
  * "none" must carry no factor other than 1; "linear" divides every
  * frequency by the factor (freq_scale = 1 / factor; gemma3: global layers
- * only, as llama.cpp and transformers apply it); any other type (yarn,
- * longrope, ...) is refused.  rope_freqs.weight (Llama 3.1 "llama3"
+ * only, as llama.cpp and transformers apply it); "yarn" (llama, qwen2,
+ * qwen3) ramps between interpolated and original frequencies and scales
+ * the attention (eng_config.h), with the keys that would change llama.cpp's
+ * defaults for that refused; any other type (longrope, ...) is refused.
+ * rope_freqs.weight (Llama 3.1 "llama3"
  * scaling: head_dim / 2 per-dimension divisors) is accepted on llama only
  * (llama.cpp reads it for llama; qwen2/qwen3/gemma3 graphs do not), its
  * values are checked at load. */
@@ -188,12 +208,36 @@ static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t 
                             "[0.001, 1e6] (or 0: none)", fkey, (double)f);
         if (f != 0.0f) c->rope_freq_scale = 1.0f / f;
         if (c->arch != ENG_ARCH_GEMMA3) c->rope_freq_scale_local = c->rope_freq_scale;
+    } else if (len == 4 && !memcmp(s, "yarn", 4)) {
+        int rc;
+        if (c->arch == ENG_ARCH_GEMMA3)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'yarn': YaRN on gemma3 is not "
+                            "supported (llama, qwen2, qwen3)", key);
+        if (!(f >= 1.0f && f <= 1e6f))
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [1, 1e6] "
+                            "for YaRN", fkey, (double)f);
+        if ((rc = cfg_int(g, a, "rope.scaling.original_context_length", c->n_ctx_train == 0,
+                          c->n_ctx_train, 1, 1 << 30, &c->rope_yarn_orig_ctx, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_beta_fast", 32.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_beta_slow", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_ext_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.attn_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_attn_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, err, errlen)))
+            return rc;
+        c->rope_yarn = 1;
+        c->rope_yarn_beta_fast = 32.0f;
+        c->rope_yarn_beta_slow = 1.0f;
+        c->rope_freq_scale = c->rope_freq_scale_local = 1.0f / f;
     } else {
         return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': this rope scaling type is not "
-                        "supported (supported: none, linear, and Llama 3 frequency factors in "
-                        "rope_freqs.weight)", key, (int)(len > 32 ? 32 : len), s);
+                        "supported (supported: none, linear, yarn, and Llama 3 frequency factors "
+                        "in rope_freqs.weight)", key, (int)(len > 32 ? 32 : len), s);
     }
     if (eng_gguf_find_tensor(g, "rope_freqs.weight")) {
+        if (c->rope_yarn)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight with %s = "
+                            "'yarn': frequency factors and YaRN together are not supported", key);
         if (c->arch != ENG_ARCH_LLAMA)
             return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (rope "
                             "frequency factors) on architecture %s: only llama files apply it", a);
@@ -293,6 +337,10 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
     if ((rc = cfg_vocab(g, c, err, errlen))) return rc;
     c->rope_type = gem || qwen ? ENG_ROPE_NEOX : ENG_ROPE_NORM;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (c->rope_yarn) { /* YaRN scales cos and sin by m: q.k by m^2 */
+        float ms = 1.0f + 0.1f * logf(1.0f / c->rope_freq_scale);
+        c->attn_scale *= ms * ms;
+    }
     c->embd_scale = gem ? sqrtf((float)c->n_embd) : 1.0f;
     c->norm_add_one = 0;
     c->has_qk_norm = gem || c->arch == ENG_ARCH_QWEN3;

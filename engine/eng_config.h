@@ -57,17 +57,32 @@
  *       llama.cpp) with <arch>.rope.scaling.factor f (absent or 0 = 1):
  *       every frequency is multiplied by rope_freq_scale = 1 / f, i.e.
  *       positions divided by f (gemma3: global layers only, local layers
- *       keep scale 1, as llama.cpp and transformers).  Other types (yarn,
- *       longrope) are refused: parley does not compute their attention
- *       factor and ramps.
+ *       keep scale 1, as llama.cpp and transformers).
+ *   "yarn" (llama, qwen2, qwen3; factor f >= 1): YaRN as llama.cpp's
+ *       rope_yarn with ext_factor 1 and transformers' _compute_yarn_parameters
+ *       (truncate): with e_i = base^(-2i/d) and d = head_dim, the correction
+ *       range lo = max(0, floor(c(beta_fast))), hi = min(d - 1,
+ *       ceil(c(beta_slow))), c(b) = d ln(n_orig / (2 pi b)) / (2 ln base),
+ *       n_orig = rope.scaling.original_context_length (default
+ *       context_length), beta_fast / beta_slow = 32 / 1 (llama.cpp's and
+ *       transformers' defaults; the keys yarn_beta_fast / yarn_beta_slow are
+ *       accepted only with those values, see config.c); r_i = 1 - clamp((i - lo) /
+ *       max(0.001, hi - lo), 0, 1); frequency i = e_i / f (1 - r_i) + e_i r_i;
+ *       cos and sin are scaled by m = 1 + 0.1 ln f, which the engine applies
+ *       as attn_scale *= m^2.  Keys that change llama.cpp's YaRN defaults
+ *       (yarn_ext_factor != 1, attn_factor or yarn_attn_factor != 1,
+ *       yarn_log_multiplier != 0, betas other than 32 / 1) are refused, and
+ *       so is YaRN on gemma3.
+ *   Other types (longrope, ...) are refused: parley does not compute them.
  *   rope_freqs.weight  [head_dim / 2] f32 (llama only): Llama 3.1 "llama3"
  *       scaling as llama.cpp's converter stores it; frequency i is divided
  *       by rope_freqs[i] (1 = high frequencies kept, factor = low ones
  *       interpolated, smooth in between); every value must be finite and
  *       > 0 (checked at load).
  *   Frequency i of a layer: base^(-2i/head_dim) (double, rounded to float),
- *       then / rope_freqs[i], then * rope_freq_scale (float), tabled at load;
- *       angle = pos * freq in float.
+ *       then / rope_freqs[i], then * rope_freq_scale (float) -- or the YaRN
+ *       mix above (in double, rounded to float) --, tabled at load; angle =
+ *       pos * freq in float.
  *
  * Parley extension keys (valid on every architecture, <arch> = the
  * architecture name):
@@ -149,7 +164,12 @@ typedef struct eng_config {
     float rope_freq_scale_local; /* local layers (gemma3: always 1) */
     int rope_freq_factors;       /* 1: rope_freqs.weight divides frequency i
                                   * (Llama 3 scaling; llama only) */
-    float attn_scale;            /* multiplier on q.k (1/sqrt(head_dim)) */
+    int rope_yarn;               /* 1: YaRN (rope_freq_scale = 1 / factor) */
+    int rope_yarn_orig_ctx;      /* YaRN original_context_length */
+    float rope_yarn_beta_fast;   /* YaRN correction range bounds (rotations; */
+    float rope_yarn_beta_slow;   /* always 32 and 1, the only values accepted) */
+    float attn_scale;            /* multiplier on q.k (1/sqrt(head_dim), times
+                                  * the YaRN m^2) */
     float embd_scale;            /* gemma3: sqrt(n_embd), llama: 1 */
     int norm_add_one;            /* 1: compute x*(1+w); always 0 for GGUF
                                   * input (the file already holds 1+w) */

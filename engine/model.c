@@ -41,8 +41,9 @@
  * Rope frequencies: per layer kind (global / local), frequency i =
  * (float)(1 / base^(2i/head_dim)) / rope_freqs[i] (Llama 3 factors, when
  * the file has them) * rope_freq_scale (linear scaling), in float; the
- * forward pass hands the table to the backend's rope.  Without scaling it
- * is exactly the table kern_rope builds from the base.
+ * forward pass hands the table to the backend's rope; YaRN mixes the
+ * interpolated and original frequencies per pair (eng_config.h).  Without
+ * scaling the table is exactly the one kern_rope builds from the base.
  *
  * Digest: a 64-bit multiply-rotate hash over the configuration fields that
  * affect numerics (the rope scales only when not 1, so unscaled models keep
@@ -94,6 +95,10 @@ static uint64_t model_digest(const eng_config *c, const eng_gguf *g, eng_precisi
     if (c->rope_freq_scale != 1.0f || c->rope_freq_scale_local != 1.0f) {
         float rs[] = {c->rope_freq_scale, c->rope_freq_scale_local};
         h = dg_bytes(h, rs, sizeof rs);
+    }
+    if (c->rope_yarn) {
+        float yp[] = {(float)c->rope_yarn_orig_ctx, c->rope_yarn_beta_fast, c->rope_yarn_beta_slow};
+        h = dg_bytes(h, yp, sizeof yp);
     }
     h = dg_bytes(h, c->window, sizeof(int) * (size_t)c->n_layer);
     h = dg_bytes(h, c->kv_src, sizeof(int) * (size_t)c->n_layer);
@@ -404,8 +409,23 @@ static int rope_tables(eng_model *m, char *err, size_t errlen) {
         double base = k ? c->rope_base_local : c->rope_base;
         float scale = k ? c->rope_freq_scale_local : c->rope_freq_scale;
         float *t = k ? m->rope_freq_local : m->rope_freq;
+        double lo = 0, hi = 0;
+        if (c->rope_yarn) { /* correction range, eng_config.h */
+            double d = c->head_dim, n = c->rope_yarn_orig_ctx;
+            lo = floor(d * log(n / (2 * M_PI * c->rope_yarn_beta_fast)) / (2 * log(base)));
+            hi = ceil(d * log(n / (2 * M_PI * c->rope_yarn_beta_slow)) / (2 * log(base)));
+            if (lo < 0) lo = 0;
+            if (hi > d - 1) hi = d - 1;
+        }
         for (int i = 0; i < half; i++) {
-            float f = (float)(1.0 / pow(base, (double)(2 * i) / c->head_dim));
+            double e = 1.0 / pow(base, (double)(2 * i) / c->head_dim);
+            if (c->rope_yarn) {
+                double y = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+                double r = 1 - (y < 0 ? 0 : y > 1 ? 1 : y);
+                t[i] = (float)(e * scale * (1 - r) + e * r);
+                continue;
+            }
+            float f = (float)e;
             if (ff) f /= ff[i];
             t[i] = f * scale;
         }

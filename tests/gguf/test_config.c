@@ -320,8 +320,22 @@ static void rope_none_factor(eng_gguf_writer *w) {
 }
 static void rope_yarn(eng_gguf_writer *w) {
     two_layers(w);
+    eng_gguf_writer_add_u32(w, "llama.context_length", 512);
     eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "yarn");
     eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void rope_yarn_ext(eng_gguf_writer *w) {
+    rope_yarn(w);
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.yarn_ext_factor", 0.5f);
+}
+static void rope_longrope(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "longrope");
+}
+static void gem_yarn(eng_gguf_writer *w) {
+    gem_ok(w);
+    eng_gguf_writer_add_str(w, "gemma3.rope.scaling.type", "yarn");
+    eng_gguf_writer_add_f32(w, "gemma3.rope.scaling.factor", 8.0f);
 }
 static void rope_llama3(eng_gguf_writer *w) {
     two_layers(w);
@@ -359,9 +373,23 @@ PT_TEST(rope_scaling_keys) {
     PT_NEAR(c.rope_freq_scale, 0.125, 0);
     PT_NEAR(c.rope_freq_scale_local, 1.0, 0);
     expect_cfg("llama", rope_none_factor, ENG_CFG_EINVAL, "= 'none' but llama.rope.scaling.factor = 2");
-    expect_cfg("llama", rope_yarn, ENG_CFG_EINVAL,
-               "llama.rope.scaling.type = 'yarn': this rope scaling type is not supported "
-               "(supported: none, linear, and Llama 3 frequency factors in rope_freqs.weight)");
+    PT_ASSERT_MSG(cfg_of("llama", rope_yarn, &c, err, sizeof err) == 0, "%s", err);
+    PT_EQ_INT(c.rope_yarn, 1);
+    PT_NEAR(c.rope_freq_scale, 0.25, 0);
+    PT_EQ_INT(c.rope_yarn_orig_ctx, 512);
+    PT_NEAR(c.rope_yarn_beta_fast, 32, 0);
+    PT_NEAR(c.rope_yarn_beta_slow, 1, 0);
+    { /* attention scaled by (1 + 0.1 ln 4)^2 */
+        double m = 1 + 0.1 * log(4.0);
+        PT_NEAR(c.attn_scale, 0.25 * m * m, 1e-6);
+    }
+    expect_cfg("llama", rope_yarn_ext, ENG_CFG_EINVAL,
+               "key 'llama.rope.scaling.yarn_ext_factor' = 0.5: YaRN with a value other than 1 "
+               "is not supported");
+    expect_cfg("gemma3", gem_yarn, ENG_CFG_EINVAL, "YaRN on gemma3 is not supported");
+    expect_cfg("llama", rope_longrope, ENG_CFG_EINVAL,
+               "llama.rope.scaling.type = 'longrope': this rope scaling type is not supported "
+               "(supported: none, linear, yarn, and Llama 3 frequency factors in rope_freqs.weight)");
     expect_cfg("llama", rope_llama3, ENG_CFG_EINVAL, "'llama3': this rope scaling type is not supported");
     expect_cfg("llama", rope_neg, ENG_CFG_EINVAL, "'llama.rope.scaling.factor' = -2 is out of range");
     expect_cfg("llama", rope_type_int, ENG_CFG_EINVAL, "'llama.rope.scaling.type' has type u32");

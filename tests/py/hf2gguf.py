@@ -28,7 +28,10 @@ Conversion follows llama.cpp's convert_hf_to_gguf.py:
     q_norm/k_norm -> attn_q_norm/attn_k_norm stored as they are (x * w);
   * rope scaling: "linear" -> <arch>.rope.scaling.type = linear and
     rope.scaling.factor (gemma3: the global layers' parameters, as
-    Gemma3Model writes them); llama "llama3" (LlamaModel) -> the tensor rope_freqs.weight
+    Gemma3Model writes them); "yarn" (llama, qwen2, qwen3) -> type yarn,
+    factor, rope.scaling.original_context_length and, when given,
+    yarn_beta_fast / yarn_beta_slow (attention_factor / mscale are not
+    converted: ValueError); llama "llama3" (LlamaModel) -> the tensor rope_freqs.weight
     (head_dim / 2 floats: 1 for wavelengths below original / high_freq_factor,
     factor above original / low_freq_factor, 1 / ((1 - s) / factor + s) in
     between, LlamaModel.generate_extra_tensors) and no scaling keys.  One
@@ -100,16 +103,26 @@ def build_llama(n_kv_heads: int, *, seed: int = 0, vocab: int = 320, hidden: int
     return model
 
 
+def _max_pos(rope_scaling: dict | None) -> int:
+    """max_position_embeddings: 512, or for YaRN factor x original (what
+    transformers expects the two to satisfy)."""
+    if rope_scaling and rope_scaling.get("rope_type") == "yarn":
+        return int(rope_scaling["factor"] * rope_scaling["original_max_position_embeddings"])
+    return 512
+
+
 def build_qwen2(*, seed: int = 0, vocab: int = 320, hidden: int = 64, layers: int = 3,
                 heads: int = 4, kv_heads: int = 2, ff: int = 128, tied: bool = True,
-                rope_theta: float = 10000.0):
+                rope_theta: float = 10000.0, rope_scaling: dict | None = None):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=ff,
                       num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, max_position_embeddings=512,
+                      num_key_value_heads=kv_heads,
+                      max_position_embeddings=_max_pos(rope_scaling),
                       rms_norm_eps=1e-6, rope_parameters={"rope_type": "default",
+                                                          **(rope_scaling or {}),
                                                           "rope_theta": rope_theta},
                       use_sliding_window=False, tie_word_embeddings=tied,
                       bos_token_id=1, eos_token_id=2, attn_implementation="eager")
@@ -121,15 +134,17 @@ def build_qwen2(*, seed: int = 0, vocab: int = 320, hidden: int = 64, layers: in
 
 def build_qwen3(*, seed: int = 0, vocab: int = 320, hidden: int = 64, layers: int = 3,
                 heads: int = 4, kv_heads: int = 1, head_dim: int = 32, ff: int = 128,
-                tied: bool = False, rope_theta: float = 10000.0):
+                tied: bool = False, rope_theta: float = 10000.0,
+                rope_scaling: dict | None = None):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     cfg = Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=ff,
                       num_hidden_layers=layers, num_attention_heads=heads,
                       num_key_value_heads=kv_heads, head_dim=head_dim,
-                      max_position_embeddings=512, rms_norm_eps=1e-6,
-                      rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+                      max_position_embeddings=_max_pos(rope_scaling), rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", **(rope_scaling or {}),
+                                       "rope_theta": rope_theta},
                       attention_bias=False, use_sliding_window=False, tie_word_embeddings=tied,
                       bos_token_id=1, eos_token_id=2, attn_implementation="eager")
     torch.manual_seed(seed)
@@ -214,6 +229,12 @@ def write_gguf(path, arch: str, hp: dict, tensors: dict, *, ext_window=None, ext
     if hp.get("rope_scaling_type"):
         w.add_rope_scaling_type(hp["rope_scaling_type"])
         w.add_rope_scaling_factor(hp["rope_scaling_factor"])
+    if "rope_yarn_orig_ctx" in hp:
+        w.add_rope_scaling_orig_ctx_len(hp["rope_yarn_orig_ctx"])
+    if "rope_yarn_beta_fast" in hp:
+        w.add_rope_scaling_yarn_beta_fast(hp["rope_yarn_beta_fast"])
+    if "rope_yarn_beta_slow" in hp:
+        w.add_rope_scaling_yarn_beta_slow(hp["rope_yarn_beta_slow"])
     if extra is not None:
         extra(w)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if ftype == "f32" else gguf.LlamaFileType.MOSTLY_F16)
@@ -289,6 +310,16 @@ def hparams(model) -> tuple[str, dict]:
         hp["rope_scaling_factor"] = float(rp["factor"])
     elif rt == "llama3" and arch == "llama":
         hp["rope_freqs"] = llama3_rope_factors(rp, hp["head_dim"])
+    elif rt == "yarn" and arch != "gemma3":
+        unconverted = {"attention_factor", "mscale", "mscale_all_dim", "partial_rotary_factor"}
+        if unconverted & set(rp) or rp.get("truncate", True) is not True:
+            raise ValueError(f"hf2gguf: YaRN parameters {sorted(rp)} are not converted here")
+        hp["rope_scaling_type"] = gguf.RopeScalingType.YARN
+        hp["rope_scaling_factor"] = float(rp["factor"])
+        hp["rope_yarn_orig_ctx"] = int(rp["original_max_position_embeddings"])
+        for k in ("beta_fast", "beta_slow"):
+            if rp.get(k):
+                hp[f"rope_yarn_{k}"] = float(rp[k])
     elif rt != "default":
         raise ValueError(f"hf2gguf: rope_type {rt!r} on {arch} is not converted here")
     return arch, hp

@@ -10,7 +10,11 @@ tests/engine/eng_logits:
   (rope_freqs.weight; rope_theta 100 and original_max_position_embeddings
   32, so every branch of the factor formula is hit and 96 positions pass
   the low-frequency wavelengths), llama with linear scaling (factor 4),
-  gemma3 with linear scaling of its global layers.
+  gemma3 with linear scaling of its global layers, qwen3 and qwen2 with
+  YaRN (factor 4, original context 32; the qwen2 file also carries the
+  default betas 32 / 1 as keys).  Non-default betas are refused: llama.cpp
+  (llama-cpp-python 0.3.36) ignores those keys while transformers applies
+  them.
 * fp32 path vs transformers: a 64-token prefill then 32 decode steps;
   metric per position max_v |engine - hf| / max_v |hf|, worst position
   below 1e-4 (test_engine_numerics.py's metric).
@@ -38,6 +42,7 @@ from test_engine_numerics import (ISAS, N_DECODE, N_PREFILL, eng_logits,  # noqa
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 32}
 LINEAR = {"rope_type": "linear", "factor": 4.0}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
 
 # name -> (builder, builder of the same weights without rope scaling or None)
 ARCH_MODELS = {
@@ -49,6 +54,13 @@ ARCH_MODELS = {
     "llama_rope_linear": (
         lambda: hf2gguf.build_llama(1, seed=26, rope_scaling=LINEAR),
         lambda: hf2gguf.build_llama(1, seed=26)),
+    "qwen3_rope_yarn": (
+        lambda: hf2gguf.build_qwen3(seed=27, rope_scaling=YARN),
+        lambda: hf2gguf.build_qwen3(seed=27)),
+    "qwen2_rope_yarn_betas": (
+        lambda: hf2gguf.build_qwen2(seed=29, rope_theta=1000.0,
+                                    rope_scaling={**YARN, "beta_fast": 32.0, "beta_slow": 1.0}),
+        lambda: hf2gguf.build_qwen2(seed=29, rope_theta=1000.0)),
     "gemma3_rope_linear": (
         lambda: hf2gguf.build_gemma3(seed=25, sliding_window=8, rope_scaling=LINEAR),
         lambda: hf2gguf.build_gemma3(seed=25, sliding_window=8)),
@@ -155,12 +167,32 @@ def _keys(**kv):
 
 # case -> (model kind, edit(arch, hp, tensors) -> extra writer fn or None, expected text or None = loads)
 REFUSALS = {
-    "yarn": ("llama", lambda a, hp, t: _keys(llama__rope__scaling__type="yarn",
-                                              llama__rope__scaling__factor=4.0),
-             "llama.rope.scaling.type = 'yarn': this rope scaling type is not supported "
-             "(supported: none, linear, and Llama 3 frequency factors in rope_freqs.weight)"),
+    "yarn_loads": ("llama", lambda a, hp, t: _keys(llama__rope__scaling__type="yarn",
+                                                    llama__rope__scaling__factor=4.0), None),
+    "yarn_attn_factor": ("qwen3", lambda a, hp, t: _keys(
+        qwen3__rope__scaling__type="yarn", qwen3__rope__scaling__factor=4.0,
+        qwen3__rope__scaling__yarn_attn_factor=0.8),
+        "key 'qwen3.rope.scaling.yarn_attn_factor' = 0.8: YaRN with a value other than 1 is "
+        "not supported"),
+    "yarn_log_multiplier": ("qwen2", lambda a, hp, t: _keys(
+        qwen2__rope__scaling__type="yarn", qwen2__rope__scaling__factor=4.0,
+        qwen2__rope__scaling__yarn_log_multiplier=0.1),
+        "'qwen2.rope.scaling.yarn_log_multiplier' = 0.1: YaRN with a value other than 0"),
+    "yarn_with_rope_freqs": ("llama", lambda a, hp, t: (
+        t.update({"rope_freqs.weight": np.ones(8, np.float32)}),
+        _keys(llama__rope__scaling__type="yarn", llama__rope__scaling__factor=4.0))[1],
+        "frequency factors and YaRN together are not supported"),
+    "yarn_betas": ("qwen3", lambda a, hp, t: _keys(
+        qwen3__rope__scaling__type="yarn", qwen3__rope__scaling__factor=4.0,
+        qwen3__rope__scaling__yarn_beta_fast=0.5),
+        "'qwen3.rope.scaling.yarn_beta_fast' = 0.5: YaRN with a value other than 32"),
+    "yarn_factor_below_one": ("llama", lambda a, hp, t: _keys(
+        llama__rope__scaling__type="yarn", llama__rope__scaling__factor=0.5),
+        "'llama.rope.scaling.factor' = 0.5 is out of range [1, 1e6] for YaRN"),
     "longrope": ("qwen2", lambda a, hp, t: _keys(qwen2__rope__scaling__type="longrope"),
-                 "'longrope': this rope scaling type is not supported"),
+                 "qwen2.rope.scaling.type = 'longrope': this rope scaling type is not supported "
+                 "(supported: none, linear, yarn, and Llama 3 frequency factors in "
+                 "rope_freqs.weight)"),
     "llama3_type_key": ("llama", lambda a, hp, t: _keys(llama__rope__scaling__type="llama3"),
                         "'llama3': this rope scaling type is not supported"),
     "none_with_factor": ("llama", lambda a, hp, t: _keys(llama__rope__scaling__type="none",
