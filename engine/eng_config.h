@@ -23,6 +23,8 @@
  *           1/sqrt(head_dim), embd_scale 1, tied output when output.weight
  *           is absent.  Optional blk.N.attn_q/attn_k/attn_v.bias (as
  *           llama.cpp; the converter permutes the Q/K biases like the rows).
+ *           Mistral 7B / Nemo files say "llama" and load here; "mistral3" /
+ *           "mistral4" are other graphs (refused as unknown).
  *   qwen2   keys qwen2.* as llama; Q/K/V biases blk.N.attn_q.bias [n_head *
  *           head_dim], attn_k.bias / attn_v.bias [n_head_kv * head_dim]
  *           (required), added to the projections before rope; rope NEOX

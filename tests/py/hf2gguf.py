@@ -82,8 +82,10 @@ def _reinit(model, seed: int, gemma: bool) -> None:
 
 def build_llama(n_kv_heads: int, *, seed: int = 0, vocab: int = 320, hidden: int = 64,
                 layers: int = 3, heads: int = 4, ff: int = 128, tied: bool = False,
-                rope_theta: float = 10000.0, rope_scaling: dict | None = None):
-    """rope_scaling: None, or transformers' rope parameters without the
+                rope_theta: float = 10000.0, rope_scaling: dict | None = None,
+                attention_bias: bool = False):
+    """attention_bias: q/k/v/o_proj biases (transformers' Llama has all four).
+    rope_scaling: None, or transformers' rope parameters without the
     theta, e.g. {"rope_type": "linear", "factor": 4.0} or {"rope_type":
     "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor":
     4.0, "original_max_position_embeddings": 32}."""
@@ -95,7 +97,7 @@ def build_llama(n_kv_heads: int, *, seed: int = 0, vocab: int = 320, hidden: int
                       num_hidden_layers=layers, num_attention_heads=heads,
                       num_key_value_heads=n_kv_heads, head_dim=hidden // heads,
                       max_position_embeddings=512, rms_norm_eps=1e-5, rope_parameters=rope,
-                      tie_word_embeddings=tied, attention_bias=False, mlp_bias=False,
+                      tie_word_embeddings=tied, attention_bias=attention_bias, mlp_bias=False,
                       bos_token_id=1, eos_token_id=2, attn_implementation="eager")
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).float().eval()

@@ -5,7 +5,7 @@ Random-initialised transformers models (tests/py/hf2gguf.py, no download)
 converted to F32 GGUF as llama.cpp's converter does, run through
 tests/engine/eng_logits:
 
-* qwen2 (Q/K/V biases, tied output), qwen3 (per-head Q/K RMSNorm, head_dim
+* qwen2 (Q/K/V biases, tied output), llama with Q/K/V biases, qwen3 (per-head Q/K RMSNorm, head_dim
   32 != hidden / heads, MQA), llama with Llama 3.1 "llama3" rope scaling
   (rope_freqs.weight; rope_theta 100 and original_max_position_embeddings
   32, so every branch of the factor formula is hit and 96 positions pass
@@ -44,8 +44,27 @@ LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_fr
 LINEAR = {"rope_type": "linear", "factor": 4.0}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
 
-# name -> (builder, builder of the same weights without rope scaling or None)
+def llama_qkv_bias():
+    """Llama with Q/K/V biases only (llama.cpp's llama graph applies them;
+    the converter permutes the Q/K biases like the rows): transformers'
+    attention_bias also gives o_proj a bias, zeroed here and left out of
+    the file (parley refuses an attn_output bias)."""
+    model = hf2gguf.build_llama(2, seed=33, attention_bias=True)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.bias.zero_()
+    return model
+
+
+def drop_output_bias(t):
+    for k in [k for k in t if k.endswith("attn_output.bias")]:
+        del t[k]
+
+
+# name -> (builder, builder of the same weights without rope scaling or None
+#          [, edit of the GGUF tensors before writing])
 ARCH_MODELS = {
+    "llama_qkv_bias": (llama_qkv_bias, None, drop_output_bias),
     "qwen2": (lambda: hf2gguf.build_qwen2(seed=21), None),
     "qwen3": (lambda: hf2gguf.build_qwen3(seed=22), None),
     "llama_rope_llama3": (
@@ -74,10 +93,13 @@ def hf_logits(model, ids):
 
 @pytest.fixture(scope="module", params=sorted(ARCH_MODELS))
 def arch_model(request, tmp_path_factory):
-    build, build_plain = ARCH_MODELS[request.param]
+    build, build_plain, *edit = ARCH_MODELS[request.param]
     model = build()
     path = tmp_path_factory.mktemp(request.param) / "model.gguf"
-    hf2gguf.convert(model, path)
+    arch, hp, t = hf2gguf.gguf_tensors(model)
+    for e in edit:
+        e(t)
+    hf2gguf.write_gguf(path, arch, hp, t)
     ids = np.random.default_rng(8).integers(3, model.config.vocab_size, N_PREFILL + N_DECODE)
     ref = hf_logits(model, ids)
     plain = hf_logits(build_plain(), ids) if build_plain else None
