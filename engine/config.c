@@ -101,29 +101,31 @@ static int cfg_layer_arr(const eng_gguf *g, const char *arch, const char *suffix
     return 1;
 }
 
-/* "llama, qwen2, qwen3, gemma3": the list every refusal names. */
-static const char *arch_list(void) {
-    static char list[64];
-    if (!list[0])
-        for (size_t i = 0, n = 0; i < N_ARCHS; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", ARCHS[i].name);
+/* "llama, qwen2, qwen3, gemma3" into list[n]: the list every refusal names. */
+static const char *arch_list(char *list, size_t n) {
+    size_t k = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < N_ARCHS && k < n; i++)
+        k += (size_t)snprintf(list + k, n - k, "%s%s", i ? ", " : "", ARCHS[i].name);
     return list;
 }
 
 static int cfg_arch(const eng_gguf *g, eng_config *c, char *err, size_t errlen) {
     const char *s;
     size_t len;
+    char list[64];
     int rc = eng_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc == ENG_GGUF_ENOTFOUND)
         return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
-                        "missing (supported architectures: %s)", arch_list());
+                        "missing (supported architectures: %s)", arch_list(list, sizeof list));
     if (rc) return eng_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
     c->arch = 0;
     for (size_t i = 0; i < N_ARCHS; i++)
         if (len == strlen(ARCHS[i].name) && !memcmp(s, ARCHS[i].name, len)) c->arch = ARCHS[i].a;
     if (!c->arch)
         return eng_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
-                        "(supported: %s)", (int)(len > 64 ? 64 : len), s, arch_list());
+                        "(supported: %s)", (int)(len > 64 ? 64 : len), s,
+                        arch_list(list, sizeof list));
     snprintf(c->arch_name, sizeof c->arch_name, "%s", eng_arch_name(c->arch));
     return 0;
 }
@@ -177,10 +179,9 @@ static int cfg_yarn_default(const eng_gguf *g, const char *arch, const char *suf
  * qwen3) ramps between interpolated and original frequencies and scales
  * the attention (eng_config.h), with the keys that would change llama.cpp's
  * defaults for that refused; any other type (longrope, ...) is refused.
- * rope_freqs.weight (Llama 3.1 "llama3"
- * scaling: head_dim / 2 per-dimension divisors) is accepted on llama only
- * (llama.cpp reads it for llama; qwen2/qwen3/gemma3 graphs do not), its
- * values are checked at load. */
+ * rope_freqs.weight (Llama 3.1 "llama3" scaling: head_dim / 2 per-dimension
+ * divisors) is accepted on llama only (llama.cpp reads it for llama; its
+ * qwen2/qwen3/gemma3 graphs do not); its values are checked at load. */
 static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t errlen) {
     const char *a = c->arch_name;
     char key[96], fkey[96];
