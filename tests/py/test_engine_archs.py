@@ -1,12 +1,12 @@
-"""Architectures qwen2 / qwen3 and rope scaling (linear, Llama 3) in the
-engine (issue: real models, items 2 and 3).
+"""Architectures qwen2 / qwen3 and rope scaling (linear, Llama 3, YaRN) in
+the engine (issue: real models, items 2 and 3).
 
 Random-initialised transformers models (tests/py/hf2gguf.py, no download)
 converted to F32 GGUF as llama.cpp's converter does, run through
 tests/engine/eng_logits:
 
-* qwen2 (Q/K/V biases, tied output), llama with Q/K/V biases, qwen3 (per-head Q/K RMSNorm, head_dim
-  32 != hidden / heads, MQA), llama with Llama 3.1 "llama3" rope scaling
+* qwen2 (Q/K/V biases, tied output), llama with Q/K/V biases, qwen3
+  (per-head Q/K RMSNorm, head_dim 32 != hidden / heads, MQA), llama with Llama 3.1 "llama3" rope scaling
   (rope_freqs.weight; rope_theta 100 and original_max_position_embeddings
   32, so every branch of the factor formula is hit and 96 positions pass
   the low-frequency wavelengths), llama with linear scaling (factor 4),
