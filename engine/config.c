@@ -293,7 +293,8 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
     memset(c, 0, sizeof *c);
     if ((rc = cfg_arch(g, c, err, errlen))) return rc;
     const char *a = c->arch_name;
-    int gem = c->arch == ENG_ARCH_GEMMA3, qwen = c->arch == ENG_ARCH_QWEN2 || c->arch == ENG_ARCH_QWEN3;
+    int gem = c->arch == ENG_ARCH_GEMMA3;
+    int qwen = c->arch == ENG_ARCH_QWEN2 || c->arch == ENG_ARCH_QWEN3;
     if ((rc = cfg_int(g, a, "context_length", 0, 0, 0, 1 << 30, &c->n_ctx_train, err, errlen)) ||
         (rc = cfg_int(g, a, "embedding_length", 1, 0, 1, 1 << 20, &c->n_embd, err, errlen)) ||
         (rc = cfg_int(g, a, "block_count", 1, 0, 1, ENG_MAX_LAYERS, &c->n_layer, err, errlen)) ||

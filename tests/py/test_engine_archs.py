@@ -6,10 +6,11 @@ converted to F32 GGUF as llama.cpp's converter does, run through
 tests/engine/eng_logits:
 
 * qwen2 (Q/K/V biases, tied output), llama with Q/K/V biases, qwen3
-  (per-head Q/K RMSNorm, head_dim 32 != hidden / heads, MQA), llama with Llama 3.1 "llama3" rope scaling
-  (rope_freqs.weight; rope_theta 100 and original_max_position_embeddings
-  32, so every branch of the factor formula is hit and 96 positions pass
-  the low-frequency wavelengths), llama with linear scaling (factor 4),
+  (per-head Q/K RMSNorm, head_dim 32 != hidden / heads, MQA), llama with
+  Llama 3.1 "llama3" rope scaling (rope_freqs.weight; rope_theta 100 and
+  original_max_position_embeddings 32, so every branch of the factor
+  formula is hit and 96 positions pass the low-frequency wavelengths), llama
+  with linear scaling (factor 4),
   gemma3 with linear scaling of its global layers, qwen3 and qwen2 with
   YaRN (factor 4, original context 32; the qwen2 file also carries the
   default betas 32 / 1 as keys).  Non-default betas are refused: llama.cpp
@@ -187,7 +188,8 @@ def _keys(**kv):
     return extra
 
 
-# case -> (model kind, edit(arch, hp, tensors) -> extra writer fn or None, expected text or None = loads)
+# case -> (model kind, edit(arch, hp, tensors) -> extra-keys writer or None,
+#          expected message, or None: the file loads)
 REFUSALS = {
     "yarn_loads": ("llama", lambda a, hp, t: _keys(llama__rope__scaling__type="yarn",
                                                     llama__rope__scaling__factor=4.0), None),
