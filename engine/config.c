@@ -469,6 +469,7 @@ uint64_t eng_config_n_params(const eng_config *c) {
     uint64_t e = (uint64_t)c->n_embd, q = (uint64_t)c->n_head * (uint64_t)c->head_dim;
     uint64_t kv = (uint64_t)c->n_head_kv * (uint64_t)c->head_dim, hd = (uint64_t)c->head_dim;
     uint64_t p = (uint64_t)c->n_vocab * e * (c->tied_output ? 1 : 2) + e;
+    if (c->rope_freq_factors) p += hd / 2;
     for (int l = 0; l < c->n_layer; l++) {
         int owner = c->kv_src[l] == l;
         p += 2 * e + 2 * e * q + 3 * e * (uint64_t)c->n_ff;

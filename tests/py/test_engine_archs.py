@@ -167,6 +167,20 @@ def test_int8_vs_fp32(arch_model, eng_logits, tmp_path, isa):
     assert agree[clear].mean() >= 0.99
 
 
+def test_inspect_counts_every_parameter(arch_model, parley_bin):
+    """parley inspect's parameter count (the config's formula: biases,
+    Q/K norms, rope_freqs.weight included) equals the file's tensor
+    elements."""
+    import json
+
+    name, path, *_ = arch_model
+    out = subprocess.run([str(parley_bin), "inspect", str(path), "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    want = sum(int(np.prod(t.shape)) for t in gguf.GGUFReader(str(path)).tensors)
+    assert json.loads(out.stdout)["n_params"] == want, name
+
+
 # ---- refusals ---------------------------------------------------------------
 
 def _small(kind):
