@@ -35,9 +35,9 @@ static void cpu_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const 
 }
 
 static void cpu_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
-                     const int32_t *pos, float base, int type) {
-    kern_rope(ctx, kern_isa_best(), n_tok, n_head, head_dim, x, ldx, pos, base,
-              type == ENG_ROPE_NEOX ? KERN_ROPE_NEOX : KERN_ROPE_NORM);
+                     const int32_t *pos, const float *inv_freq, int type) {
+    kern_rope_freq(ctx, kern_isa_best(), n_tok, n_head, head_dim, x, ldx, pos, inv_freq,
+                   type == ENG_ROPE_NEOX ? KERN_ROPE_NEOX : KERN_ROPE_NORM);
 }
 
 static void cpu_glu(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh,

@@ -110,10 +110,10 @@ static void prof_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const
 }
 
 static void prof_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
-                      const int32_t *pos, float base, int type) {
+                      const int32_t *pos, const float *inv_freq, int type) {
     prof_state *s = ctx;
     double t0 = prof_now();
-    s->orig.rope(s->orig.ctx, n_tok, n_head, head_dim, x, ldx, pos, base, type);
+    s->orig.rope(s->orig.ctx, n_tok, n_head, head_dim, x, ldx, pos, inv_freq, type);
     prof_add(s, ENG_PROF_ROPE, t0);
 }
 

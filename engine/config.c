@@ -1,6 +1,7 @@
 /*
- * config.c -- model configuration from GGUF metadata (llama, gemma3 and
- * parley's per-layer window / KV-source extension keys), tensor presence
+ * config.c -- model configuration from GGUF metadata (llama, qwen2, qwen3,
+ * gemma3, rope scaling, and parley's per-layer window / KV-source extension
+ * keys), tensor presence
  * and shape checks, and the derived figures inspect prints (KV bytes per
  * token, parameter count).  Conventions and formulas: eng_config.h.
  *
@@ -16,8 +17,17 @@
 #include "eng_config.h"
 #include "eng_err.h"
 
+/* Every architecture the engine runs, as general.architecture names it. */
+static const struct { eng_arch a; const char *name; } ARCHS[] = {
+    {ENG_ARCH_LLAMA, "llama"}, {ENG_ARCH_QWEN2, "qwen2"}, {ENG_ARCH_QWEN3, "qwen3"},
+    {ENG_ARCH_GEMMA3, "gemma3"},
+};
+#define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
+
 const char *eng_arch_name(eng_arch a) {
-    return a == ENG_ARCH_LLAMA ? "llama" : a == ENG_ARCH_GEMMA3 ? "gemma3" : "?";
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (ARCHS[i].a == a) return ARCHS[i].name;
+    return "?";
 }
 
 /* Read integer key "<arch>.<suffix>" into *out within [lo, hi]; when absent
@@ -91,19 +101,31 @@ static int cfg_layer_arr(const eng_gguf *g, const char *arch, const char *suffix
     return 1;
 }
 
+/* "llama, qwen2, qwen3, gemma3" into list[n]: the list every refusal names. */
+static const char *arch_list(char *list, size_t n) {
+    size_t k = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < N_ARCHS && k < n; i++)
+        k += (size_t)snprintf(list + k, n - k, "%s%s", i ? ", " : "", ARCHS[i].name);
+    return list;
+}
+
 static int cfg_arch(const eng_gguf *g, eng_config *c, char *err, size_t errlen) {
     const char *s;
     size_t len;
+    char list[64];
     int rc = eng_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc == ENG_GGUF_ENOTFOUND)
         return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
-                        "missing (supported architectures: llama, gemma3)");
+                        "missing (supported architectures: %s)", arch_list(list, sizeof list));
     if (rc) return eng_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
-    if (len == 5 && !memcmp(s, "llama", 5)) c->arch = ENG_ARCH_LLAMA;
-    else if (len == 6 && !memcmp(s, "gemma3", 6)) c->arch = ENG_ARCH_GEMMA3;
-    else
+    c->arch = 0;
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (len == strlen(ARCHS[i].name) && !memcmp(s, ARCHS[i].name, len)) c->arch = ARCHS[i].a;
+    if (!c->arch)
         return eng_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
-                        "(supported: llama, gemma3)", (int)(len > 64 ? 64 : len), s);
+                        "(supported: %s)", (int)(len > 64 ? 64 : len), s,
+                        arch_list(list, sizeof list));
     snprintf(c->arch_name, sizeof c->arch_name, "%s", eng_arch_name(c->arch));
     return 0;
 }
@@ -132,25 +154,96 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     return 0;
 }
 
-/* Rope scaling (Llama 3.x files: rope_freqs.weight, <arch>.rope.scaling.*)
- * is not applied by the forward pass yet, so a file that asks for it is
- * refused rather than computed with unscaled rope. */
-static int cfg_rope_scaling(const eng_gguf *g, const char *arch, char *err, size_t errlen) {
-    char key[96];
-    const char *s;
-    size_t len;
-    float f;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (eng_gguf_get_str(g, key, &s, &len) == 0 && !(len == 4 && !memcmp(s, "none", 4)))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': rope scaling is not "
-                        "supported yet", key, (int)(len > 32 ? 32 : len), s);
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
-    if (eng_gguf_get_f32(g, key, &f) == 0 && f != 1.0f)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = %g: rope scaling is not supported yet",
-                        key, (double)f);
-    if (eng_gguf_find_tensor(g, "rope_freqs.weight"))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (Llama 3 rope "
-                        "frequency factors): rope scaling is not supported yet");
+/* A YaRN key that must keep llama.cpp's default value `want`; absent is
+ * fine.  Other values are refused: for the attention factors and the log
+ * multiplier parley lacks the formulas; non-default betas it could apply,
+ * but llama.cpp (llama-cpp-python 0.3.36, measured) ignores the file's
+ * yarn_beta_fast/slow while transformers applies them, so no reference
+ * would agree with the result. */
+static int cfg_yarn_default(const eng_gguf *g, const char *arch, const char *suffix, float want,
+                            char *err, size_t errlen) {
+    float v;
+    int rc = cfg_float(g, arch, suffix, 0, want, -1e9f, 1e9f, &v, err, errlen);
+    if (rc) return rc;
+    if (v != want)
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s.%s' = %g: YaRN with a value other "
+                        "than %g is not supported", arch, suffix, (double)v, (double)want);
+    return 0;
+}
+
+/* Rope scaling, as llama.cpp reads it.  <arch>.rope.scaling.type absent
+ * means linear (llama.cpp's default), so a lone factor key scales too;
+ * "none" must carry no factor other than 1; "linear" divides every
+ * frequency by the factor (freq_scale = 1 / factor; gemma3: global layers
+ * only, as llama.cpp and transformers apply it); "yarn" (llama, qwen2,
+ * qwen3) ramps between interpolated and original frequencies and scales
+ * the attention (eng_config.h), with the keys that would change llama.cpp's
+ * defaults for that refused; any other type (longrope, ...) is refused.
+ * rope_freqs.weight (Llama 3.1 "llama3" scaling: head_dim / 2 per-dimension
+ * divisors) is accepted on llama only (llama.cpp reads it for llama; its
+ * qwen2/qwen3/gemma3 graphs do not); its values are checked at load. */
+static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t errlen) {
+    const char *a = c->arch_name;
+    char key[96], fkey[96];
+    const char *s = "linear";
+    size_t len = 6;
+    float f = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", a);
+    int ti = eng_gguf_find(g, key), fi = eng_gguf_find(g, fkey);
+    if (ti >= 0 && eng_gguf_get_str(g, key, &s, &len))
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a string", key,
+                        eng_gguf_kv_type_name(eng_gguf_kv_type(g, ti)));
+    if (fi >= 0 && eng_gguf_get_f32(g, fkey, &f))
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
+                        fkey, eng_gguf_kv_type_name(eng_gguf_kv_type(g, fi)));
+    c->rope_freq_scale = c->rope_freq_scale_local = 1.0f;
+    if (len == 4 && !memcmp(s, "none", 4)) {
+        if (f != 1.0f && f != 0.0f)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'none' but %s = %g: inconsistent "
+                            "rope scaling", key, fkey, (double)f);
+    } else if (len == 6 && !memcmp(s, "linear", 6)) {
+        /* llama.cpp: factor 0 (or absent) = no scaling */
+        if (!(f == 0.0f || (f >= 1e-3f && f <= 1e6f)))
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range "
+                            "[0.001, 1e6] (or 0: none)", fkey, (double)f);
+        if (f != 0.0f) c->rope_freq_scale = 1.0f / f;
+        if (c->arch != ENG_ARCH_GEMMA3) c->rope_freq_scale_local = c->rope_freq_scale;
+    } else if (len == 4 && !memcmp(s, "yarn", 4)) {
+        int rc;
+        if (c->arch == ENG_ARCH_GEMMA3)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'yarn': YaRN on gemma3 is not "
+                            "supported (llama, qwen2, qwen3)", key);
+        if (!(f >= 1.0f && f <= 1e6f))
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [1, 1e6] "
+                            "for YaRN", fkey, (double)f);
+        if ((rc = cfg_int(g, a, "rope.scaling.original_context_length", c->n_ctx_train == 0,
+                          c->n_ctx_train, 1, 1 << 30, &c->rope_yarn_orig_ctx, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_beta_fast", 32.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_beta_slow", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_ext_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.attn_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_attn_factor", 1.0f, err, errlen)) ||
+            (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_log_multiplier", 0.0f, err, errlen)))
+            return rc;
+        c->rope_yarn = 1;
+        c->rope_yarn_beta_fast = 32.0f;
+        c->rope_yarn_beta_slow = 1.0f;
+        c->rope_freq_scale = c->rope_freq_scale_local = 1.0f / f;
+    } else {
+        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': this rope scaling type is not "
+                        "supported (supported: none, linear, yarn, and Llama 3 frequency factors "
+                        "in rope_freqs.weight)", key, (int)(len > 32 ? 32 : len), s);
+    }
+    if (eng_gguf_find_tensor(g, "rope_freqs.weight")) {
+        if (c->rope_yarn)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight with %s = "
+                            "'yarn': frequency factors and YaRN together are not supported", key);
+        if (c->arch != ENG_ARCH_LLAMA)
+            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (rope "
+                            "frequency factors) on architecture %s: only llama files apply it", a);
+        c->rope_freq_factors = 1;
+    }
     return 0;
 }
 
@@ -201,6 +294,7 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
     if ((rc = cfg_arch(g, c, err, errlen))) return rc;
     const char *a = c->arch_name;
     int gem = c->arch == ENG_ARCH_GEMMA3;
+    int qwen = c->arch == ENG_ARCH_QWEN2 || c->arch == ENG_ARCH_QWEN3;
     if ((rc = cfg_int(g, a, "context_length", 0, 0, 0, 1 << 30, &c->n_ctx_train, err, errlen)) ||
         (rc = cfg_int(g, a, "embedding_length", 1, 0, 1, 1 << 20, &c->n_embd, err, errlen)) ||
         (rc = cfg_int(g, a, "block_count", 1, 0, 1, ENG_MAX_LAYERS, &c->n_layer, err, errlen)) ||
@@ -241,13 +335,21 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
         (rc = cfg_int(g, a, "attention.sliding_window", gem, 0, gem ? 1 : 0, 1 << 30,
                       &c->sliding_window, err, errlen)))
         return rc;
-    if ((rc = cfg_rope_scaling(g, a, err, errlen))) return rc;
+    if ((rc = cfg_rope_scaling(g, c, err, errlen))) return rc;
     if ((rc = cfg_vocab(g, c, err, errlen))) return rc;
-    c->rope_type = gem ? ENG_ROPE_NEOX : ENG_ROPE_NORM;
+    c->rope_type = gem || qwen ? ENG_ROPE_NEOX : ENG_ROPE_NORM;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+    if (c->rope_yarn) { /* YaRN scales cos and sin by m: q.k by m^2 */
+        float ms = 1.0f + 0.1f * logf(1.0f / c->rope_freq_scale);
+        c->attn_scale *= ms * ms;
+    }
     c->embd_scale = gem ? sqrtf((float)c->n_embd) : 1.0f;
     c->norm_add_one = 0;
-    c->has_qk_norm = gem;
+    c->has_qk_norm = gem || c->arch == ENG_ARCH_QWEN3;
+    /* qwen2 always has Q/K/V biases; llama.cpp's llama graph applies them
+     * when the file has them (attention_bias models), so llama does too */
+    c->has_qkv_bias = c->arch == ENG_ARCH_QWEN2 ||
+                      (c->arch == ENG_ARCH_LLAMA && eng_gguf_find_tensor(g, "blk.0.attn_q.bias"));
     c->has_post_norms = gem;
     c->ffn_gelu = gem;
     c->tied_output = eng_gguf_find_tensor(g, "output.weight") == NULL;
@@ -281,32 +383,52 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
     int rc;
     if ((rc = check_one(g, "token_embd.weight", e, c->n_vocab, err, errlen)) ||
         (rc = check_one(g, "output_norm.weight", e, 1, err, errlen)) ||
-        (!c->tied_output && (rc = check_one(g, "output.weight", e, c->n_vocab, err, errlen))))
+        (!c->tied_output && (rc = check_one(g, "output.weight", e, c->n_vocab, err, errlen))) ||
+        (c->rope_freq_factors &&
+         (rc = check_one(g, "rope_freqs.weight", c->head_dim / 2, 1, err, errlen))))
         return rc;
     for (int l = 0; l < c->n_layer; l++) {
-        struct { const char *s; int64_t a, b; int want; } ts[] = {
-            {"attn_norm", e, 1, 1},      {"attn_q", e, q, 1},
-            {"attn_k", e, kv, 2},        {"attn_v", e, kv, 2},
-            {"attn_output", q, e, 1},    {"ffn_norm", e, 1, 1},
-            {"ffn_gate", e, c->n_ff, 1}, {"ffn_up", e, c->n_ff, 1},
-            {"ffn_down", c->n_ff, e, 1}, {"attn_q_norm", c->head_dim, 1, 3},
-            {"attn_k_norm", c->head_dim, 1, 4}, {"post_attention_norm", e, 1, 3},
-            {"post_ffw_norm", e, 1, 3},
+        /* want: which layers carry the tensor; kv: only KV owners (K/V
+         * projections, K norm, K/V biases) */
+        enum { ALL, QK_NORM, POST_NORMS, QKV_BIAS };
+        struct { const char *s, *kind; int64_t a, b; int want, kv; } ts[] = {
+            {"attn_norm", "weight", e, 1, ALL, 0},  {"attn_q", "weight", e, q, ALL, 0},
+            {"attn_k", "weight", e, kv, ALL, 1},    {"attn_v", "weight", e, kv, ALL, 1},
+            {"attn_output", "weight", q, e, ALL, 0}, {"ffn_norm", "weight", e, 1, ALL, 0},
+            {"ffn_gate", "weight", e, c->n_ff, ALL, 0}, {"ffn_up", "weight", e, c->n_ff, ALL, 0},
+            {"ffn_down", "weight", c->n_ff, e, ALL, 0},
+            {"attn_q_norm", "weight", c->head_dim, 1, QK_NORM, 0},
+            {"attn_k_norm", "weight", c->head_dim, 1, QK_NORM, 1},
+            {"post_attention_norm", "weight", e, 1, POST_NORMS, 0},
+            {"post_ffw_norm", "weight", e, 1, POST_NORMS, 0},
+            {"attn_q", "bias", q, 1, QKV_BIAS, 0},  {"attn_k", "bias", kv, 1, QKV_BIAS, 1},
+            {"attn_v", "bias", kv, 1, QKV_BIAS, 1},
         };
         int owner = c->kv_src[l] == l;
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
-            /* want: 1 always, 2 KV owners, 3 gemma3, 4 gemma3 KV owners */
-            int gem_only = ts[k].want >= 3, kv_only = ts[k].want == 2 || ts[k].want == 4;
-            snprintf(n, sizeof n, "blk.%d.%s.weight", l, ts[k].s);
-            if (gem_only && !c->has_qk_norm) continue;
+            int w = ts[k].want, kv_only = ts[k].kv;
+            snprintf(n, sizeof n, "blk.%d.%s.%s", l, ts[k].s, ts[k].kind);
+            if ((w == QK_NORM && !c->has_qk_norm) || (w == POST_NORMS && !c->has_post_norms) ||
+                (w == QKV_BIAS && !c->has_qkv_bias))
+                continue;
             if (kv_only && !owner) {
                 if (eng_gguf_find_tensor(g, n))
                     return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
                                     "%d reads layer %d's KV (KV-sharing layers carry no K/V "
-                                    "weights)", n, l, c->kv_src[l]);
+                                    "weights or biases)", n, l, c->kv_src[l]);
                 continue;
             }
             if ((rc = check_one(g, n, ts[k].a, ts[k].b, err, errlen))) return rc;
+        }
+        /* a bias the forward pass would not add is refused, not ignored */
+        static const char *const bias[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                           "ffn_gate", "ffn_up", "ffn_down"};
+        for (size_t k = c->has_qkv_bias ? 3 : 0; k < sizeof bias / sizeof bias[0]; k++) {
+            snprintf(n, sizeof n, "blk.%d.%s.bias", l, bias[k]);
+            if (eng_gguf_find_tensor(g, n))
+                return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s': %s has no %s bias "
+                                "(supported: Q/K/V biases on qwen2 and llama)", n, c->arch_name,
+                                bias[k]);
         }
     }
     return 0;
@@ -347,11 +469,13 @@ uint64_t eng_config_n_params(const eng_config *c) {
     uint64_t e = (uint64_t)c->n_embd, q = (uint64_t)c->n_head * (uint64_t)c->head_dim;
     uint64_t kv = (uint64_t)c->n_head_kv * (uint64_t)c->head_dim, hd = (uint64_t)c->head_dim;
     uint64_t p = (uint64_t)c->n_vocab * e * (c->tied_output ? 1 : 2) + e;
+    if (c->rope_freq_factors) p += hd / 2;
     for (int l = 0; l < c->n_layer; l++) {
         int owner = c->kv_src[l] == l;
         p += 2 * e + 2 * e * q + 3 * e * (uint64_t)c->n_ff;
         if (owner) p += 2 * e * kv;
         if (c->has_qk_norm) p += hd + (owner ? hd : 0);
+        if (c->has_qkv_bias) p += q + (owner ? 2 * kv : 0);
         if (c->has_post_norms) p += 2 * e;
     }
     return p;

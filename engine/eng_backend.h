@@ -78,13 +78,16 @@ typedef struct eng_backend {
     void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w,
                     float eps, float *y, int ldy);
     /* Rotate n_head heads of head_dim in each of n_tok rows (stride ldx) in place;
-     * row t at position pos[t]; type ENG_ROPE_NORM or ENG_ROPE_NEOX. */
+     * row t at position pos[t], pair i by the angle pos[t] * inv_freq[i] (float;
+     * head_dim / 2 frequencies: base^(-2i/head_dim), divided by any rope
+     * scaling, made once at load); type ENG_ROPE_NORM or ENG_ROPE_NEOX. */
     void (*rope)(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
-                 const int32_t *pos, float base, int type);
+                 const int32_t *pos, const float *inv_freq, int type);
     /* h[m][i] = act(gu[m][i]) * gu[m][F + i] for i < F (gate | up rows of
      * stride ldgu, h rows of stride ldh); act ENG_GLU_SILU or ENG_GLU_GELU_TANH. */
     void (*glu)(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh, int act);
-    /* y[m][i] += x[m][i] for M rows of n (strides ldy, ldx): the residual add. */
+    /* y[m][i] += x[m][i] for M rows of n (strides ldy, ldx): the residual add;
+     * ldx 0 adds the one row x to every row (the Q/K/V bias). */
     void (*add)(void *ctx, int M, int n, float *y, int ldy, const float *x, int ldx);
     /* In-place softmax of n floats. */
     void (*softmax)(void *ctx, float *x, int n);

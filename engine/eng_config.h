@@ -9,7 +9,7 @@
  * extension keys, and validates them; eng_config_check_tensors checks that
  * every tensor the architecture needs is present with the expected shape.
  *
- * Architectures (general.architecture):
+ * Architectures (general.architecture; any other is refused with this list):
  *   llama   keys llama.* : context_length, embedding_length, block_count,
  *           feed_forward_length, attention.head_count, attention.head_count_kv
  *           (default = head_count; 1 = MQA, GQA otherwise),
@@ -21,7 +21,18 @@
  *           rows).  RMSNorm y = x / rms(x) * w, SiLU-gated FFN, rope NORM
  *           (adjacent pairs, as llama.cpp runs llama), attn scale
  *           1/sqrt(head_dim), embd_scale 1, tied output when output.weight
- *           is absent.
+ *           is absent.  Optional blk.N.attn_q/attn_k/attn_v.bias (as
+ *           llama.cpp; the converter permutes the Q/K biases like the rows).
+ *           Mistral 7B / Nemo files say "llama" and load here; "mistral3" /
+ *           "mistral4" are other graphs (refused as unknown).
+ *   qwen2   keys qwen2.* as llama; Q/K/V biases blk.N.attn_q.bias [n_head *
+ *           head_dim], attn_k.bias / attn_v.bias [n_head_kv * head_dim]
+ *           (required), added to the projections before rope; rope NEOX
+ *           (llama.cpp's converter does not permute Q/K for qwen2/qwen3).
+ *   qwen3   keys qwen3.* as llama (attention.key_length may differ from
+ *           n_embd / n_head); no biases; per-head RMSNorm on Q and K
+ *           (attn_q_norm / attn_k_norm [head_dim], weights used as stored:
+ *           x / rms(x) * w) before rope; rope NEOX.
  *   gemma3  keys gemma3.* : the same names, with attention.key_length and
  *           attention.value_length (head_dim, equal), attention.sliding_window
  *           (W), rope.freq_base (global layers, default 1e6) and
@@ -43,7 +54,39 @@
  *           choice for every size but 27B, i.e. query_pre_attn_scalar =
  *           head_dim: build reference transformers models with that value).
  *
- * Parley extension keys (valid on either architecture, <arch> = the
+ * Rope scaling (any architecture, <arch> = its name):
+ *   <arch>.rope.scaling.type "none" | "linear" (absent = linear, as
+ *       llama.cpp) with <arch>.rope.scaling.factor f (absent or 0 = 1):
+ *       every frequency is multiplied by rope_freq_scale = 1 / f, i.e.
+ *       positions divided by f (gemma3: global layers only, local layers
+ *       keep scale 1, as llama.cpp and transformers).
+ *   "yarn" (llama, qwen2, qwen3; factor f >= 1): YaRN as llama.cpp's
+ *       rope_yarn with ext_factor 1 and transformers' _compute_yarn_parameters
+ *       (truncate): with e_i = base^(-2i/d) and d = head_dim, the correction
+ *       range lo = max(0, floor(c(beta_fast))), hi = min(d - 1,
+ *       ceil(c(beta_slow))), c(b) = d ln(n_orig / (2 pi b)) / (2 ln base),
+ *       n_orig = rope.scaling.original_context_length (default
+ *       context_length), beta_fast / beta_slow = 32 / 1 (llama.cpp's and
+ *       transformers' defaults; the keys yarn_beta_fast / yarn_beta_slow are
+ *       accepted only with those values, see config.c); r_i = 1 - clamp((i - lo) /
+ *       max(0.001, hi - lo), 0, 1); frequency i = e_i / f (1 - r_i) + e_i r_i;
+ *       cos and sin are scaled by m = 1 + 0.1 ln f, which the engine applies
+ *       as attn_scale *= m^2.  Keys that change llama.cpp's YaRN defaults
+ *       (yarn_ext_factor != 1, attn_factor or yarn_attn_factor != 1,
+ *       yarn_log_multiplier != 0, betas other than 32 / 1) are refused, and
+ *       so is YaRN on gemma3.
+ *   Other types (longrope, ...) are refused: parley does not compute them.
+ *   rope_freqs.weight  [head_dim / 2] f32 (llama only): Llama 3.1 "llama3"
+ *       scaling as llama.cpp's converter stores it; frequency i is divided
+ *       by rope_freqs[i] (1 = high frequencies kept, factor = low ones
+ *       interpolated, smooth in between); every value must be finite and
+ *       > 0 (checked at load).
+ *   Frequency i of a layer: base^(-2i/head_dim) (double, rounded to float),
+ *       then / rope_freqs[i], then * rope_freq_scale (float) -- or the YaRN
+ *       mix above (in double, rounded to float) --, tabled at load; angle =
+ *       pos * freq in float.
+ *
+ * Parley extension keys (valid on every architecture, <arch> = the
  * architecture name):
  *   <arch>.attention.layer_window     array of n_layer integers: per-layer
  *       attention window in tokens, 0 = global.  A layer of window W at
@@ -55,7 +98,9 @@
  *       is model-wide, so it matches by construction).
  *   Tensor convention for sharing layers: a layer with kv_src[i] != i
  *   computes no K and V, so it has NO blk.i.attn_k.weight / attn_v.weight
- *   (nor attn_k_norm on gemma3); their presence is an error.
+ *   (nor attn_k_norm on gemma3/qwen3, attn_k/attn_v.bias on qwen2); their
+ *   presence is an error.  Any blk.N.*.bias the architecture does not
+ *   apply (attn_output, ffn_*, Q/K/V outside qwen2/llama) is refused.
  *
  * KV memory figures (int8 KV, one f32 scale per token per KV head, K and V):
  *   per owning layer per token  b = 2 * n_head_kv * (head_dim + 4) bytes
@@ -87,7 +132,8 @@
 #define ENG_CFG_EARCH (-3)     /* unknown architecture */
 #define ENG_CFG_ESHAPE (-4)    /* tensor shape / type mismatch */
 
-typedef enum { ENG_ARCH_LLAMA = 1, ENG_ARCH_GEMMA3 = 2 } eng_arch;
+typedef enum { ENG_ARCH_LLAMA = 1, ENG_ARCH_GEMMA3 = 2, ENG_ARCH_QWEN2 = 3,
+               ENG_ARCH_QWEN3 = 4 } eng_arch;
 
 typedef enum {
     ENG_ROPE_NORM = 0, /* llama.cpp "normal": adjacent pairs (x0,x1) */
@@ -114,12 +160,23 @@ typedef struct eng_config {
     float rope_base;             /* rope theta, global layers */
     float rope_base_local;       /* rope theta, local (window > 0) layers;
                                   * = rope_base for llama */
-    eng_rope_type rope_type;     /* llama: NORM, gemma3: NEOX */
-    float attn_scale;            /* multiplier on q.k (1/sqrt(head_dim)) */
+    eng_rope_type rope_type;     /* llama: NORM, gemma3/qwen2/qwen3: NEOX */
+    float rope_freq_scale;       /* global layers: multiplier on every rope
+                                  * frequency (1 / linear factor; 1 = none) */
+    float rope_freq_scale_local; /* local layers (gemma3: always 1) */
+    int rope_freq_factors;       /* 1: rope_freqs.weight divides frequency i
+                                  * (Llama 3 scaling; llama only) */
+    int rope_yarn;               /* 1: YaRN (rope_freq_scale = 1 / factor) */
+    int rope_yarn_orig_ctx;      /* YaRN original_context_length */
+    float rope_yarn_beta_fast;   /* YaRN correction range bounds (rotations; */
+    float rope_yarn_beta_slow;   /* always 32 and 1, the only values accepted) */
+    float attn_scale;            /* multiplier on q.k (1/sqrt(head_dim), times
+                                  * the YaRN m^2) */
     float embd_scale;            /* gemma3: sqrt(n_embd), llama: 1 */
     int norm_add_one;            /* 1: compute x*(1+w); always 0 for GGUF
                                   * input (the file already holds 1+w) */
-    int has_qk_norm;             /* gemma3: RMSNorm on q and k per head */
+    int has_qk_norm;             /* gemma3, qwen3: RMSNorm on q and k per head */
+    int has_qkv_bias;            /* qwen2 (llama when present): Q/K/V biases */
     int has_post_norms;          /* gemma3: post-attention and post-FFN norms */
     int ffn_gelu;                /* 1: GELU-tanh gated (gemma), 0: SiLU gated */
     int tied_output;             /* output projection = token_embd */
@@ -144,7 +201,7 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *cfg, char *err,
 int eng_config_check_tensors(const eng_config *c, const eng_gguf *g,
                              char *err, size_t errlen);
 
-/* Name of an architecture ("llama", "gemma3"). */
+/* Name of an architecture ("llama", "qwen2", "qwen3", "gemma3"). */
 const char *eng_arch_name(eng_arch a);
 
 /* Number of layers that own their KV (kv_src[i] == i), all / global only. */

@@ -11,7 +11,9 @@
  * keep f ([rows][cols] floats).  After loading, every int8 linear weight
  * is repacked for the GEMM (pk; kern_gemm.h) and its row-major arrays are
  * freed -- only the embedding keeps them (row lookups).  Norm weights
- * are float vectors as the file holds them (gemma3 files hold 1 + w).
+ * and biases are float vectors as the file holds them (gemma3 files hold
+ * 1 + w); biases are added in fp32 after the GEMM on both paths.  Rope
+ * frequencies (scaling included, eng_config.h) are tabled once at load.
  */
 #ifndef ENG_MODEL_INT_H
 #define ENG_MODEL_INT_H
@@ -40,6 +42,7 @@ typedef struct eng_layer {
     float *ffn_norm;       /* [n_embd] pre-FFN RMSNorm */
     float *post_ffn_norm;  /* [n_embd] gemma3 post-FFN norm, or NULL */
     eng_weight wqkv;       /* [n_head*hd (+ 2*n_head_kv*hd if KV owner)][n_embd] fused Q|K|V */
+    float *bqkv;           /* [wqkv.rows] Q|K|V biases (qwen2, llama with biases), or NULL */
     eng_weight wo;         /* [n_embd][n_head*hd] */
     eng_weight wgu;        /* [2*n_ff][n_embd] fused gate|up */
     eng_weight wdown;      /* [n_embd][n_ff] */
@@ -57,6 +60,8 @@ struct eng_model {
     eng_weight out;       /* output projection; aliases embd when tied */
     int out_tied;         /* 1: out shares embd's arrays */
     float *out_norm;      /* [n_embd] final norm */
+    float *rope_freq;     /* [head_dim / 2] rope frequencies of global layers (scaled) */
+    float *rope_freq_local; /* [head_dim / 2] of local (window > 0) layers */
     eng_layer *layers;    /* [n_layer] */
     pthread_mutex_t scratch_mu; /* guards scratch: held by the eng_forward call using it */
     char *scratch;        /* forward-step scratch kept between calls (64-byte aligned), or NULL */

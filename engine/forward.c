@@ -3,7 +3,9 @@
  *
  * Reads top to bottom like llama2.c's run.c: embed every new token of every
  * sequence into one activation matrix, then for each layer: RMSNorm, fused
- * QKV projection, (gemma3) Q/K norms, RoPE, store K/V into the paged KV,
+ * QKV projection, (qwen2) Q/K/V biases, (gemma3, qwen3) Q/K norms, RoPE with
+ * the layer kind's frequency table (scaling applied at load), store K/V
+ * into the paged KV,
  * attention over the stored KV, output projection, (gemma3) post-norm,
  * residual; RMSNorm, fused gate/up, SiLU or GELU-tanh gating, down
  * projection, (gemma3) post-norm, residual; finally the output norm and
@@ -93,11 +95,12 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
     const eng_layer *L = &m->layers[l];
     int E = c->n_embd, hd = c->head_dim, nq = c->n_head * hd, F = c->n_ff;
     int owner = c->kv_src[l] == l, ld = L->wqkv.rows;
-    float base = c->window[l] > 0 ? c->rope_base_local : c->rope_base;
+    const float *freq = c->window[l] > 0 ? m->rope_freq_local : m->rope_freq;
 
     /* attention block */
     be->rmsnorm(be->ctx, T, E, b->x, E, L->attn_norm, c->norm_eps, b->xn, E);
     linear(m, b, b->xn, T, &L->wqkv, b->qkv, ld);
+    if (L->bqkv) be->add(be->ctx, T, ld, b->qkv, ld, L->bqkv, 0); /* bias: one row, stride 0 */
     if (c->has_qk_norm)
         for (int t = 0; t < T; t++) {
             float *q = b->qkv + (size_t)t * ld;
@@ -105,8 +108,8 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
             if (owner)
                 be->rmsnorm(be->ctx, c->n_head_kv, hd, q + nq, hd, L->k_norm, c->norm_eps, q + nq, hd);
         }
-    be->rope(be->ctx, T, c->n_head, hd, b->qkv, ld, b->pos, base, c->rope_type);
-    if (owner) be->rope(be->ctx, T, c->n_head_kv, hd, b->qkv + nq, ld, b->pos, base, c->rope_type);
+    be->rope(be->ctx, T, c->n_head, hd, b->qkv, ld, b->pos, freq, c->rope_type);
+    if (owner) be->rope(be->ctx, T, c->n_head_kv, hd, b->qkv + nq, ld, b->pos, freq, c->rope_type);
     for (int s = 0, t0 = 0; s < n_steps; t0 += steps[s].n_tokens, s++) {
         eng_kvseq *kv = steps[s].kv;
         if (owner) store_kv(m, kv, l, b->qkv + (size_t)t0 * ld, ld, steps[s].n_tokens);

@@ -38,9 +38,17 @@
  * so block scales win for these types too.  F32/F16/BF16 weights stay per
  * channel.  Conversion runs on the pool, 64 rows per task.
  *
+ * Rope frequencies: per layer kind (global / local), frequency i =
+ * (float)(1 / base^(2i/head_dim)) / rope_freqs[i] (Llama 3 factors, when
+ * the file has them) * rope_freq_scale (linear scaling), in float; the
+ * forward pass hands the table to the backend's rope; YaRN mixes the
+ * interpolated and original frequencies per pair (eng_config.h).  Without
+ * scaling the table is exactly the one kern_rope builds from the base.
+ *
  * Digest: a 64-bit multiply-rotate hash over the configuration fields that
- * affect numerics and, for every tensor in file order, its name, type,
- * shape and data bytes, finally mixed with the precision.
+ * affect numerics (the rope scales only when not 1, so unscaled models keep
+ * their digests) and, for every tensor in file order, its name, type, shape
+ * and data bytes, finally mixed with the precision.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -84,6 +92,14 @@ static uint64_t model_digest(const eng_config *c, const eng_gguf *g, eng_precisi
                   c->final_logit_softcap};
     h = dg_bytes(h, ints, sizeof ints);
     h = dg_bytes(h, fl, sizeof fl);
+    if (c->rope_freq_scale != 1.0f || c->rope_freq_scale_local != 1.0f) {
+        float rs[] = {c->rope_freq_scale, c->rope_freq_scale_local};
+        h = dg_bytes(h, rs, sizeof rs);
+    }
+    if (c->rope_yarn) {
+        float yp[] = {(float)c->rope_yarn_orig_ctx, c->rope_yarn_beta_fast, c->rope_yarn_beta_slow};
+        h = dg_bytes(h, yp, sizeof yp);
+    }
     h = dg_bytes(h, c->window, sizeof(int) * (size_t)c->n_layer);
     h = dg_bytes(h, c->kv_src, sizeof(int) * (size_t)c->n_layer);
     for (int i = 0; i < eng_gguf_n_tensors(g); i++) {
@@ -310,6 +326,30 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
         if ((rc = load_vec(m, &L->post_ffn_norm, LNAME("post_ffw_norm"), E, add1, err, errlen)))
             return rc;
     }
+    if (c->has_qkv_bias) {
+        int rows = nq + (owner ? 2 * nkv : 0);
+        float *bk = NULL, *bv = NULL;
+        if ((rc = load_vec(m, &L->bqkv, (snprintf(n, sizeof n, "blk.%d.attn_q.bias", i), n), nq,
+                           0, err, errlen)))
+            return rc;
+        if (owner) {
+            float *all = realloc(L->bqkv, (size_t)rows * sizeof(float));
+            if (!all) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
+            L->bqkv = all;
+            if ((rc = load_vec(m, &bk, (snprintf(n, sizeof n, "blk.%d.attn_k.bias", i), n), nkv, 0,
+                               err, errlen)))
+                return rc;
+            if ((rc = load_vec(m, &bv, (snprintf(n, sizeof n, "blk.%d.attn_v.bias", i), n), nkv, 0,
+                               err, errlen))) {
+                free(bk);
+                return rc;
+            }
+            memcpy(all + nq, bk, (size_t)nkv * sizeof(float));
+            memcpy(all + nq + nkv, bv, (size_t)nkv * sizeof(float));
+            free(bk);
+            free(bv);
+        }
+    }
     char nq_[96], nk_[96], nv_[96], no_[96], ng_[96], nu_[96], nd_[96];
     snprintf(nq_, sizeof nq_, "blk.%d.attn_q.weight", i);
     snprintf(nk_, sizeof nk_, "blk.%d.attn_k.weight", i);
@@ -341,6 +381,56 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
             return rc;
     }
 #undef LNAME
+    return 0;
+}
+
+/* The two rope frequency tables (global, local layers); see the top. */
+static int rope_tables(eng_model *m, char *err, size_t errlen) {
+    const eng_config *c = &m->cfg;
+    int half = c->head_dim / 2, rc;
+    float *ff = NULL;
+    if (c->rope_freq_factors) {
+        if ((rc = load_vec(m, &ff, "rope_freqs.weight", half, 0, err, errlen))) return rc;
+        for (int i = 0; i < half; i++)
+            if (!(ff[i] > 0 && ff[i] < INFINITY)) {
+                rc = eng_errf(err, errlen, ENG_EINVAL, "tensor rope_freqs.weight[%d] = %g: rope "
+                              "frequency factors must be finite and > 0", i, (double)ff[i]);
+                free(ff);
+                return rc;
+            }
+    }
+    m->rope_freq = malloc(2 * (size_t)half * sizeof(float));
+    if (!m->rope_freq) {
+        free(ff);
+        return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    }
+    m->rope_freq_local = m->rope_freq + half;
+    for (int k = 0; k < 2; k++) {
+        double base = k ? c->rope_base_local : c->rope_base;
+        float scale = k ? c->rope_freq_scale_local : c->rope_freq_scale;
+        float *t = k ? m->rope_freq_local : m->rope_freq;
+        double lo = 0, hi = 0;
+        if (c->rope_yarn) { /* correction range, eng_config.h */
+            double d = c->head_dim, n = c->rope_yarn_orig_ctx;
+            lo = floor(d * log(n / (2 * M_PI * c->rope_yarn_beta_fast)) / (2 * log(base)));
+            hi = ceil(d * log(n / (2 * M_PI * c->rope_yarn_beta_slow)) / (2 * log(base)));
+            if (lo < 0) lo = 0;
+            if (hi > d - 1) hi = d - 1;
+        }
+        for (int i = 0; i < half; i++) {
+            double e = 1.0 / pow(base, (double)(2 * i) / c->head_dim);
+            if (c->rope_yarn) {
+                double y = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+                double r = 1 - (y < 0 ? 0 : y > 1 ? 1 : y);
+                t[i] = (float)(e * scale * (1 - r) + e * r);
+                continue;
+            }
+            float f = (float)e;
+            if (ff) f /= ff[i];
+            t[i] = f * scale;
+        }
+    }
+    free(ff);
     return 0;
 }
 
@@ -377,6 +467,7 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
         goto err;
     }
     eng_backend_cpu_init(&m->be, m->pool);
+    if ((rc = rope_tables(m, err, errlen))) goto err;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) goto err_mem;
     const char *embd_names[] = {"token_embd.weight", NULL}, *out_names[] = {"output.weight", NULL};
@@ -420,6 +511,7 @@ void eng_model_free(eng_model *m) {
             free(L->post_attn_norm);
             free(L->ffn_norm);
             free(L->post_ffn_norm);
+            free(L->bqkv);
             weight_free(&L->wqkv);
             weight_free(&L->wo);
             weight_free(&L->wgu);
@@ -430,6 +522,7 @@ void eng_model_free(eng_model *m) {
     else weight_free(&m->out);
     weight_free(&m->embd);
     free(m->out_norm);
+    free(m->rope_freq);
     kern_pool_destroy(m->pool);
     eng_gguf_close(m->g);
     free(m->scratch);

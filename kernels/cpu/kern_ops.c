@@ -252,6 +252,32 @@ static void kern_rope_rows(const kern_ops_job *j, int r0, int r1) {
     }
 }
 
+void kern_rope_freq(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
+                    int ldx, const int32_t *pos, const float *inv_freq, kern_rope_type type) {
+    if (n_head <= 0 || head_dim < 2) return;
+    if (head_dim > KERN_ROPE_MAX_DIM) { /* no per-token tables: the scalar rotation per pair */
+        int half = head_dim / 2;
+        for (int t = 0; t < n_tok; t++)
+            for (int i = 0; i < half; i++) {
+                float ang = (float)pos[t] * inv_freq[i], c = cosf(ang), s = sinf(ang);
+                for (int h = 0; h < n_head; h++) {
+                    float *v = x + (size_t)t * ldx + (size_t)h * head_dim;
+                    int a = type == KERN_ROPE_NEOX ? i : 2 * i;
+                    int b = type == KERN_ROPE_NEOX ? i + half : 2 * i + 1;
+                    float x0 = v[a], x1 = v[b];
+                    v[a] = x0 * c - x1 * s;
+                    v[b] = x0 * s + x1 * c;
+                }
+            }
+        return;
+    }
+    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_rope_rows, .M = n_tok, .n = head_dim,
+                      .y = x, .ldy = ldx, .n_head = n_head, .pos = pos, .inv_freq = inv_freq,
+                      .rope = type};
+    /* a sinf + cosf pair costs about as much as rotating 16 floats */
+    kern_ops_launch(p, &j, (long)n_head * head_dim + 8L * head_dim);
+}
+
 void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
                int ldx, const int32_t *pos, float base, kern_rope_type type) {
     if (n_head <= 0 || head_dim < 2) return;
@@ -262,11 +288,7 @@ void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, 
     float inv_freq[KERN_ROPE_MAX_DIM / 2];
     for (int i = 0; i < head_dim / 2; i++)
         inv_freq[i] = (float)(1.0 / pow((double)base, (double)(2 * i) / head_dim));
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_rope_rows, .M = n_tok, .n = head_dim,
-                      .y = x, .ldy = ldx, .n_head = n_head, .pos = pos, .inv_freq = inv_freq,
-                      .rope = type};
-    /* a sinf + cosf pair costs about as much as rotating 16 floats */
-    kern_ops_launch(p, &j, (long)n_head * head_dim + 8L * head_dim);
+    kern_rope_freq(p, isa, n_tok, n_head, head_dim, x, ldx, pos, inv_freq, type);
 }
 
 static void kern_glu_rows(const kern_ops_job *j, int r0, int r1) {

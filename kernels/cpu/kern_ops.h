@@ -96,6 +96,12 @@ void kern_rope_ref(int n_tok, int n_head, int head_dim, float *x, int ldx, const
                    float base, kern_rope_type type);
 void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
                int ldx, const int32_t *pos, float base, kern_rope_type type);
+/* The same rotation with the head_dim / 2 frequencies given (angle
+ * pos * inv_freq[i] in float): rope scaling (linear, Llama 3 frequency
+ * factors) is a different table.  kern_rope is this with the table
+ * above, so the two agree bit for bit for that table. */
+void kern_rope_freq(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
+                    int ldx, const int32_t *pos, const float *inv_freq, kern_rope_type type);
 
 /* h[m][i] = act(gu[m][i]) * gu[m][F + i], i < F: gate | up halves of rows of
  * stride ldgu, h rows of stride ldh (h must not overlap gu). */

@@ -153,6 +153,48 @@ PT_TEST(rope_matches_reference_both_layouts) {
     kern_pool_destroy(p);
 }
 
+/* kern_rope_freq with a scaled table (linear factor 4 and Llama 3 style
+ * per-pair divisors) against the same rotation written out here; with the
+ * default table it is kern_rope bit for bit. */
+PT_TEST(rope_freq_table) {
+    kern_pool *p = pool3();
+    for (int type = 0; type < 2; type++) {
+        int hd = 16, nh = 3, M = 37, ld = nh * hd + 1, half = hd / 2;
+        float inv[8], def[8];
+        for (int i = 0; i < half; i++) {
+            def[i] = (float)(1.0 / pow(100.0, (double)(2 * i) / hd));
+            inv[i] = def[i] / (i < 2 ? 1.0f : i < 4 ? 3.3f : 8.0f) * 0.25f;
+        }
+        float *x = rand_rows(M, ld, 3);
+        int32_t *pos = malloc(sizeof(int32_t) * M);
+        for (int t = 0; t < M; t++) pos[t] = t * 7;
+        float *r = dup(x, (size_t)M * ld);
+        for (int t = 0; t < M; t++)
+            for (int i = 0; i < half; i++) {
+                float ang = (float)pos[t] * inv[i], c = cosf(ang), sn = sinf(ang);
+                for (int h = 0; h < nh; h++) {
+                    float *v = r + (size_t)t * ld + (size_t)h * hd;
+                    int a = type ? i : 2 * i, b = type ? i + half : 2 * i + 1;
+                    float x0 = v[a], x1 = v[b];
+                    v[a] = x0 * c - x1 * sn;
+                    v[b] = x0 * sn + x1 * c;
+                }
+            }
+        for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+            float *y = dup(x, (size_t)M * ld), *z = dup(x, (size_t)M * ld), *u = dup(x, (size_t)M * ld);
+            kern_rope_freq(p, (kern_isa)isa, M, nh, hd, y, ld, pos, inv, (kern_rope_type)type);
+            if (isa == KERN_ISA_SCALAR) PT_EQ_MEM(y, r, sizeof(float) * (size_t)M * ld);
+            else near_all(y, r, M * ld, 1e-6, 1e-6);
+            kern_rope_freq(p, (kern_isa)isa, M, nh, hd, z, ld, pos, def, (kern_rope_type)type);
+            kern_rope(p, (kern_isa)isa, M, nh, hd, u, ld, pos, 100.0f, (kern_rope_type)type);
+            PT_EQ_MEM(z, u, sizeof(float) * (size_t)M * ld);
+            free(y), free(z), free(u);
+        }
+        free(x), free(pos), free(r);
+    }
+    kern_pool_destroy(p);
+}
+
 PT_TEST(rope_position_zero_is_identity) {
     float x[2 * 64], y[2 * 64];
     int32_t pos = 0;

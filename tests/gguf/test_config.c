@@ -235,7 +235,9 @@ static void gem_layers(eng_gguf_writer *w) { eng_gguf_writer_add_u32(w, "gemma3.
 
 PT_TEST(config_errors_named) {
     expect_cfg(NULL, NULL, ENG_CFG_EMISSING, "'general.architecture' is missing");
-    expect_cfg("gpt2", NULL, ENG_CFG_EARCH, "unsupported architecture 'gpt2' (supported: llama, gemma3)");
+    expect_cfg("gpt2", NULL, ENG_CFG_EARCH,
+               "unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma3)");
+    expect_cfg("mistral3", NULL, ENG_CFG_EARCH, "unsupported architecture 'mistral3'");
     expect_cfg("llama", NULL, ENG_CFG_EMISSING, "'llama.block_count' is missing");
     expect_cfg("llama", kv_4, ENG_CFG_EINVAL, "'llama.attention.head_count_kv' = 4 is out of range [1, 2]");
     expect_cfg("llama", zero_layers, ENG_CFG_EINVAL, "'llama.block_count' = 0 is out of range");
@@ -274,6 +276,123 @@ PT_TEST(gemma3_keys) {
     PT_NEAR(c.rope_base_local, 20000, 0);
     static const int pat[8] = {1, 0, 1, 0, 1, 1, 1, 0};
     for (int l = 0; l < 8; l++) PT_EQ_INT(c.window[l], pat[l] ? 512 : 0);
+}
+
+static void qwen_layers(eng_gguf_writer *w) {
+    eng_gguf_writer_add_u32(w, "qwen2.block_count", 2);
+    eng_gguf_writer_add_u32(w, "qwen3.block_count", 2);
+}
+
+PT_TEST(qwen_keys) {
+    eng_config c;
+    char err[256];
+    PT_ASSERT_MSG(cfg_of("qwen2", qwen_layers, &c, err, sizeof err) == 0, "%s", err);
+    PT_EQ_INT(c.arch, ENG_ARCH_QWEN2);
+    PT_ASSERT(!strcmp(c.arch_name, "qwen2"));
+    PT_EQ_INT(c.rope_type, ENG_ROPE_NEOX);
+    PT_ASSERT(c.has_qkv_bias && !c.has_qk_norm && !c.has_post_norms && !c.ffn_gelu);
+    PT_NEAR(c.rope_base, 1e4, 0);
+    PT_NEAR(c.embd_scale, 1.0, 0);
+    PT_ASSERT_MSG(cfg_of("qwen3", qwen_layers, &c, err, sizeof err) == 0, "%s", err);
+    PT_EQ_INT(c.arch, ENG_ARCH_QWEN3);
+    PT_EQ_INT(c.rope_type, ENG_ROPE_NEOX);
+    PT_ASSERT(!c.has_qkv_bias && c.has_qk_norm && !c.has_post_norms && !c.ffn_gelu);
+    PT_EQ_INT(c.head_dim, 16);
+    PT_NEAR(c.rope_freq_scale, 1.0, 0);
+}
+
+static void rope_lin(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "linear");
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void rope_factor_only(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", 8.0f);
+}
+static void rope_none(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "none");
+}
+static void rope_none_factor(eng_gguf_writer *w) {
+    rope_none(w);
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", 2.0f);
+}
+static void rope_yarn(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_u32(w, "llama.context_length", 512);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "yarn");
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", 4.0f);
+}
+static void rope_yarn_ext(eng_gguf_writer *w) {
+    rope_yarn(w);
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.yarn_ext_factor", 0.5f);
+}
+static void rope_longrope(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "longrope");
+}
+static void gem_yarn(eng_gguf_writer *w) {
+    gem_ok(w);
+    eng_gguf_writer_add_str(w, "gemma3.rope.scaling.type", "yarn");
+    eng_gguf_writer_add_f32(w, "gemma3.rope.scaling.factor", 8.0f);
+}
+static void rope_llama3(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "llama3");
+}
+static void rope_neg(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_str(w, "llama.rope.scaling.type", "linear");
+    eng_gguf_writer_add_f32(w, "llama.rope.scaling.factor", -2.0f);
+}
+static void rope_type_int(eng_gguf_writer *w) {
+    two_layers(w);
+    eng_gguf_writer_add_u32(w, "llama.rope.scaling.type", 1);
+}
+static void gem_lin(eng_gguf_writer *w) {
+    gem_ok(w);
+    eng_gguf_writer_add_str(w, "gemma3.rope.scaling.type", "linear");
+    eng_gguf_writer_add_f32(w, "gemma3.rope.scaling.factor", 8.0f);
+}
+
+PT_TEST(rope_scaling_keys) {
+    eng_config c;
+    char err[256];
+    PT_ASSERT_MSG(cfg_of("llama", rope_lin, &c, err, sizeof err) == 0, "%s", err);
+    PT_NEAR(c.rope_freq_scale, 0.25, 0);
+    PT_NEAR(c.rope_freq_scale_local, 0.25, 0);
+    PT_EQ_INT(c.rope_freq_factors, 0);
+    /* no type key: linear, as llama.cpp */
+    PT_ASSERT_MSG(cfg_of("llama", rope_factor_only, &c, err, sizeof err) == 0, "%s", err);
+    PT_NEAR(c.rope_freq_scale, 0.125, 0);
+    PT_ASSERT_MSG(cfg_of("llama", rope_none, &c, err, sizeof err) == 0, "%s", err);
+    PT_NEAR(c.rope_freq_scale, 1.0, 0);
+    /* gemma3: global layers only */
+    PT_ASSERT_MSG(cfg_of("gemma3", gem_lin, &c, err, sizeof err) == 0, "%s", err);
+    PT_NEAR(c.rope_freq_scale, 0.125, 0);
+    PT_NEAR(c.rope_freq_scale_local, 1.0, 0);
+    expect_cfg("llama", rope_none_factor, ENG_CFG_EINVAL, "= 'none' but llama.rope.scaling.factor = 2");
+    PT_ASSERT_MSG(cfg_of("llama", rope_yarn, &c, err, sizeof err) == 0, "%s", err);
+    PT_EQ_INT(c.rope_yarn, 1);
+    PT_NEAR(c.rope_freq_scale, 0.25, 0);
+    PT_EQ_INT(c.rope_yarn_orig_ctx, 512);
+    PT_NEAR(c.rope_yarn_beta_fast, 32, 0);
+    PT_NEAR(c.rope_yarn_beta_slow, 1, 0);
+    { /* attention scaled by (1 + 0.1 ln 4)^2 */
+        double m = 1 + 0.1 * log(4.0);
+        PT_NEAR(c.attn_scale, 0.25 * m * m, 1e-6);
+    }
+    expect_cfg("llama", rope_yarn_ext, ENG_CFG_EINVAL,
+               "key 'llama.rope.scaling.yarn_ext_factor' = 0.5: YaRN with a value other than 1 "
+               "is not supported");
+    expect_cfg("gemma3", gem_yarn, ENG_CFG_EINVAL, "YaRN on gemma3 is not supported");
+    expect_cfg("llama", rope_longrope, ENG_CFG_EINVAL,
+               "llama.rope.scaling.type = 'longrope': this rope scaling type is not supported "
+               "(supported: none, linear, yarn, and Llama 3 frequency factors in rope_freqs.weight)");
+    expect_cfg("llama", rope_llama3, ENG_CFG_EINVAL, "'llama3': this rope scaling type is not supported");
+    expect_cfg("llama", rope_neg, ENG_CFG_EINVAL, "'llama.rope.scaling.factor' = -2 is out of range");
+    expect_cfg("llama", rope_type_int, ENG_CFG_EINVAL, "'llama.rope.scaling.type' has type u32");
 }
 
 /* cai-1b's layer plan, written out (see engine/mkmodel.c). */
@@ -393,6 +512,10 @@ PT_TEST(tensor_checks) {
     PT_ASSERT(strstr(err, "layer 1 reads layer 0's KV"));
     PT_EQ_INT(tensors_case(NULL, NULL, NULL, ENG_GGML_TYPE_I8, err, sizeof err), ENG_CFG_ESHAPE);
     PT_ASSERT(strstr(err, "'blk.0.attn_q.weight' has type i8 (supported: f32, f16, bf16, q4_0"));
+    PT_EQ_INT(tensors_case(NULL, NULL, "blk.0.attn_output.bias", -1, err, sizeof err), ENG_CFG_ESHAPE);
+    PT_ASSERT_MSG(strstr(err, "'blk.0.attn_output.bias': llama has no attn_output bias"), "%s", err);
+    PT_EQ_INT(tensors_case(NULL, NULL, "rope_freqs.weight", -1, err, sizeof err), ENG_CFG_ESHAPE);
+    PT_ASSERT_MSG(strstr(err, "'rope_freqs.weight' has shape [32, 16, 1, 1], expected [8, 1]"), "%s", err);
 }
 
 PT_TEST(head_dim_needs_divisible_width) {

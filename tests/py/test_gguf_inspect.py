@@ -96,7 +96,7 @@ def test_inspect_bad_files(parley_bin, models, tmp_path):
     w.close()
     out = run(parley_bin, "inspect", p)
     assert out.returncode == 1
-    assert "unsupported architecture 'gpt2' (supported: llama, gemma3)" in out.stderr
+    assert "unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma3)" in out.stderr
     assert "gpt2.block_count" in out.stdout
     out = run(parley_bin, "inspect", p, "--json")
     assert out.returncode == 1 and "unsupported architecture" in json.loads(out.stdout)["error"]

@@ -186,26 +186,3 @@ def test_inspect_real_model(parley_bin, gemma_model):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "supported:" not in out.stdout + out.stderr
-
-
-@pytest.mark.parametrize("case", ["type", "factor", "rope_freqs", "none"])
-def test_rope_scaling_refused_until_supported(parley_bin, tmp_path, case):
-    """Llama 3.x rope scaling (scaling keys, or llama.cpp's rope_freqs
-    tensor) is not applied by the forward pass yet: such a file is refused
-    with a message naming it, never computed with unscaled rope.  An
-    explicit scaling type 'none' loads."""
-    extras = {
-        "type": lambda w: w.add_string("llama.rope.scaling.type", "llama3"),
-        "factor": lambda w: w.add_float32("llama.rope.scaling.factor", 8.0),
-        "rope_freqs": lambda w: w.add_tensor("rope_freqs.weight", np.ones(64, np.float32)),
-        "none": lambda w: w.add_string("llama.rope.scaling.type", "none"),
-    }
-    path = tmp_path / f"rope-{case}.gguf"
-    write_model(path, gguf.GGMLQuantizationType.Q8_0, 7, extras[case])
-    out = subprocess.run([str(parley_bin), "generate", str(path), "--ids", "1,5", "-n", "1"],
-                         capture_output=True, text=True, timeout=60)
-    if case == "none":
-        assert out.returncode == 0, out.stderr
-    else:
-        assert out.returncode == 1, (out.stdout, out.stderr)
-        assert "rope scaling is not supported yet" in out.stderr, out.stderr
