@@ -6,7 +6,9 @@
  * explicit ids (--ids 1,2,3) or N deterministic pseudo-random ids
  * (--random-prompt N, for benchmarks on synthetic models).  The reply is
  * streamed to stdout as text when a tokenizer exists; the generated ids are
- * printed ("ids: ..." line) with --print-ids or when there is no tokenizer.  Timings go to stderr:
+ * printed ("ids: ..." line) with --print-ids or when there is no tokenizer, the
+ * prompt's ids ("prompt ids: ..." line, before the reply) with
+ * --print-prompt-ids.  Timings go to stderr:
  *   prefill: N tokens in S s (R tok/s)
  *   decode:  N tokens in S s (R tok/s)
  */
@@ -46,6 +48,7 @@ static void gen_usage(FILE *f) {
             "  --chunk N            prefill chunk tokens (default 512)\n"
             "  --no-bos             do not prepend BOS to a text prompt\n"
             "  --print-ids          print generated ids\n"
+            "  --print-prompt-ids   print the prompt's ids (\"prompt ids: ...\" line) before the reply\n"
             "  --quiet              print no reply text\n");
 }
 
@@ -89,7 +92,7 @@ void eng_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed) {
 int eng_cmd_generate(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL, *ids_arg = NULL, *stop_arg = NULL;
     long n_gen = 32, n_random = 0, threads = 0, block = 16, chunk = 512, seed = 0, last_n = 64;
-    int fp32 = 0, ignore_eos = 0, print_ids = 0, quiet = 0, no_bos = 0, rc = 1;
+    int fp32 = 0, ignore_eos = 0, print_ids = 0, print_prompt_ids = 0, quiet = 0, no_bos = 0, rc = 1;
     eng_sampler_params sp;
     eng_sampler_params_default(&sp);
     for (int i = 1; i < argc; i++) {
@@ -126,6 +129,7 @@ int eng_cmd_generate(int argc, char **argv) {
         else if (!strcmp(a, "--fp32")) fp32 = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
+        else if (!strcmp(a, "--print-prompt-ids")) print_prompt_ids = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
         else if (a[0] == '-') { fprintf(stderr, "generate: unknown option %s\n", a); return 2; }
@@ -213,6 +217,12 @@ int eng_cmd_generate(int argc, char **argv) {
         goto out;
     }
     kv_init = 1;
+
+    if (print_prompt_ids) {
+        printf("prompt ids:");
+        for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? "," : " ", (int)ids[i]);
+        printf("\n");
+    }
 
     /* prefill */
     double tp = gen_now();
