@@ -83,6 +83,10 @@ int eng_model_n_threads(const eng_model *m);
  * the embedding table (one row per token) or the norms.  The numerator of
  * the memory-bandwidth roofline. */
 size_t eng_model_weight_bytes(const eng_model *m);
+/* Bytes the loaded weights occupy in RAM: every linear layer's pack (or
+ * fp32 array), the embedding table in its lookup form, norms, biases and
+ * rope tables.  Not the KV cache or scratch buffers. */
+size_t eng_model_resident_bytes(const eng_model *m);
 /* 64-bit digest computed at load: a multiply-rotate hash over 8-byte words
  * of the numerics-relevant config fields (shapes, eps, rope bases, scales,
  * per-layer window and KV source) and, for every tensor in file order, its

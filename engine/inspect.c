@@ -7,7 +7,10 @@
  * A file that fails to parse prints the reader's message (which names the
  * key or tensor, the field and the limit) and exits 1; a file that parses
  * but that the engine cannot run prints what it could and then the config
- * or tensor-check error, also with exit 1.  --json prints one JSON object
+ * or tensor-check error, also with exit 1.  A file the engine can run is
+ * then loaded for int8 serving (unless --no-load) to report what it costs
+ * in RAM after repacking, next to the file's tensor bytes; a load failure
+ * is printed and exits 1.  --json prints one JSON object
  * (strings escaped, invalid UTF-8 replaced by U+FFFD, non-finite floats as
  * null) for scripts and tests.
  */
@@ -18,6 +21,7 @@
 #include "eng_cli.h"
 #include "eng_config.h"
 #include "eng_gguf.h"
+#include "eng_model.h"
 
 #define IN_ARR_HEAD 8   /* array elements shown */
 #define IN_STR_TEXT 64  /* string bytes shown in text mode */
@@ -274,17 +278,41 @@ static void in_config(FILE *f, const eng_config *c, int json) {
 }
 
 static void in_usage(FILE *f) {
-    fprintf(f, "usage: parley inspect FILE [--json] [--tensors]\n"
-               "Print a GGUF file's metadata, tensors and the engine's view of the model.\n");
+    fprintf(f, "usage: parley inspect FILE [--json] [--tensors] [--no-load]\n"
+               "Print a GGUF file's metadata, tensors and the engine's view of the model.\n"
+               "  --json      one JSON object\n"
+               "  --tensors   list every tensor\n"
+               "  --no-load   skip loading the model (no resident-bytes figures)\n");
+}
+
+/* Load the model for int8 serving and print its resident bytes; 0 or -1
+ * (message in err). */
+static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, char *err, size_t errlen) {
+    eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = 0, .block_tokens = 0};
+    eng_model *m = NULL;
+    if (eng_model_load(path, &o, &m, err, errlen)) return -1;
+    uint64_t file = 0;
+    for (int i = 0; i < eng_gguf_n_tensors(g); i++) file += eng_gguf_tensor_at(g, i)->nbytes;
+    size_t res = eng_model_resident_bytes(m), step = eng_model_weight_bytes(m);
+    if (json)
+        fprintf(f, ",\n  \"resident\": {\"precision\": \"int8\", \"bytes\": %zu, \"decode_step_bytes\": %zu, "
+                "\"file_tensor_bytes\": %llu}", res, step, (unsigned long long)file);
+    else
+        fprintf(f, "resident after repacking (int8 serving): %.2f MiB (%.2fx the file's %.2f MiB of tensors); "
+                "one decode step reads %.2f MiB of them\n", (double)res / 1048576.0,
+                file ? (double)res / (double)file : 0.0, (double)file / 1048576.0, (double)step / 1048576.0);
+    eng_model_free(m);
+    return 0;
 }
 
 int eng_cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
-    int json = 0, list = 0, ret = 1;
+    int json = 0, list = 0, load = 1, ret = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { in_usage(stdout); return 0; }
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--tensors")) list = 1;
+        else if (!strcmp(argv[i], "--no-load")) load = 0;
         else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "inspect: unexpected argument '%s'\n", argv[i]);
             in_usage(stderr);
@@ -318,6 +346,7 @@ int eng_cmd_inspect(int argc, char **argv) {
     }
     in_tensors(f, g, json, list);
     if (!crc) in_config(f, &c, json);
+    if (!crc && load && in_resident(f, path, g, json, err, sizeof err)) crc = 1;
     if (json) {
         fputs(",\n  \"error\": ", f);
         if (crc) in_str(f, err, strlen(err), 0);

@@ -541,6 +541,32 @@ static size_t weight_bytes(const eng_weight *w) {
     return w->packed ? kern_wpack_bytes(&w->pk) : w->f ? (size_t)w->rows * w->cols * sizeof(float) : 0;
 }
 
+/* Bytes of a weight's row-major arrays (kept only by the embedding, for row lookups). */
+static size_t row_bytes(const eng_weight *w) {
+    size_t n = (size_t)w->rows * w->cols;
+    return (w->q ? n : 0) + (w->scale ? (size_t)w->rows * sizeof(float) : 0) +
+           (w->bscale ? n / 32 * sizeof(float) : 0) + (w->f ? n * sizeof(float) : 0);
+}
+
+static size_t vec_bytes(const float *v, int n) { return v ? (size_t)n * sizeof(float) : 0; }
+
+size_t eng_model_resident_bytes(const eng_model *m) {
+    const eng_config *c = &m->cfg;
+    size_t n = row_bytes(&m->embd) + (m->embd.packed ? kern_wpack_bytes(&m->embd.pk) : 0);
+    /* a tied fp32 output is the embedding's own array; a tied int8 one has its own pack */
+    if (!m->out_tied || m->out.packed) n += m->out.packed ? kern_wpack_bytes(&m->out.pk) : row_bytes(&m->out);
+    n += vec_bytes(m->out_norm, c->n_embd) + vec_bytes(m->rope_freq, c->head_dim);
+    for (int i = 0; i < c->n_layer; i++) {
+        const eng_layer *L = &m->layers[i];
+        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) + weight_bytes(&L->wdown);
+        n += vec_bytes(L->bqkv, L->wqkv.rows) + vec_bytes(L->attn_norm, c->n_embd) +
+             vec_bytes(L->post_attn_norm, c->n_embd) + vec_bytes(L->ffn_norm, c->n_embd) +
+             vec_bytes(L->post_ffn_norm, c->n_embd) + vec_bytes(L->q_norm, c->head_dim) +
+             vec_bytes(L->k_norm, c->head_dim);
+    }
+    return n;
+}
+
 size_t eng_model_weight_bytes(const eng_model *m) {
     size_t n = weight_bytes(&m->out);
     for (int i = 0; i < m->cfg.n_layer; i++) {

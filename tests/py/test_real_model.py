@@ -92,3 +92,22 @@ def test_greedy_64_tokens_match_transformers(gemma_model, parley_bin, hf, prompt
                           do_sample=False, top_p=None, top_k=None, temperature=None)
     ref = out[0, len(prompt_ids):].tolist()
     assert got == ref
+
+
+def test_inspect_reports_types_resident_and_kv_bytes(gemma_model, parley_bin):
+    import json
+    r = subprocess.run([str(parley_bin), "inspect", str(gemma_model), "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["error"] is None
+    assert set(d["tensors"]["by_type"]) == {"f32", "q5_0", "q8_0", "q4_K", "q6_K"}
+    res = d["resident"]
+    assert res["file_tensor_bytes"] == d["tensors"]["bytes"]
+    # int8 values + scales of every weight; the tied 262144 x 640 table is kept
+    # twice (row lookups and the output GEMM's pack)
+    assert 1.5 * res["file_tensor_bytes"] < res["bytes"] < 2.5 * res["file_tensor_bytes"]
+    assert 0 < res["decode_step_bytes"] < res["bytes"]
+    # per token at long context only the 3 global layers grow (the 15 sliding-window layers are
+    # capped at 512 tokens): int8 K and V rows of 256 plus one f32 scale each
+    assert d["kv"]["bytes_per_token"] == 3 * 2 * (256 + 4)
