@@ -20,6 +20,10 @@
  *   gemma2  Gemma 1 and 2: the same turns, but a system message is refused
  *           ("System role not supported"), as their template does.
  *   chatml  ChatML (Qwen-style without default system): <|im_start|>{role}\n{content}<|im_end|>\n
+ *   transcript  no special tokens, for base models that were never taught
+ *           turns (Gemma 3 270M): BOS, "{system}\n\n", then "User: {content}\n"
+ *           and "Assistant: {content}\n" (contents stripped), and "Assistant:"
+ *           to generate; send the stop string "\nUser:" with each turn.
  *
  * Picking the format.  eng_tmpl_detect recognises a model's
  * tokenizer.chat_template by fingerprint: the text is normalised (whitespace
@@ -91,7 +95,8 @@ typedef enum eng_tmpl_format {
     ENG_TMPL_LLAMA3 = 2,
     ENG_TMPL_GEMMA = 3,
     ENG_TMPL_CHATML = 4,
-    ENG_TMPL_GEMMA2 = 5  /* Gemma 1/2: as gemma, but a system message is an error */
+    ENG_TMPL_GEMMA2 = 5, /* Gemma 1/2: as gemma, but a system message is an error */
+    ENG_TMPL_TRANSCRIPT = 6 /* plain "User: / Assistant:" text for base (pretrained) models */
 } eng_tmpl_format;
 
 /* One chat message; strings need not be NUL-terminated. */

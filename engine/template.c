@@ -1,5 +1,6 @@
 /*
- * template.c -- the built-in chat formats (llama2, llama3, gemma, chatml),
+ * template.c -- the built-in chat formats (llama2, llama3, gemma, chatml,
+ * transcript),
  * each a C transcription of its original Jinja template (quoted above each
  * renderer), rendered to text or straight to token ids.
  *
@@ -223,6 +224,39 @@ static int r_chatml(const eng_tmpl_msg *m, int n, bool gen, segs *s) {
     return 0;
 }
 
+/* parley's own format for base models (tests/tok/templates/transcript.jinja):
+ * {{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] | trim + '\n\n' }}
+ * {% set loop_messages = messages[1:] %}{% else %}{% set loop_messages = messages %}{% endif %}
+ * {% for message in loop_messages %}{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] | trim + '\n' }}
+ * {% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] | trim + '\n' }}
+ * {% else %}{{ raise_exception(...) }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %} */
+static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s, char *err,
+                        size_t errlen) {
+    const char *bos = tok_or(t, t ? t->bos : -1, "<bos>");
+    add(s, bos, strlen(bos), 1);
+    for (int i = 0; i < n; i++) {
+        const char *c = m[i].content;
+        size_t cn = m[i].content_len;
+        pystrip(&c, &cn);
+        if (i == 0 && role_is(&m[i], "system")) {
+            add(s, c, cn, 0);
+            LIT(s, "\n\n");
+            continue;
+        }
+        if (role_is(&m[i], "user")) LIT(s, "User: ");
+        else if (role_is(&m[i], "assistant")) LIT(s, "Assistant: ");
+        else {
+            tok_seterr(err, errlen, "chat template transcript: roles are user and assistant after an optional "
+                       "first system message");
+            return ENG_TMPL_EROLE;
+        }
+        add(s, c, cn, 0);
+        LIT(s, "\n");
+    }
+    if (gen) LIT(s, "Assistant:");
+    return 0;
+}
+
 static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s,
                   char *err, size_t errlen) {
     if (n < 0 || (n > 0 && !m)) {
@@ -242,6 +276,7 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     case ENG_TMPL_GEMMA: rc = r_gemma(t, m, n, gen, 0, s, err, errlen); break;
     case ENG_TMPL_GEMMA2: rc = r_gemma(t, m, n, gen, 1, s, err, errlen); break;
     case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, s); break;
+    case ENG_TMPL_TRANSCRIPT: rc = r_transcript(t, m, n, gen, s, err, errlen); break;
     default:
         tok_seterr(err, errlen, "chat template: no format chosen");
         return ENG_TMPL_EUNKNOWN;

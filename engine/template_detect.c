@@ -103,20 +103,20 @@ static const known_tmpl known[] = {
     "}}{% endif %}"},
 };
 
-static const char *const fmt_names[] = {"none", "llama2", "llama3", "gemma", "chatml", "gemma2"};
+static const char *const fmt_names[] = {"none", "llama2", "llama3", "gemma", "chatml", "gemma2", "transcript"};
 
 const char *eng_tmpl_name(eng_tmpl_format f) {
-    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_GEMMA2) ? fmt_names[f] : "none";
+    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_TRANSCRIPT) ? fmt_names[f] : "none";
 }
 
 int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen) {
-    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_GEMMA2; f++) {
+    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_TRANSCRIPT; f++) {
         if (name && strcmp(name, fmt_names[f]) == 0) {
             *out = (eng_tmpl_format)f;
             return 0;
         }
     }
-    tok_seterr(err, errlen, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml)",
+    tok_seterr(err, errlen, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
                name ? name : "(null)");
     return ENG_TMPL_EUNKNOWN;
 }
@@ -184,7 +184,7 @@ int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char 
     }
     tok_seterr(err, errlen,
                "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
-               "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml)",
+               "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)",
                len);
 done:
     if (rc == ENG_TMPL_ENOMEM) tok_seterr(err, errlen, "chat template: out of memory");
@@ -214,6 +214,6 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
     tok_seterr(err, errlen,
                "the model has no chat template (tokenizer.chat_template) and its architecture has no "
                "default turn format; set the format explicitly with the chat_template option "
-               "(--chat-template llama2|llama3|gemma|gemma2|chatml)");
+               "(--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)");
     return ENG_TMPL_EUNKNOWN;
 }
