@@ -6,9 +6,13 @@
  * the idempotent producer under the turn's attempt id.  The final chunk
  * (last = true) is produced before the TurnResult is built, and both use
  * the same text, so the chunks of the counted attempt concatenate to the
- * result's text.  Stop strings end generation through eng_sched_stop (the
- * reply keeps the text up to and including the token that completed the
- * stop string).
+ * result's text.  Stop strings end generation through eng_sched_stop, and
+ * the reply ends where the first stop string begins (the stop string and
+ * anything after it are not part of it; the tokens list keeps every
+ * generated id).  So that no chunk streams text the stop string later cuts,
+ * a streaming turn with stop strings holds back its last (longest stop - 1)
+ * bytes, backed off to a UTF-8 character boundary, until the next chunk or
+ * the last one.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -62,16 +66,32 @@ static void wk_chp_check(wk_worker *w) {
            (unsigned long long)n);
 }
 
-/* Produce the open chunk (text since chunk_from, ctoks) with seq++. */
+/* End of the text a non-final chunk may carry: text_len less the bytes a
+ * stop string could still claim, backed off to a character boundary. */
+static size_t wk_stream_safe_end(const wk_turn *t) {
+    size_t hold = 0;
+    for (int i = 0; i < t->n_stop; i++) {
+        size_t sl = strlen(t->stop[i]);
+        if (sl > hold + 1) hold = sl - 1;
+    }
+    size_t end = t->text_len > hold ? t->text_len - hold : 0;
+    if (end < t->chunk_from) return t->chunk_from;
+    while (end > t->chunk_from && end < t->text_len && ((unsigned char)t->text[end] & 0xC0) == 0x80) end--;
+    return end;
+}
+
+/* Produce the open chunk (text since chunk_from up to the safe end, or all
+ * of it when last; ctoks) with seq++. */
 static void wk_chunk_emit(wk_turn *t, int last) {
     wk_worker *w = t->w;
+    size_t end = last ? t->text_len : wk_stream_safe_end(t);
     sch_chunk c;
     sch_chunk_init(&c);
     c.conversation_id = sch_str_c(t->conv_id);
     c.turn_id = sch_str_c(t->turn_id);
     c.attempt = t->attempt;
     c.seq = t->seq++;
-    c.text = (sch_str){t->text ? t->text + t->chunk_from : "", t->text_len - t->chunk_from};
+    c.text = (sch_str){t->text ? t->text + t->chunk_from : "", end - t->chunk_from};
     uint32_t *toks = NULL;
     if (t->n_ctoks) {
         toks = malloc((size_t)t->n_ctoks * sizeof *toks);
@@ -116,7 +136,7 @@ static void wk_chunk_emit(wk_turn *t, int last) {
 done:
     sch_buf_free(&b);
     free(toks);
-    t->chunk_from = t->text_len;
+    t->chunk_from = end;
     t->n_ctoks = 0;
 }
 
@@ -126,7 +146,7 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
     wk_worker *w = t->w;
     size_t n = 0;
     size_t before = t->text_len;
-    if (eng_tok_stream_push(&t->ts, token, w->dscratch, w->dscratch_cap, &n) == 0)
+    if (eng_tok_stream_push(&t->ts, token, w->dscratch, w->dscratch_cap, &n) == 0 && !t->stopped)
         wk_text_append(t, w->dscratch, n);
     if (t->n_ctoks == t->cap_ctoks) {
         int cap = t->cap_ctoks ? 2 * t->cap_ctoks : 16;
@@ -140,7 +160,11 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
         for (int i = 0; i < t->n_stop; i++) {
             size_t sl = strlen(t->stop[i]);
             size_t from = before >= sl ? before - sl + 1 : 0;
-            if (t->text_len >= sl && memmem(t->text + from, t->text_len - from, t->stop[i], sl)) {
+            const char *at = t->text_len >= sl ? memmem(t->text + from, t->text_len - from, t->stop[i], sl) : NULL;
+            if (at) {
+                /* the reply ends before the stop string (chunk_from <= at: see wk_stream_safe_end) */
+                t->text_len = (size_t)(at - t->text);
+                t->text[t->text_len] = 0;
                 t->stopped = 1;
                 eng_sched_stop(w->sched, id);
                 break;
@@ -232,7 +256,7 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
     wk_turn *t = user;
     wk_worker *w = t->w;
     size_t n = 0;
-    if (eng_tok_stream_flush(&t->ts, w->dscratch, w->dscratch_cap, &n) == 0 && n)
+    if (eng_tok_stream_flush(&t->ts, w->dscratch, w->dscratch_cap, &n) == 0 && n && !t->stopped)
         wk_text_append(t, w->dscratch, n);
     if (!__atomic_load_n(&t->orphan, __ATOMIC_ACQUIRE)) {
         if (t->stream) wk_chunk_emit(t, 1);

@@ -536,3 +536,46 @@ def test_namespace_from_header_isolates_tenants(kafka_bootstrap, parley_bin, mod
     finally:
         rc.close()
         env.stop_all()
+
+
+def test_stop_string_ends_the_reply_before_it(kafka_bootstrap, parley_bin, gemma_model, tmp_path):
+    """params.stop on the real model, greedy: a first turn without stop
+    strings runs to max_tokens; a second, identical turn stops at a piece of
+    that reply.  Its text ends where the stop string begins (the stop string
+    is not in it), and the streamed chunks -- which hold back text a stop
+    string could still claim -- concatenate to exactly that text."""
+    env = Env(kafka_bootstrap, parley_bin, gemma_model, tmp_path)
+    p = ck.Producer({"bootstrap.servers": env.bootstrap})
+    rc = env.consumer("responses", "read_committed")
+    tc = env.consumer("tokens", "read_uncommitted")
+
+    def ask(conv, stop):
+        rec = {"v": 1, "conversation_id": f"stop-{conv}", "turn_id": f"stop-{conv}-t0",
+               "messages": [{"role": "user", "content": "Tell me about the capital of France."}],
+               "params": {"max_tokens": 24, "temperature": 0.0, **({"stop": stop} if stop else {})},
+               "stream": True}
+        p.produce(env.topics["turns"], key=rec["conversation_id"], value=msgpack.packb(rec))
+        p.flush(10)
+        (m,) = collect(rc, 1, 120)
+        return msgpack.unpackb(m.value(), raw=False)
+
+    try:
+        env.start("stop", "--model.chat_template", "transcript", "--worker.chunk_tokens", "1")
+        full = ask(0, None)
+        txt = full["text"]
+        assert full["finish_reason"] == "length" and len(txt) > 20, txt
+        k = txt.find(" ", 8)
+        stop = txt[k:k + 5] if k > 0 else txt[8:13]
+        cut = ask(1, [stop, "\u2603 never appears"])
+        assert cut["finish_reason"] == "stop"
+        assert cut["text"] == txt[:txt.index(stop)], (cut["text"], txt, stop)
+        chunks = [msgpack.unpackb(m.value(), raw=False) for m in drain(tc, 3)]
+        cs = sorted((c for c in chunks if c["turn_id"] == "stop-1-t0" and c["attempt"] == cut["attempt"]),
+                    key=lambda c: c["seq"])
+        assert cs and cs[-1]["last"] is True
+        assert "".join(c["text"] for c in cs) == cut["text"]
+        assert [t for c in cs for t in c["tokens"]] == cut["tokens"]
+    finally:
+        rc.close()
+        tc.close()
+        env.stop_all()
