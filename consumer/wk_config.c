@@ -25,8 +25,9 @@ static const wk_prop wk_props[] = {
     {"model.threads", WK_PROP_INT, "0", 0, 1024, "Compute threads; 0 = one per online CPU."},
     {"model.block_tokens", WK_PROP_INT, "16", 1, 256, "KV block size B in tokens."},
     {"model.chat_template", WK_PROP_STR, "", 0, 0,
-     "Chat template name (llama2, llama3, gemma, gemma2, chatml); empty = detect from the "
-     "model's tokenizer.chat_template."},
+     "Chat template name (llama2, llama3, gemma, gemma2, chatml, transcript); empty = detect from "
+     "the model's tokenizer.chat_template, or for a file without one its architecture's format "
+     "(gemma3: gemma, qwen2/qwen3: chatml)."},
     {"model.max_context", WK_PROP_INT, "0", 0, 1 << 24,
      "Longest prompt + max_tokens accepted; 0 = the model's context length (4096 when the "
      "model states none). Longer turns go to the DLQ with `E_CONTEXT_OVERFLOW`."},
