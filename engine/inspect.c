@@ -1,8 +1,9 @@
 /*
  * inspect.c -- `parley inspect FILE [--json] [--tensors]`: print a GGUF
  * file's metadata, its tensor table, the model configuration the engine
- * derives from it, the per-layer window / KV-source plan, the parameter
- * count and the KV-cache bytes per token next to an MHA fp16 baseline.
+ * derives from it (rope scaling and biases included), the per-layer window /
+ * KV-source plan, the parameter count and the KV-cache bytes per token next
+ * to an MHA fp16 baseline.
  *
  * A file that fails to parse prints the reader's message (which names the
  * key or tensor, the field and the limit) and exits 1; a file that parses
@@ -226,6 +227,11 @@ static void in_config(FILE *f, const eng_config *c, int json) {
         fprintf(f, ", \"rope_type\": \"%s\", \"attn_scale\": ", c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm");
         in_float(f, c->attn_scale);
         fputs(", \"embd_scale\": ", f); in_float(f, c->embd_scale);
+        fprintf(f, ", \"rope_scaling\": \"%s\", \"rope_freq_scale\": ",
+                c->rope_yarn ? "yarn" : c->rope_freq_factors ? "llama3"
+                                      : c->rope_freq_scale != 1.0f ? "linear" : "none");
+        in_float(f, c->rope_freq_scale);
+        fprintf(f, ", \"has_qkv_bias\": %d", c->has_qkv_bias);
         fprintf(f, ", \"norm_add_one\": %d, \"has_qk_norm\": %d, \"has_post_norms\": %d, "
                 "\"ffn_gelu\": %d, \"tied_output\": %d, \"sliding_window\": %d, "
                 "\"has_ext_keys\": %d, \"final_logit_softcap\": ", c->norm_add_one,
@@ -255,6 +261,16 @@ static void in_config(FILE *f, const eng_config *c, int json) {
             (double)c->norm_eps, c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm",
             (double)c->rope_base, (double)c->rope_base_local, (double)c->attn_scale,
             (double)c->embd_scale);
+    if (c->rope_yarn)
+        fprintf(f, "  rope scaling yarn: factor %g, original context %d, betas %g/%g\n",
+                (double)(1.0f / c->rope_freq_scale), c->rope_yarn_orig_ctx, (double)c->rope_yarn_beta_fast,
+                (double)c->rope_yarn_beta_slow);
+    else if (c->rope_freq_scale != 1.0f || c->rope_freq_factors)
+        fprintf(f, "  rope scaling %s: linear factor %g (global layers)%s\n",
+                c->rope_freq_factors ? "llama3" : "linear", (double)(1.0f / c->rope_freq_scale),
+                c->rope_freq_factors ? ", per-dimension factors from rope_freqs.weight" : "");
+    else fprintf(f, "  rope scaling none\n");
+    fprintf(f, "  qkv_bias %d\n", c->has_qkv_bias);
     fprintf(f, "  ffn %s, qk_norm %d, post_norms %d, norm_add_one %d, tied_output %d, "
             "sliding_window %d, final_logit_softcap %g, parley extension keys %s\n",
             c->ffn_gelu ? "gelu-tanh gated" : "silu gated", c->has_qk_norm, c->has_post_norms,

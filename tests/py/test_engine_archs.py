@@ -178,7 +178,12 @@ def test_inspect_counts_every_parameter(arch_model, parley_bin):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     want = sum(int(np.prod(t.shape)) for t in gguf.GGUFReader(str(path)).tensors)
-    assert json.loads(out.stdout)["n_params"] == want, name
+    d = json.loads(out.stdout)
+    assert d["n_params"] == want, name
+    # and it says which scaling and biases the engine applies
+    scaling = next((k for k in ("llama3", "linear", "yarn") if f"_rope_{k}" in name), "none")
+    assert d["config"]["rope_scaling"] == scaling, name
+    assert d["config"]["has_qkv_bias"] == int(name.startswith(("qwen2", "llama_qkv_bias"))), name
 
 
 # ---- refusals ---------------------------------------------------------------
