@@ -10,7 +10,8 @@
  * measured better than requantising per channel, see model.c); fp32 models
  * keep f ([rows][cols] floats).  After loading, every int8 linear weight
  * is repacked for the GEMM (pk; kern_gemm.h) and its row-major arrays are
- * freed -- only the embedding keeps them (row lookups).  Norm weights
+ * freed -- only an untied embedding keeps them (row lookups; a tied int8
+ * embedding is looked up in the output projection's pack).  Norm weights
  * and biases are float vectors as the file holds them (gemma3 files hold
  * 1 + w); biases are added in fp32 after the GEMM on both paths.  Rope
  * frequencies (scaling included, eng_config.h) are tabled once at load.
@@ -56,9 +57,9 @@ struct eng_model {
     kern_pool *pool;      /* compute threads (owned) */
     eng_backend be;       /* backend table (CPU) */
     uint64_t digest;      /* eng_model_digest */
-    eng_weight embd;      /* token embedding [n_vocab][n_embd] */
-    eng_weight out;       /* output projection; aliases embd when tied */
-    int out_tied;         /* 1: out shares embd's arrays */
+    eng_weight embd;      /* token embedding [n_vocab][n_embd]; empty when tied in int8 (rows come from out.pk) */
+    eng_weight out;       /* output projection; aliases embd's arrays when tied (fp32) */
+    int out_tied;         /* 1: tied output (fp32: out shares embd's array; int8: embd is empty) */
     float *out_norm;      /* [n_embd] final norm */
     float *rope_freq;     /* [head_dim / 2] rope frequencies of global layers (scaled) */
     float *rope_freq_local; /* [head_dim / 2] of local (window > 0) layers */

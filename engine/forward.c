@@ -249,7 +249,9 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
             int32_t tok = steps[s].tokens[i];
             float *x = b.x + (size_t)t * E;
             b.pos[t] = steps[s].kv->n_tokens + i;
-            if (m->embd.bscale) {
+            if (m->out_tied && m->prec == ENG_PREC_INT8) {
+                kern_wpack_row_f32(&m->out.pk, tok, c->embd_scale, x); /* the table is the output's pack */
+            } else if (m->embd.bscale) {
                 const int8_t *q = m->embd.q + (size_t)tok * E;
                 const float *bs = m->embd.bscale + (size_t)tok * (E / 32);
                 for (int k = 0; k < E; k++) x[k] = (float)q[k] * bs[k / 32] * c->embd_scale;

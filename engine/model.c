@@ -474,12 +474,18 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     if (weight_alloc(&m->embd, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, embd_names))) goto err_mem;
     if ((rc = load_rows(m, &m->embd, 0, "token_embd.weight", c->n_vocab, err, errlen))) goto err;
     if (c->tied_output) {
-        /* the projection reads the embedding's values: share the row-major
-         * arrays (out_tied), pack a copy for the GEMM */
+        /* the projection reads the embedding's values (out_tied): fp32
+         * shares the array; int8 packs it for the GEMM and then looks the
+         * embedding rows up in that pack (kern_wpack_row_f32, bit-identical),
+         * so the table is held once */
         m->out = m->embd;
         m->out_tied = 1;
         memset(&m->out.pk, 0, sizeof m->out.pk);
-        if (m->prec == ENG_PREC_INT8 && (rc = weight_pack(&m->out, 1, "output", err, errlen))) goto err;
+        if (m->prec == ENG_PREC_INT8) {
+            if ((rc = weight_pack(&m->out, 0, "output", err, errlen))) goto err;
+            m->embd.q = NULL;
+            m->embd.scale = m->embd.bscale = NULL;
+        }
     } else {
         if (weight_alloc(&m->out, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, out_names))) goto err_mem;
         if ((rc = load_rows(m, &m->out, 0, "output.weight", c->n_vocab, err, errlen))) goto err;

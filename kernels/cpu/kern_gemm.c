@@ -16,6 +16,7 @@
  */
 #include "kern_gemm_int.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,20 @@ void kern_wpack_free(kern_wpack *w) {
     free(w->bscale);
     free(w->scale);
     memset(w, 0, sizeof *w);
+}
+
+void kern_wpack_row_f32(const kern_wpack *w, int n, float mul, float *out) {
+    assert(n >= 0 && n < w->N);
+    int g = n / KERN_PACK_NC, c = n % KERN_PACK_NC;
+    for (int b = 0; b < w->n_blocks; b++) {
+        const int8_t *blk = w->q8 + ((size_t)g * w->n_blocks + b) * KERN_PACK_BLOCK_BYTES;
+        float s = w->bscale ? kern_f16_to_f32(w->bscale[((size_t)g * w->n_blocks + b) * KERN_PACK_NC + c])
+                            : w->scale[n] * mul;
+        for (int k = b * 32; k < b * 32 + 32 && k < w->K; k++) {
+            float v = (float)blk[((k % 32) / 4) * 64 + c * 4 + k % 4];
+            out[k] = w->bscale ? v * s * mul : v * s;
+        }
+    }
 }
 
 size_t kern_wpack_bytes(const kern_wpack *w) {

@@ -97,6 +97,12 @@ void kern_wpack_free(kern_wpack *w);
  * kern_membw allocates its buffer the same way so the roofline compares
  * like with like.  NULL when out of memory. */
 void *kern_huge_alloc(size_t bytes);
+/* Row n of the packed weights as floats, times mul: block-scaled
+ * out[k] = (float)q * bscale * mul, per-channel out[k] = (float)q *
+ * (scale[n] * mul), in that order (so a tied int8 embedding looked up from
+ * the output projection's pack equals the row-major lookup bit for bit).
+ * out holds K floats; 0 <= n < N. */
+void kern_wpack_row_f32(const kern_wpack *w, int n, float mul, float *out);
 /* Bytes the pack holds (values + scales). */
 size_t kern_wpack_bytes(const kern_wpack *w);
 

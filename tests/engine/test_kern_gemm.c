@@ -7,7 +7,8 @@
  *   - block-scaled (Q8_0) packs: every path bit-identical with the portable
  *     one, within float rounding of kern_gemm_i8_bs_ref, and a row's result
  *     independent of the batch and thread count it runs with;
- *   - fp16 scale conversion round trips.
+ *   - fp16 scale conversion round trips;
+ *   - a packed row read back (kern_wpack_row_f32) equals the row-major one.
  * Paths: scalar .. kern_isa_best() (PARLEY_ISA may lower it for a run).
  */
 #define PTEST_MAIN
@@ -194,4 +195,31 @@ PT_TEST(f16_conversion_round_trips) {
     PT_EQ_INT(kern_f32_to_f16(1e6f), 0x7c00);
     PT_EQ_INT(kern_f32_to_f16(1.0f + 1.0f / 4096), 0x3c00); /* rounds to even */
     PT_NEAR(kern_f16_to_f32(kern_f32_to_f16(0.1f)), 0.1f, 1e-4);
+}
+
+PT_TEST(wpack_row_equals_the_row_major_lookup) {
+    /* odd N and K past a block: per-channel and block-scaled packs (block
+     * scales fp16-exact, as Q8_0's), several multipliers */
+    int N = 37, K = 96;
+    int8_t *W = malloc((size_t)N * K);
+    float ws[37], bs[37 * 3], row[96];
+    fill_i8(W, (size_t)N * K);
+    for (int n = 0; n < N; n++) ws[n] = 0.001f * (float)(n + 1);
+    for (int i = 0; i < N * 3; i++) bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.0007f * (float)(i + 3)));
+    char err[128];
+    for (int kind = 0; kind < 2; kind++) {
+        kern_wpack pk;
+        PT_EQ_INT(kern_wpack_init(&pk, N, K, W, kind ? NULL : ws, kind ? bs : NULL, err, sizeof err), 0);
+        for (int n = 0; n < N; n++) {
+            float mul = n % 2 ? 25.298f : 1.0f;
+            kern_wpack_row_f32(&pk, n, mul, row);
+            for (int k = 0; k < K; k++) {
+                float q = (float)W[(size_t)n * K + k];
+                float want = kind ? q * bs[n * 3 + k / 32] * mul : q * (ws[n] * mul);
+                PT_ASSERT_MSG(row[k] == want, "kind %d row %d col %d: %g vs %g", kind, n, k, row[k], want);
+            }
+        }
+        kern_wpack_free(&pk);
+    }
+    free(W);
 }

@@ -104,9 +104,9 @@ def test_inspect_reports_types_resident_and_kv_bytes(gemma_model, parley_bin):
     assert set(d["tensors"]["by_type"]) == {"f32", "q5_0", "q8_0", "q4_K", "q6_K"}
     res = d["resident"]
     assert res["file_tensor_bytes"] == d["tensors"]["bytes"]
-    # int8 values + scales of every weight; the tied 262144 x 640 table is kept
-    # twice (row lookups and the output GEMM's pack)
-    assert 1.5 * res["file_tensor_bytes"] < res["bytes"] < 2.5 * res["file_tensor_bytes"]
+    # int8 values + scales of every weight (4-6 bit formats widened to 8); the
+    # tied 262144 x 640 table is held once, in the output GEMM's pack
+    assert res["file_tensor_bytes"] < res["bytes"] < 1.3 * res["file_tensor_bytes"]
     assert 0 < res["decode_step_bytes"] < res["bytes"]
     # per token at long context only the 3 global layers grow (the 15 sliding-window layers are
     # capped at 512 tokens): int8 K and V rows of 256 plus one f32 scale each
