@@ -137,14 +137,30 @@ int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     return 0;
 }
 
+/* 1 if the kafka.* pass-through selects KIP-848's consumer group protocol
+ * (kafka.group.protocol = consumer): the broker assigns partitions, and
+ * librdkafka refuses partition.assignment.strategy (and the classic
+ * protocol's session/heartbeat settings) alongside it. */
+static int wk_kafka_kip848(const wk_config *cfg) {
+    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+        const char *k, *v;
+        wk_config_kafka_at(cfg, i, &k, &v);
+        if (!strcmp(k, "group.protocol")) return !strcmp(v, "consumer");
+    }
+    return 0;
+}
+
 int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
+    int kip848 = wk_kafka_kip848(cfg);
     const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"),
-                           "partition.assignment.strategy", "cooperative-sticky",
                            "auto.offset.reset", "earliest",
                            "isolation.level", "read_committed",
-                           "client.id", w->id, NULL};
+                           "client.id", w->id,
+                           /* classic protocol: incremental (cooperative) rebalances;
+                            * KIP-848 rebalances incrementally by design */
+                           kip848 ? NULL : "partition.assignment.strategy", "cooperative-sticky", NULL};
     const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
                              NULL};
     rd_kafka_conf_t *c = wk_kconf(cfg, 'C', cdefs, cforced, err, errlen);

@@ -56,6 +56,12 @@ transaction.state.log.num.partitions=8
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# KIP-848 (group.protocol=consumer) groups: heartbeat and session set broker
+# side, as short as the classic-protocol tests set them client side
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=500
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=6000
 auto.create.topics.enable=false
 num.network.threads=2
 num.io.threads=4
