@@ -5,7 +5,9 @@
  * Exit status: 0 clean shutdown; 1 runtime failure (model cannot be
  * loaded, Kafka unreachable at start, fatal Kafka error such as a fenced
  * transactional producer); 2 usage or configuration error (the message
- * names the key).  A first SIGTERM/SIGINT stops fetching and lets in-flight
+ * names the key); 3 the Kafka cluster refuses the worker (SASL
+ * authentication, TLS certificate verification or a missing ACL; the one
+ * "worker: Kafka refused the worker: ..." line says which).  A first SIGTERM/SIGINT stops fetching and lets in-flight
  * turns finish within worker.grace_ms; a second one cancels them at once.
  */
 #include <signal.h>
@@ -34,7 +36,8 @@ static void wk_usage(FILE *f) {
                "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
                "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
                "--print-config-doc writes the configuration reference (Markdown).\n"
-               "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error.\n");
+               "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error,\n"
+               "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n");
 }
 
 int wk_cmd_worker(int argc, char **argv) {
@@ -83,7 +86,7 @@ int wk_cmd_worker(int argc, char **argv) {
     int cr = wk_worker_create(cfg, &w, err, sizeof err);
     if (cr) {
         fprintf(stderr, "worker: %s\n", err);
-        rc = cr == WK_EINVAL ? 2 : 1;
+        rc = cr == WK_EINVAL ? 2 : cr == WK_EREFUSED ? 3 : 1;
         goto done;
     }
     struct sigaction sa;
@@ -94,9 +97,10 @@ int wk_cmd_worker(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     rc = 0;
-    if (wk_worker_run(w, err, sizeof err) != 0) {
+    int rr = wk_worker_run(w, err, sizeof err);
+    if (rr != 0) {
         fprintf(stderr, "worker: %s\n", err);
-        rc = 1;
+        rc = rr == WK_EREFUSED ? 3 : 1;
     }
     wk_g_worker = NULL;
     goto done;

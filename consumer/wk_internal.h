@@ -227,6 +227,9 @@ struct wk_worker {
     uint64_t attempt_ctr;       /* attempts made */
     int fatal;                  /* a fatal Kafka error happened */
     char fatal_msg[512];        /* its message */
+    int refused_claim;          /* atomic: a client callback is writing refused_msg */
+    int refused;                /* atomic (release after refused_msg): the cluster refused us */
+    char refused_msg[512];      /* why (kind and librdkafka's reason) */
     volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
     wk_counters ctr;            /* counters */
     struct wk_http *http;       /* metrics endpoint (NULL = off) */
@@ -280,6 +283,11 @@ int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
 int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
 /* A new idempotent chunk producer.  Returns 0 or WK_EKAFKA with a message. */
 int wk_kafka_chp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
+/* Note that the cluster refuses the worker (authentication, TLS or
+ * authorization error code e; other codes are ignored): the first call
+ * writes refused_msg and sets refused, logs one kafka_refused line.  Any
+ * thread. */
+void wk_kafka_note_refusal(struct wk_worker *w, rd_kafka_resp_err_t e, const char *reason);
 /* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
  * (also for names it does not list). */
 char wk_kafka_scope(const char *name);

@@ -66,12 +66,72 @@ static const char *wk_kafka_for(const char *name, char kind) {
     return s == '*' || s == kind ? name : NULL;
 }
 
-/* Kafka configuration for a client of kind ('C'/'P'): parley defaults
- * (pairs, NULL-terminated), then the user's kafka.* properties for that
- * kind, then forced settings (pairs). */
-static rd_kafka_conf_t *wk_kconf(const wk_config *cfg, char kind, const char *const *defs,
+/* What a refusal by the cluster is, for an error code and its reason;
+ * NULL when it is not one (transport errors, timeouts, TLS errors other
+ * than certificate verification: librdkafka retries those). */
+static const char *wk_refusal_kind(rd_kafka_resp_err_t e, const char *reason) {
+    switch (e) {
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+        return "SASL authentication failed (kafka.sasl.username / kafka.sasl.password / "
+               "kafka.sasl.mechanisms)";
+    case RD_KAFKA_RESP_ERR__SSL: /* only verification: other TLS errors (a reset handshake) pass */
+        return reason && strstr(reason, "certificate")
+                   ? "TLS certificate verification failed (kafka.ssl.ca.location, the broker's "
+                     "certificate, kafka.ssl.*)"
+                   : NULL;
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return "not authorized (the worker's principal needs READ on the turns topic and its "
+               "group, WRITE on the tokens, responses and DLQ topics, WRITE on transactional id "
+               "parley-<worker.id>)";
+    default: return NULL;
+    }
+}
+
+void wk_kafka_note_refusal(wk_worker *w, rd_kafka_resp_err_t e, const char *reason) {
+    const char *kind = wk_refusal_kind(e, reason);
+    int expect = 0;
+    if (!kind || !__atomic_compare_exchange_n(&w->refused_claim, &expect, 1, 0, __ATOMIC_ACQ_REL,
+                                              __ATOMIC_ACQUIRE))
+        return;
+    snprintf(w->refused_msg, sizeof w->refused_msg, "Kafka refused the worker: %s: %.300s", kind,
+             reason ? reason : rd_kafka_err2str(e));
+    __atomic_store_n(&w->refused, 1, __ATOMIC_RELEASE);
+    wk_log("error", "kafka_refused", "err=%s reason=\"%.300s\"", rd_kafka_err2name(e),
+           reason ? reason : "");
+}
+
+/* Error callback of every client (librdkafka's thread that serves the
+ * client's queue): refusals are noted for the worker to stop on; the rest
+ * are logged (librdkafka retries them). */
+static void wk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    wk_worker *w = opaque;
+    char fbuf[512];
+    rd_kafka_resp_err_t e = (rd_kafka_resp_err_t)err;
+    if (e == RD_KAFKA_RESP_ERR__FATAL && (e = rd_kafka_fatal_error(rk, fbuf, sizeof fbuf)))
+        reason = fbuf;
+    if (wk_refusal_kind(e, reason)) {
+        wk_kafka_note_refusal(w, e, reason);
+        return;
+    }
+    if (e == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || e == RD_KAFKA_RESP_ERR__TRANSPORT) return; /* logged by librdkafka */
+    wk_log("warn", "kafka_error", "client=%s err=%s reason=\"%.300s\"", rd_kafka_name(rk),
+           rd_kafka_err2name(e), reason ? reason : "");
+}
+
+/* Kafka configuration for a client of kind ('C'/'P') of worker w: parley
+ * defaults (pairs, NULL-terminated), then the user's kafka.* properties for
+ * that kind, then forced settings (pairs); w is the opaque and the error
+ * callback notes refusals on it. */
+static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *defs,
                                  const char *const *forced, char *err, size_t errlen) {
+    const wk_config *cfg = w->cfg;
     rd_kafka_conf_t *c = rd_kafka_conf_new();
+    rd_kafka_conf_set_opaque(c, w);
+    rd_kafka_conf_set_error_cb(c, wk_error_cb);
     char kerr[256];
     for (int i = 0; defs && defs[i]; i += 2)
         if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
@@ -111,7 +171,7 @@ int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     snprintf(txid, sizeof txid, "parley-%s", w->id);
     const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
     const char *tforced[] = {"transactional.id", txid, NULL};
-    rd_kafka_conf_t *c = wk_kconf(w->cfg, 'P', pdefs, tforced, err, errlen);
+    rd_kafka_conf_t *c = wk_kconf(w, 'P', pdefs, tforced, err, errlen);
     if (!c) return WK_EKAFKA;
     char tmo[32];
     size_t tl = sizeof tmo;
@@ -128,7 +188,7 @@ int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     char e[512];
     const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
     const char *iforced[] = {"enable.idempotence", "true", NULL};
-    rd_kafka_conf_t *c = wk_kconf(w->cfg, 'P', pdefs, iforced, err, errlen);
+    rd_kafka_conf_t *c = wk_kconf(w, 'P', pdefs, iforced, err, errlen);
     if (!c) return WK_EKAFKA;
     if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
         rd_kafka_conf_destroy(c);
@@ -150,6 +210,39 @@ static int wk_kafka_kip848(const wk_config *cfg) {
     return 0;
 }
 
+/* Describe the worker's consumer group once before subscribing: librdkafka
+ * retries a group it may not use (FindCoordinator's
+ * GROUP_AUTHORIZATION_FAILED) silently and forever, so ask the admin API,
+ * which reports it.  Returns 0 (also when the probe itself fails or times
+ * out: the group join then proceeds as usual) or WK_EREFUSED. */
+static int wk_kafka_probe_group(wk_worker *w, char *err, size_t errlen) {
+    const char *group = wk_config_str(w->cfg, "worker.group");
+    rd_kafka_queue_t *q = rd_kafka_queue_new(w->cons);
+    rd_kafka_AdminOptions_t *o =
+        rd_kafka_AdminOptions_new(w->cons, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+    if (!q || !o) goto done;
+    rd_kafka_AdminOptions_set_request_timeout(o, 10000, NULL, 0);
+    rd_kafka_DescribeConsumerGroups(w->cons, &group, 1, o, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 15000);
+    if (ev) {
+        const rd_kafka_DescribeConsumerGroups_result_t *res = rd_kafka_event_DescribeConsumerGroups_result(ev);
+        size_t n = 0;
+        const rd_kafka_ConsumerGroupDescription_t **d =
+            res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &n) : NULL;
+        const rd_kafka_error_t *ge = n == 1 ? rd_kafka_ConsumerGroupDescription_error(d[0]) : NULL;
+        if (ge) wk_kafka_note_refusal(w, rd_kafka_error_code(ge), rd_kafka_error_string(ge));
+        else if (rd_kafka_event_error(ev))
+            wk_kafka_note_refusal(w, rd_kafka_event_error(ev), rd_kafka_event_error_string(ev));
+        rd_kafka_event_destroy(ev);
+    }
+done:
+    if (o) rd_kafka_AdminOptions_destroy(o);
+    if (q) rd_kafka_queue_destroy(q);
+    if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE))
+        return eng_errf(err, errlen, WK_EREFUSED, "%s", w->refused_msg);
+    return 0;
+}
+
 int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
@@ -163,9 +256,8 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
                            kip848 ? NULL : "partition.assignment.strategy", "cooperative-sticky", NULL};
     const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
                              NULL};
-    rd_kafka_conf_t *c = wk_kconf(cfg, 'C', cdefs, cforced, err, errlen);
+    rd_kafka_conf_t *c = wk_kconf(w, 'C', cdefs, cforced, err, errlen);
     if (!c) return WK_EKAFKA;
-    rd_kafka_conf_set_opaque(c, w);
     rd_kafka_conf_set_rebalance_cb(c, wk_rebalance_cb);
     w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
     if (!w->cons) {
@@ -176,19 +268,41 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     int rc = wk_kafka_txp_new(w, &w->txp, err, errlen);
     if (rc) return rc;
     if ((rc = wk_kafka_chp_new(w, &w->chp, err, errlen))) return rc;
-    /* Learn where the output topics live now rather than at the producers'
-     * first periodic metadata refresh, which would hold a fresh worker's
-     * first chunks and results for up to a second. */
-    wk_warm_metadata(w->chp, w->t_tokens);
-    wk_warm_metadata(w->txp, w->t_resp);
-    wk_warm_metadata(w->txp, w->t_dlq);
-    rd_kafka_error_t *ke = rd_kafka_init_transactions(w->txp, 60000);
-    if (ke) {
+    /* init_transactions in short slices, serving every client's callbacks
+     * in between, so a refusal (wrong password, untrusted CA, ACL) ends the
+     * start at once instead of after the full minute of retries */
+    rd_kafka_error_t *ke;
+    int64_t until = eng_sched_now_us() + 60 * 1000000LL;
+    for (;;) {
+        ke = rd_kafka_init_transactions(w->txp, 500);
+        rd_kafka_poll(w->txp, 0);
+        rd_kafka_poll(w->chp, 0);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, 0); /* not subscribed: callbacks only */
+        if (m) rd_kafka_message_destroy(m);
+        if (ke && wk_refusal_kind(rd_kafka_error_code(ke), rd_kafka_error_string(ke)))
+            wk_kafka_note_refusal(w, rd_kafka_error_code(ke), rd_kafka_error_string(ke));
+        if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE)) {
+            if (ke) rd_kafka_error_destroy(ke);
+            return eng_errf(err, errlen, WK_EREFUSED, "%s", w->refused_msg);
+        }
+        if (!ke) break;
+        if (rd_kafka_error_code(ke) == RD_KAFKA_RESP_ERR__TIMED_OUT && eng_sched_now_us() < until) {
+            rd_kafka_error_destroy(ke);
+            continue;
+        }
         eng_errf(err, errlen, WK_EKAFKA, "init_transactions (parley-%s): %s", w->id,
                  rd_kafka_error_string(ke));
         rd_kafka_error_destroy(ke);
         return WK_EKAFKA;
     }
+    /* Learn where the output topics live now rather than at the producers'
+     * first periodic metadata refresh, which would hold a fresh worker's
+     * first chunks and results for up to a second (after the refusal
+     * checks: each blocks up to 5 s when the cluster turns us away). */
+    wk_warm_metadata(w->chp, w->t_tokens);
+    wk_warm_metadata(w->txp, w->t_resp);
+    wk_warm_metadata(w->txp, w->t_dlq);
+    if ((rc = wk_kafka_probe_group(w, err, errlen))) return rc;
     rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, w->t_turns, RD_KAFKA_PARTITION_UA);
     rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);

@@ -303,6 +303,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             wk_log("warn", "consume_error", "err=\"%s\"", rd_kafka_message_errstr(m));
+        wk_kafka_note_refusal(w, m->err, rd_kafka_message_errstr(m)); /* ACLs: stop */
         return;
     }
     if (m->partition < 0 || m->partition >= w->n_parts || !w->owned[m->partition]) return;
@@ -507,6 +508,12 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     w->kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
     while (!w->fatal) {
         int64_t now = eng_sched_now_us();
+        if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE)) {
+            /* stop now, commit nothing: what was consumed is read again */
+            w->fatal = 1;
+            snprintf(w->fatal_msg, sizeof w->fatal_msg, "%s", w->refused_msg);
+            break;
+        }
         if (w->stop_req && !stop_at) {
             stop_at = now + grace_us;
             wk_pause_all(w, 1);
@@ -557,7 +564,7 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         for (int tries = 0; tries < 3 && w->n_batch; tries++) wk_txn_commit(w);
     if (w->fatal) {
         snprintf(err, errlen, "%s", w->fatal_msg);
-        return WK_EKAFKA;
+        return __atomic_load_n(&w->refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
     }
     rd_kafka_consumer_close(w->cons);
     rd_kafka_destroy(w->cons);

@@ -54,19 +54,26 @@
 #define WK_ENOMEM (-2) /* out of memory */
 #define WK_EMODEL (-3) /* model, tokenizer or template could not be loaded */
 #define WK_EKAFKA (-4) /* Kafka client creation or a fatal Kafka error */
+#define WK_EREFUSED (-5) /* Kafka refused the worker: SASL authentication, TLS
+                          * verification or an ACL (the message says which) */
 
 typedef struct wk_worker wk_worker; /* opaque */
 
 /* Load the model, build the cache and scheduler, create the consumer and
  * both producers and initialise transactions (fencing an older instance
- * with the same worker.id).  Returns 0 or a WK_E* code with a message. */
+ * with the same worker.id).  Returns 0 or a WK_E* code with a message;
+ * WK_EREFUSED as soon as a client reports that the cluster refuses it,
+ * instead of retrying a wrong password or an untrusted CA forever. */
 int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen);
 
 /* Run the poll loop until wk_worker_stop.  After a stop request: stop
  * fetching, let in-flight turns finish within worker.grace_ms (cancel the
  * rest), commit what finished, leave the group.  Returns 0 after a clean
  * shutdown, WK_EKAFKA when the producer was fenced or could not be
- * rebuilt. */
+ * rebuilt, WK_EREFUSED when the cluster starts refusing the worker
+ * (credentials, certificate, ACLs): it stops at once without committing,
+ * so the turns it had consumed are served again by whoever reads the
+ * partitions next. */
 int wk_worker_run(wk_worker *w, char *err, size_t errlen);
 
 /* Request shutdown (fast != 0: cancel in-flight turns at once).

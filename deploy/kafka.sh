@@ -16,6 +16,15 @@
 #   PARLEY_KAFKA_START_TIMEOUT  seconds to wait for readiness (default 90)
 #   PARLEY_KAFKA_STOP_TIMEOUT   seconds between SIGTERM and SIGKILL (20)
 #   PARLEY_KAFKA_HEAP           JVM -Xmx (default 512m)
+#   PARLEY_KAFKA_SECURE=1       also a SASL_SSL listener (SCRAM-SHA-512) with
+#                               ACLs enforced (StandardAuthorizer): a CA and a
+#                               broker certificate for 127.0.0.1 made with
+#                               openssl (kafka/tls/ca.pem), SCRAM users from
+#                               PARLEY_KAFKA_SCRAM_USERS ("name:password ...",
+#                               default "parley:parley-secret"); its address
+#                               goes to kafka.sasl_addr.  The PLAINTEXT
+#                               listener stays, as the super user ANONYMOUS
+#                               (the tests' admin door: topics and ACLs).
 # A broker that fails to start (or is not ready in time) is killed, its log
 # is printed to stderr and `start` exits 1.  Tuned for tests: replication
 # factor 1 everywhere, no initial rebalance delay, no automatic topic
@@ -34,16 +43,23 @@ fi
 PATTERN=kafka.Kafka
 
 write_config() {
-    local dir=$1 port=$2 cport=$3
+    local dir=$1 port=$2 cport=$3 sport=${4:-}
+    local listeners="PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+    local adv="PLAINTEXT://127.0.0.1:$port" map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    if [ -n "$sport" ]; then
+        listeners+=",SASL_SSL://127.0.0.1:$sport"
+        adv+=",SASL_SSL://127.0.0.1:$sport"
+        map+=",SASL_SSL:SASL_SSL"
+    fi
     cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=$listeners
+advertised.listeners=$adv
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$map
 log.dirs=$dir/data
 num.partitions=1
 default.replication.factor=1
@@ -66,6 +82,18 @@ auto.create.topics.enable=false
 num.network.threads=2
 num.io.threads=4
 log.retention.hours=1
+EOF
+    [ -n "$sport" ] || return 0
+    cat >>"$dir/server.properties" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$dir/tls/broker.p12
+ssl.keystore.password=parley-test
+ssl.key.password=parley-test
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=false
 EOF
     cat >"$dir/log4j2.properties" <<'EOF'
 status = warn
@@ -114,6 +142,22 @@ ready() {
     fi
 }
 
+# make_tls DIR: a throw-away CA (ca.pem, ca.key) and a broker certificate
+# for 127.0.0.1 / localhost signed by it, as the PKCS12 keystore broker.p12.
+make_tls() {
+    local d=$1
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=parley test CA" \
+        -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null &&
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$d/broker.key" -out "$d/broker.csr" 2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/san.ext" &&
+    openssl x509 -req -in "$d/broker.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 2 -extfile "$d/san.ext" -out "$d/broker.pem" 2>/dev/null &&
+    openssl pkcs12 -export -in "$d/broker.pem" -inkey "$d/broker.key" -certfile "$d/ca.pem" \
+        -name broker -passout pass:parley-test -out "$d/broker.p12"
+}
+
 cmd_start() {
     if svc_pid_alive "$RUN/kafka.pid" "$PATTERN"; then
         svc_log "already running at $(cat "$RUN/kafka.addr") (run dir $RUN)"
@@ -123,13 +167,23 @@ cmd_start() {
         { svc_err "no Kafka jars: run deploy/setup.sh (or set KAFKA_LIBS)"; exit 1; }
     command -v java >/dev/null || { svc_err "no java on PATH: run deploy/setup.sh"; exit 1; }
     local port cport ports cid pid deadline addr
-    ports=$(svc_free_ports 2)
-    cport=${ports#* }
-    port=${PARLEY_KAFKA_PORT:-${ports% *}}
+    ports=$(svc_free_ports 3) # broker, controller, SASL_SSL (PARLEY_KAFKA_SECURE=1)
+    set -- $ports
+    port=${PARLEY_KAFKA_PORT:-$1}
+    cport=$2
     addr=127.0.0.1:$port
     rm -rf "$SDIR"
     mkdir -p "$SDIR/data"
-    write_config "$SDIR" "$port" "$cport"
+    local sport= scram=()
+    if [ "${PARLEY_KAFKA_SECURE:-0}" = 1 ]; then
+        sport=$3
+        make_tls "$SDIR/tls" || fail_start "cannot make the test certificates (openssl)"
+        local u
+        for u in ${PARLEY_KAFKA_SCRAM_USERS:-parley:parley-secret}; do
+            scram+=(--add-scram "SCRAM-SHA-512=[name=${u%%:*},password=${u#*:}]")
+        done
+    fi
+    write_config "$SDIR" "$port" "$cport" "$sport"
     # A random Kafka Uuid in its text form (URL-safe base64, no padding);
     # like Kafka's own Uuid.randomUuid, never one starting with "-", which
     # the formatter's argument parser would read as an option.
@@ -142,7 +196,7 @@ while True:
         break')
     java_cmd
     if ! "${JAVA_CMD[@]}" kafka.tools.StorageTool format --cluster-id "$cid" \
-        --config "$SDIR/server.properties" --ignore-formatted >"$SDIR/broker.log" 2>&1; then
+        --config "$SDIR/server.properties" --ignore-formatted "${scram[@]}" >"$SDIR/broker.log" 2>&1; then
         fail_start "kafka-storage format failed"
     fi
     setsid nohup "${JAVA_CMD[@]}" kafka.Kafka "$SDIR/server.properties" \
@@ -157,6 +211,7 @@ while True:
         sleep 0.5
     done
     echo "$addr" >"$RUN/kafka.addr"
+    [ -n "$sport" ] && echo "127.0.0.1:$sport" >"$RUN/kafka.sasl_addr"
     local ver commit
     ver=$(sed -n 's/.*Kafka version: \([^ ]*\).*/\1/p' "$SDIR/broker.log" | head -n1)
     commit=$(sed -n 's/.*Kafka commitId: \([^ ]*\).*/\1/p' "$SDIR/broker.log" | head -n1)
