@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""chaos.py -- a randomized fault campaign against real parley workers, a
+real Kafka broker and a real Redis, with a checker that reads only Kafka.
+
+    tests/chaos/chaos.py --minutes 30 [--seed N] [--workers 3] [--convs 24]
+
+(with tests/run.sh's environment: PARLEY_BUILD, the venv; it starts its own
+broker and Redis on fixed ports under a temporary run dir, so restarts keep
+their addresses.)  tests/py/test_chaos.py runs a 2-minute campaign in the
+suite.
+
+What runs: `--workers` workers (cai-tiny synthetic model, Redis tier on)
+serve `--convs` conversations; every ROUND seconds the next turn of every
+conversation is produced (full history, turn-major, so a conversation's
+turns are ordered in its partition), and now and then a poison record.
+Meanwhile a seeded schedule (printed first: `--seed` replays it) applies
+one fault every 6-12 s:
+
+  kill9       SIGKILL a worker, restart it with the same worker.id 1-3 s later
+  stop_cont   SIGSTOP a worker past the 6 s session timeout, then SIGCONT
+  broker      stop the broker (data kept), 0-3 s down, start it again
+  redis_kill  SIGKILL Redis, start it again on the same port 2 s later
+  redis_stall SIGSTOP Redis for 3 s
+  join_leave  start one more worker, SIGTERM it 8-12 s later
+
+The checker (read_committed, after the faults stop and the last turns are
+answered) asserts: exactly one TurnResult per turn, results of each
+conversation in turn order, every poison record in the DLQ, and the
+streamed chunks of each counted attempt concatenating to its result.  It
+prints the counts: turns, faults of each kind, lost, doubled, redone, and
+the longest gap between two results after a fault (the recovery time).
+"""
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "py"))
+
+import confluent_kafka as ck  # noqa: E402
+import msgpack  # noqa: E402
+
+from test_worker_e2e import Env, TRACEPARENT, check_results, collect, free_port, turn_record  # noqa: E402
+from test_worker_faults import drain_idle, read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
+
+ROUND = 2.0  # seconds between rounds of turns
+POISON = [b"\xc1 not msgpack", msgpack.packb({"v": 1, "conversation_id": "x"}), b"",
+          msgpack.packb([1, 2, 3])]
+
+
+class Campaign:
+    def __init__(self, a, parley_bin, model, tmp):
+        self.a, self.bin, self.model, self.tmp = a, parley_bin, model, Path(tmp)
+        self.rng = random.Random(a.seed)
+        self.krun, self.rrun = self.tmp / "kafka-run", self.tmp / "redis-run"
+        kport, rport = free_port(), free_port()
+        svc("kafka.sh", self.krun, "start", PARLEY_KAFKA_PORT=str(kport))
+        svc("redis.sh", self.rrun, "start", PARLEY_REDIS_PORT=str(rport))
+        self.bootstrap, self.rport = f"127.0.0.1:{kport}", rport
+        self.redis = (self.rrun / "redis.addr").read_text().strip()
+        self.env = Env(self.bootstrap, parley_bin, model, self.tmp / "workers", partitions=6)
+        (self.tmp / "workers").mkdir(exist_ok=True)
+        self.faults = []  # (kind, start, end, detail)
+        self.stopped = set()  # SIGSTOPped workers
+        self.extra = 0
+
+    def worker_args(self):
+        return ["--redis.addr", self.redis, "--redis.timeout_ms", "100", "--worker.chunk_tokens", "2"]
+
+    def start_worker(self, wid):
+        self.env.start(wid, *self.worker_args())
+
+    def redis_pid(self):
+        return int((self.rrun / "redis.pid").read_text())
+
+    # ------------------------------------------------------------ faults
+    def fault(self, kind):
+        t0 = time.time()
+        live = [w for w, p in self.env.procs.items() if w.startswith("w") and p.poll() is None
+                and w not in self.stopped]
+        detail = ""
+        if kind == "kill9" and live:
+            w = self.rng.choice(live)
+            self.env.procs[w].kill()
+            self.env.procs[w].wait()
+            time.sleep(self.rng.uniform(1, 3))
+            self.start_worker(w)
+            detail = w
+        elif kind == "stop_cont" and live:
+            w = self.rng.choice(live)
+            self.env.procs[w].send_signal(signal.SIGSTOP)
+            self.stopped.add(w)
+            time.sleep(self.rng.uniform(7, 9))
+            self.env.procs[w].send_signal(signal.SIGCONT)
+            self.stopped.discard(w)
+            detail = w
+        elif kind == "broker":
+            down = restart_broker(self.krun, self.bootstrap, hold=self.rng.uniform(0, 3))
+            detail = f"down {down:.1f}s"
+        elif kind == "redis_kill":
+            os.kill(self.redis_pid(), signal.SIGKILL)
+            time.sleep(2)
+            svc("redis.sh", self.rrun, "start", PARLEY_REDIS_PORT=str(self.rport))
+        elif kind == "redis_stall":
+            pid = self.redis_pid()
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(3)
+            os.kill(pid, signal.SIGCONT)
+        elif kind == "join_leave":
+            self.extra += 1
+            w = f"x{self.extra}"
+            self.start_worker(w)
+            time.sleep(self.rng.uniform(8, 12))
+            self.env.procs[w].send_signal(signal.SIGTERM)
+            detail = w
+        else:
+            return
+        self.faults.append((kind, t0, time.time(), detail))
+        print(f"  t={t0 - self.t_start:6.1f}s fault {kind} {detail}", flush=True)
+
+    # ------------------------------------------------------------ run
+    def run(self):
+        a = self.a
+        kinds = ["kill9", "stop_cont", "broker", "redis_kill", "redis_stall", "join_leave"]
+        print(f"chaos: seed {a.seed}, {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
+              f"broker {self.bootstrap}, redis {self.redis}", flush=True)
+        for i in range(a.workers):
+            self.start_worker(f"w{i}")
+        p = ck.Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        self.t_start = time.time()
+        end = self.t_start + a.minutes * 60
+        next_round, next_fault, rnd, self.poison = self.t_start, self.t_start + 5, 0, 0
+        while time.time() < end:
+            now = time.time()
+            if now >= next_round:
+                for c in range(a.convs):
+                    p.produce(self.env.topics["turns"], key=f"conv-{c}",
+                              value=turn_record(c, rnd, a.max_tokens), headers=[("traceparent", TRACEPARENT)])
+                if self.rng.random() < 0.2:
+                    p.produce(self.env.topics["turns"], key=f"poison-{self.poison}",
+                              value=self.rng.choice(POISON))
+                    self.poison += 1
+                p.poll(0)
+                rnd += 1
+                next_round += ROUND
+            if now >= next_fault:
+                self.fault(self.rng.choice(kinds))  # blocks while the fault lasts
+                next_fault = time.time() + self.rng.uniform(6, 12)
+            time.sleep(0.05)
+        assert p.flush(60) == 0
+        self.rounds = rnd
+        return self.check()
+
+    def check(self):
+        env, a = self.env, self.a
+        for w in list(self.stopped):
+            env.procs[w].send_signal(signal.SIGCONT)
+        for w, proc in env.procs.items():  # a worker that died is restarted: nothing may wait on it
+            if w.startswith("w") and proc.poll() is not None:
+                print(f"  worker {w} had exited with {proc.returncode}; restarting it")
+                self.start_worker(w)
+        want = a.convs * self.rounds
+        rc = env.consumer("responses", "read_committed")
+        results, stamps = [], []
+        end = time.time() + 300
+        while len(results) < want and time.time() < end:
+            got = collect(rc, want - len(results), 2)
+            results += got
+        results += drain_idle(rc, 3)
+        rc.close()
+        chunks = read_chunks(env, results)
+        dc = env.consumer("dlq", "read_committed")
+        dead = collect(dc, self.poison, 60) + drain_idle(dc, 2)
+        dc.close()
+        sent = {f"conv-{c}-t{t}" for c in range(a.convs) for t in range(self.rounds)}
+        counts = tally("chaos", sent, results, chunks)
+        # recovery: longest gap between consecutive results (by broker timestamp) that
+        # starts inside a fault's window
+        ts = sorted(m.timestamp()[1] / 1000.0 for m in results)
+        gaps = [(y - x, x) for x, y in zip(ts, ts[1:])]
+        rec = max((g for g, x in gaps if any(f[1] - 1 <= x <= f[2] + 30 for f in self.faults)), default=0.0)
+        kinds = Counter(f[0] for f in self.faults)
+        poison_dlq = sum(1 for m in dead if (m.key() or b"").startswith(b"poison-"))
+        print(f"chaos summary: seed={a.seed} minutes={a.minutes} turns={want} "
+              f"results={counts['results']} lost={counts['lost']} doubled={counts['duplicates']} "
+              f"redone={counts['redone']} poison={self.poison} in_dlq={poison_dlq} "
+              f"faults={dict(kinds)} max_recovery_s={rec:.1f}", flush=True)
+        problems = []
+        if counts["lost"] or counts["duplicates"]:
+            lost = sent - {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
+            problems.append(f"lost {counts['lost']} doubled {counts['duplicates']}\n" + where_lost(env, lost))
+        if poison_dlq != self.poison:
+            problems.append(f"poison records: {self.poison} sent, {poison_dlq} in the DLQ")
+        if not problems:
+            check_results(env, results, chunks, a.convs, self.rounds)  # order, chunks == result
+        return counts, kinds, rec, problems
+
+    def close(self):
+        for w in list(self.stopped):
+            self.env.procs[w].send_signal(signal.SIGCONT)
+        self.env.stop_all()
+        svc("kafka.sh", self.krun, "stop")
+        svc("redis.sh", self.rrun, "stop")
+
+
+def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4):
+    a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens)
+    c = Campaign(a, parley_bin, model, tmp)
+    try:
+        return c.run()
+    finally:
+        c.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--convs", type=int, default=24)
+    ap.add_argument("--max-tokens", type=int, default=4)
+    ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
+    a = ap.parse_args()
+    build = Path(os.environ.get("PARLEY_BUILD", HERE.parents[1] / "build"))
+    parley = build / "consumer" / "parley"
+    import tempfile
+    tmp = Path(a.dir or tempfile.mkdtemp(prefix="parley-chaos-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    model = tmp / "cai-tiny.gguf"
+    subprocess.run([str(parley), "mkmodel", "--preset", "cai-tiny", "--out", str(model)], check=True,
+                   capture_output=True)
+    counts, kinds, rec, problems = campaign(parley, model, tmp, a.minutes, a.seed, a.workers, a.convs,
+                                            a.max_tokens)
+    for p in problems:
+        print("PROBLEM:", p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
