@@ -26,6 +26,8 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, NewTopic, ResourcePatternType, ResourceType)
 
+from test_worker_e2e import model  # noqa: E402,F401  (the module-scoped cai-tiny fixture)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 USERS = {"parley": "parley-secret", "intruder": "intruder-secret", "nogroup": "nogroup-secret"}
 
@@ -45,14 +47,6 @@ def secure_kafka(tmp_path_factory, have_java):
     finally:
         subprocess.run([os.path.join(REPO, "deploy", "kafka.sh"), "stop"], env=env, capture_output=True,
                        timeout=120)
-
-
-@pytest.fixture(scope="module")
-def model(parley_bin, tmp_path_factory):
-    path = tmp_path_factory.mktemp("secmodel") / "cai-tiny.gguf"
-    subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--out", str(path)],
-                   check=True, capture_output=True, timeout=60)
-    return path
 
 
 def setup_topics(k, user, wid, group_acl=True):
