@@ -15,8 +15,8 @@
 #include "kern_pool.h"
 
 static void cpu_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
-                        const struct kern_wpack *w, float *C, int ldc) {
-    kern_gemm_q8(ctx, kern_isa_best(), M, A, lda, a_scale, w, C, ldc);
+                        int lds, const struct kern_wpack *w, float *C, int ldc) {
+    kern_gemm_q8(ctx, kern_isa_best(), M, A, lda, a_scale, lds, w, C, ldc);
 }
 
 static void cpu_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W,
@@ -27,6 +27,11 @@ static void cpu_gemm_f32(void *ctx, int M, int N, int K, const float *A, const f
 static void cpu_quantize_rows(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
                               int ldq, float *scale) {
     kern_quantize_rows(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale);
+}
+
+static void cpu_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
+                                int ldq, float *scale, int lds) {
+    kern_quantize_blocks(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale, lds);
 }
 
 static void cpu_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w,
@@ -65,6 +70,7 @@ void eng_backend_cpu_init(eng_backend *b, struct kern_pool *pool) {
     b->gemm_q8 = cpu_gemm_q8;
     b->gemm_f32 = cpu_gemm_f32;
     b->quantize_rows = cpu_quantize_rows;
+    b->quantize_blocks = cpu_quantize_blocks;
     b->rmsnorm = cpu_rmsnorm;
     b->rope = cpu_rope;
     b->glu = cpu_glu;

@@ -26,7 +26,7 @@
 
 typedef void (*prof_any_fn)(void);
 _Static_assert(offsetof(eng_backend, attention) - offsetof(eng_backend, gemm_q8) ==
-                   8 * sizeof(prof_any_fn),
+                   9 * sizeof(prof_any_fn),
                "eng_backend slots changed: update backend_prof.c");
 _Static_assert(sizeof(eng_backend) == offsetof(eng_backend, attention) + sizeof(prof_any_fn),
                "eng_backend slots changed: update backend_prof.c");
@@ -76,10 +76,10 @@ static void prof_weight_add(prof_state *s, int kind, double dt, double bytes, in
 }
 
 static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
-                         const struct kern_wpack *w, float *C, int ldc) {
+                         int lds, const struct kern_wpack *w, float *C, int ldc) {
     prof_state *s = ctx;
     double t0 = prof_now();
-    s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, w, C, ldc);
+    s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, lds, w, C, ldc);
     double dt = prof_add(s, ENG_PROF_GEMM_Q8, t0);
     prof_weight_add(s, prof_weight_kind(s->m, w, NULL), dt, (double)kern_wpack_bytes(w), M);
 }
@@ -98,6 +98,15 @@ static void prof_quantize(void *ctx, int M, int K, const float *x, int ldx, int8
     prof_state *s = ctx;
     double t0 = prof_now();
     s->orig.quantize_rows(s->orig.ctx, M, K, x, ldx, q, ldq, scale);
+    prof_add(s, ENG_PROF_QUANTIZE, t0);
+}
+
+/* Block quantisation (the GEMM inputs) counts under the same "quantize" slot. */
+static void prof_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
+                                 int ldq, float *scale, int lds) {
+    prof_state *s = ctx;
+    double t0 = prof_now();
+    s->orig.quantize_blocks(s->orig.ctx, M, K, x, ldx, q, ldq, scale, lds);
     prof_add(s, ENG_PROF_QUANTIZE, t0);
 }
 
@@ -168,6 +177,7 @@ int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     b->gemm_q8 = prof_gemm_q8;
     b->gemm_f32 = prof_gemm_f32;
     b->quantize_rows = prof_quantize;
+    b->quantize_blocks = prof_quantize_blocks;
     b->rmsnorm = prof_rmsnorm;
     b->rope = prof_rope;
     b->glu = prof_glu;

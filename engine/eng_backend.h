@@ -10,10 +10,14 @@
  * Data layout (CPU backend: host pointers).  Activations are row-major,
  * one row per token.  int8 weights are packed at load (kern_wpack, layout
  * in kern_gemm.h); fp32 weights are [N][K] row-major.  int8 GEMM: W8A8,
- * int32 accumulation, per-token activation scale and per-channel or
- * per-32-block weight scales in the epilogue.  quantize_rows makes
- * symmetric per-row int8 (scale = max|x| / 127, q = round(x / scale),
- * a zero row gets scale 0 and zeros).
+ * int32 sums per 32-input block, each folded in float with its activation
+ * block scale (one per token per 32 inputs) and the weight's per-32-block
+ * scale, or with a per-channel weight scale applied at the end.
+ * quantize_blocks makes the GEMM's input: symmetric int8 with one scale per
+ * (row, 32-value block) (scale = max|x| / 127 over the block, q =
+ * round(x / scale), a zero block gets scale 0 and zeros).  quantize_rows
+ * is the same with one scale per row (the int8 KV store: one scale per
+ * token per head).
  *
  * Attention: the backend computes softmax(scale * q.k) . v in fp32 over the
  * paged KV of one layer; for int8 KV it dequantises K and V on the fly
@@ -64,9 +68,10 @@ typedef struct eng_backend {
     void *ctx;          /* backend state (CPU: pool + ISA) */
     int n_threads;      /* threads the backend computes with */
     /* W8A8 on weights packed at load (kern_gemm.h: layout, numerics):
-     * C[m][n] = (A[m] . W[n]) with the pack's per-channel or block scales
-     * and a_scale[m]; A rows lda bytes apart, zero past K up to w->Kp. */
-    void (*gemm_q8)(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
+     * C[m][n] = A[m] . W[n] with the pack's per-channel or block scales and
+     * the activation block scales a_scale[m * lds + b] (b < w->n_blocks);
+     * A rows lda bytes apart, zero past K up to w->Kp. */
+    void (*gemm_q8)(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
                     const struct kern_wpack *w, float *C, int ldc);
     void (*gemm_f32)(void *ctx, int M, int N, int K, const float *A, const float *W,
                      float *C, int ldc);
@@ -74,6 +79,10 @@ typedef struct eng_backend {
      * K .. ldq-1 set to zero) + scale[M]. */
     void (*quantize_rows)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
                           float *scale);
+    /* The same with one scale per 32 values: scale[m * lds + b] for
+     * b < ceil(K / 32) (kern_quantize_blocks); bytes K .. ldq-1 zeroed. */
+    void (*quantize_blocks)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
+                            int ldq, float *scale, int lds);
     /* y[m] = x[m] * rsqrt(mean(x[m]^2) + eps) * w, rows of n (strides ldx, ldy; y may be x). */
     void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w,
                     float eps, float *y, int ldy);

@@ -40,11 +40,12 @@
 
 #include "eng_model.h"
 
-/* Backend slots, in eng_backend order. */
+/* Backend slots, in eng_backend order (ENG_PROF_QUANTIZE counts both
+ * quantize_rows and quantize_blocks). */
 typedef enum {
     ENG_PROF_GEMM_Q8 = 0,
     ENG_PROF_GEMM_F32,
-    ENG_PROF_QUANTIZE,
+    ENG_PROF_QUANTIZE,   /* quantize_rows + quantize_blocks */
     ENG_PROF_RMSNORM,
     ENG_PROF_ROPE,
     ENG_PROF_GLU,

@@ -12,8 +12,9 @@
  * projection for the rows whose logits were asked for.
  *
  * The int8 and fp32 paths are this same code: only linear() picks the
- * backend's gemm_i8 (after quantising the input rows) or gemm_f32, and the
- * KV store quantises or copies.  Attention always reads K/V back from the
+ * backend's gemm_q8 (after quantising the input rows with one scale per
+ * 32-value block) or gemm_f32, and the KV store quantises (one scale per
+ * token per head) or copies.  Attention always reads K/V back from the
  * blocks (after this step's tokens were written), so a token's result does
  * not depend on how the sequence was chunked.
  *
@@ -43,7 +44,8 @@ typedef struct fwd_buf {
     float *hff;     /* [T][n_ff] gated hidden */
     float *tmp;     /* [T][E] block output before the residual */
     int8_t *xq;     /* [T][max Kp] quantised GEMM input, rows padded to the pack's Kp */
-    float *xs;      /* [T] its per-row scales */
+    float *xs;      /* [T][max Kp / 32] its block scales, rows max Kp / 32 apart */
+    int lds;        /* row stride of xs (max Kp / 32) */
     int32_t *pos;   /* [T] position of every token */
     float *lx;      /* [R][E] rows that produce logits */
     float *lbuf;    /* [R][n_vocab] their logits */
@@ -55,8 +57,8 @@ static void linear(eng_model *m, fwd_buf *b, const float *A, int T, const eng_we
                    float *C, int ldc) {
     const eng_backend *be = &m->be;
     if (m->prec == ENG_PREC_INT8) {
-        be->quantize_rows(be->ctx, T, w->cols, A, w->cols, b->xq, w->pk.Kp, b->xs);
-        be->gemm_q8(be->ctx, T, b->xq, w->pk.Kp, b->xs, &w->pk, C, ldc);
+        be->quantize_blocks(be->ctx, T, w->cols, A, w->cols, b->xq, w->pk.Kp, b->xs, b->lds);
+        be->gemm_q8(be->ctx, T, b->xq, w->pk.Kp, b->xs, b->lds, &w->pk, C, ldc);
     } else {
         be->gemm_f32(be->ctx, T, w->rows, w->cols, A, w->f, C, ldc);
     }
@@ -172,7 +174,8 @@ static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int n_ste
     if (nq > kmax) kmax = nq;
     if (F > kmax) kmax = F;
     kmax = (kmax + 31) / 32 * 32; /* quantised rows are padded to the packs' Kp */
-    size_t nf[] = {T * E, T * E, T * nqkv, T * nq, T * 2 * F, T * F, T * E, (size_t)T,
+    b->lds = (int)(kmax / 32);
+    size_t nf[] = {T * E, T * E, T * nqkv, T * nq, T * 2 * F, T * F, T * E, T * (kmax / 32),
                    (size_t)R * E, (size_t)R * V};
     float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->gu, &b->hff, &b->tmp, &b->xs,
                      &b->lx, &b->lbuf};

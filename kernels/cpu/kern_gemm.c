@@ -44,9 +44,25 @@ void kern_gemm_i8_bs_ref(int M, int N, int K, const int8_t *A, const float *a_sc
                 int32_t s = 0;
                 for (int k = b * 32; k < b * 32 + 32; k++)
                     s += (int32_t)A[(size_t)m * K + k] * W[(size_t)n * K + k];
-                acc += (float)s * bscale[(size_t)n * nb + b];
+                acc += (float)s * (bscale[(size_t)n * nb + b] * a_scale[(size_t)m * nb + b]);
             }
-            C[(size_t)m * N + n] = acc * a_scale[m];
+            C[(size_t)m * N + n] = acc;
+        }
+}
+
+void kern_gemm_i8_pc_ref(int M, int N, int K, const int8_t *A, const float *a_scale,
+                         const int8_t *W, const float *scale, float *C) {
+    int nb = (K + 31) / 32;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0;
+            for (int b = 0; b < nb; b++) {
+                int32_t s = 0;
+                for (int k = b * 32; k < b * 32 + 32 && k < K; k++)
+                    s += (int32_t)A[(size_t)m * K + k] * W[(size_t)n * K + k];
+                acc += (float)s * a_scale[(size_t)m * nb + b];
+            }
+            C[(size_t)m * N + n] = acc * scale[n];
         }
 }
 
@@ -172,6 +188,7 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
         const int8_t *wg = w->q8 + (size_t)g * nb * KERN_PACK_BLOCK_BYTES;
         for (int i = 0; i < t->mr; i++) {
             const int8_t *a = t->A + (size_t)i * t->lda;
+            const float *as = t->C32 ? NULL : t->a_scale + (size_t)i * t->lds;
             int32_t tot[KERN_PACK_NC] = {0};
             float f[KERN_PACK_NC] = {0};
             for (int b = 0; b < nb; b++) {
@@ -183,15 +200,17 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
                             s[c] += (int32_t)a[b * 32 + q * 4 + j] * wb[q * 64 + c * 4 + j];
                 for (int c = 0; c < KERN_PACK_NC; c++) {
                     tot[c] += s[c];
-                    if (w->bscale && !t->C32)
-                        f[c] = fmaf((float)s[c], kern_f16_to_f32(w->bscale[((size_t)g * nb + b) * KERN_PACK_NC + c]), f[c]);
+                    if (!as) continue;
+                    float sc = as[b];
+                    if (w->bscale) sc = kern_f16_to_f32(w->bscale[((size_t)g * nb + b) * KERN_PACK_NC + c]) * sc;
+                    f[c] = fmaf((float)s[c], sc, f[c]);
                 }
             }
             for (int c = 0; c < cols; c++) {
                 size_t o = (size_t)i * t->ldc + (size_t)gi * KERN_PACK_NC + c;
                 if (t->C32) t->C32[o] = tot[c];
-                else if (w->bscale) t->C[o] = f[c] * t->a_scale[i];
-                else t->C[o] = ((float)tot[c] * w->scale[g * KERN_PACK_NC + c]) * t->a_scale[i];
+                else if (w->bscale) t->C[o] = f[c];
+                else t->C[o] = f[c] * w->scale[g * KERN_PACK_NC + c];
             }
         }
     }
@@ -200,7 +219,7 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct kern_q8_job {
-    kern_q8_tile base;   /* shared fields: A, lda, a_scale, w, C/C32, ldc */
+    kern_q8_tile base;   /* shared fields: A, lda, a_scale, lds, w, C/C32, ldc */
     int M;               /* rows of A */
     int n_mt;            /* row tiles */
     int gpt;             /* groups per task */
@@ -219,7 +238,7 @@ static void kern_q8_task(void *arg, int task, int thread) {
     t.ncol = t.w->N - t.g0 * KERN_PACK_NC;
     if (t.ncol > t.ng * KERN_PACK_NC) t.ncol = t.ng * KERN_PACK_NC;
     t.A += (size_t)m0 * t.lda;
-    if (t.a_scale) t.a_scale += m0;
+    if (t.a_scale) t.a_scale += (size_t)m0 * t.lds;
     size_t off = (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
     if (t.C32) t.C32 += off;
     else t.C += off;
@@ -253,8 +272,9 @@ static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
 }
 
 void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
-                  const float *a_scale, const kern_wpack *w, float *C, int ldc) {
-    kern_q8_job j = {.base = {.A = A, .lda = lda, .a_scale = a_scale, .w = w, .C = C, .ldc = ldc}};
+                  const float *a_scale, int lds, const kern_wpack *w, float *C, int ldc) {
+    kern_q8_job j = {.base = {.A = A, .lda = lda, .a_scale = a_scale, .lds = lds, .w = w,
+                              .C = C, .ldc = ldc}};
     kern_q8_launch(p, isa, M, &j);
 }
 

@@ -9,12 +9,14 @@
  *   maddubs(|a|, sign(w, a))  -> int16 pairs (no saturation: 2*127*127 < 32767)
  *   madd(., 1)                -> int32: the 4-term dot of one channel
  * so the accumulators hold per-channel sums directly (no horizontal
- * reductions).  A block-scaled pack converts the 8-lane block sums to float
- * once per 32 inputs and adds them with fma (the scalar kernel's order);
- * a per-channel pack keeps int32 totals and scales once at the end.
+ * reductions).  In float mode every pack converts the 8-lane block sums to
+ * float once per 32 inputs and adds them with fma, multiplied by the
+ * activation block scale (times the fp16 weight block scale of a
+ * block-scaled pack; the scalar kernel's order); a per-channel pack then
+ * multiplies by scale[n] once at the end.  int32 mode keeps int32 totals.
  *
  * Register blocking: 4 rows of A x 16 channels = 8 int32 accumulators; the
- * float accumulators of block-scaled packs live in a small array (touched
+ * float accumulators of float mode live in a small array (touched
  * once per block).  Rows past a multiple of 4 run one at a time.
  *
  * The 4-row inner step is inline assembly: with intrinsics GCC spilled
@@ -58,22 +60,37 @@ KERN_AVX2 KERN_INLINE void kern_avx2_block1(const int8_t *a, const int8_t *wb, _
     }
 }
 
+/* The 16 fold multipliers of one row's block: the weights' fp16 block
+ * scales (bsg, block b) times the activation block scale as, or as alone
+ * for a per-channel pack (bsg NULL). */
+KERN_AVX2 KERN_INLINE void kern_avx2_mult(const uint16_t *bsg, int b, float as, __m256 *u0,
+                                          __m256 *u1) {
+    __m256 va = _mm256_set1_ps(as);
+    if (!bsg) {
+        *u0 = *u1 = va;
+        return;
+    }
+    *u0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16))), va);
+    *u1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16 + 8))), va);
+}
+
 /* One row x one group (the decode shape, bound by reading the weights):
- * block-scaled packs fold each block into f, otherwise s gets int32 totals. */
+ * float mode (as: the row's block scales) folds each block into f,
+ * int32 mode (as NULL) leaves the totals in s. */
 KERN_AVX2 static void kern_avx2_mk1(const int8_t *a, const int8_t *wg, const uint16_t *bsg,
-                                    int nb, float f[16], int32_t s[16]) {
+                                    const float *as, int nb, float f[16], int32_t s[16]) {
     __m256 f0 = _mm256_setzero_ps(), f1 = f0;
     __m256i c0 = _mm256_setzero_si256(), c1 = c0;
     for (int b = 0; b < nb; b++) {
         kern_avx2_block1(a + b * 32, wg + (size_t)b * KERN_PACK_BLOCK_BYTES, &c0, &c1);
-        if (!bsg) continue;
-        __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16)));
-        __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16 + 8)));
-        f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), s0, f0);
-        f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), s1, f1);
+        if (!as) continue;
+        __m256 u0, u1;
+        kern_avx2_mult(bsg, b, as[b], &u0, &u1);
+        f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), u0, f0);
+        f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), u1, f1);
         c0 = c1 = _mm256_setzero_si256();
     }
-    if (bsg) {
+    if (as) {
         _mm256_storeu_ps(f, f0), _mm256_storeu_ps(f + 8, f1);
     } else {
         _mm256_storeu_si256((__m256i *)s, c0), _mm256_storeu_si256((__m256i *)(s + 8), c1);
@@ -104,16 +121,17 @@ KERN_AVX2 static void kern_avx2_mk1(const int8_t *a, const int8_t *wg, const uin
     "vpaddd %[v], %[" d1 "], %[" d1 "]\n\t"
 
 /* Four rows of A x one group, every accumulator in a register (8 ymm).
- * Block-scaled packs fold each block into f (float, in memory: touched
- * once per block); otherwise s gets the int32 totals. */
+ * Float mode (as: row 0's block scales, rows lds apart) folds each block
+ * into f (in memory: touched once per block); int32 mode (as NULL) leaves
+ * the totals in s. */
 KERN_AVX2 static void kern_avx2_mk4(const int8_t *A, int lda, const int8_t *wg,
-                                    const uint16_t *bsg, int nb, float f[4][16],
-                                    int32_t s[4][16]) {
+                                    const uint16_t *bsg, const float *as, int lds, int nb,
+                                    float f[4][16], int32_t s[4][16]) {
     const __m256i ones = _mm256_set1_epi16(1);
     const int8_t *a0 = A, *a1 = A + lda, *a2 = A + 2 * (size_t)lda, *a3 = A + 3 * (size_t)lda;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
     __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    if (bsg) memset(f, 0, 4 * 16 * sizeof(float));
+    if (as) memset(f, 0, 4 * 16 * sizeof(float));
     for (int b = 0; b < nb; b++) {
         const int8_t *wb = wg + (size_t)b * KERN_PACK_BLOCK_BYTES;
         for (int q = 0; q < 8; q++) {
@@ -131,20 +149,22 @@ KERN_AVX2 static void kern_avx2_mk4(const int8_t *A, int lda, const int8_t *wg,
                       [p2] "r"(a2 + k), [p3] "r"(a3 + k), [ones] "x"(ones)
                     : "memory");
         }
-        if (!bsg) continue;
-        __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16)));
-        __m256 s1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16 + 8)));
+        if (!as) continue;
 #define KERN_AVX2_FOLD(i, c0, c1)                                                                   \
-    _mm256_storeu_ps(f[i], _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), s0, _mm256_loadu_ps(f[i])));     \
-    _mm256_storeu_ps(f[i] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), s1, _mm256_loadu_ps(f[i] + 8))); \
-    c0 = c1 = _mm256_setzero_si256()
+    do {                                                                                            \
+        __m256 u0, u1;                                                                              \
+        kern_avx2_mult(bsg, b, as[(size_t)(i) * lds + b], &u0, &u1);                                \
+        _mm256_storeu_ps(f[i], _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), u0, _mm256_loadu_ps(f[i])));  \
+        _mm256_storeu_ps(f[i] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), u1, _mm256_loadu_ps(f[i] + 8))); \
+        c0 = c1 = _mm256_setzero_si256();                                                           \
+    } while (0)
         KERN_AVX2_FOLD(0, c00, c01);
         KERN_AVX2_FOLD(1, c10, c11);
         KERN_AVX2_FOLD(2, c20, c21);
         KERN_AVX2_FOLD(3, c30, c31);
 #undef KERN_AVX2_FOLD
     }
-    if (bsg) return;
+    if (as) return;
     _mm256_storeu_si256((__m256i *)s[0], c00), _mm256_storeu_si256((__m256i *)(s[0] + 8), c01);
     _mm256_storeu_si256((__m256i *)s[1], c10), _mm256_storeu_si256((__m256i *)(s[1] + 8), c11);
     _mm256_storeu_si256((__m256i *)s[2], c20), _mm256_storeu_si256((__m256i *)(s[2] + 8), c21);
@@ -160,29 +180,28 @@ KERN_AVX2 KERN_INLINE void kern_avx2_rows(const int MR, const kern_q8_tile *t, i
     const int8_t *A = t->A + (size_t)r * t->lda;
     const int8_t *wg = w->q8 + (size_t)g * nb * KERN_PACK_BLOCK_BYTES;
     const uint16_t *bsg = w->bscale && !t->C32 ? w->bscale + (size_t)g * nb * KERN_PACK_NC : NULL;
+    const float *as = t->C32 ? NULL : t->a_scale + (size_t)r * t->lds;
     size_t o = (size_t)r * t->ldc + (size_t)gi * KERN_PACK_NC;
     float f[4][16];
     int32_t s[4][16];
-    if (MR == 4) kern_avx2_mk4(A, t->lda, wg, bsg, nb, f, s);
-    else kern_avx2_mk1(A, wg, bsg, nb, f[0], s[0]);
+    if (MR == 4) kern_avx2_mk4(A, t->lda, wg, bsg, as, t->lds, nb, f, s);
+    else kern_avx2_mk1(A, wg, bsg, as, nb, f[0], s[0]);
     for (int i = 0; i < MR; i++) {
-        if (bsg) {
-            float as = t->a_scale[r + i];
-            float *c = t->C + o + (size_t)i * t->ldc;
-            if (cols == KERN_PACK_NC) {
-                __m256 va = _mm256_set1_ps(as);
-                _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_loadu_ps(f[i]), va));
-                _mm256_storeu_ps(c + 8, _mm256_mul_ps(_mm256_loadu_ps(f[i] + 8), va));
-            } else {
-                for (int j = 0; j < cols; j++) c[j] = f[i][j] * as;
-            }
-        } else if (t->C32) {
+        if (t->C32) {
             memcpy(t->C32 + o + (size_t)i * t->ldc, s[i], (size_t)cols * sizeof(int32_t));
-        } else {
-            float as = t->a_scale[r + i];
+            continue;
+        }
+        float *c = t->C + o + (size_t)i * t->ldc;
+        if (bsg) { /* C = f */
+            memcpy(c, f[i], (size_t)cols * sizeof(float));
+        } else {   /* C = f * scale[n] */
             const float *sc = w->scale + (size_t)g * KERN_PACK_NC;
-            float *c = t->C + o + (size_t)i * t->ldc;
-            for (int j = 0; j < cols; j++) c[j] = ((float)s[i][j] * sc[j]) * as;
+            if (cols == KERN_PACK_NC) {
+                _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_loadu_ps(f[i]), _mm256_loadu_ps(sc)));
+                _mm256_storeu_ps(c + 8, _mm256_mul_ps(_mm256_loadu_ps(f[i] + 8), _mm256_loadu_ps(sc + 8)));
+            } else {
+                for (int j = 0; j < cols; j++) c[j] = f[i][j] * sc[j];
+            }
         }
     }
 }

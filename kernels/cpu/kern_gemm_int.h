@@ -8,7 +8,8 @@
  * padding channels past N are never written), either the scaled float
  * result (C) or, when C32 is non-NULL, the raw int32 sums (block scales
  * taken as 1).  Every kernel must produce exactly the values defined in
- * kern_gemm.h (fixed order, fmaf per block); the unit tests compare every
+ * kern_gemm.h (fixed order, one fmaf per block with the activation block
+ * scale, for both pack kinds; int32 mode sums all of K in int32); the unit tests compare every
  * available path with the scalar one bit for bit.
  *
  * Kernels for ISAs the compiler cannot target are still declared; the
@@ -32,7 +33,8 @@ typedef struct kern_q8_tile {
     int ncol;             /* columns to write: min(16 * ng, N - 16 * g0) */
     const int8_t *A;      /* row 0 of the tile; rows lda bytes apart, zero past K up to Kp */
     int lda;              /* row stride of A in bytes (>= w->Kp) */
-    const float *a_scale; /* [mr] activation scales of the tile's rows (float mode) */
+    const float *a_scale; /* float mode: block scales of the tile's row 0, a_scale[i * lds + b] */
+    int lds;              /* row stride of a_scale in floats (>= w->n_blocks) */
     const kern_wpack *w;  /* the packed weights */
     float *C;             /* float mode: element (row 0, channel 16 * g0); rows ldc apart */
     int32_t *C32;         /* int32 mode when non-NULL: same addressing as C */

@@ -42,6 +42,14 @@ static void kern_quant_row_scalar(const float *x, int K, int8_t *q, int pad, flo
     }
 }
 
+/* Blocks of KERN_QBLOCK values (the last one may be shorter), each
+ * quantised as a row of its own; then the pad bytes zeroed. */
+static void kern_quant_blocks_scalar(const float *x, int K, int8_t *q, int pad, float *scale) {
+    for (int k = 0, b = 0; k < K; k += KERN_QBLOCK, b++)
+        kern_quant_row_scalar(x + k, K - k < KERN_QBLOCK ? K - k : KERN_QBLOCK, q + k, 0, scale + b);
+    memset(q + K, 0, (size_t)pad);
+}
+
 static void kern_rmsnorm_row_scalar(const float *x, int n, const float *w, float eps, float *y) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -96,6 +104,7 @@ static void kern_softmax_scalar(float *x, int n) {
 
 const kern_ops_rowfns kern_ops_rows_scalar = {
     .quant = kern_quant_row_scalar,
+    .quant_blocks = kern_quant_blocks_scalar,
     .rmsnorm = kern_rmsnorm_row_scalar,
     .rotate = kern_rotate_row_scalar,
     .glu = kern_glu_row_scalar,
@@ -109,6 +118,13 @@ void kern_quantize_rows_ref(int M, int K, const float *x, int ldx, int8_t *q, in
                             float *scale) {
     for (int m = 0; m < M; m++)
         kern_quant_row_scalar(x + (size_t)m * ldx, K, q + (size_t)m * ldq, ldq - K, scale + m);
+}
+
+void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, int ldq,
+                              float *scale, int lds) {
+    for (int m = 0; m < M; m++)
+        kern_quant_blocks_scalar(x + (size_t)m * ldx, K, q + (size_t)m * ldq, ldq - K,
+                                 scale + (size_t)m * lds);
 }
 
 void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps,
@@ -173,7 +189,8 @@ struct kern_ops_job {
     float eps;                /* rmsnorm epsilon */
     int8_t *q;                /* quantised rows */
     int ldq;                  /* their stride in bytes */
-    float *scale;             /* per-row quantisation scales */
+    float *scale;             /* quantisation scales: one per row, or lds per row */
+    int lds;                  /* block quantisation: stride of scale between rows */
     int n_head;               /* rope: heads per row */
     const int32_t *pos;       /* rope: position of every row */
     const float *inv_freq;    /* rope: [head_dim / 2] frequencies */
@@ -222,6 +239,20 @@ void kern_quantize_rows(kern_pool *p, kern_isa isa, int M, int K, const float *x
     if (K < 0) return;
     kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_quant_rows, .M = M, .n = K,
                       .x = x, .ldx = ldx, .q = q, .ldq = ldq, .scale = scale};
+    kern_ops_launch(p, &j, K);
+}
+
+static void kern_quant_block_rows(const kern_ops_job *j, int r0, int r1) {
+    for (int m = r0; m < r1; m++)
+        j->f->quant_blocks(j->x + (size_t)m * j->ldx, j->n, j->q + (size_t)m * j->ldq,
+                           j->ldq - j->n, j->scale + (size_t)m * j->lds);
+}
+
+void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                          int8_t *q, int ldq, float *scale, int lds) {
+    if (K < 0) return;
+    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_quant_block_rows, .M = M, .n = K,
+                      .x = x, .ldx = ldx, .q = q, .ldq = ldq, .scale = scale, .lds = lds};
     kern_ops_launch(p, &j, K);
 }
 

@@ -1,6 +1,6 @@
 /*
- * kern_ops.h -- the forward pass's element-wise operations: per-row int8
- * quantisation, RMSNorm, rotary embedding (RoPE), gated activations (GLU),
+ * kern_ops.h -- the forward pass's element-wise operations: per-row and
+ * per-32-value-block int8 quantisation, RMSNorm, rotary embedding (RoPE), gated activations (GLU),
  * residual add and softmax.
  *
  * Purpose.  Between two GEMMs every token row goes through one or more of
@@ -20,7 +20,8 @@
  *
  * Numerics (per op, dispatched vs _ref):
  *   quantize  bit-identical on every path (inv = 127 / amax once per row,
- *             q = round-half-even(x * inv) clamped to [-127, 127]).
+ *             or per block of 32 for the block quantiser, q =
+ *             round-half-even(x * inv) clamped to [-127, 127]).
  *   rmsnorm   sum of squares in double in a fixed lane order; the scaling
  *             y = (x * inv) * w is the reference's; differs only by the
  *             rounding of that sum.
@@ -80,6 +81,20 @@ void kern_quantize_rows_ref(int M, int K, const float *x, int ldx, int8_t *q, in
                             float *scale);
 void kern_quantize_rows(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
                         int8_t *q, int ldq, float *scale);
+
+/* The int8 GEMM's activation quantiser (kern_gemm.h): each row is cut into
+ * blocks of KERN_QBLOCK values (the last one shorter when K % 32 != 0) and
+ * every block is quantised exactly as kern_quantize_rows quantises a row of
+ * those values: scale[m * lds + b] = max|x[m][32b .. 32b+31]| / 127 for
+ * b < ceil(K / 32) (lds >= that), q rounded half to even into [-127, 127],
+ * a zero block gets scale 0 and zeros.  q rows are ldq >= K bytes apart,
+ * bytes K..ldq-1 zeroed.  One scale per block keeps an outlier channel from
+ * crushing the rest of the row (Gemma 3's activations have them). */
+#define KERN_QBLOCK 32
+void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, int ldq,
+                              float *scale, int lds);
+void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                          int8_t *q, int ldq, float *scale, int lds);
 
 /* y[m] = x[m] * (1 / sqrt(mean(x[m]^2) + eps)) * w over n floats per row;
  * y may equal x (in place), otherwise they must not overlap. */

@@ -112,6 +112,39 @@ KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int 
     }
 }
 
+/* One full block of 32 floats (kern_quantize_blocks): the row kernel's
+ * arithmetic for K = 32, with the max chained so that a NaN lane is skipped
+ * exactly as there. */
+KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, float *scale) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x)), _mm256_setzero_ps());
+    m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8)), m);
+    m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 16)), m);
+    m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 24)), m);
+    float amax = kern_hmax_ps(m);
+    float inv = 127.0f / amax;
+    if (!(inv <= FLT_MAX)) { /* amax 0, or so small that inv overflows: a zero block */
+        *scale = 0;
+        memset(q, 0, 32);
+        return;
+    }
+    *scale = amax / 127.0f;
+    __m256 vi = _mm256_set1_ps(inv);
+    __m256i a = _mm256_packs_epi32(kern_q8_lanes(x, vi), kern_q8_lanes(x + 8, vi));
+    __m256i b = _mm256_packs_epi32(kern_q8_lanes(x + 16, vi), kern_q8_lanes(x + 24, vi));
+    __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b),
+                                                _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, bytes);
+}
+
+KERN_AVX2 static void kern_quant_blocks_avx2(const float *x, int K, int8_t *q, int pad,
+                                             float *scale) {
+    int k = 0, b = 0;
+    for (; k + 32 <= K; k += 32, b++) kern_quant_block32_avx2(x + k, q + k, scale + b);
+    if (k < K) kern_quant_row_avx2(x + k, K - k, q + k, 0, scale + b);
+    memset(q + K, 0, (size_t)pad);
+}
+
 /* ---- RMSNorm ---- */
 
 KERN_AVX2 static void kern_rmsnorm_row_avx2(const float *x, int n, const float *w, float eps,
@@ -262,6 +295,7 @@ KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
 
 const kern_ops_rowfns kern_ops_rows_avx2 = {
     .quant = kern_quant_row_avx2,
+    .quant_blocks = kern_quant_blocks_avx2,
     .rmsnorm = kern_rmsnorm_row_avx2,
     .rotate = kern_rotate_row_avx2,
     .glu = kern_glu_row_avx2,

@@ -3,10 +3,13 @@
  * this machine runs, against the scalar references:
  *   - raw int32 sums bit-exact with kern_gemm_i8_ref for random shapes
  *     including odd M, N, K (per-channel packs) and +-127 extremes;
- *   - the scaled epilogue exactly as kern_gemm.h defines it;
- *   - block-scaled (Q8_0) packs: every path bit-identical with the portable
- *     one, within float rounding of kern_gemm_i8_bs_ref, and a row's result
- *     independent of the batch and thread count it runs with;
+ *   - the per-channel float result exactly as kern_gemm.h defines it (one
+ *     fmaf per 32-input block with the activation block scale, then
+ *     scale[n]);
+ *   - per-channel and block-scaled (Q8_0) packs with per-block activation
+ *     scales: every path bit-identical with the portable one, within float
+ *     rounding of kern_gemm_i8_pc_ref / kern_gemm_i8_bs_ref, and a row's
+ *     result independent of the batch and thread count it runs with;
  *   - fp16 scale conversion round trips;
  *   - a packed row read back (kern_wpack_row_f32) equals the row-major one.
  * Paths: scalar .. kern_isa_best() (PARLEY_ISA may lower it for a run).
@@ -90,29 +93,93 @@ PT_TEST(q8_extremes_no_saturation) {
 }
 
 PT_TEST(q8_per_channel_epilogue_exact) {
-    int M = 6, N = 19, K = 70;
+    int M = 6, N = 19, K = 70, nb = 3, lds = 4;
     int8_t *W = malloc((size_t)N * K);
     fill_i8(W, (size_t)N * K);
-    float as[6], ws[19], C[6 * 24];
-    for (int i = 0; i < M; i++) as[i] = 0.01f * (i + 1);
+    float as[6 * 4], ws[19], C[6 * 24];
+    for (int i = 0; i < M * lds; i++) as[i] = 0.01f * (i % 5 + 1) * (i % 3 ? 1 : 7);
     for (int i = 0; i < N; i++) ws[i] = 0.003f * (i + 2);
     kern_wpack pk;
     char err[128];
     PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
-    int8_t *A = make_a(M, K, pk.Kp), Ad[6 * 70];
-    for (int m = 0; m < M; m++) memcpy(Ad + m * K, A + (size_t)m * pk.Kp, (size_t)K);
-    int32_t R[6 * 19];
-    kern_gemm_i8_ref(M, N, K, Ad, W, R);
+    PT_EQ_INT(pk.n_blocks, nb);
+    int8_t *A = make_a(M, K, pk.Kp);
     for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
-        kern_gemm_q8(NULL, (kern_isa)isa, M, A, pk.Kp, as, &pk, C, 24);
+        kern_gemm_q8(NULL, (kern_isa)isa, M, A, pk.Kp, as, lds, &pk, C, 24);
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++) {
-                float want = ((float)R[m * N + n] * ws[n]) * as[m];
+                float f = 0;
+                for (int b = 0; b < nb; b++) {
+                    int32_t sb = 0;
+                    for (int k = 32 * b; k < 32 * b + 32 && k < K; k++)
+                        sb += (int32_t)A[(size_t)m * pk.Kp + k] * W[(size_t)n * K + k];
+                    f = fmaf((float)sb, as[m * lds + b], f);
+                }
+                float want = f * ws[n];
                 PT_EQ_MEM(&want, &C[m * 24 + n], sizeof want);
             }
     }
     kern_wpack_free(&pk);
     free(A), free(W);
+}
+
+/* |p[i]| of n int8 (a copy). */
+static int8_t *abs_i8(const int8_t *p, size_t n) {
+    int8_t *q = malloc(n);
+    for (size_t i = 0; i < n; i++) q[i] = (int8_t)(p[i] < 0 ? -p[i] : p[i]);
+    return q;
+}
+
+/* Float rounding bound for C vs a reference over nb blocks: the reference
+ * on |A|, |W| bounds the sum of |terms|; each term and add rounds once. */
+static double block_tol(int nb, float rabs) { return 2.4e-7 * (nb + 2) * rabs + 1e-30; }
+
+/* Activation block scales [M][lds] with a spread of magnitudes (as
+ * kern_quantize_blocks gives rows with outlier channels). */
+static float *make_as(int M, int lds) {
+    float *as = malloc(sizeof(float) * (size_t)M * lds);
+    for (int i = 0; i < M * lds; i++) as[i] = 0.001f * (1 + (int)(pt_rand() % 1000)) * (i % 5 ? 1 : 30);
+    return as;
+}
+
+PT_TEST(q8_per_channel_paths_identical_and_close_to_reference) {
+    kern_pool *p2, *p3;
+    PT_ASSERT(kern_pool_create(2, &p2) == 0 && kern_pool_create(3, &p3) == 0);
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+        for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+            for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
+                int M = Ms[a], N = Ns[b], K = Ks[c], nb = (K + 31) / 32;
+                int8_t *W = malloc((size_t)N * K), *Ad = make_a(M, K, K);
+                float *ws = malloc(sizeof(float) * N), *as = make_as(M, nb);
+                float *R = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
+                float *C = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * N);
+                fill_i8(W, (size_t)N * K);
+                for (int i = 0; i < N; i++) ws[i] = 0.0005f * (1 + i % 11);
+                kern_wpack pk;
+                char err[128];
+                PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
+                int lda = pk.Kp;
+                int8_t *A = make_a(M, 0, lda); /* zero past K up to Kp */
+                for (int m = 0; m < M; m++) memcpy(A + (size_t)m * lda, Ad + (size_t)m * K, (size_t)K);
+                kern_gemm_i8_pc_ref(M, N, K, Ad, as, W, ws, R);
+                int8_t *Aa = abs_i8(Ad, (size_t)M * K), *Wa = abs_i8(W, (size_t)N * K);
+                kern_gemm_i8_pc_ref(M, N, K, Aa, as, Wa, ws, C);
+                kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, A, lda, as, nb, &pk, C0, N);
+                for (int i = 0; i < M * N; i++) PT_NEAR(C0[i], R[i], block_tol(nb, C[i]));
+                free(Aa), free(Wa);
+                for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+                    kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, lda, as, nb, &pk, C, N);
+                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N), "%s M %d N %d K %d differs from scalar",
+                                  kern_isa_name((kern_isa)isa), M, N, K);
+                    kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * lda, lda,
+                                 as + (size_t)(M - 1) * nb, nb, &pk, C1, N);
+                    PT_EQ_MEM(C1, C0 + (size_t)(M - 1) * N, sizeof(float) * N);
+                }
+                kern_wpack_free(&pk);
+                free(A), free(Ad), free(W), free(ws), free(as), free(R), free(C0), free(C), free(C1);
+            }
+    kern_pool_destroy(p2);
+    kern_pool_destroy(p3);
 }
 
 PT_TEST(q8_block_scaled_paths_identical_and_close_to_reference) {
@@ -124,25 +191,28 @@ PT_TEST(q8_block_scaled_paths_identical_and_close_to_reference) {
             for (size_t c = 0; c < 4; c++) {
                 int M = Ms[a], N = Ns[b], K = Ks32[c], nb = K / 32;
                 int8_t *W = malloc((size_t)N * K), *A = make_a(M, K, K);
-                float *as = malloc(sizeof(float) * M), *bs = malloc(sizeof(float) * N * nb);
+                float *as = make_as(M, nb), *bs = malloc(sizeof(float) * N * nb);
                 float *R = malloc(sizeof(float) * M * N), *C0 = malloc(sizeof(float) * M * N);
                 float *C = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * N);
                 fill_i8(W, (size_t)N * K);
-                for (int i = 0; i < M; i++) as[i] = 0.01f + 0.001f * i;
                 /* fp16-representable scales, as Q8_0 files hold */
                 for (int i = 0; i < N * nb; i++) bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.002f * (1 + i % 7)));
                 kern_wpack pk;
                 char err[128];
                 PT_EQ_INT(kern_wpack_init(&pk, N, K, W, NULL, bs, err, sizeof err), 0);
                 kern_gemm_i8_bs_ref(M, N, K, A, as, W, bs, R);
-                kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, A, K, as, &pk, C0, N);
-                for (int i = 0; i < M * N; i++) PT_NEAR(C0[i], R[i], 1e-5 * (fabs(R[i]) + 1));
+                int8_t *Aa = abs_i8(A, (size_t)M * K), *Wa = abs_i8(W, (size_t)N * K);
+                kern_gemm_i8_bs_ref(M, N, K, Aa, as, Wa, bs, C);
+                kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, A, K, as, nb, &pk, C0, N);
+                for (int i = 0; i < M * N; i++) PT_NEAR(C0[i], R[i], block_tol(nb, C[i]));
+                free(Aa), free(Wa);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
-                    kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, K, as, &pk, C, N);
+                    kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, K, as, nb, &pk, C, N);
                     PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N), "%s M %d N %d K %d differs from scalar",
                                   kern_isa_name((kern_isa)isa), M, N, K);
                     /* the last row alone, on the calling thread, gives the same bits */
-                    kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * K, K, as + M - 1, &pk, C1, N);
+                    kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * K, K,
+                                 as + (size_t)(M - 1) * nb, nb, &pk, C1, N);
                     PT_EQ_MEM(C1, C0 + (size_t)(M - 1) * N, sizeof(float) * N);
                 }
                 kern_wpack_free(&pk);

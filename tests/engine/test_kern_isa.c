@@ -119,7 +119,8 @@ typedef struct tcase {
     int block_scaled;     /* 1: Q8_0-style block scales */
     kern_wpack w;         /* packed weights */
     int8_t *A;            /* activations */
-    float *a_scale;       /* [M] */
+    float *a_scale;       /* [M][lds] activation block scales */
+    int lds;              /* row stride of a_scale (n_blocks or more) */
 } tcase;
 
 static void tcase_make(tcase *c, int M, int N, int K, int block_scaled, int extremes) {
@@ -138,12 +139,13 @@ static void tcase_make(tcase *c, int M, int N, int K, int block_scaled, int extr
     static const int slack[] = {0, 4, 36}; /* 0: a row over-read past Kp hits the sanitizer */
     c->lda = c->w.Kp + slack[pt_rand() % 3];
     c->A = malloc((size_t)M * c->lda);
-    c->a_scale = malloc(sizeof(float) * (size_t)M);
+    c->lds = c->w.n_blocks + (int)(pt_rand() % 2);
+    c->a_scale = malloc(sizeof(float) * (size_t)M * c->lds);
     for (int m = 0; m < M; m++) {
         int8_t *row = c->A + (size_t)m * c->lda;
         for (int k = 0; k < c->lda; k++)
             row[k] = k < K ? rand_i8(extremes) : k < c->w.Kp ? 0 : (int8_t)(pt_rand() | 1);
-        c->a_scale[m] = frand01() + 0.001f;
+        for (int b = 0; b < c->lds; b++) c->a_scale[(size_t)m * c->lds + b] = frand01() + 0.001f;
     }
 }
 
@@ -166,16 +168,22 @@ static int32_t dot_pack(const tcase *c, const int8_t *a, int n, int k0, int k1) 
     return s;
 }
 
-/* The contract of kern_gemm.h for one output (independent of every kernel). */
-static float contract_out(const tcase *c, const int8_t *a, float as, int n) {
+/* The contract of kern_gemm.h for one output (independent of every kernel);
+ * as: the row's activation block scales. */
+static float contract_out(const tcase *c, const int8_t *a, const float *as, int n) {
     const kern_wpack *w = &c->w;
-    if (!c->block_scaled) return ((float)dot_pack(c, a, n, 0, c->K) * w->scale[n]) * as;
     float f = 0;
     for (int b = 0; b < w->n_blocks; b++) {
+        int k1 = 32 * b + 32 < c->K ? 32 * b + 32 : c->K;
+        float sb = (float)dot_pack(c, a, n, 32 * b, k1);
+        if (!c->block_scaled) {
+            f = fmaf(sb, as[b], f);
+            continue;
+        }
         float bs = kern_f16_to_f32(w->bscale[((size_t)(n / 16) * w->n_blocks + b) * 16 + n % 16]);
-        f = fmaf((float)dot_pack(c, a, n, 32 * b, 32 * b + 32), bs, f);
+        f = fmaf(sb, bs * as[b], f);
     }
-    return f * as;
+    return c->block_scaled ? f : f * w->scale[n];
 }
 
 #define SENTINEL 0x7fc0dead /* NaN / int pattern no kernel writes */
@@ -191,8 +199,8 @@ static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0
     uint32_t *ref = malloc(4 * n), *got = malloc(4 * n);
     for (size_t i = 0; i < n; i++) ref[i] = got[i] = SENTINEL;
     kern_q8_tile t = {.mr = mr, .g0 = g0, .ng = ng, .A = c->A + (size_t)r0 * c->lda,
-                      .lda = c->lda, .a_scale = i32 ? NULL : c->a_scale + r0, .w = &c->w,
-                      .ldc = ldc};
+                      .lda = c->lda, .a_scale = i32 ? NULL : c->a_scale + (size_t)r0 * c->lds,
+                      .lds = c->lds, .w = &c->w, .ldc = ldc};
     t.ncol = c->N - 16 * g0 < 16 * ng ? c->N - 16 * g0 : 16 * ng;
     t.C = i32 ? NULL : (float *)ref;
     t.C32 = i32 ? (int32_t *)ref : NULL;
@@ -213,7 +221,7 @@ static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0
         if (i32) {
             ok = (int32_t)ref[i] == dot_pack(c, a, ch, 0, c->K);
         } else {
-            float want = contract_out(c, a, t.a_scale[m], ch);
+            float want = contract_out(c, a, t.a_scale + (size_t)m * c->lds, ch);
             ok = memcmp(&want, &ref[i], 4) == 0;
         }
     }
@@ -345,8 +353,8 @@ static void native_check(kern_isa isa) {
             tcase_make(&c, M, N, K, bs, 0);
             float *ref = malloc(sizeof(float) * M * N), *got = malloc(sizeof(float) * M * N);
             int32_t *r32 = malloc(sizeof(int32_t) * M * N), *g32 = malloc(sizeof(int32_t) * M * N);
-            kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, c.A, c.lda, c.a_scale, &c.w, ref, N);
-            kern_gemm_q8(NULL, isa, M, c.A, c.lda, c.a_scale, &c.w, got, N);
+            kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, c.A, c.lda, c.a_scale, c.lds, &c.w, ref, N);
+            kern_gemm_q8(NULL, isa, M, c.A, c.lda, c.a_scale, c.lds, &c.w, got, N);
             PT_EQ_MEM(ref, got, sizeof(float) * M * N);
             kern_gemm_q8_i32(NULL, KERN_ISA_SCALAR, M, c.A, c.lda, &c.w, r32, N);
             kern_gemm_q8_i32(NULL, isa, M, c.A, c.lda, &c.w, g32, N);

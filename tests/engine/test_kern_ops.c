@@ -1,7 +1,7 @@
 /*
  * test_kern_ops.c -- the element-wise kernels (kern_ops.h) against their
- * scalar references on every ISA path the machine has: quantisation and the
- * residual add bit for bit, RMSNorm / RoPE / GLU / softmax within tight
+ * scalar references on every ISA path the machine has: quantisation (per
+ * row and per 32-value block) and the residual add bit for bit, RMSNorm / RoPE / GLU / softmax within tight
  * tolerances, the forced-scalar path bit for bit with the references, and
  * the invariance the engine needs: a row computed alone on the caller gives
  * the same bits as inside a batch split over a 3-thread pool.
@@ -101,6 +101,77 @@ PT_TEST(quantize_rounds_half_to_even_and_handles_edges) {
         for (int i = 0; i < 40; i++) PT_EQ_INT(q[0][i] | q[1][i], 0);
         PT_EQ_INT(s[0], 0);
         PT_EQ_INT(s[1], 0);
+    }
+}
+
+PT_TEST(quantize_blocks_bit_exact_on_every_path) {
+    kern_pool *p = pool3();
+    for (int a = 0; a < N_NS; a++)
+        for (int b = 0; b < N_MS; b++) {
+            int K = Ns[a], M = Ms[b], ldx = K + 3, ldq = (K + 31) / 32 * 32 + 8;
+            int nb = (K + 31) / 32, lds = nb + 2;
+            float *x = rand_rows(M, ldx, 10);
+            for (int k = 0; k < K && k < 32; k++) x[k] = 0; /* row 0: block 0 all zero */
+            for (int m = 1; m < M; m++) x[(size_t)m * ldx + (m * 7) % K] = 300.0f * m; /* outliers */
+            int8_t *qr = malloc((size_t)M * ldq), *q = malloc((size_t)M * ldq);
+            float *sr = malloc(sizeof(float) * M * lds), *s = malloc(sizeof(float) * M * lds);
+            memset(qr, 0x55, (size_t)M * ldq);
+            kern_quantize_blocks_ref(M, K, x, ldx, qr, ldq, sr, lds);
+            PT_EQ_INT(sr[0], 0);
+            /* the definition: every block quantised as a row of its own */
+            for (int m = 0; m < M; m++) {
+                for (int k = K; k < ldq; k++) PT_EQ_INT(qr[(size_t)m * ldq + k], 0);
+                for (int bb = 0; bb < nb; bb++) {
+                    int len = K - 32 * bb < 32 ? K - 32 * bb : 32;
+                    int8_t qb[32];
+                    float sb;
+                    kern_quantize_rows_ref(1, len, x + (size_t)m * ldx + 32 * bb, len, qb, len, &sb);
+                    PT_EQ_MEM(qb, qr + (size_t)m * ldq + 32 * bb, (size_t)len);
+                    PT_EQ_MEM(&sb, sr + (size_t)m * lds + bb, sizeof sb);
+                }
+            }
+            for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+                memset(q, 0x55, (size_t)M * ldq);
+                kern_quantize_blocks(p, (kern_isa)isa, M, K, x, ldx, q, ldq, s, lds);
+                PT_EQ_MEM(q, qr, (size_t)M * ldq);
+                for (int m = 0; m < M; m++)
+                    PT_EQ_MEM(s + (size_t)m * lds, sr + (size_t)m * lds, sizeof(float) * nb);
+            }
+            free(x), free(qr), free(q), free(sr), free(s);
+        }
+    kern_pool_destroy(p);
+}
+
+PT_TEST(quantize_blocks_edges) {
+    /* block 0 exact halves, block 1 tiny (127/amax overflows), block 2 a NaN,
+     * block 3 the 8-value tail */
+    float x[104];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 8) - 3.5f;
+    x[31] = 127;
+    for (int i = 32; i < 64; i++) x[i] = i == 40 ? 1e-38f : 0;
+    for (int i = 64; i < 96; i++) x[i] = i == 67 ? NAN : (float)(i - 64);
+    for (int i = 96; i < 104; i++) x[i] = -(float)(i - 95);
+    for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+        int8_t q[128];
+        float s[4];
+        memset(q, 0x55, sizeof q);
+        kern_quantize_blocks(NULL, (kern_isa)isa, 1, 104, x, 104, q, 128, s, 4);
+        for (int i = 0; i < 31; i++) PT_EQ_INT(q[i], nearbyint((double)x[i]));
+        PT_EQ_INT(q[31], 127);
+        PT_NEAR(s[0], 1.0, 0);
+        PT_EQ_INT(s[1], 0);
+        for (int i = 32; i < 64; i++) PT_EQ_INT(q[i], 0);
+        PT_NEAR(s[2], 31.0 / 127, 1e-7);
+        PT_EQ_INT(q[67], -127);
+        PT_EQ_INT(q[95], 127);
+        PT_NEAR(s[3], 8.0 / 127, 1e-7);
+        PT_EQ_INT(q[96], -16); /* -1 * 127 / 8 = -15.875 */
+        PT_EQ_INT(q[103], -127);
+        for (int i = 104; i < 128; i++) PT_EQ_INT(q[i], 0);
+        /* K = 0: only the padding, no scales */
+        memset(q, 0x55, sizeof q);
+        kern_quantize_blocks(NULL, (kern_isa)isa, 1, 0, x, 104, q, 64, s, 4);
+        for (int i = 0; i < 64; i++) PT_EQ_INT(q[i], 0);
     }
 }
 
@@ -280,8 +351,10 @@ PT_TEST(softmax_close_to_reference) {
 
 /* One op of the invariance test, on pool p with the given ISA. */
 static void run_ops(kern_pool *p, kern_isa isa, int M, int n, float *x, int ld, const float *w,
-                    const int32_t *pos, int8_t *q, float *qs, float *y, float *h) {
+                    const int32_t *pos, int8_t *q, float *qs, float *y, float *h, int8_t *qb,
+                    float *qbs) {
     kern_quantize_rows(p, isa, M, n, x, ld, q, n + 4, qs);
+    kern_quantize_blocks(p, isa, M, n, x, ld, qb, n + 4, qbs, (n + 31) / 32);
     kern_rmsnorm(p, isa, M, n, x, ld, w, 1e-5f, y, n);
     kern_glu(p, isa, M, n / 2, x, ld, h, n / 2, KERN_GLU_SILU);
     kern_glu(p, isa, M, n / 2, x, ld, h + (size_t)M * (n / 2), n / 2, KERN_GLU_GELU_TANH);
@@ -301,14 +374,18 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
             for (int t = 0; t < M; t++) pos[t] = 7 * t + 1;
             int8_t *q = malloc((size_t)M * ldq), q1[8192 + 4];
             float *qs = malloc(sizeof(float) * M), qs1;
+            int nb = (n + 31) / 32;
+            int8_t *qb = malloc((size_t)M * ldq), qb1[8192 + 4];
+            float *qbs = malloc(sizeof(float) * M * nb), qbs1[256];
             float *y = malloc(sizeof(float) * (size_t)M * n), *h = malloc(sizeof(float) * (size_t)M * n);
             float *y1 = malloc(sizeof(float) * n), *h1 = malloc(sizeof(float) * 2 * F);
             float *xb = dup(x, (size_t)M * ld);
-            run_ops(p, (kern_isa)isa, M, n, xb, ld, w, pos, q, qs, y, h);
+            run_ops(p, (kern_isa)isa, M, n, xb, ld, w, pos, q, qs, y, h, qb, qbs);
             for (int m = 0; m < M; m += 13) {
                 float *xm = dup(x + (size_t)m * ld, ld);
                 /* alone, on the caller: h1 holds silu then gelu halves */
                 kern_quantize_rows(NULL, (kern_isa)isa, 1, n, xm, ld, q1, ldq, &qs1);
+                kern_quantize_blocks(NULL, (kern_isa)isa, 1, n, xm, ld, qb1, ldq, qbs1, nb);
                 kern_rmsnorm(NULL, (kern_isa)isa, 1, n, xm, ld, w, 1e-5f, y1, n);
                 kern_glu(NULL, (kern_isa)isa, 1, F, xm, ld, h1, F, KERN_GLU_SILU);
                 kern_glu(NULL, (kern_isa)isa, 1, F, xm, ld, h1 + F, F, KERN_GLU_GELU_TANH);
@@ -317,12 +394,15 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
                 kern_rope(NULL, (kern_isa)isa, 1, (n - 32) / 64, 64, xm + 32, ld, pos + m, 10000.0f, KERN_ROPE_NEOX);
                 PT_EQ_MEM(q1, q + (size_t)m * ldq, (size_t)ldq);
                 PT_EQ_MEM(&qs1, qs + m, sizeof(float));
+                PT_EQ_MEM(qb1, qb + (size_t)m * ldq, (size_t)ldq);
+                PT_EQ_MEM(qbs1, qbs + (size_t)m * nb, sizeof(float) * nb);
                 PT_EQ_MEM(y1, y + (size_t)m * n, sizeof(float) * n);
                 PT_EQ_MEM(h1, h + (size_t)m * F, sizeof(float) * F);
                 PT_EQ_MEM(h1 + F, h + (size_t)M * F + (size_t)m * F, sizeof(float) * F);
                 PT_EQ_MEM(xm, xb + (size_t)m * ld, sizeof(float) * n);
                 free(xm);
             }
+            free(qb), free(qbs);
             free(x), free(w), free(pos), free(q), free(qs), free(y), free(h), free(y1), free(h1), free(xb);
         }
     kern_pool_destroy(p);
