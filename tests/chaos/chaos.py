@@ -10,9 +10,12 @@ their addresses.)  tests/py/test_chaos.py runs a 2-minute campaign in the
 suite.
 
 What runs: `--workers` workers (cai-tiny synthetic model, Redis tier on)
-serve `--convs` conversations; every ROUND seconds the next turn of every
-conversation is produced (full history, turn-major, so a conversation's
-turns are ordered in its partition), and now and then a poison record.
+serve `--convs` conversations at a time; every ROUND seconds the next turn
+of each is produced (full history, turn-major, so a conversation's turns
+are ordered in its partition); after TURNS turns a fresh conversation takes
+the slot, so prompts stay within the model's context; now and then a
+poison record.  Production stops at a round that completes the current
+conversations.
 Meanwhile a seeded schedule (printed first: `--seed` replays it) applies
 one fault every 6-12 s:
 
@@ -50,6 +53,7 @@ from test_worker_e2e import Env, TRACEPARENT, check_results, collect, free_port,
 from test_worker_faults import drain_idle, read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 
 ROUND = 2.0  # seconds between rounds of turns
+TURNS = 20   # turns per conversation; then a fresh conversation takes its slot (bounded prompts)
 POISON = [b"\xc1 not msgpack", msgpack.packb({"v": 1, "conversation_id": "x"}), b"",
           msgpack.packb([1, 2, 3])]
 
@@ -136,12 +140,14 @@ class Campaign:
         self.t_start = time.time()
         end = self.t_start + a.minutes * 60
         next_round, next_fault, rnd, self.poison = self.t_start, self.t_start + 5, 0, 0
-        while time.time() < end:
+        while time.time() < end or rnd % TURNS:
             now = time.time()
             if now >= next_round:
+                gen, t = divmod(rnd, TURNS)
                 for c in range(a.convs):
-                    p.produce(self.env.topics["turns"], key=f"conv-{c}",
-                              value=turn_record(c, rnd, a.max_tokens), headers=[("traceparent", TRACEPARENT)])
+                    k = gen * a.convs + c
+                    p.produce(self.env.topics["turns"], key=f"conv-{k}",
+                              value=turn_record(k, t, a.max_tokens), headers=[("traceparent", TRACEPARENT)])
                 if self.rng.random() < 0.2:
                     p.produce(self.env.topics["turns"], key=f"poison-{self.poison}",
                               value=self.rng.choice(POISON))
@@ -149,7 +155,7 @@ class Campaign:
                 p.poll(0)
                 rnd += 1
                 next_round += ROUND
-            if now >= next_fault:
+            if now >= next_fault and now < end:
                 self.fault(self.rng.choice(kinds))  # blocks while the fault lasts
                 next_fault = time.time() + self.rng.uniform(6, 12)
             time.sleep(0.05)
@@ -165,7 +171,8 @@ class Campaign:
             if w.startswith("w") and proc.poll() is not None:
                 print(f"  worker {w} had exited with {proc.returncode}; restarting it")
                 self.start_worker(w)
-        want = a.convs * self.rounds
+        n_conv = a.convs * (self.rounds // TURNS)
+        want = n_conv * TURNS
         rc = env.consumer("responses", "read_committed")
         results, stamps = [], []
         end = time.time() + 300
@@ -178,7 +185,7 @@ class Campaign:
         dc = env.consumer("dlq", "read_committed")
         dead = collect(dc, self.poison, 60) + drain_idle(dc, 2)
         dc.close()
-        sent = {f"conv-{c}-t{t}" for c in range(a.convs) for t in range(self.rounds)}
+        sent = {f"conv-{c}-t{t}" for c in range(n_conv) for t in range(TURNS)}
         counts = tally("chaos", sent, results, chunks)
         # recovery: longest gap between consecutive results (by broker timestamp) that
         # starts inside a fault's window
@@ -198,7 +205,7 @@ class Campaign:
         if poison_dlq != self.poison:
             problems.append(f"poison records: {self.poison} sent, {poison_dlq} in the DLQ")
         if not problems:
-            check_results(env, results, chunks, a.convs, self.rounds)  # order, chunks == result
+            check_results(env, results, chunks, n_conv, TURNS)  # order, chunks == result
         return counts, kinds, rec, problems
 
     def close(self):

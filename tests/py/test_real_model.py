@@ -8,9 +8,9 @@ transformers, which dequantises the same GGUF to fp32
   below 1e-4.
 * greedy decoding: 64 tokens from 5 prompts, identical to transformers'
   greedy generate (EOS ignored on both sides).
-* the int8 path on the same positions agrees with the fp32 path on top-1
-  nearly everywhere (tests/bench/int8_fidelity.py reports the full
-  comparison with llama.cpp on 4,000+ tokens).
+* the int8 path against the fp32 path on 511 tokens of licence text, next
+  to llama.cpp against the same reference (tests/bench/int8_fidelity.py
+  reports the full comparison on 4,088 tokens).
 """
 import os
 import subprocess
@@ -69,13 +69,22 @@ def test_fp32_logits_match_transformers(gemma_model, parley_build, prose_ids, re
     assert (got.argmax(1) == ref_logits.argmax(1)).all()
 
 
-def test_int8_top1_agrees_with_fp32(gemma_model, parley_build, prose_ids, ref_logits, tmp_path):
-    got = engine_logits(parley_build / "tests" / "engine" / "eng_logits", gemma_model, prose_ids, tmp_path)
-    top = np.sort(ref_logits, axis=1)
-    clear = (top[:, -1] - top[:, -2]) > 1.0  # positions whose top-1 is not a near tie
-    agree = got.argmax(1) == ref_logits.argmax(1)
-    assert agree[clear].mean() >= 0.99, "int8 top-1 on clear positions %.3f" % agree[clear].mean()
-    assert agree.mean() >= 0.85
+def test_int8_fidelity_next_to_llama_cpp(gemma_model, parley_build):
+    """int8 vs the fp32 path on 511 teacher-forced tokens of licence text,
+    next to llama.cpp running the file's own 4-6 bit kernels against the
+    same reference (tests/bench/int8_fidelity.py; its 4,088-token run is in
+    the README).  parley's KL may not be far above llama.cpp's and its
+    top-1 agreement not far below."""
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    import int8_fidelity
+
+    rows, n = int8_fidelity.measure(str(gemma_model), 1, 512, str(parley_build))
+    (p_top1, p_kl, p_ppl), (l_top1, l_kl, l_ppl) = rows["parley int8"], rows["llama.cpp"]
+    print(f"\n{n} positions: parley int8 top-1 {p_top1:.2%} KL {p_kl:.4f} ppl {p_ppl:.3f}; "
+          f"llama.cpp top-1 {l_top1:.2%} KL {l_kl:.4f} ppl {l_ppl:.3f}; fp32 ppl {rows['parley fp32'][2]:.3f}")
+    assert p_kl < 2.5 * l_kl and p_top1 > l_top1 - 0.03
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

@@ -123,7 +123,11 @@ def where_lost(env, lost_ids, limit=20):
     tc = env.consumer("turns", "read_committed")
     pos = {}
     for m in drain_idle(tc, 3, 60):
-        tid = msgpack.unpackb(m.value(), raw=False).get("turn_id")
+        try:  # poison records are not maps (or not msgpack at all)
+            rec = msgpack.unpackb(m.value(), raw=False)
+        except Exception:
+            continue
+        tid = rec.get("turn_id") if isinstance(rec, dict) else None
         pos[tid] = (m.partition(), m.offset())
     tc.close()
     lines = [f"lost (partition, offset): "
