@@ -77,6 +77,10 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     rc = KV_ENOMEM;
     if (!(c = calloc(1, sizeof *c))) goto nomem;
     c->cfg = *cfg;
+    /* The strings are copied by kv_conn_setup; never keep the caller's. */
+    c->cfg.redis_user = c->cfg.redis_password = NULL;
+    c->cfg.redis_tls_ca = c->cfg.redis_tls_cert = c->cfg.redis_tls_key = NULL;
+    c->cfg.redis_tls_server_name = NULL;
     if (cfg->redis_host && cfg->redis_host[0]) {
         if (strlen(cfg->redis_host) >= sizeof c->redis_host || cfg->redis_port < 1 ||
             cfg->redis_port > 65535) {
@@ -160,7 +164,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     pthread_cond_init(&c->fetch_cv, &ca);
     pthread_cond_init(&c->done_cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (c->use_redis && (rc = kv_redis_start(c, err, errlen))) {
+    if (c->use_redis && (rc = kv_redis_start(c, cfg, err, errlen))) {
         kv_cache_destroy(c);
         return rc;
     }

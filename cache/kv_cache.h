@@ -72,6 +72,17 @@
  * backing off requests fail immediately, so Redis down never stalls a turn
  * beyond the command timeout.
  *
+ * Secured Redis.  A connection is TCP, then TLS when redis_tls (hiredis_ssl,
+ * one SSL context per cache, peer verified against redis_tls_ca and, where
+ * hiredis supports it, the server name), then AUTH [user] password when a
+ * password is set.  A Redis that refuses us -- TLS handshake or certificate
+ * verification failed, WRONGPASS, NOAUTH, NOPERM (an ACL user without the
+ * parley:kv:* keys) -- is handled like a Redis that is down: the command
+ * fails, the connection is closed and backed off, requests are misses
+ * (recompute) and the refusal is counted (kv_stats.redis_refused).  The
+ * cause is reported through config.log, rate-limited (kv_redis.c), never
+ * per block; the password never appears in it.
+ *
  * ** Invariants ** (checked by the property tests through the stats)
  *  - A block with ref == 0 is on its kind's free list and has no node; a
  *    block a node holds has b->node == that node and ref >= 1.
@@ -133,6 +144,19 @@ typedef struct kv_cache_config {
     int max_namespaces;       /* namespace roots (default 256) */
     const char *redis_host;   /* NULL or "": no Redis tier */
     int redis_port;           /* default 6379 */
+    const char *redis_user;   /* ACL user for AUTH (needs redis_password); NULL/"" = default user */
+    const char *redis_password; /* AUTH password after every connect; NULL/"" = no AUTH */
+    int redis_tls;            /* 1: TLS with certificate verification (KV_EINVAL if not built in) */
+    const char *redis_tls_ca; /* CA bundle (PEM) that signs the server; NULL/"" = system store */
+    const char *redis_tls_cert; /* client certificate (PEM), with redis_tls_key; NULL/"" = none */
+    const char *redis_tls_key;  /* its private key (PEM) */
+    const char *redis_tls_server_name; /* SNI and the name the server certificate must carry;
+                                        * NULL/"" = redis_host */
+    void (*log)(void *log_ctx, const char *msg); /* Redis tier trouble and recovery, one line
+                                        * per change of cause (at most every 30 s while it
+                                        * lasts); called from the I/O threads, never under mu;
+                                        * NULL = silent (the counters still tell) */
+    void *log_ctx;            /* first argument of log */
     int cmd_timeout_ms;       /* connect and command timeout (default 200) */
     int backoff_min_ms;       /* first reconnect delay (default 50) */
     int backoff_max_ms;       /* reconnect delay cap (default 2000) */

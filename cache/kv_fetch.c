@@ -168,6 +168,13 @@ static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
             break;
         }
         got = k + 1;
+        int refusal = kv_reply_refusal(rep[k]);
+        if (refusal) { /* NOAUTH / NOPERM: the tier is unavailable, not the value bad */
+            why_all = kv_conn_refused(c, conn, refusal, rep[k]);
+            for (int j = d; j <= k; j++) freeReplyObject(rep[j]);
+            ctx = NULL;
+            break;
+        }
     }
     if (why_all >= 0) {
         pthread_mutex_lock(&c->mu);
@@ -176,7 +183,7 @@ static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
         pthread_mutex_unlock(&c->mu);
         return;
     }
-    kv_conn_ok(c, conn);
+    kv_conn_ok(c, conn, 1);
     /* Validate without the lock; views point into the replies. */
     kv_value_view *v = c->fetch_views;
     int *ok = c->fetch_ok;

@@ -1,6 +1,6 @@
 /*
  * kv_internal.h -- the KV cache's private structures, shared by its .c
- * files (kv_pool.c, kv_index.c, kv_redis.c, kv_cache.c).  Not installed;
+ * files (kv_pool.c, kv_index.c, kv_redis.c, kv_conn.c, kv_fetch.c, kv_cache.c).  Not installed;
  * nothing outside cache/ includes it.  Locking is described in kv_cache.h:
  * every field of kv_cache below the "guarded by mu" line is read and
  * written only with mu held, except where a field says otherwise.
@@ -69,6 +69,17 @@ typedef struct kv_ticket {
     int n_inserted;     /* result: blocks brought into host RAM */
 } kv_ticket;
 
+/* Why the Redis tier is unavailable (kv_conn.c reports these). */
+enum {
+    KV_CAUSE_NONE = 0,  /* available */
+    KV_CAUSE_CONNECT,   /* TCP connect or I/O failed, or timed out */
+    KV_CAUSE_TLS,       /* TLS handshake failed (certificate verification among others) */
+    KV_CAUSE_AUTH,      /* AUTH refused: WRONGPASS / invalid password */
+    KV_CAUSE_NOAUTH,    /* the server wants AUTH and we sent none */
+    KV_CAUSE_NOPERM,    /* ACL: the user may not run the command or touch the key */
+    KV_CAUSE_N
+};
+
 /* One Redis connection with its reconnect state (owned by one thread). */
 typedef struct kv_conn {
     redisContext *ctx;  /* NULL when disconnected */
@@ -78,7 +89,8 @@ typedef struct kv_conn {
 
 struct kv_cache {
     /* immutable after create */
-    kv_cache_config cfg;          /* copy of the configuration (redis_host copied below) */
+    kv_cache_config cfg;          /* copy of the configuration; its strings are owned copies
+                                   * (kv_conn_setup) or NULL, redis_host points below */
     char redis_host[256];         /* Redis host ("" = no tier) */
     const eng_kv_layout *layout;  /* block layout */
     uint64_t fp;                  /* model fingerprint */
@@ -104,6 +116,7 @@ struct kv_cache {
     kv_slot *slots;               /* writer slots */
     kv_ticket *tickets;           /* prefetch tickets */
     int use_redis;                /* Redis tier configured */
+    void *ssl;                    /* redisSSLContext shared by both connections; NULL = plain TCP */
     int writer_started;           /* writer thread running (join at stop) */
     int fetcher_started;          /* fetcher thread running */
     uint64_t *fetch_h;            /* fetcher scratch: h then g of each block (fetcher thread only) */
@@ -127,6 +140,9 @@ struct kv_cache {
     int fq_head, fq_tail;         /* fetch FIFO of tickets */
     int stopping;                 /* destroy in progress */
     int redis_down;               /* last Redis attempt failed (eviction then drops) */
+    int rep_cause;                /* KV_CAUSE_* last reported (NONE: nothing outstanding) */
+    int64_t rep_ms;               /* when it was reported */
+    uint64_t rep_held;            /* reports of the same cause held back since */
     kv_stats st;                  /* counters */
     pthread_t writer, fetcher;    /* I/O threads (when use_redis) */
 };
@@ -160,15 +176,31 @@ uint64_t kv_key(const kv_cache *c, uint64_t h);
 void kv_chain(const kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
               int nb, uint64_t *h, uint64_t *g);
 
-/* kv_redis.c */
-void *kv_fetcher_main(void *arg); /* kv_fetch.c */
-/* Connected context of k, connecting if the backoff allows (NULL: down). */
+/* kv_fetch.c */
+void *kv_fetcher_main(void *arg);
+/* kv_conn.c */
+/* Copy the Redis strings of cfg into c->cfg and create the TLS context.
+ * Returns 0, KV_EINVAL (message names the problem) or KV_ENOMEM. */
+int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t errlen);
+/* Free what kv_conn_setup made (safe after a partial setup). */
+void kv_conn_teardown(kv_cache *c);
+/* Connected (TLS, authenticated) context of k, connecting if the backoff
+ * allows; NULL: down (a failure is counted, backed off and reported). */
 redisContext *kv_conn_get(kv_cache *c, kv_conn *k);
 /* Close k after a failed command, start backoff; returns KV_MISS_TIMEOUT or KV_MISS_DOWN. */
 int kv_conn_fail(kv_cache *c, kv_conn *k);
-/* A command on k succeeded: reset backoff, clear redis_down. */
-void kv_conn_ok(kv_cache *c, kv_conn *k);
-int kv_redis_start(kv_cache *c, char *err, size_t errlen);
+/* KV_CAUSE_NOAUTH / _NOPERM / _AUTH when reply r is Redis refusing us, else KV_CAUSE_NONE. */
+int kv_reply_refusal(const redisReply *r);
+/* Redis refused a command with reply r (cause from kv_reply_refusal):
+ * report, close, back off.  Returns KV_MISS_DOWN. */
+int kv_conn_refused(kv_cache *c, kv_conn *k, int cause, const redisReply *r);
+/* A command on k succeeded: clear redis_down; data != 0 (a GET/SET, not a
+ * probe) also resets the backoff and reports a recovery. */
+void kv_conn_ok(kv_cache *c, kv_conn *k, int data);
+/* Count a refusal (cause != CONNECT) and report cause, rate-limited. */
+void kv_conn_report(kv_cache *c, int cause, const char *detail);
+/* kv_redis.c */
+int kv_redis_start(kv_cache *c, const kv_cache_config *cfg, char *err, size_t errlen);
 void kv_redis_stop(kv_cache *c);
 /* Encode node n into a free writer slot and queue it.  Returns 0 or
  * KV_EFULL (no free slot: see kv_slot_wait_locked). */

@@ -1,6 +1,7 @@
 /*
- * kv_redis.c -- the Redis tier: writer slots and the writer thread, prefetch
- * tickets and the fetcher thread, connections with reconnect backoff.
+ * kv_redis.c -- the Redis tier: writer slots and the writer thread, start
+ * and stop of both I/O threads (the fetcher is in kv_fetch.c, connections,
+ * TLS, AUTH and backoff in kv_conn.c).
  *
  * Each thread owns one hiredis connection (kv_conn) and touches it without
  * any lock.  Shared state (slots, queues, tickets, counters, redis_down) is
@@ -9,9 +10,10 @@
  * closes the connection and the next attempt waits an exponentially growing
  * backoff, during which requests fail at once (KV_MISS_DOWN).  The backoff
  * resets only after a command succeeds, so a server that accepts
- * connections but does not answer (SIGSTOP) is also backed off.
+ * connections but does not answer (SIGSTOP) is also backed off.  A reply
+ * that is Redis refusing us (NOAUTH, NOPERM, WRONGPASS) fails the whole
+ * batch the same way (kv_conn_refused).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,54 +45,6 @@ void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key
     int w = snprintf(out, cap, "parley:kv:%016llx:%.*s:%016llx", (unsigned long long)c->fp,
                      (int)ns_len, ns_len ? ns : "", (unsigned long long)key);
     *len = w < 0 ? 0 : (size_t)w < cap ? (size_t)w : cap - 1;
-}
-
-/* ---- connections ---- */
-
-redisContext *kv_conn_get(kv_cache *c, kv_conn *k) {
-    if (k->ctx) return k->ctx;
-    if (kv_now_ms() < k->next_try_ms) return NULL;
-    struct timeval tv = {c->cfg.cmd_timeout_ms / 1000, (c->cfg.cmd_timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(c->redis_host, c->cfg.redis_port, tv);
-    int ok = ctx && !ctx->err && redisSetTimeout(ctx, tv) == REDIS_OK;
-    pthread_mutex_lock(&c->mu);
-    if (ok) c->st.redis_reconnects++;
-    else c->st.redis_connect_fail++;
-    if (!ok) c->redis_down = 1;
-    pthread_mutex_unlock(&c->mu);
-    if (!ok) {
-        if (ctx) redisFree(ctx);
-        k->next_try_ms = kv_now_ms() + k->backoff_ms;
-        k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
-                                                                   : k->backoff_ms * 2;
-        return NULL;
-    }
-    k->ctx = ctx;
-    return ctx;
-}
-
-/* Close after a failed command; returns the miss reason it amounts to. */
-int kv_conn_fail(kv_cache *c, kv_conn *k) {
-    int why = KV_MISS_DOWN;
-    if (k->ctx && k->ctx->err == REDIS_ERR_IO &&
-        (errno == EAGAIN || errno == EWOULDBLOCK || strstr(k->ctx->errstr, "temporarily")))
-        why = KV_MISS_TIMEOUT;
-    if (k->ctx) redisFree(k->ctx);
-    k->ctx = NULL;
-    k->next_try_ms = kv_now_ms() + k->backoff_ms;
-    k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
-                                                               : k->backoff_ms * 2;
-    pthread_mutex_lock(&c->mu);
-    c->redis_down = 1;
-    pthread_mutex_unlock(&c->mu);
-    return why;
-}
-
-void kv_conn_ok(kv_cache *c, kv_conn *k) {
-    k->backoff_ms = c->cfg.backoff_min_ms;
-    pthread_mutex_lock(&c->mu);
-    c->redis_down = 0;
-    pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- writer ---- */
@@ -152,7 +106,9 @@ static void *writer_main(void *arg) {
                 continue;
             }
             /* Redis is down and evictions are dropping blocks: probe it
-             * once the backoff allows, so the tier comes back by itself. */
+             * once the backoff allows, so the tier comes back by itself.
+             * The probe is a GET under the key prefix, so an ACL user
+             * without read access to it stays down (NOPERM). */
             int64_t next = conn.next_try_ms > kv_now_ms() ? conn.next_try_ms : kv_now_ms();
             struct timespec ts;
             abs_deadline(&ts, next + 1);
@@ -160,8 +116,10 @@ static void *writer_main(void *arg) {
             if (c->wq_head >= 0 || c->stopping || kv_now_ms() < conn.next_try_ms) continue;
             pthread_mutex_unlock(&c->mu);
             redisContext *ctx = kv_conn_get(c, &conn);
-            redisReply *r = ctx ? redisCommand(ctx, "PING") : NULL;
-            if (r) kv_conn_ok(c, &conn);
+            redisReply *r = ctx ? redisCommand(ctx, "GET parley:kv:probe") : NULL;
+            int refusal = kv_reply_refusal(r);
+            if (refusal) kv_conn_refused(c, &conn, refusal, r);
+            else if (r) kv_conn_ok(c, &conn, 0);
             else if (ctx) kv_conn_fail(c, &conn);
             if (r) freeReplyObject(r);
             pthread_mutex_lock(&c->mu);
@@ -185,18 +143,23 @@ static void *writer_main(void *arg) {
                 redisAppendCommand(ctx, "SET %b %b EX %d", s->key, s->key_len, s->buf, s->len,
                                    c->cfg.ttl_s);
             }
-            int i;
+            int i, refusal = KV_CAUSE_NONE;
             for (i = 0; i < nb; i++) {
                 redisReply *r = NULL;
                 if (redisGetReply(ctx, (void **)&r) != REDIS_OK || !r) break;
                 if (r->type == REDIS_REPLY_STATUS) {
                     ok++;
                     bytes += c->slots[batch[i]].len;
+                } else if ((refusal = kv_reply_refusal(r)) != KV_CAUSE_NONE) {
+                    kv_conn_refused(c, &conn, refusal, r);
+                    freeReplyObject(r);
+                    break;
                 }
                 freeReplyObject(r);
             }
-            if (i < nb) kv_conn_fail(c, &conn);
-            else kv_conn_ok(c, &conn);
+            /* a refusal was closed and backed off by kv_conn_refused */
+            if (!refusal && i < nb) kv_conn_fail(c, &conn);
+            else if (!refusal) kv_conn_ok(c, &conn, 1);
         }
         pthread_mutex_lock(&c->mu);
         c->st.redis_writes += (uint64_t)ok;
@@ -241,7 +204,9 @@ int kv_cache_redis_drain(kv_cache *c, int timeout_ms) {
 
 /* ---- start / stop ---- */
 
-int kv_redis_start(kv_cache *c, char *err, size_t errlen) {
+int kv_redis_start(kv_cache *c, const kv_cache_config *cfg, char *err, size_t errlen) {
+    int rc = kv_conn_setup(c, cfg, err, errlen);
+    if (rc) return rc;
     c->slot_bytes = kv_value_size((uint32_t)c->B, (uint32_t)c->bbytes[0], (uint32_t)c->bbytes[1]);
     size_t n = c->cfg.write_queue_bytes / c->slot_bytes;
     c->n_slots = n < 4 ? 4 : n > 1 << 20 ? 1 << 20 : (int)n;
@@ -289,4 +254,5 @@ void kv_redis_stop(kv_cache *c) {
     free(c->fetch_views);
     free(c->fetch_ok);
     c->slots = NULL;
+    kv_conn_teardown(c);
 }

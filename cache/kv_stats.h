@@ -60,6 +60,7 @@ typedef struct kv_stats {
     uint64_t redis_write_queued;   /* values waiting for the writer (gauge) */
     uint64_t redis_reconnects;     /* successful (re)connections, both threads */
     uint64_t redis_connect_fail;   /* failed connection attempts */
+    uint64_t redis_refused;        /* connections/commands Redis refused: TLS, AUTH, NOAUTH, NOPERM */
     int redis_up;                  /* gauge: 1 if the last Redis command succeeded */
 } kv_stats;
 

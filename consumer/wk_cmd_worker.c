@@ -83,6 +83,10 @@ int wk_cmd_worker(int argc, char **argv) {
         if (r) goto bad;
     }
     if (wk_config_validate(cfg, err, sizeof err) != 0) goto bad;
+    /* Before the cache's I/O threads start: a peer that closes a socket
+     * (Redis over TLS writes with SSL_write) must be an error return, never
+     * a process kill. */
+    signal(SIGPIPE, SIG_IGN);
     int cr = wk_worker_create(cfg, &w, err, sizeof err);
     if (cr) {
         fprintf(stderr, "worker: %s\n", err);

@@ -51,6 +51,26 @@ static const wk_prop wk_props[] = {
      "Redis tier as host:port; empty = no Redis (host RAM only)."},
     {"redis.timeout_ms", WK_PROP_INT, "200", 1, 60000, "Redis connect and command timeout."},
     {"redis.ttl_s", WK_PROP_INT, "3600", 1, WK_I32, "TTL of KV blocks written to Redis."},
+    {"redis.user", WK_PROP_STR, "", 0, 0,
+     "Redis ACL user to AUTH as (needs `redis.password`); empty = the default user. The user "
+     "needs read and write on keys `~parley:kv:*` (commands AUTH, GET, SET)."},
+    {"redis.password", WK_PROP_STR, "", 0, 0,
+     "Password sent with AUTH after every connect; empty = no AUTH. Prefer the environment "
+     "(`PARLEY_REDIS_PASSWORD`) or a mode-0600 config file to a flag; it is never logged. "
+     "Wrong credentials never fail a turn: the worker logs the cause and recomputes."},
+    {"redis.tls", WK_PROP_BOOL, "false", 0, 0,
+     "Connect to Redis over TLS with the server certificate verified (chain against "
+     "`redis.tls.ca`, name against `redis.tls.server_name`). Needs a build with hiredis_ssl "
+     "(the pinned hiredis of `deploy/setup.sh`; Debian's hiredis 0.14 has none)."},
+    {"redis.tls.ca", WK_PROP_STR, "", 0, 0,
+     "CA bundle (PEM) that signs the Redis server certificate; empty = the system trust store."},
+    {"redis.tls.cert", WK_PROP_STR, "", 0, 0,
+     "Client certificate (PEM) for Redis servers that require one (`tls-auth-clients yes`); "
+     "needs `redis.tls.key`."},
+    {"redis.tls.key", WK_PROP_STR, "", 0, 0, "Private key (PEM) of `redis.tls.cert`."},
+    {"redis.tls.server_name", WK_PROP_STR, "", 0, 0,
+     "Name sent as SNI and required in the server certificate (DNS name or IP); empty = the "
+     "host of `redis.addr`."},
     {"worker.id", WK_PROP_STR, "", 0, 0,
      "Worker identity: names the transactional producer (`parley-<id>`) and fills "
      "TurnResult `worker`. Keep it stable across restarts so a restarted worker fences "
@@ -334,6 +354,34 @@ int wk_config_load_env(wk_config *c, char *const *envp, char *err, size_t errlen
     return 0;
 }
 
+/* The redis.* keys that only make sense together. */
+static int wk_config_check_redis(const wk_config *c, char *err, size_t errlen) {
+    static const char *const tls_keys[] = {"redis.tls.ca", "redis.tls.cert", "redis.tls.key",
+                                           "redis.tls.server_name"};
+    bool tls = wk_config_bool(c, "redis.tls");
+    if (*wk_config_str(c, "redis.user") && !*wk_config_str(c, "redis.password"))
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                        "configuration key 'redis.user' needs 'redis.password' (AUTH user "
+                        "password; environment PARLEY_REDIS_PASSWORD)");
+    for (size_t i = 0; i < sizeof tls_keys / sizeof tls_keys[0]; i++)
+        if (!tls && *wk_config_str(c, tls_keys[i]))
+            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                            "configuration key '%s' is set but 'redis.tls' is false: set "
+                            "redis.tls=true to use TLS",
+                            tls_keys[i]);
+    bool cert = *wk_config_str(c, "redis.tls.cert"), key = *wk_config_str(c, "redis.tls.key");
+    if (cert != key)
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                        "configuration key '%s' needs '%s' (a client certificate goes with "
+                        "its private key)",
+                        cert ? "redis.tls.cert" : "redis.tls.key",
+                        cert ? "redis.tls.key" : "redis.tls.cert");
+    if ((tls || *wk_config_str(c, "redis.password")) && !*wk_config_str(c, "redis.addr"))
+        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+                        "configuration keys 'redis.tls' / 'redis.password' need 'redis.addr'");
+    return 0;
+}
+
 int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
     char env[256];
     for (size_t i = 0; i < WK_NPROPS; i++)
@@ -351,10 +399,11 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
                         "configuration key 'worker.resume_kv_pct': %lld must be below "
                         "worker.pause_kv_pct (%lld)",
                         lo, hi);
+    int rc = wk_config_check_redis(c, err, errlen);
+    if (rc) return rc;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (!conf) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
     char kerr[256];
-    int rc = 0;
     for (size_t i = 0; i < c->n_kafka; i++) {
         const char *name = c->kafka[i].name;
         if (!strncmp(name, "consumer.", 9) || !strncmp(name, "producer.", 9)) name += 9;

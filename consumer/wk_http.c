@@ -159,6 +159,11 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
                   (double)ks.blocks_used[0]);
         wk_metric(f, "parley_cache_redis_up", "gauge", "1 if the last Redis command worked.",
                   ks.redis_up);
+        wk_metric(f, "parley_cache_redis_refused_total", "counter",
+                  "Redis refusals: TLS handshake, AUTH, NOAUTH, NOPERM (KV recomputed).",
+                  (double)ks.redis_refused);
+        wk_metric(f, "parley_cache_redis_writes_total", "counter", "KV blocks written to Redis.",
+                  (double)ks.redis_writes);
     }
     if (fclose(f) != 0) {
         free(buf);

@@ -59,6 +59,18 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     return w->dscratch ? 0 : eng_errf(err, errlen, WK_ENOMEM, "out of memory");
 }
 
+/* kv_cache_config.log: the Redis tier's rate-limited reports. */
+static void wk_redis_log(void *ctx, const char *msg) {
+    (void)ctx;
+    wk_log(strstr(msg, "available again") ? "info" : "warn", "redis", "msg=\"%s\"", msg);
+}
+
+/* Empty string -> NULL (kv_cache_config's "not set"). */
+static const char *wk_opt(const wk_config *cfg, const char *key) {
+    const char *v = wk_config_str(cfg, key);
+    return *v ? v : NULL;
+}
+
 static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
@@ -81,6 +93,14 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
             memcpy(host, addr, (size_t)(colon - addr));
             kc.redis_host = host;
             kc.redis_port = (int)port;
+            kc.redis_user = wk_opt(cfg, "redis.user");
+            kc.redis_password = wk_opt(cfg, "redis.password");
+            kc.redis_tls = wk_config_bool(cfg, "redis.tls");
+            kc.redis_tls_ca = wk_opt(cfg, "redis.tls.ca");
+            kc.redis_tls_cert = wk_opt(cfg, "redis.tls.cert");
+            kc.redis_tls_key = wk_opt(cfg, "redis.tls.key");
+            kc.redis_tls_server_name = wk_opt(cfg, "redis.tls.server_name");
+            kc.log = wk_redis_log;
             w->handoff = 1;
         }
         /* Tokenizer identity: FNV-1a over the vocabulary texts. */
@@ -190,9 +210,14 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
         return rc;
     }
     wk_log("info", "worker_ready",
-           "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" turns=%s", w->id,
-           w->model_name, eng_tmpl_name(w->fmt), w->n_ctx, w->cache ? "on" : "off",
-           wk_config_str(cfg, "redis.addr"), w->t_turns);
+           "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
+           "redis_auth=%s turns=%s",
+           w->id, w->model_name, eng_tmpl_name(w->fmt), w->n_ctx, w->cache ? "on" : "off",
+           wk_config_str(cfg, "redis.addr"), wk_config_bool(cfg, "redis.tls") ? "on" : "off",
+           !*wk_config_str(cfg, "redis.password") ? "none"
+           : *wk_config_str(cfg, "redis.user")    ? "user"
+                                                  : "password",
+           w->t_turns);
     *out = w;
     return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * test_kv_redis.c -- the Redis tier against real redis-server processes
  * (integration).  The shared server comes from PARLEY_TEST_REDIS=host:port
- * (the test FAILS when it is missing); the kill / SIGSTOP tests start their
- * own private redis-server on a free port and never touch the shared one.
+ * (the test FAILS when it is missing); the kill / SIGSTOP and the ACL tests
+ * start their own private redis-server on a free port and never touch the
+ * shared one.  The ACL test checks that a Redis refusing us (WRONGPASS,
+ * NOAUTH, NOPERM) means misses, counted and reported once, never an error.
  * Blocks are filled with prefix-determined bytes (kvt_util.h), so blocks
  * coming back from Redis are checked byte for byte.
  */
@@ -10,6 +12,7 @@
 #include "ptest.h"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -309,14 +312,19 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-static pid_t start_redis(int p) {
+/* Start redis-server on port p with extra arguments (NULL-ended, or NULL). */
+static pid_t start_redis_args(int p, const char *const *extra) {
     pid_t pid = fork();
     if (pid == 0) {
         char ps[16];
         snprintf(ps, sizeof ps, "%d", p);
+        const char *argv[40] = {"redis-server", "--port", ps, "--bind", "127.0.0.1", "--save",
+                                "", "--appendonly", "no", "--loglevel", "warning"};
+        int n = 11;
+        for (; extra && *extra && n < 39; extra++) argv[n++] = *extra;
+        argv[n] = NULL;
         if (!freopen("/dev/null", "w", stdout)) _exit(126);
-        execlp("redis-server", "redis-server", "--port", ps, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--loglevel", "warning", (char *)NULL);
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     for (int i = 0; i < 100; i++) { /* up to 5 s */
@@ -334,6 +342,8 @@ static pid_t start_redis(int p) {
     }
     return -1;
 }
+
+static pid_t start_redis(int p) { return start_redis_args(p, NULL); }
 
 PT_TEST(redis_killed_and_stopped) {
     eng_kv_layout l;
@@ -411,4 +421,123 @@ PT_TEST(redis_killed_and_stopped) {
     kv_cache_destroy(c);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+/* ---- AUTH / ACL refusals ---- */
+
+/* What the cache reported through config.log (called on its I/O threads). */
+static struct {
+    pthread_mutex_t mu;
+    int n;          /* reports */
+    char all[4096]; /* every report, one per line */
+} logs = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+
+static void on_log(void *ctx, const char *msg) {
+    (void)ctx;
+    pthread_mutex_lock(&logs.mu);
+    logs.n++;
+    size_t l = strlen(logs.all);
+    snprintf(logs.all + l, sizeof logs.all - l, "%s\n", msg);
+    pthread_mutex_unlock(&logs.mu);
+}
+
+static void logs_reset(void) {
+    pthread_mutex_lock(&logs.mu);
+    logs.n = 0;
+    logs.all[0] = 0;
+    pthread_mutex_unlock(&logs.mu);
+}
+
+static kv_cache *mk_auth(const eng_kv_layout *l, int p, const char *user, const char *pass) {
+    kv_cache_config cfg;
+    kv_cache_config_default(&cfg);
+    cfg.budget_bytes = 4u << 20;
+    cfg.max_tokens = 4096;
+    cfg.redis_host = "127.0.0.1";
+    cfg.redis_port = p;
+    cfg.redis_user = user;
+    cfg.redis_password = pass;
+    cfg.cmd_timeout_ms = 300;
+    cfg.backoff_min_ms = 10;
+    cfg.backoff_max_ms = 40;
+    cfg.log = on_log;
+    kv_cache *c = NULL;
+    char err[256];
+    if (kv_cache_create(&cfg, l, 0xac1, &c, err, sizeof err)) return NULL;
+    return c;
+}
+
+/* Write t[0..81) through eviction, then look it up from Redis: tokens matched. */
+static int round_trip(kv_cache *c, const eng_kv_layout *l, const int32_t *t) {
+    turn(c, l, t, 81);
+    kv_cache_evict(c, 100);
+    kv_cache_redis_drain(c, 2000);
+    double t0 = now_ms();
+    int got = lookup(c, l, t, 90, 1000, NULL);
+    PT_ASSERT_MSG(now_ms() - t0 < 1500, "lookup took %.0f ms", now_ms() - t0);
+    return got;
+}
+
+static pid_t acl_pid; /* the private server of the test below, killed at exit */
+static void kill_acl_redis(void) {
+    if (acl_pid > 0) kill(acl_pid, SIGKILL);
+}
+
+PT_TEST(acl_user_auth_wrongpass_noauth_noperm) {
+    eng_kv_layout l;
+    layout(&l);
+    snprintf(ns, sizeof ns, "a%ld", (long)getpid());
+    int p = free_port();
+    PT_ASSERT(p > 0);
+    const char *acl[] = {"--user", "default", "off", "--user", "parley", "on", ">s3cret",
+                         "~parley:kv:*", "+@all", "--user", "other", "on", ">0ther",
+                         "~other:*", "+@all", NULL};
+    pid_t pid = acl_pid = start_redis_args(p, acl);
+    atexit(kill_acl_redis); /* also when an assertion below ends the test */
+    PT_ASSERT_MSG(pid > 0, "cannot start redis-server on port %d", p);
+    int32_t t[200];
+    for (int i = 0; i < 200; i++) t[i] = (int32_t)(pt_rand() % 30000);
+    kv_stats st;
+
+    /* The right user and password: the tier works, nothing is reported. */
+    logs_reset();
+    kv_cache *c = mk_auth(&l, p, "parley", "s3cret");
+    PT_ASSERT(c);
+    PT_EQ_INT(round_trip(c, &l, t), 80);
+    kv_cache_stats(c, &st);
+    PT_EQ_INT(st.redis_refused, 0);
+    kv_cache_destroy(c);
+    PT_EQ_INT(logs.n, 0);
+
+    /* Refusals: every lookup is a miss within the timeout, the cache goes
+     * on, the cause is reported once (not per attempt), the password never. */
+    struct { const char *user, *pass, *want; } bad[] = {
+        {"parley", "wrong", "WRONGPASS"}, /* AUTH refused */
+        {NULL, NULL, "NOAUTH"},           /* no AUTH against a server that wants it */
+        {"other", "0ther", "NOPERM"},     /* ACL user without ~parley:kv:* */
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        logs_reset();
+        c = mk_auth(&l, p, bad[b].user, bad[b].pass);
+        PT_ASSERT(c);
+        for (int i = 0; i < 6; i++) {
+            PT_EQ_INT(round_trip(c, &l, t + i), 0);
+            usleep(50000); /* past the backoff: every round tries Redis again */
+        }
+        kv_cache_stats(c, &st);
+        PT_ASSERT_MSG(st.redis_refused >= 3, "%s: refused %llu", bad[b].want,
+                      (unsigned long long)st.redis_refused);
+        PT_EQ_INT(st.redis_up, 0);
+        kv_cache_destroy(c);
+        pthread_mutex_lock(&logs.mu);
+        PT_ASSERT_MSG(strstr(logs.all, bad[b].want) != NULL, "%s not in: %s", bad[b].want,
+                      logs.all);
+        PT_ASSERT_MSG(logs.n == 1, "%d reports for %s (rate limit): %s", logs.n, bad[b].want,
+                      logs.all);
+        PT_ASSERT(!strstr(logs.all, "0ther") && !strstr(logs.all, "wrong"));
+        pthread_mutex_unlock(&logs.mu);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    acl_pid = 0;
 }

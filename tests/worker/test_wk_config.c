@@ -117,6 +117,50 @@ PT_TEST(errors_name_key_and_source) {
     wk_config_free(c);
 }
 
+/* Validate a config of model.path plus the key=value pairs in kv (NULL-ended). */
+static int validate_with(const char *const *kv) {
+    wk_config *c;
+    PT_EQ_INT(wk_config_new(&c), 0);
+    PT_EQ_INT(wk_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
+    for (; *kv; kv++) PT_EQ_INT(wk_config_set_pair(c, *kv, "flag", err, sizeof err), 0);
+    int rc = wk_config_validate(c, err, sizeof err);
+    wk_config_free(c);
+    return rc;
+}
+
+PT_TEST(redis_auth_and_tls_keys_validated_together) {
+    const char *ok[] = {"redis.addr=r:6380", "redis.user=parley", "redis.password=s3cret",
+                        "redis.tls=true", "redis.tls.ca=/ca.pem", "redis.tls.cert=/c.pem",
+                        "redis.tls.key=/k.pem", "redis.tls.server_name=redis.internal", NULL};
+    PT_EQ_INT(validate_with(ok), 0);
+    const char *cert_only[] = {"redis.addr=r:1", "redis.tls=on", "redis.tls.cert=/c.pem", NULL};
+    PT_EQ_INT(validate_with(cert_only), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(strstr(err, "'redis.tls.cert' needs 'redis.tls.key'"), "%s", err);
+    const char *key_only[] = {"redis.addr=r:1", "redis.tls=on", "redis.tls.key=/k.pem", NULL};
+    PT_EQ_INT(validate_with(key_only), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(strstr(err, "'redis.tls.key' needs 'redis.tls.cert'"), "%s", err);
+    const char *no_tls[] = {"redis.addr=r:1", "redis.tls.ca=/ca.pem", NULL};
+    PT_EQ_INT(validate_with(no_tls), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(strstr(err, "'redis.tls.ca' is set but 'redis.tls' is false"), "%s", err);
+    const char *user_only[] = {"redis.addr=r:1", "redis.user=parley", NULL};
+    PT_EQ_INT(validate_with(user_only), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(strstr(err, "'redis.user' needs 'redis.password'"), "%s", err);
+    const char *no_addr[] = {"redis.password=s3cret", NULL};
+    PT_EQ_INT(validate_with(no_addr), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(strstr(err, "redis.addr"), "%s", err);
+    /* the password comes from the environment too, and no message shows it */
+    wk_config *c;
+    PT_EQ_INT(wk_config_new(&c), 0);
+    char *env[] = {"PARLEY_REDIS_PASSWORD=hunter2", "PARLEY_REDIS_TLS_SERVER_NAME=n", NULL};
+    PT_EQ_INT(wk_config_load_env(c, env, err, sizeof err), 0);
+    PT_EQ_STR(wk_config_str(c, "redis.password"), "hunter2");
+    PT_EQ_STR(wk_config_str(c, "redis.tls.server_name"), "n");
+    PT_EQ_INT(wk_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
+    PT_EQ_INT(wk_config_validate(c, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_ASSERT_MSG(!strstr(err, "hunter2"), "%s", err);
+    wk_config_free(c);
+}
+
 PT_TEST(reference_lists_every_property) {
     char *buf = NULL;
     size_t len = 0;
