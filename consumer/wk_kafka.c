@@ -286,7 +286,11 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
             return eng_errf(err, errlen, WK_EREFUSED, "%s", w->refused_msg);
         }
         if (!ke) break;
-        if (rd_kafka_error_code(ke) == RD_KAFKA_RESP_ERR__TIMED_OUT && eng_sched_now_us() < until) {
+        /* a slice that ran out, or an answer worth asking again (the
+         * coordinator still loading its log after a broker start) */
+        if ((rd_kafka_error_code(ke) == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+             rd_kafka_error_is_retriable(ke)) &&
+            eng_sched_now_us() < until) {
             rd_kafka_error_destroy(ke);
             continue;
         }

@@ -135,13 +135,14 @@ def turn_record(conv, t, max_tokens, model=None):
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-def produce_workload(env, convs, turns, max_tokens, poison=True):
-    """Produce convs x turns ChatTurns (turn-major, so conversations interleave)
-    and the poison records; returns the expected DLQ codes."""
+def produce_workload(env, convs, turns, max_tokens, poison=True, first_turn=0):
+    """Produce convs x turns ChatTurns (turn-major, so conversations interleave;
+    turns first_turn..turns-1) and the poison records; returns the expected
+    DLQ codes."""
     p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True})
     topic = env.topics["turns"]
     expected_dlq = []
-    for t in range(turns):
+    for t in range(first_turn, turns):
         for c in range(convs):
             p.produce(topic, key=f"conv-{c}", value=turn_record(c, t, max_tokens),
                       headers=[("traceparent", TRACEPARENT)])
@@ -178,6 +179,16 @@ def collect(consumer, want, timeout, procs_alive=None):
             continue
         out.append(m)
     return out
+
+
+def wait_assigned(*consumers, timeout=60):
+    """Poll the consumers until each owns its topic's partitions (messages
+    polled meanwhile would be lost: call it before anything is produced)."""
+    end = time.time() + timeout
+    while time.time() < end and not all(c.assignment() for c in consumers):
+        for c in consumers:
+            c.poll(0.1)
+    assert all(c.assignment() for c in consumers)
 
 
 def drain(consumer, seconds):
@@ -342,28 +353,40 @@ def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, mod
                                           and owned(env, "k1") + owned(env, "k2") == 4):
             time.sleep(0.3)
         assert owned(env, "k1") > 0 and owned(env, "k2") > 0, env.log("k2")[-2000:]
-        produce_workload(env, convs, turns, max_tokens=24, poison=False)
+        # Both readers own their partitions before any turn exists: a
+        # reader's group join takes seconds, long enough for k2 to finish
+        # every turn it has before the test could see it start one.
         rc = env.consumer("responses", "read_committed")
-        first = []
-        last_turn = f"-t{turns - 1}"
-
-        def k2_mid_conversation(msgs):
-            """k2 answered a turn that is not its conversation's last: that
-            conversation's next turn is queued or running on k2 now."""
-            return any(r["worker"] == "k2" and not r["turn_id"].endswith(last_turn)
-                       for r in (msgpack.unpackb(m.value(), raw=False) for m in msgs))
-
+        tc = env.consumer("tokens", "read_uncommitted")
+        wait_assigned(rc, tc)
+        # First turns only: learn which conversations k2 serves.
+        produce_workload(env, convs, 1, max_tokens=24, poison=False)
+        first, chunks, k2_convs = [], [], set()
         end = time.time() + 120
-        while time.time() < end and not k2_mid_conversation(first):
-            first += collect(rc, 1, 5)
-        assert k2_mid_conversation(first), env.log("k2")[-2000:]
+        while time.time() < end and not k2_convs:
+            first += collect(rc, 1, 2)
+            k2_convs = {r["conversation_id"] for r in
+                        (msgpack.unpackb(m.value(), raw=False) for m in first) if r["worker"] == "k2"}
+        assert k2_convs, env.log("k2")[-2000:]
+        # Second turns long, so k2 is still generating one when it dies:
+        # kill it at its first streamed chunk of a second turn.
+        produce_workload(env, convs, turns, max_tokens=320, poison=False, first_turn=1)
+        end, mid = time.time() + 120, False
+        while time.time() < end and not mid:
+            m = tc.poll(0.2)
+            if m is None or m.error():
+                continue
+            chunks.append(m)
+            ch = msgpack.unpackb(m.value(), raw=False)
+            mid = ch["turn_id"].endswith("-t1") and ch["turn_id"].rsplit("-t", 1)[0] in k2_convs \
+                and not ch.get("last")
+        assert mid, env.log("k2")[-2000:]
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         results = first + collect(rc, convs * turns - len(first), 150)
         results += drain(rc, 3)
         rc.close()
-        tc = env.consumer("tokens", "read_uncommitted")
-        chunks = drain(tc, 4)
+        chunks += drain(tc, 4)
         tc.close()
         assert env.procs["k1"].poll() is None, env.log("k1")
         assert len(results) == convs * turns, (len(results), env.log("k1")[-3000:])
@@ -377,6 +400,7 @@ def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, mod
         print(f"\nafter kill -9: results={len(results)}, conversations taken over by the "
               f"survivor={len(moved)}, turns streamed by more than one attempt={redone}")
         assert moved, served
+        assert redone, "k2 died mid-turn: that turn must stream again under a new attempt"
     finally:
         env.stop_all()
 
