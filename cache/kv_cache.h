@@ -248,6 +248,8 @@ int kv_cache_redis_drain(kv_cache *c, int timeout_ms);
 /* "X.Y.Z": the hiredis (Redis client) version this cache was built with
  * (hiredis has no run-time version call; `parley --version` prints it). */
 const char *kv_cache_redis_client_version(void);
+/* 1 if this build has TLS for Redis (hiredis_ssl), so config.redis_tls works. */
+int kv_cache_redis_tls(void);
 
 /* Evict up to n_blocks LRU leaves now (to Redis when configured).
  * Returns how many were evicted.  (Used by memory back-pressure and tests.) */

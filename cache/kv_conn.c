@@ -94,6 +94,14 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
 #endif
 }
 
+int kv_cache_redis_tls(void) {
+#ifdef PARLEY_REDIS_TLS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 void kv_conn_teardown(kv_cache *c) {
 #ifdef PARLEY_REDIS_TLS
     if (c->ssl) redisFreeSSLContext(c->ssl);

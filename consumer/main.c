@@ -59,9 +59,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
-        printf("parley %s\nlibrdkafka %s\nhiredis %s\nmsgpack-c %s\n", PARLEY_VERSION,
-               rd_kafka_version_str(),
-               kv_cache_redis_client_version(), sch_msgpack_version());
+        /* "+tls": built with hiredis_ssl, so redis.tls is available */
+        printf("parley %s\nlibrdkafka %s\nhiredis %s%s\nmsgpack-c %s\n", PARLEY_VERSION,
+               rd_kafka_version_str(), kv_cache_redis_client_version(),
+               kv_cache_redis_tls() ? "+tls" : "", sch_msgpack_version());
         return 0;
     }
     for (size_t i = 0; i < PARLEY_NCMDS; i++)
