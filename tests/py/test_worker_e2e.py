@@ -92,6 +92,11 @@ class Env:
                 "--kafka.transaction.timeout.ms", "8000", *extra]
         self.procs[wid] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                            env={**os.environ, **(env or {})})
+        if "--worker.http" in extra:
+            # the endpoint opens once the worker's Kafka clients are set up
+            # (init_transactions, refusal checks): seconds on a busy machine
+            addr = extra[list(extra).index("--worker.http") + 1]
+            wait_listening(int(str(addr).rsplit(":", 1)[1]), self.procs[wid], self.log, wid)
         return self.procs[wid]
 
     def log(self, wid):
@@ -242,6 +247,18 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_listening(port, proc, log, wid, timeout=90):
+    """Wait until the worker proc accepts connections on 127.0.0.1:port."""
+    end = time.time() + timeout
+    while time.time() < end and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"worker {wid} never listened on {port}: {log(wid)[-2000:]}")
 
 
 def http_get(port, path):
