@@ -31,7 +31,7 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix):
     for f in futs.values():
         f.result(30)
     log = open(tmp / "worker.log", "wb")
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [str(parley_bin), "worker", "--model.path", str(model), "--model.threads", "1",
          "--worker.id", f"w-{prefix}", "--worker.group", f"g-{prefix}",
          "--worker.topic.turns", f"{prefix}.turns", "--worker.topic.tokens", f"{prefix}.tokens",
@@ -40,6 +40,13 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix):
          "--kafka.bootstrap.servers", kafka_bootstrap, "--kafka.session.timeout.ms", "6000",
          "--kafka.heartbeat.interval.ms", "500", "--kafka.transaction.timeout.ms", "8000"],
         stdout=log, stderr=subprocess.STDOUT)
+    # turns produced before the worker owns its partitions would be skipped
+    # (a new group starts at the end): wait for its assignment
+    end = time.time() + 60
+    while time.time() < end and "event=assigned" not in (tmp / "worker.log").read_text(
+            errors="replace"):
+        time.sleep(0.1)
+    return proc
 
 
 def stop(proc):
