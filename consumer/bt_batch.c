@@ -491,6 +491,11 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
         if (it->state != 0)
             continue;
         uint64_t ms = wk_client_epoch_ms();
+        /* the items were sorted (moved): point at this item's own arrays now */
+        it->chat.turn.conversation_id = sch_str_c(it->turn_id);
+        it->chat.turn.turn_id = sch_str_c(it->turn_id);
+        it->chat.turn.model = sch_str_c(it->chat.model);
+        it->chat.turn.params.stop = it->chat.stop;
         it->chat.turn.created_ms = ms;
         it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
         if (wk_client_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
