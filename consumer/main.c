@@ -32,6 +32,8 @@ static const parley_cmd parley_cmds[] = {
     {"worker",   "serve chat turns from Kafka (exactly-once replies, streamed tokens)", wk_cmd_worker},
     {"chat",     "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
     {"load",     "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
+    {"gateway",  "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", wk_cmd_gateway},
+    {"batch",    "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", wk_cmd_batch},
     {"demo",     "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
     {"bench",    "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
 };

@@ -132,19 +132,29 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
 int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
                         char *err, size_t errlen)
 {
+    return wk_client_turn_send_ns(producer, topic, t, NULL, err, errlen);
+}
+
+int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                           const char *ns_header, char *err, size_t errlen)
+{
     sch_buf buf;
     sch_buf_init(&buf);
     int rc = -1;
     if (sch_turn_encode(t, &buf, err, errlen) != 0)
         goto out;
     for (int tries = 0;; tries++) {
+        rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
+        rd_kafka_header_add(hdrs, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        if (ns_header)
+            rd_kafka_header_add(hdrs, "parley-namespace", -1, ns_header, -1);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             producer, RD_KAFKA_V_TOPIC(topic),
             RD_KAFKA_V_KEY(t->conversation_id.ptr, t->conversation_id.len),
             RD_KAFKA_V_VALUE(buf.data, buf.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_HEADER(SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE,
-                              (ssize_t)strlen(SCH_CONTENT_TYPE)),
-            RD_KAFKA_V_END);
+            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_headers_destroy(hdrs); /* producev owns them only on success */
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             break;
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries >= 100) {
@@ -163,7 +173,8 @@ out:
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
 static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *topic,
-                                                   int timeout_ms, char *err, size_t errlen)
+                                                   int timeout_ms, char *err, size_t errlen,
+                                                   rd_kafka_topic_partition_list_t *into)
 {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
@@ -181,7 +192,7 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
                      : "no partitions");
         goto err;
     }
-    parts = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+    parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
     for (int i = 0; i < md->topics[0].partition_cnt; i++) {
         int32_t p = md->topics[0].partitions[i].id;
         int64_t lo = 0, hi = 0;
@@ -197,7 +208,7 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     rd_kafka_topic_destroy(rkt);
     return parts;
 err:
-    if (parts)
+    if (parts && parts != into)
         rd_kafka_topic_partition_list_destroy(parts);
     if (md)
         rd_kafka_metadata_destroy(md);
@@ -208,6 +219,27 @@ err:
 
 rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int committed,
                                  int timeout_ms, char *err, size_t errlen)
+{
+    return wk_client_reader_new_topics(brokers, &topic, 1, committed, timeout_ms, err, errlen);
+}
+
+/* One try at the end offsets of every partition of every topic. */
+static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *const *topics,
+                                                       size_t n, int timeout_ms, char *err,
+                                                       size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *all = rd_kafka_topic_partition_list_new(16);
+    for (size_t i = 0; i < n; i++)
+        if (!reader_ends(rk, topics[i], timeout_ms, err, errlen, all)) {
+            rd_kafka_topic_partition_list_destroy(all);
+            return NULL;
+        }
+    return all;
+}
+
+rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *topics,
+                                        size_t n_topics, int committed, int timeout_ms,
+                                        char *err, size_t errlen)
 {
     char group[64];
     snprintf(group, sizeof group, "parley-client-%llu-%ld",
@@ -234,7 +266,7 @@ rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int com
      * timeout_ms, then report the last error. */
     double give_up = wk_client_mono_ms() + timeout_ms;
     rd_kafka_topic_partition_list_t *parts;
-    while (!(parts = reader_ends(rk, topic, timeout_ms, err, errlen))) {
+    while (!(parts = reader_ends_all(rk, topics, n_topics, timeout_ms, err, errlen))) {
         if (wk_client_mono_ms() >= give_up) {
             rd_kafka_destroy(rk);
             return NULL;
@@ -245,7 +277,7 @@ rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int com
     rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "assign %s: %s", topic, rd_kafka_err2str(e));
+        snprintf(err, errlen, "assign %s: %s", topics[0], rd_kafka_err2str(e));
         rd_kafka_destroy(rk);
         return NULL;
     }

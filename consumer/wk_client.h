@@ -85,6 +85,17 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
 int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
                         char *err, size_t errlen);
 
+/* As wk_client_turn_send, plus a `parley-namespace` header with ns_header
+ * when not NULL (for workers with worker.namespace_from = header). */
+int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                           const char *ns_header, char *err, size_t errlen);
+
+/* As wk_client_reader_new, over every partition of several topics (one
+ * handle, one isolation level). */
+rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *topics,
+                                        size_t n_topics, int committed, int timeout_ms,
+                                        char *err, size_t errlen);
+
 /* A reader of every partition of `topic` from its current end, with
  * isolation read_committed when `committed` else read_uncommitted.  The
  * topic must exist; a just-created one whose partitions lack a leader

@@ -126,7 +126,10 @@ typedef struct wk_kv {
 } wk_kv;
 
 struct wk_config {
-    char *val[WK_NPROPS]; /* value per table row; NULL = default */
+    const wk_prop *props; /* the property table (static) */
+    size_t n_props;       /* its rows */
+    const char *cmd;      /* command named in messages ("worker", "gateway") */
+    char **val;           /* value per table row; NULL = default */
     wk_kv *kafka;         /* pass-through properties */
     size_t n_kafka;       /* entries used */
     size_t cap_kafka;     /* entries allocated */
@@ -137,20 +140,34 @@ const wk_prop *wk_config_props(size_t *n) {
     return wk_props;
 }
 
-static int wk_prop_find(const char *key) {
-    for (size_t i = 0; i < WK_NPROPS; i++)
-        if (!strcmp(wk_props[i].name, key)) return (int)i;
+static int wk_prop_find(const wk_config *c, const char *key) {
+    for (size_t i = 0; i < c->n_props; i++)
+        if (!strcmp(c->props[i].name, key)) return (int)i;
     return -1;
 }
 
+int wk_config_new_props(const wk_prop *props, size_t n, const char *cmd, wk_config **out) {
+    wk_config *c = calloc(1, sizeof *c);
+    if (!c) return *out = NULL, WK_CONFIG_ENOMEM;
+    c->props = props;
+    c->n_props = n;
+    c->cmd = cmd;
+    if (!(c->val = calloc(n ? n : 1, sizeof *c->val))) {
+        free(c);
+        return *out = NULL, WK_CONFIG_ENOMEM;
+    }
+    *out = c;
+    return 0;
+}
+
 int wk_config_new(wk_config **out) {
-    *out = calloc(1, sizeof **out);
-    return *out ? 0 : WK_CONFIG_ENOMEM;
+    return wk_config_new_props(wk_props, WK_NPROPS, "worker", out);
 }
 
 void wk_config_free(wk_config *c) {
     if (!c) return;
-    for (size_t i = 0; i < WK_NPROPS; i++) free(c->val[i]);
+    for (size_t i = 0; i < c->n_props; i++) free(c->val[i]);
+    free(c->val);
     for (size_t i = 0; i < c->n_kafka; i++) {
         free(c->kafka[i].name);
         free(c->kafka[i].val);
@@ -248,13 +265,13 @@ int wk_config_set(wk_config *c, const char *key, const char *val, const char *or
         int rc = wk_kafka_set(c, key + 6, val);
         return rc ? eng_errf(err, errlen, rc, "out of memory") : 0;
     }
-    int i = wk_prop_find(key);
+    int i = wk_prop_find(c, key);
     if (i < 0)
         return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                       "unknown configuration key '%s' (%s); see parley worker "
+                       "unknown configuration key '%s' (%s); see parley %s "
                        "--print-config-doc",
-                       key, origin);
-    int rc = wk_prop_check(&wk_props[i], val, origin, err, errlen);
+                       key, origin, c->cmd);
+    int rc = wk_prop_check(&c->props[i], val, origin, err, errlen);
     if (rc) return rc;
     char *v = strdup(val);
     if (!v) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
@@ -341,10 +358,10 @@ int wk_config_load_env(wk_config *c, char *const *envp, char *err, size_t errlen
             name[j] = 0;
             rc = wk_config_set(c, name, eq + 1, origin, err, errlen);
         } else {
-            for (size_t i = 0; i < WK_NPROPS; i++) {
-                wk_env_name(wk_props[i].name, name, sizeof name);
+            for (size_t i = 0; i < c->n_props; i++) {
+                wk_env_name(c->props[i].name, name, sizeof name);
                 if (strlen(name) == nl && !strncmp(name, *e, nl)) {
-                    rc = wk_config_set(c, wk_props[i].name, eq + 1, origin, err, errlen);
+                    rc = wk_config_set(c, c->props[i].name, eq + 1, origin, err, errlen);
                     break;
                 }
             }
@@ -384,14 +401,16 @@ static int wk_config_check_redis(const wk_config *c, char *err, size_t errlen) {
 
 int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
     char env[256];
-    for (size_t i = 0; i < WK_NPROPS; i++)
-        if (wk_props[i].type == WK_PROP_REQ && (!c->val[i] || !*c->val[i])) {
-            wk_env_name(wk_props[i].name, env, sizeof env);
+    int rc = 0;
+    for (size_t i = 0; i < c->n_props; i++)
+        if (c->props[i].type == WK_PROP_REQ && (!c->val[i] || !*c->val[i])) {
+            wk_env_name(c->props[i].name, env, sizeof env);
             return eng_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' is required (config file, environment "
                            "%s, or --%s)",
-                           wk_props[i].name, env, wk_props[i].name);
+                           c->props[i].name, env, c->props[i].name);
         }
+    if (wk_prop_find(c, "worker.pause_kv_pct") < 0) goto kafka; /* not the worker's table */
     long long hi = wk_config_int(c, "worker.pause_kv_pct");
     long long lo = wk_config_int(c, "worker.resume_kv_pct");
     if (hi > 0 && lo >= hi)
@@ -399,8 +418,9 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
                         "configuration key 'worker.resume_kv_pct': %lld must be below "
                         "worker.pause_kv_pct (%lld)",
                         lo, hi);
-    int rc = wk_config_check_redis(c, err, errlen);
+    rc = wk_config_check_redis(c, err, errlen);
     if (rc) return rc;
+kafka:;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (!conf) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
     char kerr[256];
@@ -419,10 +439,10 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
 }
 
 static const char *wk_raw(const wk_config *c, const char *key, wk_prop_type *type) {
-    int i = wk_prop_find(key);
+    int i = wk_prop_find(c, key);
     if (i < 0) return NULL;
-    *type = wk_props[i].type;
-    return c->val[i] ? c->val[i] : wk_props[i].def;
+    *type = c->props[i].type;
+    return c->val[i] ? c->val[i] : c->props[i].def;
 }
 
 const char *wk_config_str(const wk_config *c, const char *key) {
@@ -453,8 +473,6 @@ void wk_config_kafka_at(const wk_config *c, size_t i, const char **name, const c
 }
 
 int wk_config_doc(FILE *f) {
-    static const char *const tname[] = {"string", "integer", "boolean", "string (required)"};
-    char env[256];
     fprintf(f, "# parley worker configuration reference\n\n"
                "Generated by `parley worker --print-config-doc` from the property table in\n"
                "`consumer/wk_config.c`.\n\n"
@@ -474,8 +492,14 @@ int wk_config_doc(FILE *f) {
                "message naming the key (exit status 2).\n\n"
                "| key | type | default | environment | description |\n"
                "|---|---|---|---|---|\n");
-    for (size_t i = 0; i < WK_NPROPS; i++) {
-        const wk_prop *p = &wk_props[i];
+    return wk_config_doc_table(f, wk_props, WK_NPROPS);
+}
+
+int wk_config_doc_table(FILE *f, const wk_prop *props, size_t n) {
+    static const char *const tname[] = {"string", "integer", "boolean", "string (required)"};
+    char env[256];
+    for (size_t i = 0; i < n; i++) {
+        const wk_prop *p = &props[i];
         char range[96] = "";
         if (p->type == WK_PROP_INT) snprintf(range, sizeof range, " %lld..%lld", p->min, p->max);
         wk_env_name(p->name, env, sizeof env);

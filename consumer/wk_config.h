@@ -68,6 +68,12 @@ const wk_prop *wk_config_props(size_t *n);
 /* New configuration with every property at its default.  Returns 0 or
  * WK_CONFIG_ENOMEM. */
 int wk_config_new(wk_config **out);
+
+/* New configuration over another command's table (`parley gateway`):
+ * props must outlive the configuration; cmd names the command in
+ * messages.  The worker-only cross-key checks of wk_config_validate apply
+ * only to a table that has those keys.  Returns 0 or WK_CONFIG_ENOMEM. */
+int wk_config_new_props(const wk_prop *props, size_t n, const char *cmd, wk_config **out);
 void wk_config_free(wk_config *c);
 
 /* Set key to val; origin names the source in messages.  A table key is
@@ -107,5 +113,8 @@ void wk_config_kafka_at(const wk_config *c, size_t i, const char **name, const c
 /* Write the configuration reference (Markdown) to f.  Returns 0 or -1 on a
  * write error. */
 int wk_config_doc(FILE *f);
+
+/* Write only the table rows of props (Markdown, as in wk_config_doc). */
+int wk_config_doc_table(FILE *f, const wk_prop *props, size_t n);
 
 #endif

@@ -66,7 +66,8 @@ HIREDIS_SDIST_SHA256=c227592cc56b7df247abe4755c26723965be68972be2149fa441ac33d82
 APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
               libssl-dev zlib1g-dev
               libmsgpack-dev redis-server openjdk-17-jre-headless clang
-              libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev)
+              libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev
+              libmicrohttpd-dev libjansson-dev)
 
 CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
@@ -135,7 +136,7 @@ step_venv() {
     fi
     log "venv: installing requirements-test.txt (llama-cpp-python compiles from source: slow when cold)"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
-    "$VENV/bin/python" -c 'import pytest, msgpack, confluent_kafka, redis, numpy, gguf, torch, transformers, tokenizers, llama_cpp' ||
+    "$VENV/bin/python" -c 'import pytest, msgpack, confluent_kafka, redis, numpy, gguf, torch, transformers, tokenizers, llama_cpp, openai' ||
         die "venv: imports fail after install"
     echo "$want" >"$stamp"
 }

@@ -1,0 +1,602 @@
+/*
+ * bt_batch.c -- `parley batch --input requests.jsonl --output results.jsonl`:
+ * OpenAI Batch JSONL through the fleet, resumable, one output line per
+ * request.
+ *
+ * Input lines: {"custom_id": "...", "method": "POST", "url":
+ * "/v1/chat/completions", "body": {chat completion request}} (blank lines
+ * are skipped).  Output lines, as OpenAI's batch output:
+ *   {"id": "batch_req_<turn id>", "custom_id": "...",
+ *    "response": {"status_code": 200, "request_id": "<turn id>",
+ *                 "body": {chat.completion}}, "error": null}
+ * A request the fleet refused gets its HTTP status and an OpenAI error
+ * body in `response`; a line that cannot be parsed, names another method
+ * or url, repeats a custom_id or gets no reply in --timeout-s gets
+ * `"response": null, "error": {"code", "message"}` (a line without a
+ * usable custom_id is reported with "custom_id": null and its "line"
+ * number).  Every failure also goes to the error file (--errors, default
+ * OUTPUT.errors.jsonl).
+ *
+ * Exactly once: see bt_io.h (done ids read back from the output, turn ids
+ * derived from the batch id and the custom_id, results read from the
+ * offsets saved before the first turn was produced).  A rerun first reads
+ * the replies that landed while it was not running, then sends only what
+ * is still missing.  A turn sent twice (the first run died after
+ * producing it, before its reply) is answered twice by the workers; the
+ * second reply is ignored.
+ *
+ * Progress: on a terminal a redrawn line (done/total, failed, tokens/s,
+ * ETA), otherwise a plain line every --progress-s seconds, on stderr.
+ * Exit status: 0 every request has its line and none failed, 3 all lines
+ * written but some are errors, 1 runtime failure, 2 usage.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bt_io.h"
+#include "gw_openai.h"
+#include "wk_cli.h"
+#include "wk_client.h"
+
+/* One request of the input. */
+typedef struct bt_item {
+    uint64_t h;            /* bt_id_hash(custom_id) */
+    char *custom_id;       /* malloc'd */
+    gw_chat chat;          /* parsed body (turn inside) */
+    char turn_id[64];      /* b-<batch>-<hash> */
+    int state;             /* 0 to send, 1 in flight, 2 written */
+    double sent_ms;        /* monotonic time it was produced */
+} bt_item;
+
+/* Command-line options and run state. */
+typedef struct bt_run {
+    const char *input, *output, *brokers, *ns, *dlq; /* options */
+    char errors[4096];        /* error file path */
+    char state_path[4096];    /* OUTPUT.state */
+    wk_client_topics topics;  /* turns / responses */
+    uint64_t window;          /* turns in flight at most */
+    uint64_t timeout_s;       /* per request */
+    uint64_t progress_s;      /* plain progress interval */
+    uint64_t max_tokens;      /* cap of max_tokens */
+    bt_item *items;           /* requests to answer */
+    size_t n, cap;            /* items used / allocated */
+    size_t total, done, failed, inflight; /* counters */
+    uint64_t tokens;          /* completion tokens received */
+    bt_out out;               /* output file */
+    bt_out seen;              /* custom_ids of the input read so far (set only) */
+    FILE *err_f;              /* error file */
+    bt_state st;              /* resume state */
+    double t0;                /* start, monotonic ms */
+    double last_sweep;        /* last timeout sweep, monotonic ms */
+} bt_run;
+
+static void bt_usage(FILE *f)
+{
+    fprintf(f, "usage: parley batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
+               "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
+               "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
+               "         [--max-tokens-cap N] [--progress-s N]\n\n"
+               "OpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
+               "same command after a crash: it resumes, and the output ends with exactly one\n"
+               "line per request.  Exit: 0 all ok, 3 done with failed requests, 1 error, 2 usage.\n");
+}
+
+static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
+{
+    char err[256];
+    char *txt = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    json_decref(line);
+    if (!txt || bt_out_write(&r->out, h, txt, err, sizeof err) != 0) {
+        fprintf(stderr, "batch: %s\n", txt ? err : "out of memory");
+        free(txt);
+        return -1;
+    }
+    if (failed) {
+        r->failed++;
+        if (r->err_f) {
+            fprintf(r->err_f, "%s\n", txt);
+            fflush(r->err_f);
+        }
+    }
+    r->done++;
+    free(txt);
+    return 0;
+}
+
+/* An error line: response null, error {code, message}. */
+static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, const char *code,
+                   const char *msg)
+{
+    json_t *j = json_pack("{ss so so s{ss ss}}", "id", "batch_req_error", "custom_id",
+                          custom_id ? json_string(custom_id) : json_null(), "response",
+                          json_null(), "error", "code", code, "message", msg);
+    if (j && !custom_id)
+        json_object_set_new(j, "line", json_integer(line_no));
+    return bt_write(r, h, j, 1);
+}
+
+/* Parse one input line into an item, or write its error line. */
+static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
+{
+    char err[512];
+    const char *param;
+    json_error_t je;
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = 0;
+    if (strspn(line, " \t") == len)
+        return 0;
+    r->total++;
+    json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *cid = json_object_get(j, "custom_id");
+    if (!json_is_string(cid) || json_string_length(cid) == 0 || json_string_length(cid) > 512) {
+        uint64_t h = bt_line_hash(line_no);
+        int rc = 0;
+        if (!bt_out_has(&r->out, h)) {
+            snprintf(err, sizeof err, j ? "line %ld: custom_id must be a string of 1..512 bytes"
+                                        : "line %ld is not JSON", line_no);
+            rc = bt_fail(r, h, NULL, line_no, "invalid_request", err);
+        } else {
+            r->done++;
+        }
+        json_decref(j);
+        return rc;
+    }
+    const char *id = json_string_value(cid);
+    uint64_t h = bt_id_hash(id, json_string_length(cid));
+    if (bt_out_has(&r->seen, h)) { /* the first line with this custom_id counts */
+        r->total--;
+        if (r->err_f) {
+            json_t *e = json_pack("{ss si s{ss ss}}", "custom_id", id, "line", (int)line_no,
+                                  "error", "code", "duplicate_custom_id", "message",
+                                  "this line repeats an earlier custom_id; skipped");
+            char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+            if (t)
+                fprintf(r->err_f, "%s\n", t);
+            free(t);
+            json_decref(e);
+        }
+        json_decref(j);
+        return 0;
+    }
+    if (bt_out_mark(&r->seen, h) != 0) {
+        json_decref(j);
+        return -1;
+    }
+    if (bt_out_has(&r->out, h)) {
+        r->done++;
+        json_decref(j);
+        return 0;
+    }
+    const char *method = json_string_value(json_object_get(j, "method"));
+    const char *url = json_string_value(json_object_get(j, "url"));
+    int rc;
+    if (!method || strcmp(method, "POST") || !url || strcmp(url, "/v1/chat/completions")) {
+        rc = bt_fail(r, h, id, line_no, "invalid_request",
+                     "method must be POST and url /v1/chat/completions");
+        json_decref(j);
+        return rc;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 256;
+        bt_item *t = realloc(r->items, cap * sizeof *t);
+        if (!t) {
+            json_decref(j);
+            return -1;
+        }
+        r->items = t;
+        r->cap = cap;
+    }
+    bt_item *it = &r->items[r->n];
+    memset(it, 0, sizeof *it);
+    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, err,
+                          sizeof err, &param) != 0) {
+        char msg[640];
+        snprintf(msg, sizeof msg, "body: %s", err);
+        rc = bt_fail(r, h, id, line_no, "invalid_request", msg);
+        json_decref(j);
+        return rc;
+    }
+    it->h = h;
+    it->custom_id = strdup(id);
+    snprintf(it->turn_id, sizeof it->turn_id, "b-%s-%016llx", r->st.batch_id,
+             (unsigned long long)h);
+    it->chat.turn.conversation_id = sch_str_c(it->turn_id);
+    it->chat.turn.turn_id = sch_str_c(it->turn_id);
+    it->chat.turn.stream = false;
+    if (r->ns)
+        it->chat.turn.ns = sch_str_c(r->ns);
+    r->n++;
+    json_decref(j);
+    return it->custom_id ? 0 : -1;
+}
+
+static int bt_cmp_h(const void *a, const void *b)
+{
+    uint64_t x = ((const bt_item *)a)->h, y = ((const bt_item *)b)->h;
+    return x < y ? -1 : x > y;
+}
+
+/* The unanswered item of turn id `b-<batch>-<hash hex>`, or NULL (items
+ * are sorted by hash once the input is read). */
+static bt_item *bt_find(bt_run *r, const char *turn_id, size_t len)
+{
+    char want[64];
+    int pl = snprintf(want, sizeof want, "b-%s-", r->st.batch_id);
+    if (len != (size_t)pl + 16 || memcmp(turn_id, want, (size_t)pl) != 0)
+        return NULL;
+    char hex[17];
+    memcpy(hex, turn_id + pl, 16);
+    hex[16] = 0;
+    bt_item key;
+    key.h = strtoull(hex, NULL, 16);
+    bt_item *it = bsearch(&key, r->items, r->n, sizeof *it, bt_cmp_h);
+    return it && it->state != 2 && !strncmp(it->turn_id, turn_id, len) ? it : NULL;
+}
+
+/* A result (or a DeadLetter made into one) for item it. */
+static int bt_answer(bt_run *r, bt_item *it, const sch_result *res)
+{
+    json_t *resp;
+    int failed = 0;
+    if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
+        const char *type, *code;
+        int st = gw_result_status(res, &type, &code);
+        resp = json_pack("{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id,
+                         "body", gw_error_json(res->error_message.ptr ? res->error_message.ptr
+                                                                      : "the turn failed",
+                                               type, NULL, code));
+        failed = 1;
+    } else {
+        char id[96];
+        snprintf(id, sizeof id, "chatcmpl-%s", it->turn_id);
+        resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
+                         "body", gw_completion_json(res, id, it->chat.model,
+                                                    wk_client_epoch_ms() / 1000));
+        r->tokens += res->completion_tokens;
+    }
+    char rid[96];
+    snprintf(rid, sizeof rid, "batch_req_%s", it->turn_id);
+    if (it->state == 1)
+        r->inflight--;
+    it->state = 2;
+    int rc = bt_write(r, it->h, json_pack("{ss ss so sn}", "id", rid, "custom_id", it->custom_id,
+                                          "response", resp, "error"), failed);
+    gw_chat_free(&it->chat);
+    return rc;
+}
+
+/* Handle one record of the reader. */
+static int bt_on_record(bt_run *r, const rd_kafka_message_t *m)
+{
+    char err[256];
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    int rc = 0;
+    if (r->dlq && !strcmp(topic, r->dlq)) {
+        sch_dead d;
+        if (sch_dead_decode(m->payload, m->len, NULL, &d, err, sizeof err) != 0)
+            return 0;
+        bt_item *it = d.turn_id.ptr ? bt_find(r, d.turn_id.ptr, d.turn_id.len) : NULL;
+        if (it) {
+            sch_result res;
+            sch_result_init(&res);
+            res.finish_reason = SCH_FINISH_ERROR;
+            res.has_error = true;
+            res.error_name = d.error_name;
+            res.error_message = d.reason;
+            rc = bt_answer(r, it, &res);
+        }
+        sch_dead_free(&d);
+        return rc;
+    }
+    sch_result res;
+    if (sch_result_decode(m->payload, m->len, NULL, &res, err, sizeof err) != 0)
+        return 0;
+    bt_item *it = bt_find(r, res.turn_id.ptr, res.turn_id.len);
+    if (it)
+        rc = bt_answer(r, it, &res);
+    sch_result_free(&res);
+    return rc;
+}
+
+static void bt_progress(bt_run *r, int final)
+{
+    double s = (wk_client_mono_ms() - r->t0) / 1000.0;
+    double rate = s > 0 ? (double)r->tokens / s : 0;
+    size_t left = r->total > r->done ? r->total - r->done : 0;
+    double reqs = s > 0 ? (double)r->done / s : 0;
+    char eta[32] = "?";
+    if (reqs > 0)
+        snprintf(eta, sizeof eta, "%.0fs", (double)left / reqs);
+    if (isatty(STDERR_FILENO)) {
+        int w = 30, fill = r->total ? (int)(w * r->done / r->total) : w;
+        fprintf(stderr, "\r[%.*s%*s] %zu/%zu failed=%zu %.1f tok/s eta %s ", fill,
+                "##############################", w - fill, "", r->done, r->total, r->failed,
+                rate, eta);
+        if (final)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "batch: done=%zu total=%zu failed=%zu inflight=%zu tokens_per_s=%.1f "
+                "eta=%s\n", r->done, r->total, r->failed, r->inflight, rate, eta);
+    }
+}
+
+/* The reader: responses (+ DLQ), read_committed, from the saved offsets;
+ * on a fresh batch the offsets are the topics' ends now, saved first. */
+static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen)
+{
+    const char *topics[2] = {r->topics.responses, r->dlq};
+    rd_kafka_t *rk = wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1, 10000,
+                                                 err, errlen);
+    rd_kafka_topic_partition_list_t *a = NULL;
+    if (!rk)
+        return NULL;
+    if (fresh) {
+        rd_kafka_topic_partition_list_t *cur = NULL;
+        if (rd_kafka_assignment(rk, &cur) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            goto err;
+        /* a plain copy: the assignment's entries hold partition references
+         * that would keep the handle from being destroyed */
+        a = rd_kafka_topic_partition_list_new(cur->cnt);
+        for (int i = 0; i < cur->cnt; i++)
+            rd_kafka_topic_partition_list_add(a, cur->elems[i].topic, cur->elems[i].partition);
+        rd_kafka_topic_partition_list_destroy(cur);
+        for (int i = 0; i < a->cnt; i++) {
+            int64_t lo, hi;
+            if (rd_kafka_query_watermark_offsets(rk, a->elems[i].topic, a->elems[i].partition,
+                                                 &lo, &hi, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+                goto err;
+            a->elems[i].offset = hi;
+        }
+        r->st.from = a;
+        if (bt_state_save(r->state_path, &r->st, err, errlen) != 0)
+            goto err_quiet;
+    }
+    if (rd_kafka_assign(rk, r->st.from) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        goto err;
+    return rk;
+err:
+    snprintf(err, errlen, "cannot read the end offsets / assign the reader");
+err_quiet:
+    if (a && a != r->st.from)
+        rd_kafka_topic_partition_list_destroy(a);
+    wk_client_reader_free(rk);
+    return NULL;
+}
+
+/* Catch up: read until every partition reaches the end it had at start
+ * (replies committed while no batch process ran), at most 15 s. */
+static int bt_catch_up(bt_run *r, rd_kafka_t *rk)
+{
+    rd_kafka_topic_partition_list_t *end = rd_kafka_topic_partition_list_copy(r->st.from);
+    for (int i = 0; i < end->cnt; i++) {
+        int64_t lo, hi;
+        if (rd_kafka_query_watermark_offsets(rk, end->elems[i].topic, end->elems[i].partition,
+                                             &lo, &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            end->elems[i].offset = hi;
+    }
+    double give_up = wk_client_mono_ms() + 15000;
+    int rc = 0;
+    while (rc == 0 && wk_client_mono_ms() < give_up) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m) {
+            if (!m->err && m->rkt)
+                rc = bt_on_record(r, m);
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        rd_kafka_topic_partition_list_t *pos = rd_kafka_topic_partition_list_copy(end);
+        rd_kafka_position(rk, pos);
+        int behind = 0;
+        for (int i = 0; i < pos->cnt; i++)
+            behind |= end->elems[i].offset > 0 && pos->elems[i].offset < end->elems[i].offset;
+        rd_kafka_topic_partition_list_destroy(pos);
+        if (!behind)
+            break;
+    }
+    rd_kafka_topic_partition_list_destroy(end);
+    return rc;
+}
+
+static int bt_parse(int argc, char **argv, bt_run *r)
+{
+    char err[256];
+    memset(r, 0, sizeof *r);
+    r->out.fd = -1;
+    r->seen.fd = -1;
+    r->window = 64;
+    r->timeout_s = 600;
+    r->progress_s = 10;
+    r->max_tokens = 4096;
+    r->dlq = "parley.dlq";
+    wk_client_topics_prefix(&r->topics, "parley", err, sizeof err);
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            bt_usage(stdout);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "batch: %s: unknown option or missing value\n", k);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (!strcmp(k, "--input"))
+            r->input = v;
+        else if (!strcmp(k, "--output"))
+            r->output = v;
+        else if (!strcmp(k, "--errors"))
+            bad = snprintf(r->errors, sizeof r->errors, "%s", v) >= (int)sizeof r->errors;
+        else if (!strcmp(k, "--brokers"))
+            r->brokers = v;
+        else if (!strcmp(k, "--namespace"))
+            r->ns = v;
+        else if (!strcmp(k, "--dlq-topic"))
+            r->dlq = *v ? v : NULL;
+        else if (wk_client_topic_option(&r->topics, k, v, &bad, err, sizeof err))
+            ;
+        else if (!strcmp(k, "--window"))
+            bad = wk_client_parse_u64(v, 1, 100000, &r->window) != 0;
+        else if (!strcmp(k, "--timeout-s"))
+            bad = wk_client_parse_u64(v, 1, 86400 * 7, &r->timeout_s) != 0;
+        else if (!strcmp(k, "--progress-s"))
+            bad = wk_client_parse_u64(v, 1, 86400, &r->progress_s) != 0;
+        else if (!strcmp(k, "--max-tokens-cap"))
+            bad = wk_client_parse_u64(v, 1, 32768, &r->max_tokens) != 0;
+        else {
+            fprintf(stderr, "batch: unknown option %s\n", k);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "batch: bad value for %s: '%s'\n", k, v);
+            return 2;
+        }
+    }
+    if (!r->input || !r->output || !r->brokers) {
+        fprintf(stderr, "batch: --input, --output and --brokers are required\n");
+        bt_usage(stderr);
+        return 2;
+    }
+    if (!r->errors[0])
+        snprintf(r->errors, sizeof r->errors, "%s.errors.jsonl", r->output);
+    snprintf(r->state_path, sizeof r->state_path, "%s.state", r->output);
+    return 0;
+}
+
+/* Produce what the window allows; time out old turns. */
+static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
+{
+    char err[512];
+    double now = wk_client_mono_ms();
+    for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
+        bt_item *it = &r->items[i];
+        if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
+            r->inflight--;
+            it->state = 2;
+            gw_chat_free(&it->chat);
+            if (bt_fail(r, it->h, it->custom_id, 0, "timeout",
+                        "no reply from the fleet within --timeout-s") != 0)
+                return -1;
+        }
+    }
+    if (now - r->last_sweep >= 1000.0)
+        r->last_sweep = now;
+    while (*next < r->n && r->inflight < r->window) {
+        bt_item *it = &r->items[(*next)++];
+        if (it->state != 0)
+            continue;
+        uint64_t ms = wk_client_epoch_ms();
+        /* the items were sorted (moved): point at this item's own arrays now */
+        it->chat.turn.conversation_id = sch_str_c(it->turn_id);
+        it->chat.turn.turn_id = sch_str_c(it->turn_id);
+        it->chat.turn.model = sch_str_c(it->chat.model);
+        it->chat.turn.params.stop = it->chat.stop;
+        it->chat.turn.created_ms = ms;
+        it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
+        if (wk_client_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
+            fprintf(stderr, "batch: %s\n", err);
+            return -1;
+        }
+        it->state = 1;
+        it->sent_ms = now;
+        r->inflight++;
+    }
+    return 0;
+}
+
+int wk_cmd_batch(int argc, char **argv)
+{
+    bt_run r;
+    int prc = bt_parse(argc, argv, &r);
+    if (prc)
+        return prc == 1 ? 0 : 2;
+    char err[1024];
+    int rc = 1;
+    FILE *in = NULL;
+    char *line = NULL;
+    size_t cap = 0, next = 0;
+    rd_kafka_t *prod = NULL, *rk = NULL;
+    r.t0 = wk_client_mono_ms();
+    int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
+    if (have < 0)
+        goto fail;
+    if (!have)
+        snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
+                 (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^
+                                      (wk_client_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
+                                      (uint64_t)getpid()));
+    if (bt_out_open(&r.out, r.output, err, sizeof err) != 0)
+        goto fail;
+    if (!(r.err_f = fopen(r.errors, "a"))) {
+        snprintf(err, sizeof err, "%.900s: %s", r.errors, strerror(errno));
+        goto fail;
+    }
+    if (!(in = fopen(r.input, "r"))) {
+        snprintf(err, sizeof err, "%.900s: %s", r.input, strerror(errno));
+        goto fail;
+    }
+    ssize_t n;
+    long line_no = 0;
+    while ((n = getline(&line, &cap, in)) >= 0)
+        if (bt_take_line(&r, line, (size_t)n, ++line_no) != 0)
+            goto out;
+    qsort(r.items, r.n, sizeof *r.items, bt_cmp_h); /* input order is not kept */
+    fprintf(stderr, "batch: %s: %zu requests, %zu answered or refused already, %zu to send "
+            "(batch %s%s)\n", r.input, r.total, r.done, r.n, r.st.batch_id,
+            have ? ", resumed" : "");
+    if (r.n > 0) {
+        if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, 10000, err, sizeof err)) ||
+            !(rk = bt_reader(&r, !have, err, sizeof err)))
+            goto fail;
+        if (have && bt_catch_up(&r, rk) != 0)
+            goto out;
+    }
+    double last = wk_client_mono_ms();
+    while (r.done < r.total) {
+        if (bt_pump(&r, prod, &next) != 0)
+            goto out;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m) {
+            int e = !m->err && m->rkt ? bt_on_record(&r, m) : 0;
+            rd_kafka_message_destroy(m);
+            if (e)
+                goto out;
+        }
+        rd_kafka_poll(prod, 0);
+        double now = wk_client_mono_ms();
+        if (now - last >= (isatty(STDERR_FILENO) ? 250.0 : (double)r.progress_s * 1000.0)) {
+            bt_progress(&r, 0);
+            last = now;
+        }
+    }
+    bt_progress(&r, 1);
+    rc = r.failed ? 3 : 0;
+    goto out;
+fail:
+    fprintf(stderr, "batch: %s\n", err);
+out:
+    free(line);
+    if (in)
+        fclose(in);
+    if (r.err_f)
+        fclose(r.err_f);
+    wk_client_reader_free(rk);
+    if (prod) {
+        rd_kafka_flush(prod, 5000);
+        rd_kafka_destroy(prod);
+    }
+    for (size_t i = 0; i < r.n; i++) {
+        gw_chat_free(&r.items[i].chat);
+        free(r.items[i].custom_id);
+    }
+    free(r.items);
+    bt_out_close(&r.out);
+    bt_out_close(&r.seen);
+    bt_state_free(&r.st);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/*
+ * gw_cmd.c -- `parley gateway`: configuration (file < environment <
+ * flags, through wk_config over the gateway's own property table), the
+ * Kafka hub and the HTTP server, run until SIGTERM/SIGINT.
+ *
+ * On start it prints one line `gateway: listening on http://HOST:PORT`
+ * (stdout, flushed), which tells scripts the port when gateway.listen
+ * names port 0.  Exit status: 0 clean shutdown, 1 runtime failure (Kafka
+ * unreachable, address in use), 2 configuration error.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gw_http.h"
+#include "wk_cli.h"
+#include "wk_config.h"
+
+extern char **environ;
+
+static const wk_prop gw_props[] = {
+    {"gateway.listen", WK_PROP_STR, "127.0.0.1:8080", 0, 0,
+     "HTTP address as IPv4:port (port 0 = any free port, printed at start). Loopback by "
+     "default; name 0.0.0.0:PORT to serve other hosts."},
+    {"gateway.api_keys", WK_PROP_STR, "", 0, 0,
+     "Comma-separated `KEY=TENANT` pairs. A request must send `Authorization: Bearer KEY`; "
+     "its turns get the key's tenant as cache namespace (field and `parley-namespace` "
+     "header), so clients never choose it. Empty = no authentication, namespace "
+     "`gateway.namespace`."},
+    {"gateway.namespace", WK_PROP_STR, "default", 0, 0,
+     "Cache namespace of every turn when `gateway.api_keys` is empty."},
+    {"gateway.models", WK_PROP_STR, "", 0, 0,
+     "Comma-separated model names the fleet serves (workers' `model.name`): listed by "
+     "`GET /v1/models`; a request naming another model gets 404 `model_not_found`. Empty "
+     "= pass any name to the workers (which refuse unknown ones)."},
+    {"gateway.topic.turns", WK_PROP_STR, "parley.turns", 0, 0, "Topic the ChatTurns go to."},
+    {"gateway.topic.tokens", WK_PROP_STR, "parley.tokens", 0, 0,
+     "TokenChunk topic streamed replies are read from."},
+    {"gateway.topic.responses", WK_PROP_STR, "parley.responses", 0, 0,
+     "TurnResult topic (read_committed)."},
+    {"gateway.topic.dlq", WK_PROP_STR, "parley.dlq", 0, 0,
+     "DeadLetter topic watched so a turn the workers refused (unknown model, too long) is "
+     "answered at once with its error; empty = not watched (such requests time out)."},
+    {"gateway.max_body_bytes", WK_PROP_INT, "1048576", 1024, 64LL << 20,
+     "Largest request body; a larger one gets 400 `request_too_large`."},
+    {"gateway.max_inflight", WK_PROP_INT, "256", 1, 100000,
+     "Chat requests waiting for replies at most; more get 429 with `Retry-After: 1`."},
+    {"gateway.max_connections", WK_PROP_INT, "512", 1, 100000,
+     "Open HTTP connections at most (one thread each)."},
+    {"gateway.timeout_ms", WK_PROP_INT, "60000", 100, 3600000,
+     "Wait this long for a committed reply, then answer 504; also the turn's `deadline_ms`, "
+     "so a worker that has not started it by then drops it."},
+    {"gateway.max_tokens", WK_PROP_INT, "4096", 1, 32768,
+     "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
+};
+#define GW_NPROPS (sizeof gw_props / sizeof gw_props[0])
+
+static volatile sig_atomic_t gw_g_stop;
+
+static void gw_on_signal(int sig)
+{
+    (void)sig;
+    gw_g_stop = 1;
+}
+
+static void gw_usage(FILE *f)
+{
+    fprintf(f, "usage: parley gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
+               "         [--set key=value]... [--KEY value]...\n"
+               "       parley gateway --print-config-doc\n\n"
+               "OpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
+               "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
+               "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
+               "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n");
+}
+
+/* Split a comma list into the options; -1 with a message. */
+static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    const char *l = wk_config_str(cfg, "gateway.listen");
+    const char *colon = strrchr(l, ':');
+    if (!colon || colon == l || (size_t)(colon - l) >= sizeof o->host) {
+        snprintf(err, errlen, "gateway.listen: '%s' is not IPv4:port", l);
+        return -1;
+    }
+    memcpy(o->host, l, (size_t)(colon - l));
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535) {
+        snprintf(err, errlen, "gateway.listen: bad port in '%s'", l);
+        return -1;
+    }
+    o->port = (int)port;
+    o->max_body = (size_t)wk_config_int(cfg, "gateway.max_body_bytes");
+    o->max_inflight = (int)wk_config_int(cfg, "gateway.max_inflight");
+    o->max_connections = (int)wk_config_int(cfg, "gateway.max_connections");
+    o->timeout_ms = (int)wk_config_int(cfg, "gateway.timeout_ms");
+    o->max_tokens = (uint32_t)wk_config_int(cfg, "gateway.max_tokens");
+    snprintf(o->ns, sizeof o->ns, "%s", wk_config_str(cfg, "gateway.namespace"));
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.api_keys"));
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !eq[1] || o->n_keys == GW_MAX_KEYS ||
+            strlen(tok) >= sizeof o->keys[0].key || strlen(eq + 1) >= sizeof o->keys[0].tenant) {
+            snprintf(err, errlen, "gateway.api_keys: '%.40s' is not KEY=TENANT (at most %d "
+                     "keys, 127 bytes each)", tok, GW_MAX_KEYS);
+            return -1;
+        }
+        *eq = 0;
+        snprintf(o->keys[o->n_keys].key, sizeof o->keys[0].key, "%s", tok);
+        snprintf(o->keys[o->n_keys].tenant, sizeof o->keys[0].tenant, "%s", eq + 1);
+        o->n_keys++;
+    }
+    for (size_t i = 0; i <= o->n_keys; i++) {
+        const char *ns = i < o->n_keys ? o->keys[i].tenant : o->ns;
+        if (!*ns || strspn(ns, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789._-") != strlen(ns)) {
+            snprintf(err, errlen, "tenant/namespace '%.40s' must be 1..127 bytes of "
+                     "[A-Za-z0-9._-]", ns);
+            return -1;
+        }
+    }
+    snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.models"));
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->n_models == GW_MAX_MODELS || strlen(tok) > 256) {
+            snprintf(err, errlen, "gateway.models: at most %d names of 1..256 bytes",
+                     GW_MAX_MODELS);
+            return -1;
+        }
+        snprintf(o->models[o->n_models++], sizeof o->models[0], "%s", tok);
+    }
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    host[strcspn(host, ".")] = 0;
+    snprintf(o->id_prefix, sizeof o->id_prefix, "gw-%.24s-%d-%llx", host, (int)getpid(),
+             (unsigned long long)wk_client_epoch_ms());
+    return 0;
+}
+
+/* Apply file, environment and flags to cfg; -1 with a message. */
+static int gw_load(wk_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc || wk_config_load_file(cfg, argv[i + 1], err, errlen) != 0) {
+                if (i + 1 >= argc)
+                    snprintf(err, errlen, "--config needs a file");
+                return -1;
+            }
+        }
+    if (wk_config_load_env(cfg, environ, err, errlen) != 0)
+        return -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (strncmp(a, "--", 2) || i + 1 >= argc) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if ((!strcmp(a, "--set") ? wk_config_set_pair(cfg, v, "flag --set", err, errlen)
+                                 : wk_config_set(cfg, a + 2, v, "command line", err, errlen)))
+            return -1;
+    }
+    return wk_config_validate(cfg, err, errlen);
+}
+
+int wk_cmd_gateway(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            gw_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--print-config-doc"))
+            return wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
+    }
+    char err[1024];
+    wk_config *cfg = NULL;
+    gw_http_opts *o = calloc(1, sizeof *o);
+    gw_hub *hub = NULL;
+    gw_http *http = NULL;
+    int rc = 2, port = 0;
+    if (!o || wk_config_new_props(gw_props, GW_NPROPS, "gateway", &cfg) != 0) {
+        fprintf(stderr, "gateway: out of memory\n");
+        free(o);
+        return 1;
+    }
+    if (gw_load(cfg, argc, argv, err, sizeof err) != 0 || gw_parse_opts(cfg, o, err, sizeof err))
+        goto bad;
+    gw_hub_conf hc;
+    memset(&hc, 0, sizeof hc);
+    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+        const char *k, *v;
+        wk_config_kafka_at(cfg, i, &k, &v);
+        if (!strcmp(k, "bootstrap.servers"))
+            hc.brokers = v;
+    }
+    if (!hc.brokers) {
+        snprintf(err, sizeof err, "kafka.bootstrap.servers is required");
+        goto bad;
+    }
+    if (wk_client_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err,
+                            sizeof err) ||
+        wk_client_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
+                            sizeof err) ||
+        wk_client_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"),
+                            err, sizeof err))
+        goto bad;
+    hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
+    hc.timeout_ms = 10000;
+    rc = 1;
+    if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
+        !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+        fprintf(stderr, "gateway: %s\n", err);
+        goto done;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = gw_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    printf("gateway: listening on http://%s:%d (turns %s, replies %s, %zu API keys)\n",
+           o->host, port, hc.topics.turns, hc.topics.responses, o->n_keys);
+    fflush(stdout);
+    while (!gw_g_stop) {
+        struct timespec nap = {0, 100 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    printf("gateway: stopping (%d requests in flight)\n", gw_http_inflight(http));
+    fflush(stdout);
+    rc = 0;
+    goto done;
+bad:
+    fprintf(stderr, "gateway: %s\n", err);
+done:
+    gw_http_stop(http);
+    gw_hub_free(hub);
+    wk_config_free(cfg);
+    free(o);
+    return rc;
+}

@@ -1,0 +1,578 @@
+/*
+ * gw_http.c -- libmicrohttpd handlers of `parley gateway`: routing, auth,
+ * body limit, chat completions (JSON and SSE), models, health, metrics
+ * (see gw_http.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gw_http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_openai.h"
+
+#define GW_NCODES 10 /* status codes counted in /metrics */
+static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
+#define GW_NBUCKETS 14 /* latency histogram buckets (seconds), last +Inf */
+static const double gw_buckets[GW_NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                   1, 2.5, 5, 10, 30, 60};
+
+struct gw_http {
+    struct MHD_Daemon *d;                   /* the server */
+    gw_hub *hub;                            /* Kafka side */
+    const gw_http_opts *o;                  /* options (borrowed) */
+    atomic_int inflight;                    /* chat requests in flight */
+    atomic_ullong seq;                      /* turn id counter */
+    atomic_ullong by_code[GW_NCODES];       /* responses by status (last: other) */
+    atomic_ullong lat_bucket[GW_NBUCKETS];  /* chat latency histogram */
+    atomic_ullong lat_count;                /* chat requests timed */
+    atomic_ullong lat_sum_us;               /* their total latency, us */
+    atomic_ullong streams;                  /* streamed chat requests */
+    atomic_ullong disconnects;              /* streams the client left early */
+};
+
+/* Per-request state: the body read so far. */
+typedef struct gw_req {
+    char *body;  /* bytes received (malloc'd) */
+    size_t len;  /* bytes in body */
+    int too_big; /* body passed the limit (rest discarded) */
+} gw_req;
+
+/* A streaming reply in progress. */
+typedef struct gw_sse {
+    gw_http *s;             /* server */
+    gw_wait *w;             /* the request's waiter */
+    char id[320];           /* chatcmpl-<turn id> */
+    char model[257];        /* model name echoed */
+    uint64_t created;       /* unix seconds */
+    int include_usage;      /* send a usage chunk */
+    size_t sent;            /* streamed bytes taken from the waiter */
+    char *streamed;         /* the text forwarded so far */
+    size_t slen, scap;      /* bytes in streamed / allocated */
+    double t0, deadline;    /* monotonic ms: start, give up */
+    int phase;              /* 0 role chunk due, 1 streaming, 2 ended */
+    int finished;           /* [DONE] was produced */
+    char *out;              /* bytes waiting to go out */
+    size_t olen, ocap, off; /* bytes in out / allocated / already sent */
+} gw_sse;
+
+static void gw_count(gw_http *s, int code)
+{
+    int i = 0;
+    while (i < GW_NCODES - 1 && gw_codes[i] != code)
+        i++;
+    atomic_fetch_add(&s->by_code[i], 1);
+}
+
+static void gw_time(gw_http *s, double ms)
+{
+    int b = 0;
+    while (b < GW_NBUCKETS - 1 && ms / 1000.0 > gw_buckets[b])
+        b++;
+    atomic_fetch_add(&s->lat_bucket[b], 1);
+    atomic_fetch_add(&s->lat_count, 1);
+    atomic_fetch_add(&s->lat_sum_us, (unsigned long long)(ms * 1000.0));
+}
+
+/* Queue `body` (len bytes, copied) with a status and content type. */
+static enum MHD_Result gw_send(gw_http *s, struct MHD_Connection *c, int status,
+                               const char *ctype, const char *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == 429)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    gw_count(s, status);
+    return rc;
+}
+
+/* Queue a JSON document (stolen). */
+static enum MHD_Result gw_send_json(gw_http *s, struct MHD_Connection *c, int status, json_t *j)
+{
+    char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!txt)
+        return gw_send(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of "
+                       "memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 82);
+    enum MHD_Result rc = gw_send(s, c, status, "application/json", txt, strlen(txt));
+    free(txt);
+    return rc;
+}
+
+static enum MHD_Result gw_error(gw_http *s, struct MHD_Connection *c, int status,
+                                const char *msg, const char *type, const char *param,
+                                const char *code)
+{
+    return gw_send_json(s, c, status, gw_error_json(msg, type, param, code));
+}
+
+/* The tenant of the request's API key: 0 and *ns set, or -1. */
+static int gw_auth(gw_http *s, struct MHD_Connection *c, const char **ns)
+{
+    const gw_http_opts *o = s->o;
+    if (o->n_keys == 0) {
+        *ns = o->ns;
+        return 0;
+    }
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a || strncmp(a, "Bearer ", 7) != 0)
+        return -1;
+    a += 7;
+    size_t n = strlen(a);
+    for (size_t i = 0; i < o->n_keys; i++) {
+        const char *k = o->keys[i].key;
+        size_t kn = strlen(k);
+        unsigned diff = (unsigned)(kn ^ n);
+        for (size_t j = 0; j < kn; j++)
+            diff |= (unsigned)(unsigned char)k[j] ^ (unsigned)(unsigned char)(j < n ? a[j] : 0);
+        if (!diff) {
+            *ns = o->keys[i].tenant;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static enum MHD_Result gw_models(gw_http *s, struct MHD_Connection *c)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; i < s->o->n_models; i++)
+        json_array_append_new(data, json_pack("{ss ss sI ss}", "id", s->o->models[i], "object",
+                                              "model", "created", (json_int_t)0, "owned_by",
+                                              "parley"));
+    return gw_send_json(s, c, 200, json_pack("{ss so}", "object", "list", "data", data));
+}
+
+static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return MHD_NO;
+    fprintf(f, "# HELP parley_gateway_requests_total HTTP responses by status code.\n"
+               "# TYPE parley_gateway_requests_total counter\n");
+    for (int i = 0; i < GW_NCODES; i++) {
+        if (gw_codes[i])
+            fprintf(f, "parley_gateway_requests_total{code=\"%d\"} %llu\n", gw_codes[i],
+                    atomic_load(&s->by_code[i]));
+        else
+            fprintf(f, "parley_gateway_requests_total{code=\"other\"} %llu\n",
+                    atomic_load(&s->by_code[i]));
+    }
+    fprintf(f, "# HELP parley_gateway_inflight Chat requests waiting for their reply.\n"
+               "# TYPE parley_gateway_inflight gauge\nparley_gateway_inflight %d\n"
+               "# HELP parley_gateway_turns_waiting Turns registered with the Kafka reader.\n"
+               "# TYPE parley_gateway_turns_waiting gauge\nparley_gateway_turns_waiting %zu\n"
+               "# HELP parley_gateway_streams_total Streamed chat requests.\n"
+               "# TYPE parley_gateway_streams_total counter\nparley_gateway_streams_total %llu\n"
+               "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
+               "# TYPE parley_gateway_disconnects_total counter\n"
+               "parley_gateway_disconnects_total %llu\n"
+               "# HELP parley_gateway_latency_seconds Chat request latency (to the last byte).\n"
+               "# TYPE parley_gateway_latency_seconds histogram\n",
+            atomic_load(&s->inflight), gw_hub_inflight(s->hub), atomic_load(&s->streams),
+            atomic_load(&s->disconnects));
+    unsigned long long cum = 0;
+    for (int b = 0; b < GW_NBUCKETS; b++) {
+        cum += atomic_load(&s->lat_bucket[b]);
+        if (b < GW_NBUCKETS - 1)
+            fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"%g\"} %llu\n",
+                    gw_buckets[b], cum);
+        else
+            fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    fprintf(f, "parley_gateway_latency_seconds_sum %.6f\nparley_gateway_latency_seconds_count "
+               "%llu\n", (double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->lat_count));
+    fclose(f);
+    enum MHD_Result rc = gw_send(s, c, 200, "text/plain; version=0.0.4", buf, len);
+    free(buf);
+    return rc;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+static void gw_sse_put(gw_sse *e, const char *p, size_t n)
+{
+    if (e->olen + n > e->ocap) {
+        size_t cap = (e->olen + n) * 2 + 256;
+        char *o = realloc(e->out, cap);
+        if (!o)
+            return;
+        e->out = o;
+        e->ocap = cap;
+    }
+    memcpy(e->out + e->olen, p, n);
+    e->olen += n;
+}
+
+/* Append one `data: JSON` event (j stolen). */
+static void gw_sse_event(gw_sse *e, json_t *j)
+{
+    char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!txt)
+        return;
+    gw_sse_put(e, "data: ", 6);
+    gw_sse_put(e, txt, strlen(txt));
+    gw_sse_put(e, "\n\n", 2);
+    free(txt);
+}
+
+static void gw_sse_done(gw_sse *e, double now)
+{
+    gw_sse_put(e, "data: [DONE]\n\n", 14);
+    e->phase = 2;
+    e->finished = 1;
+    gw_time(e->s, now - e->t0);
+}
+
+/* The committed result arrived: finish the stream. */
+static void gw_sse_result(gw_sse *e, const sch_result *r, double now)
+{
+    const char *type, *code;
+    if (r->finish_reason == SCH_FINISH_ERROR || r->finish_reason == SCH_FINISH_EXPIRED) {
+        gw_result_status(r, &type, &code);
+        gw_sse_event(e, gw_error_json(r->error_message.ptr ? r->error_message.ptr
+                                                           : "the turn failed",
+                                      type, NULL, code));
+    } else if (e->slen <= r->text.len && !memcmp(e->streamed, r->text.ptr, e->slen)) {
+        if (r->text.len > e->slen)
+            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, r->text.ptr + e->slen,
+                                          r->text.len - e->slen, NULL, NULL));
+        gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0,
+                                      gw_finish_reason(r), NULL));
+        if (e->include_usage)
+            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0, NULL, r));
+    } else {
+        gw_sse_event(e, gw_error_json("the turn was redone by another worker and its committed "
+                                      "reply differs from the text already streamed; retry "
+                                      "the request", "server_error", NULL, "stream_restarted"));
+    }
+    gw_sse_done(e, now);
+}
+
+static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    gw_sse *e = cls;
+    (void)pos;
+    while (e->off == e->olen) {
+        e->off = e->olen = 0;
+        if (e->phase == 2)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (e->phase == 0) {
+            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 1, "", 0, NULL, NULL));
+            e->phase = 1;
+            continue;
+        }
+        double now = wk_client_mono_ms();
+        int wait = (int)(e->deadline - now);
+        wait = wait > 1000 ? 1000 : wait < 1 ? 1 : wait;
+        char *delta;
+        size_t dlen;
+        const sch_result *r;
+        gw_wait_poll(e->s->hub, e->w, wait, &e->sent, &delta, &dlen, &r);
+        now = wk_client_mono_ms();
+        if (delta) {
+            size_t old = e->slen;
+            gw_sse_put(e, "", 0);
+            char *t = realloc(e->streamed, e->slen + dlen + 1);
+            if (t) {
+                e->streamed = t;
+                memcpy(t + e->slen, delta, dlen);
+                e->slen += dlen;
+            }
+            if (!r && e->slen > old)
+                gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, delta, dlen,
+                                              NULL, NULL));
+            else
+                e->slen = old; /* the result decides what the rest is */
+            free(delta);
+        }
+        if (r)
+            gw_sse_result(e, r, now);
+        else if (!delta && now >= e->deadline) {
+            gw_sse_event(e, gw_error_json("no reply from the fleet before the gateway's timeout",
+                                          "timeout", NULL, "timeout"));
+            gw_sse_done(e, now);
+        } else if (!delta) {
+            gw_sse_put(e, ": keep-alive\n\n", 14);
+        }
+    }
+    size_t n = e->olen - e->off < max ? e->olen - e->off : max;
+    memcpy(buf, e->out + e->off, n);
+    e->off += n;
+    return (ssize_t)n;
+}
+
+static void gw_sse_free(void *cls)
+{
+    gw_sse *e = cls;
+    if (!e->finished)
+        atomic_fetch_add(&e->s->disconnects, 1);
+    gw_hub_release(e->s->hub, e->w);
+    atomic_fetch_sub(&e->s->inflight, 1);
+    free(e->streamed);
+    free(e->out);
+    free(e);
+}
+
+/* ---- chat completions ---------------------------------------------------- */
+
+static int gw_model_ok(const gw_http_opts *o, const char *m)
+{
+    if (o->n_models == 0)
+        return 1;
+    for (size_t i = 0; i < o->n_models; i++)
+        if (!strcmp(o->models[i], m))
+            return 1;
+    return 0;
+}
+
+static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq)
+{
+    const gw_http_opts *o = s->o;
+    char err[512], turn_id[160], conv[GW_MAX_ID + 1];
+    const char *ns, *param = NULL;
+    if (gw_auth(s, c, &ns) != 0)
+        return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
+                        "invalid_request_error", NULL, "invalid_api_key");
+    if (rq->too_big) {
+        snprintf(err, sizeof err, "the request body is larger than %zu bytes", o->max_body);
+        return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
+    }
+    gw_chat ch;
+    if (gw_chat_parse(rq->body ? rq->body : "", rq->len, o->max_tokens, &ch, err, sizeof err,
+                      &param) != 0)
+        return gw_error(s, c, 400, err, "invalid_request_error", param, NULL);
+    enum MHD_Result rc;
+    if (!gw_model_ok(o, ch.model)) {
+        snprintf(err, sizeof err, "The model '%.256s' does not exist", ch.model);
+        rc = gw_error(s, c, 404, err, "invalid_request_error", "model", "model_not_found");
+        goto out;
+    }
+    const char *hc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Parley-Conversation");
+    if (hc) {
+        size_t n = strlen(hc), bad = n == 0 || n > 200;
+        for (size_t i = 0; i < n; i++)
+            bad |= (unsigned char)hc[i] < 0x20 || hc[i] == 0x7f;
+        if (bad) {
+            rc = gw_error(s, c, 400, "X-Parley-Conversation must be 1..200 bytes without "
+                          "control characters", "invalid_request_error", NULL, NULL);
+            goto out;
+        }
+        snprintf(conv, sizeof conv, "%s", hc);
+    } else {
+        gw_conv_hash(ch.msgs, ch.n_msgs, conv);
+    }
+    if (atomic_fetch_add(&s->inflight, 1) >= o->max_inflight) {
+        atomic_fetch_sub(&s->inflight, 1);
+        rc = gw_error(s, c, 429, "too many requests in flight; retry shortly",
+                      "rate_limit_exceeded", NULL, "rate_limit_exceeded");
+        goto out;
+    }
+    double t0 = wk_client_mono_ms();
+    uint64_t now_ms = wk_client_epoch_ms();
+    snprintf(turn_id, sizeof turn_id, "%s-%llu", o->id_prefix,
+             (unsigned long long)atomic_fetch_add(&s->seq, 1));
+    ch.turn.conversation_id = sch_str_c(conv);
+    ch.turn.turn_id = sch_str_c(turn_id);
+    ch.turn.ns = sch_str_c(ns);
+    ch.turn.created_ms = now_ms;
+    ch.turn.deadline_ms = now_ms + (uint64_t)o->timeout_ms;
+    gw_wait *w = gw_hub_send(s->hub, &ch.turn, ns, err, sizeof err);
+    if (!w) {
+        atomic_fetch_sub(&s->inflight, 1);
+        rc = gw_error(s, c, 503, err, "server_error", NULL, NULL);
+        goto out;
+    }
+    char id[320];
+    snprintf(id, sizeof id, "chatcmpl-%s", turn_id);
+    if (ch.stream) {
+        gw_sse *e = calloc(1, sizeof *e);
+        struct MHD_Response *r =
+            e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, gw_sse_read, e,
+                                                  gw_sse_free)
+              : NULL;
+        if (!r) {
+            free(e);
+            gw_hub_release(s->hub, w);
+            atomic_fetch_sub(&s->inflight, 1);
+            rc = MHD_NO;
+            goto out;
+        }
+        e->s = s;
+        e->w = w;
+        snprintf(e->id, sizeof e->id, "%s", id);
+        snprintf(e->model, sizeof e->model, "%s", ch.model);
+        e->created = now_ms / 1000;
+        e->include_usage = ch.include_usage;
+        e->t0 = t0;
+        e->deadline = t0 + o->timeout_ms;
+        atomic_fetch_add(&s->streams, 1);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        rc = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        gw_count(s, 200);
+        goto out;
+    }
+    size_t sent = 0;
+    const sch_result *res = NULL;
+    for (;;) {
+        double left = t0 + o->timeout_ms - wk_client_mono_ms();
+        if (left <= 0)
+            break;
+        char *delta;
+        size_t dlen;
+        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &sent, &delta,
+                               &dlen, &res);
+        free(delta);
+        if (got)
+            break;
+    }
+    if (!res) {
+        rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout",
+                      "timeout", NULL, "timeout");
+    } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
+        const char *type, *code;
+        int st = gw_result_status(res, &type, &code);
+        rc = gw_error(s, c, st, res->error_message.ptr ? res->error_message.ptr : "the turn failed",
+                      type, NULL, code);
+    } else {
+        rc = gw_send_json(s, c, 200, gw_completion_json(res, id, ch.model, now_ms / 1000));
+    }
+    gw_time(s, wk_client_mono_ms() - t0);
+    gw_hub_release(s->hub, w);
+    atomic_fetch_sub(&s->inflight, 1);
+out:
+    gw_chat_free(&ch);
+    return rc;
+}
+
+static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                     const char *method, const char *version,
+                                     const char *data, size_t *data_size, void **con_cls)
+{
+    gw_http *s = cls;
+    (void)version;
+    gw_req *rq = *con_cls;
+    if (!rq) {
+        if (!(rq = calloc(1, sizeof *rq)))
+            return MHD_NO;
+        *con_cls = rq;
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->o->max_body)
+            rq->too_big = 1;
+        return MHD_YES;
+    }
+    if (*data_size) {
+        if (!rq->too_big && rq->len + *data_size <= s->o->max_body) {
+            char *b = realloc(rq->body, rq->len + *data_size + 1);
+            if (!b)
+                return MHD_NO;
+            rq->body = b;
+            memcpy(b + rq->len, data, *data_size);
+            rq->len += *data_size;
+            b[rq->len] = 0;
+        } else {
+            rq->too_big = 1;
+        }
+        *data_size = 0;
+        return MHD_YES;
+    }
+    int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    const char *ns;
+    if (!strcmp(url, "/healthz"))
+        return get ? gw_send(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15)
+                   : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
+    if (!strcmp(url, "/metrics"))
+        return get ? gw_metrics(s, c)
+                   : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
+    if (!strcmp(url, "/v1/models")) {
+        if (!get)
+            return gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
+        if (gw_auth(s, c, &ns) != 0)
+            return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer "
+                            "KEY)", "invalid_request_error", NULL, "invalid_api_key");
+        return gw_models(s, c);
+    }
+    if (!strcmp(url, "/v1/chat/completions"))
+        return post ? gw_on_chat(s, c, rq)
+                    : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
+    return gw_error(s, c, 404, "unknown path; parley serves /v1/chat/completions, /v1/models, "
+                    "/healthz and /metrics", "invalid_request_error", NULL, "not_found");
+}
+
+static void gw_on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                       enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    gw_req *rq = *con_cls;
+    if (rq) {
+        free(rq->body);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *err,
+                       size_t errlen)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "gateway.listen: '%s' is not an IPv4 address", o->host);
+        return NULL;
+    }
+    gw_http *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->hub = hub;
+    s->o = o;
+    s->d = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0,
+        NULL, NULL, gw_on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->timeout_ms / 1000 + 30),
+        MHD_OPTION_NOTIFY_COMPLETED, gw_on_done, s, MHD_OPTION_END);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use or not allowed)",
+                 o->host, o->port);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port_out = di ? di->port : o->port;
+    return s;
+}
+
+void gw_http_stop(gw_http *s)
+{
+    if (!s)
+        return;
+    MHD_stop_daemon(s->d);
+    free(s);
+}
+
+int gw_http_inflight(gw_http *s)
+{
+    return atomic_load(&s->inflight);
+}

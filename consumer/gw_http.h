@@ -1,0 +1,87 @@
+/*
+ * gw_http.h -- the HTTP side of `parley gateway` (libmicrohttpd).
+ *
+ * Purpose.  Serve the OpenAI-compatible endpoints on top of a gw_hub:
+ *   POST /v1/chat/completions  (JSON reply, or server-sent events with
+ *                               stream: true, ending `data: [DONE]`)
+ *   GET  /v1/models            (the configured model names)
+ *   GET  /healthz              (200 {"status":"ok"})
+ *   GET  /metrics              (Prometheus text: requests by code,
+ *                               in flight, latency histogram)
+ * Every error is OpenAI's JSON error object with the matching status:
+ * 400 bad JSON / wrong field / body over the size limit, 401 missing or
+ * wrong API key, 404 unknown path or model, 405 wrong method, 429 too
+ * many requests in flight (Retry-After: 1), 504 no committed reply before
+ * gateway.timeout_ms, 500 a worker fault.
+ *
+ * Streaming and redone turns.  Chunks of one attempt are forwarded as they
+ * arrive (gw_hub.h).  When the committed TurnResult arrives, the text
+ * streamed so far must be a prefix of the result's text: the rest of the
+ * result (if any) is sent as a last delta, then the finish chunk and
+ * `[DONE]`; the client therefore never sees a token twice and the stream
+ * always spells the committed reply.  When a worker redid the turn and the
+ * committed reply differs from what was already streamed, the stream ends
+ * with an error event ({"error": {"code": "stream_restarted", ...}}) and
+ * `[DONE]` instead; nothing that contradicts the committed reply is sent
+ * after what was streamed.  Idle streams get an SSE comment every second,
+ * which also detects a client that went away: its request is then released
+ * at once (the turn itself still runs on the worker).
+ *
+ * Threading.  libmicrohttpd runs one thread per connection (plus its
+ * listening thread); handlers block in gw_wait_poll.  Counters are atomics.
+ *
+ * Ownership.  gw_http_start borrows the hub and the options, which must
+ * outlive gw_http_stop.
+ *
+ * Failure behaviour.  gw_http_start returns NULL with a message (address
+ * in use, bad address).  A request can never crash the server: bodies are
+ * bounded, JSON is parsed by jansson, every field is validated
+ * (gw_openai.h).
+ */
+#ifndef GW_HTTP_H
+#define GW_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_hub.h"
+
+#define GW_MAX_KEYS 64   /* API keys at most */
+#define GW_MAX_MODELS 32 /* model names at most */
+
+/* One API key and the tenant (cache namespace) it maps to. */
+typedef struct gw_key {
+    char key[128];    /* bearer token */
+    char tenant[128]; /* namespace the key's turns get */
+} gw_key;
+
+/* Options of the HTTP side. */
+typedef struct gw_http_opts {
+    char host[64];                       /* bind address (IPv4 literal) */
+    int port;                            /* bind port; 0 = any free one */
+    size_t max_body;                     /* request body bytes at most */
+    int max_inflight;                    /* requests in flight at most (429) */
+    int max_connections;                 /* open connections at most */
+    int timeout_ms;                      /* wait for the reply at most (504) */
+    uint32_t max_tokens;                 /* cap of max_tokens */
+    gw_key keys[GW_MAX_KEYS];            /* API keys; none = no auth */
+    size_t n_keys;                       /* entries in keys */
+    char ns[128];                        /* namespace without auth */
+    char models[GW_MAX_MODELS][257];     /* served models; none = any name */
+    size_t n_models;                     /* entries in models */
+    char id_prefix[64];                  /* turn id prefix, unique per gateway */
+} gw_http_opts;
+
+typedef struct gw_http gw_http; /* opaque */
+
+/* Start listening.  *port_out gets the bound port.  NULL (err) on failure. */
+gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *err,
+                       size_t errlen);
+
+/* Stop the server (waits for connection threads) and free it. */
+void gw_http_stop(gw_http *s);
+
+/* Requests in flight now. */
+int gw_http_inflight(gw_http *s);
+
+#endif

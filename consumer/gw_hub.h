@@ -1,0 +1,85 @@
+/*
+ * gw_hub.h -- the gateway's Kafka side: produce ChatTurns, route the
+ * TokenChunks and TurnResults that come back to the HTTP request waiting
+ * for them.
+ *
+ * Purpose.  One idempotent producer sends every request's ChatTurn to the
+ * turns topic (wk_client).  One reader, assigned at start to the end of
+ * every partition of the tokens and responses topics with
+ * isolation.level=read_committed (the tokens topic has no transactions,
+ * so its chunks are visible at once; a TurnResult only once its
+ * transaction committed), runs on the hub's own thread, decodes each
+ * record and hands it to the request registered under its turn_id.
+ * A request registers before its turn is produced, so no reply can be
+ * missed.  The DLQ topic is read too: a DeadLetter naming a waiting turn
+ * (refused before work: unknown model, context overflow, ...) answers it
+ * with an error result carrying the DeadLetter's code and reason.
+ *
+ * Streaming rule.  A waiter keeps the text of one attempt: the first
+ * attempt whose chunk arrives.  Chunks of another attempt replace it only
+ * while it has produced no text; later they are ignored (the HTTP side
+ * then compares what it streamed with the committed result, see
+ * gw_http.c).  Chunks are taken in seq order; a gap or a duplicate is
+ * dropped (the result fills the rest in).
+ *
+ * Threading.  gw_hub_send / gw_wait_poll / gw_hub_release may be called
+ * from any number of threads (one per HTTP connection); a mutex guards
+ * the table of waiters and each waiter has its own condition variable.
+ *
+ * Ownership.  A gw_wait belongs to the hub's table from gw_hub_send until
+ * gw_hub_release, which the caller must call exactly once.  The result it
+ * hands out stays valid until then.
+ *
+ * Failure behaviour.  Functions return 0 / -1 (or NULL) with a message in
+ * err.  A record that does not decode, or names no waiting request (other
+ * clients share the topics), is skipped.  The hub never exits the process.
+ */
+#ifndef GW_HUB_H
+#define GW_HUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sch.h"
+#include "wk_client.h"
+
+typedef struct gw_hub gw_hub;   /* opaque */
+typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
+
+/* What gw_hub_new needs. */
+typedef struct gw_hub_conf {
+    const char *brokers;      /* bootstrap servers */
+    wk_client_topics topics;  /* turns, tokens, responses */
+    const char *dlq;          /* DeadLetter topic to watch, or NULL/"" */
+    int timeout_ms;           /* start-up metadata timeout */
+} gw_hub_conf;
+
+/* Connect, assign the reader, start its thread.  0 or -1 (err). */
+int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen);
+
+/* Stop the thread and free everything (NULL is fine).  Waiters must have
+ * been released. */
+void gw_hub_free(gw_hub *h);
+
+/* Register t->turn_id, then produce t (with a parley-namespace header when
+ * ns_header is set).  NULL (err) when producing failed. */
+gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err,
+                     size_t errlen);
+
+/* Wait up to timeout_ms for news.  Streamed text beyond *sent is copied
+ * into a malloc'd *delta (*dlen bytes; NULL when none) and *sent advanced;
+ * *res is set once the TurnResult arrived.  Returns 1 when there is a
+ * result, else 0. */
+int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta,
+                 size_t *dlen, const sch_result **res);
+
+/* Unregister and free a waiter (NULL is fine). */
+void gw_hub_release(gw_hub *h, gw_wait *w);
+
+/* Waiters registered now. */
+size_t gw_hub_inflight(gw_hub *h);
+
+/* Flush the producer up to timeout_ms (shutdown). */
+void gw_hub_flush(gw_hub *h, int timeout_ms);
+
+#endif
