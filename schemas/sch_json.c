@@ -241,7 +241,7 @@ typedef struct sch_jw {
 
 static void sch_jw_put(sch_jw *j, const char *p, size_t n) {
     sch_buf *b = j->out;
-    if (j->rc) return;
+    if (j->rc || !n) return;
     if (n > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->len < n) {
@@ -266,6 +266,10 @@ static void sch_jw_put(sch_jw *j, const char *p, size_t n) {
 static void sch_jw_str(sch_jw *j, const char *s, size_t n) {
     char esc[8];
     size_t from = 0;
+    if (!n) { /* msgpack-c gives an empty str a NULL pointer */
+        sch_jw_put(j, "\"\"", 2);
+        return;
+    }
     if (!sch_utf8_valid(s, n)) {
         if (!j->rc)
             j->rc = sch_fail(j->err, j->errlen, SCH_E_BAD_UTF8,
