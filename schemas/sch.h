@@ -49,7 +49,7 @@ struct msgpack_zone;
 /* Schema major version written in `v` and accepted by the decoders. */
 #define SCH_VERSION 1
 /* Spec revision (major.minor) implemented; minors only add optional fields. */
-#define SCH_VERSION_STRING "1.0"
+#define SCH_VERSION_STRING "1.1"
 /* Kafka header names and the content type every parley record carries. */
 #define SCH_HEADER_CONTENT_TYPE "content-type"
 #define SCH_HEADER_TRACEPARENT "traceparent"
