@@ -12,7 +12,8 @@ on the synthetic cai-tiny model, and reads the outputs with confluent_kafka:
     conversation_id;
   * a turn with `accept: application/json` gets its TurnResult and its
     TokenChunks as JSON (content-type application/json), chunks
-    concatenating to the result text;
+    concatenating to the result text; so does the `expired` result of a
+    turn already past its deadline;
   * malformed JSON, wrong types, a JSON array, a duplicate key and a
     non-UTF-8 charset go to the DLQ with their codes, as DeadLetters
     carrying the original bytes; the worker stays up and answers a JSON
@@ -85,7 +86,9 @@ def test_json_turns_with_kcat(kafka_bootstrap, parley_bin, model, tmp_path):
                            for i, (c, t) in enumerate(plain)],
                      f"content-type={JSON_CT}")
         # 2. a JSON turn asking for a JSON result (and JSON chunks)
-        kcat_produce(env, [("jj-0", json_turn("jj-0", "jj-0-t0", "stream me", stream=True))],
+        # (and one already past its deadline: its `expired` result is JSON too)
+        kcat_produce(env, [("jj-0", json_turn("jj-0", "jj-0-t0", "stream me", stream=True)),
+                           ("jx-0", json_turn("jx-0", "jx-0-t0", "too late", deadline_ms=1))],
                      f"content-type={JSON_CT}; charset=utf-8", f"accept={JSON_CT}")
         # 3. poison: every one must become a DeadLetter with its code
         poison = [
@@ -134,6 +137,7 @@ def test_json_turns_with_kcat(kafka_bootstrap, parley_bin, model, tmp_path):
                      f"content-type={JSON_CT}")
         want = {t: c for c, t in plain}
         want["jj-0-t0"] = "jj-0"
+        want["jx-0-t0"] = "jx-0"
         want["jc-late-t0"] = "jc-late"
         results = collect(rc, len(want), 180)
         # anything beyond one per turn would show up here
@@ -151,10 +155,13 @@ def test_json_turns_with_kcat(kafka_bootstrap, parley_bin, model, tmp_path):
         assert {t: len(v) for t, v in by_turn.items()} == {t: 1 for t in want}, env.log("w-json")
         for tid, [(ct, r)] in by_turn.items():
             assert r["conversation_id"] == want[tid]
+            assert r["worker"] == "w-json"
+            assert (ct == JSON_CT) == (tid in ("jj-0-t0", "jx-0-t0")), (tid, ct)
+            if tid == "jx-0-t0":
+                assert r["finish_reason"] == "expired" and r["error"]["code"] == "E_EXPIRED", r
+                continue
             assert r["finish_reason"] in ("stop", "length"), r
             assert r["usage"]["completion_tokens"] == len(r["tokens"]) >= 1
-            assert r["worker"] == "w-json"
-            assert (ct == JSON_CT) == (tid == "jj-0-t0"), (tid, ct)
 
         # the JSON result's attempt streamed JSON chunks that add up to its text
         _, jr = by_turn["jj-0-t0"][0]
