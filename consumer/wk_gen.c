@@ -104,13 +104,15 @@ static void wk_chunk_emit(wk_turn *t, int last) {
     sch_buf b;
     sch_buf_init(&b);
     char err[256];
-    if (sch_chunk_encode(&c, &b, err, sizeof err) != 0) {
+    if ((t->json_out ? sch_chunk_encode_json(&c, &b, err, sizeof err)
+                     : sch_chunk_encode(&c, &b, err, sizeof err)) != 0) {
         wk_log("error", "chunk_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
         goto done;
     }
     for (int tries = 0; tries < 1000; tries++) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(2);
-        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1,
+                            t->json_out ? SCH_CONTENT_TYPE_JSON : SCH_CONTENT_TYPE, -1);
         if (t->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, t->tp, -1);
         pthread_mutex_lock(&w->chp_mu);
         wk_chp_check(w);
@@ -231,11 +233,13 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         s.error_message = sch_str_c(msg);
     }
     char err[256];
-    t->result_rc = sch_result_encode(&s, &t->result, err, sizeof err);
+    int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
+        t->json_out ? sch_result_encode_json : sch_result_encode;
+    t->result_rc = enc(&s, &t->result, err, sizeof err);
     if (t->result_rc) {
         /* The message (engine text) broke the schema's rules: say so plainly. */
         s.error_message = sch_str_c("engine error (message not representable)");
-        t->result_rc = sch_result_encode(&s, &t->result, err, sizeof err);
+        t->result_rc = enc(&s, &t->result, err, sizeof err);
         if (t->result_rc)
             wk_log("error", "result_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
     }
@@ -323,6 +327,7 @@ wk_out *wk_turn_take_out(wk_turn *t) {
     }
     o->key_len = strlen(t->conv_id);
     o->val = t->result;
+    o->json = t->json_out;
     sch_buf_init(&t->result);
     memcpy(o->tp, t->tp, sizeof o->tp);
     o->partition = t->partition;

@@ -58,6 +58,8 @@ typedef struct wk_timing {
 typedef struct wk_out {
     struct wk_out *next;        /* batch list link */
     int dlq;                    /* 1: DLQ topic, 0: responses topic */
+    int json;                   /* val is JSON (content-type application/json): the turn's
+                                 * accept header asked for it; DeadLetters never are */
     char *key;                  /* record key (malloc'd; NULL = none) */
     size_t key_len;             /* key bytes */
     sch_buf val;                /* encoded record */
@@ -91,6 +93,7 @@ typedef struct wk_turn {
     int64_t queued_unix_ms;     /* created_ms or record timestamp */
     int64_t submit_unix_ms;     /* wall clock at submit */
     bool stream;                /* publish TokenChunks */
+    bool json_out;              /* accept: application/json: chunks and result as JSON */
     char **stop;                /* stop strings (NUL-terminated copies) */
     int n_stop;                 /* entries */
     uint64_t attempt;           /* this attempt's id */

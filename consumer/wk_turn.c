@@ -6,6 +6,11 @@
  * loop.  Every field of the record is treated as hostile: the schemas codec
  * bounds the structure, this file checks what only the worker can know
  * (key, model, vocabulary, context length, deadline, template roles).
+ * A record whose content-type is application/json is a ChatTurn written as
+ * JSON: it goes through sch_turn_decode_json (the same field rules and
+ * codes; bad JSON is a DeadLetter like bad msgpack).  A turn whose `accept`
+ * header is application/json gets its TurnResult (and TokenChunks) as JSON
+ * with that content-type; DeadLetters are always msgpack.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,9 +157,10 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
 
 /* An `expired` TurnResult for a turn whose deadline passed before work. */
 static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                          const char *tp, const sch_turn *t, int n_prompt) {
+                          const char *tp, const sch_turn *t, int n_prompt, bool json) {
     wk_out *o = wk_out_new(rkm, gen, tp);
     if (!o) return NULL;
+    o->json = json;
     sch_result r;
     sch_result_init(&r);
     r.conversation_id = t->conversation_id;
@@ -168,7 +174,8 @@ static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t 
     r.error_code = SCH_E_EXPIRED;
     r.error_message = sch_str_c("deadline_ms passed before the turn was started");
     char err[256];
-    if (sch_result_encode(&r, &o->val, err, sizeof err) != 0) {
+    if ((json ? sch_result_encode_json(&r, &o->val, err, sizeof err)
+              : sch_result_encode(&r, &o->val, err, sizeof err)) != 0) {
         wk_out_free(o);
         return NULL;
     }
@@ -251,6 +258,8 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     const void *hv;
     size_t hsz;
     int code = 0;
+    sch_format fmt = SCH_FORMAT_MSGPACK;
+    bool json_out = false;
     if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (rd_kafka_header_get_last(hdrs, SCH_HEADER_TRACEPARENT, &hv, &hsz) == 0 && hv &&
             hsz < sizeof tp && sch_traceparent_check(hv, hsz) == 0) {
@@ -258,11 +267,18 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
             tp[hsz] = 0;
         }
         if (rd_kafka_header_get_last(hdrs, SCH_HEADER_CONTENT_TYPE, &hv, &hsz) == 0)
-            code = sch_content_type_check(hv, hv ? hsz : 0, msg, sizeof msg);
+            code = sch_content_type_format(hv, hv ? hsz : 0, &fmt, msg, sizeof msg);
+        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_ACCEPT, &hv, &hsz) == 0)
+            json_out = sch_accept_json(hv, hv ? hsz : 0);
     }
     sch_turn t;
     memset(&t, 0, sizeof t);
-    if (!code) code = sch_turn_decode(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+    /* A JSON turn is converted to msgpack and decoded by the same decoder
+     * (sch_json.c): one set of field rules and error codes. */
+    if (!code && fmt == SCH_FORMAT_JSON)
+        code = sch_turn_decode_json(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+    else if (!code)
+        code = sch_turn_decode(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
     if (code) goto dead_nodec;
     if (!rkm->key || rkm->key_len != t.conversation_id.len ||
         memcmp(rkm->key, t.conversation_id.ptr, rkm->key_len)) {
@@ -317,7 +333,7 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     int64_t now_ms = wk_unix_ms();
     if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
         free(ids);
-        *out = wk_expired(w, rkm, gen, tp, &t, n_ids);
+        *out = wk_expired(w, rkm, gen, tp, &t, n_ids, json_out);
         sch_turn_free(&t);
         return *out ? 0 : SCH_E_NOMEM;
     }
@@ -350,6 +366,7 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     memcpy(x->sampling.stop, w->eog, (size_t)w->n_eog * sizeof w->eog[0]);
     x->max_tokens = (int)t.params.max_tokens;
     x->stream = t.stream;
+    x->json_out = json_out;
     if (t.deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t.deadline_ms - now_ms) * 1000;
     int64_t ts = rd_kafka_message_timestamp(rkm, NULL);

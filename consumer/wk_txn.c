@@ -197,7 +197,8 @@ int wk_txn_commit(wk_worker *w) {
     for (wk_out *o = w->batch_head; o; o = o->next) {
         if (!o->ready) continue;
         rd_kafka_headers_t *h = rd_kafka_headers_new(2);
-        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
+        rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1,
+                            o->json ? SCH_CONTENT_TYPE_JSON : SCH_CONTENT_TYPE, -1);
         if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
         const char *topic = o->dlq ? w->t_dlq : w->t_resp;
         rd_kafka_resp_err_t re = rd_kafka_producev(

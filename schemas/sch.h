@@ -49,11 +49,16 @@ struct msgpack_zone;
 /* Schema major version written in `v` and accepted by the decoders. */
 #define SCH_VERSION 1
 /* Spec revision (major.minor) implemented; minors only add optional fields. */
-#define SCH_VERSION_STRING "1.0"
+#define SCH_VERSION_STRING "1.1"
 /* Kafka header names and the content type every parley record carries. */
 #define SCH_HEADER_CONTENT_TYPE "content-type"
 #define SCH_HEADER_TRACEPARENT "traceparent"
 #define SCH_CONTENT_TYPE "application/x-parley+msgpack; v=1"
+/* Content type of a ChatTurn written as JSON (sch_turn_decode_json), and of
+ * the TurnResults / TokenChunks a worker writes for a turn whose `accept`
+ * header asks for JSON (SCH_HEADER_ACCEPT). */
+#define SCH_CONTENT_TYPE_JSON "application/json"
+#define SCH_HEADER_ACCEPT "accept"
 /* Namespace used when a ChatTurn has none. */
 #define SCH_DEFAULT_NAMESPACE "default"
 /* Hard ceiling for sch_limits.max_depth (msgpack-c's parser stack). */
@@ -104,6 +109,7 @@ typedef enum sch_err {
     SCH_E_UNSUPPORTED_CONTENT_TYPE = -30, /* content-type not parley's */
     SCH_E_NOMEM = -31,                 /* allocation failed */
     SCH_E_INVALID_ARGUMENT = -32,      /* API misuse (NULL, bad struct) */
+    SCH_E_BAD_JSON = -33,              /* application/json value not JSON */
     /* Worker-level codes (not produced by the codec). */
     SCH_E_UNKNOWN_MODEL = -40,         /* `model` names no loaded model */
     SCH_E_EXPIRED = -41,               /* deadline_ms passed */
@@ -353,6 +359,62 @@ void sch_dead_free(sch_dead *d);
  * SCH_E_UNSUPPORTED_VERSION (parameter v with a major other than 1). */
 int sch_content_type_check(const char *val, size_t len, char *err,
                            size_t errlen);
+
+/* Formats a record value may come in (its content-type header). */
+typedef enum sch_format {
+    SCH_FORMAT_MSGPACK = 0, /* application/x-parley+msgpack, or no header */
+    SCH_FORMAT_JSON = 1     /* application/json (ChatTurn input only) */
+} sch_format;
+
+/* Like sch_content_type_check, but application/json is accepted too
+ * (parameter charset, when present, must be utf-8; v as for msgpack).
+ * *fmt gets the format (SCH_FORMAT_MSGPACK for an absent header).  Returns
+ * 0, SCH_E_UNSUPPORTED_CONTENT_TYPE or SCH_E_UNSUPPORTED_VERSION. */
+int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
+                            char *err, size_t errlen);
+
+/* True when an `accept` header value (len bytes) asks for JSON: its first
+ * media range is application/json (case-insensitive, parameters ignored).
+ * NULL/anything else: false (parley's msgpack). */
+bool sch_accept_json(const char *val, size_t len);
+
+/* ---------------------------------------------------------------- JSON */
+
+/* Convert one JSON document (RFC 8259, UTF-8) into the msgpack bytes of the
+ * same value (objects -> maps in document order, arrays -> arrays, strings
+ * -> str, integers -> int, numbers with a fraction or exponent -> float64,
+ * true/false -> bool, null -> nil) into out (replacing its contents).
+ * Enforces lim (NULL = defaults): max_total_bytes on the JSON bytes, and
+ * max_depth / max_objects before anything is allocated.  Syntax errors are
+ * SCH_E_BAD_JSON (message with line and column), SCH_E_TRUNCATED (ends
+ * early / empty), SCH_E_TRAILING_BYTES, SCH_E_BAD_UTF8, SCH_E_DUPLICATE_KEY
+ * (a key twice in one object) or SCH_E_OUT_OF_RANGE (an integer outside
+ * -2^63..2^63-1).  Any JSON value is converted, not only objects. */
+int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim,
+                        sch_buf *out, char *err, size_t errlen);
+
+/* Decode a ChatTurn written as JSON: sch_json_to_msgpack, then
+ * sch_turn_decode on the result, so every field rule and error code is the
+ * msgpack decoder's (a non-object root is SCH_E_NOT_MAP, `16.0` for an int
+ * field is SCH_E_WRONG_TYPE, ...).  Same contract as sch_turn_decode. */
+int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
+                         sch_turn *out, char *err, size_t errlen);
+
+/* Write one msgpack value (len bytes, e.g. an encoded record) as compact
+ * JSON text into out (replacing its contents): maps -> objects (keys must
+ * be str), str -> strings (must be UTF-8, else SCH_E_BAD_UTF8), ints as
+ * exact decimal (64-bit), floats as shortest round-trip decimals (NaN and
+ * infinities: SCH_E_OUT_OF_RANGE), nil -> null.  bin and ext have no JSON
+ * form (SCH_E_WRONG_TYPE).  Returns 0 or a negative sch_err. */
+int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err,
+                        size_t errlen);
+
+/* The JSON form of a TurnResult / TokenChunk: exactly the fields and values
+ * of sch_X_encode, as a JSON object (content type SCH_CONTENT_TYPE_JSON). */
+int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err,
+                           size_t errlen);
+int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err,
+                          size_t errlen);
 
 /* Check a W3C traceparent value ("00-<32 hex>-<16 hex>-<2 hex>", lower-case
  * hex, ids not all zero; future versions may append "-..." fields).

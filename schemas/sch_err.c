@@ -68,6 +68,8 @@ static const sch_err_row sch_err_rows[] = {
      "content-type header names another format"},
     {SCH_E_NOMEM, "E_NOMEM", "out of memory"},
     {SCH_E_INVALID_ARGUMENT, "E_INVALID_ARGUMENT", "API misuse"},
+    {SCH_E_BAD_JSON, "E_BAD_JSON",
+     "application/json value is not well-formed JSON"},
     {SCH_E_UNKNOWN_MODEL, "E_UNKNOWN_MODEL", "model names no loaded model"},
     {SCH_E_EXPIRED, "E_EXPIRED", "deadline_ms passed before the reply"},
     {SCH_E_CONTEXT_OVERFLOW, "E_CONTEXT_OVERFLOW",

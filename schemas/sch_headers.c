@@ -9,12 +9,22 @@
  * because minors only add optional fields; unknown parameters are ignored.
  * A record without the header is read as version 1 (producers in other
  * languages often cannot set headers).
+ *
+ * sch_content_type_format() also accepts "application/json" (a ChatTurn
+ * written as JSON, sch_json.c), optionally with "; charset=utf-8" (any
+ * other charset is refused: JSON on Kafka is UTF-8, RFC 8259 section 8.1)
+ * and the same optional `v`.  sch_content_type_check() keeps accepting
+ * parley's msgpack type only: it is what readers of worker output use.
+ * sch_accept_json() reads a turn's `accept` header: the first media range
+ * being application/json asks for JSON results (no q-value negotiation:
+ * there are only two formats and msgpack is the default).
  */
 #include "sch_internal.h"
 
 #include <string.h>
 
 static const char sch_media[] = "application/x-parley+msgpack";
+static const char sch_media_json[] = SCH_CONTENT_TYPE_JSON;
 
 static bool sch_space(char ch) { return ch == ' ' || ch == '\t'; }
 
@@ -70,18 +80,11 @@ static int sch_version_param(const char *b, const char *e, char *err,
     return SCH_OK;
 }
 
-int sch_content_type_check(const char *val, size_t len, char *err,
-                           size_t errlen) {
+/* Parameters after the media type ([e, end) starts at ';' or is empty):
+ * `v` checked as above; `charset` (JSON only) must be utf-8. */
+static int sch_ct_params(const char *e, const char *end, bool json,
+                         char *err, size_t errlen) {
     char q[200];
-    if (!val) return SCH_OK;
-    const char *end = val + len, *b = val, *e = memchr(val, ';', len);
-    if (!e) e = end;
-    sch_trim(&b, &e);
-    if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
-        sch_quote(q, sizeof q, val, len);
-        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                        "content-type: %s is not %s", q, sch_media);
-    }
     while (e < end) {
         const char *pb = e + 1, *pe = memchr(pb, ';', (size_t)(end - pb));
         if (!pe) pe = end;
@@ -95,9 +98,66 @@ int sch_content_type_check(const char *val, size_t len, char *err,
         if (sch_ieq(nb, (size_t)(ne - nb), "v")) {
             int rc = sch_version_param(vb, ve, err, errlen);
             if (rc) return rc;
+        } else if (json && sch_ieq(nb, (size_t)(ne - nb), "charset")) {
+            if (ve - vb >= 2 && *vb == '"' && ve[-1] == '"') {
+                vb++;
+                ve--;
+            }
+            if (!sch_ieq(vb, (size_t)(ve - vb), "utf-8") &&
+                !sch_ieq(vb, (size_t)(ve - vb), "utf8")) {
+                sch_quote(q, sizeof q, vb, (size_t)(ve - vb));
+                return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+                                "content-type: charset %s is not utf-8", q);
+            }
         }
     }
     return SCH_OK;
+}
+
+int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
+                            char *err, size_t errlen) {
+    char q[200];
+    sch_format f = SCH_FORMAT_MSGPACK;
+    if (fmt) *fmt = f;
+    if (!val) return SCH_OK;
+    const char *end = val + len, *b = val, *e = memchr(val, ';', len);
+    if (!e) e = end;
+    sch_trim(&b, &e);
+    if (sch_ieq(b, (size_t)(e - b), sch_media_json)) {
+        f = SCH_FORMAT_JSON;
+    } else if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
+        sch_quote(q, sizeof q, val, len);
+        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+                        "content-type: %s is not %s or %s", q, sch_media,
+                        sch_media_json);
+    }
+    int rc = sch_ct_params(e, end, f == SCH_FORMAT_JSON, err, errlen);
+    if (rc) return rc;
+    if (fmt) *fmt = f;
+    return SCH_OK;
+}
+
+int sch_content_type_check(const char *val, size_t len, char *err,
+                           size_t errlen) {
+    char q[200];
+    if (!val) return SCH_OK;
+    const char *end = val + len, *b = val, *e = memchr(val, ';', len);
+    if (!e) e = end;
+    sch_trim(&b, &e);
+    if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
+        sch_quote(q, sizeof q, val, len);
+        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+                        "content-type: %s is not %s", q, sch_media);
+    }
+    return sch_ct_params(e, end, false, err, errlen);
+}
+
+bool sch_accept_json(const char *val, size_t len) {
+    if (!val) return false;
+    const char *end = val + len, *b = val, *e = val;
+    while (e < end && *e != ';' && *e != ',') e++;
+    sch_trim(&b, &e);
+    return sch_ieq(b, (size_t)(e - b), sch_media_json);
 }
 
 static bool sch_hex_run(const char *s, size_t n, bool *all_zero) {
