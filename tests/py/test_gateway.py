@@ -341,12 +341,15 @@ def test_stopped_worker_gives_504_and_backpressure_429(gateway):
         stop(gw)
 
 
-def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path):
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path, temperature):
     """kill -9 of the worker at the first streamed token of a long reply; a
     second worker takes the partition over and redoes the turn under a new
     attempt.  The client never sees a token twice: the stream is exactly the
     committed reply, or (when the redo's text differs from what was already
-    streamed) it ends with a `stream_restarted` error event."""
+    streamed) it ends with a `stream_restarted` error event.  Sampled too
+    (temperature 1, no seed): the worker's own seed choice is per turn, so
+    in practice the redo spells the same text here as well."""
     prefix = f"gr-{uuid.uuid4().hex[:10]}"
     w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1")
     gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.timeout_ms", "90000")
@@ -356,7 +359,7 @@ def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path):
         text, cid, error, first = "", None, None, None
         try:
             for ch in c.chat.completions.create(
-                    model="cai-tiny", max_tokens=1500, temperature=0, stream=True,
+                    model="cai-tiny", max_tokens=1500, temperature=temperature, stream=True,
                     messages=[{"role": "user", "content": "tell me everything"}]):
                 cid = ch.id
                 if ch.choices and ch.choices[0].delta.content:
