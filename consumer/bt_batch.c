@@ -27,8 +27,11 @@
  *
  * Progress: on a terminal a redrawn line (done/total, failed, tokens/s,
  * ETA), otherwise a plain line every --progress-s seconds, on stderr.
- * Exit status: 0 every request has its line and none failed, 3 all lines
- * written but some are errors, 1 runtime failure, 2 usage.
+ * Exit status: 0 every request has its line and this run wrote no error
+ * line, 3 all lines written but this run wrote error lines (a rerun does
+ * not count the errors an earlier run wrote: the error file has them),
+ * 1 runtime failure, 2 usage.  A duplicate custom_id is reported to the
+ * error file by the first run only.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -73,6 +76,7 @@ typedef struct bt_run {
     bt_state st;              /* resume state */
     double t0;                /* start, monotonic ms */
     double last_sweep;        /* last timeout sweep, monotonic ms */
+    int resumed;              /* a saved state was found (a rerun) */
 } bt_run;
 
 static void bt_usage(FILE *f)
@@ -83,7 +87,8 @@ static void bt_usage(FILE *f)
                "         [--max-tokens-cap N] [--progress-s N]\n\n"
                "OpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
                "same command after a crash: it resumes, and the output ends with exactly one\n"
-               "line per request.  Exit: 0 all ok, 3 done with failed requests, 1 error, 2 usage.\n");
+               "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
+               "requests, 1 error, 2 usage.\n");
 }
 
 static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
@@ -150,7 +155,7 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
     uint64_t h = bt_id_hash(id, json_string_length(cid));
     if (bt_out_has(&r->seen, h)) { /* the first line with this custom_id counts */
         r->total--;
-        if (r->err_f) {
+        if (r->err_f && !r->resumed) { /* a rerun: the first run reported it */
             json_t *e = json_pack("{ss si s{ss ss}}", "custom_id", id, "line", (int)line_no,
                                   "error", "code", "duplicate_custom_id", "message",
                                   "this line repeats an earlier custom_id; skipped");
@@ -525,6 +530,7 @@ int wk_cmd_batch(int argc, char **argv)
     int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
     if (have < 0)
         goto fail;
+    r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
                  (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^

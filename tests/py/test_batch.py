@@ -1,9 +1,14 @@
 """`parley batch` against the real Kafka broker and a real worker
 (cai-tiny): 200 requests, the batch command killed -9 midway and rerun;
 the output ends with exactly 200 lines, each custom_id once, each body
-the committed TurnResult's reply; a malformed line gets an error line."""
+the committed TurnResult's reply; a malformed line gets an error line.
+Failures (malformed line, unknown model, wrong url, repeated custom_id)
+land in the error file; progress is a plain line per interval off a
+terminal and a redrawn bar on one."""
 
 import json
+import os
+import pty
 import signal
 import subprocess
 import time
@@ -67,6 +72,10 @@ def test_batch_kill9_and_resume(kafka_bootstrap, parley_bin, tmp_path):
         assert len(lines) == 201
         ids = Counter(ln["custom_id"] for ln in lines)
         assert ids[None] == 1 and all(ids[f"req-{i}"] == 1 for i in range(200))
+        # the broken line's error is in the error file once, not again on the rerun
+        errs = [json.loads(ln) for ln in (tmp_path / "results.jsonl.errors.jsonl").read_text()
+                .splitlines()]
+        assert [(e["custom_id"], e["line"]) for e in errs] == [(None, 201)]
         results = committed(kafka_bootstrap, f"{prefix}.responses", 200)
         for ln in lines:
             if ln["custom_id"] is None:
@@ -76,5 +85,89 @@ def test_batch_kill9_and_resume(kafka_bootstrap, parley_bin, tmp_path):
             assert resp["status_code"] == 200 and ln["error"] is None
             assert resp["body"]["choices"][0]["message"]["content"] == \
                 results[resp["request_id"]]
+    finally:
+        stop(worker)
+
+
+def test_batch_errors_and_progress(kafka_bootstrap, parley_bin, tmp_path):
+    prefix = f"bp-{uuid.uuid4().hex[:10]}"
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix)
+    try:
+        inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+
+        def req(cid, model="cai-tiny", url="/v1/chat/completions"):
+            return json.dumps({"custom_id": cid, "method": "POST", "url": url,
+                               "body": {"model": model, "max_tokens": 4, "messages": [
+                                   {"role": "user", "content": f"about {cid}"}]}}) + "\n"
+        inp.write_text(req("ok-1") + req("bad-model", model="no-such-model") + "{broken\n"
+                       + req("ok-2") + req("bad-url", url="/v1/embeddings") + req("ok-1")
+                       + json.dumps({"custom_id": "bad-body", "method": "POST",
+                                     "url": "/v1/chat/completions",
+                                     "body": {"model": "cai-tiny", "messages": "hi"}}) + "\n"
+                       + req("ok-3"))
+        cmd = [str(parley_bin), "batch", "--input", str(inp), "--output", str(out),
+               "--brokers", kafka_bootstrap, "--topic-prefix", prefix,
+               "--dlq-topic", f"{prefix}.dlq", "--progress-s", "1"]
+        # off a terminal: a plain line per interval.  The worker is stopped
+        # until two interval lines were printed, so the run cannot end first.
+        err = open(tmp_path / "stderr.txt", "w")
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+            end = time.time() + 30
+            while time.time() < end and \
+                    (tmp_path / "stderr.txt").read_text().count("batch: done=") < 2:
+                time.sleep(0.1)
+        finally:
+            worker.send_signal(signal.SIGCONT)
+        assert p.wait(60) == 3  # all lines written, some are errors
+        err.close()
+        progress = [ln for ln in (tmp_path / "stderr.txt").read_text().splitlines()
+                    if ln.startswith("batch: done=")]
+        assert len(progress) >= 3, progress  # two while stopped, one at the end
+        assert progress[-1].startswith("batch: done=7 total=7 failed=4 inflight=0 ")
+        lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+        by_id = {ln["custom_id"]: ln for ln in lines}
+        assert len(lines) == 7 and len(by_id) == 7
+        for cid in ("ok-1", "ok-2", "ok-3"):
+            assert by_id[cid]["response"]["status_code"] == 200 and by_id[cid]["error"] is None
+        assert by_id["bad-model"]["response"]["status_code"] == 404
+        assert by_id["bad-model"]["response"]["body"]["error"]["code"] == "model_not_found"
+        assert by_id["bad-url"]["error"]["code"] == "invalid_request"
+        assert "messages" in by_id["bad-body"]["error"]["message"]
+        assert by_id[None]["line"] == 3 and by_id[None]["error"]["code"] == "invalid_request"
+        errs = [json.loads(ln) for ln in (tmp_path / "out.jsonl.errors.jsonl").read_text()
+                .splitlines()]
+        assert sorted(str(e["custom_id"]) for e in errs) == \
+            ["None", "bad-body", "bad-model", "bad-url", "ok-1"]
+        dup = [e for e in errs if e["custom_id"] == "ok-1"]
+        assert dup[0]["line"] == 6 and dup[0]["error"]["code"] == "duplicate_custom_id"
+        # a rerun of the finished batch writes nothing new anywhere (exit 0:
+        # the errors were the first run's)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert len(out.read_text().splitlines()) == 7
+        assert len((tmp_path / "out.jsonl.errors.jsonl").read_text().splitlines()) == 5
+        # on a terminal: a redrawn bar (carriage returns), ended by a newline
+        inp2, out2 = tmp_path / "in2.jsonl", tmp_path / "out2.jsonl"
+        inp2.write_text(req("t-1") + req("t-2"))
+        master, slave = pty.openpty()
+        p = subprocess.Popen([*cmd[:2], "--input", str(inp2), "--output", str(out2),
+                              *cmd[6:]], stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        tty = b""
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: the batch closed its end
+                break
+            if not b:
+                break
+            tty += b
+        os.close(master)
+        assert p.wait(60) == 0
+        assert b"\r[##############################] 2/2 failed=0 " in tty, tty
+        assert tty.endswith(b"\r\n") or tty.endswith(b"\n"), tty
+        assert b"batch: done=" not in tty
     finally:
         stop(worker)

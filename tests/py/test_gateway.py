@@ -2,12 +2,16 @@
 (cai-tiny), with the official `openai` package as the client:
 non-streaming and streaming chat, models.list, a bad request (400), a
 wrong key (401), an oversized body (400), an unknown model (404 via the
-worker's DLQ) and /metrics showing nothing left in flight."""
+worker's DLQ) and /metrics showing nothing left in flight; 20 concurrent
+two-turn conversations (the second turn reporting cached tokens), a client
+leaving mid-stream, a stopped worker (504, and 429 under backpressure) and
+a turn redone mid-stream after kill -9."""
 
 import json
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,23 +21,29 @@ import pytest
 
 openai = pytest.importorskip("openai")
 ck = pytest.importorskip("confluent_kafka")
+msgpack = pytest.importorskip("msgpack")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
-def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix):
-    """Topics under prefix and one worker serving model `cai-tiny`."""
+def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None, topics=True):
+    """Topics under prefix (unless topics is false: they exist) and one
+    worker serving model `cai-tiny`, its log in tmp/<wid>.log."""
     model = tmp / "cai-tiny.gguf"
-    subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--out", str(model)],
-                   check=True, capture_output=True, timeout=60)
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    futs = admin.create_topics([NewTopic(f"{prefix}.{k}", 4 if k != "dlq" else 1, 1)
-                                for k in ("turns", "tokens", "responses", "dlq")])
-    for f in futs.values():
-        f.result(30)
-    log = open(tmp / "worker.log", "wb")
+    if not model.exists():
+        subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--out", str(model)],
+                       check=True, capture_output=True, timeout=60)
+    if topics:
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        futs = admin.create_topics([NewTopic(f"{prefix}.{k}", partitions if k != "dlq" else 1, 1)
+                                    for k in ("turns", "tokens", "responses", "dlq")])
+        for f in futs.values():
+            f.result(30)
+    wid = wid or "worker"
+    logf = tmp / f"{wid}.log"
+    log = open(logf, "wb")
     proc = subprocess.Popen(
         [str(parley_bin), "worker", "--model.path", str(model), "--model.threads", "1",
-         "--worker.id", f"w-{prefix}", "--worker.group", f"g-{prefix}",
+         "--worker.id", f"{wid}-{prefix}", "--worker.group", f"g-{prefix}",
          "--worker.topic.turns", f"{prefix}.turns", "--worker.topic.tokens", f"{prefix}.tokens",
          "--worker.topic.responses", f"{prefix}.responses", "--worker.topic.dlq", f"{prefix}.dlq",
          "--worker.chunk_tokens", "2", "--scheduler.batch_window_us", "2000",
@@ -43,8 +53,7 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix):
     # turns produced before the worker owns its partitions would be skipped
     # (a new group starts at the end): wait for its assignment
     end = time.time() + 60
-    while time.time() < end and "event=assigned" not in (tmp / "worker.log").read_text(
-            errors="replace"):
+    while time.time() < end and "event=assigned" not in logf.read_text(errors="replace"):
         time.sleep(0.1)
     return proc
 
@@ -58,23 +67,30 @@ def stop(proc):
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def gateway(kafka_bootstrap, parley_bin, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gateway")
-    prefix = f"gw-{uuid.uuid4().hex[:10]}"
-    worker = start_fleet(kafka_bootstrap, parley_bin, tmp, prefix)
+def start_gateway(kafka_bootstrap, parley_bin, prefix, *extra):
+    """A gateway on the fleet's topics (key sk-test); returns (process, url)."""
     gw = subprocess.Popen(
         [str(parley_bin), "gateway", "--kafka.bootstrap.servers", kafka_bootstrap,
          "--gateway.listen", "127.0.0.1:0", "--gateway.topic.turns", f"{prefix}.turns",
          "--gateway.topic.tokens", f"{prefix}.tokens",
          "--gateway.topic.responses", f"{prefix}.responses", "--gateway.topic.dlq", f"{prefix}.dlq",
-         "--gateway.api_keys", "sk-test=tenant-a", "--gateway.max_body_bytes", "65536",
-         "--gateway.timeout_ms", "30000"],
+         "--gateway.api_keys", "sk-test=tenant-a", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = gw.stdout.readline()
     m = re.search(r"listening on (http://[0-9.]+:\d+)", line)
     assert m, line
-    yield {"url": m.group(1), "worker": worker, "log": tmp / "worker.log"}
+    return gw, m.group(1)
+
+
+@pytest.fixture(scope="module")
+def gateway(kafka_bootstrap, parley_bin, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gateway")
+    prefix = f"gw-{uuid.uuid4().hex[:10]}"
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp, prefix)
+    gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.max_body_bytes",
+                            "65536", "--gateway.timeout_ms", "30000")
+    yield {"url": url, "worker": worker, "log": tmp / "worker.log", "prefix": prefix,
+           "kafka": kafka_bootstrap, "bin": parley_bin, "tmp": tmp}
     stop(gw)
     stop(worker)
 
@@ -140,3 +156,233 @@ def test_models_and_errors(gateway):
         metrics = h.read().decode()
     assert "parley_gateway_inflight 0" in metrics
     assert re.search(r'parley_gateway_requests_total\{code="400"\} [1-9]', metrics)
+
+
+def metric(url, name):
+    """One unlabelled value of the gateway's /metrics."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as h:
+        m = re.search(rf"^{name} (\S+)$", h.read().decode(), re.M)
+    return float(m.group(1))
+
+
+def wait_metric(url, name, value, timeout=30):
+    """Poll /metrics until name reads value (bounded); returns the last value."""
+    end = time.time() + timeout
+    v = metric(url, name)
+    while time.time() < end and v != value:
+        time.sleep(0.1)
+        v = metric(url, name)
+    return v
+
+
+def records(kafka_bootstrap, topic, turn_ids, timeout=30, committed=True):
+    """turn_id -> decoded record of topic for every id in turn_ids (read from
+    the start, read_committed unless told; first record per id)."""
+    c = ck.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"chk-{uuid.uuid4().hex}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    c.subscribe([topic])
+    out = {}
+    end = time.time() + timeout
+    try:
+        while time.time() < end and not set(turn_ids) <= set(out):
+            m = c.poll(0.3)
+            if m is None or m.error():
+                continue
+            r = msgpack.unpackb(m.value(), raw=False)
+            if r.get("turn_id") in turn_ids:
+                out.setdefault(r["turn_id"], r)
+    finally:
+        c.close()
+    return out
+
+
+def turn_of(completion_id):
+    assert completion_id.startswith("chatcmpl-"), completion_id
+    return completion_id[len("chatcmpl-"):]
+
+
+def test_20_concurrent_conversations(gateway):
+    """20 threads, each a two-turn conversation (the second streamed): every
+    reply is the committed TurnResult of that client's own turn (its own
+    prompt, as the ChatTurn on Kafka shows), and every second turn reports
+    cached tokens."""
+    n = 20
+    got, errors = {}, []
+
+    def conv(i):
+        try:
+            c = client(gateway)
+            msgs = [{"role": "user", "content": f"client {i} asks question {i * 7}"}]
+            r = c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=8,
+                                          temperature=0)
+            msgs += [{"role": "assistant", "content": r.choices[0].message.content},
+                     {"role": "user", "content": f"and then, client {i}?"}]
+            text, cid, usage = "", None, None
+            for ch in c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=8,
+                                                temperature=0, stream=True,
+                                                stream_options={"include_usage": True}):
+                cid = ch.id
+                if ch.choices:
+                    text += ch.choices[0].delta.content or ""
+                if ch.usage:
+                    usage = ch.usage
+            got[i] = [(turn_of(r.id), msgs[0]["content"], r.choices[0].message.content, r.usage),
+                      (turn_of(cid), msgs[2]["content"], text, usage)]
+        except Exception as e:  # reported below, with the client number
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=conv, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(got) == n
+    ids = [t[0] for turns in got.values() for t in turns]
+    assert len(set(ids)) == 2 * n
+    prefix, kafka = gateway["prefix"], gateway["kafka"]
+    results = records(kafka, f"{prefix}.responses", ids)
+    turns = records(kafka, f"{prefix}.turns", ids, committed=False)
+    for i, (first, second) in got.items():
+        for tid, prompt, text, usage in (first, second):
+            assert results[tid]["text"] == text, (i, tid)
+            assert turns[tid]["messages"][-1] == {"role": "user", "content": prompt}, (i, tid)
+            assert usage.completion_tokens == results[tid]["usage"]["completion_tokens"]
+        assert turns[second[0]]["conversation_id"] == turns[first[0]]["conversation_id"]
+        assert second[3].prompt_tokens_details.cached_tokens > 0, (i, second[3])
+
+
+def test_client_disconnect_mid_stream_releases_the_request(gateway):
+    """A streaming client reads its first token and goes away while the
+    worker is stopped (so the turn cannot finish instead): the gateway
+    notices at its next keep-alive and nothing is left in flight."""
+    url, worker = gateway["url"], gateway["worker"]
+    before = metric(url, "parley_gateway_disconnects_total")
+    c = client(gateway)
+    s = c.chat.completions.create(model="cai-tiny", max_tokens=320, temperature=0, stream=True,
+                                  messages=[{"role": "user", "content": "a long story, please"}])
+    try:
+        for ch in s:
+            if ch.choices and ch.choices[0].delta.content:
+                worker.send_signal(signal.SIGSTOP)
+                break
+        assert metric(url, "parley_gateway_inflight") == 1
+        s.close()
+        c.close()
+        assert wait_metric(url, "parley_gateway_inflight", 0) == 0
+        assert wait_metric(url, "parley_gateway_turns_waiting", 0) == 0
+        assert metric(url, "parley_gateway_disconnects_total") == before + 1
+    finally:
+        worker.send_signal(signal.SIGCONT)
+
+
+def test_stopped_worker_gives_504_and_backpressure_429(gateway):
+    """The worker is stopped (SIGSTOP) under a gateway with a 2.5 s timeout
+    and at most 2 requests in flight: a plain and a streamed request wait,
+    a third gets 429 with Retry-After, the two then end with OpenAI timeout
+    errors (504; an error event in the stream) and no reply text.  Resumed,
+    the worker answers the next request with the same reply the prompt got
+    before the stop (no late reply of a timed-out turn is handed out)."""
+    prefix, kafka, worker = gateway["prefix"], gateway["kafka"], gateway["worker"]
+    gw, url = start_gateway(kafka, gateway["bin"], prefix, "--gateway.timeout_ms", "2500",
+                            "--gateway.max_inflight", "2")
+    g = {"url": url}
+    msgs = [{"role": "user", "content": "what time is it?"}]
+    try:
+        # the reply this prompt gets (through the patient gateway: the worker
+        # may still be busy with the previous test's long turn)
+        before = client(gateway).chat.completions.create(model="cai-tiny", messages=msgs,
+                                                         max_tokens=6, temperature=0)
+        out = {}
+
+        def plain():
+            try:
+                client(g).chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=6,
+                                                  temperature=0)
+                out["plain"] = "answered"
+            except openai.APIStatusError as e:
+                out["plain"] = (e.status_code, e.code, e.type)
+
+        def streamed():
+            text = ""
+            try:
+                for ch in client(g).chat.completions.create(
+                        model="cai-tiny", messages=msgs, max_tokens=6, temperature=0,
+                        stream=True):
+                    if ch.choices:
+                        text += ch.choices[0].delta.content or ""
+                out["stream"] = "answered"
+            except openai.APIError as e:
+                out["stream"] = (text, e.code)
+
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            ts = [threading.Thread(target=f) for f in (plain, streamed)]
+            for t in ts:
+                t.start()
+            assert wait_metric(url, "parley_gateway_inflight", 2, timeout=10) == 2
+            with pytest.raises(openai.RateLimitError) as e:
+                client(g).chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=6)
+            assert e.value.status_code == 429
+            assert e.value.response.headers["retry-after"] == "1"
+            assert e.value.code == "rate_limit_exceeded"
+            for t in ts:
+                t.join(30)
+        finally:
+            worker.send_signal(signal.SIGCONT)
+        assert out["plain"] == (504, "timeout", "timeout"), out
+        assert out["stream"] == ("", "timeout"), out
+        after = client(gateway).chat.completions.create(model="cai-tiny", messages=msgs,
+                                                        max_tokens=6, temperature=0)
+        assert after.choices[0].message.content == before.choices[0].message.content
+        assert wait_metric(url, "parley_gateway_inflight", 0) == 0
+    finally:
+        stop(gw)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path, temperature):
+    """kill -9 of the worker at the first streamed token of a long reply; a
+    second worker takes the partition over and redoes the turn under a new
+    attempt.  The client never sees a token twice: the stream is exactly the
+    committed reply, or (when the redo's text differs from what was already
+    streamed) it ends with a `stream_restarted` error event.  Sampled too
+    (temperature 1, no seed): the worker's own seed choice is per turn, so
+    in practice the redo spells the same text here as well."""
+    prefix = f"gr-{uuid.uuid4().hex[:10]}"
+    w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1")
+    gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.timeout_ms", "90000")
+    w2 = None
+    try:
+        c = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=120)
+        text, cid, error, first = "", None, None, None
+        try:
+            for ch in c.chat.completions.create(
+                    model="cai-tiny", max_tokens=1500, temperature=temperature, stream=True,
+                    messages=[{"role": "user", "content": "tell me everything"}]):
+                cid = ch.id
+                if ch.choices and ch.choices[0].delta.content:
+                    if first is None:
+                        first = ch.choices[0].delta.content
+                        w1.send_signal(signal.SIGKILL)
+                        w1.wait()
+                        w2 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix,
+                                         wid="r2", topics=False)
+                    text += ch.choices[0].delta.content
+        except openai.APIError as e:
+            error = e.code
+        res = records(kafka_bootstrap, f"{prefix}.responses", [turn_of(cid)])[turn_of(cid)]
+        assert res["worker"] == f"r2-{prefix}", res["worker"]  # the turn really was redone
+        print(f"\nredone mid-stream: streamed {len(text)} bytes, committed "
+              f"{len(res['text'])}, error event {error}")
+        if error is None:
+            assert text == res["text"]
+        else:
+            assert error == "stream_restarted"
+            assert not res["text"].startswith(text) and text.startswith(first)
+    finally:
+        stop(gw)
+        for w in (w1, w2):
+            if w is not None and w.poll() is None:
+                stop(w)
