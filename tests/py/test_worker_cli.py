@@ -51,13 +51,21 @@ def test_config_reference(parley_bin):
 
 
 def test_committed_config_reference_is_current(parley_bin, repo_root):
-    """consumer/CONFIG.md is the generated reference: regenerate it with
-    `parley worker --print-config-doc > consumer/CONFIG.md` after changing
-    the property table."""
+    """consumer/CONFIG.md is the generated reference: the worker's part is
+    `parley worker --print-config-doc` (the file starts with it), the
+    gateway's table rows are `parley gateway --print-config-doc` (under
+    its "## parley gateway" heading).  Regenerate after changing either
+    property table."""
     r = run(parley_bin, "--print-config-doc")
     assert r.returncode == 0
     committed = (repo_root / "consumer" / "CONFIG.md").read_text()
-    assert committed == r.stdout, "consumer/CONFIG.md is stale: regenerate it"
+    assert committed.startswith(r.stdout), "consumer/CONFIG.md (worker part) is stale: regenerate it"
+    g = subprocess.run([str(parley_bin), "gateway", "--print-config-doc"], capture_output=True,
+                       text=True, timeout=10)
+    assert g.returncode == 0, g.stderr
+    rest = committed[len(r.stdout):]
+    assert "## parley gateway" in rest and g.stdout in rest, \
+        "consumer/CONFIG.md (gateway part) is stale: regenerate it"
 
 
 def test_version_names_the_libraries(parley_bin):
