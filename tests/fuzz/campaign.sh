@@ -6,6 +6,9 @@
 #
 #   tests/fuzz/campaign.sh [RUNS] [TARGET...]     (default 10000000, all)
 #
+# MAX_TIME=S also stops each target after S seconds (libFuzzer's
+# -max_total_time), whichever of RUNS and S comes first.
+#
 # Builds build-fuzz/ as tests/run.sh does.  Crashing inputs are kept under
 # $WORK/<target>/ (WORK default /tmp/parley-fuzz-campaign): add each to the
 # target's seed corpus once fixed.  Exit status 1 when any target crashed.
@@ -33,7 +36,7 @@ for t in "${TARGETS[@]}"; do
     [ -n "$src" ] && [ -d "$src" ] && cp -r "$src"/. "$d/corpus/" 2>/dev/null || true
     start=$SECONDS
     set +e
-    "$exe" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$exe" -runs="$RUNS" ${MAX_TIME:+-max_total_time="$MAX_TIME"} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$d/" "$d/corpus" >"$d/log" 2>&1
     rc=$?
     set -e
