@@ -96,7 +96,7 @@ class Env:
             # the endpoint opens once the worker's Kafka clients are set up
             # (init_transactions, refusal checks): seconds on a busy machine
             addr = extra[list(extra).index("--worker.http") + 1]
-            wait_listening(int(str(addr).rsplit(":", 1)[1]), self.procs[wid], self.log, wid)
+            wait_listening(int(str(addr).rsplit(":", 1)[-1]), self.procs[wid], self.log, wid)
         return self.procs[wid]
 
     def log(self, wid):
