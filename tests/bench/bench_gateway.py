@@ -181,16 +181,16 @@ def main():
         for n in (int(x) for x in a.concurrency.split(",")):
             clients = [openai.OpenAI(base_url=url + "/v1", api_key="sk-bench", max_retries=0,
                                      timeout=120) for _ in range(n)]
-            todo = list(range(a.requests))
+            pending = list(range(a.requests))
             mu = threading.Lock()
             lat = []
 
             def run(c, tag):
                 while True:
                     with mu:
-                        if not todo:
+                        if not pending:
                             return
-                        i = todo.pop()
+                        i = pending.pop()
                     x = via_gateway(i, c, tag)
                     with mu:
                         lat.append(x)
