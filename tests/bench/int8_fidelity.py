@@ -9,7 +9,7 @@ sequences of BOS + LEN-1 tokens, teacher-forced.  The fp32 reference is
 parley's fp32 path (tests/py/test_real_model.py checks it against
 transformers within 1e-4).  On the same positions it compares:
 
-  parley int8                 (tests/engine/eng_logits, default path)
+  parley int8                 (tests/model/eng_logits, default path)
   llama.cpp on the file       (llama-cpp-python, logits_all, the file's own
                                q4_K/q5_0/q6_K/q8_0 kernels)
 
@@ -74,7 +74,7 @@ def measure(model, seqs, length, build):
     """{name: (top1, kl, ppl)} plus the number of scored positions."""
     import llama_cpp
 
-    exe = os.path.join(build, "tests", "engine", "eng_logits")
+    exe = os.path.join(build, "tests", "model", "eng_logits")
     llm = llama_cpp.Llama(model_path=model, n_ctx=length, logits_all=True, n_threads=os.cpu_count(),
                           n_batch=length, verbose=False)
     toks = llm.tokenize(licence_text().encode(), add_bos=False)

@@ -5,7 +5,7 @@ eng_gguf_row_to_f32 matches bit for bit):
   * per channel: s_r = max|w_r| / 127, q = round(w / s_r)
   * block 32:    d_b = fp16(max|w_b| / 127) per 32 values (the packer keeps
                  fp16 block scales), q = clamp(round(w / d_b), -127, 127)
-  * engine: what engine/model.c does -- Q4_0 / Q5_0 / IQ4_NL keep the
+  * engine: what engine/model/model.c does -- Q4_0 / Q5_0 / IQ4_NL keep the
     file's codes and fp16 scales (exact: d * small integer), the others
     block 32.
 Errors, aggregated over every non-Q8_0 linear weight of the model (all rows;

@@ -3,7 +3,7 @@ the engine (issue: real models, items 2 and 3).
 
 Random-initialised transformers models (tests/py/hf2gguf.py, no download)
 converted to F32 GGUF as llama.cpp's converter does, run through
-tests/engine/eng_logits:
+tests/model/eng_logits:
 
 * qwen2 (Q/K/V biases, tied output), llama with Q/K/V biases, qwen3
   (per-head Q/K RMSNorm, head_dim 32 != hidden / heads, MQA), llama with

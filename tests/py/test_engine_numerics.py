@@ -1,6 +1,6 @@
 """Reference numerics of the engine's forward pass (issue: Engine).
 
-The engine runs through tests/engine/eng_logits (a small C program that
+The engine runs through tests/model/eng_logits (a small C program that
 feeds token ids and writes every position's logits) on GGUF files this test
 writes itself (tests/py/hf2gguf.py):
 
@@ -37,7 +37,7 @@ N_PREFILL, N_DECODE = 64, 32
 
 @pytest.fixture(scope="session")
 def eng_logits(parley_build) -> Path:
-    exe = parley_build / "tests" / "engine" / "eng_logits"
+    exe = parley_build / "tests" / "model" / "eng_logits"
     if not os.access(exe, os.X_OK):
         pytest.fail(f"{exe} not built (target eng_logits)", pytrace=False)
     return exe

@@ -62,7 +62,7 @@ def ref_logits(hf, prose_ids):
 
 
 def test_fp32_logits_match_transformers(gemma_model, parley_build, prose_ids, ref_logits, tmp_path):
-    got = engine_logits(parley_build / "tests" / "engine" / "eng_logits", gemma_model, prose_ids, tmp_path,
+    got = engine_logits(parley_build / "tests" / "model" / "eng_logits", gemma_model, prose_ids, tmp_path,
                         "--fp32")
     err = np.abs(got - ref_logits).max(axis=1) / np.abs(ref_logits).max(axis=1)
     assert err.max() < 1e-4, "worst position %d: rel err %.3g" % (err.argmax(), err.max())

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate engine/unicode_tables.c from Python's unicodedata.
+"""Generate engine/tok/unicode_tables.c from Python's unicodedata.
 
 The tokenizer's pre-tokenizers need, per code point, the Unicode general
 category classes their regexes use (\\p{L}, \\p{N}, \\p{P}, \\p{S}, \\p{M},
@@ -17,14 +17,14 @@ taken from what the installed `tokenizers` library's regex engine itself
 matches (each code point tested), so parley splits exactly as HF; the other
 bits stay unicodedata's (White_Space has not changed since 6.3, and the
 Python-whitespace bit must be the Python that renders Jinja templates).
-The committed engine/unicode_tables.c is the --hf output:
-    $VENV/bin/python tests/tok/gen_unicode_tables.py --hf > engine/unicode_tables.c
+The committed engine/tok/unicode_tables.c is the --hf output:
+    $VENV/bin/python tests/tok/gen_unicode_tables.py --hf > engine/tok/unicode_tables.c
 Without --hf (plain python3) the tables are pure unicodedata.
 """
 import sys
 import unicodedata
 
-# Flag bits; keep in sync with engine/tok_internal.h.
+# Flag bits; keep in sync with engine/tok/tok_internal.h.
 F_L, F_N, F_P, F_S, F_M, F_Z, F_C, F_WS, F_PYSPACE = (1 << i for i in range(9))
 
 # The White_Space property (PropList.txt); stable since Unicode 6.3.

@@ -395,7 +395,7 @@ PT_TEST(rope_scaling_keys) {
     expect_cfg("llama", rope_type_int, ENG_CFG_EINVAL, "'llama.rope.scaling.type' has type u32");
 }
 
-/* cai-1b's layer plan, written out (see engine/mkmodel.c). */
+/* cai-1b's layer plan, written out (see engine/model/mkmodel.c). */
 static void cai1b(eng_gguf_writer *w) {
     int32_t win[24], src[24] = {0, 0, 2, 2, 4, 5, 6, 6, 8, 8, 10, 5,
                                 12, 12, 14, 14, 16, 17, 18, 18, 20, 20, 22, 17};
