@@ -67,7 +67,7 @@ APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
               libssl-dev zlib1g-dev
               libmsgpack-dev redis-server openjdk-17-jre-headless clang
               libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev
-              libmicrohttpd-dev libjansson-dev)
+              libmicrohttpd-dev libjansson-dev clang-format)
 
 CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
