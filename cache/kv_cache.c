@@ -155,7 +155,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
         c->st.pool_bytes += (uint64_t)c->nblk[k] * c->bbytes[k];
     }
     pthread_mutex_init(&c->mu, NULL);
-    /* Timed waits use CLOCK_MONOTONIC deadlines (kv_now_ms). */
+    /* Timed waits use CLOCK_MONOTONIC deadlines (pl_mono_ms). */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -266,7 +266,7 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
     int nb = n > 0 ? (n - 1) / c->B : 0;
     if (nb > m->cap) nb = m->cap;
     if (nb > c->cfg.max_tokens / c->B) nb = c->cfg.max_tokens / c->B;
-    uint64_t t0 = kv_now_us();
+    uint64_t t0 = (uint64_t)pl_mono_us();
     int best = 0, why = KV_MISS_ABSENT, walked = 0, w2;
     pthread_mutex_lock(&c->mu);
     c->st.host.lookups++;
@@ -276,7 +276,7 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
         c->st.host.hit_tokens += (uint64_t)best * c->B;
     }
     if (why != KV_MISS_N) c->st.host.misses[why]++;
-    kv_hist_add(c->st.host.lat_us, kv_now_us() - t0);
+    kv_hist_add(c->st.host.lat_us, (uint64_t)pl_mono_us() - t0);
     if (best < nb && redis_wait_ms >= 0 && c->use_redis) {
         pthread_mutex_unlock(&c->mu);
         int ticket, wait = redis_wait_ms < c->cfg.cmd_timeout_ms ? redis_wait_ms
@@ -427,7 +427,7 @@ int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len,
         while (kv_redis_enqueue_locked(c, child) != 0) {
             child->n_children++;
             kv_heap_update_locked(c, child);
-            int w = kv_slot_wait_locked(c, kv_now_ms() + c->cfg.cmd_timeout_ms);
+            int w = kv_slot_wait_locked(c, pl_mono_ms() + c->cfg.cmd_timeout_ms);
             child->n_children--;
             kv_heap_update_locked(c, child);
             if (w) {

@@ -142,7 +142,7 @@ static const char *cause_hint(int cause) {
 void kv_conn_report(kv_cache *c, int cause, const char *detail) {
     char msg[640];
     int emit = 0;
-    int64_t now = kv_now_ms();
+    int64_t now = pl_mono_ms();
     pthread_mutex_lock(&c->mu);
     if (cause != KV_CAUSE_CONNECT) c->st.redis_refused++;
     if (cause != c->rep_cause || now - c->rep_ms >= KV_REPORT_MS) {
@@ -176,7 +176,7 @@ static redisContext *connect_fail(kv_cache *c, kv_conn *k, redisContext *ctx, in
     pthread_mutex_unlock(&c->mu);
     kv_conn_report(c, cause, detail);
     if (ctx) redisFree(ctx);
-    k->next_try_ms = kv_now_ms() + k->backoff_ms;
+    k->next_try_ms = pl_mono_ms() + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
                                                                : k->backoff_ms * 2;
     return NULL;
@@ -184,7 +184,7 @@ static redisContext *connect_fail(kv_cache *c, kv_conn *k, redisContext *ctx, in
 
 redisContext *kv_conn_get(kv_cache *c, kv_conn *k) {
     if (k->ctx) return k->ctx;
-    if (kv_now_ms() < k->next_try_ms) return NULL;
+    if (pl_mono_ms() < k->next_try_ms) return NULL;
     struct timeval tv = {c->cfg.cmd_timeout_ms / 1000, (c->cfg.cmd_timeout_ms % 1000) * 1000};
     redisContext *ctx = redisConnectWithTimeout(c->redis_host, c->cfg.redis_port, tv);
     if (!ctx) return connect_fail(c, k, NULL, KV_CAUSE_CONNECT, "out of memory");
@@ -230,7 +230,7 @@ int kv_conn_fail(kv_cache *c, kv_conn *k) {
         why = KV_MISS_TIMEOUT;
     if (k->ctx) redisFree(k->ctx);
     k->ctx = NULL;
-    k->next_try_ms = kv_now_ms() + k->backoff_ms;
+    k->next_try_ms = pl_mono_ms() + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
                                                                : k->backoff_ms * 2;
     pthread_mutex_lock(&c->mu);

@@ -151,7 +151,7 @@ void kv_pool_unref_locked(kv_cache *c, int kind, void *p) {
 /* ---- eviction ---- */
 
 int kv_evict_one_locked(kv_cache *c) {
-    int64_t deadline = kv_now_ms() + c->cfg.cmd_timeout_ms;
+    int64_t deadline = pl_mono_ms() + c->cfg.cmd_timeout_ms;
     for (;;) {
         if (!c->n_heap) return 0;
         kv_node *n = c->heap[0];

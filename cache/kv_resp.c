@@ -11,6 +11,7 @@
 
 #include "kv_cache.h"
 #include "kv_hash.h"
+#include "pl_time.h"
 
 typedef struct ent {
     struct ent *hnext;          /* bucket chain */
@@ -32,12 +33,6 @@ struct kv_resp {
     size_t bytes;               /* key + reply bytes held */
     kv_tier_stats st;           /* counters */
 };
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void kv_resp_config_default(kv_resp_config *c) {
     c->enabled = 0;
@@ -152,7 +147,7 @@ int kv_resp_get(kv_resp *r, const char *ns, size_t ns_len, const int32_t *tokens
             why = KV_MISS_COLLISION;
             continue;
         }
-        if (now_ms() >= e->expires_ms) {
+        if (pl_mono_ms() >= e->expires_ms) {
             why = KV_MISS_EXPIRED;
             unlink_ent(r, e);
             break;
@@ -209,7 +204,7 @@ int kv_resp_put(kv_resp *r, const char *ns, size_t ns_len, const int32_t *tokens
     if (len) memcpy(e->data + kl, reply, len);
     free(k);
     pthread_mutex_lock(&r->mu);
-    e->expires_ms = now_ms() + r->cfg.ttl_ms;
+    e->expires_ms = pl_mono_ms() + r->cfg.ttl_ms;
     /* replace an equal key */
     for (ent *x = r->buckets[e->h & r->mask]; x; x = x->hnext)
         if (x->h == e->h && x->key_len == kl && !memcmp(x->data, e->data, kl)) {

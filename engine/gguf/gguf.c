@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "eng_gguf.h"
+#include "pl_hash.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 
@@ -133,9 +134,7 @@ static size_t kv_scalar_size(int type) {
 /* ---- hash tables over names ---- */
 
 static uint32_t name_hash(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+    return pl_fnv1a32_str(PL_FNV32_SEED, s);
 }
 
 static int *hash_new(uint32_t n, uint32_t *cap) {

@@ -15,12 +15,9 @@
 #include <time.h>
 
 #include "sched_int.h"
+#include "pl_time.h"
 
-int64_t eng_sched_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+int64_t eng_sched_now_us(void) { return pl_mono_us(); }
 
 const char *eng_sched_finish_name(eng_sched_finish f) {
     switch (f) {

@@ -12,13 +12,10 @@
 #include <string.h>
 
 #include "tok_internal.h"
+#include "pl_hash.h"
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = pl_fnv1a64(PL_FNV64_SEED, s, n);
     return h ^ (h >> 29);
 }
 

@@ -19,6 +19,7 @@
 
 #include "kern_gemm.h"
 #include "kern_isa.h"
+#include "pl_time.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -90,12 +91,6 @@ static void membw_fill_task(void *arg, int task, int thread) {
     memset(j->buf + (size_t)task * j->chunk, task & 0xff, j->chunk);
 }
 
-static double membw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int membw_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -140,9 +135,9 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     membw_run(p, membw_fill_task, &j, n_tasks);
     membw_run(p, membw_task, &j, n_tasks); /* warm-up */
     for (int r = 0; r < repeats; r++) {
-        double t0 = membw_now();
+        double t0 = pl_mono_s();
         membw_run(p, membw_task, &j, n_tasks);
-        double dt = membw_now() - t0;
+        double dt = pl_mono_s() - t0;
         gbs[r] = (double)total / 1e9 / (dt > 0 ? dt : 1e-9);
     }
     qsort(gbs, (size_t)repeats, sizeof *gbs, membw_cmp);
