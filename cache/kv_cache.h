@@ -127,11 +127,11 @@
 #include "kv_hash.h"
 #include "kv_stats.h"
 
-#define KV_EINVAL (-1)   /* bad argument */
-#define KV_ENOMEM (-2)   /* creation could not allocate, or pool exhausted */
-#define KV_ETIMEDOUT (-3) /* a wait ran out of time */
-#define KV_EFULL (-4)    /* a fixed table (tickets, namespaces) is full */
-#define KV_EREDIS (-5)   /* Redis unavailable (only from explicit Redis calls) */
+#define KV_EINVAL (-901)   /* bad argument */
+#define KV_ENOMEM (-902)   /* creation could not allocate, or pool exhausted */
+#define KV_ETIMEDOUT (-909) /* a wait ran out of time */
+#define KV_EFULL (-908)    /* a fixed table (tickets, namespaces) is full */
+#define KV_EREDIS (-903)   /* Redis unavailable (only from explicit Redis calls) */
 
 #define KV_NS_MAX 64     /* longest namespace in bytes */
 

@@ -52,16 +52,13 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
         dup_opt(cfg->redis_tls_cert, &c->cfg.redis_tls_cert) ||
         dup_opt(cfg->redis_tls_key, &c->cfg.redis_tls_key) ||
         dup_opt(cfg->redis_tls_server_name, &c->cfg.redis_tls_server_name)) {
-        snprintf(err, errlen, "kv_cache: out of memory copying the Redis settings");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory copying the Redis settings");
     }
     if (c->cfg.redis_user && !c->cfg.redis_password) {
-        snprintf(err, errlen, "kv_cache: a Redis user needs a password");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: a Redis user needs a password");
     }
     if (!c->cfg.redis_tls_cert != !c->cfg.redis_tls_key) {
-        snprintf(err, errlen, "kv_cache: the Redis TLS client certificate and key go together");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: the Redis TLS client certificate and key go together");
     }
     if (!cfg->redis_tls) return 0;
 #ifdef PARLEY_REDIS_TLS
@@ -81,16 +78,14 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
     redisInitOpenSSL();
     c->ssl = redisCreateSSLContextWithOptions(&o, &e);
     if (!c->ssl) {
-        snprintf(err, errlen, "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
                  o.cacert_filename ? o.cacert_filename : "system store",
                  o.cert_filename ? o.cert_filename : "none", redisSSLContextGetError(e));
-        return KV_EINVAL;
     }
     return 0;
 #else
-    snprintf(err, errlen, "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
+    return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
              "(build against the pinned hiredis of deploy/setup.sh)");
-    return KV_EINVAL;
 #endif
 }
 

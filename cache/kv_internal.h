@@ -15,6 +15,7 @@
 
 #include "kv_cache.h"
 #include "kv_value.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 typedef struct kv_node kv_node;

@@ -211,19 +211,16 @@ int kv_redis_start(kv_cache *c, const kv_cache_config *cfg, char *err, size_t er
         c->slot_free = i;
     }
     if (pthread_create(&c->writer, NULL, writer_main, c)) {
-        snprintf(err, errlen, "kv_cache: cannot start the Redis writer thread");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot start the Redis writer thread");
     }
     c->writer_started = 1;
     if (pthread_create(&c->fetcher, NULL, kv_fetcher_main, c)) {
-        snprintf(err, errlen, "kv_cache: cannot start the Redis fetcher thread");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot start the Redis fetcher thread");
     }
     c->fetcher_started = 1;
     return 0;
 nomem:
-    snprintf(err, errlen, "kv_cache: out of memory for Redis write slots");
-    return KV_ENOMEM;
+    return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory for Redis write slots");
 }
 
 void kv_redis_stop(kv_cache *c) {

@@ -2,6 +2,7 @@
  * kv_resp.c -- the exact-match response cache (design in kv_resp.h).
  */
 #include "kv_resp.h"
+#include "pl_err.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -44,16 +45,14 @@ void kv_resp_config_default(kv_resp_config *c) {
 int kv_resp_create(const kv_resp_config *cfg, uint64_t fingerprint, kv_resp **out, char *err,
                    size_t errlen) {
     if (!cfg || !out || cfg->max_entries < 1 || cfg->max_bytes < 1 || cfg->ttl_ms < 1) {
-        snprintf(err, errlen, "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
     }
     kv_resp *r = calloc(1, sizeof *r);
     size_t nb = 16;
     while (nb < (size_t)cfg->max_entries * 2) nb <<= 1;
     if (!r || !(r->buckets = calloc(nb, sizeof *r->buckets))) {
         free(r);
-        snprintf(err, errlen, "kv_resp: out of memory");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_resp: out of memory");
     }
     r->cfg = *cfg;
     r->fp = fingerprint;

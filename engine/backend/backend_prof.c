@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "eng_prof.h"
+#include "pl_err.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -157,13 +158,11 @@ int eng_prof_active(const eng_model *m) {
 
 int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     if (!m || eng_prof_active(m)) {
-        snprintf(err, errlen, "profiler: %s", m ? "model is already being profiled" : "no model");
-        return ENG_EINVAL;
+        return pl_errf(err, errlen, ENG_EINVAL, "profiler: %s", m ? "model is already being profiled" : "no model");
     }
     prof_state *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "profiler: out of memory");
-        return ENG_ENOMEM;
+        return pl_errf(err, errlen, ENG_ENOMEM, "profiler: out of memory");
     }
     s->orig = m->be;
     s->m = m;

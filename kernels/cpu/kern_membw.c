@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "kern_membw.h"
+#include "pl_err.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -110,8 +111,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     uint64_t *sink = NULL;
     double *gbs = NULL;
     if (!out || bytes < ((size_t)64 << 10) || repeats < 1 || repeats > 1000) {
-        snprintf(err, errlen, "membw: need bytes >= 64 KiB and 1..1000 repeats");
-        return -1;
+        return pl_errf(err, errlen, -1, "membw: need bytes >= 64 KiB and 1..1000 repeats");
     }
     int threads = p ? kern_pool_size(p) : 1;
     int n_tasks = threads * KERN_MEMBW_CHUNKS_PER_THREAD;
@@ -125,7 +125,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     sink = calloc((size_t)n_tasks, sizeof *sink);
     gbs = malloc((size_t)repeats * sizeof *gbs);
     if (!buf || !sink || !gbs) {
-        snprintf(err, errlen, "membw: cannot allocate %zu bytes", total);
+        pl_errf(err, errlen, -1, "membw: cannot allocate %zu bytes", total);
         goto err;
     }
     membw_job j = {buf, chunk, 0, sink};
