@@ -29,21 +29,18 @@ void kv_cache_config_default(kv_cache_config *c) {
 static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *err,
                      size_t errlen) {
     if (!l || l->block_tokens < 1 || l->block_tokens > 1024) {
-        snprintf(err, errlen, "kv_cache: layout missing or block_tokens out of 1..1024");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: layout missing or block_tokens out of 1..1024");
     }
     if (!l->block_bytes[0] && !l->block_bytes[1]) {
-        snprintf(err, errlen, "kv_cache: layout has no KV-owning layers");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: layout has no KV-owning layers");
     }
     if (cfg->local_share <= 0 || cfg->local_share > 64 || cfg->max_tokens < l->block_tokens ||
         cfg->max_namespaces < 1 || cfg->cmd_timeout_ms < 1 || cfg->backoff_min_ms < 1 ||
         cfg->backoff_max_ms < cfg->backoff_min_ms || cfg->ttl_s < 1 || cfg->max_tickets < 1 ||
         cfg->hash_mask_bits < 0 || cfg->hash_mask_bits > 64) {
-        snprintf(err, errlen,
+        return pl_errf(err, errlen, KV_EINVAL,
                  "kv_cache: config out of range (local_share, max_tokens >= B, "
                  "max_namespaces, timeouts, ttl_s, max_tickets >= 1, hash_mask_bits 0..64)");
-        return KV_EINVAL;
     }
     return 0;
 }
@@ -69,8 +66,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     int rc = KV_EINVAL;
     kv_cache *c = NULL;
     if (!cfg || !out) {
-        snprintf(err, errlen, "kv_cache: NULL argument");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: NULL argument");
     }
     *out = NULL;
     if ((rc = cfg_check(cfg, l, err, errlen))) return rc;
@@ -84,8 +80,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     if (cfg->redis_host && cfg->redis_host[0]) {
         if (strlen(cfg->redis_host) >= sizeof c->redis_host || cfg->redis_port < 1 ||
             cfg->redis_port > 65535) {
-            snprintf(err, errlen, "kv_cache: bad Redis address");
-            rc = KV_EINVAL;
+            rc = pl_errf(err, errlen, KV_EINVAL, "kv_cache: bad Redis address");
             goto err;
         }
         strcpy(c->redis_host, cfg->redis_host);
@@ -117,9 +112,8 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     }
     if (c->nblk[0] + c->nblk[1] < 2 || (c->has_kind[0] && c->nblk[0] < 1) ||
         (c->has_kind[1] && c->nblk[1] < 1)) {
-        snprintf(err, errlen, "kv_cache: budget of %zu bytes holds no blocks (block bytes %zu/%zu)",
+        rc = pl_errf(err, errlen, KV_EINVAL, "kv_cache: budget of %zu bytes holds no blocks (block bytes %zu/%zu)",
                  cfg->budget_bytes, c->bbytes[0], c->bbytes[1]);
-        rc = KV_EINVAL;
         goto err;
     }
     c->max_nodes = c->nblk[0] + c->nblk[1];
@@ -155,7 +149,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
         c->st.pool_bytes += (uint64_t)c->nblk[k] * c->bbytes[k];
     }
     pthread_mutex_init(&c->mu, NULL);
-    /* Timed waits use CLOCK_MONOTONIC deadlines (kv_now_ms). */
+    /* Timed waits use CLOCK_MONOTONIC deadlines (pl_mono_ms). */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -171,8 +165,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     *out = c;
     return 0;
 nomem:
-    snprintf(err, errlen, "kv_cache: out of memory creating the cache");
-    rc = KV_ENOMEM;
+    rc = pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory creating the cache");
 err:
     if (c) kv_cache_free_mem(c, cfg->max_tickets);
     return rc;
@@ -266,7 +259,7 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
     int nb = n > 0 ? (n - 1) / c->B : 0;
     if (nb > m->cap) nb = m->cap;
     if (nb > c->cfg.max_tokens / c->B) nb = c->cfg.max_tokens / c->B;
-    uint64_t t0 = kv_now_us();
+    uint64_t t0 = (uint64_t)pl_mono_us();
     int best = 0, why = KV_MISS_ABSENT, walked = 0, w2;
     pthread_mutex_lock(&c->mu);
     c->st.host.lookups++;
@@ -276,7 +269,7 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
         c->st.host.hit_tokens += (uint64_t)best * c->B;
     }
     if (why != KV_MISS_N) c->st.host.misses[why]++;
-    kv_hist_add(c->st.host.lat_us, kv_now_us() - t0);
+    kv_hist_add(c->st.host.lat_us, (uint64_t)pl_mono_us() - t0);
     if (best < nb && redis_wait_ms >= 0 && c->use_redis) {
         pthread_mutex_unlock(&c->mu);
         int ticket, wait = redis_wait_ms < c->cfg.cmd_timeout_ms ? redis_wait_ms
@@ -427,7 +420,7 @@ int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len,
         while (kv_redis_enqueue_locked(c, child) != 0) {
             child->n_children++;
             kv_heap_update_locked(c, child);
-            int w = kv_slot_wait_locked(c, kv_now_ms() + c->cfg.cmd_timeout_ms);
+            int w = kv_slot_wait_locked(c, pl_mono_ms() + c->cfg.cmd_timeout_ms);
             child->n_children--;
             kv_heap_update_locked(c, child);
             if (w) {

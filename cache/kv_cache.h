@@ -83,7 +83,9 @@
  * cause is reported through config.log, rate-limited (kv_redis.c), never
  * per block; the password never appears in it.
  *
- * ** Invariants ** (checked by the property tests through the stats)
+ * ** Invariants ** (kv_cache_check verifies all of them; the property
+ * tests call it after every operation, and debug builds assert the local
+ * ones where references and the heap change, kv_pool.c)
  *  - A block with ref == 0 is on its kind's free list and has no node; a
  *    block a node holds has b->node == that node and ref >= 1.
  *  - heap_idx >= 0 exactly for evictable nodes: non-root, no children,
@@ -127,11 +129,11 @@
 #include "kv_hash.h"
 #include "kv_stats.h"
 
-#define KV_EINVAL (-1)   /* bad argument */
-#define KV_ENOMEM (-2)   /* creation could not allocate, or pool exhausted */
-#define KV_ETIMEDOUT (-3) /* a wait ran out of time */
-#define KV_EFULL (-4)    /* a fixed table (tickets, namespaces) is full */
-#define KV_EREDIS (-5)   /* Redis unavailable (only from explicit Redis calls) */
+#define KV_EINVAL (-901)   /* bad argument */
+#define KV_ENOMEM (-902)   /* creation could not allocate, or pool exhausted */
+#define KV_ETIMEDOUT (-909) /* a wait ran out of time */
+#define KV_EFULL (-908)    /* a fixed table (tickets, namespaces) is full */
+#define KV_EREDIS (-903)   /* Redis unavailable (only from explicit Redis calls) */
 
 #define KV_NS_MAX 64     /* longest namespace in bytes */
 
@@ -257,6 +259,11 @@ int kv_cache_evict(kv_cache *c, int n_blocks);
 
 /* Snapshot of every counter (consistent: taken under mu). */
 void kv_cache_stats(kv_cache *c, kv_stats *out);
+/* Walk the whole cache (under mu) and check the invariants above.  Returns
+ * 0, or KV_EINVAL with a message naming the first broken invariant (or
+ * KV_ENOMEM).  O(blocks + nodes) and allocates: for tests and debugging,
+ * not for the serving path. */
+int kv_cache_check(kv_cache *c, char *err, size_t errlen);
 
 /* The model fingerprint this cache was created with. */
 uint64_t kv_cache_fingerprint(const kv_cache *c);

@@ -52,16 +52,13 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
         dup_opt(cfg->redis_tls_cert, &c->cfg.redis_tls_cert) ||
         dup_opt(cfg->redis_tls_key, &c->cfg.redis_tls_key) ||
         dup_opt(cfg->redis_tls_server_name, &c->cfg.redis_tls_server_name)) {
-        snprintf(err, errlen, "kv_cache: out of memory copying the Redis settings");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory copying the Redis settings");
     }
     if (c->cfg.redis_user && !c->cfg.redis_password) {
-        snprintf(err, errlen, "kv_cache: a Redis user needs a password");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: a Redis user needs a password");
     }
     if (!c->cfg.redis_tls_cert != !c->cfg.redis_tls_key) {
-        snprintf(err, errlen, "kv_cache: the Redis TLS client certificate and key go together");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: the Redis TLS client certificate and key go together");
     }
     if (!cfg->redis_tls) return 0;
 #ifdef PARLEY_REDIS_TLS
@@ -81,16 +78,14 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
     redisInitOpenSSL();
     c->ssl = redisCreateSSLContextWithOptions(&o, &e);
     if (!c->ssl) {
-        snprintf(err, errlen, "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
+        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
                  o.cacert_filename ? o.cacert_filename : "system store",
                  o.cert_filename ? o.cert_filename : "none", redisSSLContextGetError(e));
-        return KV_EINVAL;
     }
     return 0;
 #else
-    snprintf(err, errlen, "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
+    return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
              "(build against the pinned hiredis of deploy/setup.sh)");
-    return KV_EINVAL;
 #endif
 }
 
@@ -142,7 +137,7 @@ static const char *cause_hint(int cause) {
 void kv_conn_report(kv_cache *c, int cause, const char *detail) {
     char msg[640];
     int emit = 0;
-    int64_t now = kv_now_ms();
+    int64_t now = pl_mono_ms();
     pthread_mutex_lock(&c->mu);
     if (cause != KV_CAUSE_CONNECT) c->st.redis_refused++;
     if (cause != c->rep_cause || now - c->rep_ms >= KV_REPORT_MS) {
@@ -176,7 +171,7 @@ static redisContext *connect_fail(kv_cache *c, kv_conn *k, redisContext *ctx, in
     pthread_mutex_unlock(&c->mu);
     kv_conn_report(c, cause, detail);
     if (ctx) redisFree(ctx);
-    k->next_try_ms = kv_now_ms() + k->backoff_ms;
+    k->next_try_ms = pl_mono_ms() + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
                                                                : k->backoff_ms * 2;
     return NULL;
@@ -184,7 +179,7 @@ static redisContext *connect_fail(kv_cache *c, kv_conn *k, redisContext *ctx, in
 
 redisContext *kv_conn_get(kv_cache *c, kv_conn *k) {
     if (k->ctx) return k->ctx;
-    if (kv_now_ms() < k->next_try_ms) return NULL;
+    if (pl_mono_ms() < k->next_try_ms) return NULL;
     struct timeval tv = {c->cfg.cmd_timeout_ms / 1000, (c->cfg.cmd_timeout_ms % 1000) * 1000};
     redisContext *ctx = redisConnectWithTimeout(c->redis_host, c->cfg.redis_port, tv);
     if (!ctx) return connect_fail(c, k, NULL, KV_CAUSE_CONNECT, "out of memory");
@@ -230,7 +225,7 @@ int kv_conn_fail(kv_cache *c, kv_conn *k) {
         why = KV_MISS_TIMEOUT;
     if (k->ctx) redisFree(k->ctx);
     k->ctx = NULL;
-    k->next_try_ms = kv_now_ms() + k->backoff_ms;
+    k->next_try_ms = pl_mono_ms() + k->backoff_ms;
     k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
                                                                : k->backoff_ms * 2;
     pthread_mutex_lock(&c->mu);

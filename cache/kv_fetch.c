@@ -47,14 +47,14 @@ int kv_cache_prefetch(kv_cache *c, const char *ns, size_t ns_len, const int32_t 
 
 int kv_cache_prefetch_wait(kv_cache *c, int ticket, int timeout_ms) {
     if (!c || ticket < 0 || ticket >= c->cfg.max_tickets) return KV_EINVAL;
-    int64_t deadline = kv_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = pl_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     struct timespec ts = {deadline / 1000, (long)(deadline % 1000) * 1000000L};
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     kv_ticket *t = &c->tickets[ticket];
     if (t->state == KV_TK_FREE) rc = KV_EINVAL;
     while (!rc && t->state != KV_TK_DONE) {
-        if (kv_now_ms() >= deadline) rc = KV_ETIMEDOUT;
+        if (pl_mono_ms() >= deadline) rc = KV_ETIMEDOUT;
         else pthread_cond_timedwait(&c->done_cv, &c->mu, &ts);
     }
     pthread_mutex_unlock(&c->mu);
@@ -140,7 +140,7 @@ static int attach_locked(kv_cache *c, kv_ticket *t, const uint64_t *h, const uin
 /* Fetch the missing blocks of ticket t (called without mu). */
 static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
     int nb = t->n > 0 ? (t->n - 1) / c->B : 0, d = 0;
-    uint64_t *h = c->fetch_h, *g = c->fetch_h + nb, t0 = kv_now_us();
+    uint64_t *h = c->fetch_h, *g = c->fetch_h + nb, t0 = (uint64_t)pl_mono_us();
     redisReply **rep = (redisReply **)c->fetch_replies;
     kv_chain(c, t->ns, t->ns_len, t->tokens, nb, h, g);
     pthread_mutex_lock(&c->mu);
@@ -179,7 +179,7 @@ static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
     if (why_all >= 0) {
         pthread_mutex_lock(&c->mu);
         c->st.redis.misses[why_all] += (uint64_t)(nb - d);
-        kv_hist_add(c->st.redis.lat_us, kv_now_us() - t0);
+        kv_hist_add(c->st.redis.lat_us, (uint64_t)pl_mono_us() - t0);
         pthread_mutex_unlock(&c->mu);
         return;
     }
@@ -217,7 +217,7 @@ static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
             c->st.redis.hit_tokens += (uint64_t)added * c->B;
         }
         t->n_inserted = added;
-        kv_hist_add(c->st.redis.lat_us, kv_now_us() - t0);
+        kv_hist_add(c->st.redis.lat_us, (uint64_t)pl_mono_us() - t0);
         pthread_mutex_unlock(&c->mu);
     }
     for (int k = d; k < got; k++) freeReplyObject(rep[k]);

@@ -15,6 +15,8 @@
 
 #include "kv_cache.h"
 #include "kv_value.h"
+#include "pl_err.h"
+#include "pl_time.h"
 
 typedef struct kv_node kv_node;
 
@@ -210,8 +212,6 @@ int kv_redis_enqueue_locked(kv_cache *c, kv_node *n);
 int kv_slot_wait_locked(kv_cache *c, int64_t deadline_ms);
 /* Whether evicting n should write it to Redis first. */
 int kv_redis_wants_locked(kv_cache *c, const kv_node *n);
-int64_t kv_now_ms(void);
-uint64_t kv_now_us(void);
 void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key,
                   char *out, size_t cap, size_t *len);
 

@@ -10,6 +10,7 @@
  * count, tick).  All functions here run with c->mu held unless they are the
  * allocator callbacks, which take it.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,7 @@ int kv_pool_init(kv_cache *c, char *err, size_t errlen) {
         c->slab[k] = aligned_alloc(64, bytes);
         c->bh[k] = calloc((size_t)c->nblk[k], sizeof(kv_blk));
         if (!c->slab[k] || !c->bh[k]) {
-            snprintf(err, errlen, "kv_cache: cannot allocate %zu bytes of pool", bytes);
-            return KV_ENOMEM;
+            return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot allocate %zu bytes of pool", bytes);
         }
         /* Touch the slab now so the first turns do not page-fault. */
         memset(c->slab[k], 0, bytes);
@@ -87,6 +87,7 @@ static void heap_fix(kv_cache *c, int i) {
 
 static void heap_remove(kv_cache *c, kv_node *n) {
     int i = n->heap_idx;
+    assert(i >= 0 && i < c->n_heap && c->heap[i] == n);
     n->heap_idx = -1;
     c->n_heap--;
     if (i == c->n_heap) return;
@@ -105,6 +106,8 @@ static int node_evictable(kv_cache *c, const kv_node *n) {
 void kv_heap_update_locked(kv_cache *c, kv_node *n) {
     int ev = node_evictable(c, n);
     if (ev && n->heap_idx < 0) {
+        /* only evictable leaves are in the heap, and it never outgrows the nodes */
+        assert(n->root_idx < 0 && c->n_heap < c->max_nodes);
         n->heap_idx = c->n_heap;
         c->heap[c->n_heap++] = n;
         heap_fix(c, n->heap_idx);
@@ -119,6 +122,8 @@ void kv_heap_update_locked(kv_cache *c, kv_node *n) {
 
 void kv_pool_set_node_locked(kv_cache *c, int kind, void *p, kv_node *n) {
     kv_blk *b = kv_pool_hdr(c, kind, p);
+    /* a block a node holds is referenced, and names that node only */
+    assert(b && b->ref >= 1 && (!n || !b->node || b->node == n));
     if (!b->node && n) {
         c->st.blocks_cached[kind]++;
         c->st.host.bytes_in += c->bbytes[kind];
@@ -130,12 +135,14 @@ void kv_pool_set_node_locked(kv_cache *c, int kind, void *p, kv_node *n) {
 
 void kv_pool_ref_locked(kv_cache *c, int kind, void *p) {
     kv_blk *b = kv_pool_hdr(c, kind, p);
+    assert(b && b->ref >= 1); /* only an allocated block gains references */
     b->ref++;
     if (b->node && b->ref == 2) kv_heap_update_locked(c, b->node);
 }
 
 void kv_pool_unref_locked(kv_cache *c, int kind, void *p) {
     kv_blk *b = kv_pool_hdr(c, kind, p);
+    assert(b && b->ref >= 1); /* ref == 0 means free: no reference to drop */
     if (--b->ref == 0) {
         int idx = (int)(b - c->bh[kind]);
         b->node = NULL;
@@ -151,10 +158,12 @@ void kv_pool_unref_locked(kv_cache *c, int kind, void *p) {
 /* ---- eviction ---- */
 
 int kv_evict_one_locked(kv_cache *c) {
-    int64_t deadline = kv_now_ms() + c->cfg.cmd_timeout_ms;
+    int64_t deadline = pl_mono_ms() + c->cfg.cmd_timeout_ms;
     for (;;) {
         if (!c->n_heap) return 0;
         kv_node *n = c->heap[0];
+        /* the LRU victim is an unpinned leaf: only the tree references its blocks */
+        assert(n->root_idx < 0 && n->n_children == 0 && n->heap_idx == 0);
         if (kv_redis_wants_locked(c, n)) {
             if (c->redis_down) {
                 c->st.redis_write_dropped++;
@@ -181,6 +190,7 @@ void *kv_pool_alloc_locked(kv_cache *c, int kind) {
     }
     int idx = c->free_blk[kind];
     kv_blk *b = &c->bh[kind][idx];
+    assert(b->ref == 0 && !b->node && c->n_free[kind] > 0); /* free-list entries are free */
     c->free_blk[kind] = b->next_free;
     c->n_free[kind]--;
     b->next_free = -1;

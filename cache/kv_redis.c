@@ -23,18 +23,6 @@
 
 #define WRITE_BATCH 32 /* values per pipelined write round trip */
 
-int64_t kv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-uint64_t kv_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void abs_deadline(struct timespec *ts, int64_t deadline_ms) {
     ts->tv_sec = deadline_ms / 1000;
     ts->tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
@@ -51,7 +39,7 @@ void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key
 
 int kv_redis_wants_locked(kv_cache *c, const kv_node *n) {
     if (!c->use_redis) return 0;
-    return !(n->redis_ms && kv_now_ms() - n->redis_ms < (int64_t)c->cfg.ttl_s * 500);
+    return !(n->redis_ms && pl_mono_ms() - n->redis_ms < (int64_t)c->cfg.ttl_s * 500);
 }
 
 int kv_redis_enqueue_locked(kv_cache *c, kv_node *n) {
@@ -79,7 +67,7 @@ int kv_redis_enqueue_locked(kv_cache *c, kv_node *n) {
     else c->wq_head = i;
     c->wq_tail = i;
     c->st.redis_write_queued++;
-    n->redis_ms = kv_now_ms();
+    n->redis_ms = pl_mono_ms();
     pthread_cond_signal(&c->writer_cv);
     return 0;
 }
@@ -88,7 +76,7 @@ int kv_slot_wait_locked(kv_cache *c, int64_t deadline_ms) {
     struct timespec ts;
     abs_deadline(&ts, deadline_ms);
     while (c->slot_free < 0) {
-        if (kv_now_ms() >= deadline_ms) return KV_ETIMEDOUT;
+        if (pl_mono_ms() >= deadline_ms) return KV_ETIMEDOUT;
         pthread_cond_timedwait(&c->slot_cv, &c->mu, &ts);
     }
     return 0;
@@ -109,11 +97,11 @@ static void *writer_main(void *arg) {
              * once the backoff allows, so the tier comes back by itself.
              * The probe is a GET under the key prefix, so an ACL user
              * without read access to it stays down (NOPERM). */
-            int64_t next = conn.next_try_ms > kv_now_ms() ? conn.next_try_ms : kv_now_ms();
+            int64_t next = conn.next_try_ms > pl_mono_ms() ? conn.next_try_ms : pl_mono_ms();
             struct timespec ts;
             abs_deadline(&ts, next + 1);
             pthread_cond_timedwait(&c->writer_cv, &c->mu, &ts);
-            if (c->wq_head >= 0 || c->stopping || kv_now_ms() < conn.next_try_ms) continue;
+            if (c->wq_head >= 0 || c->stopping || pl_mono_ms() < conn.next_try_ms) continue;
             pthread_mutex_unlock(&c->mu);
             redisContext *ctx = kv_conn_get(c, &conn);
             redisReply *r = ctx ? redisCommand(ctx, "GET parley:kv:probe") : NULL;
@@ -186,13 +174,13 @@ const char *kv_cache_redis_client_version(void) {
 
 int kv_cache_redis_drain(kv_cache *c, int timeout_ms) {
     if (!c || !c->use_redis) return 0;
-    int64_t deadline = kv_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = pl_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     struct timespec ts;
     abs_deadline(&ts, deadline);
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     while (c->wq_head >= 0 || c->writer_busy) {
-        if (kv_now_ms() >= deadline) {
+        if (pl_mono_ms() >= deadline) {
             rc = KV_ETIMEDOUT;
             break;
         }
@@ -223,19 +211,16 @@ int kv_redis_start(kv_cache *c, const kv_cache_config *cfg, char *err, size_t er
         c->slot_free = i;
     }
     if (pthread_create(&c->writer, NULL, writer_main, c)) {
-        snprintf(err, errlen, "kv_cache: cannot start the Redis writer thread");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot start the Redis writer thread");
     }
     c->writer_started = 1;
     if (pthread_create(&c->fetcher, NULL, kv_fetcher_main, c)) {
-        snprintf(err, errlen, "kv_cache: cannot start the Redis fetcher thread");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot start the Redis fetcher thread");
     }
     c->fetcher_started = 1;
     return 0;
 nomem:
-    snprintf(err, errlen, "kv_cache: out of memory for Redis write slots");
-    return KV_ENOMEM;
+    return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory for Redis write slots");
 }
 
 void kv_redis_stop(kv_cache *c) {

@@ -2,6 +2,7 @@
  * kv_resp.c -- the exact-match response cache (design in kv_resp.h).
  */
 #include "kv_resp.h"
+#include "pl_err.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "kv_cache.h"
 #include "kv_hash.h"
+#include "pl_time.h"
 
 typedef struct ent {
     struct ent *hnext;          /* bucket chain */
@@ -33,12 +35,6 @@ struct kv_resp {
     kv_tier_stats st;           /* counters */
 };
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void kv_resp_config_default(kv_resp_config *c) {
     c->enabled = 0;
     c->max_bytes = 16u << 20;
@@ -49,16 +45,14 @@ void kv_resp_config_default(kv_resp_config *c) {
 int kv_resp_create(const kv_resp_config *cfg, uint64_t fingerprint, kv_resp **out, char *err,
                    size_t errlen) {
     if (!cfg || !out || cfg->max_entries < 1 || cfg->max_bytes < 1 || cfg->ttl_ms < 1) {
-        snprintf(err, errlen, "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
-        return KV_EINVAL;
+        return pl_errf(err, errlen, KV_EINVAL, "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
     }
     kv_resp *r = calloc(1, sizeof *r);
     size_t nb = 16;
     while (nb < (size_t)cfg->max_entries * 2) nb <<= 1;
     if (!r || !(r->buckets = calloc(nb, sizeof *r->buckets))) {
         free(r);
-        snprintf(err, errlen, "kv_resp: out of memory");
-        return KV_ENOMEM;
+        return pl_errf(err, errlen, KV_ENOMEM, "kv_resp: out of memory");
     }
     r->cfg = *cfg;
     r->fp = fingerprint;
@@ -152,7 +146,7 @@ int kv_resp_get(kv_resp *r, const char *ns, size_t ns_len, const int32_t *tokens
             why = KV_MISS_COLLISION;
             continue;
         }
-        if (now_ms() >= e->expires_ms) {
+        if (pl_mono_ms() >= e->expires_ms) {
             why = KV_MISS_EXPIRED;
             unlink_ent(r, e);
             break;
@@ -209,7 +203,7 @@ int kv_resp_put(kv_resp *r, const char *ns, size_t ns_len, const int32_t *tokens
     if (len) memcpy(e->data + kl, reply, len);
     free(k);
     pthread_mutex_lock(&r->mu);
-    e->expires_ms = now_ms() + r->cfg.ttl_ms;
+    e->expires_ms = pl_mono_ms() + r->cfg.ttl_ms;
     /* replace an equal key */
     for (ent *x = r->buckets[e->h & r->mask]; x; x = x->hnext)
         if (x->h == e->h && x->key_len == kl && !memcmp(x->data, e->data, kl)) {

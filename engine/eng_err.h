@@ -1,17 +1,20 @@
 /*
- * eng_err.h -- the engine's error-message channel.
+ * eng_err.h -- the engine's error-message channel: parley's one error
+ * convention (pl_err.h: code ranges per module, pl_errf, PL_ERR_LEN,
+ * pl_errwrap / pl_err_recode to keep a cause when wrapping).
  *
- * Engine functions report failure by returning a negative code and writing
- * a human-readable message into a caller buffer (char *err, size_t errlen);
- * either may be NULL/0 when the caller does not want the text.  This is the
- * one helper every engine file uses to do that.
+ * Engine functions report failure by returning a negative code of their
+ * module's range and writing a human-readable message into a caller buffer
+ * (char *err, size_t errlen); either may be NULL/0 when the caller does not
+ * want the text.  Engine code calls pl_errf.  eng_errf is the same function
+ * under its old name, kept for the consumer/ call sites until they move.
  */
 #ifndef ENG_ERR_H
 #define ENG_ERR_H
 #include <stddef.h>
 
-/* Format a message into err (when err && errlen) and return code. */
-int eng_errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+#include "pl_err.h"
+
+#define eng_errf pl_errf
 
 #endif

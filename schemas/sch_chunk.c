@@ -46,7 +46,7 @@ static int sch_chunk_read(sch_ctx *c, const msgpack_object *root, void *out) {
                           &k->text)))
         return rc;
     if (!(toks = sch_map_get(root, "tokens")))
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                         "tokens: required field missing");
     if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens,
                               SCH_E_TOO_MANY_TOKENS, &k->tokens,
@@ -66,7 +66,7 @@ int sch_chunk_encode(const sch_chunk *k, sch_buf *out, char *err,
     sch_writer w;
     int rc;
     if (!k || !out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "chunk or buffer is NULL");
     out->len = 0;
     if ((rc = sch_check_rule("conversation_id", &k->conversation_id,

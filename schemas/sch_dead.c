@@ -32,20 +32,20 @@ static int sch_headers_read(sch_ctx *c, const msgpack_object *o,
     char path[48];
     int rc;
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "headers: expected array, got %s", sch_type_name(o));
     size_t n = o->via.array.size;
     if (n > c->lim->max_headers)
-        return sch_fail(c->err, c->errlen, SCH_E_TOO_MANY_HEADERS,
+        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_HEADERS,
                         "headers: %zu headers exceeds the limit of %zu", n,
                         c->lim->max_headers);
     if (!n) return SCH_OK;
     sch_header *h = msgpack_zone_malloc(c->zone, n * sizeof *h);
-    if (!h) return sch_fail(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
+    if (!h) return pl_errf(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2)
-            return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+            return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                             "headers[%zu]: expected [name, value], got %s",
                             i, sch_type_name(e));
         snprintf(path, sizeof path, "headers[%zu].name", i);
@@ -105,7 +105,7 @@ static int sch_dead_read(sch_ctx *c, const msgpack_object *root, void *out) {
     d->partition = (int32_t)part;
     if (!has_size) d->value_size = d->value.len;
     if (d->value_size < d->value.len)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "value_size: %llu below the %zu bytes of value",
                         (unsigned long long)d->value_size, d->value.len);
     if ((h = sch_map_get(root, "headers")) &&
@@ -141,21 +141,21 @@ static int sch_dead_check(const sch_dead *d, const sch_str *code, char *err,
         (rc = sch_check_rule("topic", &d->topic, SCH_RULE_ID, err, errlen)))
         return rc;
     if (d->partition < 0 || d->offset < 0 || d->timestamp_ms < -1)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "partition, offset or timestamp_ms negative");
     if ((d->key.len && !d->key.ptr) || (d->value.len && !d->value.ptr))
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "key or value NULL with a length");
     if (d->value_size && d->value_size < d->value.len)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "value_size: below the length of value");
     if (d->n_headers && !d->headers)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "headers: NULL with a count of %zu", d->n_headers);
     for (size_t i = 0; i < d->n_headers; i++)
         if ((d->headers[i].name.len && !d->headers[i].name.ptr) ||
             (d->headers[i].value.len && !d->headers[i].value.ptr))
-            return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+            return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                             "headers[%zu]: NULL with a length", i);
     if ((d->conversation_id.ptr &&
          (rc = sch_check_rule("conversation_id", &d->conversation_id,
@@ -174,7 +174,7 @@ int sch_dead_encode(const sch_dead *d, sch_buf *out, char *err,
     sch_str code;
     int rc;
     if (!d || !out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "dead letter or buffer is NULL");
     out->len = 0;
     code = d->error_name.ptr ? d->error_name

@@ -116,16 +116,6 @@ int sch_err_code_at(size_t i) {
     return i < SCH_NROWS ? sch_err_rows[i].code : SCH_OK;
 }
 
-int sch_fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 void sch_quote(char *dst, size_t dstlen, const char *s, size_t len) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0, max = len > 40 ? 40 : len;

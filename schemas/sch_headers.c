@@ -60,20 +60,20 @@ static int sch_version_param(const char *b, const char *e, char *err,
         major = major * 10 + (unsigned long)(*p - '0');
     }
     if (p == b || major > 100000)
-        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                         "content-type: version %s is not a number", q);
     if (p < e) {
         const char *m = ++p;
         if (p[-1] != '.')
-            return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+            return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                             "content-type: version %s is not N or N.M", q);
         while (p < e && *p >= '0' && *p <= '9') p++;
         if (p == m || p != e)
-            return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+            return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                             "content-type: version %s is not N or N.M", q);
     }
     if (major != SCH_VERSION)
-        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_VERSION,
+        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_VERSION,
                         "content-type: version %s not supported (this "
                         "reader reads major %d)",
                         q, SCH_VERSION);
@@ -106,7 +106,7 @@ static int sch_ct_params(const char *e, const char *end, bool json,
             if (!sch_ieq(vb, (size_t)(ve - vb), "utf-8") &&
                 !sch_ieq(vb, (size_t)(ve - vb), "utf8")) {
                 sch_quote(q, sizeof q, vb, (size_t)(ve - vb));
-                return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+                return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                                 "content-type: charset %s is not utf-8", q);
             }
         }
@@ -127,7 +127,7 @@ int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
         f = SCH_FORMAT_JSON;
     } else if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
         sch_quote(q, sizeof q, val, len);
-        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                         "content-type: %s is not %s or %s", q, sch_media,
                         sch_media_json);
     }
@@ -146,7 +146,7 @@ int sch_content_type_check(const char *val, size_t len, char *err,
     sch_trim(&b, &e);
     if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
         sch_quote(q, sizeof q, val, len);
-        return sch_fail(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
+        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
                         "content-type: %s is not %s", q, sch_media);
     }
     return sch_ct_params(e, end, false, err, errlen);

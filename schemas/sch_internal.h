@@ -7,7 +7,7 @@
  * the input; the record's decoder walks those objects with the typed getters
  * below, which check type, range and text rules and copy what they keep
  * into the output arena (a msgpack_zone).  Every getter reports failures
- * through sch_fail(), which formats "path: what" into the caller's buffer and
+ * through pl_errf() (pl_err.h, parley's one formatter), which formats "path: what" into the caller's buffer and
  * returns the code, so a decoder can `return` or `goto err` on any
  * non-zero result.  Encoding uses sch_w_* wrappers around msgpack_packer
  * writing into an sch_buf.
@@ -16,6 +16,7 @@
 #define PARLEY_SCH_INTERNAL_H
 
 #include "sch.h"
+#include "pl_err.h"
 
 #include <msgpack.h>
 #include <stdarg.h>
@@ -37,9 +38,6 @@ typedef enum sch_rule {
     SCH_RULE_CODE   /* str, 1..64 bytes of [A-Z0-9_] (error code names) */
 } sch_rule;
 
-/* Format "fmt" into ctx->err and return code (always non-zero). */
-int sch_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Write up to 40 bytes of s as a quoted ASCII snippet ("...", \xNN escapes,
  * "..." suffix when cut) into dst[dstlen]. */

@@ -80,7 +80,7 @@ static int sch_json_prescan(const unsigned char *p, size_t len,
         case '[':
         case '{':
             if (++depth > max_depth)
-                return sch_fail(err, errlen, SCH_E_TOO_DEEP,
+                return pl_errf(err, errlen, SCH_E_TOO_DEEP,
                                 "JSON nesting deeper than max_depth %u at "
                                 "byte %zu",
                                 (unsigned)max_depth, i);
@@ -88,7 +88,7 @@ static int sch_json_prescan(const unsigned char *p, size_t len,
             /* fallthrough */
         case ',':
             if (++objects > lim->max_objects)
-                return sch_fail(err, errlen, SCH_E_TOO_MANY_OBJECTS,
+                return pl_errf(err, errlen, SCH_E_TOO_MANY_OBJECTS,
                                 "JSON holds more than max_objects %zu values",
                                 lim->max_objects);
             break;
@@ -131,7 +131,7 @@ static int sch_json_parse_error(const json_error_t *je, char *err,
     case json_error_out_of_memory: code = SCH_E_NOMEM; break;
     default: code = SCH_E_BAD_JSON; break;
     }
-    return sch_fail(err, errlen, code, "JSON line %d column %d: %s",
+    return pl_errf(err, errlen, code, "JSON line %d column %d: %s",
                     je->line, je->column, text);
 }
 
@@ -181,21 +181,21 @@ int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim,
     sch_writer w;
     int rc;
     if (!out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     out->len = 0;
     if (!json && len)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "NULL buffer with length %zu", len);
     if (!lim) {
         sch_limits_default(&dl);
         lim = &dl;
     }
     if (len > lim->max_total_bytes)
-        return sch_fail(err, errlen, SCH_E_RECORD_TOO_LARGE,
+        return pl_errf(err, errlen, SCH_E_RECORD_TOO_LARGE,
                         "JSON record is %zu bytes (max %zu)", len,
                         lim->max_total_bytes);
     if (!len)
-        return sch_fail(err, errlen, SCH_E_TRUNCATED, "JSON record is empty");
+        return pl_errf(err, errlen, SCH_E_TRUNCATED, "JSON record is empty");
     if ((rc = sch_json_prescan(json, len, lim, err, errlen))) return rc;
     json_t *root = json_loadb(json, len,
                               JSON_REJECT_DUPLICATES | JSON_DECODE_ANY |
@@ -214,7 +214,7 @@ int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
     sch_buf mp;
     int rc;
     if (!out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     memset(out, 0, sizeof *out);
     if (lim) l = *lim;
     else sch_limits_default(&l);
@@ -246,14 +246,14 @@ static void sch_jw_put(sch_jw *j, const char *p, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->len < n) {
             if (cap > SIZE_MAX / 2) {
-                j->rc = sch_fail(j->err, j->errlen, SCH_E_NOMEM, "out of memory");
+                j->rc = pl_errf(j->err, j->errlen, SCH_E_NOMEM, "out of memory");
                 return;
             }
             cap *= 2;
         }
         char *d = realloc(b->data, cap);
         if (!d) {
-            j->rc = sch_fail(j->err, j->errlen, SCH_E_NOMEM, "out of memory");
+            j->rc = pl_errf(j->err, j->errlen, SCH_E_NOMEM, "out of memory");
             return;
         }
         b->data = d;
@@ -272,7 +272,7 @@ static void sch_jw_str(sch_jw *j, const char *s, size_t n) {
     }
     if (!sch_utf8_valid(s, n)) {
         if (!j->rc)
-            j->rc = sch_fail(j->err, j->errlen, SCH_E_BAD_UTF8,
+            j->rc = pl_errf(j->err, j->errlen, SCH_E_BAD_UTF8,
                              "str of %zu bytes is not UTF-8: no JSON form", n);
         return;
     }
@@ -320,7 +320,7 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
     case MSGPACK_OBJECT_FLOAT64:
         if (!isfinite(o->via.f64)) {
             if (!j->rc)
-                j->rc = sch_fail(j->err, j->errlen, SCH_E_OUT_OF_RANGE,
+                j->rc = pl_errf(j->err, j->errlen, SCH_E_OUT_OF_RANGE,
                                  "float %g has no JSON form", o->via.f64);
             return;
         }
@@ -344,7 +344,7 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
             if (i) sch_jw_put(j, ",", 1);
             if (k->type != MSGPACK_OBJECT_STR) {
                 if (!j->rc)
-                    j->rc = sch_fail(j->err, j->errlen, SCH_E_BAD_KEY,
+                    j->rc = pl_errf(j->err, j->errlen, SCH_E_BAD_KEY,
                                      "map key is %s: JSON keys are strings",
                                      sch_type_name(k));
                 return;
@@ -357,7 +357,7 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
         break;
     default:
         if (!j->rc)
-            j->rc = sch_fail(j->err, j->errlen, SCH_E_WRONG_TYPE,
+            j->rc = pl_errf(j->err, j->errlen, SCH_E_WRONG_TYPE,
                              "%s has no JSON form", sch_type_name(o));
         break;
     }
@@ -368,15 +368,15 @@ int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err,
     msgpack_unpacked up;
     size_t off = 0;
     if (!out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     out->len = 0;
     if (!buf || !len)
-        return sch_fail(err, errlen, SCH_E_TRUNCATED, "empty msgpack value");
+        return pl_errf(err, errlen, SCH_E_TRUNCATED, "empty msgpack value");
     msgpack_unpacked_init(&up);
     msgpack_unpack_return r = msgpack_unpack_next(&up, buf, len, &off);
     if (r != MSGPACK_UNPACK_SUCCESS || off != len) {
         msgpack_unpacked_destroy(&up);
-        return sch_fail(err, errlen,
+        return pl_errf(err, errlen,
                         r == MSGPACK_UNPACK_NOMEM_ERROR ? SCH_E_NOMEM
                                                         : SCH_E_MALFORMED,
                         "msgpack-c rejected the value (status %d)", (int)r);

@@ -57,7 +57,7 @@ int sch_parse(const void *buf, size_t len, const sch_limits *lim,
     size_t off = 0;
     int rc;
     if (!buf && len)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "NULL buffer with length %zu", len);
     rc = sch_scan(buf, len, lim, err, errlen);
     if (rc) return rc;
@@ -67,9 +67,9 @@ int sch_parse(const void *buf, size_t len, const sch_limits *lim,
         off != len || up->data.type != MSGPACK_OBJECT_MAP) {
         msgpack_unpacked_destroy(up);
         if (r == MSGPACK_UNPACK_NOMEM_ERROR)
-            return sch_fail(err, errlen, SCH_E_NOMEM,
+            return pl_errf(err, errlen, SCH_E_NOMEM,
                             "out of memory parsing a %zu-byte record", len);
-        return sch_fail(err, errlen, SCH_E_MALFORMED,
+        return pl_errf(err, errlen, SCH_E_MALFORMED,
                         "msgpack-c rejected the record (status %d)", (int)r);
     }
     return SCH_OK;
@@ -84,7 +84,7 @@ int sch_decode_record(const void *buf, size_t len, const sch_limits *lim,
     sch_ctx c = {0};
     int rc;
     if (!out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     memset(out, 0, out_size);
     if (!lim) {
         sch_limits_default(&dl);
@@ -97,7 +97,7 @@ int sch_decode_record(const void *buf, size_t len, const sch_limits *lim,
     /* one chunk usually holds every copy: strings are at most len bytes */
     c.zone = msgpack_zone_new(len + 1024);
     if (!c.zone) {
-        rc = sch_fail(err, errlen, SCH_E_NOMEM, "out of memory");
+        rc = pl_errf(err, errlen, SCH_E_NOMEM, "out of memory");
         goto err;
     }
     if ((rc = read(&c, &up.data, out))) goto err;
@@ -123,13 +123,13 @@ static const char *sch_join(char *dst, size_t n, const char *path,
 int sch_map_check(sch_ctx *c, const msgpack_object *o, const char *path) {
     char p[128], q[200];
     if (o->type != MSGPACK_OBJECT_MAP)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected map, got %s",
                         sch_join(p, sizeof p, path, NULL), sch_type_name(o));
     const msgpack_object_kv *kv = o->via.map.ptr;
     uint32_t n = o->via.map.size;
     if (n > SCH_MAX_MAP_FIELDS)
-        return sch_fail(c->err, c->errlen, SCH_E_TOO_MANY_FIELDS,
+        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_FIELDS,
                         "%s: map has %u entries (max %d)",
                         sch_join(p, sizeof p, path, NULL), n,
                         SCH_MAX_MAP_FIELDS);
@@ -138,11 +138,11 @@ int sch_map_check(sch_ctx *c, const msgpack_object *o, const char *path) {
         if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
             k->via.str.size > SCH_MAX_KEY_BYTES) {
             if (k->type == MSGPACK_OBJECT_STR)
-                return sch_fail(c->err, c->errlen, SCH_E_BAD_KEY,
+                return pl_errf(c->err, c->errlen, SCH_E_BAD_KEY,
                                 "%s: key %u is a str of %u bytes (1..%d)",
                                 sch_join(p, sizeof p, path, NULL), i,
                                 k->via.str.size, SCH_MAX_KEY_BYTES);
-            return sch_fail(c->err, c->errlen, SCH_E_BAD_KEY,
+            return pl_errf(c->err, c->errlen, SCH_E_BAD_KEY,
                             "%s: key %u is %s, expected str",
                             sch_join(p, sizeof p, path, NULL), i,
                             sch_type_name(k));
@@ -152,7 +152,7 @@ int sch_map_check(sch_ctx *c, const msgpack_object *o, const char *path) {
             if (k2->via.str.size == k->via.str.size &&
                 !memcmp(k2->via.str.ptr, k->via.str.ptr, k->via.str.size)) {
                 sch_quote(q, sizeof q, k->via.str.ptr, k->via.str.size);
-                return sch_fail(c->err, c->errlen, SCH_E_DUPLICATE_KEY,
+                return pl_errf(c->err, c->errlen, SCH_E_DUPLICATE_KEY,
                                 "%s: key %s appears twice",
                                 sch_join(p, sizeof p, path, NULL), q);
             }
@@ -181,7 +181,7 @@ static int sch_field(sch_ctx *c, const msgpack_object *map, const char *path,
     *o = sch_map_get(map, key);
     if (present) *present = *o != NULL;
     if (!*o && required)
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                         "%s: required field missing",
                         sch_join(p, sizeof p, path, key));
     return SCH_OK;
@@ -195,17 +195,17 @@ int sch_get_uint(sch_ctx *c, const msgpack_object *map, const char *path,
     int rc = sch_field(c, map, path, key, required, &o, present);
     if (rc || !o) return rc;
     if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "%s: %lld is negative (range %llu..%llu)",
                         sch_join(p, sizeof p, path, key),
                         (long long)o->via.i64, (unsigned long long)min,
                         (unsigned long long)max);
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected uint, got %s",
                         sch_join(p, sizeof p, path, key), sch_type_name(o));
     if (o->via.u64 < min || o->via.u64 > max)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "%s: %llu outside %llu..%llu",
                         sch_join(p, sizeof p, path, key),
                         (unsigned long long)o->via.u64,
@@ -223,7 +223,7 @@ int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path,
     if (rc || !o) return rc;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (o->via.u64 > (uint64_t)max)
-            return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+            return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                             "%s: %llu above %lld",
                             sch_join(p, sizeof p, path, key),
                             (unsigned long long)o->via.u64, (long long)max);
@@ -231,12 +231,12 @@ int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path,
     } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
         *out = o->via.i64;
     } else {
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected int, got %s",
                         sch_join(p, sizeof p, path, key), sch_type_name(o));
     }
     if (*out < min || *out > max)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "%s: %lld outside %lld..%lld",
                         sch_join(p, sizeof p, path, key), (long long)*out,
                         (long long)min, (long long)max);
@@ -257,12 +257,12 @@ int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path,
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
     default:
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected number, got %s",
                         sch_join(p, sizeof p, path, key), sch_type_name(o));
     }
     if (!isfinite(v) || v < min || (min_open && v == min) || v > max)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "%s: %g outside %c%g, %g]",
                         sch_join(p, sizeof p, path, key), v,
                         min_open ? '(' : '[', min, max);
@@ -277,7 +277,7 @@ int sch_get_bool(sch_ctx *c, const msgpack_object *map, const char *path,
     int rc = sch_field(c, map, path, key, required, &o, present);
     if (rc || !o) return rc;
     if (o->type != MSGPACK_OBJECT_BOOLEAN)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected bool, got %s",
                         sch_join(p, sizeof p, path, key), sch_type_name(o));
     *out = o->via.boolean;
@@ -295,20 +295,20 @@ int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path,
         src = o->via.bin.ptr;
         len = o->via.bin.size;
     } else {
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected %s, got %s", path,
                         rule == SCH_RULE_BYTES ? "bin or str" : "str",
                         sch_type_name(o));
     }
     if (len > max)
-        return sch_fail(c->err, c->errlen, too_long,
+        return pl_errf(c->err, c->errlen, too_long,
                         "%s: %zu bytes exceeds the limit of %zu", path, len,
                         max);
     sch_str s = {src, len};
     int rc = sch_check_rule(path, &s, rule, c->err, c->errlen);
     if (rc) return rc;
     char *d = msgpack_zone_malloc_no_align(c->zone, len + 1);
-    if (!d) return sch_fail(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
+    if (!d) return pl_errf(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
     if (len) memcpy(d, src, len);
     d[len] = 0;
     out->ptr = d;
@@ -331,28 +331,28 @@ int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path,
                     size_t max, int too_many, const uint32_t **out,
                     size_t *n) {
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "%s: expected array, got %s", path, sch_type_name(o));
     size_t cnt = o->via.array.size;
     if (cnt > max)
-        return sch_fail(c->err, c->errlen, too_many,
+        return pl_errf(c->err, c->errlen, too_many,
                         "%s: %zu tokens exceeds the limit of %zu", path, cnt,
                         max);
     *out = NULL;
     *n = 0;
     if (!cnt) return SCH_OK;
     uint32_t *t = msgpack_zone_malloc(c->zone, cnt * sizeof *t);
-    if (!t) return sch_fail(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
+    if (!t) return pl_errf(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
     for (size_t i = 0; i < cnt; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         if (e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
             (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
              e->via.u64 > INT32_MAX))
-            return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+            return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                             "%s[%zu]: token id outside 0..2147483647", path,
                             i);
         if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-            return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+            return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                             "%s[%zu]: expected uint, got %s", path, i,
                             sch_type_name(e));
         t[i] = (uint32_t)e->via.u64;
@@ -370,17 +370,17 @@ int sch_get_version(sch_ctx *c, const msgpack_object *root, uint32_t *v) {
         (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
          o->via.u64 != SCH_VERSION)) {
         if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-            return sch_fail(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
+            return pl_errf(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
                             "v: %lld is not a version (this reader reads "
                             "major %d)",
                             (long long)o->via.i64, SCH_VERSION);
-        return sch_fail(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
+        return pl_errf(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
                         "v: major version %llu not supported (this reader "
                         "reads major %d)",
                         (unsigned long long)o->via.u64, SCH_VERSION);
     }
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "v: expected uint, got %s", sch_type_name(o));
     *v = SCH_VERSION;
     return SCH_OK;

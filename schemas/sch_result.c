@@ -32,10 +32,10 @@ static int sch_finish_read(sch_ctx *c, const msgpack_object *root,
     char q[200];
     const msgpack_object *o = sch_map_get(root, "finish_reason");
     if (!o)
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                         "finish_reason: required field missing");
     if (o->type != MSGPACK_OBJECT_STR)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "finish_reason: expected str, got %s",
                         sch_type_name(o));
     for (int k = 0; k < 4; k++) {
@@ -46,7 +46,7 @@ static int sch_finish_read(sch_ctx *c, const msgpack_object *root,
         }
     }
     sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
-    return sch_fail(c->err, c->errlen, SCH_E_BAD_VALUE,
+    return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
                     "finish_reason: %s is not stop, length, expired or error",
                     q);
 }
@@ -58,7 +58,7 @@ static int sch_uint_map_read(sch_ctx *c, const msgpack_object *root,
     const msgpack_object *o = sch_map_get(root, name);
     int rc;
     if (!o)
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                         "%s: required field missing", name);
     if ((rc = sch_map_check(c, o, name))) return rc;
     for (int i = 0; i < n; i++)
@@ -74,7 +74,7 @@ static int sch_error_read(sch_ctx *c, const msgpack_object *root,
     int rc;
     if (!o) {
         if (r->finish_reason == SCH_FINISH_ERROR)
-            return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+            return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                             "error: required when finish_reason is error");
         return SCH_OK;
     }
@@ -119,7 +119,7 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root,
                           &r->text)))
         return rc;
     if (!(toks = sch_map_get(root, "tokens")))
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                         "tokens: required field missing");
     if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens,
                               SCH_E_TOO_MANY_TOKENS, &r->tokens,
@@ -129,7 +129,7 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root,
         (rc = sch_uint_map_read(c, root, "timing", timing_keys, timing, 3)))
         return rc;
     if (r->cached_tokens > r->prompt_tokens)
-        return sch_fail(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
                         "usage.cached_tokens: %llu above prompt_tokens %llu",
                         (unsigned long long)r->cached_tokens,
                         (unsigned long long)r->prompt_tokens);
@@ -155,7 +155,7 @@ int sch_result_encode(const sch_result *r, sch_buf *out, char *err,
     sch_str code = {0}, finish;
     int rc;
     if (!r || !out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "result or buffer is NULL");
     out->len = 0;
     if ((rc = sch_check_rule("conversation_id", &r->conversation_id,
@@ -171,15 +171,15 @@ int sch_result_encode(const sch_result *r, sch_buf *out, char *err,
                                               SCH_RULE_ID, err, errlen))))
         return rc;
     if (!(finish.ptr = sch_finish_name(r->finish_reason)))
-        return sch_fail(err, errlen, SCH_E_BAD_VALUE,
+        return pl_errf(err, errlen, SCH_E_BAD_VALUE,
                         "finish_reason: %d is not a sch_finish",
                         (int)r->finish_reason);
     finish.len = strlen(finish.ptr);
     if (r->finish_reason == SCH_FINISH_ERROR && !r->has_error)
-        return sch_fail(err, errlen, SCH_E_MISSING_FIELD,
+        return pl_errf(err, errlen, SCH_E_MISSING_FIELD,
                         "error: required when finish_reason is error");
     if (r->cached_tokens > r->prompt_tokens)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "usage.cached_tokens: above prompt_tokens");
     if (r->has_error) {
         code = r->error_name.ptr ? r->error_name

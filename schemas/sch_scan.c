@@ -54,13 +54,13 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
 
     if (max_depth > SCH_MAX_DEPTH_CEILING) max_depth = SCH_MAX_DEPTH_CEILING;
     if (len == 0)
-        return sch_fail(err, errlen, SCH_E_TRUNCATED, "empty record");
+        return pl_errf(err, errlen, SCH_E_TRUNCATED, "empty record");
     if (len > lim->max_total_bytes)
-        return sch_fail(err, errlen, SCH_E_RECORD_TOO_LARGE,
+        return pl_errf(err, errlen, SCH_E_RECORD_TOO_LARGE,
                         "record of %zu bytes exceeds max_total_bytes %zu", len,
                         lim->max_total_bytes);
     if (!((p[0] >= 0x80 && p[0] <= 0x8f) || p[0] == 0xde || p[0] == 0xdf))
-        return sch_fail(err, errlen, SCH_E_NOT_MAP,
+        return pl_errf(err, errlen, SCH_E_NOT_MAP,
                         "root value is %s (byte 0x%02x), expected a map",
                         sch_byte_type(p[0]), p[0]);
     rem[0] = 1;
@@ -71,10 +71,10 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
         }
         rem[depth]--;
         if (pos >= len)
-            return sch_fail(err, errlen, SCH_E_TRUNCATED,
+            return pl_errf(err, errlen, SCH_E_TRUNCATED,
                             "record ends at byte %zu inside a value", pos);
         if (++objects > lim->max_objects)
-            return sch_fail(err, errlen, SCH_E_TOO_MANY_OBJECTS,
+            return pl_errf(err, errlen, SCH_E_TOO_MANY_OBJECTS,
                             "more than max_objects %zu values",
                             lim->max_objects);
         size_t at = pos;
@@ -98,7 +98,7 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
         } else {
             switch (b) {
             case 0xc1:
-                return sch_fail(err, errlen, SCH_E_MALFORMED,
+                return pl_errf(err, errlen, SCH_E_MALFORMED,
                                 "invalid msgpack byte 0xc1 at offset %zu", at);
             case 0xc4: case 0xd9: lenbytes = 1; break;
             case 0xc5: case 0xda: lenbytes = 2; break;
@@ -123,7 +123,7 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
             }
             if (lenbytes) {
                 if (avail < lenbytes)
-                    return sch_fail(err, errlen, SCH_E_TRUNCATED,
+                    return pl_errf(err, errlen, SCH_E_TRUNCATED,
                                     "record ends inside the header at "
                                     "offset %zu",
                                     at);
@@ -139,20 +139,20 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
         if (container) {
             /* every child needs at least one byte */
             if (items > avail)
-                return sch_fail(err, errlen, SCH_E_TRUNCATED,
+                return pl_errf(err, errlen, SCH_E_TRUNCATED,
                                 "%s at offset %zu claims %llu values but "
                                 "only %zu bytes remain",
                                 sch_byte_type(b), at,
                                 (unsigned long long)items, avail);
             if (depth + 1 > max_depth)
-                return sch_fail(err, errlen, SCH_E_TOO_DEEP,
+                return pl_errf(err, errlen, SCH_E_TOO_DEEP,
                                 "nesting deeper than max_depth %u at "
                                 "offset %zu",
                                 max_depth, at);
             rem[++depth] = items;
         } else {
             if (skip > avail)
-                return sch_fail(err, errlen, SCH_E_TRUNCATED,
+                return pl_errf(err, errlen, SCH_E_TRUNCATED,
                                 "%s at offset %zu needs %llu bytes, %zu "
                                 "remain",
                                 sch_byte_type(b), at,
@@ -162,7 +162,7 @@ int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
     }
 done:
     if (pos != len)
-        return sch_fail(err, errlen, SCH_E_TRAILING_BYTES,
+        return pl_errf(err, errlen, SCH_E_TRAILING_BYTES,
                         "%zu bytes follow the root map (record is %zu bytes)",
                         len - pos, len);
     return SCH_OK;

@@ -48,28 +48,28 @@ static int sch_messages_read(sch_ctx *c, const msgpack_object *o,
     char path[48], q[200];
     int rc;
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "messages: expected array, got %s", sch_type_name(o));
     size_t n = o->via.array.size;
     if (n == 0)
-        return sch_fail(c->err, c->errlen, SCH_E_EMPTY_INPUT,
+        return pl_errf(c->err, c->errlen, SCH_E_EMPTY_INPUT,
                         "messages: empty array");
     if (n > c->lim->max_messages)
-        return sch_fail(c->err, c->errlen, SCH_E_TOO_MANY_MESSAGES,
+        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_MESSAGES,
                         "messages: %zu messages exceeds the limit of %zu", n,
                         c->lim->max_messages);
     sch_message *m = msgpack_zone_malloc(c->zone, n * sizeof *m);
-    if (!m) return sch_fail(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
+    if (!m) return pl_errf(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         snprintf(path, sizeof path, "messages[%zu]", i);
         if ((rc = sch_map_check(c, e, path))) return rc;
         const msgpack_object *r = sch_map_get(e, "role");
         if (!r)
-            return sch_fail(c->err, c->errlen, SCH_E_MISSING_FIELD,
+            return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
                             "%s.role: required field missing", path);
         if (r->type != MSGPACK_OBJECT_STR)
-            return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+            return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                             "%s.role: expected str, got %s", path,
                             sch_type_name(r));
         int role = -1;
@@ -79,7 +79,7 @@ static int sch_messages_read(sch_ctx *c, const msgpack_object *o,
                 role = k;
         if (role < 0) {
             sch_quote(q, sizeof q, r->via.str.ptr, r->via.str.size);
-            return sch_fail(c->err, c->errlen, SCH_E_BAD_ROLE,
+            return pl_errf(c->err, c->errlen, SCH_E_BAD_ROLE,
                             "%s.role: %s is not system, user or assistant",
                             path, q);
         }
@@ -104,18 +104,18 @@ static int sch_stop_read(sch_ctx *c, const msgpack_object *o,
         items = o->via.array.ptr;
         n = o->via.array.size;
     } else if (o->type != MSGPACK_OBJECT_STR) {
-        return sch_fail(c->err, c->errlen, SCH_E_WRONG_TYPE,
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
                         "params.stop: expected str or array, got %s",
                         sch_type_name(o));
     }
     if (n > c->lim->max_stop)
-        return sch_fail(c->err, c->errlen, SCH_E_TOO_MANY_STOP_STRINGS,
+        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_STOP_STRINGS,
                         "params.stop: %zu stop strings exceeds the limit of "
                         "%zu",
                         n, c->lim->max_stop);
     if (n == 0) return SCH_OK;
     sch_str *s = msgpack_zone_malloc(c->zone, n * sizeof *s);
-    if (!s) return sch_fail(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
+    if (!s) return pl_errf(c->err, c->errlen, SCH_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "params.stop[%zu]", i);
         rc = sch_take_str(c, &items[i], path, SCH_RULE_TEXT,
@@ -123,7 +123,7 @@ static int sch_stop_read(sch_ctx *c, const msgpack_object *o,
                           &s[i]);
         if (rc) return rc;
         if (s[i].len == 0)
-            return sch_fail(c->err, c->errlen, SCH_E_BAD_VALUE,
+            return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
                             "%s: empty stop string", path);
     }
     p->stop = s;
@@ -146,7 +146,7 @@ static int sch_params_read(sch_ctx *c, const msgpack_object *o,
                       &present);
     if (rc) return rc;
     if (present && u > c->lim->max_tokens)
-        return sch_fail(c->err, c->errlen, SCH_E_MAX_TOKENS_TOO_LARGE,
+        return pl_errf(c->err, c->errlen, SCH_E_MAX_TOKENS_TOO_LARGE,
                         "params.max_tokens: %llu exceeds the limit of %u",
                         (unsigned long long)u, c->lim->max_tokens);
     if (present) p->max_tokens = (uint32_t)u;
@@ -185,10 +185,10 @@ static int sch_turn_read(sch_ctx *c, const msgpack_object *root,
     msgs = sch_map_get(root, "messages");
     toks = sch_map_get(root, "prompt_tokens");
     if (msgs && toks)
-        return sch_fail(c->err, c->errlen, SCH_E_BOTH_INPUTS,
+        return pl_errf(c->err, c->errlen, SCH_E_BOTH_INPUTS,
                         "messages and prompt_tokens are exclusive");
     if (!msgs && !toks)
-        return sch_fail(c->err, c->errlen, SCH_E_MISSING_INPUT,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_INPUT,
                         "one of messages or prompt_tokens is required");
     if (msgs) {
         rc = sch_messages_read(c, msgs, t);
@@ -197,7 +197,7 @@ static int sch_turn_read(sch_ctx *c, const msgpack_object *root,
                              SCH_E_TOO_MANY_PROMPT_TOKENS, &t->prompt_tokens,
                              &t->n_prompt_tokens);
         if (!rc && t->n_prompt_tokens == 0)
-            rc = sch_fail(c->err, c->errlen, SCH_E_EMPTY_INPUT,
+            rc = pl_errf(c->err, c->errlen, SCH_E_EMPTY_INPUT,
                           "prompt_tokens: empty array");
     }
     if (rc) return rc;
@@ -229,31 +229,31 @@ int sch_turn_decode(const void *buf, size_t len, const sch_limits *lim,
 static int sch_params_check(const sch_params *p, char *err, size_t errlen) {
     char path[48];
     if (p->max_tokens < 1)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "params.max_tokens: must be >= 1");
     if (!isfinite(p->temperature) || p->temperature < 0 ||
         p->temperature > SCH_TEMP_MAX)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "params.temperature: %g outside [0, %g]",
                         p->temperature, SCH_TEMP_MAX);
     if (!isfinite(p->top_p) || p->top_p <= 0 || p->top_p > 1)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "params.top_p: %g outside (0, 1]", p->top_p);
     if (p->top_k > INT32_MAX)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "params.top_k: %u above 2147483647", p->top_k);
     if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0 ||
         p->repetition_penalty > SCH_PENALTY_MAX)
-        return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                         "params.repetition_penalty: %g outside (0, %g]",
                         p->repetition_penalty, SCH_PENALTY_MAX);
     if (p->n_stop && !p->stop)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "params.stop: NULL with n_stop %zu", p->n_stop);
     for (size_t i = 0; i < p->n_stop; i++) {
         snprintf(path, sizeof path, "params.stop[%zu]", i);
         if (p->stop[i].len == 0)
-            return sch_fail(err, errlen, SCH_E_BAD_VALUE,
+            return pl_errf(err, errlen, SCH_E_BAD_VALUE,
                             "%s: empty stop string", path);
         int rc = sch_check_rule(path, &p->stop[i], SCH_RULE_TEXT, err, errlen);
         if (rc) return rc;
@@ -270,18 +270,18 @@ static int sch_turn_check(const sch_turn *t, char *err, size_t errlen) {
                              errlen)))
         return rc;
     if (t->n_messages && t->n_prompt_tokens)
-        return sch_fail(err, errlen, SCH_E_BOTH_INPUTS,
+        return pl_errf(err, errlen, SCH_E_BOTH_INPUTS,
                         "messages and prompt_tokens are exclusive");
     if (!t->n_messages && !t->n_prompt_tokens)
-        return sch_fail(err, errlen, SCH_E_MISSING_INPUT,
+        return pl_errf(err, errlen, SCH_E_MISSING_INPUT,
                         "one of messages or prompt_tokens is required");
     if (t->n_messages && !t->messages)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "messages: NULL with a count of %zu", t->n_messages);
     for (size_t i = 0; i < t->n_messages; i++) {
         snprintf(path, sizeof path, "messages[%zu].content", i);
         if (!sch_role_name(t->messages[i].role))
-            return sch_fail(err, errlen, SCH_E_BAD_ROLE,
+            return pl_errf(err, errlen, SCH_E_BAD_ROLE,
                             "messages[%zu].role: %d is not a sch_role", i,
                             (int)t->messages[i].role);
         if ((rc = sch_check_rule(path, &t->messages[i].content, SCH_RULE_TEXT,
@@ -306,7 +306,7 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err,
     sch_writer w;
     int rc;
     if (!t || !out)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "turn or buffer is NULL");
     out->len = 0;
     if ((rc = sch_turn_check(t, err, errlen))) return rc;

@@ -113,11 +113,11 @@ void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t,
 int sch_check_tokens(const char *path, const uint32_t *t, size_t n,
                      char *err, size_t errlen) {
     if (n && !t)
-        return sch_fail(err, errlen, SCH_E_INVALID_ARGUMENT,
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
                         "%s: NULL with a count of %zu", path, n);
     for (size_t i = 0; i < n; i++)
         if (t[i] > INT32_MAX)
-            return sch_fail(err, errlen, SCH_E_OUT_OF_RANGE,
+            return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                             "%s[%zu]: %u above 2147483647", path, i, t[i]);
     return SCH_OK;
 }
@@ -125,5 +125,5 @@ int sch_check_tokens(const char *path, const uint32_t *t, size_t n,
 int sch_w_close(sch_writer *w, char *err, size_t errlen) {
     if (!w->failed) return SCH_OK;
     w->out->len = 0;
-    return sch_fail(err, errlen, SCH_E_NOMEM, "out of memory encoding");
+    return pl_errf(err, errlen, SCH_E_NOMEM, "out of memory encoding");
 }

@@ -37,6 +37,7 @@
 #include "kv_hash.h"
 #include "wk_cli.h"
 #include "kv_sched_ops.h"
+#include "pl_time.h"
 
 
 /* Workload and engine options. */
@@ -78,11 +79,7 @@ typedef struct bench_run {
     uint64_t prompt_tokens, cached_tokens, generated; /* totals */
 } bench_run;
 
-static double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double bench_now(void) { return pl_mono_s(); }
 
 static uint64_t bench_mix(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;

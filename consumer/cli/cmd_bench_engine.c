@@ -51,6 +51,7 @@
 #include "kern_membw.h"
 #include "kern_pool.h"
 #include "wk_cli.h"
+#include "pl_time.h"
 
 /* Options. */
 typedef struct be_opts {
@@ -82,11 +83,7 @@ typedef struct be_figs {
 
 enum { BE_PROF_PREFILL = 0, BE_PROF_DECODE = 1, BE_PROF_BATCH = 2 };
 
-static double be_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double be_now(void) { return pl_mono_s(); }
 
 /* MiB of this process's memory in transparent huge pages (Linux
  * /proc/self/smaps_rollup; -1 where unknown).  Packed weights and the

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <math.h>
 #include <time.h>
+#include "pl_time.h"
 
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen)
 {
@@ -72,16 +73,12 @@ void wk_history_free(wk_history *h)
 
 uint64_t wk_client_epoch_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
+    return (uint64_t)pl_unix_ms();
 }
 
 double wk_client_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return pl_mono_msf();
 }
 
 /* Set one property; -1 with the librdkafka message. */

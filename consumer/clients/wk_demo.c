@@ -57,6 +57,7 @@
 #include "wk_cli.h"
 #include "wk_config.h"
 #include "wk_worker.h"
+#include "pl_time.h"
 
 #define WD_MAX_CONVS 64    /* --conversations ceiling */
 #define WD_MAX_TURNS 32    /* --turns ceiling */
@@ -137,11 +138,7 @@ typedef struct wd_wthread {
     atomic_int ended; /* run returned */
 } wd_wthread;
 
-static double wd_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double wd_now(void) { return pl_mono_s(); }
 
 static void wd_usage(FILE *f) {
     fprintf(f,
@@ -334,11 +331,7 @@ static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
     snprintf(out, n, "%s-c%d-t%d", d->run, c + 1, t + 1);
 }
 
-static uint64_t wd_unix_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t wd_unix_ms(void) { return (uint64_t)pl_unix_ms(); }
 
 /* Append one message (text copied when copy != 0). */
 static int wd_push(wd_conv *cv, sch_role role, const char *text, size_t len, int copy) {

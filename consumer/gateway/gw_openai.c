@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "pl_hash.h"
 
 /* Set err/param and return -1. */
 static int gw_bad(char *err, size_t errlen, const char **param, const char *p,
@@ -22,12 +23,7 @@ static int gw_bad(char *err, size_t errlen, const char **param, const char *p,
 
 uint64_t gw_fnv64(uint64_t h, const void *p, size_t n)
 {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
+    return pl_fnv1a64(h, p, n);
 }
 
 static const char *gw_role_name(sch_role r)

@@ -44,6 +44,7 @@
 #include <jansson.h>
 
 #include "sch.h"
+#include "pl_hash.h"
 
 #define GW_MAX_STOP 16       /* stop strings per request */
 #define GW_MAX_ID 256        /* model / conversation id bytes */
@@ -79,8 +80,8 @@ void gw_chat_free(gw_chat *c);
 /* Conversation key from the opening messages: "oa-%016llx" into out[20]. */
 void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]);
 
-/* FNV-1a 64 of bytes, continuing from h (start with GW_FNV_SEED). */
-#define GW_FNV_SEED 0xcbf29ce484222325ull
+/* FNV-1a 64 of bytes, continuing from h (start with GW_FNV_SEED); pl_hash.h. */
+#define GW_FNV_SEED PL_FNV64_SEED
 uint64_t gw_fnv64(uint64_t h, const void *p, size_t n);
 
 /* OpenAI finish_reason of a result ("stop" or "length"). */

@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define WK_CONFIG_EINVAL (-1) /* bad key or value (message names it) */
-#define WK_CONFIG_ENOMEM (-2) /* allocation failed */
-#define WK_CONFIG_EIO (-3)    /* configuration file unreadable */
+#define WK_CONFIG_EINVAL (-1101) /* bad key or value (message names it) */
+#define WK_CONFIG_ENOMEM (-1102) /* allocation failed */
+#define WK_CONFIG_EIO (-1103)    /* configuration file unreadable */
 
 typedef enum wk_prop_type {
     WK_PROP_STR = 0,  /* any string */

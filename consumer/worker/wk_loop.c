@@ -35,17 +35,14 @@
 
 #include "wk_internal.h"
 #include "wk_worker.h"
+#include "pl_hash.h"
 
 /* Counters are read by the metrics thread: update them atomically. */
 #define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 
 /* ------------------------------------------------------ conversations */
 
-static uint64_t wk_hash(const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h;
-}
+static uint64_t wk_hash(const char *p, size_t n) { return pl_fnv1a64(PL_FNV64_SEED, p, n); }
 
 /* The queue of (partition, key): a conversation's turns normally share a
  * partition; a client that spreads one key over several partitions gets a

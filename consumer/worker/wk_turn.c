@@ -19,12 +19,10 @@
 #include <time.h>
 
 #include "wk_internal.h"
+#include "pl_time.h"
+#include "pl_hash.h"
 
-int64_t wk_unix_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t wk_unix_ms(void) { return pl_unix_ms(); }
 
 void wk_log(const char *level, const char *event, const char *fmt, ...) {
     char msg[1024];
@@ -358,9 +356,8 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     x->sampling.top_p = (float)t.params.top_p;
     x->sampling.top_k = (int)t.params.top_k;
     x->sampling.repetition_penalty = (float)t.params.repetition_penalty;
-    uint64_t seed = 1469598103934665603ull; /* FNV-1a of turn_id when no seed */
-    for (size_t i = 0; i < t.turn_id.len; i++)
-        seed = (seed ^ (unsigned char)t.turn_id.ptr[i]) * 1099511628211ull;
+    /* FNV-1a of turn_id when no seed */
+    uint64_t seed = pl_fnv1a64(PL_FNV64_SEED, t.turn_id.ptr, t.turn_id.len);
     x->sampling.seed = t.params.has_seed ? t.params.seed : seed;
     x->sampling.n_stop = w->n_eog;
     memcpy(x->sampling.stop, w->eog, (size_t)w->n_eog * sizeof w->eog[0]);

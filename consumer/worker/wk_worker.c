@@ -15,6 +15,7 @@
 #include "kv_sched_ops.h"
 #include "wk_internal.h"
 #include "wk_worker.h"
+#include "pl_hash.h"
 
 static bool wk_user_sets(const wk_config *cfg, const char *name) {
     for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
@@ -104,10 +105,11 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
             w->handoff = 1;
         }
         /* Tokenizer identity: FNV-1a over the vocabulary texts. */
-        uint64_t th = 1469598103934665603ull;
-        for (int32_t i = 0; i < w->n_vocab; i++)
-            for (const char *p = eng_tok_text(w->tok, i); p && *p; p++)
-                th = (th ^ (unsigned char)*p) * 1099511628211ull;
+        uint64_t th = PL_FNV64_SEED;
+        for (int32_t i = 0; i < w->n_vocab; i++) {
+            const char *p = eng_tok_text(w->tok, i);
+            if (p) th = pl_fnv1a64_str(th, p);
+        }
         char tid[32];
         snprintf(tid, sizeof tid, "%016llx", (unsigned long long)th);
         kv_fp_inputs fi = {eng_model_config(w->model)->arch_name, eng_model_digest(w->model),
@@ -194,7 +196,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
      * counter, so every processing attempt of any turn gets its own id. */
     uint64_t h = (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^
                  ((uint64_t)wk_unix_ms() << 20);
-    for (const char *p = w->id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = pl_fnv1a64_str(h, w->id);
     h ^= h >> 31;
     w->attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
     int rc = 0;

@@ -50,11 +50,11 @@
 
 #include "wk_config.h"
 
-#define WK_EINVAL (-1) /* bad configuration (message names the key) */
-#define WK_ENOMEM (-2) /* out of memory */
-#define WK_EMODEL (-3) /* model, tokenizer or template could not be loaded */
-#define WK_EKAFKA (-4) /* Kafka client creation or a fatal Kafka error */
-#define WK_EREFUSED (-5) /* Kafka refused the worker: SASL authentication, TLS
+#define WK_EINVAL (-1301) /* bad configuration (message names the key) */
+#define WK_ENOMEM (-1302) /* out of memory */
+#define WK_EMODEL (-1310) /* model, tokenizer or template could not be loaded */
+#define WK_EKAFKA (-1311) /* Kafka client creation or a fatal Kafka error */
+#define WK_EREFUSED (-1312) /* Kafka refused the worker: SASL authentication, TLS
                           * verification or an ACL (the message says which) */
 
 typedef struct wk_worker wk_worker; /* opaque */

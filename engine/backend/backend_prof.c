@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "eng_prof.h"
+#include "pl_err.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <time.h>
 
 #include "eng_model_int.h"
+#include "pl_time.h"
 
 typedef void (*prof_any_fn)(void);
 _Static_assert(offsetof(eng_backend, attention) - offsetof(eng_backend, gemm_q8) ==
@@ -41,15 +43,9 @@ typedef struct prof_state {
     double t0;         /* start time */
 } prof_state;
 
-static double prof_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Charge the time since t0 to a slot; returns it. */
 static double prof_add(prof_state *s, int slot, double t0) {
-    double dt = prof_now() - t0;
+    double dt = pl_mono_s() - t0;
     s->r.slot_s[slot] += dt;
     s->r.slot_calls[slot]++;
     return dt;
@@ -78,7 +74,7 @@ static void prof_weight_add(prof_state *s, int kind, double dt, double bytes, in
 static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
                          int lds, const struct kern_wpack *w, float *C, int ldc) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, lds, w, C, ldc);
     double dt = prof_add(s, ENG_PROF_GEMM_Q8, t0);
     prof_weight_add(s, prof_weight_kind(s->m, w, NULL), dt, (double)kern_wpack_bytes(w), M);
@@ -87,7 +83,7 @@ static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float
 static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W,
                           float *C, int ldc) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.gemm_f32(s->orig.ctx, M, N, K, A, W, C, ldc);
     double dt = prof_add(s, ENG_PROF_GEMM_F32, t0);
     prof_weight_add(s, prof_weight_kind(s->m, NULL, W), dt, (double)N * K * sizeof(float), M);
@@ -96,7 +92,7 @@ static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const 
 static void prof_quantize(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
                           float *scale) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.quantize_rows(s->orig.ctx, M, K, x, ldx, q, ldq, scale);
     prof_add(s, ENG_PROF_QUANTIZE, t0);
 }
@@ -105,7 +101,7 @@ static void prof_quantize(void *ctx, int M, int K, const float *x, int ldx, int8
 static void prof_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
                                  int ldq, float *scale, int lds) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.quantize_blocks(s->orig.ctx, M, K, x, ldx, q, ldq, scale, lds);
     prof_add(s, ENG_PROF_QUANTIZE, t0);
 }
@@ -113,7 +109,7 @@ static void prof_quantize_blocks(void *ctx, int M, int K, const float *x, int ld
 static void prof_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w,
                          float eps, float *y, int ldy) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.rmsnorm(s->orig.ctx, M, n, x, ldx, w, eps, y, ldy);
     prof_add(s, ENG_PROF_RMSNORM, t0);
 }
@@ -121,7 +117,7 @@ static void prof_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const
 static void prof_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
                       const int32_t *pos, const float *inv_freq, int type) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.rope(s->orig.ctx, n_tok, n_head, head_dim, x, ldx, pos, inv_freq, type);
     prof_add(s, ENG_PROF_ROPE, t0);
 }
@@ -129,21 +125,21 @@ static void prof_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, 
 static void prof_glu(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh,
                      int act) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.glu(s->orig.ctx, M, F, gu, ldgu, h, ldh, act);
     prof_add(s, ENG_PROF_GLU, t0);
 }
 
 static void prof_addv(void *ctx, int M, int n, float *y, int ldy, const float *x, int ldx) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.add(s->orig.ctx, M, n, y, ldy, x, ldx);
     prof_add(s, ENG_PROF_ADD, t0);
 }
 
 static void prof_softmax(void *ctx, float *x, int n) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.softmax(s->orig.ctx, x, n);
     prof_add(s, ENG_PROF_SOFTMAX, t0);
 }
@@ -151,7 +147,7 @@ static void prof_softmax(void *ctx, float *x, int n) {
 static void prof_attention(void *ctx, const eng_attn_shape *sh, const eng_attn_desc *d,
                            int n_desc) {
     prof_state *s = ctx;
-    double t0 = prof_now();
+    double t0 = pl_mono_s();
     s->orig.attention(s->orig.ctx, sh, d, n_desc);
     prof_add(s, ENG_PROF_ATTENTION, t0);
 }
@@ -162,13 +158,11 @@ int eng_prof_active(const eng_model *m) {
 
 int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     if (!m || eng_prof_active(m)) {
-        snprintf(err, errlen, "profiler: %s", m ? "model is already being profiled" : "no model");
-        return ENG_EINVAL;
+        return pl_errf(err, errlen, ENG_EINVAL, "profiler: %s", m ? "model is already being profiled" : "no model");
     }
     prof_state *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "profiler: out of memory");
-        return ENG_ENOMEM;
+        return pl_errf(err, errlen, ENG_ENOMEM, "profiler: out of memory");
     }
     s->orig = m->be;
     s->m = m;
@@ -184,7 +178,7 @@ int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     b->add = prof_addv;
     b->softmax = prof_softmax;
     b->attention = prof_attention;
-    s->t0 = prof_now();
+    s->t0 = pl_mono_s();
     return 0;
 }
 
@@ -194,7 +188,7 @@ int eng_prof_stop(eng_model *m, eng_prof_report *r) {
         return ENG_EINVAL;
     }
     prof_state *s = m->be.ctx;
-    s->r.elapsed_s = prof_now() - s->t0;
+    s->r.elapsed_s = pl_mono_s() - s->t0;
     m->be = s->orig;
     if (r) *r = s->r;
     free(s);

@@ -22,6 +22,7 @@
 #include "eng_model.h"
 #include "eng_sampler.h"
 #include "eng_tok.h"
+#include "pl_time.h"
 
 #define GEN_MAX_PROMPT (1 << 20)
 
@@ -52,11 +53,7 @@ static void gen_usage(FILE *f) {
             "  --quiet              print no reply text\n");
 }
 
-static double gen_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double gen_now(void) { return pl_mono_s(); }
 
 /* Parse "1,2,3" into ids (cap entries); returns count or -1. */
 static int gen_parse_ids(const char *s, int32_t *ids, int cap) {

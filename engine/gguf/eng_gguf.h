@@ -51,12 +51,12 @@
 #include <stdint.h>
 
 /* Error codes (negative). */
-#define ENG_GGUF_EIO (-1)       /* open/stat/mmap failed */
-#define ENG_GGUF_EFORMAT (-2)   /* malformed, truncated or unsupported file */
-#define ENG_GGUF_ENOMEM (-3)    /* allocation failed */
-#define ENG_GGUF_ENOTFOUND (-4) /* getter: key missing */
-#define ENG_GGUF_ETYPE (-5)     /* getter: wrong type or value does not fit */
-#define ENG_GGUF_EINVAL (-6)    /* bad argument (unsupported tensor type...) */
+#define ENG_GGUF_EIO (-103)       /* open/stat/mmap failed */
+#define ENG_GGUF_EFORMAT (-110)   /* malformed, truncated or unsupported file */
+#define ENG_GGUF_ENOMEM (-102)    /* allocation failed */
+#define ENG_GGUF_ENOTFOUND (-105) /* getter: key missing */
+#define ENG_GGUF_ETYPE (-106)     /* getter: wrong type or value does not fit */
+#define ENG_GGUF_EINVAL (-101)    /* bad argument (unsupported tensor type...) */
 
 /* Limits that stop allocation bombs (in addition to the file-size bound). */
 #define ENG_GGUF_MAX_KV (1u << 20)          /* metadata entries */

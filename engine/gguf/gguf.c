@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "eng_gguf.h"
+#include "pl_err.h"
+#include "pl_hash.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 
@@ -133,9 +135,7 @@ static size_t kv_scalar_size(int type) {
 /* ---- hash tables over names ---- */
 
 static uint32_t name_hash(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+    return pl_fnv1a32_str(PL_FNV32_SEED, s);
 }
 
 static int *hash_new(uint32_t n, uint32_t *cap) {
@@ -464,22 +464,21 @@ int eng_gguf_open(const char *path, eng_gguf **out, char *err, size_t errlen) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (errlen) snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return ENG_GGUF_EIO;
+        return pl_errf(err, errlen, ENG_GGUF_EIO, "cannot open %s: %s", path, strerror(errno));
     }
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        if (errlen) snprintf(err, errlen, "%s is not a regular file", path);
+        pl_errf(err, errlen, rc, "%s is not a regular file", path);
         goto err;
     }
     if (st.st_size == 0) {
-        if (errlen) snprintf(err, errlen, "%s is empty (0 bytes)", path);
+        pl_errf(err, errlen, rc, "%s is empty (0 bytes)", path);
         rc = ENG_GGUF_EFORMAT;
         goto err;
     }
     map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
         map = NULL;
-        if (errlen) snprintf(err, errlen, "cannot mmap %s: %s", path, strerror(errno));
+        pl_errf(err, errlen, rc, "cannot mmap %s: %s", path, strerror(errno));
         goto err;
     }
     if ((rc = eng_gguf_open_mem(map, (size_t)st.st_size, out, err, errlen))) goto err;

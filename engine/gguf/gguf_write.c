@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "eng_gguf_write.h"
+#include "pl_err.h"
 
 typedef struct gw_tensor {
     char *name;       /* owned copy */
@@ -321,7 +322,7 @@ int eng_gguf_writer_finish(eng_gguf_writer *w, char *err, size_t errlen) {
         gw_fail(w, ENG_GGUF_EINVAL, "tensor '%s' got %llu of its %llu bytes", w->t[w->cur].name,
                 (unsigned long long)w->cur_done, (unsigned long long)w->t[w->cur].nbytes);
     if (!w->rc && fflush(w->f)) gw_fail(w, ENG_GGUF_EIO, "flush failed");
-    if (w->rc && errlen) snprintf(err, errlen, "%s", w->msg);
+    if (w->rc) pl_errf(err, errlen, w->rc, "%s", w->msg);
     return w->rc;
 }
 

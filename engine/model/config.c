@@ -39,16 +39,16 @@ static int cfg_int(const eng_gguf *g, const char *arch, const char *suffix, int 
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required) return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = (int)def;
         return 0;
     }
     if (eng_gguf_get_i64(g, key, &v))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected an integer "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected an integer "
                         "(per-layer arrays are not supported here)", key,
                         eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (v < lo || v > hi)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %lld is out of range [%lld, %lld]",
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %lld is out of range [%lld, %lld]",
                         key, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
@@ -60,15 +60,15 @@ static int cfg_float(const eng_gguf *g, const char *arch, const char *suffix, in
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required) return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = def;
         return 0;
     }
     if (eng_gguf_get_f32(g, key, out))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
                         key, eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (!(*out >= lo && *out <= hi))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [%g, %g]", key,
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [%g, %g]", key,
                         (double)*out, (double)lo, (double)hi);
     return 0;
 }
@@ -86,15 +86,15 @@ static int cfg_layer_arr(const eng_gguf *g, const char *arch, const char *suffix
     if (i < 0) return 0;
     if (eng_gguf_get_arr(g, key, &et, &n, &data) || et == ENG_GGUF_TYPE_STR ||
         et == ENG_GGUF_TYPE_F32 || et == ENG_GGUF_TYPE_F64)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers",
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers",
                         key);
     if (n != (uint64_t)n_layer)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has %llu elements, expected "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has %llu elements, expected "
                         "block_count = %d", key, (unsigned long long)n, n_layer);
     for (int l = 0; l < n_layer; l++) {
         int64_t v;
         if (eng_gguf_arr_get_i64(et, data, n, (uint64_t)l, &v) || v < lo || v > hi)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s'[%d] is out of range "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s'[%d] is out of range "
                             "[%lld, %lld]", key, l, (long long)lo, (long long)hi);
         vals[l] = (int)v;
     }
@@ -116,14 +116,14 @@ static int cfg_arch(const eng_gguf *g, eng_config *c, char *err, size_t errlen) 
     char list[64];
     int rc = eng_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc == ENG_GGUF_ENOTFOUND)
-        return eng_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
+        return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
                         "missing (supported architectures: %s)", arch_list(list, sizeof list));
-    if (rc) return eng_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
+    if (rc) return pl_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
     c->arch = 0;
     for (size_t i = 0; i < N_ARCHS; i++)
         if (len == strlen(ARCHS[i].name) && !memcmp(s, ARCHS[i].name, len)) c->arch = ARCHS[i].a;
     if (!c->arch)
-        return eng_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
+        return pl_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
                         "(supported: %s)", (int)(len > 64 ? 64 : len), s,
                         arch_list(list, sizeof list));
     snprintf(c->arch_name, sizeof c->arch_name, "%s", eng_arch_name(c->arch));
@@ -141,13 +141,13 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     if (rc || c->n_vocab) return rc;
     if (!eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d)) {
         if (n < 1 || n > (1u << 24))
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tokenizer.ggml.tokens has %llu entries, "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tokenizer.ggml.tokens has %llu entries, "
                             "expected [1, %d]", (unsigned long long)n, 1 << 24);
         c->n_vocab = (int)n;
     } else if (te && te->ne[1] >= 1 && te->ne[1] <= (1 << 24)) {
         c->n_vocab = (int)te->ne[1];
     } else {
-        return eng_errf(err, errlen, ENG_CFG_EMISSING, "cannot tell the vocabulary size: no "
+        return pl_errf(err, errlen, ENG_CFG_EMISSING, "cannot tell the vocabulary size: no "
                         "%s.vocab_size, tokenizer.ggml.tokens or token_embd.weight",
                         c->arch_name);
     }
@@ -166,7 +166,7 @@ static int cfg_yarn_default(const eng_gguf *g, const char *arch, const char *suf
     int rc = cfg_float(g, arch, suffix, 0, want, -1e9f, 1e9f, &v, err, errlen);
     if (rc) return rc;
     if (v != want)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s.%s' = %g: YaRN with a value other "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s.%s' = %g: YaRN with a value other "
                         "than %g is not supported", arch, suffix, (double)v, (double)want);
     return 0;
 }
@@ -192,30 +192,30 @@ static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t 
     snprintf(fkey, sizeof fkey, "%s.rope.scaling.factor", a);
     int ti = eng_gguf_find(g, key), fi = eng_gguf_find(g, fkey);
     if (ti >= 0 && eng_gguf_get_str(g, key, &s, &len))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a string", key,
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a string", key,
                         eng_gguf_kv_type_name(eng_gguf_kv_type(g, ti)));
     if (fi >= 0 && eng_gguf_get_f32(g, fkey, &f))
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
                         fkey, eng_gguf_kv_type_name(eng_gguf_kv_type(g, fi)));
     c->rope_freq_scale = c->rope_freq_scale_local = 1.0f;
     if (len == 4 && !memcmp(s, "none", 4)) {
         if (f != 1.0f && f != 0.0f)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'none' but %s = %g: inconsistent "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'none' but %s = %g: inconsistent "
                             "rope scaling", key, fkey, (double)f);
     } else if (len == 6 && !memcmp(s, "linear", 6)) {
         /* llama.cpp: factor 0 (or absent) = no scaling */
         if (!(f == 0.0f || (f >= 1e-3f && f <= 1e6f)))
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range "
                             "[0.001, 1e6] (or 0: none)", fkey, (double)f);
         if (f != 0.0f) c->rope_freq_scale = 1.0f / f;
         if (c->arch != ENG_ARCH_GEMMA3) c->rope_freq_scale_local = c->rope_freq_scale;
     } else if (len == 4 && !memcmp(s, "yarn", 4)) {
         int rc;
         if (c->arch == ENG_ARCH_GEMMA3)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'yarn': YaRN on gemma3 is not "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'yarn': YaRN on gemma3 is not "
                             "supported (llama, qwen2, qwen3)", key);
         if (!(f >= 1.0f && f <= 1e6f))
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [1, 1e6] "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [1, 1e6] "
                             "for YaRN", fkey, (double)f);
         if ((rc = cfg_int(g, a, "rope.scaling.original_context_length", c->n_ctx_train == 0,
                           c->n_ctx_train, 1, 1 << 30, &c->rope_yarn_orig_ctx, err, errlen)) ||
@@ -231,16 +231,16 @@ static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t 
         c->rope_yarn_beta_slow = 1.0f;
         c->rope_freq_scale = c->rope_freq_scale_local = 1.0f / f;
     } else {
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': this rope scaling type is not "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': this rope scaling type is not "
                         "supported (supported: none, linear, yarn, and Llama 3 frequency factors "
                         "in rope_freqs.weight)", key, (int)(len > 32 ? 32 : len), s);
     }
     if (eng_gguf_find_tensor(g, "rope_freqs.weight")) {
         if (c->rope_yarn)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight with %s = "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight with %s = "
                             "'yarn': frequency factors and YaRN together are not supported", key);
         if (c->arch != ENG_ARCH_LLAMA)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (rope "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (rope "
                             "frequency factors) on architecture %s: only llama files apply it", a);
         c->rope_freq_factors = 1;
     }
@@ -273,14 +273,14 @@ static int cfg_layers(const eng_gguf *g, eng_config *c, char *err, size_t errlen
     for (int l = 0; l < c->n_layer; l++) {
         int s = c->kv_src[l];
         if (s > l)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
                             "a layer can only read the KV of itself or an earlier layer", a, l, s);
         if (c->kv_src[s] != s)
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
                             "layer %d does not own its KV (it reads layer %d's)", a, l, s, s,
                             c->kv_src[s]);
         if (c->window[s] != c->window[l])
-            return eng_errf(err, errlen, ENG_CFG_EINVAL, "layer %d (window %d) shares the KV of "
+            return pl_errf(err, errlen, ENG_CFG_EINVAL, "layer %d (window %d) shares the KV of "
                             "layer %d (window %d): sharing layers need the same window", l,
                             c->window[l], s, c->window[s]);
     }
@@ -304,25 +304,25 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
                       err, errlen)))
         return rc;
     if (c->n_head % c->n_head_kv)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.head_count = %d is not a "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.head_count = %d is not a "
                         "multiple of head_count_kv = %d", a, c->n_head, c->n_head_kv);
     if (eng_gguf_find(g, (snprintf(key, sizeof key, "%s.attention.key_length", a), key)) < 0 &&
         c->n_embd % c->n_head)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.embedding_length = %d is not a multiple "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.embedding_length = %d is not a multiple "
                         "of head_count = %d and %s is absent", a, c->n_embd, c->n_head, key);
     if ((rc = cfg_int(g, a, "attention.key_length", 0, c->n_embd / c->n_head, 1, 4096, &kl, err,
                       errlen)) ||
         (rc = cfg_int(g, a, "attention.value_length", 0, kl, 1, 4096, &vl, err, errlen)))
         return rc;
     if (kl != vl)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.key_length = %d differs from "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.key_length = %d differs from "
                         "value_length = %d (not supported)", a, kl, vl);
     if (kl % 2)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "head dim %d is odd (rope needs pairs)", kl);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "head dim %d is odd (rope needs pairs)", kl);
     c->head_dim = kl;
     if ((rc = cfg_int(g, a, "rope.dimension_count", 0, kl, 1, 4096, &rd, err, errlen))) return rc;
     if (rd != kl)
-        return eng_errf(err, errlen, ENG_CFG_EINVAL, "%s.rope.dimension_count = %d differs from the "
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.rope.dimension_count = %d differs from the "
                         "head dim %d (partial rotary is not supported)", a, rd, kl);
     if ((rc = cfg_float(g, a, "attention.layer_norm_rms_epsilon", 1, 0, 1e-12f, 0.1f,
                         &c->norm_eps, err, errlen)) ||
@@ -364,14 +364,14 @@ static int convertible(int type) { return eng_gguf_type_convertible(type); }
 static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                      char *err, size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(g, name);
-    if (!t) return eng_errf(err, errlen, ENG_CFG_EMISSING, "tensor '%s' is missing", name);
+    if (!t) return pl_errf(err, errlen, ENG_CFG_EMISSING, "tensor '%s' is missing", name);
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has shape [%lld, %lld, %lld, "
+        return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has shape [%lld, %lld, %lld, "
                         "%lld], expected [%lld, %lld]", name, (long long)t->ne[0],
                         (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
                         (long long)ne0, (long long)ne1);
     if (!convertible(t->type))
-        return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: "
+        return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: "
                         ENG_GGUF_CONVERTIBLE_NAMES ")", name, eng_gguf_type_name(t->type));
     return 0;
 }
@@ -413,7 +413,7 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
                 continue;
             if (kv_only && !owner) {
                 if (eng_gguf_find_tensor(g, n))
-                    return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
+                    return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
                                     "%d reads layer %d's KV (KV-sharing layers carry no K/V "
                                     "weights or biases)", n, l, c->kv_src[l]);
                 continue;
@@ -426,7 +426,7 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
         for (size_t k = c->has_qkv_bias ? 3 : 0; k < sizeof bias / sizeof bias[0]; k++) {
             snprintf(n, sizeof n, "blk.%d.%s.bias", l, bias[k]);
             if (eng_gguf_find_tensor(g, n))
-                return eng_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s': %s has no %s bias "
+                return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s': %s has no %s bias "
                                 "(supported: Q/K/V biases on qwen2 and llama)", n, c->arch_name,
                                 bias[k]);
         }

@@ -127,10 +127,10 @@
 
 #include "eng_gguf.h"
 
-#define ENG_CFG_EMISSING (-1)  /* required key or tensor missing */
-#define ENG_CFG_EINVAL (-2)    /* a value out of range or inconsistent */
-#define ENG_CFG_EARCH (-3)     /* unknown architecture */
-#define ENG_CFG_ESHAPE (-4)    /* tensor shape / type mismatch */
+#define ENG_CFG_EMISSING (-405)  /* required key or tensor missing */
+#define ENG_CFG_EINVAL (-401)    /* a value out of range or inconsistent */
+#define ENG_CFG_EARCH (-410)     /* unknown architecture */
+#define ENG_CFG_ESHAPE (-406)    /* tensor shape / type mismatch */
 
 typedef enum { ENG_ARCH_LLAMA = 1, ENG_ARCH_GEMMA3 = 2, ENG_ARCH_QWEN2 = 3,
                ENG_ARCH_QWEN3 = 4 } eng_arch;

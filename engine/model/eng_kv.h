@@ -53,8 +53,8 @@
 #include "eng_config.h"
 
 /* Error codes of this module (negative). */
-#define ENG_KV_EINVAL (-1) /* bad argument or inconsistent state */
-#define ENG_KV_ENOMEM (-2) /* host allocation or allocator out of blocks */
+#define ENG_KV_EINVAL (-601) /* bad argument or inconsistent state */
+#define ENG_KV_ENOMEM (-602) /* host allocation or allocator out of blocks */
 
 enum { ENG_KV_GLOBAL = 0, ENG_KV_LOCAL = 1 };
 

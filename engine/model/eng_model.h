@@ -52,9 +52,9 @@
 #include "eng_kv.h"
 
 /* Error codes (negative). */
-#define ENG_EINVAL (-1)  /* bad argument or unsupported model content */
-#define ENG_ENOMEM (-2)  /* host memory or KV blocks exhausted */
-#define ENG_EIO (-3)     /* file could not be read / parsed */
+#define ENG_EINVAL (-501)  /* bad argument or unsupported model content */
+#define ENG_ENOMEM (-502)  /* host memory or KV blocks exhausted */
+#define ENG_EIO (-503)     /* file could not be read / parsed */
 
 typedef struct eng_model eng_model; /* opaque; immutable after load */
 

@@ -138,28 +138,28 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
 static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_steps, int *T_out,
                        int *R_out, char *err, size_t errlen) {
     long T = 0, R = 0;
-    if (!steps || n_steps < 1) return eng_errf(err, errlen, ENG_EINVAL, "forward: no steps");
+    if (!steps || n_steps < 1) return pl_errf(err, errlen, ENG_EINVAL, "forward: no steps");
     for (int s = 0; s < n_steps; s++) {
         const eng_seq_step *st = &steps[s];
         if (!st->kv || !st->kv->layout || !st->tokens || st->n_tokens < 1 || st->n_tokens > FWD_MAX_TOKENS)
-            return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d has no KV state or no tokens", s);
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d has no KV state or no tokens", s);
         if (st->kv->layout != &m->kv && memcmp(st->kv->layout, &m->kv, sizeof m->kv) != 0)
-            return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d uses another model's KV layout", s);
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d uses another model's KV layout", s);
         if (st->logits < ENG_LOGITS_NONE || st->logits > ENG_LOGITS_ALL ||
             (st->logits != ENG_LOGITS_NONE && !st->out))
-            return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d: bad logits request", s);
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: bad logits request", s);
         for (int i = 0; i < st->n_tokens; i++)
             if (st->tokens[i] < 0 || st->tokens[i] >= m->cfg.n_vocab)
-                return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d: token %d = %d outside vocab [0, %d)",
+                return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: token %d = %d outside vocab [0, %d)",
                                 s, i, (int)st->tokens[i], m->cfg.n_vocab);
         for (int r = 0; r < s; r++)
             if (steps[r].kv == st->kv)
-                return eng_errf(err, errlen, ENG_EINVAL, "forward: steps %d and %d share a sequence", r, s);
+                return pl_errf(err, errlen, ENG_EINVAL, "forward: steps %d and %d share a sequence", r, s);
         if (st->kv->n_tokens > (1 << 30) - st->n_tokens)
-            return eng_errf(err, errlen, ENG_EINVAL, "forward: step %d: sequence too long", s);
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: sequence too long", s);
         T += st->n_tokens;
         R += st->logits == ENG_LOGITS_ALL ? st->n_tokens : st->logits == ENG_LOGITS_LAST;
-        if (T > FWD_MAX_TOKENS) return eng_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step", FWD_MAX_TOKENS);
+        if (T > FWD_MAX_TOKENS) return pl_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step", FWD_MAX_TOKENS);
     }
     *T_out = (int)T;
     *R_out = (int)R;
@@ -228,12 +228,12 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
 
     /* KV blocks for every new token, all or nothing */
     int *before = malloc((size_t)n_steps * sizeof *before);
-    if (!before) return eng_errf(err, errlen, ENG_ENOMEM, "forward: out of memory");
+    if (!before) return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory");
     for (int s = 0; s < n_steps; s++) {
         if (eng_kvseq_reserve(steps[s].kv, steps[s].n_tokens, &before[s]) != 0) {
             while (--s >= 0) eng_kvseq_unreserve(steps[s].kv, before[s]);
             free(before);
-            return eng_errf(err, errlen, ENG_ENOMEM, "forward: out of KV blocks");
+            return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of KV blocks");
         }
     }
     fwd_buf b;
@@ -242,7 +242,7 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     if (!mem) {
         for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, before[s]);
         free(before);
-        return eng_errf(err, errlen, ENG_ENOMEM, "forward: out of memory for %d tokens", T);
+        return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory for %d tokens", T);
     }
     fwd_layout(m, &b, T, R, n_steps, mem);
 

@@ -37,6 +37,8 @@
 #include "eng_config.h"
 #include "eng_gguf_write.h"
 #include "mkmodel_vocab.h"
+#include "pl_time.h"
+#include "pl_hash.h"
 
 typedef struct mk_preset {
     const char *name;   /* --preset value */
@@ -71,7 +73,7 @@ static uint64_t mk_splitmix(uint64_t *x) {
 
 static void mk_rng_seed(mk_rng *r, uint64_t seed, const char *name) {
     uint64_t x = seed;
-    for (const char *p = name; *p; p++) x = (x ^ (uint8_t)*p) * 0x100000001B3ull;
+    x = pl_fnv1a64_str(x, name);
     for (int i = 0; i < 4; i++) r->s[i] = mk_splitmix(&x);
 }
 
@@ -359,16 +361,13 @@ int eng_cmd_mkmodel(int argc, char **argv) {
     ret = 1;
     if (!(c->buf = malloc(c->bufcap))) goto done;
     char err[512];
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = pl_mono_s();
     if (mk_write(c, out, win, err, sizeof err)) {
         fprintf(stderr, "mkmodel: %s\n", err);
         remove(out);
         goto done;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("wrote %s: preset %s, %s, %.2f s\n", out, preset, type,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    printf("wrote %s: preset %s, %s, %.2f s\n", out, preset, type, pl_mono_s() - t0);
     ret = 0;
 done:
     free(c->buf);

@@ -224,7 +224,7 @@ static int weight_pack(eng_weight *w, int keep, const char *name, char *err, siz
     char sub[160];
     if (kern_wpack_init(&w->pk, w->rows, w->cols, w->q, w->bscale ? NULL : w->scale, w->bscale,
                         sub, sizeof sub) != 0)
-        return eng_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", name, sub);
+        return pl_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", name, sub);
     w->packed = 1;
     if (!keep) {
         free(w->q);
@@ -249,45 +249,45 @@ static void weight_free(eng_weight *w) {
 static int load_rows(eng_model *m, eng_weight *w, int row0, const char *name, int rows,
                      char *err, size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, name);
-    if (!t) return eng_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
+    if (!t) return pl_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != w->cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
         row0 + rows > w->rows)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
                           name, (long long)t->ne[0], (long long)t->ne[1], w->cols, rows);
     load_job j = {.t = t, .w = w, .row0 = row0, .rows = rows};
     if (w->bscale && !block_type(t->type))
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed block / float types in one weight", name);
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed block / float types in one weight", name);
     if (eng_gguf_row_bytes(t->type, w->cols, &j.row_bytes) != 0 ||
         j.row_bytes * (uint64_t)rows > t->nbytes)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
                           eng_gguf_type_name(t->type));
     j.buf = malloc((size_t)kern_pool_size(m->pool) * w->cols * sizeof(float));
-    if (!j.buf) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
+    if (!j.buf) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
     kern_pool_run(m->pool, load_task, &j, (rows + LOAD_ROWS_PER_TASK - 1) / LOAD_ROWS_PER_TASK);
     free(j.buf);
     if (j.failed == 1)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert type %s", name,
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert type %s", name,
                           eng_gguf_type_name(t->type));
     if (j.failed == 2)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s holds a non-finite value", name);
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s holds a non-finite value", name);
     return 0;
 }
 
 static int load_vec(eng_model *m, float **out, const char *name, int n, int add_one, char *err,
                     size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, name);
-    if (!t) return eng_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
+    if (!t) return pl_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s has %lld values, want %d", name,
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s has %lld values, want %d", name,
                           (long long)t->ne[0], n);
     uint64_t nb;
     if (eng_gguf_row_bytes(t->type, n, &nb) != 0 || nb > t->nbytes)
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type", name);
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type", name);
     float *v = malloc((size_t)n * sizeof *v);
-    if (!v) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!v) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
     if (eng_gguf_row_to_f32(t->type, t->data, n, v) != 0) {
         free(v);
-        return eng_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert", name);
+        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert", name);
     }
     if (add_one)
         for (int i = 0; i < n; i++) v[i] += 1.0f;
@@ -334,7 +334,7 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
             return rc;
         if (owner) {
             float *all = realloc(L->bqkv, (size_t)rows * sizeof(float));
-            if (!all) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
+            if (!all) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
             L->bqkv = all;
             if ((rc = load_vec(m, &bk, (snprintf(n, sizeof n, "blk.%d.attn_k.bias", i), n), nkv, 0,
                                err, errlen)))
@@ -364,7 +364,7 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
         weight_alloc(&L->wo, E, nq, m->prec, all_q8_0(m, o)) ||
         weight_alloc(&L->wgu, 2 * c->n_ff, E, m->prec, all_q8_0(m, gu)) ||
         weight_alloc(&L->wdown, E, c->n_ff, m->prec, all_q8_0(m, dn)))
-        return eng_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
+        return pl_errf(err, errlen, ENG_ENOMEM, "out of memory for layer %d", i);
     if ((rc = load_rows(m, &L->wqkv, 0, LNAME("attn_q"), nq, err, errlen))) return rc;
     if (owner) {
         if ((rc = load_rows(m, &L->wqkv, nq, LNAME("attn_k"), nkv, err, errlen))) return rc;
@@ -393,7 +393,7 @@ static int rope_tables(eng_model *m, char *err, size_t errlen) {
         if ((rc = load_vec(m, &ff, "rope_freqs.weight", half, 0, err, errlen))) return rc;
         for (int i = 0; i < half; i++)
             if (!(ff[i] > 0 && ff[i] < INFINITY)) {
-                rc = eng_errf(err, errlen, ENG_EINVAL, "tensor rope_freqs.weight[%d] = %g: rope "
+                rc = pl_errf(err, errlen, ENG_EINVAL, "tensor rope_freqs.weight[%d] = %g: rope "
                               "frequency factors must be finite and > 0", i, (double)ff[i]);
                 free(ff);
                 return rc;
@@ -402,7 +402,7 @@ static int rope_tables(eng_model *m, char *err, size_t errlen) {
     m->rope_freq = malloc(2 * (size_t)half * sizeof(float));
     if (!m->rope_freq) {
         free(ff);
-        return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+        return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
     }
     m->rope_freq_local = m->rope_freq + half;
     for (int k = 0; k < 2; k++) {
@@ -440,30 +440,32 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     eng_load_opts def = {ENG_PREC_INT8, 0, 16};
     if (!o) o = &def;
     if (o->prec != ENG_PREC_INT8 && o->prec != ENG_PREC_FP32)
-        return eng_errf(err, errlen, ENG_EINVAL, "unknown precision %d", (int)o->prec);
+        return pl_errf(err, errlen, ENG_EINVAL, "unknown precision %d", (int)o->prec);
     int rc = ENG_ENOMEM;
     eng_model *m = calloc(1, sizeof *m);
-    if (!m) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!m) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
     m->prec = o->prec;
     pthread_mutex_init(&m->scratch_mu, NULL);
-    char sub[256];
-    if (eng_gguf_open(path, &m->g, sub, sizeof sub) != 0) {
-        rc = eng_errf(err, errlen, ENG_EIO, "%s", sub);
+    char sub[PL_ERR_LEN];
+    int grc = eng_gguf_open(path, &m->g, sub, sizeof sub);
+    if (grc != 0) {
+        /* keep the cause: out of memory stays ENG_ENOMEM, the rest is I/O */
+        rc = pl_errf(err, errlen, pl_err_recode(grc, PL_ERR_ENG, ENG_EIO), "%s", sub);
         goto err;
     }
     if (eng_config_from_gguf(m->g, &m->cfg, sub, sizeof sub) != 0 ||
         eng_config_check_tensors(&m->cfg, m->g, sub, sizeof sub) != 0) {
-        rc = eng_errf(err, errlen, ENG_EINVAL, "%s: %s", path, sub);
+        rc = pl_errf(err, errlen, ENG_EINVAL, "%s: %s", path, sub);
         goto err;
     }
     const eng_config *c = &m->cfg;
     if (eng_kv_layout_init_ex(&m->kv, c, o->block_tokens > 0 ? o->block_tokens : 16,
                               o->prec == ENG_PREC_FP32, sub, sizeof sub) != 0) {
-        rc = eng_errf(err, errlen, ENG_EINVAL, "%s", sub);
+        rc = pl_errf(err, errlen, ENG_EINVAL, "%s", sub);
         goto err;
     }
     if (kern_pool_create(o->n_threads, &m->pool) != 0) {
-        rc = eng_errf(err, errlen, ENG_ENOMEM, "cannot create %d compute threads", o->n_threads);
+        rc = pl_errf(err, errlen, ENG_ENOMEM, "cannot create %d compute threads", o->n_threads);
         goto err;
     }
     eng_backend_cpu_init(&m->be, m->pool);
@@ -500,7 +502,7 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     *out = m;
     return 0;
 err_mem:
-    rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", path);
+    rc = pl_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", path);
 err:
     eng_model_free(m);
     return rc;

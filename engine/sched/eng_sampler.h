@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ENG_SAMPLER_EINVAL (-1)
-#define ENG_SAMPLER_ENOMEM (-2)
+#define ENG_SAMPLER_EINVAL (-701)
+#define ENG_SAMPLER_ENOMEM (-702)
 #define ENG_SAMPLER_MAX_STOP 64
 
 typedef struct eng_sampler_params {

@@ -112,11 +112,11 @@
 #include "eng_model.h"
 #include "eng_sampler.h"
 
-#define ENG_SCHED_EINVAL (-1)  /* bad argument */
-#define ENG_SCHED_ENOMEM (-2)  /* host memory */
-#define ENG_SCHED_ECLOSED (-3) /* the scheduler is closing or closed */
-#define ENG_SCHED_ENOENT (-4)  /* no such request (already finished) */
-#define ENG_SCHED_ETHREAD (-5) /* a thread could not be started */
+#define ENG_SCHED_EINVAL (-801)  /* bad argument */
+#define ENG_SCHED_ENOMEM (-802)  /* host memory */
+#define ENG_SCHED_ECLOSED (-807) /* the scheduler is closing or closed */
+#define ENG_SCHED_ENOENT (-805)  /* no such request (already finished) */
+#define ENG_SCHED_ETHREAD (-810) /* a thread could not be started */
 
 #define ENG_SCHED_NS_MAX 64 /* longest namespace in bytes */
 

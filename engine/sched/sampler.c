@@ -13,6 +13,7 @@
  * once per sampler.
  */
 #include "eng_sampler.h"
+#include "pl_err.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -74,8 +75,7 @@ int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out,
     else if (!(p->repetition_penalty > 0)) bad = "repetition_penalty must be > 0";
     else if (p->n_stop < 0 || p->n_stop > ENG_SAMPLER_MAX_STOP) bad = "too many stop tokens";
     if (bad) {
-        if (err && errlen) snprintf(err, errlen, "sampler: %s", bad);
-        return ENG_SAMPLER_EINVAL;
+        return pl_errf(err, errlen, ENG_SAMPLER_EINVAL, "sampler: %s", bad);
     }
     eng_sampler *s = calloc(1, sizeof *s);
     if (!s) goto err;
@@ -91,8 +91,7 @@ int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out,
     return 0;
 err:
     eng_sampler_free(s);
-    if (err && errlen) snprintf(err, errlen, "sampler: out of memory");
-    return ENG_SAMPLER_ENOMEM;
+    return pl_errf(err, errlen, ENG_SAMPLER_ENOMEM, "sampler: out of memory");
 }
 
 void eng_sampler_free(eng_sampler *s) {

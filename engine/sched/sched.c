@@ -15,12 +15,9 @@
 #include <time.h>
 
 #include "sched_int.h"
+#include "pl_time.h"
 
-int64_t eng_sched_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
+int64_t eng_sched_now_us(void) { return pl_mono_us(); }
 
 const char *eng_sched_finish_name(eng_sched_finish f) {
     switch (f) {
@@ -87,20 +84,16 @@ static void *sched_deliv_main(void *arg) {
 
 static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
     if (c->max_running < 1 || c->max_running > 4096) {
-        snprintf(err, errlen, "sched: max_running %d out of range 1..4096", c->max_running);
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_running %d out of range 1..4096", c->max_running);
     }
     if (c->step_tokens < 1) {
-        snprintf(err, errlen, "sched: step_tokens must be >= 1");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: step_tokens must be >= 1");
     }
     if (c->batch_window_us < 0 || c->fairness_ms < 0 || c->prefetch_wait_ms < 0) {
-        snprintf(err, errlen, "sched: negative batch window, fairness bound or prefetch wait");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: negative batch window, fairness bound or prefetch wait");
     }
     if (c->max_queue < 1 || !(c->local_share >= 0.0 && c->local_share <= 16.0)) {
-        snprintf(err, errlen, "sched: max_queue must be >= 1 and local_share in [0, 16]");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_queue must be >= 1 and local_share in [0, 16]");
     }
     return 0;
 }
@@ -111,13 +104,11 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
     if (!out) return ENG_SCHED_EINVAL;
     *out = NULL;
     if (!m) {
-        snprintf(err, errlen, "sched: no model");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: no model");
     }
     eng_sched *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "sched: out of memory");
-        return ENG_SCHED_ENOMEM;
+        return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -140,8 +131,7 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
         if (!ops->alloc.alloc || !ops->alloc.release || !ops->blocks_total || !ops->lookup ||
             !ops->release || !ops->insert || !ops->probe ||
             (ops->prefetch && (!ops->prefetch_done || !ops->prefetch_release))) {
-            snprintf(err, errlen, "sched: cache ops table is incomplete");
-            rc = ENG_SCHED_EINVAL;
+            rc = pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: cache ops table is incomplete");
             goto err;
         }
         s->has_cache = 1;
@@ -157,8 +147,7 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
     }
     for (int k = 0; k < 2; k++) {
         if (s->layout->n_layers[k] && s->blocks_total[k] < 1) {
-            snprintf(err, errlen, "sched: the allocator offers no block of kind %d", k);
-            rc = ENG_SCHED_EINVAL;
+            rc = pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: the allocator offers no block of kind %d", k);
             goto err;
         }
         s->st.blocks_total[k] = s->blocks_total[k];
@@ -167,17 +156,17 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
     s->steps = calloc((size_t)s->cfg.max_running, sizeof *s->steps);
     s->step_req = calloc((size_t)s->cfg.max_running, sizeof *s->step_req);
     if (!s->steps || !s->step_req) {
-        snprintf(err, errlen, "sched: out of memory");
+        pl_errf(err, errlen, rc, "sched: out of memory");
         goto err;
     }
     rc = ENG_SCHED_ETHREAD;
     if (pthread_create(&s->deliv_th, NULL, sched_deliv_main, s) != 0) {
-        snprintf(err, errlen, "sched: cannot start the delivery thread");
+        pl_errf(err, errlen, rc, "sched: cannot start the delivery thread");
         goto err;
     }
     s->deliv_started = 1;
     if (pthread_create(&s->loop_th, NULL, sched_loop_main, s) != 0) {
-        snprintf(err, errlen, "sched: cannot start the scheduler thread");
+        pl_errf(err, errlen, rc, "sched: cannot start the scheduler thread");
         goto err;
     }
     s->loop_started = 1;
@@ -232,22 +221,18 @@ void eng_sched_free(eng_sched *s) {
 
 static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, size_t errlen) {
     if (!r->prompt || r->n_prompt < 1) {
-        snprintf(err, errlen, "sched: empty prompt");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: empty prompt");
     }
     if (r->max_tokens < 1 || r->n_prompt > (1 << 24) || r->max_tokens > (1 << 24)) {
-        snprintf(err, errlen, "sched: max_tokens must be >= 1 and sizes below 2^24");
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_tokens must be >= 1 and sizes below 2^24");
     }
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) {
-            snprintf(err, errlen, "sched: prompt token %d at %d outside [0, %d)", r->prompt[i], i,
+            return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: prompt token %d at %d outside [0, %d)", r->prompt[i], i,
                      s->n_vocab);
-            return ENG_SCHED_EINVAL;
         }
     if (r->ns_len > ENG_SCHED_NS_MAX || (r->ns_len && !r->ns)) {
-        snprintf(err, errlen, "sched: namespace longer than %d bytes", ENG_SCHED_NS_MAX);
-        return ENG_SCHED_EINVAL;
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: namespace longer than %d bytes", ENG_SCHED_NS_MAX);
     }
     /* Could it run alone?  Otherwise it would wait forever. */
     long need[2];
@@ -258,11 +243,10 @@ static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, 
     }
     for (int k = 0; k < 2; k++)
         if (need[k] > s->blocks_total[k]) {
-            snprintf(err, errlen,
+            return pl_errf(err, errlen, ENG_SCHED_EINVAL,
                      "sched: request needs %ld KV blocks of kind %d (%d prompt + %d max tokens), "
                      "the budget holds %ld",
                      need[k], k, r->n_prompt, r->max_tokens, s->blocks_total[k]);
-            return ENG_SCHED_EINVAL;
         }
     return 0;
 }
@@ -302,7 +286,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     pthread_mutex_lock(&s->mu);
     if (s->closing || s->n_live >= s->cfg.max_queue) {
         pthread_mutex_unlock(&s->mu);
-        snprintf(err, errlen, s->closing ? "sched: closing" : "sched: %d requests in flight",
+        pl_errf(err, errlen, ENG_SCHED_ECLOSED, s->closing ? "sched: closing" : "sched: %d requests in flight",
                  s->n_live);
         if (q->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, q->ticket);
         eng_sampler_free(q->sampler);
@@ -325,8 +309,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
 nomem:
     if (q) free(q->toks);
     free(q);
-    snprintf(err, errlen, "sched: out of memory");
-    return ENG_SCHED_ENOMEM;
+    return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
 }
 
 /* Flag request id for the loop (SCHED_END_CANCEL or SCHED_END_STOP). */

@@ -49,8 +49,7 @@ int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_shar
     *out = NULL;
     sched_budget *b = calloc(1, sizeof *b);
     if (!b) {
-        snprintf(err, errlen, "sched: out of memory");
-        return ENG_SCHED_ENOMEM;
+        return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
     }
     size_t gb = l->n_layers[0] ? l->block_bytes[0] : 0;
     size_t lb = l->n_layers[1] ? l->block_bytes[1] : 0;
@@ -66,13 +65,13 @@ int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_shar
         b->cap[1] = (long)(budget / lb);
     }
     if ((gb && b->cap[0] < 1) || (lb && b->cap[1] < 1)) {
-        snprintf(err, errlen, "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)",
+        pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)",
                  budget, gb, lb);
         free(b);
         return ENG_SCHED_EINVAL;
     }
     if (eng_kv_allocator_malloc(&b->inner, l) != 0) {
-        snprintf(err, errlen, "sched: cannot create the block allocator");
+        pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: cannot create the block allocator");
         free(b);
         return ENG_SCHED_ENOMEM;
     }

@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "eng_sched.h"
+#include "pl_err.h"
 
 enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2 };
 enum { SCHED_END_CANCEL = 1, SCHED_END_STOP = 2 }; /* values of sched_req.cancel */

@@ -174,8 +174,7 @@ static int cand_cmp(const void *a, const void *b) {
 static int sched_admit(eng_sched *s, sched_req *r, char *err, size_t errlen) {
     if (!r->logits) r->logits = malloc((size_t)s->n_vocab * sizeof(float));
     if (!r->logits) {
-        snprintf(err, errlen, "sched: out of memory for logits");
-        return ENG_SCHED_ENOMEM;
+        return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory for logits");
     }
     if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, err, errlen) != 0) return ENG_SCHED_EINVAL;
     r->kv_live = 1;

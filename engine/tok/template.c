@@ -77,8 +77,7 @@ static const char *tok_or(const eng_tok *t, int32_t id, const char *dflt) {
 }
 
 static int alternate_err(char *err, size_t errlen) {
-    tok_seterr(err, errlen, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
-    return ENG_TMPL_EROLE;
+    return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
 }
 
 /* {% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}
@@ -91,8 +90,7 @@ static int alternate_err(char *err, size_t errlen) {
 static int r_llama2(const eng_tok *t, const eng_tmpl_msg *m, int n, segs *s, char *err, size_t errlen) {
     const char *bos = tok_or(t, t ? t->bos : -1, "<s>"), *eos = tok_or(t, t ? t->eos : -1, "</s>");
     if (n == 0) {
-        tok_seterr(err, errlen, "chat template llama2: no messages");
-        return ENG_TMPL_EROLE;
+        return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template llama2: no messages");
     }
     int first = role_is(&m[0], "system") ? 1 : 0;
     for (int i = first; i < n; i++) {
@@ -172,12 +170,10 @@ static int r_gemma(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, int
                    size_t errlen) {
     const char *bos = tok_or(t, t ? t->bos : -1, "<bos>");
     if (n == 0) {
-        tok_seterr(err, errlen, "chat template gemma: no messages");
-        return ENG_TMPL_EROLE;
+        return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template gemma: no messages");
     }
     if (strict && role_is(&m[0], "system")) {
-        tok_seterr(err, errlen, "chat template gemma2: System role not supported");
-        return ENG_TMPL_EROLE;
+        return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template gemma2: System role not supported");
     }
     add(s, bos, strlen(bos), 1);
     int first = role_is(&m[0], "system") ? 1 : 0;
@@ -246,9 +242,8 @@ static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen
         if (role_is(&m[i], "user")) LIT(s, "User: ");
         else if (role_is(&m[i], "assistant")) LIT(s, "Assistant: ");
         else {
-            tok_seterr(err, errlen, "chat template transcript: roles are user and assistant after an optional "
+            return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template transcript: roles are user and assistant after an optional "
                        "first system message");
-            return ENG_TMPL_EROLE;
         }
         add(s, c, cn, 0);
         LIT(s, "\n");
@@ -260,13 +255,11 @@ static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen
 static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s,
                   char *err, size_t errlen) {
     if (n < 0 || (n > 0 && !m)) {
-        tok_seterr(err, errlen, "chat template: bad message list");
-        return ENG_TMPL_EINVAL;
+        return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: bad message list");
     }
     for (int i = 0; i < n; i++) {
         if ((!m[i].role && m[i].role_len) || (!m[i].content && m[i].content_len)) {
-            tok_seterr(err, errlen, "chat template: message %d has a NULL role or content", i);
-            return ENG_TMPL_EINVAL;
+            return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: message %d has a NULL role or content", i);
         }
     }
     int rc;
@@ -278,12 +271,10 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, s); break;
     case ENG_TMPL_TRANSCRIPT: rc = r_transcript(t, m, n, gen, s, err, errlen); break;
     default:
-        tok_seterr(err, errlen, "chat template: no format chosen");
-        return ENG_TMPL_EUNKNOWN;
+        return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template: no format chosen");
     }
     if (rc == 0 && s->oom) {
-        tok_seterr(err, errlen, "chat template: out of memory");
-        rc = ENG_TMPL_ENOMEM;
+        rc = pl_errf(err, errlen, ENG_TMPL_ENOMEM, "chat template: out of memory");
     }
     return rc;
 }
@@ -305,8 +296,7 @@ int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg
     for (int i = 0; i < s.n; i++) total += s.v[i].n;
     *n_out = total;
     if (total > cap) {
-        tok_seterr(err, errlen, "chat template: %zu bytes do not fit in %zu", total, cap);
-        rc = ENG_TMPL_ENOSPC;
+        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %zu bytes do not fit in %zu", total, cap);
         goto done;
     }
     size_t w = 0;
@@ -327,8 +317,7 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
     tok_ids v = {0};
     *n_out = 0;
     if (!t) {
-        tok_seterr(err, errlen, "chat template: rendering to ids needs a tokenizer");
-        return ENG_TMPL_EINVAL;
+        return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: rendering to ids needs a tokenizer");
     }
     int rc = render(f, t, msgs, n, add_gen, &s, err, errlen);
     if (rc) goto done;
@@ -339,25 +328,25 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
         }
         if (text.n) {
             rc = tok_encode_ids(t, text.v, text.n, 0, &v, err, errlen);
+            /* a tokenizer code becomes this module's, same class (pl_err.h) */
+            rc = pl_err_recode(rc, PL_ERR_TMPL, ENG_TMPL_EINVAL);
             text.n = 0;
             if (rc) break;
         }
         if (i == s.n) break;
         int32_t id = tok_vocab_lookup(t, s.v[i].p, s.v[i].n);
         if (id < 0) {
-            tok_seterr(err, errlen, "chat template %s: token \"%.*s\" is not in the vocabulary", eng_tmpl_name(f),
+            rc = pl_errf(err, errlen, ENG_TMPL_EVOCAB, "chat template %s: token \"%.*s\" is not in the vocabulary", eng_tmpl_name(f),
                        (int)(s.v[i].n > 40 ? 40 : s.v[i].n), s.v[i].p);
-            rc = ENG_TMPL_EVOCAB;
             break;
         }
         if (tok_ids_push(&v, id)) rc = ENG_TMPL_ENOMEM;
     }
-    if (rc == ENG_TMPL_ENOMEM) tok_seterr(err, errlen, "chat template: out of memory");
+    if (rc == ENG_TMPL_ENOMEM) pl_errf(err, errlen, rc, "chat template: out of memory");
     if (rc) goto done;
     *n_out = v.n;
     if (v.n > cap) {
-        tok_seterr(err, errlen, "chat template: %d ids do not fit in %d", v.n, cap);
-        rc = ENG_TMPL_ENOSPC;
+        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %d ids do not fit in %d", v.n, cap);
         goto done;
     }
     if (v.n) memcpy(ids, v.v, (size_t)v.n * sizeof *ids);

@@ -116,9 +116,8 @@ int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t
             return 0;
         }
     }
-    tok_seterr(err, errlen, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
+    return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
                name ? name : "(null)");
-    return ENG_TMPL_EUNKNOWN;
 }
 
 /* The format used when a file carries no tokenizer.chat_template, by
@@ -182,12 +181,12 @@ int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char 
             goto done;
         }
     }
-    tok_seterr(err, errlen,
+    pl_errf(err, errlen, rc,
                "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
                "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)",
                len);
 done:
-    if (rc == ENG_TMPL_ENOMEM) tok_seterr(err, errlen, "chat template: out of memory");
+    if (rc == ENG_TMPL_ENOMEM) pl_errf(err, errlen, rc, "chat template: out of memory");
     free(a.v);
     free(k.v);
     return rc;
@@ -211,9 +210,8 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
                 return 0;
             }
     }
-    tok_seterr(err, errlen,
+    return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN,
                "the model has no chat template (tokenizer.chat_template) and its architecture has no "
                "default turn format; set the format explicitly with the chat_template option "
                "(--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)");
-    return ENG_TMPL_EUNKNOWN;
 }

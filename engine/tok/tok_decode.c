@@ -48,14 +48,12 @@ int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char 
     for (int i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab) {
-            tok_seterr(err, errlen, "tokenizer: id %d at position %d outside the vocabulary", id, i);
-            rc = ENG_TOK_EINVAL;
+            rc = pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: id %d at position %d outside the vocabulary", id, i);
             goto done;
         }
         if (skipped(t, id, flags)) continue;
         if (tok_buf_put(&raw, t->piece_pool + t->piece_off[id], t->piece_len[id])) {
-            tok_seterr(err, errlen, "tokenizer: out of memory");
-            rc = ENG_TOK_ENOMEM;
+            rc = pl_errf(err, errlen, ENG_TOK_ENOMEM, "tokenizer: out of memory");
             goto done;
         }
     }
@@ -65,8 +63,7 @@ int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char 
     size_t need = lossy(src, len, NULL);
     *n_out = need;
     if (need > cap) {
-        tok_seterr(err, errlen, "tokenizer: decoded text (%zu bytes) does not fit in %zu", need, cap);
-        rc = ENG_TOK_ENOSPC;
+        rc = pl_errf(err, errlen, ENG_TOK_ENOSPC, "tokenizer: decoded text (%zu bytes) does not fit in %zu", need, cap);
         goto done;
     }
     lossy(src, len, out);

@@ -39,16 +39,13 @@ static int32_t match_special(const eng_tok *t, const char *s, size_t n, int all)
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
                    char *err, size_t errlen) {
     if (!text && len) {
-        tok_seterr(err, errlen, "tokenizer: NULL text");
-        return ENG_TOK_EINVAL;
+        return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: NULL text");
     }
     if ((flags & ENG_TOK_ADD_BOS) && t->bos < 0) {
-        tok_seterr(err, errlen, "tokenizer: BOS requested but the vocabulary has no BOS token");
-        return ENG_TOK_EINVAL;
+        return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: BOS requested but the vocabulary has no BOS token");
     }
     if ((flags & ENG_TOK_ADD_EOS) && t->eos < 0) {
-        tok_seterr(err, errlen, "tokenizer: EOS requested but the vocabulary has no EOS token");
-        return ENG_TOK_EINVAL;
+        return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: EOS requested but the vocabulary has no EOS token");
     }
     char *clean = NULL;
     size_t n = 0;
@@ -79,8 +76,7 @@ int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, to
 err:
     if (clean != text) free(clean);
     tok_scratch_free(&sc);
-    tok_seterr(err, errlen, "tokenizer: out of memory");
-    return rc;
+    return pl_errf(err, errlen, rc, "tokenizer: out of memory");
 }
 
 int eng_tok_encode(const eng_tok *t, const char *text, size_t len, int flags, int32_t *ids, int cap,
@@ -96,8 +92,7 @@ int eng_tok_encode(const eng_tok *t, const char *text, size_t len, int flags, in
     if (v.n > cap) {
         if (cap > 0 && ids) memcpy(ids, v.v, (size_t)cap * sizeof *ids);
         free(v.v);
-        tok_seterr(err, errlen, "tokenizer: %d ids do not fit in %d", *n_out, cap);
-        return ENG_TOK_ENOSPC;
+        return pl_errf(err, errlen, ENG_TOK_ENOSPC, "tokenizer: %d ids do not fit in %d", *n_out, cap);
     }
     if (v.n) memcpy(ids, v.v, (size_t)v.n * sizeof *ids);
     free(v.v);

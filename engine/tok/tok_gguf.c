@@ -28,13 +28,11 @@ static int load_strs(const eng_gguf *g, const char *key, uint64_t n, const char 
     *strs = malloc((n ? n : 1) * sizeof **strs);
     *lens = malloc((n ? n : 1) * sizeof **lens);
     if (!*strs || !*lens) {
-        tok_seterr(err, errlen, "tokenizer: out of memory");
-        return ENG_TOK_ENOMEM;
+        return pl_errf(err, errlen, ENG_TOK_ENOMEM, "tokenizer: out of memory");
     }
     for (uint64_t i = 0; i < n; i++) {
         if (eng_gguf_get_arr_str(g, key, i, &(*strs)[i], &(*lens)[i]) != 0) {
-            tok_seterr(err, errlen, "%s[%llu]: unreadable string", key, (unsigned long long)i);
-            return ENG_TOK_EFORMAT;
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "%s[%llu]: unreadable string", key, (unsigned long long)i);
         }
     }
     return 0;
@@ -45,8 +43,7 @@ static int get_id(const eng_gguf *g, const char *key, int32_t *out, char *err, s
     *out = -1;
     if (eng_gguf_find(g, key) < 0) return 0;
     if (eng_gguf_get_i64(g, key, &v) != 0 || v < -1 || v > INT32_MAX) {
-        tok_seterr(err, errlen, "%s: not a token id", key);
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "%s: not a token id", key);
     }
     *out = (int32_t)v;
     return 0;
@@ -56,8 +53,7 @@ static int get_flag(const eng_gguf *g, const char *key, bool dflt, bool *out, ch
     *out = dflt;
     if (eng_gguf_find(g, key) < 0) return 0;
     if (eng_gguf_get_bool(g, key, out) != 0) {
-        tok_seterr(err, errlen, "%s: not a bool", key);
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "%s: not a bool", key);
     }
     return 0;
 }
@@ -74,29 +70,25 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     size_t sl;
     *out = NULL;
     if (eng_gguf_get_str(g, "tokenizer.ggml.model", &s, &sl) != 0) {
-        tok_seterr(err, errlen, "tokenizer.ggml.model: missing (the model has no vocabulary)");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.model: missing (the model has no vocabulary)");
     }
     if (str_is(s, sl, "llama")) sp.model = ENG_TOK_MODEL_SPM;
     else if (str_is(s, sl, "gpt2")) sp.model = ENG_TOK_MODEL_BPE;
     else {
-        tok_seterr(err, errlen, "tokenizer.ggml.model \"%.*s\" not supported (supported: llama, gpt2)",
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.model \"%.*s\" not supported (supported: llama, gpt2)",
                    (int)(sl > 40 ? 40 : sl), s);
-        return ENG_TOK_EFORMAT;
     }
     if (sp.model == ENG_TOK_MODEL_BPE) {
         if (eng_gguf_get_str(g, "tokenizer.ggml.pre", &s, &sl) != 0) {
-            tok_seterr(err, errlen, "tokenizer.ggml.pre: missing (supported: llama-bpe, qwen2, gpt-2)");
-            return ENG_TOK_EFORMAT;
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.pre: missing (supported: llama-bpe, qwen2, gpt-2)");
         }
         if (str_is(s, sl, "llama-bpe") || str_is(s, sl, "llama3") || str_is(s, sl, "llama-v3"))
             sp.pre = ENG_TOK_PRE_LLAMA3, sp.ignore_merges = true;
         else if (str_is(s, sl, "qwen2")) sp.pre = ENG_TOK_PRE_QWEN2;
         else if (str_is(s, sl, "gpt-2") || str_is(s, sl, "gpt2")) sp.pre = ENG_TOK_PRE_GPT2;
         else {
-            tok_seterr(err, errlen, "tokenizer.ggml.pre \"%.*s\" not supported (supported: llama-bpe, qwen2, gpt-2)",
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.pre \"%.*s\" not supported (supported: llama-bpe, qwen2, gpt-2)",
                        (int)(sl > 40 ? 40 : sl), s);
-            return ENG_TOK_EFORMAT;
         }
     }
     int et;
@@ -104,8 +96,7 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     const void *data;
     if (eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &data) != 0 || et != ENG_GGUF_TYPE_STR ||
         n == 0 || n > (1u << 26)) {
-        tok_seterr(err, errlen, "tokenizer.ggml.tokens: missing, empty or not a string array");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens: missing, empty or not a string array");
     }
     sp.n_tokens = (int)n;
     if ((rc = load_strs(g, "tokenizer.ggml.tokens", n, &toks, &tok_lens, err, errlen))) goto done;
@@ -115,7 +106,7 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     uint64_t m;
     if (eng_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &data) == 0) {
         if (et != ENG_GGUF_TYPE_F32 || m != n) {
-            tok_seterr(err, errlen, "tokenizer.ggml.scores: want %llu f32 values", (unsigned long long)n);
+            pl_errf(err, errlen, rc, "tokenizer.ggml.scores: want %llu f32 values", (unsigned long long)n);
             goto done;
         }
         if (!(scores = malloc(n * sizeof *scores))) goto nomem;
@@ -124,14 +115,14 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     }
     if (eng_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &data) == 0) {
         if (m != n) {
-            tok_seterr(err, errlen, "tokenizer.ggml.token_type: want %llu values", (unsigned long long)n);
+            pl_errf(err, errlen, rc, "tokenizer.ggml.token_type: want %llu values", (unsigned long long)n);
             goto done;
         }
         if (!(types = malloc(n * sizeof *types))) goto nomem;
         for (uint64_t i = 0; i < n; i++) {
             int64_t v;
             if (eng_gguf_arr_get_i64(et, data, m, i, &v) != 0 || v < 0 || v > 6) {
-                tok_seterr(err, errlen, "tokenizer.ggml.token_type[%llu]: not a token type 0..6",
+                pl_errf(err, errlen, rc, "tokenizer.ggml.token_type[%llu]: not a token type 0..6",
                            (unsigned long long)i);
                 goto done;
             }
@@ -142,7 +133,7 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     if (sp.model == ENG_TOK_MODEL_BPE) {
         if (eng_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &data) != 0 || et != ENG_GGUF_TYPE_STR ||
             m > (1u << 26)) {
-            tok_seterr(err, errlen, "tokenizer.ggml.merges: missing or not a string array (needed by gpt2)");
+            pl_errf(err, errlen, rc, "tokenizer.ggml.merges: missing or not a string array (needed by gpt2)");
             goto done;
         }
         if ((rc = load_strs(g, "tokenizer.ggml.merges", m, &merges, &merge_lens, err, errlen))) goto done;
@@ -174,8 +165,7 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     }
     goto done;
 nomem:
-    tok_seterr(err, errlen, "tokenizer: out of memory");
-    rc = ENG_TOK_ENOMEM;
+    rc = pl_errf(err, errlen, ENG_TOK_ENOMEM, "tokenizer: out of memory");
 done:
     free(toks);
     free(tok_lens);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "eng_tok.h"
+#include "pl_err.h"
 
 /* ---- Unicode classes (unicode_tables.c, generated) ---- */
 #define TOK_UF_L 0x01        /* general category L* (letters) */
@@ -142,8 +143,5 @@ int tok_cp_to_byte(uint32_t cp);
 /* Encode into a growable id list (the core of eng_tok_encode). */
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
                    char *err, size_t errlen);
-
-void tok_seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

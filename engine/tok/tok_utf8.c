@@ -15,14 +15,6 @@
 
 #include "tok_internal.h"
 
-void tok_seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 uint32_t tok_unicode_flags(uint32_t cp) {
     if (cp < 256) return tok_unicode_latin1[cp];
     int lo = 0, hi = tok_unicode_n_ranges - 1;

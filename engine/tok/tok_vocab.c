@@ -12,13 +12,10 @@
 #include <string.h>
 
 #include "tok_internal.h"
+#include "pl_hash.h"
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
-    }
+    uint64_t h = pl_fnv1a64(PL_FNV64_SEED, s, n);
     return h ^ (h >> 29);
 }
 
@@ -128,16 +125,14 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
 
 static int check_id(int32_t id, int n, const char *what, char *err, size_t errlen) {
     if (id < -1 || id >= n) {
-        tok_seterr(err, errlen, "tokenizer: %s id %d outside the vocabulary (0..%d)", what, id, n - 1);
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: %s id %d outside the vocabulary (0..%d)", what, id, n - 1);
     }
     return 0;
 }
 
 static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t errlen) {
     if (sp->n_merges < 0 || (sp->n_merges > 0 && !sp->merges)) {
-        tok_seterr(err, errlen, "tokenizer: bad merge list");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: bad merge list");
     }
     t->mmask = table_size((size_t)sp->n_merges) - 1;
     t->mkey = calloc((size_t)t->mmask + 1, sizeof *t->mkey);
@@ -151,8 +146,7 @@ static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t er
         size_t n = m ? slen(sp->merges, sp->merge_lens, r) : 0;
         const char *sp_ = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;
         if (!sp_) {
-            tok_seterr(err, errlen, "tokenizer.ggml.merges[%d]: not \"left right\"", r);
-            rc = ENG_TOK_EFORMAT;
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.merges[%d]: not \"left right\"", r);
             break;
         }
         size_t ln = (size_t)(sp_ - m), rn = n - ln - 1;
@@ -164,9 +158,8 @@ static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t er
         }
         int32_t res = tok_vocab_lookup(t, cat.v, cat.n);
         if (l < 0 || rr < 0 || res < 0) {
-            tok_seterr(err, errlen, "tokenizer.ggml.merges[%d]: \"%.*s\" names a token not in the vocabulary",
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.merges[%d]: \"%.*s\" names a token not in the vocabulary",
                        r, (int)(n > 60 ? 60 : n), m);
-            rc = ENG_TOK_EFORMAT;
             break;
         }
         uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)rr) + 1;
@@ -185,21 +178,17 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
     int rc = ENG_TOK_ENOMEM;
     *out = NULL;
     if (!sp || sp->n_tokens <= 0 || sp->n_tokens > (1 << 26) || !sp->tokens) {
-        tok_seterr(err, errlen, "tokenizer: empty or oversized vocabulary");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: empty or oversized vocabulary");
     }
     if (sp->model != ENG_TOK_MODEL_SPM && sp->model != ENG_TOK_MODEL_BPE) {
-        tok_seterr(err, errlen, "tokenizer: unknown model");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: unknown model");
     }
     if (sp->model == ENG_TOK_MODEL_SPM && !sp->scores) {
-        tok_seterr(err, errlen, "tokenizer.ggml.scores: required for the \"llama\" (SentencePiece) model");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.scores: required for the \"llama\" (SentencePiece) model");
     }
     if (sp->model == ENG_TOK_MODEL_BPE &&
         (sp->pre != ENG_TOK_PRE_GPT2 && sp->pre != ENG_TOK_PRE_LLAMA3 && sp->pre != ENG_TOK_PRE_QWEN2)) {
-        tok_seterr(err, errlen, "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2)");
-        return ENG_TOK_EFORMAT;
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2)");
     }
     int n = sp->n_tokens;
     if ((rc = check_id(sp->bos, n, "bos", err, errlen)) || (rc = check_id(sp->eos, n, "eos", err, errlen)) ||
@@ -219,14 +208,12 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         if (!sp->tokens[i]) {
-            tok_seterr(err, errlen, "tokenizer.ggml.tokens[%d]: missing", i);
-            rc = ENG_TOK_EFORMAT;
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens[%d]: missing", i);
             goto err;
         }
         size_t l = slen(sp->tokens, sp->token_lens, i);
         if (l > (1u << 20) || total > UINT32_MAX - l - 1 - (1u << 20)) {
-            tok_seterr(err, errlen, "tokenizer.ggml.tokens: token %d too long or texts too large", i);
-            rc = ENG_TOK_EFORMAT;
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens: token %d too long or texts too large", i);
             goto err;
         }
         total += l + 1;
@@ -327,7 +314,7 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
     *out = t;
     return 0;
 err:
-    if (rc == ENG_TOK_ENOMEM) tok_seterr(err, errlen, "tokenizer: out of memory");
+    if (rc == ENG_TOK_ENOMEM) pl_errf(err, errlen, rc, "tokenizer: out of memory");
     eng_tok_free(t);
     return rc;
 }

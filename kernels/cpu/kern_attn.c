@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include "kern_avx2_reduce.h"
+#include "kern_exp_avx2.h"
 #define KERN_ATTN_X86 1
 #else
 #define KERN_ATTN_X86 0
@@ -103,25 +104,6 @@ typedef struct ka_chunk {
     _Alignas(32) float vs[KA_MAXC]; /* V scale per key (1 for float rows) */
 } ka_chunk;
 
-/* Cephes-style expf on 8 lanes; lanes below -87 (and -inf) give exactly 0. */
-KA_AVX2 static __m256 ka_exp(__m256 x) {
-    __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(under, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
-
 /* Lane j = horizontal sum of a[j], each by ((0+1)+(2+3)) + ((4+5)+(6+7)). */
 KA_AVX2 static __m256 ka_reduce8(const __m256 a[8]) {
     __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
@@ -199,10 +181,10 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
         vmax = _mm256_max_ps(vmax, sv);
     }
     float mc = kern_hmax_ps(vmax), mold = *pm, mnew = mc > mold ? mc : mold;
-    float alpha = _mm256_cvtss_f32(ka_exp(_mm256_set1_ps(mold - mnew)));
+    float alpha = _mm256_cvtss_f32(kern_exp_attn_ps(_mm256_set1_ps(mold - mnew)));
     __m256 vm = _mm256_set1_ps(mnew), psum = _mm256_setzero_ps();
     for (int g = g0; g <= jb; g += 8) {
-        __m256 pv = ka_exp(_mm256_sub_ps(_mm256_load_ps(s + g), vm));
+        __m256 pv = kern_exp_attn_ps(_mm256_sub_ps(_mm256_load_ps(s + g), vm));
         _mm256_store_ps(s + g, _mm256_mul_ps(pv, _mm256_load_ps(ch->vs + g)));
         psum = _mm256_add_ps(psum, pv);
     }

@@ -15,6 +15,7 @@
  * one of them must reproduce.
  */
 #include "kern_gemm_int.h"
+#include "pl_err.h"
 
 #include <assert.h>
 #include <math.h>
@@ -116,8 +117,7 @@ int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *s
                     const float *bscale, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (N < 1 || K < 1 || !W || !scale == !bscale || (bscale && K % KERN_PACK_KB)) {
-        snprintf(err, errlen, "bad weight shape %d x %d or scales", N, K);
-        return -1;
+        return pl_errf(err, errlen, -1, "bad weight shape %d x %d or scales", N, K);
     }
     int Kp = (K + KERN_PACK_KB - 1) / KERN_PACK_KB * KERN_PACK_KB;
     int G = (N + KERN_PACK_NC - 1) / KERN_PACK_NC, nb = Kp / KERN_PACK_KB;
@@ -127,8 +127,7 @@ int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *s
     else w->scale = calloc((size_t)G * KERN_PACK_NC, sizeof *w->scale);
     if (!w->q8 || (!w->bscale && !w->scale)) {
         kern_wpack_free(w);
-        snprintf(err, errlen, "out of memory packing %d x %d weights", N, K);
-        return -1;
+        return pl_errf(err, errlen, -1, "out of memory packing %d x %d weights", N, K);
     }
     memset(w->q8, 0, qbytes);
     w->N = N, w->K = K, w->Kp = Kp, w->n_groups = G, w->n_blocks = nb;

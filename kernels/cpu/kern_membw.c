@@ -10,6 +10,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "kern_membw.h"
+#include "pl_err.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #include "kern_gemm.h"
 #include "kern_isa.h"
+#include "pl_time.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -90,12 +92,6 @@ static void membw_fill_task(void *arg, int task, int thread) {
     memset(j->buf + (size_t)task * j->chunk, task & 0xff, j->chunk);
 }
 
-static double membw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int membw_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -115,8 +111,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     uint64_t *sink = NULL;
     double *gbs = NULL;
     if (!out || bytes < ((size_t)64 << 10) || repeats < 1 || repeats > 1000) {
-        snprintf(err, errlen, "membw: need bytes >= 64 KiB and 1..1000 repeats");
-        return -1;
+        return pl_errf(err, errlen, -1, "membw: need bytes >= 64 KiB and 1..1000 repeats");
     }
     int threads = p ? kern_pool_size(p) : 1;
     int n_tasks = threads * KERN_MEMBW_CHUNKS_PER_THREAD;
@@ -130,7 +125,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     sink = calloc((size_t)n_tasks, sizeof *sink);
     gbs = malloc((size_t)repeats * sizeof *gbs);
     if (!buf || !sink || !gbs) {
-        snprintf(err, errlen, "membw: cannot allocate %zu bytes", total);
+        pl_errf(err, errlen, -1, "membw: cannot allocate %zu bytes", total);
         goto err;
     }
     membw_job j = {buf, chunk, 0, sink};
@@ -140,9 +135,9 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     membw_run(p, membw_fill_task, &j, n_tasks);
     membw_run(p, membw_task, &j, n_tasks); /* warm-up */
     for (int r = 0; r < repeats; r++) {
-        double t0 = membw_now();
+        double t0 = pl_mono_s();
         membw_run(p, membw_task, &j, n_tasks);
-        double dt = membw_now() - t0;
+        double dt = pl_mono_s() - t0;
         gbs[r] = (double)total / 1e9 / (dt > 0 ? dt : 1e-9);
     }
     qsort(gbs, (size_t)repeats, sizeof *gbs, membw_cmp);

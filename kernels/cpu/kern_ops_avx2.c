@@ -6,10 +6,9 @@
  * finishes a tail shorter than a vector with the scalar arithmetic; the
  * split depends only on the row length, so a row always takes the same
  * path.  Reductions (max, sums) keep fixed lanes and a fixed horizontal
- * order.  exp is a Cephes-style range reduction (n = round(x log2 e),
- * r = x - n ln2 in two parts) with a degree-6 polynomial, about 1 ulp;
- * 2^n is applied as two exact power-of-two factors so n = -126..128 needs
- * no special case; inputs below -87.34 give 0 and above 88.72 give inf.
+ * order.  exp is kern_exp_ps (kern_exp_avx2.h): a Cephes-style range
+ * reduction with a degree-6 polynomial, about 1 ulp; inputs below -87.34
+ * give 0 and above 88.72 give inf.
  * Everything is compiled per function for AVX2 (the build is baseline
  * x86-64) and called only when kern_isa_best() reports AVX2.
  */
@@ -22,36 +21,10 @@
 #include <string.h>
 
 #include "kern_avx2_reduce.h"
+#include "kern_exp_avx2.h"
 
 #define KERN_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KERN_INLINE static inline __attribute__((always_inline))
-
-/* e^x per lane (see the file comment). */
-KERN_AVX2 KERN_INLINE __m256 kern_exp_ps(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
-    /* second operand returned for NaN: x's NaN propagates */
-    __m256 xc = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* 2^n = 2^e1 * 2^e2 with e1 = n >> 1, e2 = n - e1, both normal */
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i e1 = _mm256_srai_epi32(ni, 1), e2 = _mm256_sub_epi32(ni, e1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e1, bias), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e2, bias), 23));
-    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    p = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), p);
-    return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-}
 
 /* ---- quantisation ---- */
 

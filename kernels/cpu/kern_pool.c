@@ -25,6 +25,7 @@
  * ends it (published under the mutex), so no wake-up is lost.
  */
 #include "kern_pool.h"
+#include "pl_time.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -88,12 +89,6 @@ static void kern_pool_work(kern_pool *p, uint32_t gen, kern_task_fn fn, void *ar
     }
 }
 
-static long kern_pool_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 /* Poll until done(p, v) holds or KERN_POOL_SPIN_NS pass; returns whether it held. */
 static int kern_pool_spin(kern_pool *p, uint32_t v, int (*done)(kern_pool *, uint32_t)) {
     long t0 = 0;
@@ -101,7 +96,7 @@ static int kern_pool_spin(kern_pool *p, uint32_t v, int (*done)(kern_pool *, uin
         if (done(p, v)) return 1;
         KERN_POOL_PAUSE();
         if ((i & 255) == 255) {
-            long t = kern_pool_ns();
+            long t = (long)pl_mono_ns();
             if (!t0) t0 = t;
             else if (t - t0 > KERN_POOL_SPIN_NS) return 0;
         }

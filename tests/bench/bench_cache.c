@@ -24,12 +24,9 @@
 
 #include "eng_model.h"
 #include "kvt_util.h"
+#include "pl_time.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static double now_s(void) { return pl_mono_s(); }
 
 static void cai1b_layout(eng_kv_layout *l, int B) {
     static eng_config c;

@@ -5,15 +5,26 @@
  * collision hook, namespace isolation and sliding-window trimming.
  * Blocks are filled through the engine's eng_kvseq path with bytes that
  * are a pure function of their token prefix (kvt_util.h), so every block a
- * lookup returns is checked to be exactly the KV of its prefix.
+ * lookup returns is checked to be exactly the KV of its prefix.  After
+ * every operation kv_cache_check verifies the structural invariants of
+ * kv_cache.h (free lists, block owners, child counts, the LRU heap).
  */
 #define PTEST_MAIN
 #include "ptest.h"
 
 #include "kvt_util.h"
+#include "pl_err.h"
 
 #define MAXS 600   /* reference sequences */
 #define MAXT 160   /* tokens per sequence */
+
+/* Fail the test with kv_cache_check's message when an invariant broke. */
+#define KV_CHECK(c)                                                            \
+    do {                                                                       \
+        char ce_[PL_ERR_LEN] = "";                                             \
+        int cr_ = kv_cache_check((c), ce_, sizeof ce_);                        \
+        PT_ASSERT_MSG(cr_ == 0, "kv_cache_check: %s (%d)", ce_, cr_);          \
+    } while (0)
 
 typedef struct ref_seq {
     int ns;             /* namespace index */
@@ -71,6 +82,7 @@ static int run_turn(kv_cache *c, const eng_kv_layout *l, int ns, const int32_t *
     int rc = kvt_prefill(&s, tok + m.n_tokens, n - m.n_tokens);
     if (rc == 0) PT_EQ_INT(kv_cache_insert(c, NS[ns], strlen(NS[ns]), &s, 1), 0);
     eng_kvseq_free(&s);
+    KV_CHECK(c);
     return rc ? 1 : 0;
 }
 
@@ -96,6 +108,7 @@ static int check_lookup(kv_cache *c, const eng_kv_layout *l, int ns, const int32
     int got = m.n_blocks;
     if (keep) *keep = m;
     else kv_match_release(c, &m);
+    KV_CHECK(c);
     return got;
 }
 
@@ -177,6 +190,7 @@ PT_TEST(random_pin_evict_budget_window) {
             check_lookup(c, &l, ns, q, n, 0, &held[h]);
         } else if (op < 6) {
             kv_cache_evict(c, 1 + (int)(pt_rand() % 8));
+            KV_CHECK(c);
         } else {
             check_lookup(c, &l, ns, q, n, 0, NULL);
         }
@@ -191,6 +205,7 @@ PT_TEST(random_pin_evict_budget_window) {
         PT_ASSERT(st.blocks_used[0] <= st.blocks_total[0] && st.blocks_used[1] <= st.blocks_total[1]);
     }
     for (int h = 0; h < 4; h++) kv_match_release(c, &held[h]);
+    KV_CHECK(c);
     PT_ASSERT(full < 4000); /* most turns found room */
     kv_stats st;
     kv_cache_stats(c, &st);

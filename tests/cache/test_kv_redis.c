@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kvt_util.h"
+#include "pl_time.h"
 
 static char host[128];
 static int port;
@@ -38,11 +39,7 @@ static int shared_redis(void) {
     return port > 0;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return pl_mono_msf(); }
 
 static int mask_bits; /* test hook for the weakened-hash test */
 

@@ -21,6 +21,7 @@
 
 #include "eng_gguf.h"
 #include "eng_gguf_write.h"
+#include "pl_hash.h"
 
 static void js_str(const char *s, size_t n) {
     putchar('"');
@@ -102,8 +103,7 @@ static int dump(const char *path) {
     printf("],\n\"tensors\": [");
     for (int i = 0; i < eng_gguf_n_tensors(g); i++) {
         const eng_gguf_tensor *t = eng_gguf_tensor_at(g, i);
-        uint64_t h = 0xcbf29ce484222325ull, nel = 1;
-        for (uint64_t j = 0; j < t->nbytes; j++) h = (h ^ ((const uint8_t *)t->data)[j]) * 0x100000001b3ull;
+        uint64_t h = pl_fnv1a64(PL_FNV64_SEED, t->data, (size_t)t->nbytes), nel = 1;
         printf("%s\n {\"name\": ", i ? "," : "");
         js_str(t->name, strlen(t->name));
         printf(", \"type\": %d, \"ne\": [", t->type);

@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
+#include "pl_time.h"
 
 #define IT_PARTITIONS 6
 #define IT_KEYS 100
@@ -59,11 +60,7 @@ static atomic_int it_stop;          /* tells consumer threads to finish */
 static atomic_int it_delivered;     /* producer delivery reports, success */
 static atomic_int it_delivery_errs; /* ... failures */
 
-static double it_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static double it_now(void) { return pl_mono_s(); }
 
 static const char *it_bootstrap(void) {
     const char *b = getenv("PARLEY_TEST_KAFKA");

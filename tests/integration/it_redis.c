@@ -24,14 +24,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "pl_time.h"
 
 #define IT_TIMEOUT_MS 500 /* command timeout for the stopped-server test */
 
-static double it_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static double it_now(void) { return pl_mono_s(); }
 
 static struct timeval it_tv(int ms) {
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};

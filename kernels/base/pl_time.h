@@ -1,0 +1,68 @@
+/*
+ * pl_time.h -- the tree's one home for clock reads.
+ *
+ * Purpose.  Every module needs "now" in some unit: the scheduler in
+ * microseconds, the caches and clients in milliseconds, the benchmarks in
+ * seconds, the thread pool in nanoseconds; records on the wire carry Unix
+ * milliseconds.  These inline helpers are the only place the tree reads
+ * the clock for such values, so the unit and the clock behind each name
+ * are written once.
+ *
+ * Clocks.  pl_mono_* read CLOCK_MONOTONIC: for durations and deadlines
+ * inside one process (never jumps with the wall clock, meaningless across
+ * machines).  pl_unix_ms reads CLOCK_REALTIME: Unix epoch milliseconds for
+ * timestamps that leave the process (created_ms, expiry checks against a
+ * producer's clock).
+ *
+ * Failure behaviour.  None: clock_gettime cannot fail for these clocks on
+ * Linux.  Header only, no state; safe from any thread.
+ */
+#ifndef PL_TIME_H
+#define PL_TIME_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Monotonic nanoseconds. */
+static inline int64_t pl_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Monotonic microseconds. */
+static inline int64_t pl_mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Monotonic whole milliseconds. */
+static inline int64_t pl_mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Monotonic milliseconds with the fraction (for timings printed to users). */
+static inline double pl_mono_msf(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Monotonic seconds with the fraction (benchmarks, throughput figures). */
+static inline double pl_mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Unix epoch milliseconds (CLOCK_REALTIME). */
+static inline int64_t pl_unix_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#endif
