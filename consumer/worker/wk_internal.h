@@ -168,9 +168,9 @@ extern const double wk_lat_bounds_ms[WK_LAT_N - 1];
 /* Upper bounds (ms) of the overhead buckets; the last bucket is +Inf. */
 extern const double wk_ovh_bounds_ms[WK_OVH_N - 1];
 
-struct wk_worker {
-    const wk_config *cfg;       /* configuration (caller's) */
-    char id[128];               /* worker id */
+/* The model side: what turns are validated, tokenized and generated
+ * with (set up by wk_worker.c, read-only afterwards except the scratch). */
+typedef struct wk_engine {
     char model_name[256];       /* name turns may use in `model` */
     eng_model *model;           /* loaded model */
     eng_tok *tok;               /* its tokenizer */
@@ -185,60 +185,112 @@ struct wk_worker {
     sch_limits lim;             /* decoder limits */
     char *dscratch;             /* delivery-thread detokenizer buffer */
     size_t dscratch_cap;        /* its size (eng_tok_stream_cap) */
-    rd_kafka_t *cons;           /* consumer (group member) */
-    rd_kafka_t *txp;            /* transactional producer */
-    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
-    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
-                                 * rebuilds it, the poll thread polls it */
-    long test_chunk_fatal_at;   /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
-                                 * fatal error on chp (0: never; delivery thread) */
-    long test_txn_fatal_at;     /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
-                                 * fatal error on txp (0: never; poll thread) */
-    int test_txn_fatal_landed;  /* 1: inject after that transaction committed, 0: before */
-    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
-    int64_t rec_since_us;       /* when the current producer rebuild started */
-    const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
-    wk_ns_from ns_from;         /* worker.namespace_from */
-    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
-    int chunk_tokens;           /* tokens per chunk */
+} wk_engine;
+
+/* Topic names (worker.topic.*; the configuration's strings). */
+typedef struct wk_topics {
+    const char *turns;          /* ChatTurns in (subscribed) */
+    const char *tokens;         /* TokenChunks out (chunk producer) */
+    const char *resp;           /* TurnResults out (transactional producer) */
+    const char *dlq;            /* DeadLetters out (transactional producer) */
+} wk_topics;
+
+/* The conversation table and the turns in it (wk_loop.c; poll thread,
+ * except the done list, which the delivery thread fills under mu). */
+typedef struct wk_convs {
+    wk_conv **tab;              /* hash table of (partition, key) queues */
+    size_t cap;                 /* buckets (power of two) */
+    size_t n;                   /* conversations */
+    wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
+    size_t n_idle;              /* entries */
+    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
+    int64_t inflight;           /* consumed turns not yet in the batch */
+    pthread_mutex_t mu;         /* guards the done list */
+    wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
+    uint64_t attempt_base;      /* per-process attempt id base */
+    uint64_t attempt_ctr;       /* attempts made */
+} wk_convs;
+
+/* The outputs of the next transaction and the input positions they
+ * finish (poll thread; wk_batch.c holds the state logic). */
+typedef struct wk_batch {
     wk_offsets *offs;           /* unfinished input offsets */
     uint32_t *gen;              /* generation per partition (bumped on assign/revoke) */
     bool *owned;                /* partition currently assigned */
     int32_t n_parts;            /* entries in gen/owned */
-    wk_conv **conv_tab;         /* conversation hash table */
-    size_t conv_cap;            /* buckets (power of two) */
-    size_t n_conv;              /* conversations */
-    wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
-    size_t n_idle;              /* entries */
-    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
-    pthread_mutex_t mu;         /* guards the done list */
-    wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
-    wk_out *batch_head, *batch_tail; /* outputs of the next transaction */
-    int n_batch;                /* entries */
-    int64_t batch_since_us;     /* when the oldest entry was added */
-    int64_t inflight;           /* consumed turns not yet in a batch */
-    bool paused;                /* partitions paused (backpressure) */
-    int pause_why;              /* WK_PAUSE_* reasons holding the pause (bit set) */
+    wk_out *head, *tail;        /* outputs of the next transaction, consumption order */
+    int n;                      /* entries */
+    int64_t since_us;           /* when the oldest entry was added (or the last commit try) */
+} wk_batch;
+
+/* Backpressure (wk_loop.c; poll thread). */
+typedef struct wk_pause {
+    bool paused;                /* partitions paused (backpressure or shutdown) */
+    int why;                    /* WK_PAUSE_* reasons holding the pause (bit set) */
     int64_t kv_hi, kv_lo;       /* KV pause / resume marks (per mille of the pool) */
+} wk_pause;
+
+/* The open transaction and a producer rebuild in progress (wk_txn.c;
+ * poll thread). */
+typedef struct wk_txn_state {
     int recovering;             /* WK_REC_* stage of a producer rebuild; 0 = none */
     int abort_pending;          /* an abort failed retriably: retried before the next begin */
-    int64_t txn_begin_us;       /* when the open transaction began; 0 = none open */
-    int64_t txn_timeout_us;     /* the transactional producer's transaction.timeout.ms */
-    float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
-    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
-    uint64_t attempt_base;      /* per-process attempt id base */
-    uint64_t attempt_ctr;       /* attempts made */
-    int fatal;                  /* a fatal Kafka error happened */
+    int64_t begin_us;           /* when the open transaction began; 0 = none open */
+    int64_t timeout_us;         /* the transactional producer's transaction.timeout.ms */
+    int64_t rec_since_us;       /* when the current producer rebuild started */
+    long test_fatal_at;         /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
+                                 * fatal error on txp (0: never) */
+    int test_fatal_landed;      /* 1: inject after that transaction committed, 0: before */
+    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
+} wk_txn_state;
+
+/* The two producers (made in wk_kafka.c). */
+typedef struct wk_producers {
+    rd_kafka_t *txp;            /* transactional producer (poll thread) */
+    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
+    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
+                                 * rebuilds it, the poll thread polls it */
+    long test_fatal_at;         /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
+                                 * fatal error on chp (0: never; delivery thread) */
+} wk_producers;
+
+/* Why and whether the poll loop ends. */
+typedef struct wk_halt {
+    volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
+    int fatal;                  /* a fatal error happened (Kafka, or out of memory) */
     char fatal_msg[512];        /* its message */
     int refused_claim;          /* atomic: a client callback is writing refused_msg */
     int refused;                /* atomic (release after refused_msg): the cluster refused us */
     char refused_msg[512];      /* why (kind and librdkafka's reason) */
-    volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
+} wk_halt;
+
+/* What /metrics and the log lines report. */
+typedef struct wk_metrics {
     wk_counters ctr;            /* counters */
+    float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
+    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
     struct wk_http *http;       /* metrics endpoint (NULL = off) */
     pthread_mutex_t lag_mu;     /* guards lag / n_lag (poll thread writes, HTTP reads) */
     int64_t *lag;               /* per partition: high watermark - commit position; -1 unknown/not owned */
     int32_t n_lag;              /* entries */
+} wk_metrics;
+
+struct wk_worker {
+    const wk_config *cfg;       /* configuration (caller's) */
+    char id[128];               /* worker id */
+    wk_ns_from ns_from;         /* worker.namespace_from */
+    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
+    int chunk_tokens;           /* tokens per chunk */
+    wk_topics topics;           /* topic names */
+    wk_engine eng;              /* model, tokenizer, cache, scheduler */
+    rd_kafka_t *cons;           /* consumer (group member; poll thread) */
+    wk_producers prod;          /* transactional and chunk producers */
+    wk_convs convs;             /* conversation table, turns in flight, done list */
+    wk_batch batch;             /* next transaction's outputs, offsets, partition ownership */
+    wk_pause pause;             /* backpressure */
+    wk_txn_state txn;           /* open transaction, producer rebuild */
+    wk_halt halt;               /* stop requests and fatal errors */
+    wk_metrics met;             /* counters, overhead ring, lag, HTTP endpoint */
 };
 
 #define WK_PAUSE_INFLIGHT 1 /* worker.max_inflight reached */

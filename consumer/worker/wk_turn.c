@@ -108,7 +108,7 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
     d.offset = rkm->offset;
     d.timestamp_ms = rd_kafka_message_timestamp(rkm, NULL);
     if (rkm->key) d.key = (sch_str){rkm->key, rkm->key_len};
-    size_t vmax = w->lim.max_content_bytes;
+    size_t vmax = w->eng.lim.max_content_bytes;
     d.value = (sch_str){rkm->payload ? (const char *)rkm->payload : "",
                         rkm->len < vmax ? rkm->len : vmax};
     if (!rkm->payload) d.value.ptr = NULL, d.value.len = 0;
@@ -169,7 +169,7 @@ static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t 
     r.finish_reason = SCH_FINISH_EXPIRED;
     r.prompt_tokens = (uint64_t)n_prompt;
     r.worker = sch_str_c(w->id);
-    r.model = sch_str_c(w->model_name);
+    r.model = sch_str_c(w->eng.model_name);
     r.has_error = true;
     r.error_code = SCH_E_EXPIRED;
     r.error_message = sch_str_c("deadline_ms passed before the turn was started");
@@ -191,9 +191,9 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
         int32_t *p = malloc(t->n_prompt_tokens * sizeof *p);
         if (!p) return SCH_E_NOMEM;
         for (size_t i = 0; i < t->n_prompt_tokens; i++) {
-            if (t->prompt_tokens[i] >= (uint32_t)w->n_vocab) {
+            if (t->prompt_tokens[i] >= (uint32_t)w->eng.n_vocab) {
                 snprintf(msg, msglen, "prompt_tokens[%zu] = %u is outside the vocabulary (%d)",
-                         i, t->prompt_tokens[i], w->n_vocab);
+                         i, t->prompt_tokens[i], w->eng.n_vocab);
                 free(p);
                 return SCH_E_TOKEN_OUT_OF_VOCAB;
             }
@@ -212,7 +212,7 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
                               t->messages[i].content.len};
         bytes += t->messages[i].content.len + 32;
     }
-    int rc = 0, cap = bytes > (size_t)w->n_ctx + 1 ? w->n_ctx + 1 : (int)bytes, got = 0;
+    int rc = 0, cap = bytes > (size_t)w->eng.n_ctx + 1 ? w->eng.n_ctx + 1 : (int)bytes, got = 0;
     int32_t *p = NULL;
     for (int tries = 0; tries < 2; tries++) {
         free(p);
@@ -222,19 +222,19 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
             break;
         }
         char terr[256];
-        int r = eng_tmpl_render_ids(w->fmt, w->tok, m, (int)t->n_messages, true, p, cap, &got,
-                                    terr, sizeof terr);
+        int r = eng_tmpl_render_ids(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, p, cap,
+                                    &got, terr, sizeof terr);
         if (r == ENG_TMPL_ENOSPC && tries == 0 && got > cap) {
             cap = got;
             continue;
         }
         if (r == ENG_TMPL_EROLE) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
             rc = SCH_E_BAD_ROLE;
         } else if (r == ENG_TMPL_ENOMEM) {
             rc = SCH_E_NOMEM;
         } else if (r != 0) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
             rc = SCH_E_BAD_VALUE;
         }
         break;
@@ -276,9 +276,9 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     /* A JSON turn is converted to msgpack and decoded by the same decoder
      * (sch_json.c): one set of field rules and error codes. */
     if (!code && fmt == SCH_FORMAT_JSON)
-        code = sch_turn_decode_json(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+        code = sch_turn_decode_json(rkm->payload, rkm->len, &w->eng.lim, &t, msg, sizeof msg);
     else if (!code)
-        code = sch_turn_decode(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+        code = sch_turn_decode(rkm->payload, rkm->len, &w->eng.lim, &t, msg, sizeof msg);
     if (code) goto dead_nodec;
     if (!rkm->key || rkm->key_len != t.conversation_id.len ||
         memcmp(rkm->key, t.conversation_id.ptr, rkm->key_len)) {
@@ -286,11 +286,11 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
         snprintf(msg, sizeof msg, "record key differs from conversation_id");
         goto dead;
     }
-    if (t.model.ptr && (t.model.len != strlen(w->model_name) ||
-                        memcmp(t.model.ptr, w->model_name, t.model.len))) {
+    if (t.model.ptr && (t.model.len != strlen(w->eng.model_name) ||
+                        memcmp(t.model.ptr, w->eng.model_name, t.model.len))) {
         code = SCH_E_UNKNOWN_MODEL;
         snprintf(msg, sizeof msg, "model '%.100s' is not served here (this worker: '%.100s')",
-                 t.model.ptr, w->model_name);
+                 t.model.ptr, w->eng.model_name);
         goto dead;
     }
     const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
@@ -306,7 +306,7 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
         ns = hv;
         ns_len = hsz;
     } else if (w->ns_from == WK_NS_TOPIC) {
-        ns = w->t_turns;
+        ns = w->topics.turns;
         ns_len = strlen(ns);
     } else if (w->ns_from == WK_NS_FIXED) {
         ns = w->ns_fixed;
@@ -323,11 +323,11 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
     if (code == SCH_E_NOMEM) goto nomem;
     if (code) goto dead;
-    if ((int64_t)n_ids + t.params.max_tokens > w->n_ctx) {
+    if ((int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
         free(ids);
         code = SCH_E_CONTEXT_OVERFLOW;
         snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
-                 n_ids, t.params.max_tokens, w->n_ctx);
+                 n_ids, t.params.max_tokens, w->eng.n_ctx);
         goto dead;
     }
     int64_t now_ms = wk_unix_ms();
@@ -362,8 +362,8 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     for (size_t i = 0; i < t.turn_id.len; i++)
         seed = (seed ^ (unsigned char)t.turn_id.ptr[i]) * 1099511628211ull;
     x->sampling.seed = t.params.has_seed ? t.params.seed : seed;
-    x->sampling.n_stop = w->n_eog;
-    memcpy(x->sampling.stop, w->eog, (size_t)w->n_eog * sizeof w->eog[0]);
+    x->sampling.n_stop = w->eng.n_eog;
+    memcpy(x->sampling.stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
     x->max_tokens = (int)t.params.max_tokens;
     x->stream = t.stream;
     x->json_out = json_out;
