@@ -54,6 +54,31 @@ typedef struct wk_timing {
     int64_t end_us;             /* the scheduler finished it */
 } wk_timing;
 
+/* One header of an input record, as librdkafka holds it. */
+typedef struct wk_header {
+    const char *name;           /* NUL-terminated name */
+    const void *value;          /* value bytes (NULL for a null value) */
+    size_t size;                /* value bytes (0 for a null value) */
+} wk_header;
+
+/* An input record as the turn path sees it: what the Kafka boundary
+ * (wk_record_from_kafka, called by wk_loop.c) copied out of an
+ * rd_kafka_message_t, so the turn path runs and is tested without a
+ * broker.  Every pointer is borrowed from the message and valid while it
+ * lives; every byte is the producer's and is treated as hostile. */
+typedef struct wk_record {
+    const char *topic;          /* topic name */
+    int32_t partition;          /* partition */
+    int64_t offset;             /* offset */
+    const void *key;            /* key bytes (NULL = no key) */
+    size_t key_len;             /* key bytes */
+    const void *value;          /* value bytes (NULL = null value) */
+    size_t len;                 /* value bytes */
+    const wk_header *headers;   /* headers in record order */
+    size_t n_headers;           /* entries */
+    int64_t timestamp_ms;       /* record timestamp (unix ms); -1 none */
+} wk_record;
+
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
     struct wk_out *next;        /* batch list link */
@@ -307,11 +332,17 @@ void wk_log(const char *level, const char *event, const char *fmt, ...)
 /* Wall clock in unix milliseconds. */
 int64_t wk_unix_ms(void);
 
-/* Decode and validate rkm into a new turn (*turn) or, for bad input, a DLQ
- * record or an `expired` TurnResult (*out).  Exactly one of *turn / *out is
- * set on 0; < 0 only for out-of-memory. */
-int wk_turn_from_message(struct wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                         wk_turn **turn, wk_out **out);
+/* The last header of r named `name` (names compare exactly, as
+ * librdkafka's rd_kafka_header_get_last), or NULL. */
+const wk_header *wk_record_header(const wk_record *r, const char *name);
+
+/* Decode and validate record r (consumed at partition generation gen) into
+ * a new turn (*turn) or, for bad input, a DeadLetter or an `expired`
+ * TurnResult (*out).  Exactly one of *turn / *out is set on 0; < 0 (a
+ * SCH_E_NOMEM code) only for out-of-memory, with neither set.  Reads the
+ * worker's engine limits, id, namespace mode and topic names only. */
+int wk_turn_from_record(struct wk_worker *w, const wk_record *r, uint32_t gen, wk_turn **turn,
+                        wk_out **out);
 
 /* Submit a prepared turn to the scheduler.  On failure the turn gets an
  * error TurnResult and is queued on the done list as if it had run. */
@@ -343,6 +374,12 @@ int wk_kafka_chp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t er
  * writes refused_msg and sets refused, logs one kafka_refused line.  Any
  * thread. */
 void wk_kafka_note_refusal(struct wk_worker *w, rd_kafka_resp_err_t e, const char *reason);
+/* The Kafka boundary of the turn path: fill *r from m (borrowing m's
+ * bytes).  Headers go to buf[cap] when they fit, else to a malloc'd array
+ * returned in *heap (the caller frees it; NULL when buf sufficed).
+ * Returns 0, or -1 out of memory. */
+int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
+                         wk_header **heap);
 /* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
  * (also for names it does not list). */
 char wk_kafka_scope(const char *name);

@@ -66,6 +66,37 @@ static const char *wk_kafka_for(const char *name, char kind) {
     return s == '*' || s == kind ? name : NULL;
 }
 
+int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
+                         wk_header **heap) {
+    *heap = NULL;
+    memset(r, 0, sizeof *r);
+    r->topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+    r->partition = m->partition;
+    r->offset = m->offset;
+    r->key = m->key;
+    r->key_len = m->key ? m->key_len : 0;
+    r->value = m->payload;
+    r->len = m->payload ? m->len : 0;
+    r->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || !hdrs) return 0;
+    size_t n = rd_kafka_header_cnt(hdrs);
+    wk_header *h = buf;
+    if (n > cap && !(h = *heap = malloc(n * sizeof *h))) return -1;
+    size_t k = 0;
+    const char *name;
+    const void *val;
+    size_t sz;
+    while (k < n && rd_kafka_header_get_all(hdrs, k, &name, &val, &sz) ==
+                        RD_KAFKA_RESP_ERR_NO_ERROR) {
+        h[k] = (wk_header){name, val, val ? sz : 0};
+        k++;
+    }
+    r->headers = h;
+    r->n_headers = k;
+    return 0;
+}
+
 /* What a refusal by the cluster is, for an error code and its reason;
  * NULL when it is not one (transport errors, timeouts, TLS errors other
  * than certificate verification: librdkafka retries those). */

@@ -319,7 +319,12 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     uint32_t gen = w->batch.gen[m->partition];
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    if (wk_turn_from_message(w, m, gen, &t, &o) != 0) {
+    wk_record rec;
+    wk_header hbuf[16], *hheap = NULL; /* the Kafka boundary: the turn path sees a wk_record */
+    int rc = wk_record_from_kafka(m, &rec, hbuf, sizeof hbuf / sizeof hbuf[0], &hheap);
+    if (!rc) rc = wk_turn_from_record(w, &rec, gen, &t, &o);
+    free(hheap);
+    if (rc != 0) {
         w->halt.fatal = 1;
         snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "out of memory");
         return;

@@ -1,11 +1,12 @@
 /*
- * wk_turn.c -- one turn's path through the worker: a Kafka record becomes a
- * validated, tokenized wk_turn (or a DeadLetter / `expired` result), is
- * submitted to the scheduler, streams TokenChunks from the scheduler's
- * delivery thread and ends as an encoded TurnResult handed back to the poll
- * loop.  Every field of the record is treated as hostile: the schemas codec
- * bounds the structure, this file checks what only the worker can know
- * (key, model, vocabulary, context length, deadline, template roles).
+ * wk_turn.c -- the first step of a turn's path through the worker: a
+ * consumed record (a wk_record, copied out of librdkafka's message at the
+ * Kafka boundary, so none of this needs a broker) becomes a validated,
+ * tokenized wk_turn, or a DeadLetter or an `expired` TurnResult
+ * (submission to the scheduler and streaming are in wk_gen.c).  Every
+ * field of the record is treated as hostile: the schemas codec bounds the
+ * structure, this file checks what only the worker can know (key, model,
+ * vocabulary, context length, deadline, template roles, namespace).
  * A record whose content-type is application/json is a ChatTurn written as
  * JSON: it goes through sch_turn_decode_json (the same field rules and
  * codes; bad JSON is a DeadLetter like bad msgpack).  A turn whose `accept`
@@ -66,31 +67,37 @@ static char *wk_dup(const char *p, size_t n) {
     return s;
 }
 
-static wk_out *wk_out_new(const rd_kafka_message_t *rkm, uint32_t gen, const char *tp) {
+const wk_header *wk_record_header(const wk_record *r, const char *name) {
+    for (size_t i = r->n_headers; i-- > 0;)
+        if (r->headers[i].name && !strcmp(r->headers[i].name, name)) return &r->headers[i];
+    return NULL;
+}
+
+static wk_out *wk_out_new(const wk_record *rec, uint32_t gen, const char *tp) {
     wk_out *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     sch_buf_init(&o->val);
-    o->partition = rkm->partition;
-    o->offset = rkm->offset;
+    o->partition = rec->partition;
+    o->offset = rec->offset;
     o->gen = gen;
     snprintf(o->tp, sizeof o->tp, "%s", tp);
-    if (rkm->key) {
-        o->key = wk_dup(rkm->key, rkm->key_len);
+    if (rec->key) {
+        o->key = wk_dup(rec->key, rec->key_len);
         if (!o->key) {
             free(o);
             return NULL;
         }
-        o->key_len = rkm->key_len;
+        o->key_len = rec->key_len;
     }
     return o;
 }
 
-/* DeadLetter for rkm: the original value (a prefix when huge), key and
- * headers, reason and code.  Encoding is retried without the headers and
- * the key when they break the DLQ schema's own rules. */
-static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                       const char *tp, int code, const char *reason, const sch_turn *t) {
-    wk_out *o = wk_out_new(rkm, gen, tp);
+/* DeadLetter for rec: the original value (a prefix when huge), key and
+ * headers (the first 64), reason and code.  Encoding is retried without
+ * the headers and the key when they break the DLQ schema's own rules. */
+static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
+                       int code, const char *reason, const sch_turn *t) {
+    wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->dlq = 1;
     /* The reason may quote input (a model name cut at 100 bytes): keep it
@@ -103,16 +110,16 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
     sch_dead_init(&d);
     d.reason = sch_str_c(why);
     d.error_code = code;
-    d.topic = sch_str_c(rd_kafka_topic_name(rkm->rkt));
-    d.partition = rkm->partition;
-    d.offset = rkm->offset;
-    d.timestamp_ms = rd_kafka_message_timestamp(rkm, NULL);
-    if (rkm->key) d.key = (sch_str){rkm->key, rkm->key_len};
+    d.topic = sch_str_c(rec->topic);
+    d.partition = rec->partition;
+    d.offset = rec->offset;
+    d.timestamp_ms = rec->timestamp_ms;
+    if (rec->key) d.key = (sch_str){rec->key, rec->key_len};
     size_t vmax = w->eng.lim.max_content_bytes;
-    d.value = (sch_str){rkm->payload ? (const char *)rkm->payload : "",
-                        rkm->len < vmax ? rkm->len : vmax};
-    if (!rkm->payload) d.value.ptr = NULL, d.value.len = 0;
-    d.value_size = rkm->len;
+    d.value = (sch_str){rec->value ? (const char *)rec->value : "",
+                        rec->len < vmax ? rec->len : vmax};
+    if (!rec->value) d.value.ptr = NULL, d.value.len = 0;
+    d.value_size = rec->len;
     if (t) {
         d.conversation_id = t->conversation_id;
         d.turn_id = t->turn_id;
@@ -121,15 +128,9 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
     d.dead_ms = (uint64_t)wk_unix_ms();
     sch_header hv[64];
     size_t nh = 0;
-    rd_kafka_headers_t *hdrs = NULL;
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char *name;
-        const void *val;
-        size_t sz;
-        for (size_t i = 0; nh < 64 && rd_kafka_header_get_all(hdrs, i, &name, &val, &sz) ==
-                                          RD_KAFKA_RESP_ERR_NO_ERROR;
-             i++)
-            hv[nh++] = (sch_header){sch_str_c(name), {val, val ? sz : 0}};
+    for (size_t i = 0; nh < 64 && i < rec->n_headers; i++) {
+        const wk_header *h = &rec->headers[i];
+        hv[nh++] = (sch_header){sch_str_c(h->name), {h->value, h->value ? h->size : 0}};
     }
     d.headers = nh ? hv : NULL;
     d.n_headers = nh;
@@ -141,7 +142,7 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
         d.conversation_id = d.turn_id = (sch_str){NULL, 0};
         if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
             wk_log("error", "dlq_encode", "partition=%d offset=%lld err=\"%s\"",
-                   (int)rkm->partition, (long long)rkm->offset, err);
+                   (int)rec->partition, (long long)rec->offset, err);
             d.value = (sch_str){NULL, 0};
             d.reason = sch_str_c("record could not be represented in a DeadLetter");
             if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
@@ -151,14 +152,14 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
         }
     }
     wk_log("warn", "dlq", "partition=%d offset=%lld code=%s reason=\"%.200s\"",
-           (int)rkm->partition, (long long)rkm->offset, sch_err_name(code), why);
+           (int)rec->partition, (long long)rec->offset, sch_err_name(code), why);
     return o;
 }
 
 /* An `expired` TurnResult for a turn whose deadline passed before work. */
-static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                          const char *tp, const sch_turn *t, int n_prompt, bool json) {
-    wk_out *o = wk_out_new(rkm, gen, tp);
+static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
+                          const sch_turn *t, int n_prompt, bool json) {
+    wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->json = json;
     sch_result r;
@@ -249,39 +250,35 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
     return 0;
 }
 
-int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                         wk_turn **turn, wk_out **out) {
+int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_turn **turn,
+                        wk_out **out) {
     *turn = NULL;
     *out = NULL;
     char tp[WK_TRACEPARENT_MAX] = "", msg[512];
-    rd_kafka_headers_t *hdrs = NULL;
-    const void *hv;
-    size_t hsz;
+    const wk_header *h;
     int code = 0;
     sch_format fmt = SCH_FORMAT_MSGPACK;
     bool json_out = false;
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_TRACEPARENT, &hv, &hsz) == 0 && hv &&
-            hsz < sizeof tp && sch_traceparent_check(hv, hsz) == 0) {
-            memcpy(tp, hv, hsz);
-            tp[hsz] = 0;
-        }
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_CONTENT_TYPE, &hv, &hsz) == 0)
-            code = sch_content_type_format(hv, hv ? hsz : 0, &fmt, msg, sizeof msg);
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_ACCEPT, &hv, &hsz) == 0)
-            json_out = sch_accept_json(hv, hv ? hsz : 0);
+    if ((h = wk_record_header(rec, SCH_HEADER_TRACEPARENT)) && h->value && h->size < sizeof tp &&
+        sch_traceparent_check(h->value, h->size) == 0) {
+        memcpy(tp, h->value, h->size);
+        tp[h->size] = 0;
     }
+    if ((h = wk_record_header(rec, SCH_HEADER_CONTENT_TYPE)))
+        code = sch_content_type_format(h->value, h->value ? h->size : 0, &fmt, msg, sizeof msg);
+    if ((h = wk_record_header(rec, SCH_HEADER_ACCEPT)))
+        json_out = sch_accept_json(h->value, h->value ? h->size : 0);
     sch_turn t;
     memset(&t, 0, sizeof t);
     /* A JSON turn is converted to msgpack and decoded by the same decoder
      * (sch_json.c): one set of field rules and error codes. */
     if (!code && fmt == SCH_FORMAT_JSON)
-        code = sch_turn_decode_json(rkm->payload, rkm->len, &w->eng.lim, &t, msg, sizeof msg);
+        code = sch_turn_decode_json(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
     else if (!code)
-        code = sch_turn_decode(rkm->payload, rkm->len, &w->eng.lim, &t, msg, sizeof msg);
+        code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
     if (code) goto dead_nodec;
-    if (!rkm->key || rkm->key_len != t.conversation_id.len ||
-        memcmp(rkm->key, t.conversation_id.ptr, rkm->key_len)) {
+    if (!rec->key || rec->key_len != t.conversation_id.len ||
+        memcmp(rec->key, t.conversation_id.ptr, rec->key_len)) {
         code = SCH_E_KEY_MISMATCH;
         snprintf(msg, sizeof msg, "record key differs from conversation_id");
         goto dead;
@@ -296,15 +293,15 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
     size_t ns_len = t.ns.ptr ? t.ns.len : strlen(SCH_DEFAULT_NAMESPACE);
     if (w->ns_from == WK_NS_HEADER) { /* the gateway's word, never the record's */
-        if (!hdrs || rd_kafka_header_get_last(hdrs, WK_HEADER_NAMESPACE, &hv, &hsz) != 0 ||
-            !hv || !hsz || memchr(hv, 0, hsz)) {
+        h = wk_record_header(rec, WK_HEADER_NAMESPACE);
+        if (!h || !h->value || !h->size || memchr(h->value, 0, h->size)) {
             code = SCH_E_MISSING_FIELD;
             snprintf(msg, sizeof msg, "header '%s' is missing or empty or holds a NUL byte "
                      "(worker.namespace_from=header)", WK_HEADER_NAMESPACE);
             goto dead;
         }
-        ns = hv;
-        ns_len = hsz;
+        ns = h->value;
+        ns_len = h->size;
     } else if (w->ns_from == WK_NS_TOPIC) {
         ns = w->topics.turns;
         ns_len = strlen(ns);
@@ -333,7 +330,7 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     int64_t now_ms = wk_unix_ms();
     if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
         free(ids);
-        *out = wk_expired(w, rkm, gen, tp, &t, n_ids, json_out);
+        *out = wk_expired(w, rec, gen, tp, &t, n_ids, json_out);
         sch_turn_free(&t);
         return *out ? 0 : SCH_E_NOMEM;
     }
@@ -343,8 +340,8 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
         goto nomem;
     }
     x->w = w;
-    x->partition = rkm->partition;
-    x->offset = rkm->offset;
+    x->partition = rec->partition;
+    x->offset = rec->offset;
     x->gen = gen;
     memcpy(x->tp, tp, sizeof tp);
     x->prompt = ids;
@@ -369,7 +366,7 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     x->json_out = json_out;
     if (t.deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t.deadline_ms - now_ms) * 1000;
-    int64_t ts = rd_kafka_message_timestamp(rkm, NULL);
+    int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t.created_ms ? (int64_t)t.created_ms : ts > 0 ? ts : now_ms;
     if (t.params.n_stop) {
         x->stop = calloc(t.params.n_stop, sizeof *x->stop);
@@ -391,10 +388,10 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     return 0;
 dead_nodec:
     sch_turn_free(&t);
-    *out = wk_dead(w, rkm, gen, tp, code, msg, NULL);
+    *out = wk_dead(w, rec, gen, tp, code, msg, NULL);
     return *out ? 0 : SCH_E_NOMEM;
 dead:
-    *out = wk_dead(w, rkm, gen, tp, code, msg, &t);
+    *out = wk_dead(w, rec, gen, tp, code, msg, &t);
     sch_turn_free(&t);
     return *out ? 0 : SCH_E_NOMEM;
 nomem:
