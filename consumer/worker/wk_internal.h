@@ -393,6 +393,76 @@ int wk_txn_commit(struct wk_worker *w);
  * than a few seconds. */
 void wk_txn_recover_step(struct wk_worker *w);
 
+/* wk_batch.c: the state logic of exactly-once, no Kafka calls (unit
+ * tested by tests/worker/test_wk_batch.c).  Poll thread only. */
+
+/* Make room for partition p in gen/owned.  0, or -1 (p out of range or
+ * out of memory). */
+int wk_batch_parts_grow(wk_batch *b, int32_t p);
+/* Partition p assigned: owned, a new generation, no offsets tracked.  0 or
+ * -1 as wk_batch_parts_grow. */
+int wk_batch_assign(wk_batch *b, int32_t p);
+/* Partition p revoked or lost: not owned, a new generation (outcomes of
+ * the old one are stale), its offsets forgotten. */
+void wk_batch_revoke(wk_batch *b, int32_t p);
+/* true when p is owned and still at generation gen. */
+bool wk_batch_current(const wk_batch *b, int32_t p, uint32_t gen);
+
+#define WK_CONSUME_NOT_OURS (-1) /* the partition is not assigned: ignore the record */
+#define WK_CONSUME_SKIP (-2)     /* offset not above the last one tracked: ignore it */
+/* A record of p at offset was consumed: track it as unfinished and give
+ * the partition's generation in *gen.  0 or a WK_CONSUME_* code. */
+int wk_batch_consume(wk_batch *b, int32_t p, int64_t offset, uint32_t *gen);
+/* Offset a transaction commits for p: its lowest unfinished offset (or
+ * last + 1); -1 when p is not owned or nothing was consumed. */
+int64_t wk_batch_commit_position(const wk_batch *b, int32_t p);
+
+/* Append an output (its input offset is finished now; now_us starts the
+ * batch timer when the batch was empty). */
+void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
+/* true when the batch should be committed now: records waiting and
+ * max_records reached or interval_us passed since since_us. */
+bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t interval_us);
+/* Mark ready the outputs below their partition's commit position (only
+ * those may be committed: an output above an unfinished record waits, so
+ * a committed output is never redone by the next owner).  Returns how
+ * many are ready. */
+int wk_batch_mark_ready(wk_batch *b);
+/* Remove and free every output for which drop(ctx, o) != 0, keeping the
+ * order of the rest.  Returns how many were removed. */
+typedef int (*wk_batch_drop_fn)(void *ctx, const wk_out *o);
+int wk_batch_drop_if(wk_batch *b, wk_batch_drop_fn drop, void *ctx);
+/* After a producer rebuild: remove the outputs already visible, those
+ * below committed[partition] (the group's committed offsets, -1 unknown,
+ * n entries), counting them into *n_res / *n_dlq.  Returns how many. */
+int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res,
+                       int *n_dlq);
+/* Remove the outputs of partitions not ours at their generation. */
+int wk_batch_drop_stale(wk_batch *b);
+/* Free the outputs, the offsets and the partition arrays. */
+void wk_batch_free(wk_batch *b);
+
+/* A fatal producer error stops the worker (rather than starting a
+ * rebuild) only when it is a fence of a transaction younger than
+ * transaction.timeout.ms: another instance took the transactional.id.  A
+ * fence of an older one is the coordinator's own timeout abort. */
+bool wk_txn_fence_stops(int fenced, int64_t txn_age_us, int64_t txn_timeout_us);
+/* Start a producer rebuild at now_us: stage WK_REC_PRODUCER, no open
+ * transaction, no abort pending. */
+void wk_txn_state_rebuild(wk_txn_state *t, int64_t now_us);
+/* Outcome of one step of a producer rebuild. */
+typedef enum wk_step {
+    WK_STEP_OK = 0,             /* the stage's work is done */
+    WK_STEP_WAIT,               /* not yet (delay, broker away): same stage next pass */
+    WK_STEP_RESTART,            /* the new producer failed fatally: make another */
+    WK_STEP_FATAL               /* fenced, or no producer can be made: stop the worker */
+} wk_step;
+/* The stage after `stage` given the outcome of its step: PRODUCER -> INIT
+ * -> RECONCILE -> 0 (done) on OK; the same on WAIT; PRODUCER on RESTART;
+ * -1 (stop the worker) on FATAL.  A stage that is not WK_REC_* is
+ * returned unchanged. */
+int wk_txn_rec_next(int stage, wk_step outcome);
+
 /* wk_loop.c: drop the turns and batch entries of partitions that are not
  * ours at their current generation (all turns when all != 0); write idle
  * conversations' KV to Redis first when handoff != 0. */

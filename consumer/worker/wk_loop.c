@@ -144,32 +144,14 @@ void wk_conv_free_all(wk_worker *w) {
 
 /* ----------------------------------------------------------- partitions */
 
-static int wk_parts_grow(wk_worker *w, int32_t p) {
-    if (p < w->batch.n_parts) return 0;
-    if (p < 0 || p >= WK_OFF_MAX_PARTITIONS) return -1;
-    int32_t n = p + 1;
-    uint32_t *g = realloc(w->batch.gen, (size_t)n * sizeof *g);
-    if (!g) return -1;
-    w->batch.gen = g;
-    bool *o = realloc(w->batch.owned, (size_t)n * sizeof *o);
-    if (!o) return -1;
-    w->batch.owned = o;
-    for (int32_t i = w->batch.n_parts; i < n; i++) g[i] = 0, o[i] = false;
-    w->batch.n_parts = n;
-    return 0;
-}
-
-static bool wk_current(const wk_worker *w, int32_t p, uint32_t gen) {
-    return p >= 0 && p < w->batch.n_parts && w->batch.owned[p] && w->batch.gen[p] == gen;
-}
-
 void wk_drop_stale(wk_worker *w, int all, int handoff) {
     int flushed = 0, n_conv = 0, n_failed = 0;
     for (size_t i = 0; i < w->convs.cap; i++)
         for (wk_conv *c = w->convs.tab[i], *n; c; c = n) {
             n = c->hnext;
             bool owned = c->partition < w->batch.n_parts && w->batch.owned[c->partition];
-            if (!all && owned && (!c->head || wk_current(w, c->head->partition, c->head->gen)))
+            if (!all && owned &&
+                (!c->head || wk_batch_current(&w->batch, c->head->partition, c->head->gen)))
                 continue;
             if (handoff && w->convs.handoff && c->last_toks) { /* the next owner starts warm */
                 int nq = 0;
@@ -202,29 +184,7 @@ void wk_drop_stale(wk_worker *w, int all, int handoff) {
                "conversations=%d blocks=%d drained=%s failed_conversations=%d", n_conv, flushed,
                rc ? "no" : "yes", n_failed);
     }
-    wk_out **pp = &w->batch.head;
-    w->batch.tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        if (!wk_current(w, o->partition, o->gen)) {
-            *pp = o->next;
-            w->batch.n--;
-            wk_out_free(o);
-        } else {
-            w->batch.tail = o;
-            pp = &o->next;
-        }
-    }
-}
-
-static void wk_batch_add(wk_worker *w, wk_out *o) {
-    o->next = NULL;
-    if (w->batch.tail) w->batch.tail->next = o;
-    else w->batch.head = o;
-    w->batch.tail = o;
-    if (!w->batch.n++) w->batch.since_us = eng_sched_now_us();
-    o->ready = 0;
-    wk_offsets_done(w->batch.offs, o->partition, o->offset);
+    wk_batch_drop_stale(&w->batch);
 }
 
 /* --------------------------------------------------------- rebalancing */
@@ -247,11 +207,7 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
-            int32_t p = parts->elems[i].partition;
-            if (wk_parts_grow(w, p) != 0) continue;
-            w->batch.owned[p] = true;
-            w->batch.gen[p]++;
-            wk_offsets_reset(w->batch.offs, p);
+            wk_batch_assign(&w->batch, parts->elems[i].partition);
         }
         rd_kafka_error_t *e = coop ? rd_kafka_incremental_assign(rk, parts) : NULL;
         if (!coop) rd_kafka_assign(rk, parts);
@@ -272,11 +228,7 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         wk_txn_commit(w);
     }
     for (int i = 0; i < parts->cnt; i++) {
-        int32_t p = parts->elems[i].partition;
-        if (p < 0 || p >= w->batch.n_parts) continue;
-        w->batch.owned[p] = false;
-        w->batch.gen[p]++;
-        wk_offsets_reset(w->batch.offs, p);
+        wk_batch_revoke(&w->batch, parts->elems[i].partition);
     }
     wk_drop_stale(w, 0, 1);
     WK_ADD(w->met.ctr.assigned, -parts->cnt);
@@ -307,16 +259,16 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         wk_kafka_note_refusal(w, m->err, rd_kafka_message_errstr(m)); /* ACLs: stop */
         return;
     }
-    if (m->partition < 0 || m->partition >= w->batch.n_parts || !w->batch.owned[m->partition])
-        return;
-    if (wk_offsets_add(w->batch.offs, m->partition, m->offset) != 0) {
+    uint32_t gen = 0;
+    int cr = wk_batch_consume(&w->batch, m->partition, m->offset, &gen);
+    if (cr == WK_CONSUME_NOT_OURS) return;
+    if (cr == WK_CONSUME_SKIP) {
         wk_log("warn", "offset_skip", "partition=%d offset=%lld", (int)m->partition,
                (long long)m->offset);
         return;
     }
     WK_ADD(w->met.ctr.consumed, 1);
     int64_t t_in = eng_sched_now_us();
-    uint32_t gen = w->batch.gen[m->partition];
     wk_turn *t = NULL;
     wk_out *o = NULL;
     wk_record rec;
@@ -330,7 +282,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         return;
     }
     if (o) {
-        wk_batch_add(w, o);
+        wk_batch_add(&w->batch, o, eng_sched_now_us());
         return;
     }
     wk_conv *c = wk_conv_get(w, t->partition, t->conv_id, strlen(t->conv_id));
@@ -379,7 +331,7 @@ static void wk_drain_done(wk_worker *w) {
         }
         wk_out *o = wk_turn_take_out(t);
         if (o) {
-            wk_batch_add(w, o);
+            wk_batch_add(&w->batch, o, eng_sched_now_us());
         } else {
             wk_log("error", "result_lost", "turn_id=\"%.100s\"", t->turn_id);
             wk_offsets_done(w->batch.offs, t->partition, t->offset);
@@ -464,7 +416,7 @@ static void wk_lag_update(wk_worker *w) {
     }
     for (int32_t p = 0; p < w->met.n_lag; p++) {
         int64_t lo = -1, hi = -1;
-        int64_t pos = w->batch.owned[p] ? wk_offsets_position(w->batch.offs, p) : -1;
+        int64_t pos = wk_batch_commit_position(&w->batch, p);
         w->met.lag[p] = -1;
         if (pos >= 0 && rd_kafka_get_watermark_offsets(w->cons, w->topics.turns, p, &lo, &hi) ==
                             RD_KAFKA_RESP_ERR_NO_ERROR && hi >= pos)
@@ -548,7 +500,7 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         wk_drain_done(w);
         __atomic_store_n(&w->met.ctr.inflight, w->convs.inflight, __ATOMIC_RELAXED);
         now = eng_sched_now_us();
-        if (w->batch.n && (w->batch.n >= max_rec || now - w->batch.since_us >= iv_us))
+        if (wk_batch_due(&w->batch, now, max_rec, iv_us))
             wk_txn_commit(w);
         if (!stop_at) wk_backpressure(w, max_inflight);
         if (now - last_lag >= 1000000) {

@@ -79,16 +79,14 @@ static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
     rd_kafka_resp_err_t fe = rd_kafka_fatal_error(w->prod.txp, why, sizeof why);
     if (!fe) snprintf(why, sizeof why, "%s", msg);
     int64_t age = w->txn.begin_us ? eng_sched_now_us() - w->txn.begin_us : 0;
-    if ((fe == RD_KAFKA_RESP_ERR__FENCED || fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) &&
-        age < w->txn.timeout_us) {
+    if (wk_txn_fence_stops(fe == RD_KAFKA_RESP_ERR__FENCED ||
+                               fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
+                           age, w->txn.timeout_us)) {
         wk_set_fatal(w, step, why);
         return;
     }
     wk_pause_all(w, 1);
-    w->txn.recovering = WK_REC_PRODUCER;
-    w->txn.rec_since_us = eng_sched_now_us();
-    w->txn.abort_pending = 0;
-    w->txn.begin_us = 0;
+    wk_txn_state_rebuild(&w->txn, eng_sched_now_us());
     wk_log("warn", "producer_fatal",
            "step=%s err=\"%s\" txn_age_ms=%lld kept_inflight=%lld kept_batch=%d action=rebuild",
            step, why, (long long)(age / 1000), (long long)w->convs.inflight, w->batch.n);
@@ -170,17 +168,27 @@ static void wk_txn_timing(wk_worker *w, const wk_out *o, int64_t now) {
     w->met.ovh_ring[w->met.ovh_next++ % WK_OVH_RING] = (float)(ovh / 1000.0);
 }
 
+/* wk_batch_drop_if predicate after a commit: the ready outputs landed
+ * (their timing is recorded); the others stay for the next one. */
+typedef struct wk_committed_ctx {
+    wk_worker *w; /* whose metrics */
+    int64_t now;  /* commit time (eng_sched_now_us) */
+} wk_committed_ctx;
+
+static int wk_committed(void *ctx, const wk_out *o) {
+    wk_committed_ctx *c = ctx;
+    if (!o->ready) return 0;
+    wk_txn_timing(c->w, o, c->now);
+    return 1;
+}
+
 int wk_txn_commit(wk_worker *w) {
     if (!w->batch.n || w->halt.fatal || w->txn.recovering) return 0;
     if (w->txn.abort_pending && wk_txn_abort(w) != 0) return -1;
     /* Only outputs below their partition's commit position are ready: an
      * output above an unfinished record waits, so a committed output is
      * never redone by the next owner of the partition. */
-    int n_ready = 0;
-    for (wk_out *o = w->batch.head; o; o = o->next) {
-        o->ready = o->offset < wk_offsets_position(w->batch.offs, o->partition);
-        n_ready += o->ready;
-    }
+    int n_ready = wk_batch_mark_ready(&w->batch);
     w->batch.since_us = eng_sched_now_us();
     if (!n_ready) return 0;
     rd_kafka_error_t *e = rd_kafka_begin_transaction(w->prod.txp);
@@ -219,7 +227,7 @@ int wk_txn_commit(wk_worker *w) {
     }
     rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
     for (int32_t p = 0; p < w->batch.n_parts; p++) {
-        int64_t pos = w->batch.owned[p] ? wk_offsets_position(w->batch.offs, p) : -1;
+        int64_t pos = wk_batch_commit_position(&w->batch, p);
         if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->topics.turns, p)->offset = pos;
     }
     if (wk_txn_inject(w, 0)) {
@@ -250,21 +258,8 @@ int wk_txn_commit(wk_worker *w) {
         return -1;
     }
     w->txn.begin_us = 0;
-    int64_t now = eng_sched_now_us();
-    wk_out **pp = &w->batch.head;
-    w->batch.tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        if (o->ready) {
-            wk_txn_timing(w, o, now);
-            *pp = o->next;
-            w->batch.n--;
-            wk_out_free(o);
-        } else {
-            w->batch.tail = o;
-            pp = &o->next;
-        }
-    }
+    wk_committed_ctx cc = {w, eng_sched_now_us()};
+    wk_batch_drop_if(&w->batch, wk_committed, &cc);
     WK_ADD(w->met.ctr.txn_commits, 1);
     WK_ADD(w->met.ctr.turns_done, (uint64_t)n_res);
     WK_ADD(w->met.ctr.dlq, (uint64_t)n_dlq);
@@ -288,25 +283,23 @@ static int wk_txn_reconcile(wk_worker *w) {
         rd_kafka_topic_partition_list_destroy(l);
         return -1;
     }
-    int landed = 0;
-    wk_out **pp = &w->batch.head;
-    w->batch.tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_find(l, w->topics.turns,
-                                                                            o->partition);
-        if (tp && tp->offset >= 0 && o->offset < tp->offset) { /* already visible */
-            *pp = o->next;
-            w->batch.n--;
-            landed++;
-            if (o->dlq) WK_ADD(w->met.ctr.dlq, 1);
-            else WK_ADD(w->met.ctr.turns_done, 1);
-            wk_out_free(o);
-        } else {
-            w->batch.tail = o;
-            pp = &o->next;
-        }
+    /* committed offset per partition; -1 for those not asked (not owned) */
+    int64_t *committed = malloc((size_t)(w->batch.n_parts ? w->batch.n_parts : 1) *
+                                sizeof *committed);
+    if (!committed) {
+        wk_log("warn", "reconcile_retry", "err=\"out of memory\"");
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
     }
+    for (int32_t p = 0; p < w->batch.n_parts; p++) committed[p] = -1;
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition >= 0 && l->elems[i].partition < w->batch.n_parts)
+            committed[l->elems[i].partition] = l->elems[i].offset;
+    int n_res = 0, n_dlq = 0;
+    int landed = wk_batch_reconcile(&w->batch, committed, w->batch.n_parts, &n_res, &n_dlq);
+    free(committed);
+    WK_ADD(w->met.ctr.turns_done, (uint64_t)n_res); /* already visible */
+    WK_ADD(w->met.ctr.dlq, (uint64_t)n_dlq);
     for (int i = 0; i < l->cnt; i++)
         wk_log("info", "reconciled", "partition=%d committed=%lld", (int)l->elems[i].partition,
                (long long)l->elems[i].offset);
@@ -315,13 +308,15 @@ static int wk_txn_reconcile(wk_worker *w) {
     return 0;
 }
 
-void wk_txn_recover_step(wk_worker *w) {
+/* One stage's Kafka work of a producer rebuild: its outcome (a fatal one
+ * has set w->halt.fatal with its message). */
+static wk_step wk_txn_recover_work(wk_worker *w) {
     char err[512];
     switch (w->txn.recovering) {
     case WK_REC_PRODUCER:
         if (w->txn.test_rebuild_delay_us &&
             eng_sched_now_us() - w->txn.rec_since_us < w->txn.test_rebuild_delay_us)
-            return;
+            return WK_STEP_WAIT;
         if (w->prod.txp) {
             rd_kafka_purge(w->prod.txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
             rd_kafka_destroy(w->prod.txp);
@@ -329,35 +324,41 @@ void wk_txn_recover_step(wk_worker *w) {
         }
         if (wk_kafka_txp_new(w, &w->prod.txp, err, sizeof err) != 0) {
             wk_set_fatal(w, "producer_rebuild", err);
-            return;
+            return WK_STEP_FATAL;
         }
-        w->txn.recovering = WK_REC_INIT;
-        return;
+        return WK_STEP_OK;
     case WK_REC_INIT: {
         rd_kafka_error_t *e = rd_kafka_init_transactions(w->prod.txp, 2000);
-        if (!e) {
-            w->txn.recovering = WK_REC_RECONCILE;
-            return;
-        }
+        if (!e) return WK_STEP_OK;
+        wk_step st = WK_STEP_WAIT;
         if (rd_kafka_error_is_fatal(e)) {
             rd_kafka_resp_err_t code = rd_kafka_error_code(e);
-            if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
+            if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
                 wk_set_fatal(w, "init_transactions", rd_kafka_error_string(e));
-            else w->txn.recovering = WK_REC_PRODUCER; /* start over with a new producer */
+                st = WK_STEP_FATAL;
+            } else {
+                st = WK_STEP_RESTART; /* start over with a new producer */
+            }
         }
         wk_log("warn", "init_transactions_retry", "err=\"%s\"", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
-        return;
+        return st;
     }
     case WK_REC_RECONCILE:
-        if (wk_txn_reconcile(w) != 0) return;
-        w->txn.recovering = 0;
-        WK_ADD(w->met.ctr.producer_rebuilds, 1);
-        if (!w->pause.why) wk_pause_all(w, 0);
-        wk_log("info", "producer_rebuilt", "rebuilds=%llu",
-               (unsigned long long)w->met.ctr.producer_rebuilds);
-        return;
+        return wk_txn_reconcile(w) != 0 ? WK_STEP_WAIT : WK_STEP_OK;
     default:
-        return;
+        return WK_STEP_WAIT;
     }
+}
+
+void wk_txn_recover_step(wk_worker *w) {
+    if (!w->txn.recovering) return;
+    int next = wk_txn_rec_next(w->txn.recovering, wk_txn_recover_work(w));
+    if (next < 0) return; /* fatal: the loop stops on w->halt.fatal */
+    w->txn.recovering = next;
+    if (next) return;
+    WK_ADD(w->met.ctr.producer_rebuilds, 1);
+    if (!w->pause.why) wk_pause_all(w, 0);
+    wk_log("info", "producer_rebuilt", "rebuilds=%llu",
+           (unsigned long long)w->met.ctr.producer_rebuilds);
 }

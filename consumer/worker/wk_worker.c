@@ -247,10 +247,7 @@ void wk_worker_free(wk_worker *w) {
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */
     }
     wk_conv_free_all(w);
-    for (wk_out *o = w->batch.head, *n; o; o = n) {
-        n = o->next;
-        wk_out_free(o);
-    }
+    wk_batch_free(&w->batch); /* outputs, offsets, partition arrays */
     if (w->prod.chp) {
         rd_kafka_flush(w->prod.chp, 5000);
         rd_kafka_destroy(w->prod.chp);
@@ -259,10 +256,7 @@ void wk_worker_free(wk_worker *w) {
     if (w->eng.cache) kv_cache_destroy(w->eng.cache);
     eng_tok_free(w->eng.tok);
     eng_model_free(w->eng.model);
-    wk_offsets_free(w->batch.offs);
     free(w->eng.dscratch);
-    free(w->batch.gen);
-    free(w->batch.owned);
     free(w->met.lag);
     pthread_mutex_destroy(&w->prod.chp_mu);
     pthread_mutex_destroy(&w->met.lag_mu);
