@@ -92,9 +92,24 @@ static wk_out *wk_out_new(const wk_record *rec, uint32_t gen, const char *tp) {
     return o;
 }
 
+/* Encode d into out and check that it decodes under lim: the encoder does
+ * not apply the readers' limits (a Kafka header name may be longer than
+ * max_id_bytes), and a DeadLetter its readers cannot decode is lost.
+ * Returns 0 or the sch_err with err. */
+static int wk_dead_encode(const sch_dead *d, const sch_limits *lim, sch_buf *out, char *err,
+                          size_t errlen) {
+    int rc = sch_dead_encode(d, out, err, errlen);
+    if (rc) return rc;
+    sch_dead back;
+    rc = sch_dead_decode(out->data, out->len, lim, &back, err, errlen);
+    if (!rc) sch_dead_free(&back);
+    return rc;
+}
+
 /* DeadLetter for rec: the original value (a prefix when huge), key and
  * headers (the first 64), reason and code.  Encoding is retried without
- * the headers and the key when they break the DLQ schema's own rules. */
+ * the headers and the key when they break the DLQ schema's own rules or
+ * the readers' limits. */
 static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
                        int code, const char *reason, const sch_turn *t) {
     wk_out *o = wk_out_new(rec, gen, tp);
@@ -135,17 +150,17 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
     d.headers = nh ? hv : NULL;
     d.n_headers = nh;
     char err[256];
-    if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+    if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
         d.headers = NULL;
         d.n_headers = 0;
         d.key = (sch_str){NULL, 0};
         d.conversation_id = d.turn_id = (sch_str){NULL, 0};
-        if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+        if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
             wk_log("error", "dlq_encode", "partition=%d offset=%lld err=\"%s\"",
                    (int)rec->partition, (long long)rec->offset, err);
             d.value = (sch_str){NULL, 0};
             d.reason = sch_str_c("record could not be represented in a DeadLetter");
-            if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+            if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
                 wk_out_free(o);
                 return NULL;
             }
