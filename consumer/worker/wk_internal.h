@@ -71,9 +71,9 @@ typedef struct wk_record {
     int32_t partition;          /* partition */
     int64_t offset;             /* offset */
     const void *key;            /* key bytes (NULL = no key) */
-    size_t key_len;             /* key bytes */
+    size_t key_len;             /* key bytes (0 when key is NULL) */
     const void *value;          /* value bytes (NULL = null value) */
-    size_t len;                 /* value bytes */
+    size_t len;                 /* value bytes (0 when value is NULL) */
     const wk_header *headers;   /* headers in record order */
     size_t n_headers;           /* entries */
     int64_t timestamp_ms;       /* record timestamp (unix ms); -1 none */
