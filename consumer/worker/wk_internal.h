@@ -1,15 +1,36 @@
 /*
- * wk_internal.h -- the worker's private structures, shared by wk_turn.c
- * (input validation, scheduler callbacks, record encoding) and wk_worker.c
- * (poll loop, transactions, rebalances).  Not a public header.
+ * wk_internal.h -- the worker's private structures and the functions its
+ * files share.  Not a public header (wk_worker.h is).  The files:
+ *   wk_worker.c  create and free: model, tokenizer, template, cache,
+ *                scheduler, then the Kafka handles and the HTTP endpoint
+ *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
+ *                turn path's Kafka boundary (wk_record_from_kafka)
+ *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
+ *                an `expired` TurnResult; wk_log, wk_unix_ms
+ *   wk_gen.c     submission to the scheduler and its delivery-thread
+ *                callbacks: TokenChunks, the TurnResult, the done list
+ *   wk_loop.c    the poll loop: conversation queues, rebalances,
+ *                backpressure, lag, shutdown
+ *   wk_batch.c   the exactly-once state logic, no Kafka calls: partition
+ *                ownership, offsets, the batch, producer-rebuild stages
+ *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
+ *   wk_http.c    /metrics, /healthz, /readyz
  *
- * Life of a turn: the poll thread decodes a record into a wk_turn (or a
- * wk_out DLQ record), queues it on its conversation (wk_conv) and submits
- * it when the conversation is idle.  The scheduler's delivery thread runs
- * wk_turn_on_token / wk_turn_on_done: they stream chunks, build the
- * TurnResult into turn->result and move the turn to the worker's done list
- * (w->mu).  The poll thread takes it from there into the transaction batch
- * (wk_out) and submits the conversation's next turn.
+ * Life of a turn: the poll thread copies a consumed message into a
+ * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out
+ * DeadLetter / expired result straight for the batch); the turn is queued
+ * on its conversation (wk_conv) and submitted when the conversation is
+ * idle.  The scheduler's delivery thread runs wk_gen.c's callbacks
+ * (wk_on_token / wk_on_done): they stream chunks, build the TurnResult
+ * into turn->result and move the turn to the done list (w->convs, under
+ * its mu).  The poll thread takes it from there into the transaction
+ * batch (a wk_out in w->batch) and submits the conversation's next turn.
+ *
+ * The worker's state is split by concern: wk_engine (model side),
+ * wk_topics, wk_convs (conversations, turns in flight, done list),
+ * wk_batch (outputs of the next transaction, offsets, ownership),
+ * wk_pause (backpressure), wk_txn_state (open transaction, rebuild),
+ * wk_producers, wk_halt (stop requests, fatal errors), wk_metrics.
  */
 #ifndef WK_INTERNAL_H
 #define WK_INTERNAL_H
@@ -184,7 +205,7 @@ typedef struct wk_counters {
     uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
     uint64_t ttft_sum_us;       /* sum of TTFTs in microseconds */
     uint64_t total_sum_us;      /* sum of total latencies in microseconds */
-    int64_t inflight;           /* gauge copy of wk_worker.inflight for readers */
+    int64_t inflight;           /* gauge copy of wk_convs.inflight for readers */
     int64_t assigned;           /* gauge: partitions assigned */
 } wk_counters;
 
@@ -319,13 +340,14 @@ struct wk_worker {
 };
 
 #define WK_PAUSE_INFLIGHT 1 /* worker.max_inflight reached */
-#define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_high */
+#define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_pct */
 
 #define WK_REC_PRODUCER 1   /* recovery: make a new transactional producer */
 #define WK_REC_INIT 2       /* recovery: init_transactions until it succeeds */
 #define WK_REC_RECONCILE 3  /* recovery: drop batch outputs below the committed offsets */
 
-/* Structured log line on stderr: event + printf-style key=value text. */
+/* wk_turn.c: structured log line on stderr: event + printf-style
+ * key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -344,25 +366,31 @@ const wk_header *wk_record_header(const wk_record *r, const char *name);
 int wk_turn_from_record(struct wk_worker *w, const wk_record *r, uint32_t gen, wk_turn **turn,
                         wk_out **out);
 
-/* Submit a prepared turn to the scheduler.  On failure the turn gets an
- * error TurnResult and is queued on the done list as if it had run. */
+/* wk_gen.c: submit a prepared turn to the scheduler.  On failure the turn
+ * gets an error TurnResult and is queued on the done list as if it had
+ * run. */
 void wk_turn_submit(wk_turn *t);
 
-/* Build the output record of a finished turn (takes turn->result). */
+/* Build the output record of a finished turn (takes turn->result); NULL
+ * when it has none (encoding failed) or out of memory. */
 wk_out *wk_turn_take_out(wk_turn *t);
 
+/* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
 
-/* Metrics endpoint on addr ("host:port"): a thread serving /metrics
- * (Prometheus text), /healthz and /readyz.  Returns 0 or WK_EINVAL /
- * WK_ENOMEM with a message naming worker.http. */
+/* wk_http.c: metrics endpoint on addr ("host:port", ":port" or "port";
+ * no host = 127.0.0.1): a thread serving /metrics (Prometheus text),
+ * /healthz and /readyz.  Returns 0, or WK_EINVAL (a message naming
+ * worker.http) / WK_ENOMEM. */
 int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, char *err,
                   size_t errlen);
 void wk_http_stop(struct wk_http *h);
 
 /* wk_kafka.c: the three Kafka handles (consumer subscribed, transactional
- * producer initialised).  Returns 0 or WK_EINVAL / WK_EKAFKA with a
- * message. */
+ * producer initialised).  Returns 0, WK_EKAFKA (a handle that cannot be
+ * made, a kafka.* property librdkafka refuses, init_transactions or
+ * subscribe failing) or WK_EREFUSED (the cluster refuses the worker),
+ * with a message. */
 int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
 /* A new transactional producer (transactional.id parley-<worker id>), not
  * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
@@ -371,8 +399,8 @@ int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t er
 int wk_kafka_chp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
 /* Note that the cluster refuses the worker (authentication, TLS or
  * authorization error code e; other codes are ignored): the first call
- * writes refused_msg and sets refused, logs one kafka_refused line.  Any
- * thread. */
+ * writes w->halt.refused_msg and sets w->halt.refused, logs one
+ * kafka_refused line.  Any thread. */
 void wk_kafka_note_refusal(struct wk_worker *w, rd_kafka_resp_err_t e, const char *reason);
 /* The Kafka boundary of the turn path: fill *r from m (borrowing m's
  * bytes).  Headers go to buf[cap] when they fit, else to a malloc'd array
@@ -385,12 +413,13 @@ int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *b
 char wk_kafka_scope(const char *name);
 
 /* wk_txn.c: produce the ready batch entries and the commit positions in
- * one transaction.  Returns 0 committed (or nothing to do), -1 not
- * committed (batch kept; or dropped when a fatal error started a
- * producer rebuild; w->fatal set when fenced). */
+ * one transaction.  Returns 0 committed (or nothing to do, or a rebuild
+ * in progress), -1 not committed: the batch is kept, for the next
+ * transaction or for the reconcile of the producer rebuild a fatal error
+ * started (w->halt.fatal set instead when fenced). */
 int wk_txn_commit(struct wk_worker *w);
-/* One step of a producer rebuild (w->recovering != 0); never blocks more
- * than a few seconds. */
+/* One step of a producer rebuild (w->txn.recovering != 0; the stages are
+ * WK_REC_*, wk_txn_rec_next); never blocks more than a few seconds. */
 void wk_txn_recover_step(struct wk_worker *w);
 
 /* wk_batch.c: the state logic of exactly-once, no Kafka calls (unit
@@ -469,6 +498,9 @@ int wk_txn_rec_next(int stage, wk_step outcome);
 void wk_drop_stale(struct wk_worker *w, int all, int handoff);
 /* Pause (pause != 0) or resume every assigned partition. */
 void wk_pause_all(struct wk_worker *w, int pause);
+/* Free every conversation and its queued turns (wk_worker_free). */
+void wk_conv_free_all(struct wk_worker *w);
+/* wk_turn.c: free an output record (NULL is fine). */
 void wk_out_free(wk_out *o);
 
 #endif

@@ -5,7 +5,8 @@
  * each property, and forced settings.  The transactional producer can be
  * built again in place (wk_kafka_txp_new) when a fatal, non-fencing error
  * leaves the old one unusable (see wk_txn.c); so can the chunk producer
- * (wk_kafka_chp_new, see wk_gen.c).
+ * (wk_kafka_chp_new, see wk_gen.c).  wk_record_from_kafka is the turn
+ * path's boundary: the rest of the turn path sees a plain wk_record.
  *
  * Scoping.  librdkafka knows every property as consumer-only (C),
  * producer-only (P) or common (*); setting a consumer property on a

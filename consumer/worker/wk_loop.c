@@ -1,7 +1,8 @@
 /*
  * wk_loop.c -- the worker's poll loop: consumption, per-conversation
  * queues, rebalances, backpressure and shutdown (the transactions
- * themselves and the producer rebuild are in wk_txn.c).
+ * themselves and the producer rebuild are in wk_txn.c; the state logic of
+ * ownership, offsets and the batch, which both drive, in wk_batch.c).
  *
  * Exactly-once.  A consumed record is tracked in wk_offsets until its one
  * output (TurnResult, expired TurnResult or DeadLetter) joins the batch.

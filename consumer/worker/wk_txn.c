@@ -2,7 +2,10 @@
  * wk_txn.c -- the worker's Kafka transactions and their failure handling:
  * one transaction produces the finished outputs and commits the input
  * offsets (see wk_loop.c for why this is exactly-once), and a transactional
- * producer that failed fatally is rebuilt in place.
+ * producer that failed fatally is rebuilt in place.  The decisions that
+ * need no broker (which outputs are ready, what a commit or a reconcile
+ * removes, the rebuild's stages, when a fence stops the worker) are in
+ * wk_batch.c; this file makes the Kafka calls around them.
  *
  * Errors.  A retriable error of send_offsets_to_transaction or
  * commit_transaction (a timeout while the broker is away) is retried a few

@@ -231,8 +231,6 @@ void wk_worker_stop(wk_worker *w, int fast) {
     w->halt.stop_req = 1;
 }
 
-void wk_conv_free_all(wk_worker *w);
-
 void wk_worker_free(wk_worker *w) {
     if (!w) return;
     w->halt.stop_fast = 1;
