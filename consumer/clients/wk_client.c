@@ -1,8 +1,8 @@
 /*
- * wk_client.c -- Kafka plumbing of the `parley chat` and `parley load`
- * clients: topic names, the conversation history, an idempotent producer
- * that sends encoded ChatTurns with the content-type header, and readers
- * assigned to the end of every partition of a topic (see wk_client.h).
+ * wk_client.c -- Kafka plumbing of the `parley chat`, `parley load` and
+ * `parley demo` clients: topic names, the conversation history, an
+ * idempotent producer that sends encoded ChatTurns with the content-type
+ * header, and readers assigned to the end of every partition of a topic (see wk_client.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "wk_client.h"

@@ -1,8 +1,8 @@
 /*
- * wk_client.h -- Kafka client plumbing shared by `parley chat` and
- * `parley load` (the client side of schemas/README.md).
+ * wk_client.h -- Kafka client plumbing shared by `parley chat`, `parley
+ * load` and `parley demo` (the client side of schemas/README.md).
  *
- * Purpose.  Both clients produce ChatTurns keyed by conversation id with
+ * Purpose.  The clients produce ChatTurns keyed by conversation id with
  * the parley content-type header, read TokenChunks (read_uncommitted) and
  * TurnResults (read_committed), and keep each conversation's message
  * history to send in full every turn.  This header gathers that code.

@@ -15,8 +15,10 @@
  *     directory).  A file without a chat template is a base model: the demo
  *     then talks to it in the plain "transcript" format with the stop
  *     string "\nUser:" (eng_template.h), which a base model can continue.
- * The main thread is the client: it produces ChatTurns (stream = true) for a
- * few multi-turn conversations, prints the TokenChunks of the tokens topic
+ * The main thread is the client, built on the client library (wk_client.h:
+ * the conversation history, the idempotent turns producer, readers assigned
+ * to the end of every partition, the clocks): it produces ChatTurns
+ * (stream = true) for a few multi-turn conversations, prints the TokenChunks of the tokens topic
  * as they arrive, reads TurnResults from the responses topic with
  * isolation.level=read_committed, sends each conversation's next turn when
  * the previous reply is committed, and ends with a summary (turns, tokens/s,
@@ -45,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -55,9 +56,9 @@
 #include "eng_gguf.h"
 #include "sch.h"
 #include "wk_cli.h"
+#include "wk_client.h"
 #include "wk_config.h"
 #include "wk_worker.h"
-#include "pl_time.h"
 
 #define WD_MAX_CONVS 64    /* --conversations ceiling */
 #define WD_MAX_TURNS 32    /* --turns ceiling */
@@ -96,16 +97,14 @@ typedef struct wd_turn_stat {
     uint64_t ttft_ms;     /* worker-measured start -> first token */
     uint64_t queue_ms;    /* worker-measured produce -> start of work */
     int got_last;         /* the last TokenChunk was seen */
-    double sent_at;       /* monotonic seconds of its produce */
+    double sent_at;       /* monotonic ms of its produce (wk_client_mono_ms) */
     double client_ttft;   /* produce -> first TokenChunk seen, ms (-1 none) */
 } wd_turn_stat;
 
 /* One demo conversation: its history, which turn is in flight, timings. */
 typedef struct wd_conv {
     char id[32];                  /* conversation_id = record key */
-    sch_message *msgs;            /* system, user, assistant, ... */
-    char **owned;                 /* assistant texts we copied (freed) */
-    size_t n_msgs;                /* messages in msgs */
+    wk_history hist;              /* system, user, assistant, ... (copies) */
     int turn;                     /* index of the turn in flight */
     wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
 } wd_conv;
@@ -124,10 +123,10 @@ typedef struct wd_demo {
     rd_kafka_t *res_c;                /* responses reader (read_committed) */
     int answered;                     /* TurnResults received */
     int failed;                       /* of which failed */
-    double t0;                        /* monotonic time the first turns were sent */
-    double t_first;                   /* first streamed token seen (0 = none yet) */
-    double t_work;                    /* earliest start of work (sent + queue) */
-    double t_last;                    /* last TurnResult received */
+    double t0;                        /* monotonic ms the first turns were sent */
+    double t_first;                   /* ms: first streamed token seen (0 = none yet) */
+    double t_work;                    /* ms: earliest start of work (sent + queue) */
+    double t_last;                    /* ms: last TurnResult received */
 } wd_demo;
 
 /* Worker thread argument and outcome. */
@@ -137,8 +136,6 @@ typedef struct wd_wthread {
     char err[512];    /* its message */
     atomic_int ended; /* run returned */
 } wd_wthread;
-
-static double wd_now(void) { return pl_mono_s(); }
 
 static void wd_usage(FILE *f) {
     fprintf(f,
@@ -267,50 +264,6 @@ static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
     return 0;
 }
 
-/* A client of the mock cluster.  Consumers get every partition of topic
- * assigned from the beginning (no group membership needed; group.id only
- * because librdkafka's consumer API wants one). */
-static rd_kafka_t *wd_client(rd_kafka_type_t type, const char *bootstrap, const char *topic,
-                             const char *isolation) {
-    char e[256], gid[64];
-    snprintf(gid, sizeof gid, "parley-demo-%s", topic ? topic : "producer");
-    const char *prod[] = {"linger.ms", "0", "acks", "all", "enable.idempotence", "true", NULL};
-    const char *cons[] = {"group.id", gid, "isolation.level", isolation,
-                          "fetch.wait.max.ms", "20", "enable.auto.commit", "false", NULL};
-    const char *common[] = {"bootstrap.servers", bootstrap, "client.id", "parley-demo-client",
-                            NULL};
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    for (int k = 0; k < 2; k++) {
-        const char *const *kv = k ? (type == RD_KAFKA_PRODUCER ? prod : cons) : common;
-        for (int i = 0; kv[i]; i += 2)
-            if (rd_kafka_conf_set(c, kv[i], kv[i + 1], e, sizeof e) != RD_KAFKA_CONF_OK) {
-                fprintf(stderr, "demo: client configuration %s: %s\n", kv[i], e);
-                rd_kafka_conf_destroy(c);
-                return NULL;
-            }
-    }
-    rd_kafka_t *rk = rd_kafka_new(type, c, e, sizeof e);
-    if (!rk) {
-        rd_kafka_conf_destroy(c);
-        fprintf(stderr, "demo: kafka client: %s\n", e);
-        return NULL;
-    }
-    if (type == RD_KAFKA_CONSUMER) {
-        rd_kafka_poll_set_consumer(rk);
-        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(WD_PARTITIONS);
-        for (int p = 0; p < WD_PARTITIONS; p++)
-            rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-        rd_kafka_resp_err_t re = rd_kafka_assign(rk, l);
-        rd_kafka_topic_partition_list_destroy(l);
-        if (re) {
-            fprintf(stderr, "demo: assign %s: %s\n", topic, rd_kafka_err2str(re));
-            rd_kafka_destroy(rk);
-            return NULL;
-        }
-    }
-    return rk;
-}
-
 static void *wd_worker_main(void *arg) {
     wd_wthread *wt = arg;
     wt->rc = wk_worker_run(wt->w, wt->err, sizeof wt->err);
@@ -331,40 +284,19 @@ static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
     snprintf(out, n, "%s-c%d-t%d", d->run, c + 1, t + 1);
 }
 
-static uint64_t wd_unix_ms(void) { return (uint64_t)pl_unix_ms(); }
-
-/* Append one message (text copied when copy != 0). */
-static int wd_push(wd_conv *cv, sch_role role, const char *text, size_t len, int copy) {
-    sch_message *m = realloc(cv->msgs, (cv->n_msgs + 1) * sizeof *m);
-    if (!m) return -1;
-    cv->msgs = m;
-    char **o = realloc(cv->owned, (cv->n_msgs + 1) * sizeof *o);
-    if (!o) return -1;
-    cv->owned = o;
-    o[cv->n_msgs] = NULL;
-    if (copy) {
-        if (!(o[cv->n_msgs] = malloc(len + 1))) return -1;
-        memcpy(o[cv->n_msgs], text, len);
-        o[cv->n_msgs][len] = 0;
-        text = o[cv->n_msgs];
-    }
-    m[cv->n_msgs++] = (sch_message){role, {text, len}};
-    return 0;
-}
-
 /* Produce conversation c's current turn (its user message appended). */
 static int wd_send(wd_demo *d, int c) {
     wd_conv *cv = &d->conv[c];
     const char *u = wd_users[c % 4][cv->turn % 3];
-    if (wd_push(cv, SCH_ROLE_USER, u, strlen(u), 0) != 0) return -1;
+    if (wk_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
     char tid[64], err[256];
     wd_turn_id(d, c, cv->turn, tid, sizeof tid);
     sch_turn t;
     sch_turn_init(&t);
     t.conversation_id = sch_str_c(cv->id);
     t.turn_id = sch_str_c(tid);
-    t.messages = cv->msgs;
-    t.n_messages = cv->n_msgs;
+    t.messages = cv->hist.msgs;
+    t.n_messages = cv->hist.n;
     t.params.max_tokens = (uint32_t)d->max_tokens;
     t.params.temperature = 0.7;
     static const sch_str transcript_stop[] = {{"\nUser:", 6}};
@@ -372,24 +304,12 @@ static int wd_send(wd_demo *d, int c) {
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
-    t.created_ms = wd_unix_ms();
-    sch_buf b;
-    sch_buf_init(&b);
-    if (sch_turn_encode(&t, &b, err, sizeof err) != 0) {
-        fprintf(stderr, "demo: encoding %s: %s\n", tid, err);
-        sch_buf_free(&b);
+    t.created_ms = wk_client_epoch_ms();
+    if (wk_client_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
+        fprintf(stderr, "demo: turn %s: %s\n", tid, err);
         return -1;
     }
-    rd_kafka_resp_err_t re = rd_kafka_producev(
-        d->prod, RD_KAFKA_V_TOPIC("parley.turns"), RD_KAFKA_V_KEY(cv->id, strlen(cv->id)),
-        RD_KAFKA_V_VALUE(b.data, b.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADER(SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE, -1), RD_KAFKA_V_END);
-    sch_buf_free(&b);
-    if (re) {
-        fprintf(stderr, "demo: produce %s: %s\n", tid, rd_kafka_err2str(re));
-        return -1;
-    }
-    cv->st[cv->turn].sent_at = wd_now();
+    cv->st[cv->turn].sent_at = wk_client_mono_ms();
     return 0;
 }
 
@@ -422,8 +342,8 @@ static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
         wd_turn_stat *st = &cv->st[t];
         if (ch.last) st->got_last = 1;
         if (st->client_ttft < 0 && ch.n_tokens > 0) {
-            st->client_ttft = (wd_now() - st->sent_at) * 1e3;
-            if (d->t_first == 0) d->t_first = wd_now();
+            st->client_ttft = wk_client_mono_ms() - st->sent_at;
+            if (d->t_first == 0) d->t_first = wk_client_mono_ms();
         }
         if (ch.text.len > 0) {
             printf("  [%s t%d] ", cv->id, t + 1);
@@ -452,9 +372,9 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         st->completion = r.completion_tokens;
         st->ttft_ms = r.ttft_ms;
         st->queue_ms = r.queue_ms;
-        double work = st->sent_at + (double)r.queue_ms * 1e-3;
+        double work = st->sent_at + (double)r.queue_ms;
         if (d->t_work == 0 || work < d->t_work) d->t_work = work;
-        d->t_last = wd_now();
+        d->t_last = wk_client_mono_ms();
         d->answered++;
         d->failed += st->failed;
         printf("-- %s turn %d/%d %s: %llu tokens (%s), prompt %llu tokens, %llu from cache, "
@@ -466,7 +386,8 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         if (st->failed && r.has_error)
             printf("   error %.*s: %.*s\n", (int)r.error_name.len, r.error_name.ptr,
                    (int)r.error_message.len, r.error_message.ptr);
-        if (wd_push(cv, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "", r.text.len, 1) != 0)
+        if (wk_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
+                            r.text.len) != 0)
             rc = -1;
         else if (++cv->turn < d->n_turns)
             rc = wd_send(d, c);
@@ -501,7 +422,7 @@ static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
  * consumer group to form (Kafka's initial rebalance delay, 3 s on the mock
  * cluster as on a real broker). */
 static void wd_summary(const wd_demo *d) {
-    double wall = d->t_work > 0 && d->t_last > d->t_work ? d->t_last - d->t_work : 0;
+    double wall = d->t_work > 0 && d->t_last > d->t_work ? (d->t_last - d->t_work) * 1e-3 : 0;
     uint64_t prompt = 0, cached = 0, gen = 0, lprompt = 0, lcached = 0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++) {
@@ -516,7 +437,8 @@ static void wd_summary(const wd_demo *d) {
            d->failed);
     printf("worker started after %.2f s (joining its consumer group), first streamed token "
            "after %.2f s\n",
-           d->t_work > 0 ? d->t_work - d->t0 : 0.0, d->t_first > 0 ? d->t_first - d->t0 : 0.0);
+           d->t_work > 0 ? (d->t_work - d->t0) * 1e-3 : 0.0,
+           d->t_first > 0 ? (d->t_first - d->t0) * 1e-3 : 0.0);
     printf("generated tokens    %llu in %.2f s = %.1f tokens/s (all conversations together, "
            "start of work to last reply)\n",
            (unsigned long long)gen, wall, wall > 0 ? (double)gen / wall : 0.0);
@@ -554,7 +476,7 @@ static void wd_summary(const wd_demo *d) {
 /* Serve every conversation: first turns now, later turns as replies are
  * committed.  Returns 0 when all turns were answered. */
 static int wd_drive(wd_demo *d, wd_wthread *wt) {
-    d->t0 = wd_now();
+    d->t0 = wk_client_mono_ms();
     for (int c = 0; c < d->n_conv; c++)
         if (wd_send(d, c) != 0) return -1;
     int total = d->n_conv * d->n_turns;
@@ -567,7 +489,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
                     wt->rc ? wt->err : "no error");
             return -1;
         }
-        if (wd_now() - d->t0 > d->timeout_s) {
+        if (wk_client_mono_ms() - d->t0 > d->timeout_s * 1e3) {
             fprintf(stderr, "demo: only %d of %d turns answered after %.0f s (--timeout)\n",
                     d->answered, total, d->timeout_s);
             return -1;
@@ -575,10 +497,10 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
     }
     /* Chunks and replies travel on different topics: print the streamed
      * text still on its way (bounded wait). */
-    double until = wd_now() + 3.0;
+    double until = wk_client_mono_ms() + 3000.0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++)
-            while (!d->conv[c].st[t].got_last && wd_now() < until)
+            while (!d->conv[c].st[t].got_last && wk_client_mono_ms() < until)
                 if (wd_drain(d, d->tok_c, 0, 10)) return -1;
     return 0;
 }
@@ -690,12 +612,12 @@ int wk_cmd_demo(int argc, char **argv) {
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
-    double start = wd_now();
-    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)wd_unix_ms() % 0xffffffu);
+    double start = wk_client_mono_ms();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)wk_client_epoch_ms() % 0xffffffu);
     for (int c = 0; c < d.n_conv; c++) {
         snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
         for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
-        if (wd_push(&d.conv[c], SCH_ROLE_SYSTEM, wd_system, strlen(wd_system), 0) != 0) {
+        if (wk_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
             fprintf(stderr, "demo: out of memory\n");
             goto done;
         }
@@ -725,12 +647,16 @@ int wk_cmd_demo(int argc, char **argv) {
         goto done;
     }
     running = 1;
-    if (!(d.prod = wd_client(RD_KAFKA_PRODUCER, bootstrap, NULL, NULL)) ||
-        !(d.tok_c = wd_client(RD_KAFKA_CONSUMER, bootstrap, "parley.tokens",
-                              "read_uncommitted")) ||
-        !(d.res_c = wd_client(RD_KAFKA_CONSUMER, bootstrap, "parley.responses",
-                              "read_committed")))
+    /* the readers start at the topics' ends: they exist before the first
+     * turn is sent, so they see every chunk and reply of this run */
+    if (!(d.prod = wk_client_producer_new(bootstrap, "parley.turns", 10000, err, sizeof err)) ||
+        !(d.tok_c = wk_client_reader_new(bootstrap, "parley.tokens", 0, 10000, err,
+                                         sizeof err)) ||
+        !(d.res_c = wk_client_reader_new(bootstrap, "parley.responses", 1, 10000, err,
+                                         sizeof err))) {
+        fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
+    }
     printf("== %d conversation%s x %d turn%s, up to %d tokens per reply, streamed "
            "(topics parley.turns -> parley.tokens / parley.responses)\n",
            d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "",
@@ -749,19 +675,14 @@ done:
         }
     }
     if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
-    /* assign-only readers: nothing to commit, no group to leave */
-    if (d.tok_c) rd_kafka_destroy_flags(d.tok_c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-    if (d.res_c) rd_kafka_destroy_flags(d.res_c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    wk_client_reader_free(d.tok_c);
+    wk_client_reader_free(d.res_c);
     wk_worker_free(wt.w);
     wk_config_free(cfg);
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);
-    for (int c = 0; c < d.n_conv; c++) {
-        for (size_t i = 0; i < d.conv[c].n_msgs; i++) free(d.conv[c].owned[i]);
-        free(d.conv[c].owned);
-        free(d.conv[c].msgs);
-    }
-    printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished", wd_now() - start,
+    for (int c = 0; c < d.n_conv; c++) wk_history_free(&d.conv[c].hist);
+    printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished", (wk_client_mono_ms() - start) * 1e-3,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley worker --model.path FILE.gguf\n"

@@ -46,22 +46,22 @@ static int wk_text_append(wk_turn *t, const char *p, size_t n) {
  * error (librdkafka's rd_kafka_test_fatal_error) once, before chunk N + 1. */
 static void wk_chp_check(wk_worker *w) {
     char why[512], err[256];
-    if (w->test_chunk_fatal_at > 0 &&
-        (long)__atomic_load_n(&w->ctr.chunks, __ATOMIC_RELAXED) >= w->test_chunk_fatal_at) {
-        w->test_chunk_fatal_at = 0;
-        rd_kafka_test_fatal_error(w->chp, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+    if (w->prod.test_fatal_at > 0 &&
+        (long)__atomic_load_n(&w->met.ctr.chunks, __ATOMIC_RELAXED) >= w->prod.test_fatal_at) {
+        w->prod.test_fatal_at = 0;
+        rd_kafka_test_fatal_error(w->prod.chp, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                                   "injected by PARLEY_TEST_CHUNK_FATAL_AFTER");
     }
-    if (rd_kafka_fatal_error(w->chp, why, sizeof why) == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    if (rd_kafka_fatal_error(w->prod.chp, why, sizeof why) == RD_KAFKA_RESP_ERR_NO_ERROR) return;
     rd_kafka_t *fresh = NULL;
     if (wk_kafka_chp_new(w, &fresh, err, sizeof err) != 0) {
         wk_log("error", "chunk_producer_fatal", "err=\"%.200s\" rebuild=\"%s\"", why, err);
         return;
     }
-    rd_kafka_t *old = w->chp;
-    w->chp = fresh;
+    rd_kafka_t *old = w->prod.chp;
+    w->prod.chp = fresh;
     rd_kafka_destroy(old);
-    uint64_t n = __atomic_add_fetch(&w->ctr.chunk_rebuilds, 1, __ATOMIC_RELAXED);
+    uint64_t n = __atomic_add_fetch(&w->met.ctr.chunk_rebuilds, 1, __ATOMIC_RELAXED);
     wk_log("warn", "chunk_producer_rebuilt", "err=\"%.200s\" rebuilds=%llu", why,
            (unsigned long long)n);
 }
@@ -114,15 +114,15 @@ static void wk_chunk_emit(wk_turn *t, int last) {
         rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1,
                             t->json_out ? SCH_CONTENT_TYPE_JSON : SCH_CONTENT_TYPE, -1);
         if (t->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, t->tp, -1);
-        pthread_mutex_lock(&w->chp_mu);
+        pthread_mutex_lock(&w->prod.chp_mu);
         wk_chp_check(w);
         rd_kafka_resp_err_t e = rd_kafka_producev(
-            w->chp, RD_KAFKA_V_TOPIC(w->t_tokens),
+            w->prod.chp, RD_KAFKA_V_TOPIC(w->topics.tokens),
             RD_KAFKA_V_KEY(t->conv_id, strlen(t->conv_id)), RD_KAFKA_V_VALUE(b.data, b.len),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
-        pthread_mutex_unlock(&w->chp_mu);
+        pthread_mutex_unlock(&w->prod.chp_mu);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            __atomic_add_fetch(&w->ctr.chunks, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&w->met.ctr.chunks, 1, __ATOMIC_RELAXED);
             break;
         }
         rd_kafka_headers_destroy(h);
@@ -148,8 +148,9 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
     wk_worker *w = t->w;
     size_t n = 0;
     size_t before = t->text_len;
-    if (eng_tok_stream_push(&t->ts, token, w->dscratch, w->dscratch_cap, &n) == 0 && !t->stopped)
-        wk_text_append(t, w->dscratch, n);
+    if (eng_tok_stream_push(&t->ts, token, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 &&
+        !t->stopped)
+        wk_text_append(t, w->eng.dscratch, n);
     if (t->n_ctoks == t->cap_ctoks) {
         int cap = t->cap_ctoks ? 2 * t->cap_ctoks : 16;
         int32_t *x = realloc(t->ctoks, (size_t)cap * sizeof *x);
@@ -168,7 +169,7 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
                 t->text_len = (size_t)(at - t->text);
                 t->text[t->text_len] = 0;
                 t->stopped = 1;
-                eng_sched_stop(w->sched, id);
+                eng_sched_stop(w->eng.sched, id);
                 break;
             }
         }
@@ -195,7 +196,7 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
     s.attempt = t->attempt;
     s.text = (sch_str){t->text ? t->text : "", t->text_len};
     s.worker = sch_str_c(w->id);
-    s.model = sch_str_c(w->model_name);
+    s.model = sch_str_c(w->eng.model_name);
     uint32_t *toks = NULL;
     if (r && r->n_tokens > 0) {
         toks = malloc((size_t)r->n_tokens * sizeof *toks);
@@ -248,41 +249,45 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
 
 static void wk_done_push(wk_turn *t) {
     wk_worker *w = t->w;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->convs.mu);
     t->dnext = NULL;
-    if (w->done_tail) w->done_tail->dnext = t;
-    else w->done_head = t;
-    w->done_tail = t;
-    pthread_mutex_unlock(&w->mu);
+    if (w->convs.done_tail) w->convs.done_tail->dnext = t;
+    else w->convs.done_head = t;
+    w->convs.done_tail = t;
+    pthread_mutex_unlock(&w->convs.mu);
 }
 
 static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
     wk_turn *t = user;
     wk_worker *w = t->w;
     size_t n = 0;
-    if (eng_tok_stream_flush(&t->ts, w->dscratch, w->dscratch_cap, &n) == 0 && n && !t->stopped)
-        wk_text_append(t, w->dscratch, n);
+    if (eng_tok_stream_flush(&t->ts, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 && n &&
+        !t->stopped)
+        wk_text_append(t, w->eng.dscratch, n);
     if (!__atomic_load_n(&t->orphan, __ATOMIC_ACQUIRE)) {
         if (t->stream) wk_chunk_emit(t, 1);
         wk_result_build(t, r, NULL);
-        if (w->handoff && (t->final_toks = malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) *
-                                                  sizeof(int32_t)))) {
+        if (w->convs.handoff &&
+            (t->final_toks = malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) *
+                                    sizeof(int32_t)))) {
             memcpy(t->final_toks, t->prompt, (size_t)t->n_prompt * sizeof(int32_t));
             if (r->n_tokens)
                 memcpy(t->final_toks + t->n_prompt, r->tokens,
                        (size_t)r->n_tokens * sizeof(int32_t));
             t->n_final = t->n_prompt + r->n_tokens;
         }
-        __atomic_add_fetch(&w->ctr.tokens, (uint64_t)r->n_tokens, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->ctr.prompt_tokens, (uint64_t)r->prompt_tokens, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->ctr.cached_tokens, (uint64_t)r->cached_tokens, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.tokens, (uint64_t)r->n_tokens, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.prompt_tokens, (uint64_t)r->prompt_tokens, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.cached_tokens, (uint64_t)r->cached_tokens, __ATOMIC_RELAXED);
         int bt = 0, bo = 0;
         while (bt < WK_LAT_N - 1 && r->ttft_ms > wk_lat_bounds_ms[bt]) bt++;
         while (bo < WK_LAT_N - 1 && r->total_ms > wk_lat_bounds_ms[bo]) bo++;
-        __atomic_add_fetch(&w->ctr.ttft_hist[bt], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->ctr.total_hist[bo], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->ctr.ttft_sum_us, (uint64_t)(r->ttft_ms * 1000), __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->ctr.total_sum_us, (uint64_t)(r->total_ms * 1000), __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.ttft_hist[bt], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.total_hist[bo], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.ttft_sum_us, (uint64_t)(r->ttft_ms * 1000),
+                           __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.total_sum_us, (uint64_t)(r->total_ms * 1000),
+                           __ATOMIC_RELAXED);
     }
     t->tm.admit_us = r->admit_us;
     t->tm.end_us = r->submit_us + (int64_t)(r->total_ms * 1000.0);
@@ -291,10 +296,10 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
 
 void wk_turn_submit(wk_turn *t) {
     wk_worker *w = t->w;
-    t->attempt = w->attempt_base + ++w->attempt_ctr;
+    t->attempt = w->convs.attempt_base + ++w->convs.attempt_ctr;
     t->submit_unix_ms = wk_unix_ms();
     t->tm.submit_us = eng_sched_now_us();
-    eng_tok_stream_init(&t->ts, w->tok, 0);
+    eng_tok_stream_init(&t->ts, w->eng.tok, 0);
     eng_sched_request q;
     memset(&q, 0, sizeof q);
     q.prompt = t->prompt;
@@ -308,7 +313,7 @@ void wk_turn_submit(wk_turn *t) {
     q.on_done = wk_on_done;
     q.user = t;
     char err[256];
-    if (eng_sched_submit(w->sched, &q, &t->sched_id, err, sizeof err) != 0) {
+    if (eng_sched_submit(w->eng.sched, &q, &t->sched_id, err, sizeof err) != 0) {
         wk_log("warn", "submit_failed", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
         if (t->stream) wk_chunk_emit(t, 1);
         wk_result_build(t, NULL, err);

@@ -61,7 +61,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f) return NULL;
-    wk_counters *c = &w->ctr;
+    wk_counters *c = &w->met.ctr;
     wk_metric(f, "parley_records_consumed_total", "counter", "Input records consumed.",
               (double)WK_LD(c->consumed));
     wk_metric(f, "parley_turns_total", "counter", "TurnResults committed.",
@@ -110,12 +110,12 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
               (double)WK_LD(c->assigned));
     fprintf(f, "# HELP parley_consumer_lag Records of an assigned partition not yet committed "
                "(high watermark - commit position).\n# TYPE parley_consumer_lag gauge\n");
-    pthread_mutex_lock(&w->lag_mu);
-    for (int32_t p = 0; p < w->n_lag; p++)
-        if (w->lag[p] >= 0)
+    pthread_mutex_lock(&w->met.lag_mu);
+    for (int32_t p = 0; p < w->met.n_lag; p++)
+        if (w->met.lag[p] >= 0)
             fprintf(f, "parley_consumer_lag{partition=\"%d\"} %lld\n", (int)p,
-                    (long long)w->lag[p]);
-    pthread_mutex_unlock(&w->lag_mu);
+                    (long long)w->met.lag[p]);
+    pthread_mutex_unlock(&w->met.lag_mu);
     wk_hist(f, "parley_ttft_seconds", "Time to first token.", c->ttft_hist, wk_lat_bounds_ms,
             WK_LAT_N, WK_LD(c->ttft_sum_us));
     wk_hist(f, "parley_turn_seconds", "Turn latency from submit to end.", c->total_hist,
@@ -125,7 +125,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
             "predecessor's end) to its transaction's commit, minus the time it ran in a batch.",
             c->ovh_hist, wk_ovh_bounds_ms, WK_OVH_N, WK_LD(c->ovh_sum_us));
     eng_sched_stats st;
-    eng_sched_stats_get(w->sched, &st);
+    eng_sched_stats_get(w->eng.sched, &st);
     wk_metric(f, "parley_sched_running", "gauge", "Sequences running.", st.running);
     wk_metric(f, "parley_sched_waiting", "gauge", "Requests waiting.", st.waiting);
     wk_metric(f, "parley_sched_steps_total", "counter", "Forward steps.", (double)st.steps);
@@ -137,9 +137,9 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
         if (st.batch_hist[i])
             fprintf(f, "parley_sched_batch_steps_total{min=\"%d\"} %llu\n", 1 << i,
                     (unsigned long long)st.batch_hist[i]);
-    if (w->cache) {
+    if (w->eng.cache) {
         kv_stats ks;
-        kv_cache_stats(w->cache, &ks);
+        kv_cache_stats(w->eng.cache, &ks);
         fprintf(f, "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
                    "# TYPE parley_cache_lookups_total counter\n"
                    "parley_cache_lookups_total{tier=\"host\"} %llu\n"
@@ -208,7 +208,7 @@ static void wk_serve(wk_http *h, int fd) {
     } else if (!strncmp(req, "GET /healthz ", 13)) {
         wk_send(fd, "200 OK", text, "ok\n", 3);
     } else if (!strncmp(req, "GET /readyz ", 12)) {
-        if (WK_LD(h->w->ctr.assigned) > 0) wk_send(fd, "200 OK", text, "ready\n", 6);
+        if (WK_LD(h->w->met.ctr.assigned) > 0) wk_send(fd, "200 OK", text, "ready\n", 6);
         else wk_send(fd, "503 Service Unavailable", text, "no partitions assigned\n", 23);
     } else {
         wk_send(fd, "404 Not Found", text, "not found\n", 10);

@@ -1,15 +1,36 @@
 /*
- * wk_internal.h -- the worker's private structures, shared by wk_turn.c
- * (input validation, scheduler callbacks, record encoding) and wk_worker.c
- * (poll loop, transactions, rebalances).  Not a public header.
+ * wk_internal.h -- the worker's private structures and the functions its
+ * files share.  Not a public header (wk_worker.h is).  The files:
+ *   wk_worker.c  create and free: model, tokenizer, template, cache,
+ *                scheduler, then the Kafka handles and the HTTP endpoint
+ *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
+ *                turn path's Kafka boundary (wk_record_from_kafka)
+ *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
+ *                an `expired` TurnResult; wk_log, wk_unix_ms
+ *   wk_gen.c     submission to the scheduler and its delivery-thread
+ *                callbacks: TokenChunks, the TurnResult, the done list
+ *   wk_loop.c    the poll loop: conversation queues, rebalances,
+ *                backpressure, lag, shutdown
+ *   wk_batch.c   the exactly-once state logic, no Kafka calls: partition
+ *                ownership, offsets, the batch, producer-rebuild stages
+ *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
+ *   wk_http.c    /metrics, /healthz, /readyz
  *
- * Life of a turn: the poll thread decodes a record into a wk_turn (or a
- * wk_out DLQ record), queues it on its conversation (wk_conv) and submits
- * it when the conversation is idle.  The scheduler's delivery thread runs
- * wk_turn_on_token / wk_turn_on_done: they stream chunks, build the
- * TurnResult into turn->result and move the turn to the worker's done list
- * (w->mu).  The poll thread takes it from there into the transaction batch
- * (wk_out) and submits the conversation's next turn.
+ * Life of a turn: the poll thread copies a consumed message into a
+ * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out
+ * DeadLetter / expired result straight for the batch); the turn is queued
+ * on its conversation (wk_conv) and submitted when the conversation is
+ * idle.  The scheduler's delivery thread runs wk_gen.c's callbacks
+ * (wk_on_token / wk_on_done): they stream chunks, build the TurnResult
+ * into turn->result and move the turn to the done list (w->convs, under
+ * its mu).  The poll thread takes it from there into the transaction
+ * batch (a wk_out in w->batch) and submits the conversation's next turn.
+ *
+ * The worker's state is split by concern: wk_engine (model side),
+ * wk_topics, wk_convs (conversations, turns in flight, done list),
+ * wk_batch (outputs of the next transaction, offsets, ownership),
+ * wk_pause (backpressure), wk_txn_state (open transaction, rebuild),
+ * wk_producers, wk_halt (stop requests, fatal errors), wk_metrics.
  */
 #ifndef WK_INTERNAL_H
 #define WK_INTERNAL_H
@@ -53,6 +74,31 @@ typedef struct wk_timing {
     int64_t admit_us;           /* first admitted to a batch (scheduler) */
     int64_t end_us;             /* the scheduler finished it */
 } wk_timing;
+
+/* One header of an input record, as librdkafka holds it. */
+typedef struct wk_header {
+    const char *name;           /* NUL-terminated name */
+    const void *value;          /* value bytes (NULL for a null value) */
+    size_t size;                /* value bytes (0 for a null value) */
+} wk_header;
+
+/* An input record as the turn path sees it: what the Kafka boundary
+ * (wk_record_from_kafka, called by wk_loop.c) copied out of an
+ * rd_kafka_message_t, so the turn path runs and is tested without a
+ * broker.  Every pointer is borrowed from the message and valid while it
+ * lives; every byte is the producer's and is treated as hostile. */
+typedef struct wk_record {
+    const char *topic;          /* topic name */
+    int32_t partition;          /* partition */
+    int64_t offset;             /* offset */
+    const void *key;            /* key bytes (NULL = no key) */
+    size_t key_len;             /* key bytes (0 when key is NULL) */
+    const void *value;          /* value bytes (NULL = null value) */
+    size_t len;                 /* value bytes (0 when value is NULL) */
+    const wk_header *headers;   /* headers in record order */
+    size_t n_headers;           /* entries */
+    int64_t timestamp_ms;       /* record timestamp (unix ms); -1 none */
+} wk_record;
 
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
@@ -159,7 +205,7 @@ typedef struct wk_counters {
     uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
     uint64_t ttft_sum_us;       /* sum of TTFTs in microseconds */
     uint64_t total_sum_us;      /* sum of total latencies in microseconds */
-    int64_t inflight;           /* gauge copy of wk_worker.inflight for readers */
+    int64_t inflight;           /* gauge copy of wk_convs.inflight for readers */
     int64_t assigned;           /* gauge: partitions assigned */
 } wk_counters;
 
@@ -168,9 +214,9 @@ extern const double wk_lat_bounds_ms[WK_LAT_N - 1];
 /* Upper bounds (ms) of the overhead buckets; the last bucket is +Inf. */
 extern const double wk_ovh_bounds_ms[WK_OVH_N - 1];
 
-struct wk_worker {
-    const wk_config *cfg;       /* configuration (caller's) */
-    char id[128];               /* worker id */
+/* The model side: what turns are validated, tokenized and generated
+ * with (set up by wk_worker.c, read-only afterwards except the scratch). */
+typedef struct wk_engine {
     char model_name[256];       /* name turns may use in `model` */
     eng_model *model;           /* loaded model */
     eng_tok *tok;               /* its tokenizer */
@@ -185,101 +231,166 @@ struct wk_worker {
     sch_limits lim;             /* decoder limits */
     char *dscratch;             /* delivery-thread detokenizer buffer */
     size_t dscratch_cap;        /* its size (eng_tok_stream_cap) */
-    rd_kafka_t *cons;           /* consumer (group member) */
-    rd_kafka_t *txp;            /* transactional producer */
-    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
-    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
-                                 * rebuilds it, the poll thread polls it */
-    long test_chunk_fatal_at;   /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
-                                 * fatal error on chp (0: never; delivery thread) */
-    long test_txn_fatal_at;     /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
-                                 * fatal error on txp (0: never; poll thread) */
-    int test_txn_fatal_landed;  /* 1: inject after that transaction committed, 0: before */
-    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
-    int64_t rec_since_us;       /* when the current producer rebuild started */
-    const char *t_turns, *t_tokens, *t_resp, *t_dlq; /* topic names */
-    wk_ns_from ns_from;         /* worker.namespace_from */
-    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
-    int chunk_tokens;           /* tokens per chunk */
+} wk_engine;
+
+/* Topic names (worker.topic.*; the configuration's strings). */
+typedef struct wk_topics {
+    const char *turns;          /* ChatTurns in (subscribed) */
+    const char *tokens;         /* TokenChunks out (chunk producer) */
+    const char *resp;           /* TurnResults out (transactional producer) */
+    const char *dlq;            /* DeadLetters out (transactional producer) */
+} wk_topics;
+
+/* The conversation table and the turns in it (wk_loop.c; poll thread,
+ * except the done list, which the delivery thread fills under mu). */
+typedef struct wk_convs {
+    wk_conv **tab;              /* hash table of (partition, key) queues */
+    size_t cap;                 /* buckets (power of two) */
+    size_t n;                   /* conversations */
+    wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
+    size_t n_idle;              /* entries */
+    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
+    int64_t inflight;           /* consumed turns not yet in the batch */
+    pthread_mutex_t mu;         /* guards the done list */
+    wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
+    uint64_t attempt_base;      /* per-process attempt id base */
+    uint64_t attempt_ctr;       /* attempts made */
+} wk_convs;
+
+/* The outputs of the next transaction and the input positions they
+ * finish (poll thread; wk_batch.c holds the state logic). */
+typedef struct wk_batch {
     wk_offsets *offs;           /* unfinished input offsets */
     uint32_t *gen;              /* generation per partition (bumped on assign/revoke) */
     bool *owned;                /* partition currently assigned */
     int32_t n_parts;            /* entries in gen/owned */
-    wk_conv **conv_tab;         /* conversation hash table */
-    size_t conv_cap;            /* buckets (power of two) */
-    size_t n_conv;              /* conversations */
-    wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
-    size_t n_idle;              /* entries */
-    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
-    pthread_mutex_t mu;         /* guards the done list */
-    wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
-    wk_out *batch_head, *batch_tail; /* outputs of the next transaction */
-    int n_batch;                /* entries */
-    int64_t batch_since_us;     /* when the oldest entry was added */
-    int64_t inflight;           /* consumed turns not yet in a batch */
-    bool paused;                /* partitions paused (backpressure) */
-    int pause_why;              /* WK_PAUSE_* reasons holding the pause (bit set) */
+    wk_out *head, *tail;        /* outputs of the next transaction, consumption order */
+    int n;                      /* entries */
+    int64_t since_us;           /* when the oldest entry was added (or the last commit try) */
+} wk_batch;
+
+/* Backpressure (wk_loop.c; poll thread). */
+typedef struct wk_pause {
+    bool paused;                /* partitions paused (backpressure or shutdown) */
+    int why;                    /* WK_PAUSE_* reasons holding the pause (bit set) */
     int64_t kv_hi, kv_lo;       /* KV pause / resume marks (per mille of the pool) */
+} wk_pause;
+
+/* The open transaction and a producer rebuild in progress (wk_txn.c;
+ * poll thread). */
+typedef struct wk_txn_state {
     int recovering;             /* WK_REC_* stage of a producer rebuild; 0 = none */
     int abort_pending;          /* an abort failed retriably: retried before the next begin */
-    int64_t txn_begin_us;       /* when the open transaction began; 0 = none open */
-    int64_t txn_timeout_us;     /* the transactional producer's transaction.timeout.ms */
-    float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
-    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
-    uint64_t attempt_base;      /* per-process attempt id base */
-    uint64_t attempt_ctr;       /* attempts made */
-    int fatal;                  /* a fatal Kafka error happened */
+    int64_t begin_us;           /* when the open transaction began; 0 = none open */
+    int64_t timeout_us;         /* the transactional producer's transaction.timeout.ms */
+    int64_t rec_since_us;       /* when the current producer rebuild started */
+    long test_fatal_at;         /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
+                                 * fatal error on txp (0: never) */
+    int test_fatal_landed;      /* 1: inject after that transaction committed, 0: before */
+    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
+} wk_txn_state;
+
+/* The two producers (made in wk_kafka.c). */
+typedef struct wk_producers {
+    rd_kafka_t *txp;            /* transactional producer (poll thread) */
+    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
+    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
+                                 * rebuilds it, the poll thread polls it */
+    long test_fatal_at;         /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
+                                 * fatal error on chp (0: never; delivery thread) */
+} wk_producers;
+
+/* Why and whether the poll loop ends. */
+typedef struct wk_halt {
+    volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
+    int fatal;                  /* a fatal error happened (Kafka, or out of memory) */
     char fatal_msg[512];        /* its message */
     int refused_claim;          /* atomic: a client callback is writing refused_msg */
     int refused;                /* atomic (release after refused_msg): the cluster refused us */
     char refused_msg[512];      /* why (kind and librdkafka's reason) */
-    volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
+} wk_halt;
+
+/* What /metrics and the log lines report. */
+typedef struct wk_metrics {
     wk_counters ctr;            /* counters */
+    float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
+    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
     struct wk_http *http;       /* metrics endpoint (NULL = off) */
     pthread_mutex_t lag_mu;     /* guards lag / n_lag (poll thread writes, HTTP reads) */
     int64_t *lag;               /* per partition: high watermark - commit position; -1 unknown/not owned */
     int32_t n_lag;              /* entries */
+} wk_metrics;
+
+struct wk_worker {
+    const wk_config *cfg;       /* configuration (caller's) */
+    char id[128];               /* worker id */
+    wk_ns_from ns_from;         /* worker.namespace_from */
+    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
+    int chunk_tokens;           /* tokens per chunk */
+    wk_topics topics;           /* topic names */
+    wk_engine eng;              /* model, tokenizer, cache, scheduler */
+    rd_kafka_t *cons;           /* consumer (group member; poll thread) */
+    wk_producers prod;          /* transactional and chunk producers */
+    wk_convs convs;             /* conversation table, turns in flight, done list */
+    wk_batch batch;             /* next transaction's outputs, offsets, partition ownership */
+    wk_pause pause;             /* backpressure */
+    wk_txn_state txn;           /* open transaction, producer rebuild */
+    wk_halt halt;               /* stop requests and fatal errors */
+    wk_metrics met;             /* counters, overhead ring, lag, HTTP endpoint */
 };
 
 #define WK_PAUSE_INFLIGHT 1 /* worker.max_inflight reached */
-#define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_high */
+#define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_pct */
 
 #define WK_REC_PRODUCER 1   /* recovery: make a new transactional producer */
 #define WK_REC_INIT 2       /* recovery: init_transactions until it succeeds */
 #define WK_REC_RECONCILE 3  /* recovery: drop batch outputs below the committed offsets */
 
-/* Structured log line on stderr: event + printf-style key=value text. */
+/* wk_turn.c: structured log line on stderr: event + printf-style
+ * key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Wall clock in unix milliseconds. */
 int64_t wk_unix_ms(void);
 
-/* Decode and validate rkm into a new turn (*turn) or, for bad input, a DLQ
- * record or an `expired` TurnResult (*out).  Exactly one of *turn / *out is
- * set on 0; < 0 only for out-of-memory. */
-int wk_turn_from_message(struct wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                         wk_turn **turn, wk_out **out);
+/* The last header of r named `name` (names compare exactly, as
+ * librdkafka's rd_kafka_header_get_last), or NULL. */
+const wk_header *wk_record_header(const wk_record *r, const char *name);
 
-/* Submit a prepared turn to the scheduler.  On failure the turn gets an
- * error TurnResult and is queued on the done list as if it had run. */
+/* Decode and validate record r (consumed at partition generation gen) into
+ * a new turn (*turn) or, for bad input, a DeadLetter or an `expired`
+ * TurnResult (*out).  Exactly one of *turn / *out is set on 0; < 0 (a
+ * SCH_E_NOMEM code) only for out-of-memory, with neither set.  Reads the
+ * worker's engine limits, id, namespace mode and topic names only. */
+int wk_turn_from_record(struct wk_worker *w, const wk_record *r, uint32_t gen, wk_turn **turn,
+                        wk_out **out);
+
+/* wk_gen.c: submit a prepared turn to the scheduler.  On failure the turn
+ * gets an error TurnResult and is queued on the done list as if it had
+ * run. */
 void wk_turn_submit(wk_turn *t);
 
-/* Build the output record of a finished turn (takes turn->result). */
+/* Build the output record of a finished turn (takes turn->result); NULL
+ * when it has none (encoding failed) or out of memory. */
 wk_out *wk_turn_take_out(wk_turn *t);
 
+/* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
 
-/* Metrics endpoint on addr ("host:port"): a thread serving /metrics
- * (Prometheus text), /healthz and /readyz.  Returns 0 or WK_EINVAL /
- * WK_ENOMEM with a message naming worker.http. */
+/* wk_http.c: metrics endpoint on addr ("host:port", ":port" or "port";
+ * no host = 127.0.0.1): a thread serving /metrics (Prometheus text),
+ * /healthz and /readyz.  Returns 0, or WK_EINVAL (a message naming
+ * worker.http) / WK_ENOMEM. */
 int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, char *err,
                   size_t errlen);
 void wk_http_stop(struct wk_http *h);
 
 /* wk_kafka.c: the three Kafka handles (consumer subscribed, transactional
- * producer initialised).  Returns 0 or WK_EINVAL / WK_EKAFKA with a
- * message. */
+ * producer initialised).  Returns 0, WK_EKAFKA (a handle that cannot be
+ * made, a kafka.* property librdkafka refuses, init_transactions or
+ * subscribe failing) or WK_EREFUSED (the cluster refuses the worker),
+ * with a message. */
 int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
 /* A new transactional producer (transactional.id parley-<worker id>), not
  * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
@@ -288,21 +399,98 @@ int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t er
 int wk_kafka_chp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);
 /* Note that the cluster refuses the worker (authentication, TLS or
  * authorization error code e; other codes are ignored): the first call
- * writes refused_msg and sets refused, logs one kafka_refused line.  Any
- * thread. */
+ * writes w->halt.refused_msg and sets w->halt.refused, logs one
+ * kafka_refused line.  Any thread. */
 void wk_kafka_note_refusal(struct wk_worker *w, rd_kafka_resp_err_t e, const char *reason);
+/* The Kafka boundary of the turn path: fill *r from m (borrowing m's
+ * bytes).  Headers go to buf[cap] when they fit, else to a malloc'd array
+ * returned in *heap (the caller frees it; NULL when buf sufficed).
+ * Returns 0, or -1 out of memory. */
+int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
+                         wk_header **heap);
 /* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
  * (also for names it does not list). */
 char wk_kafka_scope(const char *name);
 
 /* wk_txn.c: produce the ready batch entries and the commit positions in
- * one transaction.  Returns 0 committed (or nothing to do), -1 not
- * committed (batch kept; or dropped when a fatal error started a
- * producer rebuild; w->fatal set when fenced). */
+ * one transaction.  Returns 0 committed (or nothing to do, or a rebuild
+ * in progress), -1 not committed: the batch is kept, for the next
+ * transaction or for the reconcile of the producer rebuild a fatal error
+ * started (w->halt.fatal set instead when fenced). */
 int wk_txn_commit(struct wk_worker *w);
-/* One step of a producer rebuild (w->recovering != 0); never blocks more
- * than a few seconds. */
+/* One step of a producer rebuild (w->txn.recovering != 0; the stages are
+ * WK_REC_*, wk_txn_rec_next); never blocks more than a few seconds. */
 void wk_txn_recover_step(struct wk_worker *w);
+
+/* wk_batch.c: the state logic of exactly-once, no Kafka calls (unit
+ * tested by tests/worker/test_wk_batch.c).  Poll thread only. */
+
+/* Make room for partition p in gen/owned.  0, or -1 (p out of range or
+ * out of memory). */
+int wk_batch_parts_grow(wk_batch *b, int32_t p);
+/* Partition p assigned: owned, a new generation, no offsets tracked.  0 or
+ * -1 as wk_batch_parts_grow. */
+int wk_batch_assign(wk_batch *b, int32_t p);
+/* Partition p revoked or lost: not owned, a new generation (outcomes of
+ * the old one are stale), its offsets forgotten. */
+void wk_batch_revoke(wk_batch *b, int32_t p);
+/* true when p is owned and still at generation gen. */
+bool wk_batch_current(const wk_batch *b, int32_t p, uint32_t gen);
+
+#define WK_CONSUME_NOT_OURS (-1) /* the partition is not assigned: ignore the record */
+#define WK_CONSUME_SKIP (-2)     /* offset not above the last one tracked: ignore it */
+/* A record of p at offset was consumed: track it as unfinished and give
+ * the partition's generation in *gen.  0 or a WK_CONSUME_* code. */
+int wk_batch_consume(wk_batch *b, int32_t p, int64_t offset, uint32_t *gen);
+/* Offset a transaction commits for p: its lowest unfinished offset (or
+ * last + 1); -1 when p is not owned or nothing was consumed. */
+int64_t wk_batch_commit_position(const wk_batch *b, int32_t p);
+
+/* Append an output (its input offset is finished now; now_us starts the
+ * batch timer when the batch was empty). */
+void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
+/* true when the batch should be committed now: records waiting and
+ * max_records reached or interval_us passed since since_us. */
+bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t interval_us);
+/* Mark ready the outputs below their partition's commit position (only
+ * those may be committed: an output above an unfinished record waits, so
+ * a committed output is never redone by the next owner).  Returns how
+ * many are ready. */
+int wk_batch_mark_ready(wk_batch *b);
+/* Remove and free every output for which drop(ctx, o) != 0, keeping the
+ * order of the rest.  Returns how many were removed. */
+typedef int (*wk_batch_drop_fn)(void *ctx, const wk_out *o);
+int wk_batch_drop_if(wk_batch *b, wk_batch_drop_fn drop, void *ctx);
+/* After a producer rebuild: remove the outputs already visible, those
+ * below committed[partition] (the group's committed offsets, -1 unknown,
+ * n entries), counting them into *n_res / *n_dlq.  Returns how many. */
+int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res,
+                       int *n_dlq);
+/* Remove the outputs of partitions not ours at their generation. */
+int wk_batch_drop_stale(wk_batch *b);
+/* Free the outputs, the offsets and the partition arrays. */
+void wk_batch_free(wk_batch *b);
+
+/* A fatal producer error stops the worker (rather than starting a
+ * rebuild) only when it is a fence of a transaction younger than
+ * transaction.timeout.ms: another instance took the transactional.id.  A
+ * fence of an older one is the coordinator's own timeout abort. */
+bool wk_txn_fence_stops(int fenced, int64_t txn_age_us, int64_t txn_timeout_us);
+/* Start a producer rebuild at now_us: stage WK_REC_PRODUCER, no open
+ * transaction, no abort pending. */
+void wk_txn_state_rebuild(wk_txn_state *t, int64_t now_us);
+/* Outcome of one step of a producer rebuild. */
+typedef enum wk_step {
+    WK_STEP_OK = 0,             /* the stage's work is done */
+    WK_STEP_WAIT,               /* not yet (delay, broker away): same stage next pass */
+    WK_STEP_RESTART,            /* the new producer failed fatally: make another */
+    WK_STEP_FATAL               /* fenced, or no producer can be made: stop the worker */
+} wk_step;
+/* The stage after `stage` given the outcome of its step: PRODUCER -> INIT
+ * -> RECONCILE -> 0 (done) on OK; the same on WAIT; PRODUCER on RESTART;
+ * -1 (stop the worker) on FATAL.  A stage that is not WK_REC_* is
+ * returned unchanged. */
+int wk_txn_rec_next(int stage, wk_step outcome);
 
 /* wk_loop.c: drop the turns and batch entries of partitions that are not
  * ours at their current generation (all turns when all != 0); write idle
@@ -310,6 +498,9 @@ void wk_txn_recover_step(struct wk_worker *w);
 void wk_drop_stale(struct wk_worker *w, int all, int handoff);
 /* Pause (pause != 0) or resume every assigned partition. */
 void wk_pause_all(struct wk_worker *w, int pause);
+/* Free every conversation and its queued turns (wk_worker_free). */
+void wk_conv_free_all(struct wk_worker *w);
+/* wk_turn.c: free an output record (NULL is fine). */
 void wk_out_free(wk_out *o);
 
 #endif

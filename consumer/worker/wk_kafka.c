@@ -5,7 +5,8 @@
  * each property, and forced settings.  The transactional producer can be
  * built again in place (wk_kafka_txp_new) when a fatal, non-fencing error
  * leaves the old one unusable (see wk_txn.c); so can the chunk producer
- * (wk_kafka_chp_new, see wk_gen.c).
+ * (wk_kafka_chp_new, see wk_gen.c).  wk_record_from_kafka is the turn
+ * path's boundary: the rest of the turn path sees a plain wk_record.
  *
  * Scoping.  librdkafka knows every property as consumer-only (C),
  * producer-only (P) or common (*); setting a consumer property on a
@@ -66,6 +67,37 @@ static const char *wk_kafka_for(const char *name, char kind) {
     return s == '*' || s == kind ? name : NULL;
 }
 
+int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
+                         wk_header **heap) {
+    *heap = NULL;
+    memset(r, 0, sizeof *r);
+    r->topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+    r->partition = m->partition;
+    r->offset = m->offset;
+    r->key = m->key;
+    r->key_len = m->key ? m->key_len : 0;
+    r->value = m->payload;
+    r->len = m->payload ? m->len : 0;
+    r->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR || !hdrs) return 0;
+    size_t n = rd_kafka_header_cnt(hdrs);
+    wk_header *h = buf;
+    if (n > cap && !(h = *heap = malloc(n * sizeof *h))) return -1;
+    size_t k = 0;
+    const char *name;
+    const void *val;
+    size_t sz;
+    while (k < n && rd_kafka_header_get_all(hdrs, k, &name, &val, &sz) ==
+                        RD_KAFKA_RESP_ERR_NO_ERROR) {
+        h[k] = (wk_header){name, val, val ? sz : 0};
+        k++;
+    }
+    r->headers = h;
+    r->n_headers = k;
+    return 0;
+}
+
 /* What a refusal by the cluster is, for an error code and its reason;
  * NULL when it is not one (transport errors, timeouts, TLS errors other
  * than certificate verification: librdkafka retries those). */
@@ -94,12 +126,12 @@ static const char *wk_refusal_kind(rd_kafka_resp_err_t e, const char *reason) {
 void wk_kafka_note_refusal(wk_worker *w, rd_kafka_resp_err_t e, const char *reason) {
     const char *kind = wk_refusal_kind(e, reason);
     int expect = 0;
-    if (!kind || !__atomic_compare_exchange_n(&w->refused_claim, &expect, 1, 0, __ATOMIC_ACQ_REL,
-                                              __ATOMIC_ACQUIRE))
+    if (!kind || !__atomic_compare_exchange_n(&w->halt.refused_claim, &expect, 1, 0,
+                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return;
-    snprintf(w->refused_msg, sizeof w->refused_msg, "Kafka refused the worker: %s: %.300s", kind,
-             reason ? reason : rd_kafka_err2str(e));
-    __atomic_store_n(&w->refused, 1, __ATOMIC_RELEASE);
+    snprintf(w->halt.refused_msg, sizeof w->halt.refused_msg,
+             "Kafka refused the worker: %s: %.300s", kind, reason ? reason : rd_kafka_err2str(e));
+    __atomic_store_n(&w->halt.refused, 1, __ATOMIC_RELEASE);
     wk_log("error", "kafka_refused", "err=%s reason=\"%.300s\"", rd_kafka_err2name(e),
            reason ? reason : "");
 }
@@ -176,7 +208,7 @@ int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     char tmo[32];
     size_t tl = sizeof tmo;
     if (rd_kafka_conf_get(c, "transaction.timeout.ms", tmo, &tl) == RD_KAFKA_CONF_OK)
-        w->txn_timeout_us = strtoll(tmo, NULL, 10) * 1000;
+        w->txn.timeout_us = strtoll(tmo, NULL, 10) * 1000;
     if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
         rd_kafka_conf_destroy(c);
         return eng_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
@@ -238,8 +270,8 @@ static int wk_kafka_probe_group(wk_worker *w, char *err, size_t errlen) {
 done:
     if (o) rd_kafka_AdminOptions_destroy(o);
     if (q) rd_kafka_queue_destroy(q);
-    if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE))
-        return eng_errf(err, errlen, WK_EREFUSED, "%s", w->refused_msg);
+    if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE))
+        return eng_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
     return 0;
 }
 
@@ -265,25 +297,25 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
         return eng_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
     }
     rd_kafka_poll_set_consumer(w->cons);
-    int rc = wk_kafka_txp_new(w, &w->txp, err, errlen);
+    int rc = wk_kafka_txp_new(w, &w->prod.txp, err, errlen);
     if (rc) return rc;
-    if ((rc = wk_kafka_chp_new(w, &w->chp, err, errlen))) return rc;
+    if ((rc = wk_kafka_chp_new(w, &w->prod.chp, err, errlen))) return rc;
     /* init_transactions in short slices, serving every client's callbacks
      * in between, so a refusal (wrong password, untrusted CA, ACL) ends the
      * start at once instead of after the full minute of retries */
     rd_kafka_error_t *ke;
     int64_t until = eng_sched_now_us() + 60 * 1000000LL;
     for (;;) {
-        ke = rd_kafka_init_transactions(w->txp, 500);
-        rd_kafka_poll(w->txp, 0);
-        rd_kafka_poll(w->chp, 0);
+        ke = rd_kafka_init_transactions(w->prod.txp, 500);
+        rd_kafka_poll(w->prod.txp, 0);
+        rd_kafka_poll(w->prod.chp, 0);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, 0); /* not subscribed: callbacks only */
         if (m) rd_kafka_message_destroy(m);
         if (ke && wk_refusal_kind(rd_kafka_error_code(ke), rd_kafka_error_string(ke)))
             wk_kafka_note_refusal(w, rd_kafka_error_code(ke), rd_kafka_error_string(ke));
-        if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE)) {
             if (ke) rd_kafka_error_destroy(ke);
-            return eng_errf(err, errlen, WK_EREFUSED, "%s", w->refused_msg);
+            return eng_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
         }
         if (!ke) break;
         /* a slice that ran out, or an answer worth asking again (the
@@ -303,16 +335,16 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
      * first periodic metadata refresh, which would hold a fresh worker's
      * first chunks and results for up to a second (after the refusal
      * checks: each blocks up to 5 s when the cluster turns us away). */
-    wk_warm_metadata(w->chp, w->t_tokens);
-    wk_warm_metadata(w->txp, w->t_resp);
-    wk_warm_metadata(w->txp, w->t_dlq);
+    wk_warm_metadata(w->prod.chp, w->topics.tokens);
+    wk_warm_metadata(w->prod.txp, w->topics.resp);
+    wk_warm_metadata(w->prod.txp, w->topics.dlq);
     if ((rc = wk_kafka_probe_group(w, err, errlen))) return rc;
     rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(sub, w->t_turns, RD_KAFKA_PARTITION_UA);
+    rd_kafka_topic_partition_list_add(sub, w->topics.turns, RD_KAFKA_PARTITION_UA);
     rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (re)
-        return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->t_turns,
+        return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->topics.turns,
                         rd_kafka_err2str(re));
     return 0;
 }

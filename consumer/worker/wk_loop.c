@@ -1,7 +1,8 @@
 /*
  * wk_loop.c -- the worker's poll loop: consumption, per-conversation
  * queues, rebalances, backpressure and shutdown (the transactions
- * themselves and the producer rebuild are in wk_txn.c).
+ * themselves and the producer rebuild are in wk_txn.c; the state logic of
+ * ownership, offsets and the batch, which both drive, in wk_batch.c).
  *
  * Exactly-once.  A consumed record is tracked in wk_offsets until its one
  * output (TurnResult, expired TurnResult or DeadLetter) joins the batch.
@@ -49,23 +50,23 @@ static uint64_t wk_hash(const char *p, size_t n) { return pl_fnv1a64(PL_FNV64_SE
  * queue per partition, so a revocation never strands another partition's
  * turns. */
 static wk_conv *wk_conv_get(wk_worker *w, int32_t part, const char *key, size_t len) {
-    if (w->conv_cap == 0 || w->n_conv * 2 > w->conv_cap) {
-        size_t cap = w->conv_cap ? 2 * w->conv_cap : 256;
+    if (w->convs.cap == 0 || w->convs.n * 2 > w->convs.cap) {
+        size_t cap = w->convs.cap ? 2 * w->convs.cap : 256;
         wk_conv **tab = calloc(cap, sizeof *tab);
         if (!tab) return NULL;
-        for (size_t i = 0; i < w->conv_cap; i++)
-            for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+        for (size_t i = 0; i < w->convs.cap; i++)
+            for (wk_conv *c = w->convs.tab[i], *n; c; c = n) {
                 n = c->hnext;
                 size_t b = (wk_hash(c->key, c->key_len) ^ (uint64_t)c->partition) & (cap - 1);
                 c->hnext = tab[b];
                 tab[b] = c;
             }
-        free(w->conv_tab);
-        w->conv_tab = tab;
-        w->conv_cap = cap;
+        free(w->convs.tab);
+        w->convs.tab = tab;
+        w->convs.cap = cap;
     }
-    size_t b = (wk_hash(key, len) ^ (uint64_t)part) & (w->conv_cap - 1);
-    for (wk_conv *c = w->conv_tab[b]; c; c = c->hnext)
+    size_t b = (wk_hash(key, len) ^ (uint64_t)part) & (w->convs.cap - 1);
+    for (wk_conv *c = w->convs.tab[b]; c; c = c->hnext)
         if (c->partition == part && c->key_len == len && !memcmp(c->key, key, len)) return c;
     wk_conv *c = calloc(1, sizeof *c);
     if (!c || !(c->key = malloc(len + 1))) {
@@ -76,9 +77,9 @@ static wk_conv *wk_conv_get(wk_worker *w, int32_t part, const char *key, size_t 
     c->key[len] = 0;
     c->key_len = len;
     c->partition = part;
-    c->hnext = w->conv_tab[b];
-    w->conv_tab[b] = c;
-    w->n_conv++;
+    c->hnext = w->convs.tab[b];
+    w->convs.tab[b] = c;
+    w->convs.n++;
     return c;
 }
 
@@ -88,41 +89,41 @@ static wk_conv *wk_conv_get(wk_worker *w, int32_t part, const char *key, size_t 
 static void wk_idle_unlink(wk_worker *w, wk_conv *c) {
     if (!c->idle) return;
     if (c->lru_prev) c->lru_prev->lru_next = c->lru_next;
-    else w->idle_head = c->lru_next;
+    else w->convs.idle_head = c->lru_next;
     if (c->lru_next) c->lru_next->lru_prev = c->lru_prev;
-    else w->idle_tail = c->lru_prev;
+    else w->convs.idle_tail = c->lru_prev;
     c->lru_prev = c->lru_next = NULL;
     c->idle = 0;
-    w->n_idle--;
+    w->convs.n_idle--;
 }
 
 static void wk_idle_push(wk_worker *w, wk_conv *c) {
-    c->lru_prev = w->idle_tail;
+    c->lru_prev = w->convs.idle_tail;
     c->lru_next = NULL;
-    if (w->idle_tail) w->idle_tail->lru_next = c;
-    else w->idle_head = c;
-    w->idle_tail = c;
+    if (w->convs.idle_tail) w->convs.idle_tail->lru_next = c;
+    else w->convs.idle_head = c;
+    w->convs.idle_tail = c;
     c->idle = 1;
-    w->n_idle++;
+    w->convs.n_idle++;
 }
 
 static void wk_conv_remove(wk_worker *w, wk_conv *c) {
     wk_idle_unlink(w, c);
-    size_t b = (wk_hash(c->key, c->key_len) ^ (uint64_t)c->partition) & (w->conv_cap - 1);
-    for (wk_conv **pp = &w->conv_tab[b]; *pp; pp = &(*pp)->hnext)
+    size_t b = (wk_hash(c->key, c->key_len) ^ (uint64_t)c->partition) & (w->convs.cap - 1);
+    for (wk_conv **pp = &w->convs.tab[b]; *pp; pp = &(*pp)->hnext)
         if (*pp == c) {
             *pp = c->hnext;
             break;
         }
-    w->n_conv--;
+    w->convs.n--;
     free(c->last_toks);
     free(c->key);
     free(c);
 }
 
 void wk_conv_free_all(wk_worker *w) {
-    for (size_t i = 0; i < w->conv_cap; i++)
-        for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+    for (size_t i = 0; i < w->convs.cap; i++)
+        for (wk_conv *c = w->convs.tab[i], *n; c; c = n) {
             n = c->hnext;
             for (wk_turn *t = c->head, *tn; t; t = tn) {
                 tn = t->next;
@@ -132,45 +133,27 @@ void wk_conv_free_all(wk_worker *w) {
             free(c->key);
             free(c);
         }
-    w->idle_head = w->idle_tail = NULL;
-    w->n_idle = 0;
-    free(w->conv_tab);
-    w->conv_tab = NULL;
-    w->conv_cap = w->n_conv = 0;
+    w->convs.idle_head = w->convs.idle_tail = NULL;
+    w->convs.n_idle = 0;
+    free(w->convs.tab);
+    w->convs.tab = NULL;
+    w->convs.cap = w->convs.n = 0;
 }
 
 /* ----------------------------------------------------------- partitions */
 
-static int wk_parts_grow(wk_worker *w, int32_t p) {
-    if (p < w->n_parts) return 0;
-    if (p < 0 || p >= WK_OFF_MAX_PARTITIONS) return -1;
-    int32_t n = p + 1;
-    uint32_t *g = realloc(w->gen, (size_t)n * sizeof *g);
-    if (!g) return -1;
-    w->gen = g;
-    bool *o = realloc(w->owned, (size_t)n * sizeof *o);
-    if (!o) return -1;
-    w->owned = o;
-    for (int32_t i = w->n_parts; i < n; i++) g[i] = 0, o[i] = false;
-    w->n_parts = n;
-    return 0;
-}
-
-static bool wk_current(const wk_worker *w, int32_t p, uint32_t gen) {
-    return p >= 0 && p < w->n_parts && w->owned[p] && w->gen[p] == gen;
-}
-
 void wk_drop_stale(wk_worker *w, int all, int handoff) {
     int flushed = 0, n_conv = 0, n_failed = 0;
-    for (size_t i = 0; i < w->conv_cap; i++)
-        for (wk_conv *c = w->conv_tab[i], *n; c; c = n) {
+    for (size_t i = 0; i < w->convs.cap; i++)
+        for (wk_conv *c = w->convs.tab[i], *n; c; c = n) {
             n = c->hnext;
-            bool owned = c->partition < w->n_parts && w->owned[c->partition];
-            if (!all && owned && (!c->head || wk_current(w, c->head->partition, c->head->gen)))
+            bool owned = c->partition < w->batch.n_parts && w->batch.owned[c->partition];
+            if (!all && owned &&
+                (!c->head || wk_batch_current(&w->batch, c->head->partition, c->head->gen)))
                 continue;
-            if (handoff && w->handoff && c->last_toks) { /* the next owner starts warm */
+            if (handoff && w->convs.handoff && c->last_toks) { /* the next owner starts warm */
                 int nq = 0;
-                if (kv_cache_flush_to_redis(w->cache, c->ns, strlen(c->ns), c->last_toks,
+                if (kv_cache_flush_to_redis(w->eng.cache, c->ns, strlen(c->ns), c->last_toks,
                                             c->n_last, &nq) == 0) {
                     flushed += nq;
                     n_conv++;
@@ -180,12 +163,12 @@ void wk_drop_stale(wk_worker *w, int all, int handoff) {
             }
             for (wk_turn *t = c->head, *tn; t; t = tn) {
                 tn = t->next;
-                w->inflight--;
-                WK_ADD(w->ctr.dropped, 1);
+                w->convs.inflight--;
+                WK_ADD(w->met.ctr.dropped, 1);
                 if (t == c->head && c->running) {
                     t->conv = NULL;
                     __atomic_store_n(&t->orphan, 1, __ATOMIC_RELEASE);
-                    eng_sched_cancel(w->sched, t->sched_id);
+                    eng_sched_cancel(w->eng.sched, t->sched_id);
                 } else {
                     wk_turn_free(t);
                 }
@@ -193,35 +176,13 @@ void wk_drop_stale(wk_worker *w, int all, int handoff) {
             wk_conv_remove(w, c);
         }
     if (flushed || n_failed) {
-        int rc = flushed ? kv_cache_redis_drain(w->cache, 2000) : 0;
-        if (flushed && !rc) WK_ADD(w->ctr.handoff_blocks, (uint64_t)flushed);
+        int rc = flushed ? kv_cache_redis_drain(w->eng.cache, 2000) : 0;
+        if (flushed && !rc) WK_ADD(w->met.ctr.handoff_blocks, (uint64_t)flushed);
         wk_log(n_failed ? "warn" : "info", "kv_handoff",
                "conversations=%d blocks=%d drained=%s failed_conversations=%d", n_conv, flushed,
                rc ? "no" : "yes", n_failed);
     }
-    wk_out **pp = &w->batch_head;
-    w->batch_tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        if (!wk_current(w, o->partition, o->gen)) {
-            *pp = o->next;
-            w->n_batch--;
-            wk_out_free(o);
-        } else {
-            w->batch_tail = o;
-            pp = &o->next;
-        }
-    }
-}
-
-static void wk_batch_add(wk_worker *w, wk_out *o) {
-    o->next = NULL;
-    if (w->batch_tail) w->batch_tail->next = o;
-    else w->batch_head = o;
-    w->batch_tail = o;
-    if (!w->n_batch++) w->batch_since_us = eng_sched_now_us();
-    o->ready = 0;
-    wk_offsets_done(w->offs, o->partition, o->offset);
+    wk_batch_drop_stale(&w->batch);
 }
 
 /* --------------------------------------------------------- rebalancing */
@@ -244,11 +205,7 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     int coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++) {
-            int32_t p = parts->elems[i].partition;
-            if (wk_parts_grow(w, p) != 0) continue;
-            w->owned[p] = true;
-            w->gen[p]++;
-            wk_offsets_reset(w->offs, p);
+            wk_batch_assign(&w->batch, parts->elems[i].partition);
         }
         rd_kafka_error_t *e = coop ? rd_kafka_incremental_assign(rk, parts) : NULL;
         if (!coop) rd_kafka_assign(rk, parts);
@@ -256,8 +213,8 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             wk_log("error", "assign_failed", "err=\"%s\"", rd_kafka_error_string(e));
             rd_kafka_error_destroy(e);
         }
-        if (w->paused || w->recovering) rd_kafka_pause_partitions(rk, parts);
-        WK_ADD(w->ctr.assigned, parts->cnt);
+        if (w->pause.paused || w->txn.recovering) rd_kafka_pause_partitions(rk, parts);
+        WK_ADD(w->met.ctr.assigned, parts->cnt);
         char ids[256];
         wk_log("info", "assigned", "partitions=%d ids=%s", parts->cnt,
                wk_part_ids(parts, ids, sizeof ids));
@@ -269,19 +226,15 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         wk_txn_commit(w);
     }
     for (int i = 0; i < parts->cnt; i++) {
-        int32_t p = parts->elems[i].partition;
-        if (p < 0 || p >= w->n_parts) continue;
-        w->owned[p] = false;
-        w->gen[p]++;
-        wk_offsets_reset(w->offs, p);
+        wk_batch_revoke(&w->batch, parts->elems[i].partition);
     }
     wk_drop_stale(w, 0, 1);
-    WK_ADD(w->ctr.assigned, -parts->cnt);
+    WK_ADD(w->met.ctr.assigned, -parts->cnt);
     /* librdkafka keeps a partition's pause flag across unassign and a
      * later assign, and wk_pause_all resumes only what is assigned: a
      * partition revoked or lost while paused would never be fetched again
      * once it came back (turns lost).  Clear the flag while it is ours. */
-    int was_paused = w->paused || w->recovering;
+    int was_paused = w->pause.paused || w->txn.recovering;
     if (was_paused) rd_kafka_resume_partitions(rk, parts);
     if (coop) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, parts);
@@ -291,7 +244,8 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     char ids[256];
     wk_log("info", lost ? "lost" : "revoked", "partitions=%d ids=%s inflight=%lld paused=%d",
-           parts->cnt, wk_part_ids(parts, ids, sizeof ids), (long long)w->inflight, was_paused);
+           parts->cnt, wk_part_ids(parts, ids, sizeof ids), (long long)w->convs.inflight,
+           was_paused);
 }
 
 /* ---------------------------------------------------------------- loop */
@@ -303,31 +257,37 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         wk_kafka_note_refusal(w, m->err, rd_kafka_message_errstr(m)); /* ACLs: stop */
         return;
     }
-    if (m->partition < 0 || m->partition >= w->n_parts || !w->owned[m->partition]) return;
-    if (wk_offsets_add(w->offs, m->partition, m->offset) != 0) {
+    uint32_t gen = 0;
+    int cr = wk_batch_consume(&w->batch, m->partition, m->offset, &gen);
+    if (cr == WK_CONSUME_NOT_OURS) return;
+    if (cr == WK_CONSUME_SKIP) {
         wk_log("warn", "offset_skip", "partition=%d offset=%lld", (int)m->partition,
                (long long)m->offset);
         return;
     }
-    WK_ADD(w->ctr.consumed, 1);
+    WK_ADD(w->met.ctr.consumed, 1);
     int64_t t_in = eng_sched_now_us();
-    uint32_t gen = w->gen[m->partition];
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    if (wk_turn_from_message(w, m, gen, &t, &o) != 0) {
-        w->fatal = 1;
-        snprintf(w->fatal_msg, sizeof w->fatal_msg, "out of memory");
+    wk_record rec;
+    wk_header hbuf[16], *hheap = NULL; /* the Kafka boundary: the turn path sees a wk_record */
+    int rc = wk_record_from_kafka(m, &rec, hbuf, sizeof hbuf / sizeof hbuf[0], &hheap);
+    if (!rc) rc = wk_turn_from_record(w, &rec, gen, &t, &o);
+    free(hheap);
+    if (rc != 0) {
+        w->halt.fatal = 1;
+        snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "out of memory");
         return;
     }
     if (o) {
-        wk_batch_add(w, o);
+        wk_batch_add(&w->batch, o, eng_sched_now_us());
         return;
     }
     wk_conv *c = wk_conv_get(w, t->partition, t->conv_id, strlen(t->conv_id));
     if (!c) {
         wk_turn_free(t);
-        w->fatal = 1;
-        snprintf(w->fatal_msg, sizeof w->fatal_msg, "out of memory");
+        w->halt.fatal = 1;
+        snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "out of memory");
         return;
     }
     wk_idle_unlink(w, c);
@@ -336,7 +296,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     if (c->tail) c->tail->next = t;
     else c->head = t;
     c->tail = t;
-    w->inflight++;
+    w->convs.inflight++;
     if (!c->running) {
         c->running = 1;
         wk_turn_submit(t);
@@ -345,10 +305,10 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
 
 /* Take finished turns from the scheduler side. */
 static void wk_drain_done(wk_worker *w) {
-    pthread_mutex_lock(&w->mu);
-    wk_turn *list = w->done_head;
-    w->done_head = w->done_tail = NULL;
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&w->convs.mu);
+    wk_turn *list = w->convs.done_head;
+    w->convs.done_head = w->convs.done_tail = NULL;
+    pthread_mutex_unlock(&w->convs.mu);
     for (wk_turn *t = list, *n; t; t = n) {
         n = t->dnext;
         wk_conv *c = t->conv;
@@ -359,7 +319,7 @@ static void wk_drain_done(wk_worker *w) {
         c->head = t->next;
         if (!c->head) c->tail = NULL;
         c->running = 0;
-        w->inflight--;
+        w->convs.inflight--;
         if (t->final_toks) { /* remember the conversation's KV path */
             free(c->last_toks);
             c->last_toks = t->final_toks;
@@ -369,19 +329,19 @@ static void wk_drain_done(wk_worker *w) {
         }
         wk_out *o = wk_turn_take_out(t);
         if (o) {
-            wk_batch_add(w, o);
+            wk_batch_add(&w->batch, o, eng_sched_now_us());
         } else {
             wk_log("error", "result_lost", "turn_id=\"%.100s\"", t->turn_id);
-            wk_offsets_done(w->offs, t->partition, t->offset);
+            wk_offsets_done(w->batch.offs, t->partition, t->offset);
         }
         wk_turn_free(t);
         if (c->head) {
             c->running = 1;
             c->head->tm.ready_us = eng_sched_now_us(); /* it waited for its predecessor */
             wk_turn_submit(c->head);
-        } else if (w->handoff && c->last_toks) {
+        } else if (w->convs.handoff && c->last_toks) {
             wk_idle_push(w, c);
-            if (w->n_idle > WK_MAX_IDLE) wk_conv_remove(w, w->idle_head);
+            if (w->convs.n_idle > WK_MAX_IDLE) wk_conv_remove(w, w->convs.idle_head);
         } else {
             wk_conv_remove(w, c);
         }
@@ -394,7 +354,7 @@ void wk_pause_all(wk_worker *w, int pause) {
     if (pause) rd_kafka_pause_partitions(w->cons, a);
     else rd_kafka_resume_partitions(w->cons, a);
     rd_kafka_topic_partition_list_destroy(a);
-    w->paused = pause != 0;
+    w->pause.paused = pause != 0;
 }
 
 /* KV blocks held by running sequences, per mille of the pool (the larger
@@ -402,7 +362,7 @@ void wk_pause_all(wk_worker *w, int pause) {
  * do not count: a full prefix cache is not memory pressure. */
 static int64_t wk_kv_permille(wk_worker *w) {
     eng_sched_stats st;
-    eng_sched_stats_get(w->sched, &st);
+    eng_sched_stats_get(w->eng.sched, &st);
     int64_t pm = 0;
     for (int k = 0; k < 2; k++)
         if (st.blocks_total[k] > 0) {
@@ -416,50 +376,51 @@ static int64_t wk_kv_permille(wk_worker *w) {
  * are above their marks, resume when both are back below the low marks
  * (half of worker.max_inflight; worker.resume_kv_pct). */
 static void wk_backpressure(wk_worker *w, int64_t max_inflight) {
-    int why = w->pause_why;
-    if (w->inflight >= max_inflight) why |= WK_PAUSE_INFLIGHT;
-    else if (w->inflight <= max_inflight / 2) why &= ~WK_PAUSE_INFLIGHT;
+    int why = w->pause.why;
+    if (w->convs.inflight >= max_inflight) why |= WK_PAUSE_INFLIGHT;
+    else if (w->convs.inflight <= max_inflight / 2) why &= ~WK_PAUSE_INFLIGHT;
     int64_t pm = wk_kv_permille(w);
-    __atomic_store_n(&w->ctr.kv_permille, pm, __ATOMIC_RELAXED);
-    if (w->kv_hi > 0) {
-        if (pm >= w->kv_hi) why |= WK_PAUSE_KV;
-        else if (pm <= w->kv_lo) why &= ~WK_PAUSE_KV;
+    __atomic_store_n(&w->met.ctr.kv_permille, pm, __ATOMIC_RELAXED);
+    if (w->pause.kv_hi > 0) {
+        if (pm >= w->pause.kv_hi) why |= WK_PAUSE_KV;
+        else if (pm <= w->pause.kv_lo) why &= ~WK_PAUSE_KV;
     }
-    if (why && !w->pause_why) {
-        WK_ADD(w->ctr.pauses, 1);
-        if (why & WK_PAUSE_KV) WK_ADD(w->ctr.pauses_kv, 1);
+    if (why && !w->pause.why) {
+        WK_ADD(w->met.ctr.pauses, 1);
+        if (why & WK_PAUSE_KV) WK_ADD(w->met.ctr.pauses_kv, 1);
         wk_log("info", "pause", "reason=%s inflight=%lld kv_permille=%lld",
-               why & WK_PAUSE_KV ? "kv_memory" : "inflight", (long long)w->inflight,
-               (long long)w->ctr.kv_permille);
-    } else if ((why & WK_PAUSE_KV) && !(w->pause_why & WK_PAUSE_KV)) {
-        WK_ADD(w->ctr.pauses_kv, 1);
+               why & WK_PAUSE_KV ? "kv_memory" : "inflight", (long long)w->convs.inflight,
+               (long long)w->met.ctr.kv_permille);
+    } else if ((why & WK_PAUSE_KV) && !(w->pause.why & WK_PAUSE_KV)) {
+        WK_ADD(w->met.ctr.pauses_kv, 1);
     }
-    w->pause_why = why;
-    __atomic_store_n(&w->ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);
-    if (!w->recovering && (why != 0) != w->paused) wk_pause_all(w, why != 0);
+    w->pause.why = why;
+    __atomic_store_n(&w->met.ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);
+    if (!w->txn.recovering && (why != 0) != w->pause.paused) wk_pause_all(w, why != 0);
 }
 
 /* Refresh the per-partition lag gauge from librdkafka's cached high
  * watermarks (no network round trip). */
 static void wk_lag_update(wk_worker *w) {
-    pthread_mutex_lock(&w->lag_mu);
-    if (w->n_lag < w->n_parts) {
-        int64_t *l = realloc(w->lag, (size_t)w->n_parts * sizeof *l);
+    pthread_mutex_lock(&w->met.lag_mu);
+    if (w->met.n_lag < w->batch.n_parts) {
+        int64_t *l = realloc(w->met.lag, (size_t)w->batch.n_parts * sizeof *l);
         if (!l) {
-            pthread_mutex_unlock(&w->lag_mu);
+            pthread_mutex_unlock(&w->met.lag_mu);
             return;
         }
-        w->lag = l;
-        w->n_lag = w->n_parts;
+        w->met.lag = l;
+        w->met.n_lag = w->batch.n_parts;
     }
-    for (int32_t p = 0; p < w->n_lag; p++) {
-        int64_t lo = -1, hi = -1, pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
-        w->lag[p] = -1;
-        if (pos >= 0 && rd_kafka_get_watermark_offsets(w->cons, w->t_turns, p, &lo, &hi) ==
+    for (int32_t p = 0; p < w->met.n_lag; p++) {
+        int64_t lo = -1, hi = -1;
+        int64_t pos = wk_batch_commit_position(&w->batch, p);
+        w->met.lag[p] = -1;
+        if (pos >= 0 && rd_kafka_get_watermark_offsets(w->cons, w->topics.turns, p, &lo, &hi) ==
                             RD_KAFKA_RESP_ERR_NO_ERROR && hi >= pos)
-            w->lag[p] = hi - pos;
+            w->met.lag[p] = hi - pos;
     }
-    pthread_mutex_unlock(&w->lag_mu);
+    pthread_mutex_unlock(&w->met.lag_mu);
 }
 
 static int wk_cmp_float(const void *a, const void *b) {
@@ -471,12 +432,13 @@ static int wk_cmp_float(const void *a, const void *b) {
  * turn's time went (means; exact median overhead over the latest
  * WK_OVH_RING turns). */
 static void wk_log_summary(wk_worker *w, int64_t run_us) {
-    const wk_counters *c = &w->ctr;
+    const wk_counters *c = &w->met.ctr;
     size_t n = c->ovh_n < WK_OVH_RING ? (size_t)c->ovh_n : WK_OVH_RING;
     double med = 0, k = c->ovh_n ? 1000.0 * (double)c->ovh_n : 1;
     if (n) {
-        qsort(w->ovh_ring, n, sizeof w->ovh_ring[0], wk_cmp_float);
-        med = n % 2 ? w->ovh_ring[n / 2] : (w->ovh_ring[n / 2 - 1] + w->ovh_ring[n / 2]) / 2.0;
+        qsort(w->met.ovh_ring, n, sizeof w->met.ovh_ring[0], wk_cmp_float);
+        med = n % 2 ? w->met.ovh_ring[n / 2]
+                    : (w->met.ovh_ring[n / 2 - 1] + w->met.ovh_ring[n / 2]) / 2.0;
     }
     wk_log("info", "stopped",
            "results=%llu dlq=%llu commits=%llu aborts=%llu producer_rebuilds=%llu "
@@ -501,42 +463,42 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     int64_t max_inflight = wk_config_int(cfg, "worker.max_inflight");
     int64_t grace_us = wk_config_int(cfg, "worker.grace_ms") * 1000;
     int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0, t0 = last_log;
-    w->kv_hi = wk_config_int(cfg, "worker.pause_kv_pct") * 10;
-    w->kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
-    while (!w->fatal) {
+    w->pause.kv_hi = wk_config_int(cfg, "worker.pause_kv_pct") * 10;
+    w->pause.kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
+    while (!w->halt.fatal) {
         int64_t now = eng_sched_now_us();
-        if (__atomic_load_n(&w->refused, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE)) {
             /* stop now, commit nothing: what was consumed is read again */
-            w->fatal = 1;
-            snprintf(w->fatal_msg, sizeof w->fatal_msg, "%s", w->refused_msg);
+            w->halt.fatal = 1;
+            snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "%s", w->halt.refused_msg);
             break;
         }
-        if (w->stop_req && !stop_at) {
+        if (w->halt.stop_req && !stop_at) {
             stop_at = now + grace_us;
             wk_pause_all(w, 1);
-            wk_log("info", "shutdown", "inflight=%lld grace_ms=%lld", (long long)w->inflight,
+            wk_log("info", "shutdown", "inflight=%lld grace_ms=%lld", (long long)w->convs.inflight,
                    (long long)(grace_us / 1000));
         }
-        if (stop_at && (w->stop_fast || now >= stop_at) && w->inflight) {
-            wk_log("warn", "shutdown_cancel", "inflight=%lld", (long long)w->inflight);
+        if (stop_at && (w->halt.stop_fast || now >= stop_at) && w->convs.inflight) {
+            wk_log("warn", "shutdown_cancel", "inflight=%lld", (long long)w->convs.inflight);
             wk_drop_stale(w, 1, 1);
         }
-        if (stop_at && !w->inflight) break;
-        if (w->recovering && !stop_at) wk_txn_recover_step(w);
-        if (w->fatal) break;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->inflight ? 5 : 20);
+        if (stop_at && !w->convs.inflight) break;
+        if (w->txn.recovering && !stop_at) wk_txn_recover_step(w);
+        if (w->halt.fatal) break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->convs.inflight ? 5 : 20);
         if (m) { /* served while recovering too: the rebuild keeps all work */
             if (!stop_at) wk_on_message(w, m);
             rd_kafka_message_destroy(m);
         }
-        pthread_mutex_lock(&w->chp_mu);
-        rd_kafka_poll(w->chp, 0);
-        pthread_mutex_unlock(&w->chp_mu);
-        if (w->txp) rd_kafka_poll(w->txp, 0);
+        pthread_mutex_lock(&w->prod.chp_mu);
+        rd_kafka_poll(w->prod.chp, 0);
+        pthread_mutex_unlock(&w->prod.chp_mu);
+        if (w->prod.txp) rd_kafka_poll(w->prod.txp, 0);
         wk_drain_done(w);
-        __atomic_store_n(&w->ctr.inflight, w->inflight, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->met.ctr.inflight, w->convs.inflight, __ATOMIC_RELAXED);
         now = eng_sched_now_us();
-        if (w->n_batch && (w->n_batch >= max_rec || now - w->batch_since_us >= iv_us))
+        if (wk_batch_due(&w->batch, now, max_rec, iv_us))
             wk_txn_commit(w);
         if (!stop_at) wk_backpressure(w, max_inflight);
         if (now - last_lag >= 1000000) {
@@ -548,25 +510,27 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
             wk_log("info", "stats",
                    "consumed=%llu results=%llu dlq=%llu chunks=%llu inflight=%lld "
                    "commits=%llu aborts=%llu prompt_tokens=%llu cached_tokens=%llu",
-                   (unsigned long long)w->ctr.consumed, (unsigned long long)w->ctr.turns_done,
-                   (unsigned long long)w->ctr.dlq,
-                   (unsigned long long)__atomic_load_n(&w->ctr.chunks, __ATOMIC_RELAXED),
-                   (long long)w->inflight, (unsigned long long)w->ctr.txn_commits,
-                   (unsigned long long)w->ctr.txn_aborts,
-                   (unsigned long long)__atomic_load_n(&w->ctr.prompt_tokens, __ATOMIC_RELAXED),
-                   (unsigned long long)__atomic_load_n(&w->ctr.cached_tokens, __ATOMIC_RELAXED));
+                   (unsigned long long)w->met.ctr.consumed,
+                   (unsigned long long)w->met.ctr.turns_done,
+                   (unsigned long long)w->met.ctr.dlq,
+                   (unsigned long long)__atomic_load_n(&w->met.ctr.chunks, __ATOMIC_RELAXED),
+                   (long long)w->convs.inflight, (unsigned long long)w->met.ctr.txn_commits,
+                   (unsigned long long)w->met.ctr.txn_aborts,
+                   (unsigned long long)__atomic_load_n(&w->met.ctr.prompt_tokens, __ATOMIC_RELAXED),
+                   (unsigned long long)__atomic_load_n(&w->met.ctr.cached_tokens,
+                                                       __ATOMIC_RELAXED));
         }
     }
-    if (!w->fatal)
-        for (int tries = 0; tries < 3 && w->n_batch; tries++) wk_txn_commit(w);
-    if (w->fatal) {
-        snprintf(err, errlen, "%s", w->fatal_msg);
-        return __atomic_load_n(&w->refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
+    if (!w->halt.fatal)
+        for (int tries = 0; tries < 3 && w->batch.n; tries++) wk_txn_commit(w);
+    if (w->halt.fatal) {
+        snprintf(err, errlen, "%s", w->halt.fatal_msg);
+        return __atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
     }
     rd_kafka_consumer_close(w->cons);
     rd_kafka_destroy(w->cons);
     w->cons = NULL;
-    if (w->cache) kv_cache_redis_drain(w->cache, 2000);
+    if (w->eng.cache) kv_cache_redis_drain(w->eng.cache, 2000);
     wk_log_summary(w, eng_sched_now_us() - t0);
     return 0;
 }

@@ -1,11 +1,12 @@
 /*
- * wk_turn.c -- one turn's path through the worker: a Kafka record becomes a
- * validated, tokenized wk_turn (or a DeadLetter / `expired` result), is
- * submitted to the scheduler, streams TokenChunks from the scheduler's
- * delivery thread and ends as an encoded TurnResult handed back to the poll
- * loop.  Every field of the record is treated as hostile: the schemas codec
- * bounds the structure, this file checks what only the worker can know
- * (key, model, vocabulary, context length, deadline, template roles).
+ * wk_turn.c -- the first step of a turn's path through the worker: a
+ * consumed record (a wk_record, copied out of librdkafka's message at the
+ * Kafka boundary, so none of this needs a broker) becomes a validated,
+ * tokenized wk_turn, or a DeadLetter or an `expired` TurnResult
+ * (submission to the scheduler and streaming are in wk_gen.c).  Every
+ * field of the record is treated as hostile: the schemas codec bounds the
+ * structure, this file checks what only the worker can know (key, model,
+ * vocabulary, context length, deadline, template roles, namespace).
  * A record whose content-type is application/json is a ChatTurn written as
  * JSON: it goes through sch_turn_decode_json (the same field rules and
  * codes; bad JSON is a DeadLetter like bad msgpack).  A turn whose `accept`
@@ -64,31 +65,52 @@ static char *wk_dup(const char *p, size_t n) {
     return s;
 }
 
-static wk_out *wk_out_new(const rd_kafka_message_t *rkm, uint32_t gen, const char *tp) {
+const wk_header *wk_record_header(const wk_record *r, const char *name) {
+    for (size_t i = r->n_headers; i-- > 0;)
+        if (r->headers[i].name && !strcmp(r->headers[i].name, name)) return &r->headers[i];
+    return NULL;
+}
+
+static wk_out *wk_out_new(const wk_record *rec, uint32_t gen, const char *tp) {
     wk_out *o = calloc(1, sizeof *o);
     if (!o) return NULL;
     sch_buf_init(&o->val);
-    o->partition = rkm->partition;
-    o->offset = rkm->offset;
+    o->partition = rec->partition;
+    o->offset = rec->offset;
     o->gen = gen;
     snprintf(o->tp, sizeof o->tp, "%s", tp);
-    if (rkm->key) {
-        o->key = wk_dup(rkm->key, rkm->key_len);
+    if (rec->key) {
+        o->key = wk_dup(rec->key, rec->key_len);
         if (!o->key) {
             free(o);
             return NULL;
         }
-        o->key_len = rkm->key_len;
+        o->key_len = rec->key_len;
     }
     return o;
 }
 
-/* DeadLetter for rkm: the original value (a prefix when huge), key and
- * headers, reason and code.  Encoding is retried without the headers and
- * the key when they break the DLQ schema's own rules. */
-static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                       const char *tp, int code, const char *reason, const sch_turn *t) {
-    wk_out *o = wk_out_new(rkm, gen, tp);
+/* Encode d into out and check that it decodes under lim: the encoder does
+ * not apply the readers' limits (a Kafka header name may be longer than
+ * max_id_bytes), and a DeadLetter its readers cannot decode is lost.
+ * Returns 0 or the sch_err with err. */
+static int wk_dead_encode(const sch_dead *d, const sch_limits *lim, sch_buf *out, char *err,
+                          size_t errlen) {
+    int rc = sch_dead_encode(d, out, err, errlen);
+    if (rc) return rc;
+    sch_dead back;
+    rc = sch_dead_decode(out->data, out->len, lim, &back, err, errlen);
+    if (!rc) sch_dead_free(&back);
+    return rc;
+}
+
+/* DeadLetter for rec: the original value (a prefix when huge), key and
+ * headers (the first 64), reason and code.  Encoding is retried without
+ * the headers and the key when they break the DLQ schema's own rules or
+ * the readers' limits. */
+static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
+                       int code, const char *reason, const sch_turn *t) {
+    wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->dlq = 1;
     /* The reason may quote input (a model name cut at 100 bytes): keep it
@@ -101,16 +123,16 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
     sch_dead_init(&d);
     d.reason = sch_str_c(why);
     d.error_code = code;
-    d.topic = sch_str_c(rd_kafka_topic_name(rkm->rkt));
-    d.partition = rkm->partition;
-    d.offset = rkm->offset;
-    d.timestamp_ms = rd_kafka_message_timestamp(rkm, NULL);
-    if (rkm->key) d.key = (sch_str){rkm->key, rkm->key_len};
-    size_t vmax = w->lim.max_content_bytes;
-    d.value = (sch_str){rkm->payload ? (const char *)rkm->payload : "",
-                        rkm->len < vmax ? rkm->len : vmax};
-    if (!rkm->payload) d.value.ptr = NULL, d.value.len = 0;
-    d.value_size = rkm->len;
+    d.topic = sch_str_c(rec->topic);
+    d.partition = rec->partition;
+    d.offset = rec->offset;
+    d.timestamp_ms = rec->timestamp_ms;
+    if (rec->key) d.key = (sch_str){rec->key, rec->key_len};
+    size_t vmax = w->eng.lim.max_content_bytes;
+    d.value = (sch_str){rec->value ? (const char *)rec->value : "",
+                        rec->len < vmax ? rec->len : vmax};
+    if (!rec->value) d.value.ptr = NULL, d.value.len = 0;
+    d.value_size = rec->len;
     if (t) {
         d.conversation_id = t->conversation_id;
         d.turn_id = t->turn_id;
@@ -119,44 +141,38 @@ static wk_out *wk_dead(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen
     d.dead_ms = (uint64_t)wk_unix_ms();
     sch_header hv[64];
     size_t nh = 0;
-    rd_kafka_headers_t *hdrs = NULL;
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char *name;
-        const void *val;
-        size_t sz;
-        for (size_t i = 0; nh < 64 && rd_kafka_header_get_all(hdrs, i, &name, &val, &sz) ==
-                                          RD_KAFKA_RESP_ERR_NO_ERROR;
-             i++)
-            hv[nh++] = (sch_header){sch_str_c(name), {val, val ? sz : 0}};
+    for (size_t i = 0; nh < 64 && i < rec->n_headers; i++) {
+        const wk_header *h = &rec->headers[i];
+        hv[nh++] = (sch_header){sch_str_c(h->name), {h->value, h->value ? h->size : 0}};
     }
     d.headers = nh ? hv : NULL;
     d.n_headers = nh;
     char err[256];
-    if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+    if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
         d.headers = NULL;
         d.n_headers = 0;
         d.key = (sch_str){NULL, 0};
         d.conversation_id = d.turn_id = (sch_str){NULL, 0};
-        if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+        if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
             wk_log("error", "dlq_encode", "partition=%d offset=%lld err=\"%s\"",
-                   (int)rkm->partition, (long long)rkm->offset, err);
+                   (int)rec->partition, (long long)rec->offset, err);
             d.value = (sch_str){NULL, 0};
             d.reason = sch_str_c("record could not be represented in a DeadLetter");
-            if (sch_dead_encode(&d, &o->val, err, sizeof err) != 0) {
+            if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
                 wk_out_free(o);
                 return NULL;
             }
         }
     }
     wk_log("warn", "dlq", "partition=%d offset=%lld code=%s reason=\"%.200s\"",
-           (int)rkm->partition, (long long)rkm->offset, sch_err_name(code), why);
+           (int)rec->partition, (long long)rec->offset, sch_err_name(code), why);
     return o;
 }
 
 /* An `expired` TurnResult for a turn whose deadline passed before work. */
-static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                          const char *tp, const sch_turn *t, int n_prompt, bool json) {
-    wk_out *o = wk_out_new(rkm, gen, tp);
+static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
+                          const sch_turn *t, int n_prompt, bool json) {
+    wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->json = json;
     sch_result r;
@@ -167,7 +183,7 @@ static wk_out *wk_expired(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t 
     r.finish_reason = SCH_FINISH_EXPIRED;
     r.prompt_tokens = (uint64_t)n_prompt;
     r.worker = sch_str_c(w->id);
-    r.model = sch_str_c(w->model_name);
+    r.model = sch_str_c(w->eng.model_name);
     r.has_error = true;
     r.error_code = SCH_E_EXPIRED;
     r.error_message = sch_str_c("deadline_ms passed before the turn was started");
@@ -189,9 +205,9 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
         int32_t *p = malloc(t->n_prompt_tokens * sizeof *p);
         if (!p) return SCH_E_NOMEM;
         for (size_t i = 0; i < t->n_prompt_tokens; i++) {
-            if (t->prompt_tokens[i] >= (uint32_t)w->n_vocab) {
+            if (t->prompt_tokens[i] >= (uint32_t)w->eng.n_vocab) {
                 snprintf(msg, msglen, "prompt_tokens[%zu] = %u is outside the vocabulary (%d)",
-                         i, t->prompt_tokens[i], w->n_vocab);
+                         i, t->prompt_tokens[i], w->eng.n_vocab);
                 free(p);
                 return SCH_E_TOKEN_OUT_OF_VOCAB;
             }
@@ -210,7 +226,7 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
                               t->messages[i].content.len};
         bytes += t->messages[i].content.len + 32;
     }
-    int rc = 0, cap = bytes > (size_t)w->n_ctx + 1 ? w->n_ctx + 1 : (int)bytes, got = 0;
+    int rc = 0, cap = bytes > (size_t)w->eng.n_ctx + 1 ? w->eng.n_ctx + 1 : (int)bytes, got = 0;
     int32_t *p = NULL;
     for (int tries = 0; tries < 2; tries++) {
         free(p);
@@ -220,19 +236,19 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
             break;
         }
         char terr[256];
-        int r = eng_tmpl_render_ids(w->fmt, w->tok, m, (int)t->n_messages, true, p, cap, &got,
-                                    terr, sizeof terr);
+        int r = eng_tmpl_render_ids(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, p, cap,
+                                    &got, terr, sizeof terr);
         if (r == ENG_TMPL_ENOSPC && tries == 0 && got > cap) {
             cap = got;
             continue;
         }
         if (r == ENG_TMPL_EROLE) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
             rc = SCH_E_BAD_ROLE;
         } else if (r == ENG_TMPL_ENOMEM) {
             rc = SCH_E_NOMEM;
         } else if (r != 0) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->fmt), terr);
+            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
             rc = SCH_E_BAD_VALUE;
         }
         break;
@@ -247,64 +263,60 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
     return 0;
 }
 
-int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t gen,
-                         wk_turn **turn, wk_out **out) {
+int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_turn **turn,
+                        wk_out **out) {
     *turn = NULL;
     *out = NULL;
     char tp[WK_TRACEPARENT_MAX] = "", msg[512];
-    rd_kafka_headers_t *hdrs = NULL;
-    const void *hv;
-    size_t hsz;
+    const wk_header *h;
     int code = 0;
     sch_format fmt = SCH_FORMAT_MSGPACK;
     bool json_out = false;
-    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_TRACEPARENT, &hv, &hsz) == 0 && hv &&
-            hsz < sizeof tp && sch_traceparent_check(hv, hsz) == 0) {
-            memcpy(tp, hv, hsz);
-            tp[hsz] = 0;
-        }
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_CONTENT_TYPE, &hv, &hsz) == 0)
-            code = sch_content_type_format(hv, hv ? hsz : 0, &fmt, msg, sizeof msg);
-        if (rd_kafka_header_get_last(hdrs, SCH_HEADER_ACCEPT, &hv, &hsz) == 0)
-            json_out = sch_accept_json(hv, hv ? hsz : 0);
+    if ((h = wk_record_header(rec, SCH_HEADER_TRACEPARENT)) && h->value && h->size < sizeof tp &&
+        sch_traceparent_check(h->value, h->size) == 0) {
+        memcpy(tp, h->value, h->size);
+        tp[h->size] = 0;
     }
+    if ((h = wk_record_header(rec, SCH_HEADER_CONTENT_TYPE)))
+        code = sch_content_type_format(h->value, h->value ? h->size : 0, &fmt, msg, sizeof msg);
+    if ((h = wk_record_header(rec, SCH_HEADER_ACCEPT)))
+        json_out = sch_accept_json(h->value, h->value ? h->size : 0);
     sch_turn t;
     memset(&t, 0, sizeof t);
     /* A JSON turn is converted to msgpack and decoded by the same decoder
      * (sch_json.c): one set of field rules and error codes. */
     if (!code && fmt == SCH_FORMAT_JSON)
-        code = sch_turn_decode_json(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+        code = sch_turn_decode_json(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
     else if (!code)
-        code = sch_turn_decode(rkm->payload, rkm->len, &w->lim, &t, msg, sizeof msg);
+        code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
     if (code) goto dead_nodec;
-    if (!rkm->key || rkm->key_len != t.conversation_id.len ||
-        memcmp(rkm->key, t.conversation_id.ptr, rkm->key_len)) {
+    if (!rec->key || rec->key_len != t.conversation_id.len ||
+        memcmp(rec->key, t.conversation_id.ptr, rec->key_len)) {
         code = SCH_E_KEY_MISMATCH;
         snprintf(msg, sizeof msg, "record key differs from conversation_id");
         goto dead;
     }
-    if (t.model.ptr && (t.model.len != strlen(w->model_name) ||
-                        memcmp(t.model.ptr, w->model_name, t.model.len))) {
+    if (t.model.ptr && (t.model.len != strlen(w->eng.model_name) ||
+                        memcmp(t.model.ptr, w->eng.model_name, t.model.len))) {
         code = SCH_E_UNKNOWN_MODEL;
         snprintf(msg, sizeof msg, "model '%.100s' is not served here (this worker: '%.100s')",
-                 t.model.ptr, w->model_name);
+                 t.model.ptr, w->eng.model_name);
         goto dead;
     }
     const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
     size_t ns_len = t.ns.ptr ? t.ns.len : strlen(SCH_DEFAULT_NAMESPACE);
     if (w->ns_from == WK_NS_HEADER) { /* the gateway's word, never the record's */
-        if (!hdrs || rd_kafka_header_get_last(hdrs, WK_HEADER_NAMESPACE, &hv, &hsz) != 0 ||
-            !hv || !hsz || memchr(hv, 0, hsz)) {
+        h = wk_record_header(rec, WK_HEADER_NAMESPACE);
+        if (!h || !h->value || !h->size || memchr(h->value, 0, h->size)) {
             code = SCH_E_MISSING_FIELD;
             snprintf(msg, sizeof msg, "header '%s' is missing or empty or holds a NUL byte "
                      "(worker.namespace_from=header)", WK_HEADER_NAMESPACE);
             goto dead;
         }
-        ns = hv;
-        ns_len = hsz;
+        ns = h->value;
+        ns_len = h->size;
     } else if (w->ns_from == WK_NS_TOPIC) {
-        ns = w->t_turns;
+        ns = w->topics.turns;
         ns_len = strlen(ns);
     } else if (w->ns_from == WK_NS_FIXED) {
         ns = w->ns_fixed;
@@ -321,17 +333,17 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
     if (code == SCH_E_NOMEM) goto nomem;
     if (code) goto dead;
-    if ((int64_t)n_ids + t.params.max_tokens > w->n_ctx) {
+    if ((int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
         free(ids);
         code = SCH_E_CONTEXT_OVERFLOW;
         snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
-                 n_ids, t.params.max_tokens, w->n_ctx);
+                 n_ids, t.params.max_tokens, w->eng.n_ctx);
         goto dead;
     }
     int64_t now_ms = wk_unix_ms();
     if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
         free(ids);
-        *out = wk_expired(w, rkm, gen, tp, &t, n_ids, json_out);
+        *out = wk_expired(w, rec, gen, tp, &t, n_ids, json_out);
         sch_turn_free(&t);
         return *out ? 0 : SCH_E_NOMEM;
     }
@@ -341,8 +353,8 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
         goto nomem;
     }
     x->w = w;
-    x->partition = rkm->partition;
-    x->offset = rkm->offset;
+    x->partition = rec->partition;
+    x->offset = rec->offset;
     x->gen = gen;
     memcpy(x->tp, tp, sizeof tp);
     x->prompt = ids;
@@ -359,14 +371,14 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     /* FNV-1a of turn_id when no seed */
     uint64_t seed = pl_fnv1a64(PL_FNV64_SEED, t.turn_id.ptr, t.turn_id.len);
     x->sampling.seed = t.params.has_seed ? t.params.seed : seed;
-    x->sampling.n_stop = w->n_eog;
-    memcpy(x->sampling.stop, w->eog, (size_t)w->n_eog * sizeof w->eog[0]);
+    x->sampling.n_stop = w->eng.n_eog;
+    memcpy(x->sampling.stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
     x->max_tokens = (int)t.params.max_tokens;
     x->stream = t.stream;
     x->json_out = json_out;
     if (t.deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t.deadline_ms - now_ms) * 1000;
-    int64_t ts = rd_kafka_message_timestamp(rkm, NULL);
+    int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t.created_ms ? (int64_t)t.created_ms : ts > 0 ? ts : now_ms;
     if (t.params.n_stop) {
         x->stop = calloc(t.params.n_stop, sizeof *x->stop);
@@ -388,10 +400,10 @@ int wk_turn_from_message(wk_worker *w, const rd_kafka_message_t *rkm, uint32_t g
     return 0;
 dead_nodec:
     sch_turn_free(&t);
-    *out = wk_dead(w, rkm, gen, tp, code, msg, NULL);
+    *out = wk_dead(w, rec, gen, tp, code, msg, NULL);
     return *out ? 0 : SCH_E_NOMEM;
 dead:
-    *out = wk_dead(w, rkm, gen, tp, code, msg, &t);
+    *out = wk_dead(w, rec, gen, tp, code, msg, &t);
     sch_turn_free(&t);
     return *out ? 0 : SCH_E_NOMEM;
 nomem:

@@ -2,7 +2,10 @@
  * wk_txn.c -- the worker's Kafka transactions and their failure handling:
  * one transaction produces the finished outputs and commits the input
  * offsets (see wk_loop.c for why this is exactly-once), and a transactional
- * producer that failed fatally is rebuilt in place.
+ * producer that failed fatally is rebuilt in place.  The decisions that
+ * need no broker (which outputs are ready, what a commit or a reconcile
+ * removes, the rebuild's stages, when a fence stops the worker) are in
+ * wk_batch.c; this file makes the Kafka calls around them.
  *
  * Errors.  A retriable error of send_offsets_to_transaction or
  * commit_transaction (a timeout while the broker is away) is retried a few
@@ -67,8 +70,8 @@ const double wk_ovh_bounds_ms[WK_OVH_N - 1] = {1,   2,   5,   10,  20,  50,  100
                                                150, 200, 300, 500, 1000, 2000};
 
 static void wk_set_fatal(wk_worker *w, const char *what, const char *msg) {
-    w->fatal = 1;
-    snprintf(w->fatal_msg, sizeof w->fatal_msg, "%.100s: %.400s", what, msg);
+    w->halt.fatal = 1;
+    snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "%.100s: %.400s", what, msg);
     wk_log("error", "kafka_fatal", "what=%s err=\"%s\"", what, msg);
 }
 
@@ -76,33 +79,31 @@ static void wk_set_fatal(wk_worker *w, const char *what, const char *msg) {
  * (keep every turn and the batch, pause, see wk_txn_recover_step). */
 static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
     char why[512];
-    rd_kafka_resp_err_t fe = rd_kafka_fatal_error(w->txp, why, sizeof why);
+    rd_kafka_resp_err_t fe = rd_kafka_fatal_error(w->prod.txp, why, sizeof why);
     if (!fe) snprintf(why, sizeof why, "%s", msg);
-    int64_t age = w->txn_begin_us ? eng_sched_now_us() - w->txn_begin_us : 0;
-    if ((fe == RD_KAFKA_RESP_ERR__FENCED || fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) &&
-        age < w->txn_timeout_us) {
+    int64_t age = w->txn.begin_us ? eng_sched_now_us() - w->txn.begin_us : 0;
+    if (wk_txn_fence_stops(fe == RD_KAFKA_RESP_ERR__FENCED ||
+                               fe == RD_KAFKA_RESP_ERR_PRODUCER_FENCED,
+                           age, w->txn.timeout_us)) {
         wk_set_fatal(w, step, why);
         return;
     }
     wk_pause_all(w, 1);
-    w->recovering = WK_REC_PRODUCER;
-    w->rec_since_us = eng_sched_now_us();
-    w->abort_pending = 0;
-    w->txn_begin_us = 0;
+    wk_txn_state_rebuild(&w->txn, eng_sched_now_us());
     wk_log("warn", "producer_fatal",
            "step=%s err=\"%s\" txn_age_ms=%lld kept_inflight=%lld kept_batch=%d action=rebuild",
-           step, why, (long long)(age / 1000), (long long)w->inflight, w->n_batch);
+           step, why, (long long)(age / 1000), (long long)w->convs.inflight, w->batch.n);
 }
 
 /* PARLEY_TEST_TXN_FATAL_AFTER: 1 when the injected fatal error is due now
  * at `where` (0 before the offsets are sent, 1 after the commit); raises it
  * on the producer once. */
 static int wk_txn_inject(wk_worker *w, int where) {
-    if (w->test_txn_fatal_at <= 0 || w->test_txn_fatal_landed != where ||
-        (long)w->ctr.txn_commits < w->test_txn_fatal_at)
+    if (w->txn.test_fatal_at <= 0 || w->txn.test_fatal_landed != where ||
+        (long)w->met.ctr.txn_commits < w->txn.test_fatal_at)
         return 0;
-    w->test_txn_fatal_at = 0;
-    rd_kafka_test_fatal_error(w->txp, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+    w->txn.test_fatal_at = 0;
+    rd_kafka_test_fatal_error(w->prod.txp, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
                               "injected by PARLEY_TEST_TXN_FATAL_AFTER");
     return 1;
 }
@@ -110,16 +111,16 @@ static int wk_txn_inject(wk_worker *w, int where) {
 /* Abort the open transaction.  0 aborted; -1 not (retried before the next
  * begin when retriable; a fatal error starts the rebuild). */
 static int wk_txn_abort(wk_worker *w) {
-    rd_kafka_error_t *e = rd_kafka_abort_transaction(w->txp, 10000);
+    rd_kafka_error_t *e = rd_kafka_abort_transaction(w->prod.txp, 10000);
     if (!e) {
-        w->abort_pending = 0;
-        w->txn_begin_us = 0;
+        w->txn.abort_pending = 0;
+        w->txn.begin_us = 0;
         return 0;
     }
     if (rd_kafka_error_is_fatal(e)) {
         wk_txn_on_fatal(w, "abort_transaction", rd_kafka_error_string(e));
     } else {
-        w->abort_pending = 1;
+        w->txn.abort_pending = 1;
         wk_log("warn", "txn_abort_failed", "err=\"%s\" retry=yes", rd_kafka_error_string(e));
     }
     rd_kafka_error_destroy(e);
@@ -134,15 +135,15 @@ static void wk_txn_failed(wk_worker *w, const char *step, rd_kafka_error_t *e) {
         return;
     }
     wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d", step, rd_kafka_error_string(e),
-           w->n_batch);
+           w->batch.n);
     rd_kafka_error_destroy(e);
-    WK_ADD(w->ctr.txn_aborts, 1);
+    WK_ADD(w->met.ctr.txn_aborts, 1);
     wk_txn_abort(w);
 }
 
 /* Retry a retriable error of a blocking transaction call a few times. */
 static bool wk_txn_retry(wk_worker *w, const char *step, rd_kafka_error_t *e, int tries) {
-    if (!rd_kafka_error_is_retriable(e) || tries + 1 >= WK_TXN_RETRIES || w->stop_fast)
+    if (!rd_kafka_error_is_retriable(e) || tries + 1 >= WK_TXN_RETRIES || w->halt.stop_fast)
         return false;
     wk_log("warn", "txn_retry", "step=%s err=\"%s\" try=%d", step, rd_kafka_error_string(e),
            tries + 2);
@@ -160,31 +161,41 @@ static void wk_txn_timing(wk_worker *w, const wk_out *o, int64_t now) {
     int64_t ovh = pre + sq + post;
     int b = 0;
     while (b < WK_OVH_N - 1 && (double)ovh > wk_ovh_bounds_ms[b] * 1000) b++;
-    WK_ADD(w->ctr.ovh_hist[b], 1);
-    WK_ADD(w->ctr.ovh_n, 1);
-    WK_ADD(w->ctr.ovh_sum_us, (uint64_t)ovh);
-    WK_ADD(w->ctr.pre_sum_us, (uint64_t)pre);
-    WK_ADD(w->ctr.squeue_sum_us, (uint64_t)sq);
-    WK_ADD(w->ctr.engine_sum_us, (uint64_t)eng);
-    WK_ADD(w->ctr.post_sum_us, (uint64_t)post);
-    w->ovh_ring[w->ovh_next++ % WK_OVH_RING] = (float)(ovh / 1000.0);
+    WK_ADD(w->met.ctr.ovh_hist[b], 1);
+    WK_ADD(w->met.ctr.ovh_n, 1);
+    WK_ADD(w->met.ctr.ovh_sum_us, (uint64_t)ovh);
+    WK_ADD(w->met.ctr.pre_sum_us, (uint64_t)pre);
+    WK_ADD(w->met.ctr.squeue_sum_us, (uint64_t)sq);
+    WK_ADD(w->met.ctr.engine_sum_us, (uint64_t)eng);
+    WK_ADD(w->met.ctr.post_sum_us, (uint64_t)post);
+    w->met.ovh_ring[w->met.ovh_next++ % WK_OVH_RING] = (float)(ovh / 1000.0);
+}
+
+/* wk_batch_drop_if predicate after a commit: the ready outputs landed
+ * (their timing is recorded); the others stay for the next one. */
+typedef struct wk_committed_ctx {
+    wk_worker *w; /* whose metrics */
+    int64_t now;  /* commit time (eng_sched_now_us) */
+} wk_committed_ctx;
+
+static int wk_committed(void *ctx, const wk_out *o) {
+    wk_committed_ctx *c = ctx;
+    if (!o->ready) return 0;
+    wk_txn_timing(c->w, o, c->now);
+    return 1;
 }
 
 int wk_txn_commit(wk_worker *w) {
-    if (!w->n_batch || w->fatal || w->recovering) return 0;
-    if (w->abort_pending && wk_txn_abort(w) != 0) return -1;
+    if (!w->batch.n || w->halt.fatal || w->txn.recovering) return 0;
+    if (w->txn.abort_pending && wk_txn_abort(w) != 0) return -1;
     /* Only outputs below their partition's commit position are ready: an
      * output above an unfinished record waits, so a committed output is
      * never redone by the next owner of the partition. */
-    int n_ready = 0;
-    for (wk_out *o = w->batch_head; o; o = o->next) {
-        o->ready = o->offset < wk_offsets_position(w->offs, o->partition);
-        n_ready += o->ready;
-    }
-    w->batch_since_us = eng_sched_now_us();
+    int n_ready = wk_batch_mark_ready(&w->batch);
+    w->batch.since_us = eng_sched_now_us();
     if (!n_ready) return 0;
-    rd_kafka_error_t *e = rd_kafka_begin_transaction(w->txp);
-    if (!e) w->txn_begin_us = eng_sched_now_us();
+    rd_kafka_error_t *e = rd_kafka_begin_transaction(w->prod.txp);
+    if (!e) w->txn.begin_us = eng_sched_now_us();
     if (e) {
         if (rd_kafka_error_is_fatal(e)) wk_txn_on_fatal(w, "begin_transaction",
                                                         rd_kafka_error_string(e));
@@ -194,15 +205,15 @@ int wk_txn_commit(wk_worker *w) {
     }
     const char *step = "produce";
     int n_res = 0, n_dlq = 0;
-    for (wk_out *o = w->batch_head; o; o = o->next) {
+    for (wk_out *o = w->batch.head; o; o = o->next) {
         if (!o->ready) continue;
         rd_kafka_headers_t *h = rd_kafka_headers_new(2);
         rd_kafka_header_add(h, SCH_HEADER_CONTENT_TYPE, -1,
                             o->json ? SCH_CONTENT_TYPE_JSON : SCH_CONTENT_TYPE, -1);
         if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
-        const char *topic = o->dlq ? w->t_dlq : w->t_resp;
+        const char *topic = o->dlq ? w->topics.dlq : w->topics.resp;
         rd_kafka_resp_err_t re = rd_kafka_producev(
-            w->txp, RD_KAFKA_V_TOPIC(topic),
+            w->prod.txp, RD_KAFKA_V_TOPIC(topic),
             RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->val.data, o->val.len),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
         if (re) {
@@ -218,9 +229,9 @@ int wk_txn_commit(wk_worker *w) {
         else n_res++;
     }
     rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
-    for (int32_t p = 0; p < w->n_parts; p++) {
-        int64_t pos = w->owned[p] ? wk_offsets_position(w->offs, p) : -1;
-        if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->t_turns, p)->offset = pos;
+    for (int32_t p = 0; p < w->batch.n_parts; p++) {
+        int64_t pos = wk_batch_commit_position(&w->batch, p);
+        if (pos >= 0) rd_kafka_topic_partition_list_add(offs, w->topics.turns, p)->offset = pos;
     }
     if (wk_txn_inject(w, 0)) {
         rd_kafka_topic_partition_list_destroy(offs);
@@ -230,7 +241,7 @@ int wk_txn_commit(wk_worker *w) {
     rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->cons);
     step = "send_offsets_to_transaction";
     for (int tries = 0;; tries++) {
-        e = rd_kafka_send_offsets_to_transaction(w->txp, offs, md, 30000);
+        e = rd_kafka_send_offsets_to_transaction(w->prod.txp, offs, md, 30000);
         if (!e || !wk_txn_retry(w, step, e, tries)) break;
         rd_kafka_error_destroy(e);
     }
@@ -239,35 +250,22 @@ int wk_txn_commit(wk_worker *w) {
     if (e) goto fail;
     step = "commit_transaction";
     for (int tries = 0;; tries++) {
-        e = rd_kafka_commit_transaction(w->txp, 30000);
+        e = rd_kafka_commit_transaction(w->prod.txp, 30000);
         if (!e || !wk_txn_retry(w, step, e, tries)) break;
         rd_kafka_error_destroy(e);
     }
     if (e) goto fail;
     if (wk_txn_inject(w, 1)) { /* landed, but the client is told it failed */
-        WK_ADD(w->ctr.txn_commits, 1);
+        WK_ADD(w->met.ctr.txn_commits, 1);
         wk_txn_on_fatal(w, "commit_transaction", "injected");
         return -1;
     }
-    w->txn_begin_us = 0;
-    int64_t now = eng_sched_now_us();
-    wk_out **pp = &w->batch_head;
-    w->batch_tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        if (o->ready) {
-            wk_txn_timing(w, o, now);
-            *pp = o->next;
-            w->n_batch--;
-            wk_out_free(o);
-        } else {
-            w->batch_tail = o;
-            pp = &o->next;
-        }
-    }
-    WK_ADD(w->ctr.txn_commits, 1);
-    WK_ADD(w->ctr.turns_done, (uint64_t)n_res);
-    WK_ADD(w->ctr.dlq, (uint64_t)n_dlq);
+    w->txn.begin_us = 0;
+    wk_committed_ctx cc = {w, eng_sched_now_us()};
+    wk_batch_drop_if(&w->batch, wk_committed, &cc);
+    WK_ADD(w->met.ctr.txn_commits, 1);
+    WK_ADD(w->met.ctr.turns_done, (uint64_t)n_res);
+    WK_ADD(w->met.ctr.dlq, (uint64_t)n_dlq);
     return 0;
 fail:
     wk_txn_failed(w, step, e);
@@ -279,8 +277,8 @@ fail:
  * rest.  0 done, -1 try again later (the committed offsets unreadable). */
 static int wk_txn_reconcile(wk_worker *w) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
-    for (int32_t p = 0; p < w->n_parts; p++)
-        if (w->owned[p]) rd_kafka_topic_partition_list_add(l, w->t_turns, p);
+    for (int32_t p = 0; p < w->batch.n_parts; p++)
+        if (w->batch.owned[p]) rd_kafka_topic_partition_list_add(l, w->topics.turns, p);
     rd_kafka_resp_err_t re = l->cnt ? rd_kafka_committed(w->cons, l, 2000) : 0;
     for (int i = 0; !re && i < l->cnt; i++) re = l->elems[i].err;
     if (re) {
@@ -288,75 +286,82 @@ static int wk_txn_reconcile(wk_worker *w) {
         rd_kafka_topic_partition_list_destroy(l);
         return -1;
     }
-    int landed = 0;
-    wk_out **pp = &w->batch_head;
-    w->batch_tail = NULL;
-    while (*pp) {
-        wk_out *o = *pp;
-        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_find(l, w->t_turns,
-                                                                            o->partition);
-        if (tp && tp->offset >= 0 && o->offset < tp->offset) { /* already visible */
-            *pp = o->next;
-            w->n_batch--;
-            landed++;
-            if (o->dlq) WK_ADD(w->ctr.dlq, 1);
-            else WK_ADD(w->ctr.turns_done, 1);
-            wk_out_free(o);
-        } else {
-            w->batch_tail = o;
-            pp = &o->next;
-        }
+    /* committed offset per partition; -1 for those not asked (not owned) */
+    int64_t *committed = malloc((size_t)(w->batch.n_parts ? w->batch.n_parts : 1) *
+                                sizeof *committed);
+    if (!committed) {
+        wk_log("warn", "reconcile_retry", "err=\"out of memory\"");
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
     }
+    for (int32_t p = 0; p < w->batch.n_parts; p++) committed[p] = -1;
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].partition >= 0 && l->elems[i].partition < w->batch.n_parts)
+            committed[l->elems[i].partition] = l->elems[i].offset;
+    int n_res = 0, n_dlq = 0;
+    int landed = wk_batch_reconcile(&w->batch, committed, w->batch.n_parts, &n_res, &n_dlq);
+    free(committed);
+    WK_ADD(w->met.ctr.turns_done, (uint64_t)n_res); /* already visible */
+    WK_ADD(w->met.ctr.dlq, (uint64_t)n_dlq);
     for (int i = 0; i < l->cnt; i++)
         wk_log("info", "reconciled", "partition=%d committed=%lld", (int)l->elems[i].partition,
                (long long)l->elems[i].offset);
-    wk_log("info", "batch_reconciled", "landed=%d kept=%d", landed, w->n_batch);
+    wk_log("info", "batch_reconciled", "landed=%d kept=%d", landed, w->batch.n);
     rd_kafka_topic_partition_list_destroy(l);
     return 0;
 }
 
-void wk_txn_recover_step(wk_worker *w) {
+/* One stage's Kafka work of a producer rebuild: its outcome (a fatal one
+ * has set w->halt.fatal with its message). */
+static wk_step wk_txn_recover_work(wk_worker *w) {
     char err[512];
-    switch (w->recovering) {
+    switch (w->txn.recovering) {
     case WK_REC_PRODUCER:
-        if (w->test_rebuild_delay_us && eng_sched_now_us() - w->rec_since_us < w->test_rebuild_delay_us)
-            return;
-        if (w->txp) {
-            rd_kafka_purge(w->txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-            rd_kafka_destroy(w->txp);
-            w->txp = NULL;
+        if (w->txn.test_rebuild_delay_us &&
+            eng_sched_now_us() - w->txn.rec_since_us < w->txn.test_rebuild_delay_us)
+            return WK_STEP_WAIT;
+        if (w->prod.txp) {
+            rd_kafka_purge(w->prod.txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_destroy(w->prod.txp);
+            w->prod.txp = NULL;
         }
-        if (wk_kafka_txp_new(w, &w->txp, err, sizeof err) != 0) {
+        if (wk_kafka_txp_new(w, &w->prod.txp, err, sizeof err) != 0) {
             wk_set_fatal(w, "producer_rebuild", err);
-            return;
+            return WK_STEP_FATAL;
         }
-        w->recovering = WK_REC_INIT;
-        return;
+        return WK_STEP_OK;
     case WK_REC_INIT: {
-        rd_kafka_error_t *e = rd_kafka_init_transactions(w->txp, 2000);
-        if (!e) {
-            w->recovering = WK_REC_RECONCILE;
-            return;
-        }
+        rd_kafka_error_t *e = rd_kafka_init_transactions(w->prod.txp, 2000);
+        if (!e) return WK_STEP_OK;
+        wk_step st = WK_STEP_WAIT;
         if (rd_kafka_error_is_fatal(e)) {
             rd_kafka_resp_err_t code = rd_kafka_error_code(e);
-            if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
+            if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
                 wk_set_fatal(w, "init_transactions", rd_kafka_error_string(e));
-            else w->recovering = WK_REC_PRODUCER; /* start over with a new producer */
+                st = WK_STEP_FATAL;
+            } else {
+                st = WK_STEP_RESTART; /* start over with a new producer */
+            }
         }
         wk_log("warn", "init_transactions_retry", "err=\"%s\"", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
-        return;
+        return st;
     }
     case WK_REC_RECONCILE:
-        if (wk_txn_reconcile(w) != 0) return;
-        w->recovering = 0;
-        WK_ADD(w->ctr.producer_rebuilds, 1);
-        if (!w->pause_why) wk_pause_all(w, 0);
-        wk_log("info", "producer_rebuilt", "rebuilds=%llu",
-               (unsigned long long)w->ctr.producer_rebuilds);
-        return;
+        return wk_txn_reconcile(w) != 0 ? WK_STEP_WAIT : WK_STEP_OK;
     default:
-        return;
+        return WK_STEP_WAIT;
     }
+}
+
+void wk_txn_recover_step(wk_worker *w) {
+    if (!w->txn.recovering) return;
+    int next = wk_txn_rec_next(w->txn.recovering, wk_txn_recover_work(w));
+    if (next < 0) return; /* fatal: the loop stops on w->halt.fatal */
+    w->txn.recovering = next;
+    if (next) return;
+    WK_ADD(w->met.ctr.producer_rebuilds, 1);
+    if (!w->pause.why) wk_pause_all(w, 0);
+    wk_log("info", "producer_rebuilt", "rebuilds=%llu",
+           (unsigned long long)w->met.ctr.producer_rebuilds);
 }

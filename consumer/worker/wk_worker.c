@@ -32,32 +32,33 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     eng_load_opts lo = {ENG_PREC_INT8, (int)wk_config_int(cfg, "model.threads"),
                         (int)wk_config_int(cfg, "model.block_tokens")};
     const char *path = wk_config_str(cfg, "model.path");
-    if (eng_model_load(path, &lo, &w->model, e, sizeof e) != 0)
+    if (eng_model_load(path, &lo, &w->eng.model, e, sizeof e) != 0)
         return eng_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
-    if (eng_tok_load(eng_model_gguf(w->model), &w->tok, e, sizeof e) != 0)
+    if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)
         return eng_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
     const char *tmpl = wk_config_str(cfg, "model.chat_template");
-    if (eng_tmpl_detect(eng_model_gguf(w->model), *tmpl ? tmpl : NULL, &w->fmt, e, sizeof e))
+    if (eng_tmpl_detect(eng_model_gguf(w->eng.model), *tmpl ? tmpl : NULL, &w->eng.fmt, e,
+                        sizeof e))
         return eng_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
-    const eng_config *mc = eng_model_config(w->model);
-    w->n_vocab = mc->n_vocab;
+    const eng_config *mc = eng_model_config(w->eng.model);
+    w->eng.n_vocab = mc->n_vocab;
     long long mx = wk_config_int(cfg, "model.max_context");
-    w->n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
-    for (int32_t i = 0; i < w->n_vocab && w->n_eog < WK_MAX_EOG; i++)
-        if (eng_tok_is_eog(w->tok, i)) w->eog[w->n_eog++] = i;
+    w->eng.n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
+    for (int32_t i = 0; i < w->eng.n_vocab && w->eng.n_eog < WK_MAX_EOG; i++)
+        if (eng_tok_is_eog(w->eng.tok, i)) w->eng.eog[w->eng.n_eog++] = i;
     const char *name = wk_config_str(cfg, "model.name");
     if (!*name) {
         const char *b = strrchr(path, '/');
         b = b ? b + 1 : path;
         size_t n = strlen(b);
         if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
-        snprintf(w->model_name, sizeof w->model_name, "%.*s", (int)n, b);
+        snprintf(w->eng.model_name, sizeof w->eng.model_name, "%.*s", (int)n, b);
     } else {
-        snprintf(w->model_name, sizeof w->model_name, "%s", name);
+        snprintf(w->eng.model_name, sizeof w->eng.model_name, "%s", name);
     }
-    w->dscratch_cap = eng_tok_stream_cap(w->tok);
-    w->dscratch = malloc(w->dscratch_cap);
-    return w->dscratch ? 0 : eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    w->eng.dscratch_cap = eng_tok_stream_cap(w->eng.tok);
+    w->eng.dscratch = malloc(w->eng.dscratch_cap);
+    return w->eng.dscratch ? 0 : eng_errf(err, errlen, WK_ENOMEM, "out of memory");
 }
 
 /* kv_cache_config.log: the Redis tier's rate-limited reports. */
@@ -79,7 +80,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
         kv_cache_config kc;
         kv_cache_config_default(&kc);
         kc.budget_bytes = (size_t)wk_config_int(cfg, "cache.budget_mib") << 20;
-        kc.max_tokens = w->n_ctx;
+        kc.max_tokens = w->eng.n_ctx;
         kc.cmd_timeout_ms = (int)wk_config_int(cfg, "redis.timeout_ms");
         kc.ttl_s = (int)wk_config_int(cfg, "redis.ttl_s");
         char host[256] = "";
@@ -102,22 +103,23 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
             kc.redis_tls_key = wk_opt(cfg, "redis.tls.key");
             kc.redis_tls_server_name = wk_opt(cfg, "redis.tls.server_name");
             kc.log = wk_redis_log;
-            w->handoff = 1;
+            w->convs.handoff = 1;
         }
         /* Tokenizer identity: FNV-1a over the vocabulary texts. */
         uint64_t th = PL_FNV64_SEED;
-        for (int32_t i = 0; i < w->n_vocab; i++) {
-            const char *p = eng_tok_text(w->tok, i);
+        for (int32_t i = 0; i < w->eng.n_vocab; i++) {
+            const char *p = eng_tok_text(w->eng.tok, i);
             if (p) th = pl_fnv1a64_str(th, p);
         }
         char tid[32];
         snprintf(tid, sizeof tid, "%016llx", (unsigned long long)th);
-        kv_fp_inputs fi = {eng_model_config(w->model)->arch_name, eng_model_digest(w->model),
-                           tid, 1, (uint32_t)wk_config_int(cfg, "model.block_tokens")};
-        if (kv_cache_create(&kc, eng_model_kv_layout(w->model), kv_fingerprint(&fi), &w->cache,
-                            e, sizeof e) != 0)
+        kv_fp_inputs fi = {eng_model_config(w->eng.model)->arch_name,
+                           eng_model_digest(w->eng.model), tid, 1,
+                           (uint32_t)wk_config_int(cfg, "model.block_tokens")};
+        if (kv_cache_create(&kc, eng_model_kv_layout(w->eng.model), kv_fingerprint(&fi),
+                            &w->eng.cache, e, sizeof e) != 0)
             return eng_errf(err, errlen, WK_EINVAL, "cache: %s", e);
-        kv_sched_ops_init(&w->ops, w->cache);
+        kv_sched_ops_init(&w->eng.ops, w->eng.cache);
     }
     eng_sched_config sc;
     eng_sched_config_default(&sc);
@@ -129,7 +131,8 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.kv_budget_bytes = (size_t)wk_config_int(cfg, "scheduler.kv_budget_mib") << 20;
     long long mi = wk_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
-    if (eng_sched_create(w->model, &sc, w->cache ? &w->ops : NULL, &w->sched, e, sizeof e))
+    if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
+                         sizeof e))
         return eng_errf(err, errlen, WK_EINVAL, "scheduler: %s", e);
     return 0;
 }
@@ -164,19 +167,19 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
                        "configuration key 'kafka.bootstrap.servers' is required");
     wk_worker *w = calloc(1, sizeof *w);
     if (!w) return eng_errf(err, errlen, WK_ENOMEM, "out of memory");
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_mutex_init(&w->lag_mu, NULL);
-    pthread_mutex_init(&w->chp_mu, NULL);
+    pthread_mutex_init(&w->convs.mu, NULL);
+    pthread_mutex_init(&w->met.lag_mu, NULL);
+    pthread_mutex_init(&w->prod.chp_mu, NULL);
     w->cfg = cfg;
     const char *inj = getenv("PARLEY_TEST_CHUNK_FATAL_AFTER"); /* fault injection for tests */
-    if (inj) w->test_chunk_fatal_at = strtol(inj, NULL, 10);
+    if (inj) w->prod.test_fatal_at = strtol(inj, NULL, 10);
     if ((inj = getenv("PARLEY_TEST_TXN_FATAL_AFTER"))) {
         char *end;
-        w->test_txn_fatal_at = strtol(inj, &end, 10);
-        w->test_txn_fatal_landed = !strcmp(end, ":landed");
+        w->txn.test_fatal_at = strtol(inj, &end, 10);
+        w->txn.test_fatal_landed = !strcmp(end, ":landed");
     }
     if ((inj = getenv("PARLEY_TEST_REBUILD_DELAY_MS")))
-        w->test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
+        w->txn.test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
     const char *id = wk_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);
@@ -186,27 +189,27 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
         host[sizeof host - 1] = 0;
         snprintf(w->id, sizeof w->id, "%s-%d", host, (int)getpid());
     }
-    w->t_turns = wk_config_str(cfg, "worker.topic.turns");
-    w->t_tokens = wk_config_str(cfg, "worker.topic.tokens");
-    w->t_resp = wk_config_str(cfg, "worker.topic.responses");
-    w->t_dlq = wk_config_str(cfg, "worker.topic.dlq");
+    w->topics.turns = wk_config_str(cfg, "worker.topic.turns");
+    w->topics.tokens = wk_config_str(cfg, "worker.topic.tokens");
+    w->topics.resp = wk_config_str(cfg, "worker.topic.responses");
+    w->topics.dlq = wk_config_str(cfg, "worker.topic.dlq");
     w->chunk_tokens = (int)wk_config_int(cfg, "worker.chunk_tokens");
-    sch_limits_default(&w->lim);
+    sch_limits_default(&w->eng.lim);
     /* Attempt ids: a per-process base from the clock, pid and id, plus a
      * counter, so every processing attempt of any turn gets its own id. */
     uint64_t h = (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^
                  ((uint64_t)wk_unix_ms() << 20);
     h = pl_fnv1a64_str(h, w->id);
     h ^= h >> 31;
-    w->attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
+    w->convs.attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
     int rc = 0;
-    if (wk_offsets_new(&w->offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    if (wk_offsets_new(&w->batch.offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
     if (!rc) rc = wk_setup_namespace(w, err, errlen);
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);
     if (!rc) rc = wk_kafka_setup(w, err, errlen);
     const char *http = wk_config_str(cfg, "worker.http");
-    if (!rc && *http) rc = wk_http_start(w, http, &w->http, err, errlen);
+    if (!rc && *http) rc = wk_http_start(w, http, &w->met.http, err, errlen);
     if (rc) {
         wk_worker_free(w);
         return rc;
@@ -214,56 +217,49 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     wk_log("info", "worker_ready",
            "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
            "redis_auth=%s turns=%s",
-           w->id, w->model_name, eng_tmpl_name(w->fmt), w->n_ctx, w->cache ? "on" : "off",
+           w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), w->eng.n_ctx,
+           w->eng.cache ? "on" : "off",
            wk_config_str(cfg, "redis.addr"), wk_config_bool(cfg, "redis.tls") ? "on" : "off",
            !*wk_config_str(cfg, "redis.password") ? "none"
            : *wk_config_str(cfg, "redis.user")    ? "user"
                                                   : "password",
-           w->t_turns);
+           w->topics.turns);
     *out = w;
     return 0;
 }
 
 void wk_worker_stop(wk_worker *w, int fast) {
-    if (fast) w->stop_fast = 1;
-    w->stop_req = 1;
+    if (fast) w->halt.stop_fast = 1;
+    w->halt.stop_req = 1;
 }
-
-void wk_conv_free_all(wk_worker *w);
 
 void wk_worker_free(wk_worker *w) {
     if (!w) return;
-    w->stop_fast = 1;
-    wk_http_stop(w->http);
+    w->halt.stop_fast = 1;
+    wk_http_stop(w->met.http);
     if (w->cons) {
         rd_kafka_consumer_close(w->cons);
         rd_kafka_destroy(w->cons);
     }
-    eng_sched_free(w->sched); /* cancels and delivers every callback */
-    for (wk_turn *t = w->done_head, *n; t; t = n) {
+    eng_sched_free(w->eng.sched); /* cancels and delivers every callback */
+    for (wk_turn *t = w->convs.done_head, *n; t; t = n) {
         n = t->dnext;
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */
     }
     wk_conv_free_all(w);
-    for (wk_out *o = w->batch_head, *n; o; o = n) {
-        n = o->next;
-        wk_out_free(o);
+    wk_batch_free(&w->batch); /* outputs, offsets, partition arrays */
+    if (w->prod.chp) {
+        rd_kafka_flush(w->prod.chp, 5000);
+        rd_kafka_destroy(w->prod.chp);
     }
-    if (w->chp) {
-        rd_kafka_flush(w->chp, 5000);
-        rd_kafka_destroy(w->chp);
-    }
-    if (w->txp) rd_kafka_destroy(w->txp);
-    if (w->cache) kv_cache_destroy(w->cache);
-    eng_tok_free(w->tok);
-    eng_model_free(w->model);
-    wk_offsets_free(w->offs);
-    free(w->dscratch);
-    free(w->gen);
-    free(w->owned);
-    free(w->lag);
-    pthread_mutex_destroy(&w->chp_mu);
-    pthread_mutex_destroy(&w->lag_mu);
-    pthread_mutex_destroy(&w->mu);
+    if (w->prod.txp) rd_kafka_destroy(w->prod.txp);
+    if (w->eng.cache) kv_cache_destroy(w->eng.cache);
+    eng_tok_free(w->eng.tok);
+    eng_model_free(w->eng.model);
+    free(w->eng.dscratch);
+    free(w->met.lag);
+    pthread_mutex_destroy(&w->prod.chp_mu);
+    pthread_mutex_destroy(&w->met.lag_mu);
+    pthread_mutex_destroy(&w->convs.mu);
     free(w);
 }
