@@ -44,9 +44,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "eng_cli.h"
 #include "eng_model.h"
 #include "eng_prof.h"
+#include "eng_sampler.h"
 #include "kern_isa.h"
 #include "kern_membw.h"
 #include "kern_pool.h"

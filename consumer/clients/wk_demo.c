@@ -51,7 +51,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
-#include "eng_cli.h"
+#include "eng_mkmodel.h"
 #include "eng_gguf.h"
 #include "sch.h"
 #include "wk_cli.h"
@@ -229,9 +229,13 @@ static int wd_synthetic_model(char *path, size_t n) {
         return -1;
     }
     printf("== writing the synthetic model %s (parley mkmodel --preset cai-tiny)\n", path);
-    char *argv[] = {"mkmodel", "--preset", "cai-tiny", "--out", tmp, NULL};
-    if (eng_cmd_mkmodel(5, argv) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "demo: could not write %s\n", path);
+    eng_mkmodel_opts mo;
+    eng_mkmodel_opts_default(&mo);
+    mo.preset = "cai-tiny";
+    mo.out = tmp;
+    char err[512] = "";
+    if (eng_mkmodel(&mo, err, sizeof err) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "demo: could not write %s%s%s\n", path, *err ? ": " : "", err);
         unlink(tmp);
         return -1;
     }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_opt.h"
 #include "eng_cli.h"
 #include "eng_config.h"
 #include "eng_gguf.h"
@@ -293,14 +294,6 @@ static void in_config(FILE *f, const eng_config *c, int json) {
         in_kv_at(f, c, (uint64_t)c->n_ctx_train, 0, "training context");
 }
 
-static void in_usage(FILE *f) {
-    fprintf(f, "usage: parley inspect FILE [--json] [--tensors] [--no-load]\n"
-               "Print a GGUF file's metadata, tensors and the engine's view of the model.\n"
-               "  --json      one JSON object\n"
-               "  --tensors   list every tensor\n"
-               "  --no-load   skip loading the model (no resident-bytes figures)\n");
-}
-
 /* Load the model for int8 serving and print its resident bytes; 0 or -1
  * (message in err). */
 static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, char *err, size_t errlen) {
@@ -321,31 +314,8 @@ static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, c
     return 0;
 }
 
-int eng_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0, list = 0, load = 1, ret = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { in_usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--tensors")) list = 1;
-        else if (!strcmp(argv[i], "--no-load")) load = 0;
-        else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "inspect: unexpected argument '%s'\n", argv[i]);
-            in_usage(stderr);
-            return 2;
-        } else path = argv[i];
-    }
-    if (!path) { in_usage(stderr); return 2; }
-    eng_gguf *g = NULL;
-    eng_config c;
-    char err[512];
-    if (eng_gguf_open(path, &g, err, sizeof err)) {
-        fprintf(stderr, "inspect: %s: %s\n", path, err);
-        return 1;
-    }
-    int crc = eng_config_from_gguf(g, &c, err, sizeof err);
-    if (!crc) crc = eng_config_check_tensors(&c, g, err, sizeof err);
-    FILE *f = stdout;
+/* The file header line (or JSON fields) and the metadata. */
+static void in_header(FILE *f, const char *path, const eng_gguf *g, int json) {
     if (json) {
         fputs("{\"file\": ", f);
         in_str(f, path, strlen(path), 0);
@@ -360,9 +330,40 @@ int eng_cmd_inspect(int argc, char **argv) {
                 eng_gguf_alignment(g), (unsigned long long)eng_gguf_data_offset(g));
         in_metadata(f, g, 0);
     }
+}
+
+int eng_cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0, list = 0, no_load = 0, ret = 1, n_pos = 0;
+    const cli_opt opts[] = {
+        {"--json", NULL, CLI_FLAG, &json, 0, 0, NULL, "one JSON object", NULL},
+        {"--tensors", NULL, CLI_FLAG, &list, 0, 0, NULL, "list every tensor", NULL},
+        {"--no-load", NULL, CLI_FLAG, &no_load, 0, 0, NULL,
+         "skip loading the model (no resident-bytes figures)", NULL},
+    };
+    const cli_cmd cmd = {"inspect", "inspect FILE [--json] [--tensors] [--no-load]",
+                         "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
+                         opts, CLI_NOPTS(opts), NULL, 1, 1, NULL};
+    int pr = cli_parse(&cmd, argc, argv, NULL, &path, &n_pos);
+    if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
+    if (!path) {
+        cli_usage(&cmd, stderr);
+        return 2;
+    }
+    eng_gguf *g = NULL;
+    eng_config c;
+    char err[512];
+    if (eng_gguf_open(path, &g, err, sizeof err)) {
+        fprintf(stderr, "inspect: %s: %s\n", path, err);
+        return 1;
+    }
+    int crc = eng_config_from_gguf(g, &c, err, sizeof err);
+    if (!crc) crc = eng_config_check_tensors(&c, g, err, sizeof err);
+    FILE *f = stdout;
+    in_header(f, path, g, json);
     in_tensors(f, g, json, list);
     if (!crc) in_config(f, &c, json);
-    if (!crc && load && in_resident(f, path, g, json, err, sizeof err)) crc = 1;
+    if (!crc && !no_load && in_resident(f, path, g, json, err, sizeof err)) crc = 1;
     if (json) {
         fputs(",\n  \"error\": ", f);
         if (crc) in_str(f, err, strlen(err), 0);
