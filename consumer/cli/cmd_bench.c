@@ -328,9 +328,9 @@ done:
 }
 
 /* --user / --reply MIN:MAX, 1 <= MIN <= MAX <= 100000. */
-static int bench_range(void *ctx, const char *name, const char *v, char *err, size_t errlen) {
+static int bench_range(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     bench_opts *o = ctx;
-    int user = !strcmp(name, "--user");
+    int user = !strcmp(opt->name, "--user");
     const char *colon = strchr(v, ':');
     char lo[32];
     long long a, b;
@@ -344,12 +344,12 @@ static int bench_range(void *ctx, const char *name, const char *v, char *err, si
     return 0;
 }
 
-static int bench_long(void *ctx, const char *name, const char *v, char *err, size_t errlen) {
+static int bench_long(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     ((bench_opts *)ctx)->turns = 90;
     return 0;
 }
 
-static int bench_cache(void *ctx, const char *name, const char *v, char *err, size_t errlen) {
+static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     bench_opts *o = ctx;
     if (!strcmp(v, "both")) o->mode = 0;
     else if (!strcmp(v, "on")) o->mode = 1;

@@ -409,7 +409,7 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     printf("}}\n");
 }
 
-static int be_workload(void *ctx, const char *name, const char *v, char *err, size_t errlen) {
+static int be_workload(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     return strcmp(v, "engine") ? -1 : 0;
 }
 

@@ -154,7 +154,7 @@ static int cli_store(const cli_opt *o, const char *v, void *ctx, char *err, size
         else *(double *)o->dst = d;
         return 0;
     case CLI_FN:
-    case CLI_FN0: return o->fn(ctx, o->name, v, err, errlen);
+    case CLI_FN0: return o->fn(ctx, o, v, err, errlen);
     case CLI_FLAG: *(int *)o->dst = 1; return 0;
     }
     return -1;

@@ -51,16 +51,21 @@ typedef enum cli_type {
     CLI_FN0       /* fn(ctx, name, NULL, ...): takes no value */
 } cli_type;
 
-/* A callback option: apply val (NULL for CLI_FN0); return 0, or -1 after
- * writing why into err (may stay empty: "bad value" then says enough). */
-typedef int (*cli_fn)(void *ctx, const char *name, const char *val, char *err, size_t errlen);
+struct cli_opt;
+
+/* A callback option: apply val (NULL for CLI_FN0) -- o is the row (its
+ * name, and dst when the row gives one), ctx the pointer cli_parse got;
+ * return 0, or -1 after writing why into err (may stay empty: "bad value"
+ * then says enough). */
+typedef int (*cli_fn)(void *ctx, const struct cli_opt *o, const char *val, char *err,
+                      size_t errlen);
 
 /* One row of an option table. */
 typedef struct cli_opt {
     const char *name;  /* long form, "--max-tokens" */
     const char *alias; /* short form, "-n", or NULL */
     cli_type type;     /* value type, which says what dst points to */
-    void *dst;         /* destination (NULL for callbacks) */
+    void *dst;         /* destination (callbacks: anything they use, or NULL) */
     double min, max;   /* accepted range of numeric values (inclusive) */
     const char *arg;   /* value name in the help ("N", "TEXT"); NULL for flags */
     const char *help;  /* help text; '\n' continues it on an indented line */

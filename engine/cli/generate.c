@@ -86,7 +86,7 @@ static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
 }
 
 /* --isa NAME: applied at once (the kernels are chosen when the model loads). */
-static int gen_isa(void *ctx, const char *name, const char *val, char *err, size_t errlen) {
+static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
     kern_isa isa;
     if (kern_isa_parse(val, &isa) != 0) {
         snprintf(err, errlen, "unknown ISA; scalar, avx2, avx512vnni, amx");
