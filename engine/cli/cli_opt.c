@@ -189,7 +189,9 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, void *ctx, const char **p
         if (!o) return cli_fail(c, "unknown option '%s' (see 'parley %s --help')", a, c->name);
         int takes = o->type != CLI_FLAG && o->type != CLI_FN0;
         if (takes && !v) return cli_fail(c, "%s needs a value", a);
-        if (cli_store(o, takes ? v : NULL, ctx, err, sizeof err) != 0) {
+        int sr = cli_store(o, takes ? v : NULL, ctx, err, sizeof err);
+        if (sr == -2) return cli_fail(c, "%s", err);
+        if (sr != 0) {
             if (!takes) return cli_fail(c, "%s: %s", a, err[0] ? err : "refused");
             if (err[0]) return cli_fail(c, "bad value for %s: '%s' (%s)", a, v, err);
             return cli_fail(c, "bad value for %s: '%s'", a, v);

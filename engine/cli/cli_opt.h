@@ -36,7 +36,7 @@
 #define CLI_HELP 1  /* --help printed to stdout; exit 0 */
 #define CLI_USAGE 2 /* usage error printed to stderr; exit 2 */
 
-#define CLI_ERRLEN 256 /* size of the message buffer handed to callbacks */
+#define CLI_ERRLEN 1024 /* size of the message buffer handed to callbacks */
 
 typedef enum cli_type {
     CLI_FLAG = 0, /* no value: *(int *)dst = 1 */
@@ -56,7 +56,8 @@ struct cli_opt;
 /* A callback option: apply val (NULL for CLI_FN0) -- o is the row (its
  * name, and dst when the row gives one), ctx the pointer cli_parse got;
  * return 0, or -1 after writing why into err (may stay empty: "bad value"
- * then says enough). */
+ * then says enough), or -2 after writing a whole message into err (printed
+ * as "CMD: err"). */
 typedef int (*cli_fn)(void *ctx, const struct cli_opt *o, const char *val, char *err,
                       size_t errlen);
 
