@@ -320,12 +320,10 @@ int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min
 }
 
 int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
-    wk_client_topics *t = o->dst;
-    if (!strcmp(o->name, "--topic-prefix"))
-        return wk_client_topics_prefix(t, val, err, errlen);
-    if (!strcmp(o->name, "--turns-topic"))
-        return wk_client_topic_set(t->turns, val, err, errlen);
-    if (!strcmp(o->name, "--tokens-topic"))
-        return wk_client_topic_set(t->tokens, val, err, errlen);
-    return wk_client_topic_set(t->responses, val, err, errlen);
+    return wk_client_topics_prefix(o->dst, val, err, errlen);
+}
+
+int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
+                             size_t errlen) {
+    return wk_client_topic_set(o->dst, val, err, errlen);
 }

@@ -56,17 +56,25 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
 /* Copy a topic name into dst[256]; -1 when empty or too long. */
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
 
-/* The topic options the clients take (--topic-prefix, --turns-topic,
- * --tokens-topic, --responses-topic): a cli_opt callback whose row's dst is
- * the wk_client_topics; WK_CLIENT_TOPIC_OPTS(t) gives the four rows of an
- * option table.  Applied in argv order, so a later option overrides. */
+/* The topic options the clients take: WK_CLIENT_TOPIC_OPTS(t) gives the
+ * four rows of an option table over a wk_client_topics *t
+ * (--topic-prefix, --turns-topic, --tokens-topic, --responses-topic).
+ * Applied in argv order, so a later option overrides an earlier one.  The
+ * callbacks: wk_client_topic_cli sets all three from a prefix (row dst =
+ * the wk_client_topics), wk_client_topic_name_cli one name (dst = its
+ * char[256]). */
 int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen);
+int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
+                             size_t errlen);
 #define WK_CLIENT_TOPIC_OPTS(t)                                                                    \
     {"--topic-prefix", NULL, CLI_FN, (t), 0, 0, "P",                                              \
      "topics P.turns, P.tokens, P.responses (default parley)", wk_client_topic_cli},              \
-    {"--turns-topic", NULL, CLI_FN, (t), 0, 0, "T", "ChatTurn topic", wk_client_topic_cli},       \
-    {"--tokens-topic", NULL, CLI_FN, (t), 0, 0, "T", "TokenChunk topic", wk_client_topic_cli},    \
-    {"--responses-topic", NULL, CLI_FN, (t), 0, 0, "T", "TurnResult topic", wk_client_topic_cli}
+    {"--turns-topic", NULL, CLI_FN, (t)->turns, 0, 0, "T", "ChatTurn topic",                      \
+     wk_client_topic_name_cli},                                                                   \
+    {"--tokens-topic", NULL, CLI_FN, (t)->tokens, 0, 0, "T", "TokenChunk topic",                  \
+     wk_client_topic_name_cli},                                                                   \
+    {"--responses-topic", NULL, CLI_FN, (t)->responses, 0, 0, "T", "TurnResult topic",            \
+     wk_client_topic_name_cli}
 
 /* Append a message (content copied).  Returns 0 or -1 out of memory. */
 int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len);
