@@ -183,7 +183,7 @@ static int wd_has_template(const char *path) {
 }
 
 /* The synthetic model: reuse the cached file or write it (to a temporary
- * name, renamed when complete) with the mkmodel command. */
+ * name, renamed when complete) with eng_mkmodel. */
 static int wd_synthetic_model(char *path, size_t n) {
     const char *deps = getenv("PARLEY_DEPS");
     const char *home = getenv("HOME");
