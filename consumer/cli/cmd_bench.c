@@ -235,6 +235,46 @@ static void print_stats(const eng_sched_stats *st) {
 }
 
 /* One run; returns generated tok/s or -1. */
+/* The conversations and the TTFT table of a run; -1 out of memory. */
+static int bench_run_alloc(bench_run *run) {
+    const bench_opts *o = run->o;
+    run->conv = calloc((size_t)o->convs, sizeof *run->conv);
+    run->ttft = malloc((size_t)o->convs * o->turns * sizeof *run->ttft);
+    if (!run->conv || !run->ttft) return -1;
+    for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run->ttft[i] = -1;
+    int cap = o->sys_len + o->turns * (o->user_max + o->reply_max) + 1;
+    for (int c = 0; c < o->convs; c++) {
+        run->conv[c].run = run;
+        run->conv[c].idx = c;
+        run->conv[c].cap = cap;
+        run->conv[c].toks = malloc((size_t)cap * sizeof(int32_t));
+        if (!run->conv[c].toks) return -1;
+    }
+    return 0;
+}
+
+/* The figures of one finished run (stdout). */
+static void bench_report(const bench_run *r, const eng_sched_stats *st, kv_cache *kc, int cache_on,
+                         int started, double wall, double tps) {
+    const bench_opts *o = r->o;
+    printf("\n== cache %s: %d conversations x %d turns (%d started), %.1f s\n",
+           cache_on ? "ON " : "OFF", o->convs, o->turns, started, wall);
+    printf("  prompt tokens %llu, served from cache %llu = %.2f%%\n",
+           (unsigned long long)r->prompt_tokens, (unsigned long long)r->cached_tokens,
+           r->prompt_tokens ? 100.0 * (double)r->cached_tokens / (double)r->prompt_tokens : 0);
+    printf("  generated %llu tokens: %.1f tok/s aggregate; failed turns %d\n",
+           (unsigned long long)r->generated, tps, r->errors);
+    print_ttft(r);
+    print_stats(st);
+    if (kc) {
+        kv_stats ks;
+        kv_cache_stats(kc, &ks);
+        printf("  cache: %llu/%llu global blocks used, %llu evictions, %llu local blocks dropped\n",
+               (unsigned long long)ks.blocks_used[0], (unsigned long long)ks.blocks_total[0],
+               (unsigned long long)ks.host.evictions, (unsigned long long)ks.local_blocks_dropped);
+    }
+}
+
 static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     double tps = -1;
     char err[256];
@@ -272,18 +312,7 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
         fprintf(stderr, "bench: scheduler: %s\n", err);
         goto done;
     }
-    run.conv = calloc((size_t)o->convs, sizeof *run.conv);
-    run.ttft = malloc((size_t)o->convs * o->turns * sizeof *run.ttft);
-    if (!run.conv || !run.ttft) goto done;
-    for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run.ttft[i] = -1;
-    int cap = o->sys_len + o->turns * (o->user_max + o->reply_max) + 1;
-    for (int c = 0; c < o->convs; c++) {
-        run.conv[c].run = &run;
-        run.conv[c].idx = c;
-        run.conv[c].cap = cap;
-        run.conv[c].toks = malloc((size_t)cap * sizeof(int32_t));
-        if (!run.conv[c].toks) goto done;
-    }
+    if (bench_run_alloc(&run) != 0) goto done;
     double t0 = bench_now();
     int started = 0;
     for (int c = 0; c < o->convs; c++)
@@ -297,22 +326,7 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     eng_sched_stats_get(run.s, &st);
     eng_sched_close(run.s, 1);
     tps = (double)run.generated / wall;
-    printf("\n== cache %s: %d conversations x %d turns (%d started), %.1f s\n",
-           cache_on ? "ON " : "OFF", o->convs, o->turns, started, wall);
-    printf("  prompt tokens %llu, served from cache %llu = %.2f%%\n",
-           (unsigned long long)run.prompt_tokens, (unsigned long long)run.cached_tokens,
-           run.prompt_tokens ? 100.0 * (double)run.cached_tokens / (double)run.prompt_tokens : 0);
-    printf("  generated %llu tokens: %.1f tok/s aggregate; failed turns %d\n",
-           (unsigned long long)run.generated, tps, run.errors);
-    print_ttft(&run);
-    print_stats(&st);
-    if (kc) {
-        kv_stats ks;
-        kv_cache_stats(kc, &ks);
-        printf("  cache: %llu/%llu global blocks used, %llu evictions, %llu local blocks dropped\n",
-               (unsigned long long)ks.blocks_used[0], (unsigned long long)ks.blocks_total[0],
-               (unsigned long long)ks.host.evictions, (unsigned long long)ks.local_blocks_dropped);
-    }
+    bench_report(&run, &st, kc, cache_on, started, wall, tps);
     fflush(stdout);
     if (run.errors) tps = -1;
 done:

@@ -409,6 +409,26 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     printf("}}\n");
 }
 
+/* The figures table (stdout). */
+static void be_print_table(const be_figs *f, const be_opts *o) {
+    printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
+    printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f->bw_median, "");
+    printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f->bw_best);
+    if (f->huge_mib >= 0)
+        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f->huge_mib);
+    printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f->prefill_tps, f->prefill_min,
+           f->prefill_max);
+    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f->decode_tps,
+           f->decode_min, f->decode_max);
+    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f->roofline_tps);
+    printf("  %-34s %11.1f%%\n", "decode / roofline", f->roofline_pct);
+    if (o->batch > 0) {
+        char lbl[64];
+        snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o->batch);
+        printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f->batch_tps, f->batch_min, f->batch_max);
+    }
+}
+
 static int be_workload(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     return strcmp(v, "engine") ? -1 : 0;
 }
@@ -526,22 +546,7 @@ int wk_bench_engine(int argc, char **argv) {
     f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
     f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
     f.huge_mib = be_huge_mib();
-    printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
-    printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f.bw_median, "");
-    printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f.bw_best);
-    if (f.huge_mib >= 0)
-        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f.huge_mib);
-    printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f.prefill_tps, f.prefill_min,
-           f.prefill_max);
-    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f.decode_tps,
-           f.decode_min, f.decode_max);
-    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f.roofline_tps);
-    printf("  %-34s %11.1f%%\n", "decode / roofline", f.roofline_pct);
-    if (o.batch > 0) {
-        char lbl[64];
-        snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o.batch);
-        printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f.batch_tps, f.batch_min, f.batch_max);
-    }
+    be_print_table(&f, &o);
     be_print_prof(&f, &o);
     if (o.json) be_json(&f, &o, m, name, name_len, isa);
     fflush(stdout);

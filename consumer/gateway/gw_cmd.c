@@ -79,9 +79,8 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         return -1;
     }
     memcpy(o->host, l, (size_t)(colon - l));
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || port < 0 || port > 65535) {
+    long long port;
+    if (cli_parse_i64(colon + 1, 0, 65535, &port) != 0) {
         snprintf(err, errlen, "gateway.listen: bad port in '%s'", l);
         return -1;
     }

@@ -74,13 +74,16 @@ static double gen_now(void) {
 static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
     int n = 0;
     while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v > 0x7fffffff || n >= cap) return -1;
+        char num[24];
+        size_t len = strcspn(s, ",");
+        long long v;
+        if (len >= sizeof num || n >= cap) return -1;
+        memcpy(num, s, len);
+        num[len] = 0;
+        if (cli_parse_i64(num, 0, 0x7fffffff, &v) != 0) return -1;
         ids[n++] = (int32_t)v;
-        s = end;
-        if (*s == ',') s++;
-        else if (*s) return -1;
+        s += len;
+        if (*s == ',') s++; /* "1,2," is "1,2", as before */
     }
     return n;
 }
