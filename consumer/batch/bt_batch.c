@@ -79,18 +79,6 @@ typedef struct bt_run {
     int resumed;              /* a saved state was found (a rerun) */
 } bt_run;
 
-static void bt_usage(FILE *f)
-{
-    fprintf(f, "usage: parley batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
-               "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
-               "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
-               "         [--max-tokens-cap N] [--progress-s N]\n\n"
-               "OpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
-               "same command after a crash: it resumes, and the output ends with exactly one\n"
-               "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
-               "requests, 1 error, 2 usage.\n");
-}
-
 static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
 {
     char err[256];
@@ -407,6 +395,19 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk)
     return rc;
 }
 
+static int bt_errors_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
+{
+    bt_run *r = ctx;
+    return snprintf(r->errors, sizeof r->errors, "%s", v) >= (int)sizeof r->errors ? -1 : 0;
+}
+
+static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
+{
+    ((bt_run *)ctx)->dlq = *v ? v : NULL;
+    return 0;
+}
+
+/* Parse argv into r; 0 to run, 1 after --help, 2 usage error (printed). */
 static int bt_parse(int argc, char **argv, bt_run *r)
 {
     char err[256];
@@ -419,52 +420,37 @@ static int bt_parse(int argc, char **argv, bt_run *r)
     r->max_tokens = 4096;
     r->dlq = "parley.dlq";
     wk_client_topics_prefix(&r->topics, "parley", err, sizeof err);
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            bt_usage(stdout);
-            return 1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "batch: %s: unknown option or missing value\n", k);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(k, "--input"))
-            r->input = v;
-        else if (!strcmp(k, "--output"))
-            r->output = v;
-        else if (!strcmp(k, "--errors"))
-            bad = snprintf(r->errors, sizeof r->errors, "%s", v) >= (int)sizeof r->errors;
-        else if (!strcmp(k, "--brokers"))
-            r->brokers = v;
-        else if (!strcmp(k, "--namespace"))
-            r->ns = v;
-        else if (!strcmp(k, "--dlq-topic"))
-            r->dlq = *v ? v : NULL;
-        else if (wk_client_topic_option(&r->topics, k, v, &bad, err, sizeof err))
-            ;
-        else if (!strcmp(k, "--window"))
-            bad = wk_client_parse_u64(v, 1, 100000, &r->window) != 0;
-        else if (!strcmp(k, "--timeout-s"))
-            bad = wk_client_parse_u64(v, 1, 86400 * 7, &r->timeout_s) != 0;
-        else if (!strcmp(k, "--progress-s"))
-            bad = wk_client_parse_u64(v, 1, 86400, &r->progress_s) != 0;
-        else if (!strcmp(k, "--max-tokens-cap"))
-            bad = wk_client_parse_u64(v, 1, 32768, &r->max_tokens) != 0;
-        else {
-            fprintf(stderr, "batch: unknown option %s\n", k);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "batch: bad value for %s: '%s'\n", k, v);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE", "OpenAI Batch requests, JSONL (required)", NULL},
+        {"--output", NULL, CLI_STR, &r->output, 0, 0, "FILE", "batch output, JSONL (required)", NULL},
+        {"--brokers", NULL, CLI_STR, &r->brokers, 0, 0, "H:P", "Kafka bootstrap servers (required)", NULL},
+        {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE", "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
+        {"--namespace", NULL, CLI_STR, &r->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
+        {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DLQ topic read for rejected turns (default parley.dlq;\n"
+         "empty: none)", bt_dlq_opt},
+        WK_CLIENT_TOPIC_OPTS(&r->topics),
+        {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N", "turns in flight at most (default 64)", NULL},
+        {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N", "per request (default 600)", NULL},
+        {"--progress-s", NULL, CLI_U64, &r->progress_s, 1, 86400, "N", "progress line interval (default 10)", NULL},
+        {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N", "cap of max_tokens (default 4096)", NULL},
+    };
+    const cli_cmd cmd = {
+        "batch",
+        "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
+        "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
+        "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
+        "         [--max-tokens-cap N] [--progress-s N]",
+        "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
+        "same command after a crash: it resumes, and the output ends with exactly one\n"
+        "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
+        "requests, 1 error, 2 usage.\n\n",
+        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, r, NULL, NULL);
+    if (pr != CLI_OK)
+        return pr;
     if (!r->input || !r->output || !r->brokers) {
         fprintf(stderr, "batch: --input, --output and --brokers are required\n");
-        bt_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
     if (!r->errors[0])

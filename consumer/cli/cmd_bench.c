@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_opt.h"
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "kv_cache.h"
@@ -231,6 +232,46 @@ static void print_stats(const eng_sched_stats *st) {
 }
 
 /* One run; returns generated tok/s or -1. */
+/* The conversations and the TTFT table of a run; -1 out of memory. */
+static int bench_run_alloc(bench_run *run) {
+    const bench_opts *o = run->o;
+    run->conv = calloc((size_t)o->convs, sizeof *run->conv);
+    run->ttft = malloc((size_t)o->convs * o->turns * sizeof *run->ttft);
+    if (!run->conv || !run->ttft) return -1;
+    for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run->ttft[i] = -1;
+    int cap = o->sys_len + o->turns * (o->user_max + o->reply_max) + 1;
+    for (int c = 0; c < o->convs; c++) {
+        run->conv[c].run = run;
+        run->conv[c].idx = c;
+        run->conv[c].cap = cap;
+        run->conv[c].toks = malloc((size_t)cap * sizeof(int32_t));
+        if (!run->conv[c].toks) return -1;
+    }
+    return 0;
+}
+
+/* The figures of one finished run (stdout). */
+static void bench_report(const bench_run *r, const eng_sched_stats *st, kv_cache *kc, int cache_on,
+                         int started, double wall, double tps) {
+    const bench_opts *o = r->o;
+    printf("\n== cache %s: %d conversations x %d turns (%d started), %.1f s\n",
+           cache_on ? "ON " : "OFF", o->convs, o->turns, started, wall);
+    printf("  prompt tokens %llu, served from cache %llu = %.2f%%\n",
+           (unsigned long long)r->prompt_tokens, (unsigned long long)r->cached_tokens,
+           r->prompt_tokens ? 100.0 * (double)r->cached_tokens / (double)r->prompt_tokens : 0);
+    printf("  generated %llu tokens: %.1f tok/s aggregate; failed turns %d\n",
+           (unsigned long long)r->generated, tps, r->errors);
+    print_ttft(r);
+    print_stats(st);
+    if (kc) {
+        kv_stats ks;
+        kv_cache_stats(kc, &ks);
+        printf("  cache: %llu/%llu global blocks used, %llu evictions, %llu local blocks dropped\n",
+               (unsigned long long)ks.blocks_used[0], (unsigned long long)ks.blocks_total[0],
+               (unsigned long long)ks.host.evictions, (unsigned long long)ks.local_blocks_dropped);
+    }
+}
+
 static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     double tps = -1;
     char err[256];
@@ -268,18 +309,7 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
         fprintf(stderr, "bench: scheduler: %s\n", err);
         goto done;
     }
-    run.conv = calloc((size_t)o->convs, sizeof *run.conv);
-    run.ttft = malloc((size_t)o->convs * o->turns * sizeof *run.ttft);
-    if (!run.conv || !run.ttft) goto done;
-    for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run.ttft[i] = -1;
-    int cap = o->sys_len + o->turns * (o->user_max + o->reply_max) + 1;
-    for (int c = 0; c < o->convs; c++) {
-        run.conv[c].run = &run;
-        run.conv[c].idx = c;
-        run.conv[c].cap = cap;
-        run.conv[c].toks = malloc((size_t)cap * sizeof(int32_t));
-        if (!run.conv[c].toks) goto done;
-    }
+    if (bench_run_alloc(&run) != 0) goto done;
     double t0 = bench_now();
     int started = 0;
     for (int c = 0; c < o->convs; c++)
@@ -293,22 +323,7 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     eng_sched_stats_get(run.s, &st);
     eng_sched_close(run.s, 1);
     tps = (double)run.generated / wall;
-    printf("\n== cache %s: %d conversations x %d turns (%d started), %.1f s\n",
-           cache_on ? "ON " : "OFF", o->convs, o->turns, started, wall);
-    printf("  prompt tokens %llu, served from cache %llu = %.2f%%\n",
-           (unsigned long long)run.prompt_tokens, (unsigned long long)run.cached_tokens,
-           run.prompt_tokens ? 100.0 * (double)run.cached_tokens / (double)run.prompt_tokens : 0);
-    printf("  generated %llu tokens: %.1f tok/s aggregate; failed turns %d\n",
-           (unsigned long long)run.generated, tps, run.errors);
-    print_ttft(&run);
-    print_stats(&st);
-    if (kc) {
-        kv_stats ks;
-        kv_cache_stats(kc, &ks);
-        printf("  cache: %llu/%llu global blocks used, %llu evictions, %llu local blocks dropped\n",
-               (unsigned long long)ks.blocks_used[0], (unsigned long long)ks.blocks_total[0],
-               (unsigned long long)ks.host.evictions, (unsigned long long)ks.local_blocks_dropped);
-    }
+    bench_report(&run, &st, kc, cache_on, started, wall, tps);
     fflush(stdout);
     if (run.errors) tps = -1;
 done:
@@ -323,118 +338,81 @@ done:
     return tps;
 }
 
-static void bench_usage(FILE *f) {
-    fprintf(f,
-            "usage: parley bench --workload multiturn --model FILE [options]\n"
-            "       parley bench --workload engine --model FILE [options]  (see --workload engine --help)\n"
-            "multiturn options:\n"
-            "  --conversations C     concurrent conversations (default 64)\n"
-            "  --turns T             turns per conversation (default 8)\n"
-            "  --long                long setting: 90 turns (180 messages per conversation)\n"
-            "  --system N            system prompt tokens (default 64)\n"
-            "  --user MIN:MAX        user message tokens (default 8:48)\n"
-            "  --reply MIN:MAX       reply tokens (default 8:48)\n"
-            "  --think-ms N          pause before a conversation's next turn (default 0)\n"
-            "  --cache on|off|both   which runs (default both)\n"
-            "  --kv-mib N            KV budget in MiB, same for both runs (default 256)\n"
-            "  --step-tokens N       scheduler token budget per step (default 512)\n"
-            "  --max-running N       sequences per batch (default 64)\n"
-            "  --window-us N         batching window (default 10000)\n"
-            "  --fairness-ms N       fairness bound of cache-aware ordering (default 200)\n"
-            "  --threads N           compute threads (default: all CPUs)\n"
-            "  --block N             KV block tokens (default 16)\n"
-            "  --seed N              workload seed (default 1)\n");
-}
-
-static int bench_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return -1;
-    *out = v;
+/* --user / --reply MIN:MAX, 1 <= MIN <= MAX <= 100000. */
+static int bench_range(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
+    bench_opts *o = ctx;
+    int user = !strcmp(opt->name, "--user");
+    const char *colon = strchr(v, ':');
+    char lo[32];
+    long long a, b;
+    snprintf(err, errlen, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
+    if (!colon || (size_t)(colon - v) >= sizeof lo) return -1;
+    memcpy(lo, v, (size_t)(colon - v));
+    lo[colon - v] = 0;
+    if (cli_parse_i64(lo, 1, 100000, &a) || cli_parse_i64(colon + 1, a, 100000, &b)) return -1;
+    *(user ? &o->user_min : &o->reply_min) = (int)a;
+    *(user ? &o->user_max : &o->reply_max) = (int)b;
     return 0;
 }
 
-/* Parse an int option into *dst; -1 if bad. */
-static int bench_opt(const char *s, long lo, long hi, int *dst) {
-    long v;
-    if (bench_int(s, lo, hi, &v) != 0) return -1;
-    *dst = (int)v;
+static int bench_long(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
+    ((bench_opts *)ctx)->turns = 90;
     return 0;
 }
 
-static int bench_range(const char *s, int *lo, int *hi) {
-    char *end;
-    long a = strtol(s, &end, 10);
-    if (end == s || *end != ':') return -1;
-    const char *p = end + 1;
-    long b = strtol(p, &end, 10);
-    if (end == p || *end || a < 1 || b < a || b > 100000) return -1;
-    *lo = (int)a;
-    *hi = (int)b;
+static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
+    bench_opts *o = ctx;
+    if (!strcmp(v, "both")) o->mode = 0;
+    else if (!strcmp(v, "on")) o->mode = 1;
+    else if (!strcmp(v, "off")) o->mode = 2;
+    else return snprintf(err, errlen, "on, off or both"), -1;
     return 0;
+}
+
+/* Parse the multiturn workload's argv into o; -1 to run, else the exit status. */
+static int bench_parse(int argc, char **argv, bench_opts *o) {
+    const char *workload = NULL;
+    const cli_opt opts[] = {
+        {"--workload", NULL, CLI_STR, &workload, 0, 0, "multiturn|engine", "the benchmark (required)", NULL},
+        {"--model", NULL, CLI_STR, &o->model, 0, 0, "FILE", "GGUF model (required)", NULL},
+        {"--conversations", NULL, CLI_INT, &o->convs, 1, 100000, "C", "concurrent conversations (default 64)", NULL},
+        {"--turns", NULL, CLI_INT, &o->turns, 1, 100000, "T", "turns per conversation (default 8)", NULL},
+        {"--long", NULL, CLI_FN0, NULL, 0, 0, NULL, "long setting: 90 turns (180 messages per conversation)", bench_long},
+        {"--system", NULL, CLI_INT, &o->sys_len, 0, 1000000, "N", "system prompt tokens (default 64)", NULL},
+        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "user message tokens (default 8:48)", bench_range},
+        {"--reply", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "reply tokens (default 8:48)", bench_range},
+        {"--think-ms", NULL, CLI_INT, &o->think_ms, 0, 60000, "N", "pause before a conversation's next turn (default 0)", NULL},
+        {"--cache", NULL, CLI_FN, NULL, 0, 0, "on|off|both", "which runs (default both)", bench_cache},
+        {"--kv-mib", NULL, CLI_LONG, &o->kv_mib, 1, 1 << 20, "N", "KV budget in MiB, same for both runs (default 256)", NULL},
+        {"--step-tokens", NULL, CLI_INT, &o->step_tokens, 1, 1 << 20, "N", "scheduler token budget per step (default 512)", NULL},
+        {"--max-running", NULL, CLI_INT, &o->max_running, 1, 4096, "N", "sequences per batch (default 64)", NULL},
+        {"--window-us", NULL, CLI_INT, &o->window_us, 0, 10000000, "N", "batching window (default 10000)", NULL},
+        {"--fairness-ms", NULL, CLI_INT, &o->fairness_ms, 0, 1000000, "N", "fairness bound of cache-aware ordering (default 200)", NULL},
+        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N", "compute threads (default: all CPUs)", NULL},
+        {"--block", NULL, CLI_INT, &o->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
+        {"--seed", NULL, CLI_U64, &o->seed, 0, 0x7fffffffL, "N", "workload seed (default 1)", NULL},
+    };
+    const cli_cmd cmd = {"bench",
+                         "bench --workload multiturn --model FILE [options]\n"
+                         "bench --workload engine --model FILE [options]  (see --workload engine --help)",
+                         "multiturn options:\n", opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
+    if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
+    if (!workload || strcmp(workload, "multiturn") || !o->model) {
+        fprintf(stderr, "bench: --workload multiturn|engine and --model FILE are required\n");
+        cli_usage(&cmd, stderr);
+        return 2;
+    }
+    return -1;
 }
 
 int wk_cmd_bench(int argc, char **argv) {
     bench_opts o = {NULL, 64, 8, 64, 8, 48, 8, 48, 0, 0, 16, 256, 512, 64, 10000, 200, 1, 0};
-    const char *workload = NULL;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "engine"))
             return wk_bench_engine(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--long")) {
-            o.turns = 90;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "bench: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
-        int bad = 0;
-        if (!strcmp(a, "--workload")) workload = v;
-        else if (!strcmp(a, "--model")) o.model = v;
-        else if (!strcmp(a, "--conversations")) bad = bench_opt(v, 1, 100000, &o.convs);
-        else if (!strcmp(a, "--turns")) bad = bench_opt(v, 1, 100000, &o.turns);
-        else if (!strcmp(a, "--system")) bad = bench_opt(v, 0, 1000000, &o.sys_len);
-        else if (!strcmp(a, "--user")) bad = bench_range(v, &o.user_min, &o.user_max);
-        else if (!strcmp(a, "--reply")) bad = bench_range(v, &o.reply_min, &o.reply_max);
-        else if (!strcmp(a, "--think-ms")) bad = bench_opt(v, 0, 60000, &o.think_ms);
-        else if (!strcmp(a, "--kv-mib")) bad = bench_int(v, 1, 1 << 20, &o.kv_mib);
-        else if (!strcmp(a, "--step-tokens")) bad = bench_opt(v, 1, 1 << 20, &o.step_tokens);
-        else if (!strcmp(a, "--max-running")) bad = bench_opt(v, 1, 4096, &o.max_running);
-        else if (!strcmp(a, "--window-us")) bad = bench_opt(v, 0, 10000000, &o.window_us);
-        else if (!strcmp(a, "--fairness-ms")) bad = bench_opt(v, 0, 1000000, &o.fairness_ms);
-        else if (!strcmp(a, "--threads")) bad = bench_opt(v, 0, 1024, &o.threads);
-        else if (!strcmp(a, "--block")) bad = bench_opt(v, 1, 4096, &o.block);
-        else if (!strcmp(a, "--seed")) {
-            bad = bench_int(v, 0, 0x7fffffffL, &x);
-            if (!bad) o.seed = (uint64_t)x;
-        }
-        else if (!strcmp(a, "--cache")) {
-            if (!strcmp(v, "both")) o.mode = 0;
-            else if (!strcmp(v, "on")) o.mode = 1;
-            else if (!strcmp(v, "off")) o.mode = 2;
-            else bad = 1;
-        } else {
-            fprintf(stderr, "bench: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "bench: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
-    }
-    if (!workload || strcmp(workload, "multiturn") || !o.model) {
-        fprintf(stderr, "bench: --workload multiturn|engine and --model FILE are required\n");
-        bench_usage(stderr);
-        return 2;
-    }
+    int rc = bench_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
     eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
     eng_model *m = NULL;
     char err[256];

@@ -44,9 +44,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "eng_cli.h"
+#include "cli_opt.h"
 #include "eng_model.h"
 #include "eng_prof.h"
+#include "eng_sampler.h"
 #include "kern_isa.h"
 #include "kern_membw.h"
 #include "kern_pool.h"
@@ -405,70 +406,56 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     printf("}}\n");
 }
 
-static void be_usage(FILE *out) {
-    fprintf(out,
-            "usage: parley bench --workload engine --model FILE [options]\n"
-            "  --threads N         compute threads (default: all CPUs)\n"
-            "  --isa NAME          cap the kernels' ISA: scalar, avx2, avx512vnni, amx\n"
-            "                      (default: PARLEY_ISA or the machine's best)\n"
-            "  --prompt N          single-stream prompt tokens, one prefill chunk (default 512)\n"
-            "  --gen N             decode steps, single stream and batched (default 32)\n"
-            "  --batch N           batched decode sequences, 0 to skip (default 64)\n"
-            "  --batch-prompt N    prompt tokens of each batched sequence (default 32)\n"
-            "  --repeat N          timed repeats; figures are medians (default 5)\n"
-            "  --block N           KV block tokens (default 16)\n"
-            "  --membw-mib N       bandwidth buffer MiB (default 1024)\n"
-            "  --json              also print one JSON object on the last line\n");
-}
-
-static int be_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int be_parse(int argc, char **argv, be_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            be_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--json")) {
-            o->json = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "bench: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
-        int bad = 0;
-        if (!strcmp(a, "--workload")) bad = strcmp(v, "engine") != 0;
-        else if (!strcmp(a, "--model")) o->model = v;
-        else if (!strcmp(a, "--isa")) o->isa = v;
-        else if (!strcmp(a, "--threads")) bad = be_int(v, 0, 1024, &o->threads);
-        else if (!strcmp(a, "--prompt")) bad = be_int(v, 1, 1 << 16, &o->prompt);
-        else if (!strcmp(a, "--gen")) bad = be_int(v, 1, 1 << 16, &o->gen);
-        else if (!strcmp(a, "--batch")) bad = be_int(v, 0, 4096, &o->batch);
-        else if (!strcmp(a, "--batch-prompt")) bad = be_int(v, 1, 1 << 16, &o->batch_prompt);
-        else if (!strcmp(a, "--repeat")) bad = be_int(v, 1, 1000, &o->repeat);
-        else if (!strcmp(a, "--block")) bad = be_int(v, 1, 4096, &o->block);
-        else if (!strcmp(a, "--membw-mib")) bad = be_int(v, 1, 1 << 20, &o->membw_mib);
-        else {
-            fprintf(stderr, "bench: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "bench: bad value '%s' for %s\n", v, a);
-            return 2;
-        }
+/* The figures table (stdout). */
+static void be_print_table(const be_figs *f, const be_opts *o) {
+    printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
+    printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f->bw_median, "");
+    printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f->bw_best);
+    if (f->huge_mib >= 0)
+        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f->huge_mib);
+    printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f->prefill_tps, f->prefill_min,
+           f->prefill_max);
+    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f->decode_tps,
+           f->decode_min, f->decode_max);
+    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f->roofline_tps);
+    printf("  %-34s %11.1f%%\n", "decode / roofline", f->roofline_pct);
+    if (o->batch > 0) {
+        char lbl[64];
+        snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o->batch);
+        printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f->batch_tps, f->batch_min, f->batch_max);
     }
+}
+
+static int be_workload(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
+    return strcmp(v, "engine") ? -1 : 0;
+}
+
+/* Parse argv into o; 0 to run, 1 after --help, 2 usage error (printed). */
+static int be_parse(int argc, char **argv, be_opts *o) {
+    const cli_opt opts[] = {
+        {"--workload", NULL, CLI_FN, NULL, 0, 0, "engine", "this benchmark", be_workload},
+        {"--model", NULL, CLI_STR, &o->model, 0, 0, "FILE", "GGUF model (required)", NULL},
+        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N", "compute threads (default: all CPUs)", NULL},
+        {"--isa", NULL, CLI_STR, &o->isa, 0, 0, "NAME", "cap the kernels' ISA: scalar, avx2, avx512vnni, amx\n"
+         "(default: PARLEY_ISA or the machine's best)", NULL},
+        {"--prompt", NULL, CLI_INT, &o->prompt, 1, 1 << 16, "N",
+         "single-stream prompt tokens, one prefill chunk (default 512)", NULL},
+        {"--gen", NULL, CLI_INT, &o->gen, 1, 1 << 16, "N", "decode steps, single stream and batched (default 32)", NULL},
+        {"--batch", NULL, CLI_INT, &o->batch, 0, 4096, "N", "batched decode sequences, 0 to skip (default 64)", NULL},
+        {"--batch-prompt", NULL, CLI_INT, &o->batch_prompt, 1, 1 << 16, "N",
+         "prompt tokens of each batched sequence (default 32)", NULL},
+        {"--repeat", NULL, CLI_INT, &o->repeat, 1, 1000, "N", "timed repeats; figures are medians (default 5)", NULL},
+        {"--block", NULL, CLI_INT, &o->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
+        {"--membw-mib", NULL, CLI_INT, &o->membw_mib, 1, 1 << 20, "N", "bandwidth buffer MiB (default 1024)", NULL},
+        {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL, "also print one JSON object on the last line", NULL},
+    };
+    const cli_cmd cmd = {"bench", "bench --workload engine --model FILE [options]", NULL, opts,
+                         CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, NULL, NULL, NULL);
+    if (pr != CLI_OK) return pr;
     if (!o->model) {
         fprintf(stderr, "bench: --model FILE is required\n");
-        be_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
     return 0;
@@ -556,22 +543,7 @@ int wk_bench_engine(int argc, char **argv) {
     f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
     f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
     f.huge_mib = be_huge_mib();
-    printf("\n  %-34s %12s %22s\n", "figure", "median", "min .. max");
-    printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f.bw_median, "");
-    printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f.bw_best);
-    if (f.huge_mib >= 0)
-        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f.huge_mib);
-    printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f.prefill_tps, f.prefill_min,
-           f.prefill_max);
-    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f.decode_tps,
-           f.decode_min, f.decode_max);
-    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f.roofline_tps);
-    printf("  %-34s %11.1f%%\n", "decode / roofline", f.roofline_pct);
-    if (o.batch > 0) {
-        char lbl[64];
-        snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o.batch);
-        printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f.batch_tps, f.batch_min, f.batch_max);
-    }
+    be_print_table(&f, &o);
     be_print_prof(&f, &o);
     if (o.json) be_json(&f, &o, m, name, name_len, isa);
     fflush(stdout);

@@ -55,21 +55,6 @@ typedef struct chat_stream {
     double first_ms;                  /* monotonic ms of the first chunk; 0 none */
 } chat_stream;
 
-static void chat_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: parley chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
-            "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
-            "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
-            "         [--max-tokens N] [--temperature T] [--timeout-ms N]\n\n"
-            "Chat with parley workers over Kafka.  Sends the whole history every turn,\n"
-            "streams the reply from the tokens topic, takes the TurnResult from the\n"
-            "responses topic (read_committed) and prints cache and latency figures.\n"
-            "Reads a terminal interactively, else one user message per line of --file\n"
-            "or stdin.  Topics default to parley.turns/.tokens/.responses.\n"
-            "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n");
-}
-
 /* Append bytes to the shown text; -1 out of memory. */
 static int chat_stream_add(chat_stream *s, const char *p, size_t n)
 {
@@ -239,6 +224,16 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     return rc;
 }
 
+/* --conversation ID: 1 .. sizeof conv - 65 bytes. */
+static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
+{
+    chat_opts *o = ctx;
+    if (!*v || strlen(v) >= sizeof o->conv - 64)
+        return -1;
+    snprintf(o->conv, sizeof o->conv, "%s", v);
+    return 0;
+}
+
 /* Parse argv into o; returns 0, or 2 after printing a usage message (1
  * for --help, which the caller turns into exit 0). */
 static int chat_parse(int argc, char **argv, chat_opts *o)
@@ -251,51 +246,39 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
     wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)wk_client_epoch_ms(),
              (unsigned)getpid());
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            chat_usage(stdout);
-            return 1;
-        }
-        if (i + 1 >= argc || strncmp(k, "--", 2) != 0) {
-            fprintf(stderr, "chat: %s: unknown option or missing value\n", k);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(k, "--brokers"))
-            o->brokers = v;
-        else if (!strcmp(k, "--conversation"))
-            bad = !*v || strlen(v) >= sizeof o->conv - 64 ||
-                  snprintf(o->conv, sizeof o->conv, "%s", v) < 0;
-        else if (!strcmp(k, "--system"))
-            o->system = v;
-        else if (!strcmp(k, "--file"))
-            o->file = v;
-        else if (!strcmp(k, "--namespace"))
-            o->ns = v;
-        else if (!strcmp(k, "--model"))
-            o->model = v;
-        else if (wk_client_topic_option(&o->topics, k, v, &bad, err, sizeof err))
-            ; /* a topic option: applied (bad tells whether it was refused) */
-        else if (!strcmp(k, "--max-tokens"))
-            bad = wk_client_parse_u64(v, 1, 32768, &o->max_tokens) != 0;
-        else if (!strcmp(k, "--temperature"))
-            bad = wk_client_parse_double(v, 0.0, 100.0, &o->temperature) != 0;
-        else if (!strcmp(k, "--timeout-ms"))
-            bad = wk_client_parse_u64(v, 1, 86400000, &o->timeout_ms) != 0;
-        else {
-            fprintf(stderr, "chat: unknown option %s\n", k);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "chat: bad value for %s: '%s'\n", k, v);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT", "Kafka bootstrap servers (required)", NULL},
+        {"--conversation", NULL, CLI_FN, NULL, 0, 0, "ID", "conversation id (default chat-<time>-<pid>)",
+         chat_conv_opt},
+        {"--system", NULL, CLI_STR, &o->system, 0, 0, "TEXT", "system message", NULL},
+        {"--file", NULL, CLI_STR, &o->file, 0, 0, "TURNS.txt", "one user message per line", NULL},
+        {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
+        {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
+        WK_CLIENT_TOPIC_OPTS(&o->topics),
+        {"--max-tokens", NULL, CLI_U64, &o->max_tokens, 1, 32768, "N", "params.max_tokens (default 128)", NULL},
+        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T", "params.temperature (default 0.7)", NULL},
+        {"--timeout-ms", NULL, CLI_U64, &o->timeout_ms, 1, 86400000, "N",
+         "per-turn wait for the result (default 60000)", NULL},
+    };
+    const cli_cmd cmd = {
+        "chat",
+        "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
+        "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
+        "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
+        "         [--max-tokens N] [--temperature T] [--timeout-ms N]",
+        "\nChat with parley workers over Kafka.  Sends the whole history every turn,\n"
+        "streams the reply from the tokens topic, takes the TurnResult from the\n"
+        "responses topic (read_committed) and prints cache and latency figures.\n"
+        "Reads a terminal interactively, else one user message per line of --file\n"
+        "or stdin.  Topics default to parley.turns/.tokens/.responses.\n"
+        "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n\n",
+        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
+    if (pr != CLI_OK)
+        return pr;
     if (!o->brokers) {
         fprintf(stderr, "chat: --brokers is required\n");
-        chat_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
     return 0;

@@ -291,26 +291,7 @@ void wk_client_reader_free(rd_kafka_t *rk)
 
 int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
-int wk_client_parse_double(const char *s, double lo, double hi, double *out)
-{
-    if (!s || !*s)
-        return -1;
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (*end != '\0' || !isfinite(v) || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
+    return cli_parse_u64(s, lo, hi, out);
 }
 
 int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min,
@@ -335,17 +316,11 @@ int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min
     return 0;
 }
 
-int wk_client_topic_option(wk_client_topics *t, const char *opt, const char *val, int *bad,
-                           char *err, size_t errlen) {
-    if (!strcmp(opt, "--topic-prefix"))
-        *bad = wk_client_topics_prefix(t, val, err, errlen) != 0;
-    else if (!strcmp(opt, "--turns-topic"))
-        *bad = wk_client_topic_set(t->turns, val, err, errlen) != 0;
-    else if (!strcmp(opt, "--tokens-topic"))
-        *bad = wk_client_topic_set(t->tokens, val, err, errlen) != 0;
-    else if (!strcmp(opt, "--responses-topic"))
-        *bad = wk_client_topic_set(t->responses, val, err, errlen) != 0;
-    else
-        return 0;
-    return 1;
+int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    return wk_client_topics_prefix(o->dst, val, err, errlen);
+}
+
+int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
+                             size_t errlen) {
+    return wk_client_topic_set(o->dst, val, err, errlen);
 }

@@ -31,6 +31,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "cli_opt.h"
 #include "sch.h"
 
 /* Topic names the clients use. */
@@ -55,11 +56,25 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
 /* Copy a topic name into dst[256]; -1 when empty or too long. */
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
 
-/* The topic options both clients take: --topic-prefix, --turns-topic,
- * --tokens-topic, --responses-topic.  Returns 1 when `opt` is one of them
- * (applied to t; *bad set to 1 when the value is refused), else 0. */
-int wk_client_topic_option(wk_client_topics *t, const char *opt, const char *val, int *bad,
-                           char *err, size_t errlen);
+/* The topic options the clients take: WK_CLIENT_TOPIC_OPTS(t) gives the
+ * four rows of an option table over a wk_client_topics *t
+ * (--topic-prefix, --turns-topic, --tokens-topic, --responses-topic).
+ * Applied in argv order, so a later option overrides an earlier one.  The
+ * callbacks: wk_client_topic_cli sets all three from a prefix (row dst =
+ * the wk_client_topics), wk_client_topic_name_cli one name (dst = its
+ * char[256]). */
+int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen);
+int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
+                             size_t errlen);
+#define WK_CLIENT_TOPIC_OPTS(t)                                                                    \
+    {"--topic-prefix", NULL, CLI_FN, (t), 0, 0, "P",                                              \
+     "topics P.turns, P.tokens, P.responses (default parley)", wk_client_topic_cli},              \
+    {"--turns-topic", NULL, CLI_FN, (t)->turns, 0, 0, "T", "ChatTurn topic",                      \
+     wk_client_topic_name_cli},                                                                   \
+    {"--tokens-topic", NULL, CLI_FN, (t)->tokens, 0, 0, "T", "TokenChunk topic",                  \
+     wk_client_topic_name_cli},                                                                   \
+    {"--responses-topic", NULL, CLI_FN, (t)->responses, 0, 0, "T", "TurnResult topic",            \
+     wk_client_topic_name_cli}
 
 /* Append a message (content copied).  Returns 0 or -1 out of memory. */
 int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len);
@@ -107,11 +122,8 @@ rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int com
 /* Close and destroy a reader (NULL is fine). */
 void wk_client_reader_free(rd_kafka_t *rk);
 
-/* Parse a whole decimal unsigned integer in [lo, hi]; -1 otherwise. */
+/* Parse a whole unsigned integer in [lo, hi] (cli_parse_u64); -1 otherwise. */
 int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
-
-/* Parse a whole finite number in [lo, hi]; -1 otherwise. */
-int wk_client_parse_double(const char *s, double lo, double hi, double *out);
 
 /* Parse "MIN:MAX" (or "N" for N:N) with lo <= MIN <= MAX <= hi; -1
  * otherwise. */

@@ -52,7 +52,8 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
-#include "eng_cli.h"
+#include "cli_opt.h"
+#include "eng_mkmodel.h"
 #include "eng_gguf.h"
 #include "sch.h"
 #include "wk_cli.h"
@@ -137,37 +138,6 @@ typedef struct wd_wthread {
     atomic_int ended; /* run returned */
 } wd_wthread;
 
-static void wd_usage(FILE *f) {
-    fprintf(f,
-            "usage: parley demo [--model FILE | --synthetic] [--chat-template NAME]\n"
-            "                   [--conversations N] [--turns T] [--max-tokens N]\n"
-            "                   [--timeout SECONDS]\n\n"
-            "Embedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
-            "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
-            "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
-            "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
-            "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
-            "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
-            "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
-            "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
-            "A model file without a chat template is taken for a base model and gets\n"
-            "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
-            "unless --chat-template names one.  A synthetic model has random weights:\n"
-            "its text is meaningless.\n");
-}
-
-static int wd_int_arg(const char *name, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "demo: %s needs an integer in %d..%d\n", name, lo, hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 /* mkdir -p for the parent directories of path. */
 static int wd_mkdirs(const char *path) {
     char buf[1024];
@@ -207,7 +177,7 @@ static int wd_has_template(const char *path) {
 }
 
 /* The synthetic model: reuse the cached file or write it (to a temporary
- * name, renamed when complete) with the mkmodel command. */
+ * name, renamed when complete) with eng_mkmodel. */
 static int wd_synthetic_model(char *path, size_t n) {
     const char *deps = getenv("PARLEY_DEPS");
     const char *home = getenv("HOME");
@@ -223,9 +193,13 @@ static int wd_synthetic_model(char *path, size_t n) {
         return -1;
     }
     printf("== writing the synthetic model %s (parley mkmodel --preset cai-tiny)\n", path);
-    char *argv[] = {"mkmodel", "--preset", "cai-tiny", "--out", tmp, NULL};
-    if (eng_cmd_mkmodel(5, argv) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "demo: could not write %s\n", path);
+    eng_mkmodel_opts mo;
+    eng_mkmodel_opts_default(&mo);
+    mo.preset = "cai-tiny";
+    mo.out = tmp;
+    char err[512] = "";
+    if (eng_mkmodel(&mo, err, sizeof err) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "demo: could not write %s%s%s\n", path, *err ? ": " : "", err);
         unlink(tmp);
         return -1;
     }
@@ -508,43 +482,41 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
 /* Options into d.  Returns 0, 1 after --help, -1 for a usage error
  * (message printed). */
 static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
-    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32, d->timeout_s = 120;
-    for (int i = 1; i < argc; i += 2) { /* every option but --synthetic takes one value */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = 0, tmo = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            wd_usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--synthetic")) {
-            d->synthetic = 1;
-            i--;
-            continue;
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!v || !*v) {
-                fprintf(stderr, "demo: --chat-template needs a format name\n");
-                return -1;
-            }
-            d->tmpl = v;
-        } else if (!strcmp(a, "--model")) {
-            if (!v || !*v) {
-                fprintf(stderr, "demo: --model needs a GGUF file\n");
-                return -1;
-            }
-            *model = v;
-        } else if (!strcmp(a, "--conversations")) {
-            r = wd_int_arg(a, v, 1, WD_MAX_CONVS, &d->n_conv);
-        } else if (!strcmp(a, "--turns")) {
-            r = wd_int_arg(a, v, 1, WD_MAX_TURNS, &d->n_turns);
-        } else if (!strcmp(a, "--max-tokens")) {
-            r = wd_int_arg(a, v, 1, 4096, &d->max_tokens);
-        } else if (!strcmp(a, "--timeout")) {
-            r = wd_int_arg(a, v, 1, 86400, &tmo);
-            d->timeout_s = tmo;
-        } else {
-            fprintf(stderr, "demo: unexpected argument '%s' (see --help)\n", a);
-            return -1;
-        }
-        if (r) return -1;
+    int tmo = 120;
+    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32;
+    const cli_opt opts[] = {
+        {"--model", NULL, CLI_STR, model, 0, 0, "FILE", "GGUF model to serve", NULL},
+        {"--synthetic", NULL, CLI_FLAG, &d->synthetic, 0, 0, NULL,
+         "the synthetic model even if a real one is installed", NULL},
+        {"--chat-template", NULL, CLI_STR, &d->tmpl, 0, 0, "NAME", "chat template of the model", NULL},
+        {"--conversations", NULL, CLI_INT, &d->n_conv, 1, WD_MAX_CONVS, "N", "conversations (default 3)", NULL},
+        {"--turns", NULL, CLI_INT, &d->n_turns, 1, WD_MAX_TURNS, "T", "turns each (default 3)", NULL},
+        {"--max-tokens", NULL, CLI_INT, &d->max_tokens, 1, 4096, "N", "tokens per reply (default 32)", NULL},
+        {"--timeout", NULL, CLI_INT, &tmo, 1, 86400, "SECONDS", "give up after this long (default 120)", NULL},
+    };
+    const cli_cmd cmd = {"demo",
+                         "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
+                         "                   [--conversations N] [--turns T] [--max-tokens N]\n"
+                         "                   [--timeout SECONDS]",
+                         "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
+                         "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
+                         "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
+                         "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
+                         "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
+                         "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
+                         "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
+                         "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
+                         "A model file without a chat template is taken for a base model and gets\n"
+                         "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
+                         "unless --chat-template names one.  A synthetic model has random weights:\n"
+                         "its text is meaningless.\n\n",
+                         opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, d, NULL, NULL);
+    if (pr != CLI_OK) return pr == CLI_HELP ? 1 : -1;
+    d->timeout_s = tmo;
+    if ((d->tmpl && !*d->tmpl) || (*model && !**model)) {
+        fprintf(stderr, "demo: %s needs a value\n", d->tmpl && !*d->tmpl ? "--chat-template" : "--model");
+        return -1;
     }
     if (d->synthetic && *model) {
         fprintf(stderr, "demo: --synthetic and --model exclude each other\n");

@@ -94,22 +94,6 @@ typedef struct load_run {
     double last_ms;        /* monotonic ms of the last first result */
 } load_run;
 
-static void load_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: parley load --brokers HOST:PORT --conversations C --turns T --rate R\n"
-            "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
-            "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
-            "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
-            "         --responses-topic T]\n\n"
-            "Send C conversations x T turns with Poisson arrivals at R turns/s (a\n"
-            "conversation's next turn only after its previous result), read results\n"
-            "read_committed, print throughput, TTFT (--stream) and latency percentiles,\n"
-            "cache share, and check every turn got exactly one result.  The last line\n"
-            "is machine-readable (load: turns=... lost=... duplicated=...).\n"
-            "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n");
-}
-
 static uint64_t load_rand(load_run *r)
 {
     r->rng ^= r->rng >> 12;
@@ -275,6 +259,15 @@ static double load_pct(const double *v, size_t n, double p)
     return v[k ? k - 1 : 0];
 }
 
+/* --user / --max-tokens MIN:MAX (or N for N:N). */
+static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
+{
+    load_opts *o = ctx;
+    if (!strcmp(opt->name, "--user"))
+        return wk_client_parse_range(v, 1, 500, &o->user_min, &o->user_max);
+    return wk_client_parse_range(v, 1, 32768, &o->tok_min, &o->tok_max);
+}
+
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
 static int load_parse(int argc, char **argv, load_opts *o)
 {
@@ -292,60 +285,43 @@ static int load_parse(int argc, char **argv, load_opts *o)
     o->grace_ms = 1000;
     o->seed = wk_client_epoch_ms();
     wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            load_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(k, "--stream")) {
-            o->stream = 1;
-            continue;
-        }
-        if (i + 1 >= argc || strncmp(k, "--", 2) != 0) {
-            fprintf(stderr, "load: %s: unknown option or missing value\n", k);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(k, "--brokers"))
-            o->brokers = v;
-        else if (!strcmp(k, "--conversations"))
-            bad = wk_client_parse_u64(v, 1, 1000000, &o->convs) != 0;
-        else if (!strcmp(k, "--turns"))
-            bad = wk_client_parse_u64(v, 1, 4096, &o->turns) != 0;
-        else if (!strcmp(k, "--rate"))
-            bad = wk_client_parse_double(v, 1e-3, 1e6, &o->rate) != 0;
-        else if (!strcmp(k, "--user"))
-            bad = wk_client_parse_range(v, 1, 500, &o->user_min, &o->user_max) != 0;
-        else if (!strcmp(k, "--max-tokens"))
-            bad = wk_client_parse_range(v, 1, 32768, &o->tok_min, &o->tok_max) != 0;
-        else if (!strcmp(k, "--temperature"))
-            bad = wk_client_parse_double(v, 0.0, 100.0, &o->temperature) != 0;
-        else if (!strcmp(k, "--timeout-s"))
-            bad = wk_client_parse_u64(v, 1, 86400, &o->timeout_s) != 0;
-        else if (!strcmp(k, "--grace-ms"))
-            bad = wk_client_parse_u64(v, 0, 600000, &o->grace_ms) != 0;
-        else if (!strcmp(k, "--seed"))
-            bad = wk_client_parse_u64(v, 0, UINT64_MAX, &o->seed) != 0;
-        else if (!strcmp(k, "--namespace"))
-            o->ns = v;
-        else if (!strcmp(k, "--model"))
-            o->model = v;
-        else if (wk_client_topic_option(&o->topics, k, v, &bad, err, sizeof err))
-            ; /* a topic option: applied (bad tells whether it was refused) */
-        else {
-            fprintf(stderr, "load: unknown option %s\n", k);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "load: bad value for %s: '%s'\n", k, v);
-            return 2;
-        }
-    }
+    const cli_opt opts[] = {
+        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT", "Kafka bootstrap servers (required)", NULL},
+        {"--conversations", NULL, CLI_U64, &o->convs, 1, 1000000, "C", "conversations (default 10)", NULL},
+        {"--turns", NULL, CLI_U64, &o->turns, 1, 4096, "T", "turns per conversation (default 3)", NULL},
+        {"--rate", NULL, CLI_F64, &o->rate, 1e-3, 1e6, "R", "turns per second, Poisson (default 5)", NULL},
+        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "words per user message (default 5:30)", load_range_opt},
+        {"--max-tokens", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "params.max_tokens (default 8:32)", load_range_opt},
+        {"--timeout-s", NULL, CLI_U64, &o->timeout_s, 1, 86400, "N", "whole-run deadline (default 120)", NULL},
+        {"--stream", NULL, CLI_FLAG, &o->stream, 0, 0, NULL, "ask for TokenChunks and measure TTFT", NULL},
+        {"--grace-ms", NULL, CLI_U64, &o->grace_ms, 0, 600000, "N",
+         "wait for duplicates after the last result (default 1000)", NULL},
+        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T", "params.temperature (default 0.7)", NULL},
+        {"--seed", NULL, CLI_U64, &o->seed, 0, 0, "N", "random seed (default: the time)", NULL},
+        {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
+        {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
+        WK_CLIENT_TOPIC_OPTS(&o->topics),
+    };
+    const cli_cmd cmd = {
+        "load",
+        "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
+        "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
+        "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
+        "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
+        "         --responses-topic T]",
+        "\nSend C conversations x T turns with Poisson arrivals at R turns/s (a\n"
+        "conversation's next turn only after its previous result), read results\n"
+        "read_committed, print throughput, TTFT (--stream) and latency percentiles,\n"
+        "cache share, and check every turn got exactly one result.  The last line\n"
+        "is machine-readable (load: turns=... lost=... duplicated=...).\n"
+        "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n\n",
+        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
+    if (pr != CLI_OK)
+        return pr;
     if (!o->brokers) {
         fprintf(stderr, "load: --brokers is required\n");
-        load_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
     if (o->convs * o->turns > 100000000ull) {

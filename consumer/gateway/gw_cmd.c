@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gw_http.h"
+#include "cli_opt.h"
 #include "wk_cli.h"
 #include "wk_config.h"
 
@@ -67,17 +68,6 @@ static void gw_on_signal(int sig)
     gw_g_stop = 1;
 }
 
-static void gw_usage(FILE *f)
-{
-    fprintf(f, "usage: parley gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
-               "         [--set key=value]... [--KEY value]...\n"
-               "       parley gateway --print-config-doc\n\n"
-               "OpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
-               "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
-               "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
-               "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n");
-}
-
 /* Split a comma list into the options; -1 with a message. */
 static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_t errlen)
 {
@@ -89,9 +79,8 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         return -1;
     }
     memcpy(o->host, l, (size_t)(colon - l));
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (!colon[1] || *end || port < 0 || port > 65535) {
+    long long port;
+    if (cli_parse_i64(colon + 1, 0, 65535, &port) != 0) {
         snprintf(err, errlen, "gateway.listen: bad port in '%s'", l);
         return -1;
     }
@@ -145,47 +134,8 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     return 0;
 }
 
-/* Apply file, environment and flags to cfg; -1 with a message. */
-static int gw_load(wk_config *cfg, int argc, char **argv, char *err, size_t errlen)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 >= argc || wk_config_load_file(cfg, argv[i + 1], err, errlen) != 0) {
-                if (i + 1 >= argc)
-                    snprintf(err, errlen, "--config needs a file");
-                return -1;
-            }
-        }
-    if (wk_config_load_env(cfg, environ, err, errlen) != 0)
-        return -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--config")) {
-            i++;
-            continue;
-        }
-        if (strncmp(a, "--", 2) || i + 1 >= argc) {
-            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if ((!strcmp(a, "--set") ? wk_config_set_pair(cfg, v, "flag --set", err, errlen)
-                                 : wk_config_set(cfg, a + 2, v, "command line", err, errlen)))
-            return -1;
-    }
-    return wk_config_validate(cfg, err, errlen);
-}
-
 int wk_cmd_gateway(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            gw_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--print-config-doc"))
-            return wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
-    }
     char err[1024];
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
@@ -197,7 +147,23 @@ int wk_cmd_gateway(int argc, char **argv)
         free(o);
         return 1;
     }
-    if (gw_load(cfg, argc, argv, err, sizeof err) != 0 || gw_parse_opts(cfg, o, err, sizeof err))
+    int pr = wk_config_cli(cfg,
+                           "gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
+                           "         [--set key=value]... [--KEY value]...\n"
+                           "gateway --print-config-doc",
+                           "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
+                           "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
+                           "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
+                           "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n\n",
+                           argc, argv, environ);
+    if (pr != CLI_OK) {
+        if (pr == WK_CONFIG_CLI_DOC)
+            rc = wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
+        else
+            rc = pr == CLI_HELP ? 0 : 2;
+        goto done;
+    }
+    if (gw_parse_opts(cfg, o, err, sizeof err))
         goto bad;
     gw_hub_conf hc;
     memset(&hc, 0, sizeof hc);

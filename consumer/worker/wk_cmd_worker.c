@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_opt.h"
 #include "wk_cli.h"
 #include "wk_config.h"
 #include "wk_worker.h"
@@ -29,33 +30,7 @@ static void wk_on_signal(int sig) {
     if (wk_g_worker) wk_worker_stop(wk_g_worker, wk_g_signals > 1);
 }
 
-static void wk_usage(FILE *f) {
-    fprintf(f, "usage: parley worker [--config FILE] [--set key=value]... [--KEY value]...\n"
-               "       parley worker --print-config-doc\n\n"
-               "Serve chat turns from Kafka.  Configuration precedence: FILE < environment\n"
-               "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
-               "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
-               "--print-config-doc writes the configuration reference (Markdown).\n"
-               "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error,\n"
-               "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n");
-}
-
 int wk_cmd_worker(int argc, char **argv) {
-    const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            wk_usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--print-config-doc")) return wk_config_doc(stdout) ? 1 : 0;
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "worker: --config needs a file\n");
-                return 2;
-            }
-            file = argv[++i];
-        }
-    }
     wk_config *cfg = NULL;
     wk_worker *w = NULL;
     char err[1024];
@@ -64,25 +39,20 @@ int wk_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "worker: out of memory\n");
         return 1;
     }
-    if (file && wk_config_load_file(cfg, file, err, sizeof err) != 0) goto bad;
-    if (wk_config_load_env(cfg, environ, err, sizeof err) != 0) goto bad;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--config")) {
-            i++;
-            continue;
-        }
-        if (strncmp(a, "--", 2) || i + 1 >= argc) {
-            snprintf(err, sizeof err, "unexpected argument '%s' (see --help)", a);
-            goto bad;
-        }
-        const char *v = argv[++i];
-        int r = !strcmp(a, "--set") ? wk_config_set_pair(cfg, v, "flag --set", err, sizeof err)
-                                    : wk_config_set(cfg, a + 2, v, "command line", err,
-                                                    sizeof err);
-        if (r) goto bad;
+    int pr = wk_config_cli(cfg, "worker [--config FILE] [--set key=value]... [--KEY value]...\n"
+                                "worker --print-config-doc",
+                           "\nServe chat turns from Kafka.  Configuration precedence: FILE < environment\n"
+                           "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
+                           "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
+                           "--print-config-doc writes the configuration reference (Markdown).\n"
+                           "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error,\n"
+                           "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n\n",
+                           argc, argv, environ);
+    if (pr != CLI_OK) {
+        wk_config_free(cfg);
+        if (pr == WK_CONFIG_CLI_DOC) return wk_config_doc(stdout) ? 1 : 0;
+        return pr == CLI_HELP ? 0 : 2;
     }
-    if (wk_config_validate(cfg, err, sizeof err) != 0) goto bad;
     /* Before the cache's I/O threads start: a peer that closes a socket
      * (Redis over TLS writes with SSL_write) must be an error return, never
      * a process kill. */
@@ -107,9 +77,6 @@ int wk_cmd_worker(int argc, char **argv) {
         rc = rr == WK_EREFUSED ? 3 : 1;
     }
     wk_g_worker = NULL;
-    goto done;
-bad:
-    fprintf(stderr, "worker: %s\n", err);
 done:
     wk_worker_free(w);
     wk_config_free(cfg);

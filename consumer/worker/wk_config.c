@@ -5,10 +5,12 @@
  * setting is declared.
  */
 #include "wk_config.h"
+#include "cli_opt.h"
 #include "eng_err.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <librdkafka/rdkafka.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -177,12 +179,7 @@ void wk_config_free(wk_config *c) {
 }
 
 static int wk_parse_int(const char *s, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno) return -1;
-    *out = v;
-    return 0;
+    return cli_parse_i64(s, LLONG_MIN, LLONG_MAX, out);
 }
 
 static int wk_parse_bool(const char *s, bool *out) {
@@ -507,4 +504,57 @@ int wk_config_doc_table(FILE *f, const wk_prop *props, size_t n) {
                 p->def, env, p->doc);
     }
     return ferror(f) ? -1 : 0;
+}
+
+/* ---- the command line of a table-configured command ---- */
+
+/* State of the three passes of wk_config_cli over argv. */
+typedef struct wk_cli_pass {
+    wk_config *c;  /* the configuration being built */
+    int phase;     /* 0: --help / --print-config-doc, 1: --config files, 2: flags */
+    int print_doc; /* --print-config-doc was given */
+} wk_cli_pass;
+
+static int wk_cli_config(void *ctx, const cli_opt *o, const char *v, char *err, size_t errlen) {
+    wk_cli_pass *p = ctx;
+    return p->phase == 1 && wk_config_load_file(p->c, v, err, errlen) ? -2 : 0;
+}
+
+static int wk_cli_set(void *ctx, const cli_opt *o, const char *v, char *err, size_t errlen) {
+    wk_cli_pass *p = ctx;
+    return p->phase == 2 && wk_config_set_pair(p->c, v, "flag --set", err, errlen) ? -2 : 0;
+}
+
+/* --KEY value: any table key or kafka.X. */
+static int wk_cli_key(void *ctx, const char *a, const char *v, char *err, size_t errlen) {
+    wk_cli_pass *p = ctx;
+    if (strncmp(a, "--", 2) || !v) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+        return -1;
+    }
+    if (p->phase == 2 && wk_config_set(p->c, a + 2, v, "command line", err, errlen)) return -1;
+    return 1;
+}
+
+int wk_config_cli(wk_config *c, const char *synopsis, const char *about, int argc, char **argv,
+                  char *const *envp) {
+    wk_cli_pass p = {c, 0, 0};
+    const cli_opt opts[] = {
+        {"--config", NULL, CLI_FN, NULL, 0, 0, "FILE", "read `key = value` lines (before the environment)",
+         wk_cli_config},
+        {"--set", NULL, CLI_FN, NULL, 0, 0, "key=value", "set one key", wk_cli_set},
+        {"--print-config-doc", NULL, CLI_FLAG, &p.print_doc, 0, 0, NULL,
+         "write the configuration reference (Markdown) and exit", NULL},
+    };
+    const cli_cmd cmd = {c->cmd, synopsis, about, opts, CLI_NOPTS(opts), NULL, 0, 0, wk_cli_key};
+    char err[1024];
+    for (p.phase = 0; p.phase < 3; p.phase++) {
+        if (p.phase == 2 && wk_config_load_env(c, envp, err, sizeof err) != 0)
+            return cli_fail(&cmd, "%s", err);
+        int pr = cli_parse(&cmd, argc, argv, &p, NULL, NULL);
+        if (pr != CLI_OK) return pr;
+        if (p.phase == 0 && p.print_doc) return WK_CONFIG_CLI_DOC;
+    }
+    if (wk_config_validate(c, err, sizeof err) != 0) return cli_fail(&cmd, "%s", err);
+    return CLI_OK;
 }

@@ -110,6 +110,20 @@ bool wk_config_bool(const wk_config *c, const char *key);
 size_t wk_config_kafka_count(const wk_config *c);
 void wk_config_kafka_at(const wk_config *c, size_t i, const char **name, const char **val);
 
+/* The command line of a command configured by c's table (`parley worker`,
+ * `parley gateway`), through the cli_opt parser: `--config FILE` (each
+ * file in argv order), then the environment envp, then `--set key=value`
+ * and `--KEY value` in argv order, then wk_config_validate.  `--help`
+ * prints synopsis and about (cli_cmd texts) and the flags; an error
+ * prints "CMD: message" (the message names key and origin).  Unlike the
+ * rest of this module it prints (to stdout for --help, else stderr).
+ * Returns CLI_OK (c is complete and valid), CLI_HELP (exit 0), CLI_USAGE
+ * (exit 2) or WK_CONFIG_CLI_DOC (--print-config-doc: the caller writes the
+ * reference; nothing else was applied). */
+#define WK_CONFIG_CLI_DOC 3
+int wk_config_cli(wk_config *c, const char *synopsis, const char *about, int argc, char **argv,
+                  char *const *envp);
+
 /* Write the configuration reference (Markdown) to f.  Returns 0 or -1 on a
  * write error. */
 int wk_config_doc(FILE *f);

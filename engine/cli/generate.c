@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_opt.h"
 #include "kern_isa.h"
 #include "eng_cli.h"
 #include "eng_model.h"
@@ -26,32 +27,43 @@
 
 #define GEN_MAX_PROMPT (1 << 20)
 
-static void gen_usage(FILE *f) {
-    fprintf(f,
-            "usage: parley generate MODEL.gguf [options]\n"
-            "  --prompt TEXT        prompt text (needs a tokenizer in the GGUF)\n"
-            "  --ids 1,2,3          prompt token ids\n"
-            "  --random-prompt N    N pseudo-random prompt ids (seeded by --seed)\n"
-            "  -n, --max-tokens N   tokens to generate (default 32)\n"
-            "  --temp T             temperature (default 0: greedy)\n"
-            "  --top-k K            top-k (default 0: off)\n"
-            "  --top-p P            top-p (default 1: off)\n"
-            "  --repeat-penalty R   repetition penalty (default 1: off)\n"
-            "  --repeat-last-n N    penalty window (default 64; 0: whole history)\n"
-            "  --seed S             RNG seed (default 0)\n"
-            "  --stop 1,2           extra stop token ids\n"
-            "  --ignore-eos         do not stop at the tokenizer's end-of-generation tokens\n"
-            "  --threads N          compute threads (default: all CPUs)\n"
-            "  --fp32               fp32 reference path (default int8)\n"
-            "  --isa NAME           highest kernel level: scalar, avx2, avx512vnni, amx\n"
-            "                       (default: the best this CPU supports; env PARLEY_ISA)\n"
-            "  --block N            KV block tokens (default 16)\n"
-            "  --chunk N            prefill chunk tokens (default 512)\n"
-            "  --no-bos             do not prepend BOS to a text prompt\n"
-            "  --print-ids          print generated ids\n"
-            "  --print-prompt-ids   print the prompt's ids (\"prompt ids: ...\" line) before the reply\n"
-            "  --quiet              print no reply text\n");
-}
+/* The command line. */
+typedef struct gen_args {
+    const char *path;      /* MODEL.gguf */
+    const char *prompt;    /* --prompt TEXT */
+    const char *ids;       /* --ids 1,2,3 */
+    const char *stop;      /* --stop 1,2 */
+    long n_gen;            /* -n / --max-tokens */
+    long n_random;         /* --random-prompt N (0 = not given) */
+    long threads;          /* --threads (0 = all CPUs) */
+    long block;            /* --block */
+    long chunk;            /* --chunk */
+    long seed;             /* --seed */
+    long last_n;           /* --repeat-last-n */
+    int fp32;              /* --fp32 */
+    int ignore_eos;        /* --ignore-eos */
+    int print_ids;         /* --print-ids */
+    int print_prompt_ids;  /* --print-prompt-ids */
+    int quiet;             /* --quiet */
+    int no_bos;            /* --no-bos */
+    eng_sampler_params sp; /* --temp, --top-k, --top-p, --repeat-penalty (the rest after parsing) */
+} gen_args;
+
+/* What a run holds; gen_free releases it. */
+typedef struct gen_run {
+    eng_model *m;            /* the model */
+    eng_tok *tok;            /* its tokenizer, NULL when it has none usable */
+    eng_sampler *smp;        /* the sampler */
+    eng_kv_allocator alloc;  /* KV blocks */
+    eng_kvseq kv;            /* the one sequence */
+    int kv_init;             /* kv is initialised */
+    int32_t *ids;            /* prompt then generated ids */
+    float *logits;           /* n_vocab logits of the last position */
+    int n_prompt;            /* prompt ids in ids */
+    int n_out;               /* generated ids after them */
+    double t_load, t_prefill, t_decode; /* seconds */
+    char err[512];           /* message of the last failure */
+} gen_run;
 
 static double gen_now(void) { return pl_mono_s(); }
 
@@ -59,243 +71,247 @@ static double gen_now(void) { return pl_mono_s(); }
 static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
     int n = 0;
     while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v > 0x7fffffff || n >= cap) return -1;
+        char num[24];
+        size_t len = strcspn(s, ",");
+        long long v;
+        if (len >= sizeof num || n >= cap) return -1;
+        memcpy(num, s, len);
+        num[len] = 0;
+        if (cli_parse_i64(num, 0, 0x7fffffff, &v) != 0) return -1;
         ids[n++] = (int32_t)v;
-        s = end;
-        if (*s == ',') s++;
-        else if (*s) return -1;
+        s += len;
+        if (*s == ',') s++; /* "1,2," is "1,2", as before */
     }
     return n;
 }
 
-static int gen_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
+/* --isa NAME: applied at once (the kernels are chosen when the model loads). */
+static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
+    kern_isa isa;
+    if (kern_isa_parse(val, &isa) != 0) {
+        snprintf(err, errlen, "unknown ISA; scalar, avx2, avx512vnni, amx");
+        return -1;
+    }
+    kern_isa_set_max(isa);
     return 0;
 }
 
-void eng_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed) {
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ids[i] = (int32_t)(x % (uint64_t)n_vocab);
-    }
-}
-
-int eng_cmd_generate(int argc, char **argv) {
-    const char *path = NULL, *prompt = NULL, *ids_arg = NULL, *stop_arg = NULL;
-    long n_gen = 32, n_random = 0, threads = 0, block = 16, chunk = 512, seed = 0, last_n = 64;
-    int fp32 = 0, ignore_eos = 0, print_ids = 0, print_prompt_ids = 0, quiet = 0, no_bos = 0, rc = 1;
-    eng_sampler_params sp;
-    eng_sampler_params_default(&sp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            gen_usage(stdout);
-            return 0;
-        }
-#define NEEDV() do { if (!v) { fprintf(stderr, "generate: %s needs a value\n", a); return 2; } i++; } while (0)
-        if (!strcmp(a, "--prompt")) { NEEDV(); prompt = v; }
-        else if (!strcmp(a, "--ids")) { NEEDV(); ids_arg = v; }
-        else if (!strcmp(a, "--stop")) { NEEDV(); stop_arg = v; }
-        else if (!strcmp(a, "--random-prompt")) { NEEDV(); bad = gen_int(v, 1, GEN_MAX_PROMPT, &n_random); }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { NEEDV(); bad = gen_int(v, 0, 1 << 24, &n_gen); }
-        else if (!strcmp(a, "--threads")) { NEEDV(); bad = gen_int(v, 1, 256, &threads); }
-        else if (!strcmp(a, "--block")) { NEEDV(); bad = gen_int(v, 1, 4096, &block); }
-        else if (!strcmp(a, "--chunk")) { NEEDV(); bad = gen_int(v, 1, 1 << 20, &chunk); }
-        else if (!strcmp(a, "--seed")) { NEEDV(); bad = gen_int(v, 0, 0x7fffffffL, &seed); }
-        else if (!strcmp(a, "--repeat-last-n")) { NEEDV(); bad = gen_int(v, 0, 1 << 24, &last_n); }
-        else if (!strcmp(a, "--temp")) { NEEDV(); sp.temperature = strtof(v, NULL); }
-        else if (!strcmp(a, "--top-p")) { NEEDV(); sp.top_p = strtof(v, NULL); }
-        else if (!strcmp(a, "--repeat-penalty")) { NEEDV(); sp.repetition_penalty = strtof(v, NULL); }
-        else if (!strcmp(a, "--top-k")) { long k = 0; NEEDV(); bad = gen_int(v, 0, 1 << 24, &k); sp.top_k = (int)k; }
-        else if (!strcmp(a, "--isa")) {
-            kern_isa isa;
-            NEEDV();
-            if (kern_isa_parse(v, &isa) != 0) {
-                fprintf(stderr, "generate: unknown --isa %s (scalar, avx2, avx512vnni, amx)\n", v);
-                return 2;
-            }
-            kern_isa_set_max(isa);
-        }
-        else if (!strcmp(a, "--fp32")) fp32 = 1;
-        else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
-        else if (!strcmp(a, "--print-ids")) print_ids = 1;
-        else if (!strcmp(a, "--print-prompt-ids")) print_prompt_ids = 1;
-        else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--no-bos")) no_bos = 1;
-        else if (a[0] == '-') { fprintf(stderr, "generate: unknown option %s\n", a); return 2; }
-        else if (!path) path = a;
-        else { fprintf(stderr, "generate: unexpected argument %s\n", a); return 2; }
-#undef NEEDV
-        if (bad) {
-            fprintf(stderr, "generate: bad value for %s: %s\n", a, v);
-            return 2;
-        }
-    }
-    if (!path || (!!prompt + !!ids_arg + !!n_random) != 1) {
+/* Parse argv into g; returns -1 to run, else the exit status. */
+static int gen_parse(int argc, char **argv, gen_args *g) {
+    memset(g, 0, sizeof *g);
+    g->n_gen = 32, g->block = 16, g->chunk = 512, g->last_n = 64;
+    eng_sampler_params_default(&g->sp);
+    const cli_opt opts[] = {
+        {"--prompt", NULL, CLI_STR, &g->prompt, 0, 0, "TEXT", "prompt text (needs a tokenizer in the GGUF)", NULL},
+        {"--ids", NULL, CLI_STR, &g->ids, 0, 0, "1,2,3", "prompt token ids", NULL},
+        {"--random-prompt", NULL, CLI_LONG, &g->n_random, 1, GEN_MAX_PROMPT, "N",
+         "N pseudo-random prompt ids (seeded by --seed)", NULL},
+        {"--max-tokens", "-n", CLI_LONG, &g->n_gen, 0, 1 << 24, "N", "tokens to generate (default 32)", NULL},
+        {"--temp", NULL, CLI_F32, &g->sp.temperature, -1e4, 1e4, "T", "temperature (default 0: greedy)", NULL},
+        {"--top-k", NULL, CLI_INT, &g->sp.top_k, 0, 1 << 24, "K", "top-k (default 0: off)", NULL},
+        {"--top-p", NULL, CLI_F32, &g->sp.top_p, 0, 1e4, "P", "top-p (default 1: off)", NULL},
+        {"--repeat-penalty", NULL, CLI_F32, &g->sp.repetition_penalty, 0, 1e4, "R",
+         "repetition penalty (default 1: off)", NULL},
+        {"--repeat-last-n", NULL, CLI_LONG, &g->last_n, 0, 1 << 24, "N",
+         "penalty window (default 64; 0: whole history)", NULL},
+        {"--seed", NULL, CLI_LONG, &g->seed, 0, 0x7fffffffL, "S", "RNG seed (default 0)", NULL},
+        {"--stop", NULL, CLI_STR, &g->stop, 0, 0, "1,2", "extra stop token ids", NULL},
+        {"--ignore-eos", NULL, CLI_FLAG, &g->ignore_eos, 0, 0, NULL,
+         "do not stop at the tokenizer's end-of-generation tokens", NULL},
+        {"--threads", NULL, CLI_LONG, &g->threads, 1, 256, "N", "compute threads (default: all CPUs)", NULL},
+        {"--fp32", NULL, CLI_FLAG, &g->fp32, 0, 0, NULL, "fp32 reference path (default int8)", NULL},
+        {"--isa", NULL, CLI_FN, NULL, 0, 0, "NAME",
+         "highest kernel level: scalar, avx2, avx512vnni, amx\n"
+         "(default: the best this CPU supports; env PARLEY_ISA)", gen_isa},
+        {"--block", NULL, CLI_LONG, &g->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
+        {"--chunk", NULL, CLI_LONG, &g->chunk, 1, 1 << 20, "N", "prefill chunk tokens (default 512)", NULL},
+        {"--no-bos", NULL, CLI_FLAG, &g->no_bos, 0, 0, NULL, "do not prepend BOS to a text prompt", NULL},
+        {"--print-ids", NULL, CLI_FLAG, &g->print_ids, 0, 0, NULL, "print generated ids", NULL},
+        {"--print-prompt-ids", NULL, CLI_FLAG, &g->print_prompt_ids, 0, 0, NULL,
+         "print the prompt's ids (\"prompt ids: ...\" line) before the reply", NULL},
+        {"--quiet", NULL, CLI_FLAG, &g->quiet, 0, 0, NULL, "print no reply text", NULL},
+    };
+    const cli_cmd cmd = {"generate", "generate MODEL.gguf [options]", NULL, opts, CLI_NOPTS(opts),
+                         NULL, 1, 0, NULL};
+    int n_pos = 0, pr = cli_parse(&cmd, argc, argv, NULL, &g->path, &n_pos);
+    if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
+    if (!g->path || (!!g->prompt + !!g->ids + !!g->n_random) != 1) {
         fprintf(stderr, "generate: need a model and exactly one of --prompt, --ids, --random-prompt\n");
-        gen_usage(stderr);
+        cli_usage(&cmd, stderr);
         return 2;
     }
-    sp.seed = (uint64_t)seed;
-    sp.repeat_last_n = (int)last_n;
-    if (stop_arg && (sp.n_stop = gen_parse_ids(stop_arg, sp.stop, ENG_SAMPLER_MAX_STOP)) < 0) {
+    g->sp.seed = (uint64_t)g->seed;
+    g->sp.repeat_last_n = (int)g->last_n;
+    if (g->stop && (g->sp.n_stop = gen_parse_ids(g->stop, g->sp.stop, ENG_SAMPLER_MAX_STOP)) < 0) {
         fprintf(stderr, "generate: bad --stop list\n");
         return 2;
     }
+    return -1;
+}
 
-    char err[512];
-    eng_model *m = NULL;
-    eng_tok *tok = NULL;
-    eng_sampler *smp = NULL;
-    eng_kv_allocator alloc = {0};
-    eng_kvseq kv;
-    int kv_init = 0;
-    int32_t *ids = NULL;
-    float *logits = NULL;
-    char *piece = NULL;
-    eng_load_opts lo = {fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, (int)threads, (int)block};
-    double t0 = gen_now();
-    if (eng_model_load(path, &lo, &m, err, sizeof err) != 0) {
-        fprintf(stderr, "generate: %s\n", err);
-        goto out;
-    }
-    double t_load = gen_now() - t0;
-    const eng_config *c = eng_model_config(m);
-    char terr[256];
-    if (eng_tok_load(eng_model_gguf(m), &tok, terr, sizeof terr) != 0) tok = NULL;
-    if (prompt && !tok) {
-        fprintf(stderr, "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n", terr);
-        rc = 2;
-        goto out;
-    }
-    int cap = GEN_MAX_PROMPT, n_prompt = 0;
-    ids = malloc((size_t)(cap + n_gen + 1) * sizeof *ids);
-    logits = malloc((size_t)c->n_vocab * sizeof *logits);
-    if (!ids || !logits) {
-        fprintf(stderr, "generate: out of memory\n");
-        goto out;
-    }
-    if (prompt) {
-        int flags = ENG_TOK_PARSE_SPECIAL | (!no_bos && eng_tok_add_bos(tok) ? ENG_TOK_ADD_BOS : 0);
-        if (eng_tok_encode(tok, prompt, strlen(prompt), flags, ids, cap, &n_prompt, err, sizeof err) != 0) {
-            fprintf(stderr, "generate: cannot encode the prompt: %s\n", err);
-            goto out;
+/* The prompt's ids into r->ids: encoded text, --ids or random ids.
+ * Returns 0 or the exit status. */
+static int gen_prompt(const gen_args *g, gen_run *r, int cap) {
+    if (g->prompt) {
+        int flags = ENG_TOK_PARSE_SPECIAL | (!g->no_bos && eng_tok_add_bos(r->tok) ? ENG_TOK_ADD_BOS : 0);
+        if (eng_tok_encode(r->tok, g->prompt, strlen(g->prompt), flags, r->ids, cap, &r->n_prompt,
+                           r->err, sizeof r->err) != 0) {
+            fprintf(stderr, "generate: cannot encode the prompt: %s\n", r->err);
+            return 1;
         }
-    } else if (ids_arg) {
-        if ((n_prompt = gen_parse_ids(ids_arg, ids, cap)) < 0) {
+    } else if (g->ids) {
+        if ((r->n_prompt = gen_parse_ids(g->ids, r->ids, cap)) < 0) {
             fprintf(stderr, "generate: bad --ids list\n");
-            rc = 2;
-            goto out;
+            return 2;
         }
     } else {
-        eng_random_prompt(ids, (int)n_random, c->n_vocab, (uint64_t)seed);
-        n_prompt = (int)n_random;
+        eng_random_prompt(r->ids, (int)g->n_random, eng_model_config(r->m)->n_vocab, (uint64_t)g->seed);
+        r->n_prompt = (int)g->n_random;
     }
-    if (n_prompt < 1) {
+    if (r->n_prompt < 1) {
         fprintf(stderr, "generate: empty prompt\n");
-        rc = 2;
-        goto out;
+        return 2;
     }
-    if (eng_sampler_new(&sp, c->n_vocab, &smp, err, sizeof err) != 0) {
-        fprintf(stderr, "generate: %s\n", err);
-        rc = 2;
-        goto out;
+    return 0;
+}
+
+/* Load the model and tokenizer, build the prompt, the sampler and the KV
+ * sequence.  Returns 0 or the exit status (message printed). */
+static int gen_setup(const gen_args *g, gen_run *r) {
+    eng_load_opts lo = {g->fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, (int)g->threads, (int)g->block};
+    double t0 = gen_now();
+    if (eng_model_load(g->path, &lo, &r->m, r->err, sizeof r->err) != 0) {
+        fprintf(stderr, "generate: %s\n", r->err);
+        return 1;
     }
-    if (eng_kv_allocator_malloc(&alloc, eng_model_kv_layout(m)) != 0 ||
-        eng_kvseq_init(&kv, eng_model_kv_layout(m), &alloc, err, sizeof err) != 0) {
+    r->t_load = gen_now() - t0;
+    const eng_config *c = eng_model_config(r->m);
+    char terr[256];
+    if (eng_tok_load(eng_model_gguf(r->m), &r->tok, terr, sizeof terr) != 0) r->tok = NULL;
+    if (g->prompt && !r->tok) {
+        fprintf(stderr, "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n", terr);
+        return 2;
+    }
+    int cap = GEN_MAX_PROMPT;
+    r->ids = malloc((size_t)(cap + g->n_gen + 1) * sizeof *r->ids);
+    r->logits = malloc((size_t)c->n_vocab * sizeof *r->logits);
+    if (!r->ids || !r->logits) {
+        fprintf(stderr, "generate: out of memory\n");
+        return 1;
+    }
+    int rc = gen_prompt(g, r, cap);
+    if (rc) return rc;
+    if (eng_sampler_new(&g->sp, c->n_vocab, &r->smp, r->err, sizeof r->err) != 0) {
+        fprintf(stderr, "generate: %s\n", r->err);
+        return 2;
+    }
+    if (eng_kv_allocator_malloc(&r->alloc, eng_model_kv_layout(r->m)) != 0 ||
+        eng_kvseq_init(&r->kv, eng_model_kv_layout(r->m), &r->alloc, r->err, sizeof r->err) != 0) {
         fprintf(stderr, "generate: cannot set up the KV cache\n");
-        goto out;
+        return 1;
     }
-    kv_init = 1;
+    r->kv_init = 1;
+    return 0;
+}
 
-    if (print_prompt_ids) {
-        printf("prompt ids:");
-        for (int i = 0; i < n_prompt; i++) printf("%s%d", i ? "," : " ", (int)ids[i]);
-        printf("\n");
-    }
-
-    /* prefill */
+/* Prefill the prompt in chunks; logits of its last position.  0 or 1. */
+static int gen_prefill(const gen_args *g, gen_run *r) {
     double tp = gen_now();
-    for (int done = 0; done < n_prompt;) {
-        int n = n_prompt - done < chunk ? n_prompt - done : (int)chunk;
-        eng_seq_step st = {&kv, ids + done, n, done + n == n_prompt ? ENG_LOGITS_LAST : ENG_LOGITS_NONE, logits};
-        if (eng_forward(m, &st, 1, err, sizeof err) != 0) {
-            fprintf(stderr, "generate: %s\n", err);
-            goto out;
+    for (int done = 0; done < r->n_prompt;) {
+        int n = r->n_prompt - done < g->chunk ? r->n_prompt - done : (int)g->chunk;
+        eng_seq_step st = {&r->kv, r->ids + done, n,
+                           done + n == r->n_prompt ? ENG_LOGITS_LAST : ENG_LOGITS_NONE, r->logits};
+        if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) {
+            fprintf(stderr, "generate: %s\n", r->err);
+            return 1;
         }
         done += n;
     }
-    double t_prefill = gen_now() - tp;
+    r->t_prefill = gen_now() - tp;
+    return 0;
+}
 
-    /* decode */
+/* Sample up to n_gen tokens, streaming their text unless --quiet.  0 or 1. */
+static int gen_decode(const gen_args *g, gen_run *r) {
     eng_tok_stream ts;
-    size_t pcap = tok ? eng_tok_stream_cap(tok) : 0;
-    if (tok) {
-        eng_tok_stream_init(&ts, tok, 0);
-        if (!(piece = malloc(pcap + 1))) goto out;
+    size_t pcap = r->tok ? eng_tok_stream_cap(r->tok) : 0;
+    char *piece = NULL;
+    if (r->tok) {
+        eng_tok_stream_init(&ts, r->tok, 0);
+        if (!(piece = malloc(pcap + 1))) return 1;
     }
-    int n_out = 0;
+    int32_t *out = r->ids + r->n_prompt;
     double td = gen_now();
-    for (; n_out < n_gen; n_out++) {
-        int32_t next = eng_sampler_sample(smp, logits, ids, n_prompt + n_out);
-        ids[n_prompt + n_out] = next;
-        if (tok && !quiet) {
-            size_t np = 0;
-            if (eng_tok_stream_push(&ts, next, piece, pcap, &np) == 0) {
-                fwrite(piece, 1, np, stdout);
-                fflush(stdout);
-            }
+    for (r->n_out = 0; r->n_out < g->n_gen;) {
+        int32_t next = eng_sampler_sample(r->smp, r->logits, r->ids, r->n_prompt + r->n_out);
+        out[r->n_out++] = next;
+        size_t np = 0;
+        if (r->tok && !g->quiet && eng_tok_stream_push(&ts, next, piece, pcap, &np) == 0) {
+            fwrite(piece, 1, np, stdout);
+            fflush(stdout);
         }
-        if (eng_sampler_is_stop(smp, next) || (!ignore_eos && tok && eng_tok_is_eog(tok, next))) {
-            n_out++;
+        if (eng_sampler_is_stop(r->smp, next) || (!g->ignore_eos && r->tok && eng_tok_is_eog(r->tok, next)) ||
+            r->n_out == g->n_gen)
             break;
-        }
-        if (n_out + 1 == n_gen) {
-            n_out++;
-            break;
-        }
-        eng_seq_step st = {&kv, &ids[n_prompt + n_out], 1, ENG_LOGITS_LAST, logits};
-        if (eng_forward(m, &st, 1, err, sizeof err) != 0) {
-            fprintf(stderr, "generate: %s\n", err);
-            goto out;
+        eng_seq_step st = {&r->kv, &out[r->n_out - 1], 1, ENG_LOGITS_LAST, r->logits};
+        if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) {
+            fprintf(stderr, "generate: %s\n", r->err);
+            free(piece);
+            return 1;
         }
     }
-    double t_decode = gen_now() - td;
-    if (tok && !quiet) {
+    r->t_decode = gen_now() - td;
+    if (r->tok && !g->quiet) {
         size_t np = 0;
         if (eng_tok_stream_flush(&ts, piece, pcap, &np) == 0) fwrite(piece, 1, np, stdout);
         printf("\n");
     }
-    if (print_ids || (!tok && !quiet)) {
-        printf("ids:");
-        for (int i = 0; i < n_out; i++) printf("%s%d", i ? "," : " ", (int)ids[n_prompt + i]);
-        printf("\n");
-    }
+    free(piece);
+    return 0;
+}
+
+/* "label: a,b,c" on stdout. */
+static void gen_print_ids(const char *label, const int32_t *ids, int n) {
+    printf("%s:", label);
+    for (int i = 0; i < n; i++) printf("%s%d", i ? "," : " ", (int)ids[i]);
+    printf("\n");
+}
+
+/* The ids line and the figures on stderr. */
+static void gen_report(const gen_args *g, const gen_run *r) {
+    if (g->print_ids || (!r->tok && !g->quiet)) gen_print_ids("ids", r->ids + r->n_prompt, r->n_out);
     fflush(stdout); /* the reply before the figures on stderr */
     /* decode steps = tokens generated after the first (which came from prefill) */
-    int n_dec = n_out > 1 ? n_out - 1 : 0;
-    fprintf(stderr, "model: %s, %s, %d threads, kernels %s, load %.2f s\n", path,
-            fp32 ? "fp32" : "int8", eng_model_n_threads(m), kern_isa_name(kern_isa_best()), t_load);
-    fprintf(stderr, "prefill: %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill,
-            n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
-    fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, t_decode,
-            n_dec / (t_decode > 0 ? t_decode : 1e-9));
-    rc = 0;
-out:
-    if (kv_init) eng_kvseq_free(&kv);
-    eng_kv_allocator_malloc_free(&alloc);
-    eng_sampler_free(smp);
-    eng_tok_free(tok);
-    eng_model_free(m);
-    free(ids);
-    free(logits);
-    free(piece);
+    int n_dec = r->n_out > 1 ? r->n_out - 1 : 0;
+    fprintf(stderr, "model: %s, %s, %d threads, kernels %s, load %.2f s\n", g->path,
+            g->fp32 ? "fp32" : "int8", eng_model_n_threads(r->m), kern_isa_name(kern_isa_best()), r->t_load);
+    fprintf(stderr, "prefill: %d tokens in %.3f s (%.2f tok/s)\n", r->n_prompt, r->t_prefill,
+            r->n_prompt / (r->t_prefill > 0 ? r->t_prefill : 1e-9));
+    fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, r->t_decode,
+            n_dec / (r->t_decode > 0 ? r->t_decode : 1e-9));
+}
+
+static void gen_free(gen_run *r) {
+    if (r->kv_init) eng_kvseq_free(&r->kv);
+    eng_kv_allocator_malloc_free(&r->alloc);
+    eng_sampler_free(r->smp);
+    eng_tok_free(r->tok);
+    eng_model_free(r->m);
+    free(r->ids);
+    free(r->logits);
+}
+
+int eng_cmd_generate(int argc, char **argv) {
+    gen_args g;
+    int rc = gen_parse(argc, argv, &g);
+    if (rc >= 0) return rc;
+    gen_run r;
+    memset(&r, 0, sizeof r);
+    rc = gen_setup(&g, &r);
+    if (!rc && g.print_prompt_ids) gen_print_ids("prompt ids", r.ids, r.n_prompt);
+    if (!rc) rc = gen_prefill(&g, &r);
+    if (!rc) rc = gen_decode(&g, &r);
+    if (!rc) gen_report(&g, &r);
+    gen_free(&r);
     return rc;
 }

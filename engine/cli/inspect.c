@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_opt.h"
 #include "eng_cli.h"
 #include "eng_config.h"
 #include "eng_gguf.h"
@@ -212,47 +213,48 @@ static void in_kv_at(FILE *f, const eng_config *c, uint64_t n, int json, const c
                 (unsigned long long)n, per, base / per, label);
 }
 
-static void in_config(FILE *f, const eng_config *c, int json) {
-    size_t kvt = eng_config_kv_bytes_per_token(c), base = eng_config_kv_bytes_mha_fp16(c);
-    double ratio = kvt ? (double)base / (double)kvt : INFINITY;
-    if (json) {
-        fprintf(f, ",\n  \"config\": {\"arch\": \"%s\", \"n_vocab\": %d, \"n_embd\": %d, "
-                "\"n_layer\": %d, \"n_head\": %d, \"n_head_kv\": %d, \"head_dim\": %d, "
-                "\"n_ff\": %d, \"n_ctx_train\": %d, \"norm_eps\": ", c->arch_name, c->n_vocab,
-                c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, c->n_ff,
-                c->n_ctx_train);
-        in_float(f, c->norm_eps);
-        fputs(", \"rope_base\": ", f); in_float(f, c->rope_base);
-        fputs(", \"rope_base_local\": ", f); in_float(f, c->rope_base_local);
-        fprintf(f, ", \"rope_type\": \"%s\", \"attn_scale\": ", c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm");
-        in_float(f, c->attn_scale);
-        fputs(", \"embd_scale\": ", f); in_float(f, c->embd_scale);
-        fprintf(f, ", \"rope_scaling\": \"%s\", \"rope_freq_scale\": ",
-                c->rope_yarn ? "yarn" : c->rope_freq_factors ? "llama3"
-                                      : c->rope_freq_scale != 1.0f ? "linear" : "none");
-        in_float(f, c->rope_freq_scale);
-        fprintf(f, ", \"has_qkv_bias\": %d", c->has_qkv_bias);
-        fprintf(f, ", \"norm_add_one\": %d, \"has_qk_norm\": %d, \"has_post_norms\": %d, "
-                "\"ffn_gelu\": %d, \"tied_output\": %d, \"sliding_window\": %d, "
-                "\"has_ext_keys\": %d, \"final_logit_softcap\": ", c->norm_add_one,
-                c->has_qk_norm, c->has_post_norms, c->ffn_gelu, c->tied_output,
-                c->sliding_window, c->has_ext_keys);
-        in_float(f, c->final_logit_softcap);
-        fputs("},\n  \"layers\": [", f);
-        for (int l = 0; l < c->n_layer; l++)
-            fprintf(f, "%s{\"window\": %d, \"kv_src\": %d}", l ? ", " : "", c->window[l], c->kv_src[l]);
-        fprintf(f, "],\n  \"n_params\": %llu,\n  \"kv\": {\"kv_owners\": %d, \"global_kv_owners\": %d, "
-                "\"bytes_per_token\": %zu, \"mha_fp16_bytes_per_token\": %zu, \"ratio\": ",
-                (unsigned long long)eng_config_n_params(c), eng_config_n_kv_owners(c, 0),
-                eng_config_n_kv_owners(c, 1), kvt, base);
-        in_float(f, ratio);
-        in_kv_at(f, c, ENG_CONFIG_REF_CTX, 1, "at_ref_ctx");
-        if (c->n_ctx_train > 0) in_kv_at(f, c, (uint64_t)c->n_ctx_train, 1, "at_ctx_train");
-        /* (JSON always carries both; the text form prints the second only
-         * when it differs) */
-        fputc('}', f);
-        return;
-    }
+/* The engine's view of the model as JSON fields (kvt, base: KV bytes per
+ * token, parley's and the MHA fp16 baseline's). */
+static void in_config_json(FILE *f, const eng_config *c, size_t kvt, size_t base, double ratio) {
+    fprintf(f, ",\n  \"config\": {\"arch\": \"%s\", \"n_vocab\": %d, \"n_embd\": %d, "
+            "\"n_layer\": %d, \"n_head\": %d, \"n_head_kv\": %d, \"head_dim\": %d, "
+            "\"n_ff\": %d, \"n_ctx_train\": %d, \"norm_eps\": ", c->arch_name, c->n_vocab,
+            c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, c->n_ff,
+            c->n_ctx_train);
+    in_float(f, c->norm_eps);
+    fputs(", \"rope_base\": ", f); in_float(f, c->rope_base);
+    fputs(", \"rope_base_local\": ", f); in_float(f, c->rope_base_local);
+    fprintf(f, ", \"rope_type\": \"%s\", \"attn_scale\": ", c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm");
+    in_float(f, c->attn_scale);
+    fputs(", \"embd_scale\": ", f); in_float(f, c->embd_scale);
+    fprintf(f, ", \"rope_scaling\": \"%s\", \"rope_freq_scale\": ",
+            c->rope_yarn ? "yarn" : c->rope_freq_factors ? "llama3"
+                                  : c->rope_freq_scale != 1.0f ? "linear" : "none");
+    in_float(f, c->rope_freq_scale);
+    fprintf(f, ", \"has_qkv_bias\": %d", c->has_qkv_bias);
+    fprintf(f, ", \"norm_add_one\": %d, \"has_qk_norm\": %d, \"has_post_norms\": %d, "
+            "\"ffn_gelu\": %d, \"tied_output\": %d, \"sliding_window\": %d, "
+            "\"has_ext_keys\": %d, \"final_logit_softcap\": ", c->norm_add_one,
+            c->has_qk_norm, c->has_post_norms, c->ffn_gelu, c->tied_output,
+            c->sliding_window, c->has_ext_keys);
+    in_float(f, c->final_logit_softcap);
+    fputs("},\n  \"layers\": [", f);
+    for (int l = 0; l < c->n_layer; l++)
+        fprintf(f, "%s{\"window\": %d, \"kv_src\": %d}", l ? ", " : "", c->window[l], c->kv_src[l]);
+    fprintf(f, "],\n  \"n_params\": %llu,\n  \"kv\": {\"kv_owners\": %d, \"global_kv_owners\": %d, "
+            "\"bytes_per_token\": %zu, \"mha_fp16_bytes_per_token\": %zu, \"ratio\": ",
+            (unsigned long long)eng_config_n_params(c), eng_config_n_kv_owners(c, 0),
+            eng_config_n_kv_owners(c, 1), kvt, base);
+    in_float(f, ratio);
+    in_kv_at(f, c, ENG_CONFIG_REF_CTX, 1, "at_ref_ctx");
+    if (c->n_ctx_train > 0) in_kv_at(f, c, (uint64_t)c->n_ctx_train, 1, "at_ctx_train");
+    /* (JSON always carries both; the text form prints the second only
+     * when it differs) */
+    fputc('}', f);
+}
+
+/* The engine's view of the model as text. */
+static void in_config_text(FILE *f, const eng_config *c, size_t kvt, size_t base, double ratio) {
     fprintf(f, "architecture (engine view): %s\n", c->arch_name);
     fprintf(f, "  n_vocab %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, "
             "n_ctx_train %d\n", c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv,
@@ -293,12 +295,12 @@ static void in_config(FILE *f, const eng_config *c, int json) {
         in_kv_at(f, c, (uint64_t)c->n_ctx_train, 0, "training context");
 }
 
-static void in_usage(FILE *f) {
-    fprintf(f, "usage: parley inspect FILE [--json] [--tensors] [--no-load]\n"
-               "Print a GGUF file's metadata, tensors and the engine's view of the model.\n"
-               "  --json      one JSON object\n"
-               "  --tensors   list every tensor\n"
-               "  --no-load   skip loading the model (no resident-bytes figures)\n");
+
+static void in_config(FILE *f, const eng_config *c, int json) {
+    size_t kvt = eng_config_kv_bytes_per_token(c), base = eng_config_kv_bytes_mha_fp16(c);
+    double ratio = kvt ? (double)base / (double)kvt : INFINITY;
+    if (json) in_config_json(f, c, kvt, base, ratio);
+    else in_config_text(f, c, kvt, base, ratio);
 }
 
 /* Load the model for int8 serving and print its resident bytes; 0 or -1
@@ -321,31 +323,8 @@ static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, c
     return 0;
 }
 
-int eng_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    int json = 0, list = 0, load = 1, ret = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { in_usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--tensors")) list = 1;
-        else if (!strcmp(argv[i], "--no-load")) load = 0;
-        else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "inspect: unexpected argument '%s'\n", argv[i]);
-            in_usage(stderr);
-            return 2;
-        } else path = argv[i];
-    }
-    if (!path) { in_usage(stderr); return 2; }
-    eng_gguf *g = NULL;
-    eng_config c;
-    char err[512];
-    if (eng_gguf_open(path, &g, err, sizeof err)) {
-        fprintf(stderr, "inspect: %s: %s\n", path, err);
-        return 1;
-    }
-    int crc = eng_config_from_gguf(g, &c, err, sizeof err);
-    if (!crc) crc = eng_config_check_tensors(&c, g, err, sizeof err);
-    FILE *f = stdout;
+/* The file header line (or JSON fields) and the metadata. */
+static void in_header(FILE *f, const char *path, const eng_gguf *g, int json) {
     if (json) {
         fputs("{\"file\": ", f);
         in_str(f, path, strlen(path), 0);
@@ -360,9 +339,40 @@ int eng_cmd_inspect(int argc, char **argv) {
                 eng_gguf_alignment(g), (unsigned long long)eng_gguf_data_offset(g));
         in_metadata(f, g, 0);
     }
+}
+
+int eng_cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0, list = 0, no_load = 0, ret = 1, n_pos = 0;
+    const cli_opt opts[] = {
+        {"--json", NULL, CLI_FLAG, &json, 0, 0, NULL, "one JSON object", NULL},
+        {"--tensors", NULL, CLI_FLAG, &list, 0, 0, NULL, "list every tensor", NULL},
+        {"--no-load", NULL, CLI_FLAG, &no_load, 0, 0, NULL,
+         "skip loading the model (no resident-bytes figures)", NULL},
+    };
+    const cli_cmd cmd = {"inspect", "inspect FILE [--json] [--tensors] [--no-load]",
+                         "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
+                         opts, CLI_NOPTS(opts), NULL, 1, 1, NULL};
+    int pr = cli_parse(&cmd, argc, argv, NULL, &path, &n_pos);
+    if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
+    if (!path) {
+        cli_usage(&cmd, stderr);
+        return 2;
+    }
+    eng_gguf *g = NULL;
+    eng_config c;
+    char err[512];
+    if (eng_gguf_open(path, &g, err, sizeof err)) {
+        fprintf(stderr, "inspect: %s: %s\n", path, err);
+        return 1;
+    }
+    int crc = eng_config_from_gguf(g, &c, err, sizeof err);
+    if (!crc) crc = eng_config_check_tensors(&c, g, err, sizeof err);
+    FILE *f = stdout;
+    in_header(f, path, g, json);
     in_tensors(f, g, json, list);
     if (!crc) in_config(f, &c, json);
-    if (!crc && load && in_resident(f, path, g, json, err, sizeof err)) crc = 1;
+    if (!crc && !no_load && in_resident(f, path, g, json, err, sizeof err)) crc = 1;
     if (json) {
         fputs(",\n  \"error\": ", f);
         if (crc) in_str(f, err, strlen(err), 0);

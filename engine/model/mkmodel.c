@@ -1,6 +1,7 @@
 /*
- * mkmodel.c -- `parley mkmodel`: write synthetic GGUF models with
- * deterministic random weights for tests, demos and benchmarks.
+ * mkmodel.c -- eng_mkmodel (eng_mkmodel.h): write synthetic GGUF models
+ * with deterministic random weights for tests, demos and benchmarks.  The
+ * command `parley mkmodel` is engine/cli/mkmodel_cmd.c.
  *
  * Presets (shapes in mk_presets below):
  *   tiny-llama   llama, GQA (4 heads, 2 KV heads), 4 layers, untied output
@@ -31,11 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "eng_cli.h"
 #include "eng_config.h"
+#include "eng_err.h"
 #include "eng_gguf_write.h"
+#include "eng_mkmodel.h"
+#include "eng_model.h"
 #include "mkmodel_vocab.h"
 #include "pl_time.h"
 #include "pl_hash.h"
@@ -269,34 +271,34 @@ static int mk_metadata(mk_ctx *c, eng_gguf_writer *w, const eng_mkvocab *v, int 
     return eng_mkvocab_write(v, w);
 }
 
-static void mk_usage(FILE *f) {
-    fprintf(f, "usage: parley mkmodel --preset NAME --out FILE [--seed N] [--type q8_0|f16]\n"
-               "                      [--window N]\n"
-               "Write a synthetic GGUF model with deterministic random weights.\n"
-               "  --window N  override the local attention window (gemma3, cai-*)\npresets:\n");
-    for (int i = 0; i < MK_NPRESETS; i++) {
-        const mk_preset *p = &mk_presets[i];
-        fprintf(f, "  %-12s %-6s n_embd %d, %d layers, %d heads (%d kv) x %d, n_ff %d, vocab %d%s\n",
-                p->name, p->arch, p->n_embd, p->n_layer, p->n_head, p->n_head_kv, p->head_dim,
-                p->n_ff, p->n_vocab, p->window ? ", local window" : "");
-    }
+const char *eng_mkmodel_preset_name(int i) {
+    return i >= 0 && i < MK_NPRESETS ? mk_presets[i].name : NULL;
 }
 
-/* Write the model; returns 0 or -1 with a message in err. */
+const char *eng_mkmodel_preset_describe(int i, char *buf, size_t n) {
+    if (i < 0 || i >= MK_NPRESETS) return NULL;
+    const mk_preset *p = &mk_presets[i];
+    snprintf(buf, n, "%-6s n_embd %d, %d layers, %d heads (%d kv) x %d, n_ff %d, vocab %d%s",
+             p->arch, p->n_embd, p->n_layer, p->n_head, p->n_head_kv, p->head_dim, p->n_ff,
+             p->n_vocab, p->window ? ", local window" : "");
+    return buf;
+}
+
+/* Write the model; returns 0 or ENG_ENOMEM / ENG_EIO with a message. */
 static int mk_write(mk_ctx *c, const char *out, int window, char *err, size_t errlen) {
     eng_mkvocab v;
     eng_gguf_writer *w = NULL;
     FILE *f = NULL;
-    int rc = -1;
-    if (eng_mkvocab_build(c->p->n_vocab, &v, err, errlen)) return -1;
+    int rc = ENG_EIO;
+    if (eng_mkvocab_build(c->p->n_vocab, &v, err, errlen)) return ENG_ENOMEM;
     if (eng_gguf_writer_new(32, &w)) {
-        snprintf(err, errlen, "out of memory");
+        rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
         goto err;
     }
     mk_metadata(c, w, &v, window);
     mk_each(c, w, mk_declare);
     if (!(f = fopen(out, "wb"))) {
-        snprintf(err, errlen, "cannot create %s", out);
+        eng_errf(err, errlen, ENG_EIO, "cannot create %s", out);
         goto err;
     }
     setvbuf(f, NULL, _IOFBF, 1 << 22);
@@ -304,7 +306,7 @@ static int mk_write(mk_ctx *c, const char *out, int window, char *err, size_t er
     if (eng_gguf_writer_finish(w, err, errlen)) goto err;
     if (fclose(f)) {
         f = NULL;
-        snprintf(err, errlen, "write error on %s", out);
+        eng_errf(err, errlen, ENG_EIO, "write error on %s", out);
         goto err;
     }
     f = NULL;
@@ -316,61 +318,39 @@ err:
     return rc;
 }
 
-int eng_cmd_mkmodel(int argc, char **argv) {
-    const char *preset = NULL, *out = NULL, *type = "q8_0";
-    unsigned long long seed = 1;
-    long window = -1;
-    for (int i = 1; i < argc; i += 2) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { mk_usage(stdout); return 0; }
-        char *end = NULL;
-        if (!val) { fprintf(stderr, "mkmodel: %s needs a value\n", a); return 2; }
-        if (!strcmp(a, "--preset")) preset = val;
-        else if (!strcmp(a, "--out")) out = val;
-        else if (!strcmp(a, "--type")) type = val;
-        else if (!strcmp(a, "--seed")) {
-            seed = strtoull(val, &end, 0);
-            if (!*val || *end) { fprintf(stderr, "mkmodel: bad --seed '%s'\n", val); return 2; }
-        } else if (!strcmp(a, "--window")) {
-            window = strtol(val, &end, 0);
-            if (!*val || *end || window < 1 || window > (1 << 30)) {
-                fprintf(stderr, "mkmodel: bad --window '%s' (1..2^30)\n", val);
-                return 2;
-            }
-        } else { fprintf(stderr, "mkmodel: unknown option '%s'\n", a); mk_usage(stderr); return 2; }
-    }
-    if (!preset || !out) { fprintf(stderr, "mkmodel: --preset and --out are required\n"); mk_usage(stderr); return 2; }
-    mk_ctx *c = calloc(1, sizeof *c);
-    if (!c) return 1;
+void eng_mkmodel_opts_default(eng_mkmodel_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->type = ENG_MKMODEL_Q8_0;
+    o->seed = 1;
+}
+
+int eng_mkmodel(const eng_mkmodel_opts *o, char *err, size_t errlen) {
+    if (!o || !o->preset || !o->out)
+        return eng_errf(err, errlen, ENG_EINVAL, "--preset and --out are required");
+    const mk_preset *p = NULL;
     for (int i = 0; i < MK_NPRESETS; i++)
-        if (!strcmp(mk_presets[i].name, preset)) c->p = &mk_presets[i];
-    int ret = 2;
-    if (!c->p) { fprintf(stderr, "mkmodel: unknown preset '%s'\n", preset); mk_usage(stderr); goto done; }
-    if (!strcmp(type, "q8_0")) c->type = ENG_GGML_TYPE_Q8_0;
-    else if (!strcmp(type, "f16")) c->type = ENG_GGML_TYPE_F16;
-    else { fprintf(stderr, "mkmodel: --type must be q8_0 or f16\n"); goto done; }
-    if (window > 0 && !c->p->window) {
-        fprintf(stderr, "mkmodel: preset %s has no local layers (--window)\n", preset);
-        goto done;
-    }
-    int win = window > 0 ? (int)window : c->p->window;
-    c->seed = seed;
+        if (!strcmp(mk_presets[i].name, o->preset)) p = &mk_presets[i];
+    if (!p) return eng_errf(err, errlen, ENG_EINVAL, "unknown preset '%s'", o->preset);
+    if (o->type != ENG_MKMODEL_Q8_0 && o->type != ENG_MKMODEL_F16)
+        return eng_errf(err, errlen, ENG_EINVAL, "--type must be q8_0 or f16");
+    if (o->window < 0 || o->window > ENG_MKMODEL_MAX_WINDOW)
+        return eng_errf(err, errlen, ENG_EINVAL, "bad --window %d (1..2^30)", o->window);
+    if (o->window > 0 && !p->window)
+        return eng_errf(err, errlen, ENG_EINVAL, "preset %s has no local layers (--window)",
+                        p->name);
+    mk_ctx *c = calloc(1, sizeof *c);
+    if (!c) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    int win = o->window > 0 ? o->window : p->window;
+    c->p = p;
+    c->type = o->type == ENG_MKMODEL_F16 ? ENG_GGML_TYPE_F16 : ENG_GGML_TYPE_Q8_0;
+    c->seed = o->seed;
     mk_normal_table(c->normal);
     mk_plan(c, win);
     c->bufcap = (size_t)1 << 22;
-    ret = 1;
-    if (!(c->buf = malloc(c->bufcap))) goto done;
-    char err[512];
-    double t0 = pl_mono_s();
-    if (mk_write(c, out, win, err, sizeof err)) {
-        fprintf(stderr, "mkmodel: %s\n", err);
-        remove(out);
-        goto done;
-    }
-    printf("wrote %s: preset %s, %s, %.2f s\n", out, preset, type, pl_mono_s() - t0);
-    ret = 0;
-done:
+    int rc;
+    if (!(c->buf = malloc(c->bufcap))) rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    else if ((rc = mk_write(c, o->out, win, err, errlen)) != 0) remove(o->out);
     free(c->buf);
     free(c);
-    return ret;
+    return rc;
 }

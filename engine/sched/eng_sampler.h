@@ -65,4 +65,11 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits,
 /* 1 if tok is one of the stop tokens. */
 int eng_sampler_is_stop(const eng_sampler *s, int32_t tok);
 
+/* n deterministic pseudo-random token ids in [0, n_vocab) (xorshift64 from
+ * seed * 0x9E3779B97F4A7C15 + 1, each state mod n_vocab): the prompt of
+ * `parley generate --random-prompt n --seed seed` and of the benchmarks,
+ * so that other engines can be fed the same prompt (tests/bench/).
+ * (random_prompt.c) */
+void eng_random_prompt(int32_t *ids, int n, int n_vocab, uint64_t seed);
+
 #endif

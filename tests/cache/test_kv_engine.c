@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "eng_cli.h"
+#include "eng_mkmodel.h"
 #include "eng_model.h"
 #include "kv_cache.h"
 
@@ -37,11 +37,17 @@ static int setup(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(model_path, sizeof model_path, "%s/kvtest-%ld.gguf", tmp && *tmp ? tmp : "/tmp",
              (long)getpid());
-    char *argv[] = {"mkmodel", "--preset", "cai-tiny", "--out", model_path, "--window", "32", NULL};
-    fflush(stdout);
-    if (eng_cmd_mkmodel(7, argv) != 0) return 0;
-    eng_load_opts o = {ENG_PREC_INT8, 2, B};
+    eng_mkmodel_opts mo;
+    eng_mkmodel_opts_default(&mo);
+    mo.preset = "cai-tiny";
+    mo.out = model_path;
+    mo.window = 32;
     char err[256];
+    if (eng_mkmodel(&mo, err, sizeof err) != 0) {
+        fprintf(stderr, "mkmodel: %s\n", err);
+        return 0;
+    }
+    eng_load_opts o = {ENG_PREC_INT8, 2, B};
     int rc = eng_model_load(model_path, &o, &model, err, sizeof err);
     unlink(model_path);
     return rc == 0;

@@ -11,7 +11,8 @@
 
 #include <unistd.h>
 
-#include "eng_cli.h"
+#include "eng_mkmodel.h"
+#include "eng_model.h"
 #include "eng_config.h"
 #include "gguf_testutil.h"
 
@@ -21,14 +22,15 @@ static char *mk(const char *preset, const char *seed, const char *type, const ch
     static int n;
     char *path = malloc(64);
     snprintf(path, 64, "/tmp/parley_cfg_%d_%d.gguf", (int)getpid(), n++);
-    char *argv[12] = {"mkmodel", "--preset", (char *)preset, "--out", path, "--seed",
-                      (char *)seed, "--type", (char *)type};
-    int argc = 9;
-    if (window) {
-        argv[argc++] = "--window";
-        argv[argc++] = (char *)window;
-    }
-    PT_EQ_INT(eng_cmd_mkmodel(argc, argv), 0);
+    eng_mkmodel_opts o;
+    eng_mkmodel_opts_default(&o);
+    o.preset = preset;
+    o.out = path;
+    o.seed = strtoull(seed, NULL, 0);
+    o.type = !strcmp(type, "f16") ? ENG_MKMODEL_F16 : ENG_MKMODEL_Q8_0;
+    o.window = window ? atoi(window) : 0;
+    char err[256];
+    PT_ASSERT_MSG(eng_mkmodel(&o, err, sizeof err) == 0, "%s", err);
     return path;
 }
 
@@ -143,8 +145,16 @@ PT_TEST(mkmodel_deterministic) {
         unlink(a); unlink(b); unlink(c);
         free(a); free(b); free(c); free(ba); free(bb); free(bc);
     }
-    char *argv[] = {"mkmodel", "--preset", "nope", "--out", "/tmp/x.gguf"};
-    PT_EQ_INT(eng_cmd_mkmodel(5, argv), 2);
+    eng_mkmodel_opts o;
+    eng_mkmodel_opts_default(&o);
+    o.preset = "nope";
+    o.out = "/tmp/x.gguf";
+    char err[256];
+    PT_EQ_INT(eng_mkmodel(&o, err, sizeof err), ENG_EINVAL);
+    PT_ASSERT(strstr(err, "unknown preset 'nope'") != NULL);
+    o.preset = "tiny-llama";
+    o.window = 64; /* tiny-llama has no local layers */
+    PT_EQ_INT(eng_mkmodel(&o, err, sizeof err), ENG_EINVAL);
 }
 
 /* ---- hand-made metadata ---- */

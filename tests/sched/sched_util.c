@@ -9,20 +9,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eng_cli.h"
+#include "eng_mkmodel.h"
 
 eng_model *su_model(const char *preset, int window, int threads) {
     char dir[] = "/tmp/parley-sched-XXXXXX";
     if (!mkdtemp(dir)) return NULL;
-    char path[256], wbuf[32];
+    char path[256], err[256];
     snprintf(path, sizeof path, "%s/model.gguf", dir);
-    snprintf(wbuf, sizeof wbuf, "%d", window);
-    char *argv[] = {"mkmodel", "--preset", (char *)preset, "--out", path, "--window", wbuf, NULL};
-    int argc = window > 0 ? 7 : 5;
+    eng_mkmodel_opts mo;
+    eng_mkmodel_opts_default(&mo);
+    mo.preset = preset;
+    mo.out = path;
+    mo.window = window > 0 ? window : 0;
     eng_model *m = NULL;
-    if (eng_cmd_mkmodel(argc, argv) == 0) {
+    if (eng_mkmodel(&mo, err, sizeof err) != 0) {
+        fprintf(stderr, "su_model: %s\n", err);
+    } else {
         eng_load_opts o = {ENG_PREC_INT8, threads, 16};
-        char err[256];
         if (eng_model_load(path, &o, &m, err, sizeof err) != 0) {
             fprintf(stderr, "su_model: %s\n", err);
             m = NULL;

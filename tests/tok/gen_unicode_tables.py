@@ -24,7 +24,7 @@ Without --hf (plain python3) the tables are pure unicodedata.
 import sys
 import unicodedata
 
-# Flag bits; keep in sync with engine/tok/tok_internal.h.
+# Flag bits; keep in sync with engine/tok/internal/tok_internal.h.
 F_L, F_N, F_P, F_S, F_M, F_Z, F_C, F_WS, F_PYSPACE = (1 << i for i in range(9))
 
 # The White_Space property (PropList.txt); stable since Unicode 6.3.
