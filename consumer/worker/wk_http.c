@@ -2,7 +2,9 @@
  * wk_http.c -- the worker's observability endpoint on plain sockets: one
  * thread, one connection at a time (scrapes are small and rare), serving
  *   GET /metrics  Prometheus text format 0.0.4: worker counters, latency
- *                 histograms, scheduler and KV-cache statistics;
+ *                 histograms, scheduler and KV-cache statistics, memory
+ *                 (resident set, model weights, KV pool) for dashboards
+ *                 and alerts (deploy/grafana, deploy/prometheus);
  *   GET /healthz  200 while the process runs;
  *   GET /readyz   200 when partitions are assigned, else 503.
  * Requests are read with a deadline and a size cap; anything else is 404.
@@ -56,6 +58,19 @@ static void wk_metric(FILE *f, const char *name, const char *type, const char *h
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
+/* The process's resident set in bytes (/proc/self/statm, the figure the
+ * kernel charges against a cgroup's memory limit apart from page cache),
+ * or -1 when it cannot be read. */
+static double wk_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    unsigned long long size = 0, res = 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return n == 2 && page > 0 ? (double)res * (double)page : -1;
+}
+
 /* Write the metrics page into a malloc'd buffer. */
 static char *wk_metrics_text(wk_worker *w, size_t *len) {
     char *buf = NULL;
@@ -104,6 +119,22 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     wk_metric(f, "parley_kv_handoff_blocks_total", "counter",
               "KV blocks written to Redis for revoked conversations.",
               (double)WK_LD(c->handoff_blocks));
+    /* Memory against its budget: what an operator sizes MemoryMax / the
+     * container limit from (deploy/README.md, "Memory"). */
+    long long pool_mib = wk_config_bool(w->cfg, "cache.enabled")
+                             ? wk_config_int(w->cfg, "cache.budget_mib")
+                             : wk_config_int(w->cfg, "scheduler.kv_budget_mib");
+    wk_metric(f, "parley_kv_pool_bytes", "gauge",
+              "Configured KV pool (cache.budget_mib, or scheduler.kv_budget_mib without the "
+              "cache) in bytes.",
+              (double)pool_mib * 1048576.0);
+    wk_metric(f, "parley_model_resident_bytes", "gauge",
+              "Bytes the loaded model's weights hold after repacking.",
+              (double)eng_model_resident_bytes(w->model));
+    double rss = wk_rss_bytes();
+    if (rss >= 0)
+        wk_metric(f, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+                  rss);
     wk_metric(f, "parley_inflight_turns", "gauge", "Consumed turns not yet committed.",
               (double)WK_LD(c->inflight));
     wk_metric(f, "parley_assigned_partitions", "gauge", "Input partitions assigned.",
