@@ -130,7 +130,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
               (double)pool_mib * 1048576.0);
     wk_metric(f, "parley_model_resident_bytes", "gauge",
               "Bytes the loaded model's weights hold after repacking.",
-              (double)eng_model_resident_bytes(w->model));
+              (double)eng_model_resident_bytes(w->eng.model));
     double rss = wk_rss_bytes();
     if (rss >= 0)
         wk_metric(f, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",

@@ -13,6 +13,7 @@
  * tests/py/test_worker_e2e.py).
  */
 #define PTEST_MAIN
+#include "pl_hash.h"
 #include "ptest.h"
 #include "wk_internal.h"
 
@@ -143,8 +144,7 @@ PT_TEST(valid_turn_carries_record_and_params) {
     PT_EQ_INT(t->sampling.n_stop, 2); /* the model's end-of-generation ids */
     PT_EQ_INT(t->sampling.stop[0], 2);
     PT_EQ_INT(t->sampling.stop[1], 3);
-    uint64_t fnv = 1469598103934665603ull; /* no seed: FNV-1a of the turn id */
-    for (const char *p = "turn-1"; *p; p++) fnv = (fnv ^ (unsigned char)*p) * 1099511628211ull;
+    uint64_t fnv = pl_fnv1a64_str(PL_FNV64_SEED, "turn-1"); /* no seed: FNV-1a of the turn id */
     PT_ASSERT(t->sampling.seed == fnv);
     PT_EQ_INT(t->deadline_us, 0);
     PT_EQ_INT(t->queued_unix_ms, 123456); /* created_ms wins over the timestamp */
