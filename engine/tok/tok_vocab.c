@@ -174,9 +174,9 @@ static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t er
     return rc;
 }
 
-int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t errlen) {
-    int rc = ENG_TOK_ENOMEM;
-    *out = NULL;
+/* The spec's shape: sizes, model, the fields each model needs, special ids. */
+static int spec_check(const eng_tok_spec *sp, char *err, size_t errlen) {
+    int rc;
     if (!sp || sp->n_tokens <= 0 || sp->n_tokens > (1 << 26) || !sp->tokens) {
         return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: empty or oversized vocabulary");
     }
@@ -195,51 +195,54 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
         (rc = check_id(sp->eot, n, "eot", err, errlen)) || (rc = check_id(sp->unk, n, "unknown", err, errlen)) ||
         (rc = check_id(sp->pad, n, "padding", err, errlen)))
         return rc;
-    rc = ENG_TOK_ENOMEM;
-    eng_tok *t = calloc(1, sizeof *t);
-    if (!t) return ENG_TOK_ENOMEM;
-    t->model = sp->model;
-    t->pre = sp->model == ENG_TOK_MODEL_BPE ? sp->pre : ENG_TOK_PRE_NONE;
-    t->n_vocab = n;
-    t->bos = sp->bos, t->eos = sp->eos, t->eot = sp->eot, t->unk = sp->unk, t->pad = sp->pad;
-    t->add_bos = sp->add_bos, t->add_eos = sp->add_eos;
-    t->add_space_prefix = sp->model == ENG_TOK_MODEL_SPM && sp->add_space_prefix;
-    t->ignore_merges = sp->model == ENG_TOK_MODEL_BPE && sp->ignore_merges;
-    size_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (!sp->tokens[i]) {
-            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens[%d]: missing", i);
-            goto err;
-        }
+    return 0;
+}
+
+/* Every token text present and bounded; *total = bytes of the text pool. */
+static int spec_text_bytes(const eng_tok_spec *sp, size_t *total, char *err, size_t errlen) {
+    *total = 0;
+    for (int i = 0; i < sp->n_tokens; i++) {
+        if (!sp->tokens[i])
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens[%d]: missing", i);
         size_t l = slen(sp->tokens, sp->token_lens, i);
-        if (l > (1u << 20) || total > UINT32_MAX - l - 1 - (1u << 20)) {
-            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens: token %d too long or texts too large", i);
-            goto err;
-        }
-        total += l + 1;
+        if (l > (1u << 20) || *total > UINT32_MAX - l - 1 - (1u << 20))
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens: token %d too long or texts too large", i);
+        *total += l + 1;
     }
+    return 0;
+}
+
+/* The per-token arrays and the text map (-1 = empty); 0 or ENG_TOK_ENOMEM. */
+static int vocab_alloc(eng_tok *t, const eng_tok_spec *sp, size_t total) {
+    size_t n = (size_t)t->n_vocab;
     t->text_pool = malloc(total);
-    t->text_off = malloc((size_t)n * sizeof *t->text_off);
-    t->text_len = malloc((size_t)n * sizeof *t->text_len);
-    t->types = malloc((size_t)n * sizeof *t->types);
-    t->eog = calloc((size_t)n, 1);
-    t->piece_off = malloc((size_t)n * sizeof *t->piece_off);
-    t->piece_len = malloc((size_t)n * sizeof *t->piece_len);
-    t->tmap_mask = table_size((size_t)n) - 1;
+    t->text_off = malloc(n * sizeof *t->text_off);
+    t->text_len = malloc(n * sizeof *t->text_len);
+    t->types = malloc(n * sizeof *t->types);
+    t->eog = calloc(n, 1);
+    t->piece_off = malloc(n * sizeof *t->piece_off);
+    t->piece_len = malloc(n * sizeof *t->piece_len);
+    t->tmap_mask = table_size(n) - 1;
     t->tmap = malloc(((size_t)t->tmap_mask + 1) * sizeof *t->tmap);
-    t->special = malloc((size_t)n * sizeof *t->special);
+    t->special = malloc(n * sizeof *t->special);
     if (!t->text_pool || !t->text_off || !t->text_len || !t->types || !t->eog || !t->piece_off ||
         !t->piece_len || !t->tmap || !t->special)
-        goto err;
+        return ENG_TOK_ENOMEM;
     if (sp->scores) {
-        t->scores = malloc((size_t)n * sizeof *t->scores);
-        if (!t->scores) goto err;
-        for (int i = 0; i < n; i++) /* a NaN score would make merge order undefined */
+        t->scores = malloc(n * sizeof *t->scores);
+        if (!t->scores) return ENG_TOK_ENOMEM;
+        for (size_t i = 0; i < n; i++) /* a NaN score would make merge order undefined */
             t->scores[i] = sp->scores[i] == sp->scores[i] ? sp->scores[i] : -3.0e38f;
     }
     memset(t->tmap, 0xff, ((size_t)t->tmap_mask + 1) * sizeof *t->tmap);
+    return 0;
+}
+
+/* Texts into the pool, types, and the text -> id map; a repeated text maps
+ * to its last id, as llama.cpp. */
+static void vocab_fill_texts(eng_tok *t, const eng_tok_spec *sp) {
     size_t off = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < t->n_vocab; i++) {
         size_t l = slen(sp->tokens, sp->token_lens, i);
         memcpy(t->text_pool + off, sp->tokens[i], l);
         t->text_pool[off + l] = 0;
@@ -248,7 +251,6 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
         off += l + 1;
         int ty = sp->types ? sp->types[i] : ENG_TOK_TYPE_NORMAL;
         t->types[i] = (ty >= 1 && ty <= 6) ? ty : ENG_TOK_TYPE_NORMAL;
-        /* text -> id; a repeated text maps to its last id, as llama.cpp */
         uint32_t h = (uint32_t)hash_bytes(sp->tokens[i], l) & t->tmap_mask;
         for (;;) {
             int32_t id = t->tmap[h];
@@ -259,6 +261,11 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
             h = (h + 1) & t->tmap_mask;
         }
     }
+}
+
+/* The id of each byte's fallback token: <0xHH> (SentencePiece) or the
+ * byte's GPT-2 code point (byte-level BPE); -1 where the vocabulary has none. */
+static void vocab_byte_ids(eng_tok *t) {
     for (int b = 0; b < 256; b++) {
         char s[8];
         int l;
@@ -272,20 +279,33 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
         }
         t->byte_id[b] = tok_vocab_lookup(t, s, (size_t)l);
     }
+}
+
+/* Each token's decoded piece into one pool; 0 or ENG_TOK_ENOMEM. */
+static int vocab_pieces(eng_tok *t) {
     tok_buf pieces = {0};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < t->n_vocab; i++) {
         size_t before = pieces.n;
         if (build_piece(t, i, &pieces)) {
             free(pieces.v);
-            goto err;
+            return ENG_TOK_ENOMEM;
         }
         t->piece_off[i] = (uint32_t)before;
         t->piece_len[i] = (uint32_t)(pieces.n - before);
         if (t->piece_len[i] > t->max_piece) t->max_piece = t->piece_len[i];
     }
-    if (pieces.n == 0 && tok_buf_put(&pieces, "", 0)) goto err;
+    if (pieces.n == 0 && tok_buf_put(&pieces, "", 0)) {
+        free(pieces.v);
+        return ENG_TOK_ENOMEM;
+    }
     t->piece_pool = pieces.v;
-    for (int i = 0; i < n; i++) {
+    return 0;
+}
+
+/* End-of-generation marks and the special tokens, sorted for matching with
+ * an index by first byte. */
+static void vocab_specials(eng_tok *t) {
+    for (int i = 0; i < t->n_vocab; i++) {
         int ty = t->types[i];
         /* An end-of-generation text is a control token even where the file
          * types it USER_DEFINED (Gemma 3's "</s>"), as llama.cpp decides:
@@ -310,6 +330,28 @@ int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t e
         while (k < t->n_special && (uint8_t)t->text_pool[t->text_off[t->special[k]]] < b) k++;
         t->special_start[b] = k;
     }
+}
+
+int eng_tok_load_spec(const eng_tok_spec *sp, eng_tok **out, char *err, size_t errlen) {
+    int rc;
+    size_t total;
+    *out = NULL;
+    if ((rc = spec_check(sp, err, errlen)) || (rc = spec_text_bytes(sp, &total, err, errlen)))
+        return rc;
+    eng_tok *t = calloc(1, sizeof *t);
+    if (!t) return pl_errf(err, errlen, ENG_TOK_ENOMEM, "tokenizer: out of memory");
+    t->model = sp->model;
+    t->pre = sp->model == ENG_TOK_MODEL_BPE ? sp->pre : ENG_TOK_PRE_NONE;
+    t->n_vocab = sp->n_tokens;
+    t->bos = sp->bos, t->eos = sp->eos, t->eot = sp->eot, t->unk = sp->unk, t->pad = sp->pad;
+    t->add_bos = sp->add_bos, t->add_eos = sp->add_eos;
+    t->add_space_prefix = sp->model == ENG_TOK_MODEL_SPM && sp->add_space_prefix;
+    t->ignore_merges = sp->model == ENG_TOK_MODEL_BPE && sp->ignore_merges;
+    if ((rc = vocab_alloc(t, sp, total))) goto err;
+    vocab_fill_texts(t, sp);
+    vocab_byte_ids(t);
+    if ((rc = vocab_pieces(t))) goto err;
+    vocab_specials(t);
     if (t->model == ENG_TOK_MODEL_BPE && (rc = build_merges(t, sp, err, errlen)) != 0) goto err;
     *out = t;
     return 0;
