@@ -26,7 +26,8 @@
 
 #include "pl_err.h"
 
-static int check_locked(kv_cache *c, uint8_t *mark, uint8_t *nfree, char *err, size_t errlen) {
+/* The block pool of each kind: free list, ownership, counters, budget. */
+static int check_blocks_locked(kv_cache *c, uint8_t *mark, char *err, size_t errlen) {
     size_t pool_bytes = 0;
     for (int k = 0; k < 2; k++) {
         if (!c->nblk[k]) continue;
@@ -67,8 +68,12 @@ static int check_locked(kv_cache *c, uint8_t *mark, uint8_t *nfree, char *err, s
     if (pool_bytes > c->cfg.budget_bytes)
         return pl_errf(err, errlen, KV_EINVAL, "pool of %zu bytes exceeds the budget of %zu", pool_bytes,
                        c->cfg.budget_bytes);
+    return 0;
+}
 
-    /* nodes: mark the free ones, then check the live ones */
+/* The node free list, then each live node: parent, blocks, children,
+ * evictability against the LRU heap; the namespace roots; the heap order. */
+static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t errlen) {
     memset(nfree, 0, (size_t)c->max_nodes);
     int n_free_nodes = 0;
     for (kv_node *n = c->free_nodes; n; n = n->free_next) {
@@ -144,6 +149,11 @@ static int check_locked(kv_cache *c, uint8_t *mark, uint8_t *nfree, char *err, s
         return pl_errf(err, errlen, KV_EINVAL, "stats count %llu nodes, %d live",
                        (unsigned long long)c->st.nodes, c->max_nodes - n_free_nodes);
     return 0;
+}
+
+static int check_locked(kv_cache *c, uint8_t *mark, uint8_t *nfree, char *err, size_t errlen) {
+    int rc = check_blocks_locked(c, mark, err, errlen);
+    return rc ? rc : check_nodes_locked(c, nfree, err, errlen);
 }
 
 int kv_cache_check(kv_cache *c, char *err, size_t errlen) {
