@@ -568,6 +568,7 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
         text = metrics()
         assert kv_paused(text), env.log("k1")[-3000:]
         consumed_at_pause = metric(text, "parley_records_consumed_total")
+        pauses_at_pause = metric(text, "parley_backpressure_kv_pauses_total")
         held = metric(text, "parley_kv_held_ratio")
         p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True})
         for c in range(wave2):
@@ -577,7 +578,12 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
         sent |= {f"conv-{1000 + c}-t0" for c in range(wave2)}
         time.sleep(1.0)
         text = metrics()
-        still_paused = kv_paused(text)
+        # Paused now, and no pause began since the first: the first pause held
+        # through the whole window.  (Under load the window -- producer
+        # start, flush, 1 s -- can be long enough for the first wave to drain,
+        # the worker to resume, take the second wave and pause again.)
+        still_paused = kv_paused(text) and \
+            metric(text, "parley_backpressure_kv_pauses_total") == pauses_at_pause
         consumed_while_paused = metric(text, "parley_records_consumed_total")
         rc = env.consumer("responses", "read_committed")
         results = collect(rc, len(sent), 120) + drain_idle(rc, 3)
@@ -588,7 +594,7 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
         ids = [msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results]
         print(f"\nkv backpressure: paused for KV memory with {consumed_at_pause:.0f} turns "
               f"consumed, KV held {held:.2f} of the pool; second wave of {wave2} produced, "
-              f"consumed 1 s later {consumed_while_paused:.0f} (still paused: {still_paused}); "
+              f"consumed 1 s later {consumed_while_paused:.0f} (the first pause still held: {still_paused}); "
               f"results={len(ids)}/{len(sent)} kv pauses={kv_pauses:.0f}")
         assert held >= 0.6
         if still_paused:  # the pause held through the wave: nothing of it was taken
