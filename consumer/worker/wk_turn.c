@@ -263,150 +263,185 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
     return 0;
 }
 
-int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_turn **turn,
-                        wk_out **out) {
-    *turn = NULL;
-    *out = NULL;
-    char tp[WK_TRACEPARENT_MAX] = "", msg[512];
+/* What the turn path reads from a record's headers. */
+typedef struct wk_rec_meta {
+    char tp[WK_TRACEPARENT_MAX]; /* a valid traceparent to carry ("" = none) */
+    sch_format fmt;              /* the body's format, from content-type */
+    bool json_out;               /* accept: application/json (results as JSON) */
+} wk_rec_meta;
+
+/* Read the headers; a bad content-type is its sch_err code with msg. */
+static int wk_rec_meta_read(const wk_record *rec, wk_rec_meta *m, char *msg, size_t msglen) {
     const wk_header *h;
-    int code = 0;
-    sch_format fmt = SCH_FORMAT_MSGPACK;
-    bool json_out = false;
-    if ((h = wk_record_header(rec, SCH_HEADER_TRACEPARENT)) && h->value && h->size < sizeof tp &&
+    m->tp[0] = 0;
+    m->fmt = SCH_FORMAT_MSGPACK;
+    m->json_out = false;
+    if ((h = wk_record_header(rec, SCH_HEADER_TRACEPARENT)) && h->value && h->size < sizeof m->tp &&
         sch_traceparent_check(h->value, h->size) == 0) {
-        memcpy(tp, h->value, h->size);
-        tp[h->size] = 0;
+        memcpy(m->tp, h->value, h->size);
+        m->tp[h->size] = 0;
     }
-    if ((h = wk_record_header(rec, SCH_HEADER_CONTENT_TYPE)))
-        code = sch_content_type_format(h->value, h->value ? h->size : 0, &fmt, msg, sizeof msg);
     if ((h = wk_record_header(rec, SCH_HEADER_ACCEPT)))
-        json_out = sch_accept_json(h->value, h->value ? h->size : 0);
-    sch_turn t;
-    memset(&t, 0, sizeof t);
-    /* A JSON turn is converted to msgpack and decoded by the same decoder
-     * (sch_json.c): one set of field rules and error codes. */
-    if (!code && fmt == SCH_FORMAT_JSON)
-        code = sch_turn_decode_json(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
-    else if (!code)
-        code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
-    if (code) goto dead_nodec;
-    if (!rec->key || rec->key_len != t.conversation_id.len ||
-        memcmp(rec->key, t.conversation_id.ptr, rec->key_len)) {
-        code = SCH_E_KEY_MISMATCH;
-        snprintf(msg, sizeof msg, "record key differs from conversation_id");
-        goto dead;
-    }
-    if (t.model.ptr && (t.model.len != strlen(w->eng.model_name) ||
-                        memcmp(t.model.ptr, w->eng.model_name, t.model.len))) {
-        code = SCH_E_UNKNOWN_MODEL;
-        snprintf(msg, sizeof msg, "model '%.100s' is not served here (this worker: '%.100s')",
-                 t.model.ptr, w->eng.model_name);
-        goto dead;
-    }
-    const char *ns = t.ns.ptr ? t.ns.ptr : SCH_DEFAULT_NAMESPACE;
-    size_t ns_len = t.ns.ptr ? t.ns.len : strlen(SCH_DEFAULT_NAMESPACE);
-    if (w->ns_from == WK_NS_HEADER) { /* the gateway's word, never the record's */
-        h = wk_record_header(rec, WK_HEADER_NAMESPACE);
+        m->json_out = sch_accept_json(h->value, h->value ? h->size : 0);
+    if ((h = wk_record_header(rec, SCH_HEADER_CONTENT_TYPE)))
+        return sch_content_type_format(h->value, h->value ? h->size : 0, &m->fmt, msg, msglen);
+    return 0;
+}
+
+/* The namespace the turn's KV lives in, by worker.namespace_from: the
+ * turn's own field, the gateway's header (never the record's word), the
+ * topic, or a fixed name.  Points into t, rec or w. */
+static int wk_turn_ns(const wk_worker *w, const wk_record *rec, const sch_turn *t,
+                      const char **ns, size_t *ns_len, char *msg, size_t msglen) {
+    *ns = t->ns.ptr ? t->ns.ptr : SCH_DEFAULT_NAMESPACE;
+    *ns_len = t->ns.ptr ? t->ns.len : strlen(SCH_DEFAULT_NAMESPACE);
+    if (w->ns_from == WK_NS_HEADER) {
+        const wk_header *h = wk_record_header(rec, WK_HEADER_NAMESPACE);
         if (!h || !h->value || !h->size || memchr(h->value, 0, h->size)) {
-            code = SCH_E_MISSING_FIELD;
-            snprintf(msg, sizeof msg, "header '%s' is missing or empty or holds a NUL byte "
+            snprintf(msg, msglen, "header '%s' is missing or empty or holds a NUL byte "
                      "(worker.namespace_from=header)", WK_HEADER_NAMESPACE);
-            goto dead;
+            return SCH_E_MISSING_FIELD;
         }
-        ns = h->value;
-        ns_len = h->size;
+        *ns = h->value;
+        *ns_len = h->size;
     } else if (w->ns_from == WK_NS_TOPIC) {
-        ns = w->topics.turns;
-        ns_len = strlen(ns);
+        *ns = w->topics.turns;
+        *ns_len = strlen(*ns);
     } else if (w->ns_from == WK_NS_FIXED) {
-        ns = w->ns_fixed;
-        ns_len = strlen(ns);
+        *ns = w->ns_fixed;
+        *ns_len = strlen(*ns);
     }
-    if (ns_len > ENG_SCHED_NS_MAX) {
-        code = SCH_E_STRING_TOO_LONG;
-        snprintf(msg, sizeof msg, "namespace is %zu bytes; this worker allows %d", ns_len,
+    if (*ns_len > ENG_SCHED_NS_MAX) {
+        snprintf(msg, msglen, "namespace is %zu bytes; this worker allows %d", *ns_len,
                  ENG_SCHED_NS_MAX);
-        goto dead;
+        return SCH_E_STRING_TOO_LONG;
     }
-    int32_t *ids = NULL;
-    int n_ids = 0;
-    code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
-    if (code == SCH_E_NOMEM) goto nomem;
-    if (code) goto dead;
-    if ((int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
-        free(ids);
-        code = SCH_E_CONTEXT_OVERFLOW;
-        snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
-                 n_ids, t.params.max_tokens, w->eng.n_ctx);
-        goto dead;
+    return 0;
+}
+
+/* What only this worker can check of a decoded turn: the record key is
+ * its conversation, the model is the one served here, the namespace. */
+static int wk_turn_check(const wk_worker *w, const wk_record *rec, const sch_turn *t,
+                         const char **ns, size_t *ns_len, char *msg, size_t msglen) {
+    if (!rec->key || rec->key_len != t->conversation_id.len ||
+        memcmp(rec->key, t->conversation_id.ptr, rec->key_len)) {
+        snprintf(msg, msglen, "record key differs from conversation_id");
+        return SCH_E_KEY_MISMATCH;
     }
-    int64_t now_ms = wk_unix_ms();
-    if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
-        free(ids);
-        *out = wk_expired(w, rec, gen, tp, &t, n_ids, json_out);
-        sch_turn_free(&t);
-        return *out ? 0 : SCH_E_NOMEM;
+    if (t->model.ptr && (t->model.len != strlen(w->eng.model_name) ||
+                         memcmp(t->model.ptr, w->eng.model_name, t->model.len))) {
+        snprintf(msg, msglen, "model '%.100s' is not served here (this worker: '%.100s')",
+                 t->model.ptr, w->eng.model_name);
+        return SCH_E_UNKNOWN_MODEL;
     }
+    return wk_turn_ns(w, rec, t, ns, ns_len, msg, msglen);
+}
+
+/* The turn's sampling: its parameters, a seed from turn_id when it names
+ * none, and the model's end-of-generation tokens as stops. */
+static void wk_turn_sampling(const wk_worker *w, const sch_turn *t, eng_sampler_params *s) {
+    eng_sampler_params_default(s);
+    s->temperature = (float)t->params.temperature;
+    s->top_p = (float)t->params.top_p;
+    s->top_k = (int)t->params.top_k;
+    s->repetition_penalty = (float)t->params.repetition_penalty;
+    s->seed = t->params.has_seed ? t->params.seed
+                                 : pl_fnv1a64(PL_FNV64_SEED, t->turn_id.ptr, t->turn_id.len);
+    s->n_stop = w->eng.n_eog;
+    memcpy(s->stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
+}
+
+/* A wk_turn for a checked turn and its prompt ids (which it takes, also
+ * on failure).  NULL when out of memory. */
+static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_rec_meta *m,
+                            const sch_turn *t, const char *ns, size_t ns_len, int32_t *ids,
+                            int n_ids, int64_t now_ms) {
     wk_turn *x = calloc(1, sizeof *x);
     if (!x) {
         free(ids);
-        goto nomem;
+        return NULL;
     }
     x->w = w;
     x->partition = rec->partition;
     x->offset = rec->offset;
     x->gen = gen;
-    memcpy(x->tp, tp, sizeof tp);
+    memcpy(x->tp, m->tp, sizeof x->tp);
     x->prompt = ids;
     x->n_prompt = n_ids;
-    x->conv_id = wk_dup(t.conversation_id.ptr, t.conversation_id.len);
-    x->turn_id = wk_dup(t.turn_id.ptr, t.turn_id.len);
+    x->conv_id = wk_dup(t->conversation_id.ptr, t->conversation_id.len);
+    x->turn_id = wk_dup(t->turn_id.ptr, t->turn_id.len);
     x->ns = wk_dup(ns, ns_len);
     sch_buf_init(&x->result);
-    eng_sampler_params_default(&x->sampling);
-    x->sampling.temperature = (float)t.params.temperature;
-    x->sampling.top_p = (float)t.params.top_p;
-    x->sampling.top_k = (int)t.params.top_k;
-    x->sampling.repetition_penalty = (float)t.params.repetition_penalty;
-    /* FNV-1a of turn_id when no seed */
-    uint64_t seed = pl_fnv1a64(PL_FNV64_SEED, t.turn_id.ptr, t.turn_id.len);
-    x->sampling.seed = t.params.has_seed ? t.params.seed : seed;
-    x->sampling.n_stop = w->eng.n_eog;
-    memcpy(x->sampling.stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
-    x->max_tokens = (int)t.params.max_tokens;
-    x->stream = t.stream;
-    x->json_out = json_out;
-    if (t.deadline_ms)
-        x->deadline_us = eng_sched_now_us() + ((int64_t)t.deadline_ms - now_ms) * 1000;
+    wk_turn_sampling(w, t, &x->sampling);
+    x->max_tokens = (int)t->params.max_tokens;
+    x->stream = t->stream;
+    x->json_out = m->json_out;
+    if (t->deadline_ms)
+        x->deadline_us = eng_sched_now_us() + ((int64_t)t->deadline_ms - now_ms) * 1000;
     int64_t ts = rec->timestamp_ms;
-    x->queued_unix_ms = t.created_ms ? (int64_t)t.created_ms : ts > 0 ? ts : now_ms;
-    if (t.params.n_stop) {
-        x->stop = calloc(t.params.n_stop, sizeof *x->stop);
-        for (size_t i = 0; x->stop && i < t.params.n_stop; i++) {
-            x->stop[i] = wk_dup(t.params.stop[i].ptr, t.params.stop[i].len);
+    x->queued_unix_ms = t->created_ms ? (int64_t)t->created_ms : ts > 0 ? ts : now_ms;
+    bool ok = x->conv_id && x->turn_id && x->ns;
+    if (t->params.n_stop) {
+        x->stop = calloc(t->params.n_stop, sizeof *x->stop);
+        for (size_t i = 0; x->stop && i < t->params.n_stop; i++) {
+            x->stop[i] = wk_dup(t->params.stop[i].ptr, t->params.stop[i].len);
             if (x->stop[i]) x->n_stop++;
         }
-        if (x->n_stop != (int)t.params.n_stop) { /* out of memory: fail below */
-            free(x->conv_id);
-            x->conv_id = NULL;
-        }
+        ok = ok && x->n_stop == (int)t->params.n_stop;
     }
-    sch_turn_free(&t);
-    if (!x->conv_id || !x->turn_id || !x->ns) {
+    if (!ok) {
         wk_turn_free(x);
-        return SCH_E_NOMEM;
+        return NULL;
     }
-    *turn = x;
-    return 0;
-dead_nodec:
+    return x;
+}
+
+int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_turn **turn,
+                        wk_out **out) {
+    *turn = NULL;
+    *out = NULL;
+    char msg[512];
+    wk_rec_meta meta;
+    sch_turn t;
+    memset(&t, 0, sizeof t);
+    /* A JSON turn is converted to msgpack and decoded by the same decoder
+     * (sch_json.c): one set of field rules and error codes. */
+    int code = wk_rec_meta_read(rec, &meta, msg, sizeof msg);
+    if (!code && meta.fmt == SCH_FORMAT_JSON)
+        code = sch_turn_decode_json(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
+    else if (!code)
+        code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
+    if (code) { /* undecodable: the DeadLetter carries no turn fields */
+        sch_turn_free(&t);
+        *out = wk_dead(w, rec, gen, meta.tp, code, msg, NULL);
+        return *out ? 0 : SCH_E_NOMEM;
+    }
+    const char *ns = NULL;
+    size_t ns_len = 0;
+    int32_t *ids = NULL;
+    int n_ids = 0, rc = 0;
+    code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
+    if (!code) code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
+    if (!code && (int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
+        snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
+                 n_ids, t.params.max_tokens, w->eng.n_ctx);
+        code = SCH_E_CONTEXT_OVERFLOW;
+    }
+    int64_t now_ms = wk_unix_ms();
+    if (code == SCH_E_NOMEM) {
+        rc = SCH_E_NOMEM;
+    } else if (code) {
+        *out = wk_dead(w, rec, gen, meta.tp, code, msg, &t);
+        rc = *out ? 0 : SCH_E_NOMEM;
+    } else if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
+        *out = wk_expired(w, rec, gen, meta.tp, &t, n_ids, meta.json_out);
+        rc = *out ? 0 : SCH_E_NOMEM;
+    } else {
+        *turn = wk_turn_new(w, rec, gen, &meta, &t, ns, ns_len, ids, n_ids, now_ms);
+        ids = NULL; /* the turn's now, or freed */
+        rc = *turn ? 0 : SCH_E_NOMEM;
+    }
+    free(ids);
     sch_turn_free(&t);
-    *out = wk_dead(w, rec, gen, tp, code, msg, NULL);
-    return *out ? 0 : SCH_E_NOMEM;
-dead:
-    *out = wk_dead(w, rec, gen, tp, code, msg, &t);
-    sch_turn_free(&t);
-    return *out ? 0 : SCH_E_NOMEM;
-nomem:
-    sch_turn_free(&t);
-    return SCH_E_NOMEM;
+    return rc;
 }
