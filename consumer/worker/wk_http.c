@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,56 +73,72 @@ static double wk_rss_bytes(void) {
     return n == 2 && page > 0 ? (double)res * (double)page : -1;
 }
 
-/* Write the metrics page into a malloc'd buffer. */
-static char *wk_metrics_text(wk_worker *w, size_t *len) {
-    char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
-    if (!f) return NULL;
-    wk_counters *c = &w->met.ctr;
-    wk_metric(f, "parley_records_consumed_total", "counter", "Input records consumed.",
-              (double)WK_LD(c->consumed));
-    wk_metric(f, "parley_turns_total", "counter", "TurnResults committed.",
-              (double)WK_LD(c->turns_done));
-    wk_metric(f, "parley_dlq_total", "counter", "DeadLetters committed.", (double)WK_LD(c->dlq));
-    wk_metric(f, "parley_token_chunks_total", "counter", "TokenChunks produced.",
-              (double)WK_LD(c->chunks));
-    wk_metric(f, "parley_completion_tokens_total", "counter", "Tokens generated.",
-              (double)WK_LD(c->tokens));
-    wk_metric(f, "parley_prompt_tokens_total", "counter", "Prompt tokens of finished turns.",
-              (double)WK_LD(c->prompt_tokens));
-    wk_metric(f, "parley_cached_tokens_total", "counter",
-              "Prompt tokens served from the KV cache.", (double)WK_LD(c->cached_tokens));
-    wk_metric(f, "parley_txn_commits_total", "counter", "Kafka transactions committed.",
-              (double)WK_LD(c->txn_commits));
-    wk_metric(f, "parley_txn_aborts_total", "counter", "Kafka transactions aborted.",
-              (double)WK_LD(c->txn_aborts));
-    wk_metric(f, "parley_turns_dropped_total", "counter",
-              "Turns dropped because their partition was revoked.", (double)WK_LD(c->dropped));
-    wk_metric(f, "parley_backpressure_pauses_total", "counter", "Partition pauses.",
-              (double)WK_LD(c->pauses));
-    wk_metric(f, "parley_backpressure_kv_pauses_total", "counter",
-              "Partition pauses because KV memory passed worker.pause_kv_pct.",
-              (double)WK_LD(c->pauses_kv));
+/* The metrics that are one counter or gauge of wk_counters, read
+ * atomically and multiplied by scale. */
+typedef struct wk_ctr_metric {
+    const char *name; /* Prometheus name */
+    const char *type; /* "counter" or "gauge" */
+    const char *help; /* HELP text */
+    size_t off;       /* offsetof(wk_counters, field) */
+    bool is_signed;   /* the field is int64_t (else uint64_t) */
+    double scale;     /* exported value = field * scale */
+} wk_ctr_metric;
+
+#define WK_CTR(name, type, help, field) \
+    {name, type, help, offsetof(wk_counters, field), false, 1.0}
+#define WK_GAUGE_I64(name, help, field, scale) \
+    {name, "gauge", help, offsetof(wk_counters, field), true, scale}
+
+static const wk_ctr_metric wk_ctr_metrics[] = {
+    WK_CTR("parley_records_consumed_total", "counter", "Input records consumed.", consumed),
+    WK_CTR("parley_turns_total", "counter", "TurnResults committed.", turns_done),
+    WK_CTR("parley_dlq_total", "counter", "DeadLetters committed.", dlq),
+    WK_CTR("parley_token_chunks_total", "counter", "TokenChunks produced.", chunks),
+    WK_CTR("parley_completion_tokens_total", "counter", "Tokens generated.", tokens),
+    WK_CTR("parley_prompt_tokens_total", "counter", "Prompt tokens of finished turns.",
+           prompt_tokens),
+    WK_CTR("parley_cached_tokens_total", "counter", "Prompt tokens served from the KV cache.",
+           cached_tokens),
+    WK_CTR("parley_txn_commits_total", "counter", "Kafka transactions committed.", txn_commits),
+    WK_CTR("parley_txn_aborts_total", "counter", "Kafka transactions aborted.", txn_aborts),
+    WK_CTR("parley_turns_dropped_total", "counter",
+           "Turns dropped because their partition was revoked.", dropped),
+    WK_CTR("parley_backpressure_pauses_total", "counter", "Partition pauses.", pauses),
+    WK_CTR("parley_backpressure_kv_pauses_total", "counter",
+           "Partition pauses because KV memory passed worker.pause_kv_pct.", pauses_kv),
+    WK_GAUGE_I64("parley_kv_held_ratio",
+                 "KV blocks held by running sequences / KV pool blocks (larger kind).",
+                 kv_permille, 1e-3),
+    WK_CTR("parley_producer_rebuilds_total", "counter",
+           "Transactional producers rebuilt after a fatal, non-fencing error.",
+           producer_rebuilds),
+    WK_CTR("parley_chunk_producer_rebuilds_total", "counter",
+           "Idempotent chunk producers rebuilt after a fatal error.", chunk_rebuilds),
+    WK_CTR("parley_kv_handoff_blocks_total", "counter",
+           "KV blocks written to Redis for revoked conversations.", handoff_blocks),
+    WK_GAUGE_I64("parley_inflight_turns", "Consumed turns not yet committed.", inflight, 1.0),
+    WK_GAUGE_I64("parley_assigned_partitions", "Input partitions assigned.", assigned, 1.0),
+};
+
+static void wk_metrics_counters(FILE *f, wk_counters *c) {
+    for (size_t i = 0; i < sizeof wk_ctr_metrics / sizeof wk_ctr_metrics[0]; i++) {
+        const wk_ctr_metric *m = &wk_ctr_metrics[i];
+        char *field = (char *)c + m->off;
+        double v = m->is_signed ? (double)WK_LD(*(int64_t *)field)
+                                : (double)WK_LD(*(uint64_t *)field);
+        wk_metric(f, m->name, m->type, m->help, v * m->scale);
+    }
     int64_t why = WK_LD(c->pause_why);
     fprintf(f, "# HELP parley_backpressure_paused 1 while partitions are paused for this "
                "reason.\n# TYPE parley_backpressure_paused gauge\n"
                "parley_backpressure_paused{reason=\"inflight\"} %d\n"
                "parley_backpressure_paused{reason=\"kv_memory\"} %d\n",
             (why & WK_PAUSE_INFLIGHT) != 0, (why & WK_PAUSE_KV) != 0);
-    wk_metric(f, "parley_kv_held_ratio", "gauge",
-              "KV blocks held by running sequences / KV pool blocks (larger kind).",
-              (double)WK_LD(c->kv_permille) / 1000.0);
-    wk_metric(f, "parley_producer_rebuilds_total", "counter",
-              "Transactional producers rebuilt after a fatal, non-fencing error.",
-              (double)WK_LD(c->producer_rebuilds));
-    wk_metric(f, "parley_chunk_producer_rebuilds_total", "counter",
-              "Idempotent chunk producers rebuilt after a fatal error.",
-              (double)WK_LD(c->chunk_rebuilds));
-    wk_metric(f, "parley_kv_handoff_blocks_total", "counter",
-              "KV blocks written to Redis for revoked conversations.",
-              (double)WK_LD(c->handoff_blocks));
-    /* Memory against its budget: what an operator sizes MemoryMax / the
-     * container limit from (deploy/README.md, "Memory"). */
+}
+
+/* Memory against its budget: what an operator sizes MemoryMax / the
+ * container limit from (deploy/README.md, "Memory"). */
+static void wk_metrics_memory(FILE *f, wk_worker *w) {
     long long pool_mib = wk_config_bool(w->cfg, "cache.enabled")
                              ? wk_config_int(w->cfg, "cache.budget_mib")
                              : wk_config_int(w->cfg, "scheduler.kv_budget_mib");
@@ -135,10 +153,11 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     if (rss >= 0)
         wk_metric(f, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
                   rss);
-    wk_metric(f, "parley_inflight_turns", "gauge", "Consumed turns not yet committed.",
-              (double)WK_LD(c->inflight));
-    wk_metric(f, "parley_assigned_partitions", "gauge", "Input partitions assigned.",
-              (double)WK_LD(c->assigned));
+}
+
+/* Per-partition lag and the latency histograms. */
+static void wk_metrics_lag_latency(FILE *f, wk_worker *w) {
+    wk_counters *c = &w->met.ctr;
     fprintf(f, "# HELP parley_consumer_lag Records of an assigned partition not yet committed "
                "(high watermark - commit position).\n# TYPE parley_consumer_lag gauge\n");
     pthread_mutex_lock(&w->met.lag_mu);
@@ -155,6 +174,9 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
             "Time of a committed turn outside the engine: from consumption (or its "
             "predecessor's end) to its transaction's commit, minus the time it ran in a batch.",
             c->ovh_hist, wk_ovh_bounds_ms, WK_OVH_N, WK_LD(c->ovh_sum_us));
+}
+
+static void wk_metrics_sched(FILE *f, wk_worker *w) {
     eng_sched_stats st;
     eng_sched_stats_get(w->eng.sched, &st);
     wk_metric(f, "parley_sched_running", "gauge", "Sequences running.", st.running);
@@ -168,34 +190,47 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
         if (st.batch_hist[i])
             fprintf(f, "parley_sched_batch_steps_total{min=\"%d\"} %llu\n", 1 << i,
                     (unsigned long long)st.batch_hist[i]);
-    if (w->eng.cache) {
-        kv_stats ks;
-        kv_cache_stats(w->eng.cache, &ks);
-        fprintf(f, "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
-                   "# TYPE parley_cache_lookups_total counter\n"
-                   "parley_cache_lookups_total{tier=\"host\"} %llu\n"
-                   "parley_cache_lookups_total{tier=\"redis\"} %llu\n"
-                   "# HELP parley_cache_hits_total KV cache hits per tier.\n"
-                   "# TYPE parley_cache_hits_total counter\n"
-                   "parley_cache_hits_total{tier=\"host\"} %llu\n"
-                   "parley_cache_hits_total{tier=\"redis\"} %llu\n"
-                   "# HELP parley_cache_hit_tokens_total Tokens served per tier.\n"
-                   "# TYPE parley_cache_hit_tokens_total counter\n"
-                   "parley_cache_hit_tokens_total{tier=\"host\"} %llu\n"
-                   "parley_cache_hit_tokens_total{tier=\"redis\"} %llu\n",
-                (unsigned long long)ks.host.lookups, (unsigned long long)ks.redis.lookups,
-                (unsigned long long)ks.host.hits, (unsigned long long)ks.redis.hits,
-                (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens);
-        wk_metric(f, "parley_cache_blocks_used", "gauge", "Global KV blocks in use.",
-                  (double)ks.blocks_used[0]);
-        wk_metric(f, "parley_cache_redis_up", "gauge", "1 if the last Redis command worked.",
-                  ks.redis_up);
-        wk_metric(f, "parley_cache_redis_refused_total", "counter",
-                  "Redis refusals: TLS handshake, AUTH, NOAUTH, NOPERM (KV recomputed).",
-                  (double)ks.redis_refused);
-        wk_metric(f, "parley_cache_redis_writes_total", "counter", "KV blocks written to Redis.",
-                  (double)ks.redis_writes);
-    }
+}
+
+static void wk_metrics_cache(FILE *f, kv_cache *cache) {
+    kv_stats ks;
+    kv_cache_stats(cache, &ks);
+    fprintf(f, "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
+               "# TYPE parley_cache_lookups_total counter\n"
+               "parley_cache_lookups_total{tier=\"host\"} %llu\n"
+               "parley_cache_lookups_total{tier=\"redis\"} %llu\n"
+               "# HELP parley_cache_hits_total KV cache hits per tier.\n"
+               "# TYPE parley_cache_hits_total counter\n"
+               "parley_cache_hits_total{tier=\"host\"} %llu\n"
+               "parley_cache_hits_total{tier=\"redis\"} %llu\n"
+               "# HELP parley_cache_hit_tokens_total Tokens served per tier.\n"
+               "# TYPE parley_cache_hit_tokens_total counter\n"
+               "parley_cache_hit_tokens_total{tier=\"host\"} %llu\n"
+               "parley_cache_hit_tokens_total{tier=\"redis\"} %llu\n",
+            (unsigned long long)ks.host.lookups, (unsigned long long)ks.redis.lookups,
+            (unsigned long long)ks.host.hits, (unsigned long long)ks.redis.hits,
+            (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens);
+    wk_metric(f, "parley_cache_blocks_used", "gauge", "Global KV blocks in use.",
+              (double)ks.blocks_used[0]);
+    wk_metric(f, "parley_cache_redis_up", "gauge", "1 if the last Redis command worked.",
+              ks.redis_up);
+    wk_metric(f, "parley_cache_redis_refused_total", "counter",
+              "Redis refusals: TLS handshake, AUTH, NOAUTH, NOPERM (KV recomputed).",
+              (double)ks.redis_refused);
+    wk_metric(f, "parley_cache_redis_writes_total", "counter", "KV blocks written to Redis.",
+              (double)ks.redis_writes);
+}
+
+/* Write the metrics page into a malloc'd buffer. */
+static char *wk_metrics_text(wk_worker *w, size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    wk_metrics_counters(f, &w->met.ctr);
+    wk_metrics_memory(f, w);
+    wk_metrics_lag_latency(f, w);
+    wk_metrics_sched(f, w);
+    if (w->eng.cache) wk_metrics_cache(f, w->eng.cache);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
