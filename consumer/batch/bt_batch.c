@@ -43,6 +43,7 @@
 
 #include "bt_io.h"
 #include "gw_openai.h"
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
 
@@ -130,8 +131,10 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
         uint64_t h = bt_line_hash(line_no);
         int rc = 0;
         if (!bt_out_has(&r->out, h)) {
-            snprintf(err, sizeof err, j ? "line %ld: custom_id must be a string of 1..512 bytes"
-                                        : "line %ld is not JSON", line_no);
+            pl_errf(err, sizeof err, -1,
+                    j ? "line %ld: custom_id must be a string of 1..512 bytes"
+                      : "line %ld is not JSON",
+                    line_no);
             rc = bt_fail(r, h, NULL, line_no, "invalid_request", err);
         } else {
             r->done++;
@@ -353,7 +356,7 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen)
         goto err;
     return rk;
 err:
-    snprintf(err, errlen, "cannot read the end offsets / assign the reader");
+    pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from)
         rd_kafka_topic_partition_list_destroy(a);
@@ -525,11 +528,11 @@ int wk_cmd_batch(int argc, char **argv)
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0)
         goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
-        snprintf(err, sizeof err, "%.900s: %s", r.errors, strerror(errno));
+        pl_errf(err, sizeof err, -1, "%.900s: %s", r.errors, strerror(errno));
         goto fail;
     }
     if (!(in = fopen(r.input, "r"))) {
-        snprintf(err, sizeof err, "%.900s: %s", r.input, strerror(errno));
+        pl_errf(err, sizeof err, -1, "%.900s: %s", r.input, strerror(errno));
         goto fail;
     }
     ssize_t n;

@@ -38,6 +38,7 @@
 #include "kv_hash.h"
 #include "wk_cli.h"
 #include "kv_sched_ops.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 
@@ -345,7 +346,7 @@ static int bench_range(void *ctx, const cli_opt *opt, const char *v, char *err, 
     const char *colon = strchr(v, ':');
     char lo[32];
     long long a, b;
-    snprintf(err, errlen, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
+    pl_errf(err, errlen, -1, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
     if (!colon || (size_t)(colon - v) >= sizeof lo) return -1;
     memcpy(lo, v, (size_t)(colon - v));
     lo[colon - v] = 0;
@@ -365,7 +366,7 @@ static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, 
     if (!strcmp(v, "both")) o->mode = 0;
     else if (!strcmp(v, "on")) o->mode = 1;
     else if (!strcmp(v, "off")) o->mode = 2;
-    else return snprintf(err, errlen, "on, off or both"), -1;
+    else return pl_errf(err, errlen, -1, "on, off or both");
     return 0;
 }
 

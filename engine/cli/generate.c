@@ -23,6 +23,7 @@
 #include "eng_model.h"
 #include "eng_sampler.h"
 #include "eng_tok.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 #define GEN_MAX_PROMPT (1 << 20)
@@ -89,8 +90,7 @@ static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
 static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
     kern_isa isa;
     if (kern_isa_parse(val, &isa) != 0) {
-        snprintf(err, errlen, "unknown ISA; scalar, avx2, avx512vnni, amx");
-        return -1;
+        return pl_errf(err, errlen, -1, "unknown ISA; scalar, avx2, avx512vnni, amx");
     }
     kern_isa_set_max(isa);
     return 0;
