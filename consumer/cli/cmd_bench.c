@@ -129,7 +129,7 @@ static int conv_submit(bench_conv *c) {
     q.ns_len = strlen(ns);
     q.on_done = bench_on_done;
     q.user = c;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (eng_sched_submit(run->s, &q, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "bench: submit: %s\n", err);
         return -1;
@@ -275,7 +275,7 @@ static void bench_report(const bench_run *r, const eng_sched_stats *st, kv_cache
 
 static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     double tps = -1;
-    char err[256];
+    char err[PL_ERR_LEN];
     bench_run run;
     memset(&run, 0, sizeof run);
     run.o = o;
@@ -416,7 +416,7 @@ int wk_cmd_bench(int argc, char **argv) {
     if (rc >= 0) return rc;
     eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
     eng_model *m = NULL;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return 1;

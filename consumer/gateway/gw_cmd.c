@@ -133,7 +133,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
 
 int wk_cmd_gateway(int argc, char **argv)
 {
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;

@@ -343,7 +343,8 @@ static int gw_model_ok(const gw_http_opts *o, const char *m)
 static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq)
 {
     const gw_http_opts *o = s->o;
-    char err[512], turn_id[160], conv[GW_MAX_ID + 1];
+    /* err quotes a model name of up to 256 bytes */
+    char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
     const char *ns, *param = NULL;
     if (gw_auth(s, c, &ns) != 0)
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",

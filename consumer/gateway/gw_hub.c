@@ -87,7 +87,7 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c)
  * result made from it. */
 static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     sch_dead *d = malloc(sizeof *d);
     sch_result *r = malloc(sizeof *r);
     if (!d || !r || sch_dead_decode(m->payload, m->len, NULL, d, err, sizeof err) != 0) {
@@ -122,7 +122,7 @@ static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
 
 static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     const char *topic = rd_kafka_topic_name(m->rkt);
     if (!strcmp(topic, h->topics.tokens)) {
         sch_chunk c;

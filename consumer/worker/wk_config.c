@@ -420,7 +420,7 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
 kafka:;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (!conf) return pl_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
-    char kerr[256];
+    char kerr[PL_ERR_LEN];
     for (size_t i = 0; i < c->n_kafka; i++) {
         const char *name = c->kafka[i].name;
         if (!strncmp(name, "consumer.", 9) || !strncmp(name, "producer.", 9)) name += 9;
@@ -546,7 +546,7 @@ int wk_config_cli(wk_config *c, const char *synopsis, const char *about, int arg
          "write the configuration reference (Markdown) and exit", NULL},
     };
     const cli_cmd cmd = {c->cmd, synopsis, about, opts, CLI_NOPTS(opts), NULL, 0, 0, wk_cli_key};
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* as CLI_ERRLEN: messages quote config values */
     for (p.phase = 0; p.phase < 3; p.phase++) {
         if (p.phase == 2 && wk_config_load_env(c, envp, err, sizeof err) != 0)
             return cli_fail(&cmd, "%s", err);

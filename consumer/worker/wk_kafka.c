@@ -164,7 +164,7 @@ static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *def
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     rd_kafka_conf_set_opaque(c, w);
     rd_kafka_conf_set_error_cb(c, wk_error_cb);
-    char kerr[256];
+    char kerr[PL_ERR_LEN];
     for (int i = 0; defs && defs[i]; i += 2)
         if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
             goto bad;

@@ -63,7 +63,7 @@ typedef struct gen_run {
     int n_prompt;            /* prompt ids in ids */
     int n_out;               /* generated ids after them */
     double t_load, t_prefill, t_decode; /* seconds */
-    char err[512];           /* message of the last failure */
+    char err[PL_ERR_LEN * 2]; /* message of the last failure: a path and its cause */
 } gen_run;
 
 static double gen_now(void) { return pl_mono_s(); }
@@ -186,7 +186,7 @@ static int gen_setup(const gen_args *g, gen_run *r) {
     }
     r->t_load = gen_now() - t0;
     const eng_config *c = eng_model_config(r->m);
-    char terr[256];
+    char terr[PL_ERR_LEN];
     if (eng_tok_load(eng_model_gguf(r->m), &r->tok, terr, sizeof terr) != 0) r->tok = NULL;
     if (g->prompt && !r->tok) {
         fprintf(stderr, "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n", terr);
