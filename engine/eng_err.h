@@ -6,15 +6,13 @@
  * Engine functions report failure by returning a negative code of their
  * module's range and writing a human-readable message into a caller buffer
  * (char *err, size_t errlen); either may be NULL/0 when the caller does not
- * want the text.  Engine code calls pl_errf.  eng_errf is the same function
- * under its old name, kept for the consumer/ call sites until they move.
+ * want the text.  The formatter is pl_errf (there is no engine-specific
+ * one); this header only brings pl_err.h to the engine's sources.
  */
 #ifndef ENG_ERR_H
 #define ENG_ERR_H
 #include <stddef.h>
 
 #include "pl_err.h"
-
-#define eng_errf pl_errf
 
 #endif

@@ -43,6 +43,7 @@
 
 #include "bt_io.h"
 #include "gw_openai.h"
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
 
@@ -81,7 +82,7 @@ typedef struct bt_run {
 
 static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     char *txt = line ? json_dumps(line, JSON_COMPACT) : NULL;
     json_decref(line);
     if (!txt || bt_out_write(&r->out, h, txt, err, sizeof err) != 0) {
@@ -116,7 +117,7 @@ static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, c
 /* Parse one input line into an item, or write its error line. */
 static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
 {
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* as the gateway's: request messages quote values */
     const char *param;
     json_error_t je;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -130,8 +131,10 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
         uint64_t h = bt_line_hash(line_no);
         int rc = 0;
         if (!bt_out_has(&r->out, h)) {
-            snprintf(err, sizeof err, j ? "line %ld: custom_id must be a string of 1..512 bytes"
-                                        : "line %ld is not JSON", line_no);
+            pl_errf(err, sizeof err, -1,
+                    j ? "line %ld: custom_id must be a string of 1..512 bytes"
+                      : "line %ld is not JSON",
+                    line_no);
             rc = bt_fail(r, h, NULL, line_no, "invalid_request", err);
         } else {
             r->done++;
@@ -266,7 +269,7 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res)
 /* Handle one record of the reader. */
 static int bt_on_record(bt_run *r, const rd_kafka_message_t *m)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     const char *topic = rd_kafka_topic_name(m->rkt);
     int rc = 0;
     if (r->dlq && !strcmp(topic, r->dlq)) {
@@ -353,7 +356,7 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen)
         goto err;
     return rk;
 err:
-    snprintf(err, errlen, "cannot read the end offsets / assign the reader");
+    pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from)
         rd_kafka_topic_partition_list_destroy(a);
@@ -410,7 +413,7 @@ static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, s
 /* Parse argv into r; 0 to run, 1 after --help, 2 usage error (printed). */
 static int bt_parse(int argc, char **argv, bt_run *r)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     memset(r, 0, sizeof *r);
     r->out.fd = -1;
     r->seen.fd = -1;
@@ -462,7 +465,7 @@ static int bt_parse(int argc, char **argv, bt_run *r)
 /* Produce what the window allows; time out old turns. */
 static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
 {
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     double now = wk_client_mono_ms();
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
         bt_item *it = &r->items[i];
@@ -506,7 +509,7 @@ int wk_cmd_batch(int argc, char **argv)
     int prc = bt_parse(argc, argv, &r);
     if (prc)
         return prc == 1 ? 0 : 2;
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* a path of up to 900 bytes and its cause */
     int rc = 1;
     FILE *in = NULL;
     char *line = NULL;
@@ -525,11 +528,11 @@ int wk_cmd_batch(int argc, char **argv)
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0)
         goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
-        snprintf(err, sizeof err, "%.900s: %s", r.errors, strerror(errno));
+        pl_errf(err, sizeof err, -1, "%.900s: %s", r.errors, strerror(errno));
         goto fail;
     }
     if (!(in = fopen(r.input, "r"))) {
-        snprintf(err, sizeof err, "%.900s: %s", r.input, strerror(errno));
+        pl_errf(err, sizeof err, -1, "%.900s: %s", r.input, strerror(errno));
         goto fail;
     }
     ssize_t n;

@@ -38,6 +38,7 @@
 #include "kv_hash.h"
 #include "wk_cli.h"
 #include "kv_sched_ops.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 
@@ -128,7 +129,7 @@ static int conv_submit(bench_conv *c) {
     q.ns_len = strlen(ns);
     q.on_done = bench_on_done;
     q.user = c;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (eng_sched_submit(run->s, &q, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "bench: submit: %s\n", err);
         return -1;
@@ -274,7 +275,7 @@ static void bench_report(const bench_run *r, const eng_sched_stats *st, kv_cache
 
 static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     double tps = -1;
-    char err[256];
+    char err[PL_ERR_LEN];
     bench_run run;
     memset(&run, 0, sizeof run);
     run.o = o;
@@ -345,7 +346,7 @@ static int bench_range(void *ctx, const cli_opt *opt, const char *v, char *err, 
     const char *colon = strchr(v, ':');
     char lo[32];
     long long a, b;
-    snprintf(err, errlen, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
+    pl_errf(err, errlen, -1, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
     if (!colon || (size_t)(colon - v) >= sizeof lo) return -1;
     memcpy(lo, v, (size_t)(colon - v));
     lo[colon - v] = 0;
@@ -365,7 +366,7 @@ static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, 
     if (!strcmp(v, "both")) o->mode = 0;
     else if (!strcmp(v, "on")) o->mode = 1;
     else if (!strcmp(v, "off")) o->mode = 2;
-    else return snprintf(err, errlen, "on, off or both"), -1;
+    else return pl_errf(err, errlen, -1, "on, off or both");
     return 0;
 }
 
@@ -415,7 +416,7 @@ int wk_cmd_bench(int argc, char **argv) {
     if (rc >= 0) return rc;
     eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
     eng_model *m = NULL;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return 1;

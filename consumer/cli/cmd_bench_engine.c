@@ -52,6 +52,7 @@
 #include "kern_membw.h"
 #include "kern_pool.h"
 #include "wk_cli.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 /* Options. */
@@ -125,7 +126,7 @@ static double be_median(double *v, int n, double *mn, double *mx) {
 
 /* eng_forward, returning its wall seconds or -1 (message printed). */
 static double be_forward(eng_model *m, eng_seq_step *st, int n) {
-    char err[256];
+    char err[PL_ERR_LEN];
     double t0 = be_now();
     if (eng_forward(m, st, n, err, sizeof err) != 0) {
         fprintf(stderr, "bench: forward: %s\n", err);
@@ -140,7 +141,7 @@ static double be_forward(eng_model *m, eng_seq_step *st, int n) {
 static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen,
                      float *logits, double *t_pre, double *t_dec, eng_prof_report *pp,
                      eng_prof_report *pd) {
-    char err[256];
+    char err[PL_ERR_LEN];
     int V = eng_model_config(m)->n_vocab;
     eng_seq_step st = {kv, ids, n, ENG_LOGITS_LAST, logits};
     if (pp && eng_prof_start(m, err, sizeof err) != 0) goto perr;
@@ -169,7 +170,7 @@ perr:
 
 /* Single stream: warm-up, timed repeats, then the profiled run. */
 static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
-    char err[256];
+    char err[PL_ERR_LEN];
     int rc = -1, V = eng_model_config(m)->n_vocab;
     int32_t *ids = malloc((size_t)o->prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -231,7 +232,7 @@ static double be_batch_step(eng_model *m, eng_seq_step *st, eng_kvseq *kv, int32
 /* Batched decode: prefill every sequence once, then repeats of gen steps
  * from the prompts' end; the profile covers one more step. */
 static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
-    char err[256];
+    char err[PL_ERR_LEN];
     int rc = -1, B = o->batch, P = o->batch_prompt, V = eng_model_config(m)->n_vocab, n_init = 0;
     eng_kvseq *kv = calloc((size_t)B, sizeof *kv);
     eng_seq_step *st = calloc((size_t)B, sizeof *st);
@@ -464,7 +465,7 @@ static int be_parse(int argc, char **argv, be_opts *o) {
 /* Bandwidth on a pool of the model's size (the model's own pool is private). */
 static int be_membw(const be_opts *o, int threads, be_figs *f) {
     kern_pool *p = NULL;
-    char err[256];
+    char err[PL_ERR_LEN];
     kern_membw_result r;
     if (kern_pool_create(threads, &p) != 0) {
         fprintf(stderr, "bench: cannot create %d threads\n", threads);
@@ -499,7 +500,7 @@ int wk_bench_engine(int argc, char **argv) {
     eng_model *m = NULL;
     eng_kv_allocator alloc;
     int have_alloc = 0;
-    char err[256];
+    char err[PL_ERR_LEN];
     be_figs f;
     memset(&f, 0, sizeof f);
     double t0 = be_now();

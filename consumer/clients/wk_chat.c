@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
 
@@ -78,7 +79,7 @@ static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *
                           const rd_kafka_message_t *m)
 {
     sch_chunk c;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (sch_chunk_decode(m->payload, m->len, NULL, &c, err, sizeof err) != 0)
         return; /* not ours to judge: a reader skips undecodable records */
     if (strcmp(c.conversation_id.ptr, o->conv) != 0 || strcmp(c.turn_id.ptr, turn_id) != 0)
@@ -150,7 +151,7 @@ static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s
 static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_kafka_t *res,
                      wk_history *h, int turn_no, const char *line, size_t len)
 {
-    char err[512], turn_id[192];
+    char err[PL_ERR_LEN * 2], turn_id[192]; /* err: topic names run to 255 bytes */
     if (!sch_utf8_valid(line, len)) {
         fprintf(stderr, "chat: line %d is not valid UTF-8, skipped\n", turn_no);
         return 0;
@@ -238,7 +239,7 @@ static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err
  * for --help, which the caller turns into exit 0). */
 static int chat_parse(int argc, char **argv, chat_opts *o)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     memset(o, 0, sizeof *o);
     o->max_tokens = 128;
     o->temperature = 0.7;
@@ -290,7 +291,7 @@ int wk_cmd_chat(int argc, char **argv)
     int prc = chat_parse(argc, argv, &o);
     if (prc)
         return prc == 1 ? 0 : 2;
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1, turn_no = 0;
     wk_history h = {0};
     rd_kafka_t *prod = NULL, *tok = NULL, *res = NULL;

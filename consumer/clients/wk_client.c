@@ -12,14 +12,14 @@
 #include <string.h>
 #include <math.h>
 #include <time.h>
+#include "pl_err.h"
 #include "pl_time.h"
 
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen)
 {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= 256) {
-        snprintf(err, errlen, "topic name must be 1..255 bytes");
-        return -1;
+        return pl_errf(err, errlen, -1, "topic name must be 1..255 bytes");
     }
     memcpy(dst, name, n + 1);
     return 0;
@@ -30,8 +30,7 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
 {
     size_t n = prefix ? strlen(prefix) : 0;
     if (n == 0 || n > 200) {
-        snprintf(err, errlen, "topic prefix must be 1..200 bytes");
-        return -1;
+        return pl_errf(err, errlen, -1, "topic prefix must be 1..200 bytes");
     }
     snprintf(t->turns, sizeof t->turns, "%s.turns", prefix);
     snprintf(t->tokens, sizeof t->tokens, "%s.tokens", prefix);
@@ -119,7 +118,7 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     if (rkt)
         rd_kafka_topic_destroy(rkt);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "topic %s: %s", topic, rd_kafka_err2str(e));
+        pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
         rd_kafka_destroy(rk);
         return NULL;
     }
@@ -155,7 +154,7 @@ int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_tu
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             break;
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries >= 100) {
-            snprintf(err, errlen, "produce to %s: %s", topic, rd_kafka_err2str(e));
+            pl_errf(err, errlen, -1, "produce to %s: %s", topic, rd_kafka_err2str(e));
             goto out;
         }
         rd_kafka_poll(producer, 10);
@@ -179,14 +178,14 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     rd_kafka_resp_err_t e =
         rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "metadata of %s: %s", topic, rd_kafka_err2str(e));
+        pl_errf(err, errlen, -1, "metadata of %s: %s", topic, rd_kafka_err2str(e));
         goto err;
     }
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
-        snprintf(err, errlen, "topic %s: %s", topic,
-                 md->topic_cnt == 1 && md->topics[0].err
-                     ? rd_kafka_err2str(md->topics[0].err)
-                     : "no partitions");
+        pl_errf(err, errlen, -1, "topic %s: %s", topic,
+                md->topic_cnt == 1 && md->topics[0].err
+                    ? rd_kafka_err2str(md->topics[0].err)
+                    : "no partitions");
         goto err;
     }
     parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
@@ -195,8 +194,8 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
         int64_t lo = 0, hi = 0;
         e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            snprintf(err, errlen, "end offset of %s[%d]: %s", topic, (int)p,
-                     rd_kafka_err2str(e));
+            pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
+                    rd_kafka_err2str(e));
             goto err;
         }
         rd_kafka_topic_partition_list_add(parts, topic, p)->offset = hi;
@@ -274,7 +273,7 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
     rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(err, errlen, "assign %s: %s", topics[0], rd_kafka_err2str(e));
+        pl_errf(err, errlen, -1, "assign %s: %s", topics[0], rd_kafka_err2str(e));
         rd_kafka_destroy(rk);
         return NULL;
     }

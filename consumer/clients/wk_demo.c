@@ -55,6 +55,7 @@
 #include "cli_opt.h"
 #include "eng_mkmodel.h"
 #include "eng_gguf.h"
+#include "pl_err.h"
 #include "sch.h"
 #include "wk_cli.h"
 #include "wk_client.h"
@@ -134,7 +135,7 @@ typedef struct wd_demo {
 typedef struct wd_wthread {
     wk_worker *w;     /* the worker */
     int rc;           /* wk_worker_run result */
-    char err[512];    /* its message */
+    char err[PL_ERR_LEN * 2]; /* its message (as large as halt.fatal_msg) */
     atomic_int ended; /* run returned */
 } wd_wthread;
 
@@ -167,7 +168,7 @@ static int wd_real_model(char *path, size_t n) {
  * it cannot be read (the worker's load reports why). */
 static int wd_has_template(const char *path) {
     eng_gguf *g;
-    char err[256];
+    char err[PL_ERR_LEN];
     const char *s;
     size_t n;
     if (eng_gguf_open(path, &g, err, sizeof err) != 0) return -1;
@@ -197,7 +198,7 @@ static int wd_synthetic_model(char *path, size_t n) {
     eng_mkmodel_opts_default(&mo);
     mo.preset = "cai-tiny";
     mo.out = tmp;
-    char err[512] = "";
+    char err[PL_ERR_LEN * 2] = ""; /* a path and its cause */
     if (eng_mkmodel(&mo, err, sizeof err) != 0 || rename(tmp, path) != 0) {
         fprintf(stderr, "demo: could not write %s%s%s\n", path, *err ? ": " : "", err);
         unlink(tmp);
@@ -263,7 +264,7 @@ static int wd_send(wd_demo *d, int c) {
     wd_conv *cv = &d->conv[c];
     const char *u = wd_users[c % 4][cv->turn % 3];
     if (wk_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
-    char tid[64], err[256];
+    char tid[64], err[PL_ERR_LEN];
     wd_turn_id(d, c, cv->turn, tid, sizeof tid);
     sch_turn t;
     sch_turn_init(&t);
@@ -305,7 +306,7 @@ static int wd_match(const wd_demo *d, sch_str conv, sch_str turn, int *t) {
 
 static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
     sch_chunk ch;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) {
         fprintf(stderr, "demo: bad TokenChunk: %s\n", err);
         return;
@@ -330,7 +331,7 @@ static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
 
 static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
     sch_result r;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (sch_result_decode(m->payload, m->len, NULL, &r, err, sizeof err) != 0) {
         fprintf(stderr, "demo: bad TurnResult: %s\n", err);
         return 0;
@@ -526,7 +527,7 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
 }
 
 static int wd_worker_config(wk_config **out, const char *model, const char *tmpl, const char *bootstrap) {
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* config messages quote values */
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
                         "kafka.bootstrap.servers", bootstrap,
                         "worker.id", "demo", "worker.group", "parley-demo",
@@ -562,7 +563,7 @@ static int wd_worker_config(wk_config **out, const char *model, const char *tmpl
 int wk_cmd_demo(int argc, char **argv) {
     static wd_demo d; /* large; one demo per process */
     const char *model = NULL;
-    char mpath[1024], err[512];
+    char mpath[1024], err[PL_ERR_LEN * 2]; /* err: config values, paths, topic names */
     memset(&d, 0, sizeof d);
     int pr = wd_parse(&d, argc, argv, &model);
     if (pr) return pr > 0 ? 0 : 2;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
 
@@ -120,7 +121,7 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c)
 {
     const load_opts *o = r->o;
     load_conv *cv = &r->convs[c];
-    char text[4096], turn_id[128], err[512];
+    char text[4096], turn_id[128], err[PL_ERR_LEN * 2]; /* err: topic names run to 255 bytes */
     size_t len = 0;
     uint64_t words = load_uniform(r, o->user_min, o->user_max);
     for (uint64_t i = 0; i < words && len + 16 < sizeof text; i++)
@@ -179,7 +180,7 @@ static int load_locate(const load_run *r, const sch_str *conv, const sch_str *tu
 static void load_on_chunk(load_run *r, const rd_kafka_message_t *m)
 {
     sch_chunk ch;
-    char err[256];
+    char err[PL_ERR_LEN];
     size_t c;
     uint64_t t;
     if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0)
@@ -196,7 +197,7 @@ static void load_on_chunk(load_run *r, const rd_kafka_message_t *m)
 static int load_on_result(load_run *r, const rd_kafka_message_t *m)
 {
     sch_result res;
-    char err[256];
+    char err[PL_ERR_LEN];
     size_t c;
     uint64_t t;
     int rc = 0;
@@ -271,7 +272,7 @@ static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *er
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
 static int load_parse(int argc, char **argv, load_opts *o)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     memset(o, 0, sizeof *o);
     o->convs = 10;
     o->turns = 3;
@@ -429,7 +430,7 @@ int wk_cmd_load(int argc, char **argv)
     int prc = load_parse(argc, argv, &o);
     if (prc)
         return prc == 1 ? 0 : 2;
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1;
     load_run r;
     memset(&r, 0, sizeof r);

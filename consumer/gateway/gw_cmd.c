@@ -18,6 +18,7 @@
 
 #include "gw_http.h"
 #include "cli_opt.h"
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_config.h"
 
@@ -75,14 +76,12 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     const char *l = wk_config_str(cfg, "gateway.listen");
     const char *colon = strrchr(l, ':');
     if (!colon || colon == l || (size_t)(colon - l) >= sizeof o->host) {
-        snprintf(err, errlen, "gateway.listen: '%s' is not IPv4:port", l);
-        return -1;
+        return pl_errf(err, errlen, -1, "gateway.listen: '%s' is not IPv4:port", l);
     }
     memcpy(o->host, l, (size_t)(colon - l));
     long long port;
     if (cli_parse_i64(colon + 1, 0, 65535, &port) != 0) {
-        snprintf(err, errlen, "gateway.listen: bad port in '%s'", l);
-        return -1;
+        return pl_errf(err, errlen, -1, "gateway.listen: bad port in '%s'", l);
     }
     o->port = (int)port;
     o->max_body = (size_t)wk_config_int(cfg, "gateway.max_body_bytes");
@@ -98,9 +97,9 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok || !eq[1] || o->n_keys == GW_MAX_KEYS ||
             strlen(tok) >= sizeof o->keys[0].key || strlen(eq + 1) >= sizeof o->keys[0].tenant) {
-            snprintf(err, errlen, "gateway.api_keys: '%.40s' is not KEY=TENANT (at most %d "
-                     "keys, 127 bytes each)", tok, GW_MAX_KEYS);
-            return -1;
+            return pl_errf(err, errlen, -1,
+                           "gateway.api_keys: '%.40s' is not KEY=TENANT (at most %d "
+                           "keys, 127 bytes each)", tok, GW_MAX_KEYS);
         }
         *eq = 0;
         snprintf(o->keys[o->n_keys].key, sizeof o->keys[0].key, "%s", tok);
@@ -111,18 +110,16 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         const char *ns = i < o->n_keys ? o->keys[i].tenant : o->ns;
         if (!*ns || strspn(ns, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                "0123456789._-") != strlen(ns)) {
-            snprintf(err, errlen, "tenant/namespace '%.40s' must be 1..127 bytes of "
-                     "[A-Za-z0-9._-]", ns);
-            return -1;
+            return pl_errf(err, errlen, -1, "tenant/namespace '%.40s' must be 1..127 bytes of "
+                           "[A-Za-z0-9._-]", ns);
         }
     }
     snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.models"));
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (o->n_models == GW_MAX_MODELS || strlen(tok) > 256) {
-            snprintf(err, errlen, "gateway.models: at most %d names of 1..256 bytes",
-                     GW_MAX_MODELS);
-            return -1;
+            return pl_errf(err, errlen, -1, "gateway.models: at most %d names of 1..256 bytes",
+                           GW_MAX_MODELS);
         }
         snprintf(o->models[o->n_models++], sizeof o->models[0], "%s", tok);
     }
@@ -136,7 +133,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
 
 int wk_cmd_gateway(int argc, char **argv)
 {
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;
@@ -174,7 +171,7 @@ int wk_cmd_gateway(int argc, char **argv)
             hc.brokers = v;
     }
     if (!hc.brokers) {
-        snprintf(err, sizeof err, "kafka.bootstrap.servers is required");
+        pl_errf(err, sizeof err, -1, "kafka.bootstrap.servers is required");
         goto bad;
     }
     if (wk_client_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err,

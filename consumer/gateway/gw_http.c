@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gw_openai.h"
+#include "pl_err.h"
 
 #define GW_NCODES 10 /* status codes counted in /metrics */
 static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
@@ -342,13 +343,14 @@ static int gw_model_ok(const gw_http_opts *o, const char *m)
 static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq)
 {
     const gw_http_opts *o = s->o;
-    char err[512], turn_id[160], conv[GW_MAX_ID + 1];
+    /* err quotes a model name of up to 256 bytes */
+    char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
     const char *ns, *param = NULL;
     if (gw_auth(s, c, &ns) != 0)
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
                         "invalid_request_error", NULL, "invalid_api_key");
     if (rq->too_big) {
-        snprintf(err, sizeof err, "the request body is larger than %zu bytes", o->max_body);
+        pl_errf(err, sizeof err, -1, "the request body is larger than %zu bytes", o->max_body);
         return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
     }
     gw_chat ch;
@@ -357,7 +359,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         return gw_error(s, c, 400, err, "invalid_request_error", param, NULL);
     enum MHD_Result rc;
     if (!gw_model_ok(o, ch.model)) {
-        snprintf(err, sizeof err, "The model '%.256s' does not exist", ch.model);
+        pl_errf(err, sizeof err, -1, "The model '%.256s' does not exist", ch.model);
         rc = gw_error(s, c, 404, err, "invalid_request_error", "model", "model_not_found");
         goto out;
     }
@@ -537,12 +539,12 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)o->port);
     if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
-        snprintf(err, errlen, "gateway.listen: '%s' is not an IPv4 address", o->host);
+        pl_errf(err, errlen, -1, "gateway.listen: '%s' is not an IPv4 address", o->host);
         return NULL;
     }
     gw_http *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err, errlen, "out of memory");
+        pl_errf(err, errlen, -1, "out of memory");
         return NULL;
     }
     s->hub = hub;
@@ -554,8 +556,8 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->timeout_ms / 1000 + 30),
         MHD_OPTION_NOTIFY_COMPLETED, gw_on_done, s, MHD_OPTION_END);
     if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (address in use or not allowed)",
-                 o->host, o->port);
+        pl_errf(err, errlen, -1, "cannot listen on %s:%d (address in use or not allowed)",
+                o->host, o->port);
         free(s);
         return NULL;
     }

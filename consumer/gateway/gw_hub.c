@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "gw_openai.h"
+#include "pl_err.h"
 
 #define GW_BUCKETS 4096 /* hash buckets of the waiter table */
 
@@ -86,7 +87,7 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c)
  * result made from it. */
 static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     sch_dead *d = malloc(sizeof *d);
     sch_result *r = malloc(sizeof *r);
     if (!d || !r || sch_dead_decode(m->payload, m->len, NULL, d, err, sizeof err) != 0) {
@@ -121,7 +122,7 @@ static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
 
 static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m)
 {
-    char err[256];
+    char err[PL_ERR_LEN];
     const char *topic = rd_kafka_topic_name(m->rkt);
     if (!strcmp(topic, h->topics.tokens)) {
         sch_chunk c;
@@ -180,8 +181,7 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen)
     *out = NULL;
     gw_hub *h = calloc(1, sizeof *h);
     if (!h) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        return pl_errf(err, errlen, -1, "out of memory");
     }
     pthread_mutex_init(&h->mu, NULL);
     h->topics = conf->topics;
@@ -193,7 +193,7 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen)
                                                   err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
-        snprintf(err, errlen, "cannot start the reader thread");
+        pl_errf(err, errlen, -1, "cannot start the reader thread");
         goto err;
     }
     h->started = 1;
@@ -241,7 +241,7 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
     gw_wait *w = calloc(1, sizeof *w);
     if (!w || !(w->turn_id = strndup(t->turn_id.ptr, t->turn_id.len))) {
         free(w);
-        snprintf(err, errlen, "out of memory");
+        pl_errf(err, errlen, -1, "out of memory");
         return NULL;
     }
     pthread_cond_init(&w->cv, NULL);

@@ -9,13 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "pl_err.h"
 #include "pl_hash.h"
 
 /* Set err/param and return -1. */
 static int gw_bad(char *err, size_t errlen, const char **param, const char *p,
                   const char *fmt, const char *a)
 {
-    snprintf(err, errlen, fmt, p ? p : "", a ? a : "");
+    pl_errf(err, errlen, -1, fmt, p ? p : "", a ? a : "");
     if (param)
         *param = p;
     return -1;
@@ -300,9 +301,9 @@ int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, char *
         *param = NULL;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!o) {
-        snprintf(err, errlen, "the request body is not valid JSON: %s (line %d column %d)",
-                 je.text, je.line, je.column);
-        return -1;
+        return pl_errf(err, errlen, -1,
+                       "the request body is not valid JSON: %s (line %d column %d)", je.text,
+                       je.line, je.column);
     }
     int rc = gw_chat_from_json(o, cap, c, err, errlen, param);
     json_decref(o);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli_opt.h"
+#include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_config.h"
 #include "wk_worker.h"
@@ -33,7 +34,7 @@ static void wk_on_signal(int sig) {
 int wk_cmd_worker(int argc, char **argv) {
     wk_config *cfg = NULL;
     wk_worker *w = NULL;
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* config values, paths and their causes */
     int rc = 2;
     if (wk_config_new(&cfg) != 0) {
         fprintf(stderr, "worker: out of memory\n");

@@ -6,7 +6,7 @@
  */
 #include "wk_config.h"
 #include "cli_opt.h"
-#include "eng_err.h"
+#include "pl_err.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -200,24 +200,24 @@ static int wk_prop_check(const wk_prop *p, const char *val, const char *origin, 
     switch (p->type) {
     case WK_PROP_INT:
         if (wk_parse_int(val, &v) != 0)
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): '%s' is not an integer", p->name,
                            origin, val);
         if (v < p->min || v > p->max)
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): %lld is outside %lld..%lld", p->name,
                            origin, v, p->min, p->max);
         return 0;
     case WK_PROP_BOOL:
         if (wk_parse_bool(val, &b) != 0)
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): '%s' is not a boolean "
                            "(true/false)",
                            p->name, origin, val);
         return 0;
     case WK_PROP_REQ:
         if (!*val)
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): must not be empty", p->name, origin);
         return 0;
     default:
@@ -253,25 +253,25 @@ static int wk_kafka_set(wk_config *c, const char *name, const char *val) {
 
 int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin,
                   char *err, size_t errlen) {
-    if (!c || !key || !val) return eng_errf(err, errlen, WK_CONFIG_EINVAL, "NULL argument");
+    if (!c || !key || !val) return pl_errf(err, errlen, WK_CONFIG_EINVAL, "NULL argument");
     if (!strncmp(key, "kafka.", 6)) {
         if (!key[6] || !strcmp(key + 6, "consumer.") || !strcmp(key + 6, "producer."))
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): names no librdkafka property", key,
                            origin);
         int rc = wk_kafka_set(c, key + 6, val);
-        return rc ? eng_errf(err, errlen, rc, "out of memory") : 0;
+        return rc ? pl_errf(err, errlen, rc, "out of memory") : 0;
     }
     int i = wk_prop_find(c, key);
     if (i < 0)
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                        "unknown configuration key '%s' (%s); see parley %s "
                        "--print-config-doc",
                        key, origin, c->cmd);
     int rc = wk_prop_check(&c->props[i], val, origin, err, errlen);
     if (rc) return rc;
     char *v = strdup(val);
-    if (!v) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
+    if (!v) return pl_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
     free(c->val[i]);
     c->val[i] = v;
     return 0;
@@ -289,12 +289,12 @@ int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char 
                        size_t errlen) {
     const char *eq = strchr(pair, '=');
     if (!eq || eq == pair)
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: '%s' is not key=value", origin,
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: '%s' is not key=value", origin,
                        pair);
     char key[256];
     size_t kl = (size_t)(eq - pair);
     if (kl >= sizeof key)
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: key too long", origin);
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: key too long", origin);
     memcpy(key, pair, kl);
     key[kl] = 0;
     return wk_config_set(c, wk_trim(key), eq + 1, origin, err, errlen);
@@ -303,7 +303,7 @@ int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char 
 int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f)
-        return eng_errf(err, errlen, WK_CONFIG_EIO, "cannot read configuration file %s: %s",
+        return pl_errf(err, errlen, WK_CONFIG_EIO, "cannot read configuration file %s: %s",
                        path, strerror(errno));
     char line[4096], origin[512];
     int rc = 0, ln = 0;
@@ -312,14 +312,14 @@ int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen
         snprintf(origin, sizeof origin, "file %s line %d", path, ln);
         size_t n = strlen(line);
         if (n == sizeof line - 1 && line[n - 1] != '\n') {
-            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: line too long", origin);
+            rc = pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: line too long", origin);
             break;
         }
         char *s = wk_trim(line);
         if (!*s || *s == '#') continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "%s: expected 'key = value'", origin);
+            rc = pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: expected 'key = value'", origin);
             break;
         }
         *eq = 0;
@@ -327,7 +327,7 @@ int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen
             break;
     }
     if (!rc && ferror(f))
-        rc = eng_errf(err, errlen, WK_CONFIG_EIO, "error reading %s", path);
+        rc = pl_errf(err, errlen, WK_CONFIG_EIO, "error reading %s", path);
     fclose(f);
     return rc;
 }
@@ -374,25 +374,25 @@ static int wk_config_check_redis(const wk_config *c, char *err, size_t errlen) {
                                            "redis.tls.server_name"};
     bool tls = wk_config_bool(c, "redis.tls");
     if (*wk_config_str(c, "redis.user") && !*wk_config_str(c, "redis.password"))
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                        "configuration key 'redis.user' needs 'redis.password' (AUTH user "
-                        "password; environment PARLEY_REDIS_PASSWORD)");
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration key 'redis.user' needs 'redis.password' (AUTH user "
+                       "password; environment PARLEY_REDIS_PASSWORD)");
     for (size_t i = 0; i < sizeof tls_keys / sizeof tls_keys[0]; i++)
         if (!tls && *wk_config_str(c, tls_keys[i]))
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                            "configuration key '%s' is set but 'redis.tls' is false: set "
-                            "redis.tls=true to use TLS",
-                            tls_keys[i]);
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                           "configuration key '%s' is set but 'redis.tls' is false: set "
+                           "redis.tls=true to use TLS",
+                           tls_keys[i]);
     bool cert = *wk_config_str(c, "redis.tls.cert"), key = *wk_config_str(c, "redis.tls.key");
     if (cert != key)
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                        "configuration key '%s' needs '%s' (a client certificate goes with "
-                        "its private key)",
-                        cert ? "redis.tls.cert" : "redis.tls.key",
-                        cert ? "redis.tls.key" : "redis.tls.cert");
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration key '%s' needs '%s' (a client certificate goes with "
+                       "its private key)",
+                       cert ? "redis.tls.cert" : "redis.tls.key",
+                       cert ? "redis.tls.key" : "redis.tls.cert");
     if ((tls || *wk_config_str(c, "redis.password")) && !*wk_config_str(c, "redis.addr"))
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                        "configuration keys 'redis.tls' / 'redis.password' need 'redis.addr'");
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration keys 'redis.tls' / 'redis.password' need 'redis.addr'");
     return 0;
 }
 
@@ -402,7 +402,7 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
     for (size_t i = 0; i < c->n_props; i++)
         if (c->props[i].type == WK_PROP_REQ && (!c->val[i] || !*c->val[i])) {
             wk_env_name(c->props[i].name, env, sizeof env);
-            return eng_errf(err, errlen, WK_CONFIG_EINVAL,
+            return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' is required (config file, environment "
                            "%s, or --%s)",
                            c->props[i].name, env, c->props[i].name);
@@ -411,22 +411,22 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
     long long hi = wk_config_int(c, "worker.pause_kv_pct");
     long long lo = wk_config_int(c, "worker.resume_kv_pct");
     if (hi > 0 && lo >= hi)
-        return eng_errf(err, errlen, WK_CONFIG_EINVAL,
-                        "configuration key 'worker.resume_kv_pct': %lld must be below "
-                        "worker.pause_kv_pct (%lld)",
-                        lo, hi);
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration key 'worker.resume_kv_pct': %lld must be below "
+                       "worker.pause_kv_pct (%lld)",
+                       lo, hi);
     rc = wk_config_check_redis(c, err, errlen);
     if (rc) return rc;
 kafka:;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (!conf) return eng_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
-    char kerr[256];
+    if (!conf) return pl_errf(err, errlen, WK_CONFIG_ENOMEM, "out of memory");
+    char kerr[PL_ERR_LEN];
     for (size_t i = 0; i < c->n_kafka; i++) {
         const char *name = c->kafka[i].name;
         if (!strncmp(name, "consumer.", 9) || !strncmp(name, "producer.", 9)) name += 9;
         if (rd_kafka_conf_set(conf, name, c->kafka[i].val, kerr, sizeof kerr) !=
             RD_KAFKA_CONF_OK) {
-            rc = eng_errf(err, errlen, WK_CONFIG_EINVAL, "configuration key 'kafka.%s': %s",
+            rc = pl_errf(err, errlen, WK_CONFIG_EINVAL, "configuration key 'kafka.%s': %s",
                          c->kafka[i].name, kerr);
             break;
         }
@@ -529,8 +529,7 @@ static int wk_cli_set(void *ctx, const cli_opt *o, const char *v, char *err, siz
 static int wk_cli_key(void *ctx, const char *a, const char *v, char *err, size_t errlen) {
     wk_cli_pass *p = ctx;
     if (strncmp(a, "--", 2) || !v) {
-        snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
-        return -1;
+        return pl_errf(err, errlen, -1, "unexpected argument '%s' (see --help)", a);
     }
     if (p->phase == 2 && wk_config_set(p->c, a + 2, v, "command line", err, errlen)) return -1;
     return 1;
@@ -547,7 +546,7 @@ int wk_config_cli(wk_config *c, const char *synopsis, const char *about, int arg
          "write the configuration reference (Markdown) and exit", NULL},
     };
     const cli_cmd cmd = {c->cmd, synopsis, about, opts, CLI_NOPTS(opts), NULL, 0, 0, wk_cli_key};
-    char err[1024];
+    char err[PL_ERR_LEN * 4]; /* as CLI_ERRLEN: messages quote config values */
     for (p.phase = 0; p.phase < 3; p.phase++) {
         if (p.phase == 2 && wk_config_load_env(c, envp, err, sizeof err) != 0)
             return cli_fail(&cmd, "%s", err);

@@ -45,7 +45,7 @@ static int wk_text_append(wk_turn *t, const char *p, size_t n) {
  * chunk tries again.  PARLEY_TEST_CHUNK_FATAL_AFTER=N injects the fatal
  * error (librdkafka's rd_kafka_test_fatal_error) once, before chunk N + 1. */
 static void wk_chp_check(wk_worker *w) {
-    char why[512], err[256];
+    char why[512], err[PL_ERR_LEN];
     if (w->prod.test_fatal_at > 0 &&
         (long)__atomic_load_n(&w->met.ctr.chunks, __ATOMIC_RELAXED) >= w->prod.test_fatal_at) {
         w->prod.test_fatal_at = 0;
@@ -103,7 +103,7 @@ static void wk_chunk_emit(wk_turn *t, int last) {
     c.last = last != 0;
     sch_buf b;
     sch_buf_init(&b);
-    char err[256];
+    char err[PL_ERR_LEN];
     if ((t->json_out ? sch_chunk_encode_json(&c, &b, err, sizeof err)
                      : sch_chunk_encode(&c, &b, err, sizeof err)) != 0) {
         wk_log("error", "chunk_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
@@ -233,7 +233,7 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         s.error_code = SCH_E_INTERNAL;
         s.error_message = sch_str_c(msg);
     }
-    char err[256];
+    char err[PL_ERR_LEN];
     int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
         t->json_out ? sch_result_encode_json : sch_result_encode;
     t->result_rc = enc(&s, &t->result, err, sizeof err);
@@ -312,7 +312,7 @@ void wk_turn_submit(wk_turn *t) {
     q.on_token = wk_on_token;
     q.on_done = wk_on_done;
     q.user = t;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (eng_sched_submit(w->eng.sched, &q, &t->sched_id, err, sizeof err) != 0) {
         wk_log("warn", "submit_failed", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
         if (t->stream) wk_chunk_emit(t, 1);

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "pl_err.h"
 #include "wk_internal.h"
 
 const double wk_lat_bounds_ms[WK_LAT_N - 1] = {5,   10,   25,   50,   100,  250,
@@ -303,8 +304,8 @@ int wk_http_start(wk_worker *w, const char *addr, wk_http **out, char *err, size
     const char *colon = strrchr(addr, ':'), *port = colon ? colon + 1 : addr;
     if ((colon && (size_t)(colon - addr) >= sizeof host) || !*port ||
         strspn(port, "0123456789") != strlen(port)) {
-        snprintf(err, errlen, "configuration key 'worker.http': '%s' is not host:port", addr);
-        return WK_EINVAL;
+        return pl_errf(err, errlen, WK_EINVAL,
+                       "configuration key 'worker.http': '%s' is not host:port", addr);
     }
     if (colon && colon > addr) {
         const char *h = addr;
@@ -320,14 +321,14 @@ int wk_http_start(wk_worker *w, const char *addr, wk_http **out, char *err, size
     hints.ai_flags = AI_PASSIVE;
     int gr = getaddrinfo(host, port, &hints, &ai);
     if (gr) {
-        snprintf(err, errlen, "configuration key 'worker.http': %s: %s", addr, gai_strerror(gr));
-        return WK_EINVAL;
+        return pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.http': %s: %s", addr,
+                       gai_strerror(gr));
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 16) != 0) {
-        snprintf(err, errlen, "configuration key 'worker.http': cannot listen on %s: %s", addr,
-                 strerror(errno));
+        pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.http': cannot listen on %s: %s",
+                addr, strerror(errno));
         if (fd >= 0) close(fd);
         freeaddrinfo(ai);
         return WK_EINVAL;
@@ -336,16 +337,14 @@ int wk_http_start(wk_worker *w, const char *addr, wk_http **out, char *err, size
     wk_http *h = calloc(1, sizeof *h);
     if (!h) {
         close(fd);
-        snprintf(err, errlen, "out of memory");
-        return WK_ENOMEM;
+        return pl_errf(err, errlen, WK_ENOMEM, "out of memory");
     }
     h->w = w;
     h->fd = fd;
     if (pthread_create(&h->thread, NULL, wk_http_main, h) != 0) {
         close(fd);
         free(h);
-        snprintf(err, errlen, "worker.http: cannot start the HTTP thread");
-        return WK_ENOMEM;
+        return pl_errf(err, errlen, WK_ENOMEM, "worker.http: cannot start the HTTP thread");
     }
     *out = h;
     return 0;

@@ -46,6 +46,7 @@
 #include "eng_template.h"
 #include "eng_tok.h"
 #include "kv_cache.h"
+#include "pl_err.h"
 #include "sch.h"
 #include "wk_config.h"
 #include "wk_offsets.h"
@@ -304,10 +305,10 @@ typedef struct wk_producers {
 typedef struct wk_halt {
     volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
     int fatal;                  /* a fatal error happened (Kafka, or out of memory) */
-    char fatal_msg[512];        /* its message */
+    char fatal_msg[PL_ERR_LEN * 2]; /* its message: what (100 bytes) and why (400) */
     int refused_claim;          /* atomic: a client callback is writing refused_msg */
     int refused;                /* atomic (release after refused_msg): the cluster refused us */
-    char refused_msg[512];      /* why (kind and librdkafka's reason) */
+    char refused_msg[PL_ERR_LEN * 2]; /* why: kind and librdkafka's reason (300 bytes) */
 } wk_halt;
 
 /* What /metrics and the log lines report. */

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_err.h"
+#include "pl_err.h"
 #include "wk_internal.h"
 
 void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
@@ -164,7 +164,7 @@ static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *def
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     rd_kafka_conf_set_opaque(c, w);
     rd_kafka_conf_set_error_cb(c, wk_error_cb);
-    char kerr[256];
+    char kerr[PL_ERR_LEN];
     for (int i = 0; defs && defs[i]; i += 2)
         if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
             goto bad;
@@ -173,7 +173,7 @@ static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *def
         wk_config_kafka_at(cfg, i, &k, &v);
         if (!(prop = wk_kafka_for(k, kind))) continue;
         if (rd_kafka_conf_set(c, prop, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
-            eng_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
+            pl_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
             rd_kafka_conf_destroy(c);
             return NULL;
         }
@@ -183,7 +183,7 @@ static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *def
             goto bad;
     return c;
 bad:
-    eng_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
+    pl_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
     rd_kafka_conf_destroy(c);
     return NULL;
 }
@@ -211,7 +211,7 @@ int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
         w->txn.timeout_us = strtoll(tmo, NULL, 10) * 1000;
     if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
         rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
+        return pl_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
     }
     return 0;
 }
@@ -224,7 +224,7 @@ int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
     if (!c) return WK_EKAFKA;
     if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
         rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
+        return pl_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
     }
     return 0;
 }
@@ -271,7 +271,7 @@ done:
     if (o) rd_kafka_AdminOptions_destroy(o);
     if (q) rd_kafka_queue_destroy(q);
     if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE))
-        return eng_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
+        return pl_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
     return 0;
 }
 
@@ -294,7 +294,7 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
     if (!w->cons) {
         rd_kafka_conf_destroy(c);
-        return eng_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
+        return pl_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
     }
     rd_kafka_poll_set_consumer(w->cons);
     int rc = wk_kafka_txp_new(w, &w->prod.txp, err, errlen);
@@ -315,7 +315,7 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
             wk_kafka_note_refusal(w, rd_kafka_error_code(ke), rd_kafka_error_string(ke));
         if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE)) {
             if (ke) rd_kafka_error_destroy(ke);
-            return eng_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
+            return pl_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
         }
         if (!ke) break;
         /* a slice that ran out, or an answer worth asking again (the
@@ -326,8 +326,8 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
             rd_kafka_error_destroy(ke);
             continue;
         }
-        eng_errf(err, errlen, WK_EKAFKA, "init_transactions (parley-%s): %s", w->id,
-                 rd_kafka_error_string(ke));
+        pl_errf(err, errlen, WK_EKAFKA, "init_transactions (parley-%s): %s", w->id,
+                rd_kafka_error_string(ke));
         rd_kafka_error_destroy(ke);
         return WK_EKAFKA;
     }
@@ -344,7 +344,7 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (re)
-        return eng_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->topics.turns,
-                        rd_kafka_err2str(re));
+        return pl_errf(err, errlen, WK_EKAFKA, "subscribe %s: %s", w->topics.turns,
+                       rd_kafka_err2str(re));
     return 0;
 }

@@ -36,6 +36,7 @@
 
 #include "wk_internal.h"
 #include "wk_worker.h"
+#include "pl_err.h"
 #include "pl_hash.h"
 
 /* Counters are read by the metrics thread: update them atomically. */
@@ -524,8 +525,8 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     if (!w->halt.fatal)
         for (int tries = 0; tries < 3 && w->batch.n; tries++) wk_txn_commit(w);
     if (w->halt.fatal) {
-        snprintf(err, errlen, "%s", w->halt.fatal_msg);
-        return __atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
+        int code = __atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
+        return pl_errf(err, errlen, code, "%s", w->halt.fatal_msg);
     }
     rd_kafka_consumer_close(w->cons);
     rd_kafka_destroy(w->cons);

@@ -147,7 +147,7 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
     }
     d.headers = nh ? hv : NULL;
     d.n_headers = nh;
-    char err[256];
+    char err[PL_ERR_LEN];
     if (wk_dead_encode(&d, &w->eng.lim, &o->val, err, sizeof err) != 0) {
         d.headers = NULL;
         d.n_headers = 0;
@@ -187,7 +187,7 @@ static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, cons
     r.has_error = true;
     r.error_code = SCH_E_EXPIRED;
     r.error_message = sch_str_c("deadline_ms passed before the turn was started");
-    char err[256];
+    char err[PL_ERR_LEN];
     if ((json ? sch_result_encode_json(&r, &o->val, err, sizeof err)
               : sch_result_encode(&r, &o->val, err, sizeof err)) != 0) {
         wk_out_free(o);
@@ -235,7 +235,7 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
             rc = SCH_E_NOMEM;
             break;
         }
-        char terr[256];
+        char terr[PL_ERR_LEN];
         int r = eng_tmpl_render_ids(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, p, cap,
                                     &got, terr, sizeof terr);
         if (r == ENG_TMPL_ENOSPC && tries == 0 && got > cap) {

@@ -314,7 +314,7 @@ static int wk_txn_reconcile(wk_worker *w) {
 /* One stage's Kafka work of a producer rebuild: its outcome (a fatal one
  * has set w->halt.fatal with its message). */
 static wk_step wk_txn_recover_work(wk_worker *w) {
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* a prefix in front of librdkafka's message */
     switch (w->txn.recovering) {
     case WK_REC_PRODUCER:
         if (w->txn.test_rebuild_delay_us &&

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "kv_hash.h"
-#include "eng_err.h"
+#include "pl_err.h"
 #include "kv_sched_ops.h"
 #include "wk_internal.h"
 #include "wk_worker.h"
@@ -33,13 +33,13 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
                         (int)wk_config_int(cfg, "model.block_tokens")};
     const char *path = wk_config_str(cfg, "model.path");
     if (eng_model_load(path, &lo, &w->eng.model, e, sizeof e) != 0)
-        return eng_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
+        return pl_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
     if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)
-        return eng_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
+        return pl_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
     const char *tmpl = wk_config_str(cfg, "model.chat_template");
     if (eng_tmpl_detect(eng_model_gguf(w->eng.model), *tmpl ? tmpl : NULL, &w->eng.fmt, e,
                         sizeof e))
-        return eng_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
+        return pl_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
     const eng_config *mc = eng_model_config(w->eng.model);
     w->eng.n_vocab = mc->n_vocab;
     long long mx = wk_config_int(cfg, "model.max_context");
@@ -58,7 +58,7 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     }
     w->eng.dscratch_cap = eng_tok_stream_cap(w->eng.tok);
     w->eng.dscratch = malloc(w->eng.dscratch_cap);
-    return w->eng.dscratch ? 0 : eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    return w->eng.dscratch ? 0 : pl_errf(err, errlen, WK_ENOMEM, "out of memory");
 }
 
 /* kv_cache_config.log: the Redis tier's rate-limited reports. */
@@ -90,7 +90,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
             long port = colon ? strtol(colon + 1, NULL, 10) : 0;
             if (!colon || colon == addr || port <= 0 || port > 65535 ||
                 (size_t)(colon - addr) >= sizeof host)
-                return eng_errf(err, errlen, WK_EINVAL,
+                return pl_errf(err, errlen, WK_EINVAL,
                                "configuration key 'redis.addr': '%s' is not host:port", addr);
             memcpy(host, addr, (size_t)(colon - addr));
             kc.redis_host = host;
@@ -118,7 +118,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
                            (uint32_t)wk_config_int(cfg, "model.block_tokens")};
         if (kv_cache_create(&kc, eng_model_kv_layout(w->eng.model), kv_fingerprint(&fi),
                             &w->eng.cache, e, sizeof e) != 0)
-            return eng_errf(err, errlen, WK_EINVAL, "cache: %s", e);
+            return pl_errf(err, errlen, WK_EINVAL, "cache: %s", e);
         kv_sched_ops_init(&w->eng.ops, w->eng.cache);
     }
     eng_sched_config sc;
@@ -133,7 +133,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
                          sizeof e))
-        return eng_errf(err, errlen, WK_EINVAL, "scheduler: %s", e);
+        return pl_errf(err, errlen, WK_EINVAL, "scheduler: %s", e);
     return 0;
 }
 
@@ -146,27 +146,27 @@ static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
     for (int i = 0; i < 4; i++)
         if (!strcmp(from, modes[i])) mode = i;
     if (mode < 0)
-        return eng_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace_from': "
-                        "'%s' is not one of field, header, topic, fixed", from);
+        return pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace_from': "
+                       "'%s' is not one of field, header, topic, fixed", from);
     w->ns_from = (wk_ns_from)mode;
     w->ns_fixed = wk_config_str(w->cfg, "worker.namespace");
     size_t n = strlen(w->ns_fixed);
     if (mode == WK_NS_FIXED && (!n || n > ENG_SCHED_NS_MAX))
-        return eng_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace' must be "
-                        "1..%d bytes with worker.namespace_from=fixed", ENG_SCHED_NS_MAX);
+        return pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace' must be "
+                       "1..%d bytes with worker.namespace_from=fixed", ENG_SCHED_NS_MAX);
     if (mode == WK_NS_TOPIC && strlen(wk_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
-        return eng_errf(err, errlen, WK_EINVAL, "worker.namespace_from=topic: the turns topic "
-                        "name is longer than a namespace (%d bytes)", ENG_SCHED_NS_MAX);
+        return pl_errf(err, errlen, WK_EINVAL, "worker.namespace_from=topic: the turns topic "
+                       "name is longer than a namespace (%d bytes)", ENG_SCHED_NS_MAX);
     return 0;
 }
 
 int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen) {
     *out = NULL;
     if (!wk_user_sets(cfg, "bootstrap.servers"))
-        return eng_errf(err, errlen, WK_EINVAL,
+        return pl_errf(err, errlen, WK_EINVAL,
                        "configuration key 'kafka.bootstrap.servers' is required");
     wk_worker *w = calloc(1, sizeof *w);
-    if (!w) return eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    if (!w) return pl_errf(err, errlen, WK_ENOMEM, "out of memory");
     pthread_mutex_init(&w->convs.mu, NULL);
     pthread_mutex_init(&w->met.lag_mu, NULL);
     pthread_mutex_init(&w->prod.chp_mu, NULL);
@@ -203,7 +203,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     h ^= h >> 31;
     w->convs.attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
     int rc = 0;
-    if (wk_offsets_new(&w->batch.offs) != 0) rc = eng_errf(err, errlen, WK_ENOMEM, "out of memory");
+    if (wk_offsets_new(&w->batch.offs) != 0) rc = pl_errf(err, errlen, WK_ENOMEM, "out of memory");
     if (!rc) rc = wk_setup_namespace(w, err, errlen);
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);

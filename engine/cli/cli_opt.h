@@ -32,11 +32,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pl_err.h"
+
 #define CLI_OK 0    /* parsed; run the command */
 #define CLI_HELP 1  /* --help printed to stdout; exit 0 */
 #define CLI_USAGE 2 /* usage error printed to stderr; exit 2 */
 
-#define CLI_ERRLEN 1024 /* size of the message buffer handed to callbacks */
+/* Size of the message buffer handed to callbacks: larger than PL_ERR_LEN,
+ * their messages quote the value they refuse (config values, paths). */
+#define CLI_ERRLEN (PL_ERR_LEN * 4)
 
 typedef enum cli_type {
     CLI_FLAG = 0, /* no value: *(int *)dst = 1 */

@@ -23,6 +23,7 @@
 #include "eng_model.h"
 #include "eng_sampler.h"
 #include "eng_tok.h"
+#include "pl_err.h"
 #include "pl_time.h"
 
 #define GEN_MAX_PROMPT (1 << 20)
@@ -62,7 +63,7 @@ typedef struct gen_run {
     int n_prompt;            /* prompt ids in ids */
     int n_out;               /* generated ids after them */
     double t_load, t_prefill, t_decode; /* seconds */
-    char err[512];           /* message of the last failure */
+    char err[PL_ERR_LEN * 2]; /* message of the last failure: a path and its cause */
 } gen_run;
 
 static double gen_now(void) { return pl_mono_s(); }
@@ -89,8 +90,7 @@ static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
 static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
     kern_isa isa;
     if (kern_isa_parse(val, &isa) != 0) {
-        snprintf(err, errlen, "unknown ISA; scalar, avx2, avx512vnni, amx");
-        return -1;
+        return pl_errf(err, errlen, -1, "unknown ISA; scalar, avx2, avx512vnni, amx");
     }
     kern_isa_set_max(isa);
     return 0;
@@ -186,7 +186,7 @@ static int gen_setup(const gen_args *g, gen_run *r) {
     }
     r->t_load = gen_now() - t0;
     const eng_config *c = eng_model_config(r->m);
-    char terr[256];
+    char terr[PL_ERR_LEN];
     if (eng_tok_load(eng_model_gguf(r->m), &r->tok, terr, sizeof terr) != 0) r->tok = NULL;
     if (g->prompt && !r->tok) {
         fprintf(stderr, "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n", terr);

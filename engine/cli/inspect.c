@@ -24,6 +24,7 @@
 #include "eng_config.h"
 #include "eng_gguf.h"
 #include "eng_model.h"
+#include "pl_err.h"
 
 #define IN_ARR_HEAD 8   /* array elements shown */
 #define IN_STR_TEXT 64  /* string bytes shown in text mode */
@@ -361,7 +362,7 @@ int eng_cmd_inspect(int argc, char **argv) {
     }
     eng_gguf *g = NULL;
     eng_config c;
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* a tensor or key name and its cause */
     if (eng_gguf_open(path, &g, err, sizeof err)) {
         fprintf(stderr, "inspect: %s: %s\n", path, err);
         return 1;

@@ -12,6 +12,7 @@
 #include "eng_cli.h"
 #include "eng_mkmodel.h"
 #include "eng_model.h"
+#include "pl_err.h"
 
 /* The parsed command line. */
 typedef struct mk_args {
@@ -59,7 +60,7 @@ int eng_cmd_mkmodel(int argc, char **argv) {
         fprintf(stderr, "mkmodel: --type must be q8_0 or f16\n");
         return 2;
     }
-    char err[512];
+    char err[PL_ERR_LEN * 2]; /* a path and its cause */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = eng_mkmodel(&a.o, err, sizeof err);

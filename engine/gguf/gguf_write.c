@@ -40,7 +40,7 @@ struct eng_gguf_writer {
     int cur;             /* tensor receiving data */
     uint64_t cur_done;   /* bytes of it written */
     int rc;              /* sticky error code (0 = none) */
-    char msg[256];       /* sticky error message */
+    char msg[PL_ERR_LEN]; /* sticky error message */
 };
 
 static int gw_fail(eng_gguf_writer *w, int rc, const char *fmt, ...) {

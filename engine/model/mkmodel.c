@@ -292,13 +292,13 @@ static int mk_write(mk_ctx *c, const char *out, int window, char *err, size_t er
     int rc = ENG_EIO;
     if (eng_mkvocab_build(c->p->n_vocab, &v, err, errlen)) return ENG_ENOMEM;
     if (eng_gguf_writer_new(32, &w)) {
-        rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+        rc = pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
         goto err;
     }
     mk_metadata(c, w, &v, window);
     mk_each(c, w, mk_declare);
     if (!(f = fopen(out, "wb"))) {
-        eng_errf(err, errlen, ENG_EIO, "cannot create %s", out);
+        pl_errf(err, errlen, ENG_EIO, "cannot create %s", out);
         goto err;
     }
     setvbuf(f, NULL, _IOFBF, 1 << 22);
@@ -306,7 +306,7 @@ static int mk_write(mk_ctx *c, const char *out, int window, char *err, size_t er
     if (eng_gguf_writer_finish(w, err, errlen)) goto err;
     if (fclose(f)) {
         f = NULL;
-        eng_errf(err, errlen, ENG_EIO, "write error on %s", out);
+        pl_errf(err, errlen, ENG_EIO, "write error on %s", out);
         goto err;
     }
     f = NULL;
@@ -326,20 +326,20 @@ void eng_mkmodel_opts_default(eng_mkmodel_opts *o) {
 
 int eng_mkmodel(const eng_mkmodel_opts *o, char *err, size_t errlen) {
     if (!o || !o->preset || !o->out)
-        return eng_errf(err, errlen, ENG_EINVAL, "--preset and --out are required");
+        return pl_errf(err, errlen, ENG_EINVAL, "--preset and --out are required");
     const mk_preset *p = NULL;
     for (int i = 0; i < MK_NPRESETS; i++)
         if (!strcmp(mk_presets[i].name, o->preset)) p = &mk_presets[i];
-    if (!p) return eng_errf(err, errlen, ENG_EINVAL, "unknown preset '%s'", o->preset);
+    if (!p) return pl_errf(err, errlen, ENG_EINVAL, "unknown preset '%s'", o->preset);
     if (o->type != ENG_MKMODEL_Q8_0 && o->type != ENG_MKMODEL_F16)
-        return eng_errf(err, errlen, ENG_EINVAL, "--type must be q8_0 or f16");
+        return pl_errf(err, errlen, ENG_EINVAL, "--type must be q8_0 or f16");
     if (o->window < 0 || o->window > ENG_MKMODEL_MAX_WINDOW)
-        return eng_errf(err, errlen, ENG_EINVAL, "bad --window %d (1..2^30)", o->window);
+        return pl_errf(err, errlen, ENG_EINVAL, "bad --window %d (1..2^30)", o->window);
     if (o->window > 0 && !p->window)
-        return eng_errf(err, errlen, ENG_EINVAL, "preset %s has no local layers (--window)",
-                        p->name);
+        return pl_errf(err, errlen, ENG_EINVAL, "preset %s has no local layers (--window)",
+                       p->name);
     mk_ctx *c = calloc(1, sizeof *c);
-    if (!c) return eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!c) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
     int win = o->window > 0 ? o->window : p->window;
     c->p = p;
     c->type = o->type == ENG_MKMODEL_F16 ? ENG_GGML_TYPE_F16 : ENG_GGML_TYPE_Q8_0;
@@ -348,7 +348,7 @@ int eng_mkmodel(const eng_mkmodel_opts *o, char *err, size_t errlen) {
     mk_plan(c, win);
     c->bufcap = (size_t)1 << 22;
     int rc;
-    if (!(c->buf = malloc(c->bufcap))) rc = eng_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    if (!(c->buf = malloc(c->bufcap))) rc = pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
     else if ((rc = mk_write(c, o->out, win, err, errlen)) != 0) remove(o->out);
     free(c->buf);
     free(c);

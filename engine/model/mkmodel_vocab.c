@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mkmodel_vocab.h"
+#include "pl_err.h"
 
 /* Common English and chat words; a leading space is written as ' ' and
  * mapped to GPT-2's 'Ġ' like every other byte. */
@@ -145,8 +146,8 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     mv_train t = {0};
     memset(v, 0, sizeof *v);
     if (n_vocab < 320 || n_vocab > (1 << 24)) {
-        snprintf(err, errlen, "vocabulary size %d is not in [320, %d]", n_vocab, 1 << 24);
-        return -1;
+        return pl_errf(err, errlen, -1, "vocabulary size %d is not in [320, %d]", n_vocab,
+                       1 << 24);
     }
     int max_merges = n_vocab - 256 - 5 - 8;
     if (max_merges > 1500) max_merges = 1500;
@@ -227,7 +228,7 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     rc = 0;
     goto out;
 nomem:
-    snprintf(err, errlen, "out of memory building the vocabulary");
+    pl_errf(err, errlen, -1, "out of memory building the vocabulary");
     eng_mkvocab_free(v);
 out:
     free(t.sym);

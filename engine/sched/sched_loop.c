@@ -241,7 +241,7 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
             if (cand_overdue(r)) break; /* hold memory for the overdue request */
             continue;
         }
-        char err[256];
+        char err[PL_ERR_LEN];
         list_remove(&s->waiting, r);
         if (sched_admit(s, r, err, sizeof err) != 0) {
             sched_finish(s, r, ENG_SCHED_ERROR, err);
@@ -358,7 +358,7 @@ static int hist_bucket(uint64_t v) {
 
 /* Run one step over the running sequences.  Returns 1 if a forward ran. */
 static int sched_step(eng_sched *s) {
-    char err[256];
+    char err[PL_ERR_LEN];
     int n, n_decode;
     for (;;) {
         n = sched_build(s, &n_decode);

@@ -11,12 +11,13 @@
 #include <stdlib.h>
 
 #include "kern_cuda_probe.h"
+#include "pl_err.h"
 
 int main(void) {
     enum { N = 1 << 20 | 3 }; /* odd length: the kernel's tail path runs too */
     int8_t *a = malloc(N), *b = malloc(N);
     kern_cuda_probe_info info;
-    char err[256];
+    char err[PL_ERR_LEN];
     uint32_t s = 12345u;
     int rc;
 

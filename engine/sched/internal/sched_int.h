@@ -68,7 +68,7 @@ typedef struct sched_event {
     float *logits;               /* token event: logits copy or NULL (owned) */
     eng_sched_result res;        /* completion: result (tokens / error point into this event) */
     int32_t *res_tokens;         /* completion: owned copy of the tokens */
-    char error[256];             /* completion: error text */
+    char error[PL_ERR_LEN]; /* completion: error text */
 } sched_event;
 
 /* The plain allocator used without a cache: malloc blocks, capped per kind. */
