@@ -26,10 +26,10 @@ void kv_cache_config_default(kv_cache_config *c) {
     c->max_tickets = 64;
 }
 
-static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *err,
-                     size_t errlen) {
+static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *err, size_t errlen) {
     if (!l || l->block_tokens < 1 || l->block_tokens > 1024) {
-        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: layout missing or block_tokens out of 1..1024");
+        return pl_errf(err, errlen, KV_EINVAL,
+                       "kv_cache: layout missing or block_tokens out of 1..1024");
     }
     if (!l->block_bytes[0] && !l->block_bytes[1]) {
         return pl_errf(err, errlen, KV_EINVAL, "kv_cache: layout has no KV-owning layers");
@@ -39,8 +39,8 @@ static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *e
         cfg->backoff_max_ms < cfg->backoff_min_ms || cfg->ttl_s < 1 || cfg->max_tickets < 1 ||
         cfg->hash_mask_bits < 0 || cfg->hash_mask_bits > 64) {
         return pl_errf(err, errlen, KV_EINVAL,
-                 "kv_cache: config out of range (local_share, max_tokens >= B, "
-                 "max_namespaces, timeouts, ttl_s, max_tickets >= 1, hash_mask_bits 0..64)");
+                       "kv_cache: config out of range (local_share, max_tokens >= B, "
+                       "max_namespaces, timeouts, ttl_s, max_tickets >= 1, hash_mask_bits 0..64)");
     }
     return 0;
 }
@@ -61,8 +61,8 @@ static void kv_cache_free_mem(kv_cache *c, int max_tickets) {
     free(c);
 }
 
-int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t fp,
-                    kv_cache **out, char *err, size_t errlen) {
+int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t fp, kv_cache **out,
+                    char *err, size_t errlen) {
     int rc = KV_EINVAL;
     kv_cache *c = NULL;
     if (!cfg || !out) {
@@ -103,8 +103,8 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
         double per = (double)c->bbytes[0] + cfg->local_share * (double)c->bbytes[1];
         c->nblk[0] = (int)((double)cfg->budget_bytes / per);
         c->nblk[1] = (int)((double)c->nblk[0] * cfg->local_share);
-        while (c->nblk[0] && (size_t)c->nblk[0] * c->bbytes[0] +
-                                     (size_t)c->nblk[1] * c->bbytes[1] > cfg->budget_bytes)
+        while (c->nblk[0] && (size_t)c->nblk[0] * c->bbytes[0] + (size_t)c->nblk[1] * c->bbytes[1] >
+                                 cfg->budget_bytes)
             c->nblk[1]--;
     } else {
         int k = c->has_kind[0] ? 0 : 1;
@@ -112,8 +112,9 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     }
     if (c->nblk[0] + c->nblk[1] < 2 || (c->has_kind[0] && c->nblk[0] < 1) ||
         (c->has_kind[1] && c->nblk[1] < 1)) {
-        rc = pl_errf(err, errlen, KV_EINVAL, "kv_cache: budget of %zu bytes holds no blocks (block bytes %zu/%zu)",
-                 cfg->budget_bytes, c->bbytes[0], c->bbytes[1]);
+        rc = pl_errf(err, errlen, KV_EINVAL,
+                     "kv_cache: budget of %zu bytes holds no blocks (block bytes %zu/%zu)",
+                     cfg->budget_bytes, c->bbytes[0], c->bbytes[1]);
         goto err;
     }
     c->max_nodes = c->nblk[0] + c->nblk[1];
@@ -128,8 +129,8 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     c->buckets = calloc(nb, sizeof *c->buckets);
     c->heap = calloc((size_t)c->max_nodes, sizeof *c->heap);
     c->tickets = calloc((size_t)cfg->max_tickets, sizeof *c->tickets);
-    if (!c->nodes || !c->tok_arena || !c->roots || !c->root_ns || !c->root_ns_len ||
-        !c->buckets || !c->heap || !c->tickets)
+    if (!c->nodes || !c->tok_arena || !c->roots || !c->root_ns || !c->root_ns_len || !c->buckets ||
+        !c->heap || !c->tickets)
         goto nomem;
     for (int i = 0; i < cfg->max_namespaces; i++) c->root_ns_len[i] = (size_t)-1;
     for (int i = c->max_nodes - 1; i >= 0; i--) {
@@ -137,8 +138,7 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
         c->free_nodes = &c->nodes[i];
     }
     for (int i = 0; i < cfg->max_tickets; i++)
-        if (!(c->tickets[i].tokens = malloc((size_t)cfg->max_tokens * sizeof(int32_t))))
-            goto nomem;
+        if (!(c->tickets[i].tokens = malloc((size_t)cfg->max_tokens * sizeof(int32_t)))) goto nomem;
     c->fq_head = c->fq_tail = -1;
     c->wq_head = c->wq_tail = -1;
     c->slot_free = -1;
@@ -194,8 +194,8 @@ static int local_need_from(const kv_cache *c, int d) {
  * resumable node (or NULL) and its depth in *best; *why gets the reason the
  * walk could not go to nb (KV_MISS_N when it did); *walked the depth of
  * the cached path whether resumable or not. */
-static kv_node *walk_locked(kv_cache *c, const char *ns, size_t ns_len,
-                            const int32_t *tokens, int nb, int *best, int *why, int *walked) {
+static kv_node *walk_locked(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
+                            int nb, int *best, int *why, int *walked) {
     *best = 0;
     *walked = 0;
     *why = KV_MISS_ABSENT;
@@ -211,8 +211,7 @@ static kv_node *walk_locked(kv_cache *c, const char *ns, size_t ns_len,
         if (!child) {
             /* A same-key child under this parent with other tokens is a
              * collision (visible with the weakened test hash). */
-            *why = kv_child_collides_locked(c, node, key) ? KV_MISS_COLLISION
-                                                          : KV_MISS_ABSENT;
+            *why = kv_child_collides_locked(c, node, key) ? KV_MISS_COLLISION : KV_MISS_ABSENT;
             break;
         }
         node = child;
@@ -250,8 +249,8 @@ static void pin_path_locked(kv_cache *c, kv_node *node, int d, kv_match *m) {
     m->n_tokens = d * c->B;
 }
 
-int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-                    int n, int redis_wait_ms, kv_match *m) {
+int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int n,
+                    int redis_wait_ms, kv_match *m) {
     if (!c || !m || n < 0 || (n && !tokens) || !kv_ns_valid(ns, ns_len) ||
         (m->cap > 0 && (!m->gblk || !m->lblk)))
         return KV_EINVAL;
@@ -272,8 +271,8 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
     kv_hist_add(c->st.host.lat_us, (uint64_t)pl_mono_us() - t0);
     if (best < nb && redis_wait_ms >= 0 && c->use_redis) {
         pthread_mutex_unlock(&c->mu);
-        int ticket, wait = redis_wait_ms < c->cfg.cmd_timeout_ms ? redis_wait_ms
-                                                                  : c->cfg.cmd_timeout_ms;
+        int ticket,
+            wait = redis_wait_ms < c->cfg.cmd_timeout_ms ? redis_wait_ms : c->cfg.cmd_timeout_ms;
         if (kv_cache_prefetch(c, ns, ns_len, tokens, n, &ticket) == 0) {
             kv_cache_prefetch_wait(c, ticket, wait);
             kv_cache_prefetch_release(c, ticket);
@@ -314,8 +313,8 @@ static void window_add(kv_cache *c, kv_node *n, int delta) {
 
 int kv_cache_insert(kv_cache *c, const char *ns, size_t ns_len, const eng_kvseq *seq,
                     int turn_boundary) {
-    if (!c || !seq || !kv_ns_valid(ns, ns_len) || seq->alloc.ctx != c ||
-        !seq->layout || seq->layout->block_tokens != c->B || seq->n_tokens < 0 ||
+    if (!c || !seq || !kv_ns_valid(ns, ns_len) || seq->alloc.ctx != c || !seq->layout ||
+        seq->layout->block_tokens != c->B || seq->n_tokens < 0 ||
         seq->n_tokens > seq->cap_blocks * c->B)
         return KV_EINVAL;
     int nb = seq->n_tokens / c->B, rc = 0;
@@ -397,8 +396,8 @@ int kv_cache_evict(kv_cache *c, int n_blocks) {
     return done;
 }
 
-int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len,
-                            const int32_t *tokens, int n, int *n_queued) {
+int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
+                            int n, int *n_queued) {
     if (n_queued) *n_queued = 0;
     if (!c || n < 0 || (n && !tokens) || !kv_ns_valid(ns, ns_len)) return KV_EINVAL;
     if (!c->use_redis) return KV_EREDIS;

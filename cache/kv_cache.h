@@ -129,24 +129,24 @@
 #include "kv_hash.h"
 #include "kv_stats.h"
 
-#define KV_EINVAL (-901)   /* bad argument */
-#define KV_ENOMEM (-902)   /* creation could not allocate, or pool exhausted */
+#define KV_EINVAL (-901)    /* bad argument */
+#define KV_ENOMEM (-902)    /* creation could not allocate, or pool exhausted */
 #define KV_ETIMEDOUT (-909) /* a wait ran out of time */
-#define KV_EFULL (-908)    /* a fixed table (tickets, namespaces) is full */
-#define KV_EREDIS (-903)   /* Redis unavailable (only from explicit Redis calls) */
+#define KV_EFULL (-908)     /* a fixed table (tickets, namespaces) is full */
+#define KV_EREDIS (-903)    /* Redis unavailable (only from explicit Redis calls) */
 
-#define KV_NS_MAX 64     /* longest namespace in bytes */
+#define KV_NS_MAX 64 /* longest namespace in bytes */
 
 typedef struct kv_cache_config {
-    size_t budget_bytes;      /* hard limit on pool payload bytes (both kinds) */
-    double local_share;       /* local blocks per global block in the pool (default 0.5: with trimming a
+    size_t budget_bytes; /* hard limit on pool payload bytes (both kinds) */
+    double local_share;  /* local blocks per global block in the pool (default 0.5: with trimming a
                                * conversation keeps ~W/B local blocks, ~W/B global per W tokens; ignored
                                * without local layers) */
-    int max_tokens;           /* longest sequence handled by lookup/prefetch (default 32768) */
-    int max_namespaces;       /* namespace roots (default 256) */
-    const char *redis_host;   /* NULL or "": no Redis tier */
-    int redis_port;           /* default 6379 */
-    const char *redis_user;   /* ACL user for AUTH (needs redis_password); NULL/"" = default user */
+    int max_tokens;      /* longest sequence handled by lookup/prefetch (default 32768) */
+    int max_namespaces;  /* namespace roots (default 256) */
+    const char *redis_host; /* NULL or "": no Redis tier */
+    int redis_port;         /* default 6379 */
+    const char *redis_user; /* ACL user for AUTH (needs redis_password); NULL/"" = default user */
     const char *redis_password; /* AUTH password after every connect; NULL/"" = no AUTH */
     int redis_tls;            /* 1: TLS with certificate verification (KV_EINVAL if not built in) */
     const char *redis_tls_ca; /* CA bundle (PEM) that signs the server; NULL/"" = system store */
@@ -158,14 +158,15 @@ typedef struct kv_cache_config {
                                         * per change of cause (at most every 30 s while it
                                         * lasts); called from the I/O threads, never under mu;
                                         * NULL = silent (the counters still tell) */
-    void *log_ctx;            /* first argument of log */
-    int cmd_timeout_ms;       /* connect and command timeout (default 200) */
-    int backoff_min_ms;       /* first reconnect delay (default 50) */
-    int backoff_max_ms;       /* reconnect delay cap (default 2000) */
-    int ttl_s;                /* Redis TTL of KV values (default 3600) */
-    size_t write_queue_bytes; /* memory for pending Redis writes (default 8 MiB, at least 4 values) */
-    int max_tickets;          /* concurrent prefetch tickets (default 64) */
-    int hash_mask_bits;       /* TEST HOOK: keep only this many low bits of every h_k (0 = all 64) */
+    void *log_ctx;                               /* first argument of log */
+    int cmd_timeout_ms;                          /* connect and command timeout (default 200) */
+    int backoff_min_ms;                          /* first reconnect delay (default 50) */
+    int backoff_max_ms;                          /* reconnect delay cap (default 2000) */
+    int ttl_s;                                   /* Redis TTL of KV values (default 3600) */
+    /* memory for pending Redis writes (default 8 MiB, at least 4 values) */
+    size_t write_queue_bytes;
+    int max_tickets;    /* concurrent prefetch tickets (default 64) */
+    int hash_mask_bits; /* TEST HOOK: keep only this many low bits of every h_k (0 = all 64) */
 } kv_cache_config;
 
 /* Fill c with the defaults above (no Redis). */
@@ -178,8 +179,8 @@ typedef struct kv_cache kv_cache;
  * table; starts the Redis threads when redis_host is set (a Redis that is
  * down at start-up is not an error: it is retried).  Returns 0, KV_EINVAL
  * (bad config/layout, message says which) or KV_ENOMEM. */
-int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t fp,
-                    kv_cache **out, char *err, size_t errlen);
+int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t fp, kv_cache **out,
+                    char *err, size_t errlen);
 
 /* Stop the threads (pending writes are given cmd_timeout_ms to drain) and
  * free everything.  Every sequence and match using the pool must be gone. */
@@ -192,12 +193,12 @@ eng_kv_allocator kv_cache_allocator(kv_cache *c);
 /* Result of a lookup.  The caller provides the arrays (cap entries each).
  * Every non-NULL pointer returned is one reference owned by the match. */
 typedef struct kv_match {
-    void **gblk;       /* caller array: global blocks of the prefix (NULLs without global layers) */
-    void **lblk;       /* caller array: local blocks (NULL where no resume needs them) */
-    int cap;           /* entries in gblk/lblk */
-    int n_blocks;      /* blocks matched */
-    int n_tokens;      /* tokens matched = n_blocks * B */
-    int n_from_redis;  /* of which beyond the host RAM path, i.e. brought from Redis */
+    void **gblk;      /* caller array: global blocks of the prefix (NULLs without global layers) */
+    void **lblk;      /* caller array: local blocks (NULL where no resume needs them) */
+    int cap;          /* entries in gblk/lblk */
+    int n_blocks;     /* blocks matched */
+    int n_tokens;     /* tokens matched = n_blocks * B */
+    int n_from_redis; /* of which beyond the host RAM path, i.e. brought from Redis */
 } kv_match;
 
 /* Longest resumable cached prefix of tokens[0..n) in namespace ns
@@ -212,8 +213,8 @@ typedef struct kv_match {
  * makes this instant).  Returns 0 (a miss is n_tokens = 0) or KV_EINVAL.
  * Hand the blocks to eng_kvseq_adopt_prefix (their references become the
  * sequence's) or give them back with kv_match_release. */
-int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-                    int n, int redis_wait_ms, kv_match *m);
+int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int n,
+                    int redis_wait_ms, kv_match *m);
 
 /* Drop the match's references and clear it. */
 void kv_match_release(kv_cache *c, kv_match *m);
@@ -230,8 +231,8 @@ int kv_cache_insert(kv_cache *c, const char *ns, size_t ns_len, const eng_kvseq 
 /* Start fetching from Redis the blocks of tokens[0..n) missing in host RAM.
  * *ticket identifies the request for kv_cache_prefetch_wait/_release.
  * Returns 0, KV_EINVAL, KV_EFULL (no free ticket) or KV_EREDIS (no tier). */
-int kv_cache_prefetch(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-                      int n, int *ticket);
+int kv_cache_prefetch(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int n,
+                      int *ticket);
 /* Wait up to timeout_ms for a ticket.  Returns 0 done, KV_ETIMEDOUT, KV_EINVAL. */
 int kv_cache_prefetch_wait(kv_cache *c, int ticket, int timeout_ms);
 /* Give a ticket back (a running fetch finishes in the background). */
@@ -242,8 +243,8 @@ void kv_cache_prefetch_release(kv_cache *c, int ticket);
  * up to cmd_timeout_ms each.  *n_queued (may be NULL) gets the number of
  * blocks queued.  Returns 0, KV_EINVAL, KV_EREDIS (no tier / Redis down) or
  * KV_ETIMEDOUT. */
-int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len,
-                            const int32_t *tokens, int n, int *n_queued);
+int kv_cache_flush_to_redis(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
+                            int n, int *n_queued);
 /* Wait until every queued write has been attempted, up to timeout_ms.
  * Returns 0 or KV_ETIMEDOUT. */
 int kv_cache_redis_drain(kv_cache *c, int timeout_ms);

@@ -36,10 +36,11 @@ static int check_blocks_locked(kv_cache *c, uint8_t *mark, char *err, size_t err
         int n = 0;
         for (int i = c->free_blk[k]; i >= 0; i = c->bh[k][i].next_free) {
             if (i >= c->nblk[k])
-                return pl_errf(err, errlen, KV_EINVAL, "kind %d: free list names block %d of %d", k, i,
-                               c->nblk[k]);
+                return pl_errf(err, errlen, KV_EINVAL, "kind %d: free list names block %d of %d", k,
+                               i, c->nblk[k]);
             if (mark[i])
-                return pl_errf(err, errlen, KV_EINVAL, "kind %d: free list loops at block %d", k, i);
+                return pl_errf(err, errlen, KV_EINVAL, "kind %d: free list loops at block %d", k,
+                               i);
             mark[i] = 1;
             const kv_blk *b = &c->bh[k][i];
             if (b->ref != 0 || b->node)
@@ -49,25 +50,27 @@ static int check_blocks_locked(kv_cache *c, uint8_t *mark, char *err, size_t err
             n++;
         }
         if (n != c->n_free[k])
-            return pl_errf(err, errlen, KV_EINVAL, "kind %d: %d blocks on the free list, n_free %d", k,
-                           n, c->n_free[k]);
+            return pl_errf(err, errlen, KV_EINVAL, "kind %d: %d blocks on the free list, n_free %d",
+                           k, n, c->n_free[k]);
         for (int i = 0; i < c->nblk[k]; i++) {
             const kv_blk *b = &c->bh[k][i];
             if (b->ref < 0)
-                return pl_errf(err, errlen, KV_EINVAL, "kind %d: block %d has ref %d", k, i, (int)b->ref);
+                return pl_errf(err, errlen, KV_EINVAL, "kind %d: block %d has ref %d", k, i,
+                               (int)b->ref);
             if (b->ref == 0 && !mark[i])
-                return pl_errf(err, errlen, KV_EINVAL, "kind %d: block %d has ref 0 but is not free", k, i);
+                return pl_errf(err, errlen, KV_EINVAL,
+                               "kind %d: block %d has ref 0 but is not free", k, i);
             if (b->node && b->node->blk[k] != c->slab[k] + (size_t)i * c->bbytes[k])
-                return pl_errf(err, errlen, KV_EINVAL, "kind %d: block %d names a node that does not hold it",
-                               k, i);
+                return pl_errf(err, errlen, KV_EINVAL,
+                               "kind %d: block %d names a node that does not hold it", k, i);
         }
         if (c->st.blocks_used[k] != (uint64_t)(c->nblk[k] - c->n_free[k]))
-            return pl_errf(err, errlen, KV_EINVAL, "kind %d: blocks_used %llu, %d blocks not free", k,
-                           (unsigned long long)c->st.blocks_used[k], c->nblk[k] - c->n_free[k]);
+            return pl_errf(err, errlen, KV_EINVAL, "kind %d: blocks_used %llu, %d blocks not free",
+                           k, (unsigned long long)c->st.blocks_used[k], c->nblk[k] - c->n_free[k]);
     }
     if (pool_bytes > c->cfg.budget_bytes)
-        return pl_errf(err, errlen, KV_EINVAL, "pool of %zu bytes exceeds the budget of %zu", pool_bytes,
-                       c->cfg.budget_bytes);
+        return pl_errf(err, errlen, KV_EINVAL, "pool of %zu bytes exceeds the budget of %zu",
+                       pool_bytes, c->cfg.budget_bytes);
     return 0;
 }
 
@@ -79,7 +82,8 @@ static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t err
     for (kv_node *n = c->free_nodes; n; n = n->free_next) {
         ptrdiff_t i = n - c->nodes;
         if (i < 0 || i >= c->max_nodes || nfree[i])
-            return pl_errf(err, errlen, KV_EINVAL, "node free list is corrupt at entry %d", n_free_nodes);
+            return pl_errf(err, errlen, KV_EINVAL, "node free list is corrupt at entry %d",
+                           n_free_nodes);
         nfree[i] = 1;
         n_free_nodes++;
     }
@@ -101,7 +105,9 @@ static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t err
             kv_blk *b = kv_pool_hdr(c, k, n->blk[k]);
             if (!b || b->node != n || b->ref < 1)
                 rc = pl_errf(err, errlen, KV_EINVAL, "node %d: its kind-%d block is %s", i, k,
-                             !b ? "not a pool block" : b->node != n ? "owned by another node" : "free");
+                             !b             ? "not a pool block"
+                             : b->node != n ? "owned by another node"
+                                            : "free");
         }
         if (!rc && c->has_kind[ENG_KV_GLOBAL] && !n->blk[ENG_KV_GLOBAL])
             rc = pl_errf(err, errlen, KV_EINVAL, "node %d holds no global block", i);
@@ -122,7 +128,8 @@ static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t err
             rc = pl_errf(err, errlen, KV_EINVAL, "node %d: %s but heap_idx %d", i,
                          ev ? "evictable" : "not evictable", n->heap_idx);
         else if (ev && (n->heap_idx >= c->n_heap || c->heap[n->heap_idx] != n))
-            rc = pl_errf(err, errlen, KV_EINVAL, "node %d: heap slot %d does not hold it", i, n->heap_idx);
+            rc = pl_errf(err, errlen, KV_EINVAL, "node %d: heap slot %d does not hold it", i,
+                         n->heap_idx);
     }
     for (int r = 0; r < c->cfg.max_namespaces && !rc; r++) {
         const kv_node *root = &c->roots[r];
@@ -133,15 +140,17 @@ static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t err
             continue;
         }
         if (root->n_children != kids[c->max_nodes + r])
-            rc = pl_errf(err, errlen, KV_EINVAL, "namespace root %d: n_children %d, %d live children", r,
-                         root->n_children, kids[c->max_nodes + r]);
+            rc = pl_errf(err, errlen, KV_EINVAL,
+                         "namespace root %d: n_children %d, %d live children", r, root->n_children,
+                         kids[c->max_nodes + r]);
         else if (root->heap_idx >= 0)
             rc = pl_errf(err, errlen, KV_EINVAL, "namespace root %d is in the LRU heap", r);
     }
     free(kids);
     if (rc) return rc;
     if (evictable != c->n_heap)
-        return pl_errf(err, errlen, KV_EINVAL, "%d evictable leaves, heap holds %d", evictable, c->n_heap);
+        return pl_errf(err, errlen, KV_EINVAL, "%d evictable leaves, heap holds %d", evictable,
+                       c->n_heap);
     for (int i = 1; i < c->n_heap; i++)
         if (c->heap[(i - 1) / 2]->tick > c->heap[i]->tick)
             return pl_errf(err, errlen, KV_EINVAL, "LRU heap out of order at %d", i);

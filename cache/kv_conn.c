@@ -52,18 +52,19 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
         dup_opt(cfg->redis_tls_cert, &c->cfg.redis_tls_cert) ||
         dup_opt(cfg->redis_tls_key, &c->cfg.redis_tls_key) ||
         dup_opt(cfg->redis_tls_server_name, &c->cfg.redis_tls_server_name)) {
-        return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: out of memory copying the Redis settings");
+        return pl_errf(err, errlen, KV_ENOMEM,
+                       "kv_cache: out of memory copying the Redis settings");
     }
     if (c->cfg.redis_user && !c->cfg.redis_password) {
         return pl_errf(err, errlen, KV_EINVAL, "kv_cache: a Redis user needs a password");
     }
     if (!c->cfg.redis_tls_cert != !c->cfg.redis_tls_key) {
-        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: the Redis TLS client certificate and key go together");
+        return pl_errf(err, errlen, KV_EINVAL,
+                       "kv_cache: the Redis TLS client certificate and key go together");
     }
     if (!cfg->redis_tls) return 0;
 #ifdef PARLEY_REDIS_TLS
-    const char *name = c->cfg.redis_tls_server_name ? c->cfg.redis_tls_server_name
-                                                    : c->redis_host;
+    const char *name = c->cfg.redis_tls_server_name ? c->cfg.redis_tls_server_name : c->redis_host;
     redisSSLOptions o = {
         .cacert_filename = c->cfg.redis_tls_ca,
         .cert_filename = c->cfg.redis_tls_cert,
@@ -78,14 +79,16 @@ int kv_conn_setup(kv_cache *c, const kv_cache_config *cfg, char *err, size_t err
     redisInitOpenSSL();
     c->ssl = redisCreateSSLContextWithOptions(&o, &e);
     if (!c->ssl) {
-        return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
-                 o.cacert_filename ? o.cacert_filename : "system store",
-                 o.cert_filename ? o.cert_filename : "none", redisSSLContextGetError(e));
+        return pl_errf(err, errlen, KV_EINVAL,
+                       "kv_cache: Redis TLS setup (CA %s, certificate %s): %s",
+                       o.cacert_filename ? o.cacert_filename : "system store",
+                       o.cert_filename ? o.cert_filename : "none", redisSSLContextGetError(e));
     }
     return 0;
 #else
-    return pl_errf(err, errlen, KV_EINVAL, "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
-             "(build against the pinned hiredis of deploy/setup.sh)");
+    return pl_errf(err, errlen, KV_EINVAL,
+                   "kv_cache: Redis TLS requested but this build has no hiredis_ssl "
+                   "(build against the pinned hiredis of deploy/setup.sh)");
 #endif
 }
 
@@ -126,7 +129,8 @@ int kv_reply_refusal(const redisReply *r) {
 /* What an operator should look at for each cause. */
 static const char *cause_hint(int cause) {
     switch (cause) {
-    case KV_CAUSE_TLS: return "check redis.tls.ca, redis.tls.server_name and the server certificate";
+    case KV_CAUSE_TLS:
+        return "check redis.tls.ca, redis.tls.server_name and the server certificate";
     case KV_CAUSE_AUTH: return "check redis.user / redis.password";
     case KV_CAUSE_NOAUTH: return "the server requires AUTH: set redis.password (and redis.user)";
     case KV_CAUSE_NOPERM: return "the ACL user needs read/write on keys ~parley:kv:*";
@@ -172,8 +176,8 @@ static redisContext *connect_fail(kv_cache *c, kv_conn *k, redisContext *ctx, in
     kv_conn_report(c, cause, detail);
     if (ctx) redisFree(ctx);
     k->next_try_ms = pl_mono_ms() + k->backoff_ms;
-    k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
-                                                               : k->backoff_ms * 2;
+    k->backoff_ms =
+        k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms : k->backoff_ms * 2;
     return NULL;
 }
 
@@ -197,10 +201,9 @@ redisContext *kv_conn_get(kv_cache *c, kv_conn *k) {
     }
 #endif
     if (c->cfg.redis_password) {
-        redisReply *r = c->cfg.redis_user
-                            ? redisCommand(ctx, "AUTH %s %s", c->cfg.redis_user,
-                                           c->cfg.redis_password)
-                            : redisCommand(ctx, "AUTH %s", c->cfg.redis_password);
+        redisReply *r = c->cfg.redis_user ? redisCommand(ctx, "AUTH %s %s", c->cfg.redis_user,
+                                                         c->cfg.redis_password)
+                                          : redisCommand(ctx, "AUTH %s", c->cfg.redis_password);
         if (!r) return connect_fail(c, k, ctx, KV_CAUSE_CONNECT, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             char d[300];
@@ -226,8 +229,8 @@ int kv_conn_fail(kv_cache *c, kv_conn *k) {
     if (k->ctx) redisFree(k->ctx);
     k->ctx = NULL;
     k->next_try_ms = pl_mono_ms() + k->backoff_ms;
-    k->backoff_ms = k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms
-                                                               : k->backoff_ms * 2;
+    k->backoff_ms =
+        k->backoff_ms * 2 > c->cfg.backoff_max_ms ? c->cfg.backoff_max_ms : k->backoff_ms * 2;
     pthread_mutex_lock(&c->mu);
     c->redis_down = 1;
     pthread_mutex_unlock(&c->mu);

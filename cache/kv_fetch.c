@@ -14,8 +14,8 @@
 
 #include "kv_internal.h"
 
-int kv_cache_prefetch(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-                      int n, int *ticket) {
+int kv_cache_prefetch(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int n,
+                      int *ticket) {
     if (!c || !ticket || n < 0 || (n && !tokens) || !kv_ns_valid(ns, ns_len)) return KV_EINVAL;
     if (!c->use_redis) return KV_EREDIS;
     if (n > c->cfg.max_tokens) n = c->cfg.max_tokens;
@@ -71,8 +71,7 @@ void kv_cache_prefetch_release(kv_cache *c, int ticket) {
 }
 
 /* Depth of the host path of the first nb blocks (h = chain hashes). */
-static kv_node *host_path_locked(kv_cache *c, kv_ticket *t, const uint64_t *h, int nb,
-                                 int *depth) {
+static kv_node *host_path_locked(kv_cache *c, kv_ticket *t, const uint64_t *h, int nb, int *depth) {
     *depth = 0;
     kv_node *node = kv_root_find_locked(c, t->ns, t->ns_len, kv_hash_seed(c->fp, t->ns, t->ns_len));
     for (int k = 0; node && k < nb; k++) {
@@ -89,7 +88,8 @@ static int attach_locked(kv_cache *c, kv_ticket *t, const uint64_t *h, const uin
                          const kv_value_view *views, const int *ok, int from, int nb) {
     int d, added = 0;
     kv_node *node = host_path_locked(c, t, h, nb, &d);
-    if (!node) node = kv_root_get_locked(c, t->ns, t->ns_len, kv_hash_seed(c->fp, t->ns, t->ns_len));
+    if (!node)
+        node = kv_root_get_locked(c, t->ns, t->ns_len, kv_hash_seed(c->fp, t->ns, t->ns_len));
     if (!node || d < from) return 0;
     for (int k = d; k < nb && ok[k]; k++) {
         /* Allocation may evict: keep the node being extended out of the heap. */
@@ -191,8 +191,9 @@ static void fetch_one(kv_cache *c, kv_conn *conn, kv_ticket *t) {
     {
         uint64_t ns_hash = kv_hash64(t->ns, t->ns_len, 0);
         for (int k = d; k < got; k++) {
-            kv_value_meta e = {c->fp, ns_hash, kv_key(c, h[k]), g[k], (uint32_t)k, (uint32_t)c->B,
-                               (uint32_t)c->bbytes[0], (uint32_t)c->bbytes[1]};
+            kv_value_meta e = {
+                c->fp,       ns_hash,        kv_key(c, h[k]),        g[k],
+                (uint32_t)k, (uint32_t)c->B, (uint32_t)c->bbytes[0], (uint32_t)c->bbytes[1]};
             int why = KV_MISS_ABSENT;
             ok[k] = 0;
             /* kv_value_decode returns 0 for a valid value (0 is never one

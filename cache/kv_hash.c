@@ -31,8 +31,7 @@ uint64_t kv_le64_get(const uint8_t *p) {
 }
 
 uint32_t kv_le32_get(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
@@ -50,11 +49,11 @@ static uint64_t merge(uint64_t acc, uint64_t v) {
 
 /* Streaming XXH64 state. */
 typedef struct xs {
-    uint64_t v[4];     /* the four stripe accumulators */
-    uint64_t seed;     /* seed, for inputs shorter than one stripe */
-    uint64_t total;    /* bytes consumed so far */
-    uint8_t buf[32];   /* pending bytes of an incomplete stripe */
-    size_t nbuf;       /* bytes used in buf */
+    uint64_t v[4];   /* the four stripe accumulators */
+    uint64_t seed;   /* seed, for inputs shorter than one stripe */
+    uint64_t total;  /* bytes consumed so far */
+    uint8_t buf[32]; /* pending bytes of an incomplete stripe */
+    size_t nbuf;     /* bytes used in buf */
 } xs;
 
 static void xs_init(xs *s, uint64_t seed) {
@@ -96,8 +95,7 @@ static void xs_update(xs *s, const void *data, size_t len) {
 static uint64_t xs_digest(const xs *s) {
     uint64_t h;
     if (s->total >= 32) {
-        h = rotl(s->v[0], 1) + rotl(s->v[1], 7) + rotl(s->v[2], 12) +
-            rotl(s->v[3], 18);
+        h = rotl(s->v[0], 1) + rotl(s->v[1], 7) + rotl(s->v[2], 12) + rotl(s->v[3], 18);
         for (int i = 0; i < 4; i++) h = merge(h, s->v[i]);
     } else {
         h = s->seed + P5;
@@ -169,8 +167,7 @@ uint64_t kv_fingerprint(const kv_fp_inputs *in) {
     return xs_digest(&s);
 }
 
-static uint64_t seed_with(uint64_t seed, uint64_t fingerprint, const char *ns,
-                          size_t ns_len) {
+static uint64_t seed_with(uint64_t seed, uint64_t fingerprint, const char *ns, size_t ns_len) {
     xs s;
     xs_init(&s, seed);
     xs_update(&s, "parley-kv-ns", 12);
@@ -187,8 +184,7 @@ uint64_t kv_hash_seed_check(uint64_t fingerprint, const char *ns, size_t ns_len)
     return seed_with(KV_CHECK_SEED, fingerprint, ns, ns_len);
 }
 
-static uint64_t block_with(uint64_t seed, uint64_t prev, const int32_t *tokens,
-                           int block_tokens) {
+static uint64_t block_with(uint64_t seed, uint64_t prev, const int32_t *tokens, int block_tokens) {
     xs s;
     xs_init(&s, seed);
     xs_u64(&s, prev);

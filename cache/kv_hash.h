@@ -48,11 +48,12 @@ uint64_t kv_hash64(const void *p, size_t len, uint64_t seed);
 
 /* Inputs of the model fingerprint (see the recipe above). */
 typedef struct kv_fp_inputs {
-    const char *arch;          /* architecture name, e.g. "gemma3" (NUL-terminated) */
-    uint64_t weights_digest;   /* eng_model_digest() of the loaded model */
-    const char *tokenizer_id;  /* tokenizer identity, e.g. model + vocab digest in hex (NUL-terminated) */
-    uint32_t quant_version;    /* version of the KV quantisation scheme (int8 + f32 scale = 1) */
-    uint32_t block_tokens;     /* B */
+    const char *arch;        /* architecture name, e.g. "gemma3" (NUL-terminated) */
+    uint64_t weights_digest; /* eng_model_digest() of the loaded model */
+    /* tokenizer identity, e.g. model + vocab digest in hex (NUL-terminated) */
+    const char *tokenizer_id;
+    uint32_t quant_version; /* version of the KV quantisation scheme (int8 + f32 scale = 1) */
+    uint32_t block_tokens;  /* B */
 } kv_fp_inputs;
 
 /* The model fingerprint of *in (NULL strings hash as empty). */

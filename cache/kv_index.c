@@ -22,8 +22,8 @@ int kv_ns_valid(const char *ns, size_t ns_len) {
 
 uint64_t kv_key(const kv_cache *c, uint64_t h) { return h & c->key_mask; }
 
-void kv_chain(const kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-              int nb, uint64_t *h, uint64_t *g) {
+void kv_chain(const kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int nb,
+              uint64_t *h, uint64_t *g) {
     uint64_t ph = kv_hash_seed(c->fp, ns, ns_len);
     uint64_t pg = kv_hash_seed_check(c->fp, ns, ns_len);
     for (int k = 0; k < nb; k++) {
@@ -80,8 +80,7 @@ kv_node *kv_root_get_locked(kv_cache *c, const char *ns, size_t ns_len, uint64_t
     return NULL;
 }
 
-kv_node *kv_child_find_locked(kv_cache *c, kv_node *parent, uint64_t key,
-                              const int32_t *tok) {
+kv_node *kv_child_find_locked(kv_cache *c, kv_node *parent, uint64_t key, const int32_t *tok) {
     for (kv_node *n = *bucket(c, key); n; n = n->hnext)
         if (n->key == key && n->parent == parent &&
             !memcmp(n->tokens, tok, sizeof(int32_t) * (size_t)c->B))

@@ -22,9 +22,9 @@ typedef struct kv_node kv_node;
 
 /* Header of one pool block (payload lives in the kind's slab). */
 typedef struct kv_blk {
-    int32_t ref;        /* references: tree + sequences + matches; 0 = free */
-    int32_t next_free;  /* free-list link (block index) or -1 */
-    kv_node *node;      /* index node holding this block, or NULL */
+    int32_t ref;       /* references: tree + sequences + matches; 0 = free */
+    int32_t next_free; /* free-list link (block index) or -1 */
+    kv_node *node;     /* index node holding this block, or NULL */
 } kv_blk;
 
 /* One index node: a full block of a cached prefix, or a namespace root. */
@@ -50,11 +50,11 @@ struct kv_node {
 
 /* A preallocated buffer holding one encoded value waiting for the writer. */
 typedef struct kv_slot {
-    uint8_t *buf;       /* encoded value (slot_bytes capacity) */
-    size_t len;         /* bytes used */
-    char key[160];      /* Redis key */
-    size_t key_len;     /* bytes of key */
-    int next;           /* queue / free-list link, -1 at the end */
+    uint8_t *buf;   /* encoded value (slot_bytes capacity) */
+    size_t len;     /* bytes used */
+    char key[160];  /* Redis key */
+    size_t key_len; /* bytes of key */
+    int next;       /* queue / free-list link, -1 at the end */
 } kv_slot;
 
 enum { KV_TK_FREE = 0, KV_TK_QUEUED, KV_TK_RUNNING, KV_TK_DONE };
@@ -73,80 +73,80 @@ typedef struct kv_ticket {
 
 /* Why the Redis tier is unavailable (kv_conn.c reports these). */
 enum {
-    KV_CAUSE_NONE = 0,  /* available */
-    KV_CAUSE_CONNECT,   /* TCP connect or I/O failed, or timed out */
-    KV_CAUSE_TLS,       /* TLS handshake failed (certificate verification among others) */
-    KV_CAUSE_AUTH,      /* AUTH refused: WRONGPASS / invalid password */
-    KV_CAUSE_NOAUTH,    /* the server wants AUTH and we sent none */
-    KV_CAUSE_NOPERM,    /* ACL: the user may not run the command or touch the key */
+    KV_CAUSE_NONE = 0, /* available */
+    KV_CAUSE_CONNECT,  /* TCP connect or I/O failed, or timed out */
+    KV_CAUSE_TLS,      /* TLS handshake failed (certificate verification among others) */
+    KV_CAUSE_AUTH,     /* AUTH refused: WRONGPASS / invalid password */
+    KV_CAUSE_NOAUTH,   /* the server wants AUTH and we sent none */
+    KV_CAUSE_NOPERM,   /* ACL: the user may not run the command or touch the key */
     KV_CAUSE_N
 };
 
 /* One Redis connection with its reconnect state (owned by one thread). */
 typedef struct kv_conn {
-    redisContext *ctx;  /* NULL when disconnected */
-    int64_t next_try_ms;/* no connection attempt before this time */
-    int backoff_ms;     /* next delay after a failure */
+    redisContext *ctx;   /* NULL when disconnected */
+    int64_t next_try_ms; /* no connection attempt before this time */
+    int backoff_ms;      /* next delay after a failure */
 } kv_conn;
 
 struct kv_cache {
     /* immutable after create */
-    kv_cache_config cfg;          /* copy of the configuration; its strings are owned copies
+    kv_cache_config cfg;         /* copy of the configuration; its strings are owned copies
                                    * (kv_conn_setup) or NULL, redis_host points below */
-    char redis_host[256];         /* Redis host ("" = no tier) */
-    const eng_kv_layout *layout;  /* block layout */
-    uint64_t fp;                  /* model fingerprint */
-    int B;                        /* block tokens */
-    int wb;                       /* local window in blocks, ceil(max_window/B); 0 = no local kind */
-    int has_kind[2];              /* layout has layers of this kind */
-    size_t bbytes[2];             /* block bytes per kind */
-    int nblk[2];                  /* pool blocks per kind */
-    uint8_t *slab[2];             /* payload slabs */
-    kv_blk *bh[2];                /* block headers */
-    int max_nodes;                /* node capacity (excluding roots) */
-    kv_node *nodes;               /* node array */
-    int32_t *tok_arena;           /* max_nodes * B token ids */
-    kv_node *roots;               /* max_namespaces root nodes */
-    char (*root_ns)[KV_NS_MAX];   /* namespace of each root */
-    size_t *root_ns_len;          /* its bytes */
-    kv_node **buckets;            /* hash table heads */
-    uint64_t bucket_mask;         /* buckets - 1 */
-    uint64_t key_mask;            /* mask applied to h_k */
-    kv_node **heap;               /* LRU min-heap of evictable leaves */
-    size_t slot_bytes;            /* capacity of one writer slot */
-    int n_slots;                  /* writer slots */
-    kv_slot *slots;               /* writer slots */
-    kv_ticket *tickets;           /* prefetch tickets */
-    int use_redis;                /* Redis tier configured */
-    void *ssl;                    /* redisSSLContext shared by both connections; NULL = plain TCP */
-    int writer_started;           /* writer thread running (join at stop) */
-    int fetcher_started;          /* fetcher thread running */
-    uint64_t *fetch_h;            /* fetcher scratch: h then g of each block (fetcher thread only) */
-    void **fetch_replies;         /* fetcher scratch: redisReply per block (fetcher thread only) */
-    kv_value_view *fetch_views;   /* fetcher scratch: decoded payload views per block */
-    int *fetch_ok;                /* fetcher scratch: 1 where the block's value is valid */
+    char redis_host[256];        /* Redis host ("" = no tier) */
+    const eng_kv_layout *layout; /* block layout */
+    uint64_t fp;                 /* model fingerprint */
+    int B;                       /* block tokens */
+    int wb;                      /* local window in blocks, ceil(max_window/B); 0 = no local kind */
+    int has_kind[2];             /* layout has layers of this kind */
+    size_t bbytes[2];            /* block bytes per kind */
+    int nblk[2];                 /* pool blocks per kind */
+    uint8_t *slab[2];            /* payload slabs */
+    kv_blk *bh[2];               /* block headers */
+    int max_nodes;               /* node capacity (excluding roots) */
+    kv_node *nodes;              /* node array */
+    int32_t *tok_arena;          /* max_nodes * B token ids */
+    kv_node *roots;              /* max_namespaces root nodes */
+    char (*root_ns)[KV_NS_MAX];  /* namespace of each root */
+    size_t *root_ns_len;         /* its bytes */
+    kv_node **buckets;           /* hash table heads */
+    uint64_t bucket_mask;        /* buckets - 1 */
+    uint64_t key_mask;           /* mask applied to h_k */
+    kv_node **heap;              /* LRU min-heap of evictable leaves */
+    size_t slot_bytes;           /* capacity of one writer slot */
+    int n_slots;                 /* writer slots */
+    kv_slot *slots;              /* writer slots */
+    kv_ticket *tickets;          /* prefetch tickets */
+    int use_redis;               /* Redis tier configured */
+    void *ssl;                   /* redisSSLContext shared by both connections; NULL = plain TCP */
+    int writer_started;          /* writer thread running (join at stop) */
+    int fetcher_started;         /* fetcher thread running */
+    uint64_t *fetch_h;           /* fetcher scratch: h then g of each block (fetcher thread only) */
+    void **fetch_replies;        /* fetcher scratch: redisReply per block (fetcher thread only) */
+    kv_value_view *fetch_views;  /* fetcher scratch: decoded payload views per block */
+    int *fetch_ok;               /* fetcher scratch: 1 where the block's value is valid */
 
-    pthread_mutex_t mu;           /* guards everything below */
-    pthread_cond_t writer_cv;     /* writer queue non-empty or stopping */
-    pthread_cond_t slot_cv;       /* a writer slot was freed / writer idle */
-    pthread_cond_t fetch_cv;      /* fetch queue non-empty or stopping */
-    pthread_cond_t done_cv;       /* a ticket finished */
-    int free_blk[2];              /* free-list heads per kind */
-    int n_free[2];                /* free blocks per kind */
-    kv_node *free_nodes;          /* unused nodes */
-    int n_heap;                   /* entries in heap */
-    uint64_t tick;                /* use clock */
-    int slot_free;                /* free writer slots (stack) */
-    int wq_head, wq_tail;         /* writer FIFO */
-    int writer_busy;              /* writer holds popped slots */
-    int fq_head, fq_tail;         /* fetch FIFO of tickets */
-    int stopping;                 /* destroy in progress */
-    int redis_down;               /* last Redis attempt failed (eviction then drops) */
-    int rep_cause;                /* KV_CAUSE_* last reported (NONE: nothing outstanding) */
-    int64_t rep_ms;               /* when it was reported */
-    uint64_t rep_held;            /* reports of the same cause held back since */
-    kv_stats st;                  /* counters */
-    pthread_t writer, fetcher;    /* I/O threads (when use_redis) */
+    pthread_mutex_t mu;        /* guards everything below */
+    pthread_cond_t writer_cv;  /* writer queue non-empty or stopping */
+    pthread_cond_t slot_cv;    /* a writer slot was freed / writer idle */
+    pthread_cond_t fetch_cv;   /* fetch queue non-empty or stopping */
+    pthread_cond_t done_cv;    /* a ticket finished */
+    int free_blk[2];           /* free-list heads per kind */
+    int n_free[2];             /* free blocks per kind */
+    kv_node *free_nodes;       /* unused nodes */
+    int n_heap;                /* entries in heap */
+    uint64_t tick;             /* use clock */
+    int slot_free;             /* free writer slots (stack) */
+    int wq_head, wq_tail;      /* writer FIFO */
+    int writer_busy;           /* writer holds popped slots */
+    int fq_head, fq_tail;      /* fetch FIFO of tickets */
+    int stopping;              /* destroy in progress */
+    int redis_down;            /* last Redis attempt failed (eviction then drops) */
+    int rep_cause;             /* KV_CAUSE_* last reported (NONE: nothing outstanding) */
+    int64_t rep_ms;            /* when it was reported */
+    uint64_t rep_held;         /* reports of the same cause held back since */
+    kv_stats st;               /* counters */
+    pthread_t writer, fetcher; /* I/O threads (when use_redis) */
 };
 
 /* kv_pool.c */
@@ -160,7 +160,7 @@ void kv_pool_ref_locked(kv_cache *c, int kind, void *p);
 void kv_pool_set_node_locked(kv_cache *c, int kind, void *p, kv_node *n);
 void kv_pool_unref_locked(kv_cache *c, int kind, void *p);
 void kv_heap_update_locked(kv_cache *c, kv_node *n); /* re-evaluate n's evictability */
-int kv_evict_one_locked(kv_cache *c);                  /* 1 if a leaf was evicted */
+int kv_evict_one_locked(kv_cache *c);                /* 1 if a leaf was evicted */
 
 /* kv_index.c */
 int kv_ns_valid(const char *ns, size_t ns_len);
@@ -175,8 +175,8 @@ void kv_node_remove_locked(kv_cache *c, kv_node *n);
 void kv_node_drop_local_locked(kv_cache *c, kv_node *n);
 uint64_t kv_key(const kv_cache *c, uint64_t h);
 /* Chain hashes of the first nb blocks of tokens: h[k], g[k] for block k (0-based). */
-void kv_chain(const kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens,
-              int nb, uint64_t *h, uint64_t *g);
+void kv_chain(const kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int nb,
+              uint64_t *h, uint64_t *g);
 
 /* kv_fetch.c */
 void *kv_fetcher_main(void *arg);
@@ -212,7 +212,7 @@ int kv_redis_enqueue_locked(kv_cache *c, kv_node *n);
 int kv_slot_wait_locked(kv_cache *c, int64_t deadline_ms);
 /* Whether evicting n should write it to Redis first. */
 int kv_redis_wants_locked(kv_cache *c, const kv_node *n);
-void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key,
-                  char *out, size_t cap, size_t *len);
+void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key, char *out,
+                  size_t cap, size_t *len);
 
 #endif

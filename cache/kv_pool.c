@@ -29,7 +29,8 @@ int kv_pool_init(kv_cache *c, char *err, size_t errlen) {
         c->slab[k] = aligned_alloc(64, bytes);
         c->bh[k] = calloc((size_t)c->nblk[k], sizeof(kv_blk));
         if (!c->slab[k] || !c->bh[k]) {
-            return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot allocate %zu bytes of pool", bytes);
+            return pl_errf(err, errlen, KV_ENOMEM, "kv_cache: cannot allocate %zu bytes of pool",
+                           bytes);
         }
         /* Touch the slab now so the first turns do not page-fault. */
         memset(c->slab[k], 0, bytes);

@@ -28,8 +28,8 @@ static void abs_deadline(struct timespec *ts, int64_t deadline_ms) {
     ts->tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
 }
 
-void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key,
-                  char *out, size_t cap, size_t *len) {
+void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key, char *out,
+                  size_t cap, size_t *len) {
     int w = snprintf(out, cap, "parley:kv:%016llx:%.*s:%016llx", (unsigned long long)c->fp,
                      (int)ns_len, ns_len ? ns : "", (unsigned long long)key);
     *len = w < 0 ? 0 : (size_t)w < cap ? (size_t)w : cap - 1;

@@ -15,24 +15,24 @@
 #include "pl_time.h"
 
 typedef struct ent {
-    struct ent *hnext;          /* bucket chain */
-    struct ent *prev, *next;    /* LRU list (head = most recent) */
-    uint64_t h;                 /* hash of the key bytes */
-    int64_t expires_ms;         /* end of life */
-    size_t key_len, reply_len;  /* sizes of the two byte strings below */
-    uint8_t data[];             /* key bytes then reply bytes */
+    struct ent *hnext;         /* bucket chain */
+    struct ent *prev, *next;   /* LRU list (head = most recent) */
+    uint64_t h;                /* hash of the key bytes */
+    int64_t expires_ms;        /* end of life */
+    size_t key_len, reply_len; /* sizes of the two byte strings below */
+    uint8_t data[];            /* key bytes then reply bytes */
 } ent;
 
 struct kv_resp {
-    kv_resp_config cfg;         /* limits */
-    uint64_t fp;                /* model fingerprint (part of every key) */
-    pthread_mutex_t mu;         /* guards everything below */
-    ent **buckets;              /* hash table */
-    size_t mask;                /* buckets - 1 */
-    ent *head, *tail;           /* LRU list */
-    int n;                      /* entries */
-    size_t bytes;               /* key + reply bytes held */
-    kv_tier_stats st;           /* counters */
+    kv_resp_config cfg; /* limits */
+    uint64_t fp;        /* model fingerprint (part of every key) */
+    pthread_mutex_t mu; /* guards everything below */
+    ent **buckets;      /* hash table */
+    size_t mask;        /* buckets - 1 */
+    ent *head, *tail;   /* LRU list */
+    int n;              /* entries */
+    size_t bytes;       /* key + reply bytes held */
+    kv_tier_stats st;   /* counters */
 };
 
 void kv_resp_config_default(kv_resp_config *c) {
@@ -45,7 +45,8 @@ void kv_resp_config_default(kv_resp_config *c) {
 int kv_resp_create(const kv_resp_config *cfg, uint64_t fingerprint, kv_resp **out, char *err,
                    size_t errlen) {
     if (!cfg || !out || cfg->max_entries < 1 || cfg->max_bytes < 1 || cfg->ttl_ms < 1) {
-        return pl_errf(err, errlen, KV_EINVAL, "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
+        return pl_errf(err, errlen, KV_EINVAL,
+                       "kv_resp: bad config (max_entries, max_bytes, ttl_ms must be > 0)");
     }
     kv_resp *r = calloc(1, sizeof *r);
     size_t nb = 16;

@@ -34,10 +34,10 @@
 #include "kv_stats.h"
 
 typedef struct kv_resp_config {
-    int enabled;        /* 0 (default): every get misses, every put is ignored */
-    size_t max_bytes;   /* keys + replies held (default 16 MiB) */
-    int max_entries;    /* entries held (default 4096) */
-    int ttl_ms;         /* entry lifetime (default 30000) */
+    int enabled;      /* 0 (default): every get misses, every put is ignored */
+    size_t max_bytes; /* keys + replies held (default 16 MiB) */
+    int max_entries;  /* entries held (default 4096) */
+    int ttl_ms;       /* entry lifetime (default 30000) */
 } kv_resp_config;
 
 /* Sampling parameters of a request, as they affect the reply. */

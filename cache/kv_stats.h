@@ -15,29 +15,29 @@
 
 /* Why a block (or a response) was not served by a tier. */
 enum {
-    KV_MISS_ABSENT = 0,  /* not stored in this tier */
-    KV_MISS_COLLISION,   /* hash matched, stored token ids did not */
-    KV_MISS_NOLOCAL,     /* global KV present, local KV a resume needs was dropped */
-    KV_MISS_CORRUPT,     /* Redis value malformed: magic, version, length, checksum */
-    KV_MISS_FOREIGN,     /* Redis value intact but for another model/namespace/position */
-    KV_MISS_TIMEOUT,     /* Redis command timed out */
-    KV_MISS_DOWN,        /* Redis unreachable or backing off after a failure */
-    KV_MISS_NOMEM,       /* fetched, but no pool block could be freed for it */
-    KV_MISS_EXPIRED,     /* response cache: entry past its TTL */
+    KV_MISS_ABSENT = 0, /* not stored in this tier */
+    KV_MISS_COLLISION,  /* hash matched, stored token ids did not */
+    KV_MISS_NOLOCAL,    /* global KV present, local KV a resume needs was dropped */
+    KV_MISS_CORRUPT,    /* Redis value malformed: magic, version, length, checksum */
+    KV_MISS_FOREIGN,    /* Redis value intact but for another model/namespace/position */
+    KV_MISS_TIMEOUT,    /* Redis command timed out */
+    KV_MISS_DOWN,       /* Redis unreachable or backing off after a failure */
+    KV_MISS_NOMEM,      /* fetched, but no pool block could be freed for it */
+    KV_MISS_EXPIRED,    /* response cache: entry past its TTL */
     KV_MISS_N
 };
 
 #define KV_HIST_N 24 /* log2 microsecond buckets: up to ~8 s */
 
 typedef struct kv_tier_stats {
-    uint64_t lookups;              /* lookups that reached this tier */
-    uint64_t hits;                 /* lookups that got at least one block from this tier */
-    uint64_t hit_tokens;           /* tokens served from this tier */
-    uint64_t misses[KV_MISS_N];    /* blocks (responses) not served, by reason */
-    uint64_t evictions;            /* blocks evicted out of this tier */
-    uint64_t bytes_in;             /* payload bytes stored into this tier */
-    uint64_t bytes_out;            /* payload bytes served from this tier */
-    uint64_t lat_us[KV_HIST_N];    /* latency histogram of lookups/fetches */
+    uint64_t lookups;           /* lookups that reached this tier */
+    uint64_t hits;              /* lookups that got at least one block from this tier */
+    uint64_t hit_tokens;        /* tokens served from this tier */
+    uint64_t misses[KV_MISS_N]; /* blocks (responses) not served, by reason */
+    uint64_t evictions;         /* blocks evicted out of this tier */
+    uint64_t bytes_in;          /* payload bytes stored into this tier */
+    uint64_t bytes_out;         /* payload bytes served from this tier */
+    uint64_t lat_us[KV_HIST_N]; /* latency histogram of lookups/fetches */
 } kv_tier_stats;
 
 typedef struct kv_stats {
@@ -56,12 +56,13 @@ typedef struct kv_stats {
     uint64_t alloc_fail;           /* allocator returned NULL */
     uint64_t redis_writes;         /* values written to Redis */
     uint64_t redis_write_errors;   /* writes that failed (timeout, connection) */
-    uint64_t redis_write_dropped;  /* evicted blocks lost without a Redis copy (Redis down / writer stuck) */
-    uint64_t redis_write_queued;   /* values waiting for the writer (gauge) */
-    uint64_t redis_reconnects;     /* successful (re)connections, both threads */
-    uint64_t redis_connect_fail;   /* failed connection attempts */
-    uint64_t redis_refused;        /* connections/commands Redis refused: TLS, AUTH, NOAUTH, NOPERM */
-    int redis_up;                  /* gauge: 1 if the last Redis command succeeded */
+    /* evicted blocks lost without a Redis copy (Redis down / writer stuck) */
+    uint64_t redis_write_dropped;
+    uint64_t redis_write_queued; /* values waiting for the writer (gauge) */
+    uint64_t redis_reconnects;   /* successful (re)connections, both threads */
+    uint64_t redis_connect_fail; /* failed connection attempts */
+    uint64_t redis_refused;      /* connections/commands Redis refused: TLS, AUTH, NOAUTH, NOPERM */
+    int redis_up;                /* gauge: 1 if the last Redis command succeeded */
 } kv_stats;
 
 /* Add one latency sample of us microseconds to a histogram. */

@@ -32,20 +32,20 @@
 
 /* Identity and sizes of a block value (what is written / what is expected). */
 typedef struct kv_value_meta {
-    uint64_t fingerprint;   /* model fingerprint */
-    uint64_t ns_hash;       /* kv_hash64(namespace, len, 0) */
-    uint64_t key_h;         /* h_k as used in the key */
-    uint64_t check_g;       /* g_k */
-    uint32_t block_index;   /* k-1 */
-    uint32_t block_tokens;  /* B */
-    uint32_t global_len;    /* global payload bytes */
-    uint32_t local_len;     /* local payload bytes (write: 0 = none; expect: size if present) */
+    uint64_t fingerprint;  /* model fingerprint */
+    uint64_t ns_hash;      /* kv_hash64(namespace, len, 0) */
+    uint64_t key_h;        /* h_k as used in the key */
+    uint64_t check_g;      /* g_k */
+    uint32_t block_index;  /* k-1 */
+    uint32_t block_tokens; /* B */
+    uint32_t global_len;   /* global payload bytes */
+    uint32_t local_len;    /* local payload bytes (write: 0 = none; expect: size if present) */
 } kv_value_meta;
 
 /* Where the payloads are inside a decoded value (pointers into its buffer). */
 typedef struct kv_value_view {
-    const uint8_t *global;  /* global payload, global_len bytes (NULL when 0) */
-    const uint8_t *local;   /* local payload or NULL when the value has none */
+    const uint8_t *global; /* global payload, global_len bytes (NULL when 0) */
+    const uint8_t *local;  /* local payload or NULL when the value has none */
 } kv_value_view;
 
 /* Bytes of a value with these sizes. */
@@ -53,15 +53,15 @@ size_t kv_value_size(uint32_t block_tokens, uint32_t global_len, uint32_t local_
 
 /* Write a value into dst (kv_value_size bytes).  l may be NULL iff
  * m->local_len == 0. */
-void kv_value_encode(uint8_t *dst, const kv_value_meta *m, const int32_t *tokens,
-                     const void *g, const void *l);
+void kv_value_encode(uint8_t *dst, const kv_value_meta *m, const int32_t *tokens, const void *g,
+                     const void *l);
 
 /* Check buf[0..len) against the expected block *e and its tokens.
  * Returns 0 (view filled) or a KV_MISS_* reason (kv_stats.h):
  * KV_MISS_CORRUPT (not a well-formed intact value), KV_MISS_FOREIGN (another
  * model, namespace, position, chain or payload size), KV_MISS_COLLISION
  * (everything matches but the token ids). */
-int kv_value_decode(const uint8_t *buf, size_t len, const kv_value_meta *e,
-                    const int32_t *tokens, kv_value_view *v);
+int kv_value_decode(const uint8_t *buf, size_t len, const kv_value_meta *e, const int32_t *tokens,
+                    kv_value_view *v);
 
 #endif

@@ -76,48 +76,48 @@ struct msgpack_zone;
  * decides itself, so one set describes every way a turn can fail.
  */
 typedef enum sch_err {
-    SCH_OK = 0,                        /* "OK" */
-    SCH_E_TRUNCATED = -1,              /* record ends inside a value */
-    SCH_E_MALFORMED = -2,              /* byte that is not msgpack (0xc1) */
-    SCH_E_TRAILING_BYTES = -3,         /* bytes after the root map */
-    SCH_E_NOT_MAP = -4,                /* root value is not a map */
-    SCH_E_TOO_DEEP = -5,               /* nesting deeper than max_depth */
-    SCH_E_RECORD_TOO_LARGE = -6,       /* record longer than max_total_bytes */
-    SCH_E_TOO_MANY_OBJECTS = -7,       /* more values than max_objects */
-    SCH_E_DUPLICATE_KEY = -8,          /* a key twice in one schema map */
-    SCH_E_BAD_KEY = -9,                /* schema map key not a 1..64 byte str */
-    SCH_E_TOO_MANY_FIELDS = -10,       /* schema map with > 64 entries */
-    SCH_E_UNSUPPORTED_VERSION = -11,   /* v (or content-type v) not 1 */
-    SCH_E_MISSING_FIELD = -12,         /* required field absent */
-    SCH_E_WRONG_TYPE = -13,            /* field has the wrong msgpack type */
-    SCH_E_OUT_OF_RANGE = -14,          /* number outside its field's range */
-    SCH_E_BAD_UTF8 = -15,              /* text field not valid UTF-8 */
-    SCH_E_BAD_VALUE = -16,             /* value breaks its field's rule */
-    SCH_E_BAD_ROLE = -17,              /* role not system/user/assistant */
-    SCH_E_MISSING_INPUT = -18,         /* neither messages nor prompt_tokens */
-    SCH_E_BOTH_INPUTS = -19,           /* both messages and prompt_tokens */
-    SCH_E_EMPTY_INPUT = -20,           /* messages or prompt_tokens empty */
-    SCH_E_TOO_MANY_MESSAGES = -21,     /* > max_messages */
-    SCH_E_CONTENT_TOO_LONG = -22,      /* content/text > max_content_bytes */
-    SCH_E_TOO_MANY_STOP_STRINGS = -23, /* > max_stop */
-    SCH_E_STOP_STRING_TOO_LONG = -24,  /* stop string > max_stop_bytes */
-    SCH_E_MAX_TOKENS_TOO_LARGE = -25,  /* params.max_tokens > max_tokens */
-    SCH_E_TOO_MANY_PROMPT_TOKENS = -26, /* > max_prompt_tokens */
-    SCH_E_STRING_TOO_LONG = -27,       /* id/name/reason string over limit */
-    SCH_E_TOO_MANY_TOKENS = -28,       /* chunk/result tokens > max_tokens */
-    SCH_E_TOO_MANY_HEADERS = -29,      /* DeadLetter headers > max_headers */
+    SCH_OK = 0,                           /* "OK" */
+    SCH_E_TRUNCATED = -1,                 /* record ends inside a value */
+    SCH_E_MALFORMED = -2,                 /* byte that is not msgpack (0xc1) */
+    SCH_E_TRAILING_BYTES = -3,            /* bytes after the root map */
+    SCH_E_NOT_MAP = -4,                   /* root value is not a map */
+    SCH_E_TOO_DEEP = -5,                  /* nesting deeper than max_depth */
+    SCH_E_RECORD_TOO_LARGE = -6,          /* record longer than max_total_bytes */
+    SCH_E_TOO_MANY_OBJECTS = -7,          /* more values than max_objects */
+    SCH_E_DUPLICATE_KEY = -8,             /* a key twice in one schema map */
+    SCH_E_BAD_KEY = -9,                   /* schema map key not a 1..64 byte str */
+    SCH_E_TOO_MANY_FIELDS = -10,          /* schema map with > 64 entries */
+    SCH_E_UNSUPPORTED_VERSION = -11,      /* v (or content-type v) not 1 */
+    SCH_E_MISSING_FIELD = -12,            /* required field absent */
+    SCH_E_WRONG_TYPE = -13,               /* field has the wrong msgpack type */
+    SCH_E_OUT_OF_RANGE = -14,             /* number outside its field's range */
+    SCH_E_BAD_UTF8 = -15,                 /* text field not valid UTF-8 */
+    SCH_E_BAD_VALUE = -16,                /* value breaks its field's rule */
+    SCH_E_BAD_ROLE = -17,                 /* role not system/user/assistant */
+    SCH_E_MISSING_INPUT = -18,            /* neither messages nor prompt_tokens */
+    SCH_E_BOTH_INPUTS = -19,              /* both messages and prompt_tokens */
+    SCH_E_EMPTY_INPUT = -20,              /* messages or prompt_tokens empty */
+    SCH_E_TOO_MANY_MESSAGES = -21,        /* > max_messages */
+    SCH_E_CONTENT_TOO_LONG = -22,         /* content/text > max_content_bytes */
+    SCH_E_TOO_MANY_STOP_STRINGS = -23,    /* > max_stop */
+    SCH_E_STOP_STRING_TOO_LONG = -24,     /* stop string > max_stop_bytes */
+    SCH_E_MAX_TOKENS_TOO_LARGE = -25,     /* params.max_tokens > max_tokens */
+    SCH_E_TOO_MANY_PROMPT_TOKENS = -26,   /* > max_prompt_tokens */
+    SCH_E_STRING_TOO_LONG = -27,          /* id/name/reason string over limit */
+    SCH_E_TOO_MANY_TOKENS = -28,          /* chunk/result tokens > max_tokens */
+    SCH_E_TOO_MANY_HEADERS = -29,         /* DeadLetter headers > max_headers */
     SCH_E_UNSUPPORTED_CONTENT_TYPE = -30, /* content-type not parley's */
-    SCH_E_NOMEM = -31,                 /* allocation failed */
-    SCH_E_INVALID_ARGUMENT = -32,      /* API misuse (NULL, bad struct) */
-    SCH_E_BAD_JSON = -33,              /* application/json value not JSON */
+    SCH_E_NOMEM = -31,                    /* allocation failed */
+    SCH_E_INVALID_ARGUMENT = -32,         /* API misuse (NULL, bad struct) */
+    SCH_E_BAD_JSON = -33,                 /* application/json value not JSON */
     /* Worker-level codes (not produced by the codec). */
-    SCH_E_UNKNOWN_MODEL = -40,         /* `model` names no loaded model */
-    SCH_E_EXPIRED = -41,               /* deadline_ms passed */
-    SCH_E_CONTEXT_OVERFLOW = -42,      /* prompt + max_tokens > context */
-    SCH_E_TOKEN_OUT_OF_VOCAB = -43,    /* prompt token id >= vocab size */
-    SCH_E_KEY_MISMATCH = -44,          /* record key != conversation_id */
-    SCH_E_INTERNAL = -45,              /* worker fault while serving */
-    SCH_E_UNKNOWN = -63                /* a code name this reader lacks */
+    SCH_E_UNKNOWN_MODEL = -40,      /* `model` names no loaded model */
+    SCH_E_EXPIRED = -41,            /* deadline_ms passed */
+    SCH_E_CONTEXT_OVERFLOW = -42,   /* prompt + max_tokens > context */
+    SCH_E_TOKEN_OUT_OF_VOCAB = -43, /* prompt token id >= vocab size */
+    SCH_E_KEY_MISMATCH = -44,       /* record key != conversation_id */
+    SCH_E_INTERNAL = -45,           /* worker fault while serving */
+    SCH_E_UNKNOWN = -63             /* a code name this reader lacks */
 } sch_err;
 
 /* "X.Y.Z": the msgpack-c library the codec runs with. */
@@ -231,14 +231,13 @@ void sch_turn_init(sch_turn *t);
 /* Decode one ChatTurn record.  lim NULL = defaults.  On success *out owns
  * its data (free with sch_turn_free); on error *out is zeroed.  Returns 0 or
  * a negative sch_err (any of the codec's codes). */
-int sch_turn_decode(const void *buf, size_t len, const sch_limits *lim,
-                    sch_turn *out, char *err, size_t errlen);
+int sch_turn_decode(const void *buf, size_t len, const sch_limits *lim, sch_turn *out, char *err,
+                    size_t errlen);
 
 /* Encode *t into out (replacing its contents).  Validates the same rules as
  * the decoder except the sch_limits (reader policy); returns 0, or a
  * negative sch_err with out->len == 0. */
-int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err,
-                    size_t errlen);
+int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen);
 
 /* Release a decoded turn and zero it; no-op for zeroed or caller-built. */
 void sch_turn_free(sch_turn *t);
@@ -260,10 +259,9 @@ typedef struct sch_chunk {
 } sch_chunk;
 
 void sch_chunk_init(sch_chunk *c);
-int sch_chunk_decode(const void *buf, size_t len, const sch_limits *lim,
-                     sch_chunk *out, char *err, size_t errlen);
-int sch_chunk_encode(const sch_chunk *c, sch_buf *out, char *err,
+int sch_chunk_decode(const void *buf, size_t len, const sch_limits *lim, sch_chunk *out, char *err,
                      size_t errlen);
+int sch_chunk_encode(const sch_chunk *c, sch_buf *out, char *err, size_t errlen);
 void sch_chunk_free(sch_chunk *c);
 
 /* ---------------------------------------------------------- TurnResult */
@@ -305,10 +303,9 @@ typedef struct sch_result {
 } sch_result;
 
 void sch_result_init(sch_result *r);
-int sch_result_decode(const void *buf, size_t len, const sch_limits *lim,
-                      sch_result *out, char *err, size_t errlen);
-int sch_result_encode(const sch_result *r, sch_buf *out, char *err,
-                      size_t errlen);
+int sch_result_decode(const void *buf, size_t len, const sch_limits *lim, sch_result *out,
+                      char *err, size_t errlen);
+int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errlen);
 void sch_result_free(sch_result *r);
 
 /* ---------------------------------------------------------- DeadLetter */
@@ -345,10 +342,9 @@ typedef struct sch_dead {
 } sch_dead;
 
 void sch_dead_init(sch_dead *d);
-int sch_dead_decode(const void *buf, size_t len, const sch_limits *lim,
-                    sch_dead *out, char *err, size_t errlen);
-int sch_dead_encode(const sch_dead *d, sch_buf *out, char *err,
+int sch_dead_decode(const void *buf, size_t len, const sch_limits *lim, sch_dead *out, char *err,
                     size_t errlen);
+int sch_dead_encode(const sch_dead *d, sch_buf *out, char *err, size_t errlen);
 void sch_dead_free(sch_dead *d);
 
 /* ------------------------------------------------------------- headers */
@@ -357,8 +353,7 @@ void sch_dead_free(sch_dead *d);
  * accepted (treated as SCH_CONTENT_TYPE).  Returns 0,
  * SCH_E_UNSUPPORTED_CONTENT_TYPE (another media type) or
  * SCH_E_UNSUPPORTED_VERSION (parameter v with a major other than 1). */
-int sch_content_type_check(const char *val, size_t len, char *err,
-                           size_t errlen);
+int sch_content_type_check(const char *val, size_t len, char *err, size_t errlen);
 
 /* Formats a record value may come in (its content-type header). */
 typedef enum sch_format {
@@ -370,8 +365,7 @@ typedef enum sch_format {
  * (parameter charset, when present, must be utf-8; v as for msgpack).
  * *fmt gets the format (SCH_FORMAT_MSGPACK for an absent header).  Returns
  * 0, SCH_E_UNSUPPORTED_CONTENT_TYPE or SCH_E_UNSUPPORTED_VERSION. */
-int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
-                            char *err, size_t errlen);
+int sch_content_type_format(const char *val, size_t len, sch_format *fmt, char *err, size_t errlen);
 
 /* True when an `accept` header value (len bytes) asks for JSON: its first
  * media range is application/json (case-insensitive, parameters ignored).
@@ -390,15 +384,15 @@ bool sch_accept_json(const char *val, size_t len);
  * early / empty), SCH_E_TRAILING_BYTES, SCH_E_BAD_UTF8, SCH_E_DUPLICATE_KEY
  * (a key twice in one object) or SCH_E_OUT_OF_RANGE (an integer outside
  * -2^63..2^63-1).  Any JSON value is converted, not only objects. */
-int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim,
-                        sch_buf *out, char *err, size_t errlen);
+int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim, sch_buf *out,
+                        char *err, size_t errlen);
 
 /* Decode a ChatTurn written as JSON: sch_json_to_msgpack, then
  * sch_turn_decode on the result, so every field rule and error code is the
  * msgpack decoder's (a non-object root is SCH_E_NOT_MAP, `16.0` for an int
  * field is SCH_E_WRONG_TYPE, ...).  Same contract as sch_turn_decode. */
-int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
-                         sch_turn *out, char *err, size_t errlen);
+int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim, sch_turn *out,
+                         char *err, size_t errlen);
 
 /* Write one msgpack value (len bytes, e.g. an encoded record) as compact
  * JSON text into out (replacing its contents): maps -> objects (keys must
@@ -406,15 +400,12 @@ int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
  * exact decimal (64-bit), floats as shortest round-trip decimals (NaN and
  * infinities: SCH_E_OUT_OF_RANGE), nil -> null.  bin and ext have no JSON
  * form (SCH_E_WRONG_TYPE).  Returns 0 or a negative sch_err. */
-int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err,
-                        size_t errlen);
+int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err, size_t errlen);
 
 /* The JSON form of a TurnResult / TokenChunk: exactly the fields and values
  * of sch_X_encode, as a JSON object (content type SCH_CONTENT_TYPE_JSON). */
-int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err,
-                           size_t errlen);
-int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err,
-                          size_t errlen);
+int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err, size_t errlen);
+int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err, size_t errlen);
 
 /* Check a W3C traceparent value ("00-<32 hex>-<16 hex>-<2 hex>", lower-case
  * hex, ids not all zero; future versions may append "-..." fields).

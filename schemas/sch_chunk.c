@@ -29,55 +29,40 @@ static int sch_chunk_read(sch_ctx *c, const msgpack_object *root, void *out) {
     const sch_limits *lim = c->lim;
     const msgpack_object *toks;
     int rc;
-    if ((rc = sch_map_check(c, root, "")) ||
-        (rc = sch_get_version(c, root, &k->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &k->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &k->turn_id)) ||
-        (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX,
-                           &k->attempt, NULL)) ||
-        (rc = sch_get_uint(c, root, "", "seq", true, 0, UINT64_MAX, &k->seq,
-                           NULL)) ||
-        (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT,
-                          lim->max_content_bytes, SCH_E_CONTENT_TOO_LONG,
-                          &k->text)))
+    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &k->v)) ||
+        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &k->conversation_id)) ||
+        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &k->turn_id)) ||
+        (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX, &k->attempt, NULL)) ||
+        (rc = sch_get_uint(c, root, "", "seq", true, 0, UINT64_MAX, &k->seq, NULL)) ||
+        (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT, lim->max_content_bytes,
+                          SCH_E_CONTENT_TOO_LONG, &k->text)))
         return rc;
     if (!(toks = sch_map_get(root, "tokens")))
-        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                        "tokens: required field missing");
-    if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens,
-                              SCH_E_TOO_MANY_TOKENS, &k->tokens,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "tokens: required field missing");
+    if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens, SCH_E_TOO_MANY_TOKENS, &k->tokens,
                               &k->n_tokens)))
         return rc;
     return sch_get_bool(c, root, "", "last", false, &k->last, NULL);
 }
 
-int sch_chunk_decode(const void *buf, size_t len, const sch_limits *lim,
-                     sch_chunk *out, char *err, size_t errlen) {
+int sch_chunk_decode(const void *buf, size_t len, const sch_limits *lim, sch_chunk *out, char *err,
+                     size_t errlen) {
     return sch_decode_record(buf, len, lim, sch_chunk_read, out, sizeof *out,
                              out ? &out->zone_ : NULL, err, errlen);
 }
 
-int sch_chunk_encode(const sch_chunk *k, sch_buf *out, char *err,
-                     size_t errlen) {
+int sch_chunk_encode(const sch_chunk *k, sch_buf *out, char *err, size_t errlen) {
     sch_writer w;
     int rc;
-    if (!k || !out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "chunk or buffer is NULL");
+    if (!k || !out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "chunk or buffer is NULL");
     out->len = 0;
-    if ((rc = sch_check_rule("conversation_id", &k->conversation_id,
-                             SCH_RULE_ID, err, errlen)) ||
-        (rc = sch_check_rule("turn_id", &k->turn_id, SCH_RULE_ID, err,
-                             errlen)) ||
+    if ((rc = sch_check_rule("conversation_id", &k->conversation_id, SCH_RULE_ID, err, errlen)) ||
+        (rc = sch_check_rule("turn_id", &k->turn_id, SCH_RULE_ID, err, errlen)) ||
         (rc = sch_check_rule("text", &k->text, SCH_RULE_TEXT, err, errlen)))
         return rc;
-    if ((rc = sch_check_tokens("tokens", k->tokens, k->n_tokens, err,
-                               errlen)))
-        return rc;
+    if ((rc = sch_check_tokens("tokens", k->tokens, k->n_tokens, err, errlen))) return rc;
     sch_w_open(&w, out);
     sch_w_map(&w, 8);
     sch_w_uint(&w, "v", SCH_VERSION);

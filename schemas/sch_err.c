@@ -26,40 +26,31 @@ static const sch_err_row sch_err_rows[] = {
     {SCH_E_TRAILING_BYTES, "E_TRAILING_BYTES", "bytes follow the root map"},
     {SCH_E_NOT_MAP, "E_NOT_MAP", "root value is not a map"},
     {SCH_E_TOO_DEEP, "E_TOO_DEEP", "containers nested deeper than max_depth"},
-    {SCH_E_RECORD_TOO_LARGE, "E_RECORD_TOO_LARGE",
-     "record longer than max_total_bytes"},
-    {SCH_E_TOO_MANY_OBJECTS, "E_TOO_MANY_OBJECTS",
-     "record holds more than max_objects values"},
+    {SCH_E_RECORD_TOO_LARGE, "E_RECORD_TOO_LARGE", "record longer than max_total_bytes"},
+    {SCH_E_TOO_MANY_OBJECTS, "E_TOO_MANY_OBJECTS", "record holds more than max_objects values"},
     {SCH_E_DUPLICATE_KEY, "E_DUPLICATE_KEY", "a key appears twice in one map"},
     {SCH_E_BAD_KEY, "E_BAD_KEY", "map key is not a str of 1..64 bytes"},
     {SCH_E_TOO_MANY_FIELDS, "E_TOO_MANY_FIELDS", "map has more than 64 entries"},
-    {SCH_E_UNSUPPORTED_VERSION, "E_UNSUPPORTED_VERSION",
-     "schema major version is not 1"},
+    {SCH_E_UNSUPPORTED_VERSION, "E_UNSUPPORTED_VERSION", "schema major version is not 1"},
     {SCH_E_MISSING_FIELD, "E_MISSING_FIELD", "required field absent or nil"},
     {SCH_E_WRONG_TYPE, "E_WRONG_TYPE", "field has the wrong msgpack type"},
     {SCH_E_OUT_OF_RANGE, "E_OUT_OF_RANGE", "number outside its field's range"},
     {SCH_E_BAD_UTF8, "E_BAD_UTF8", "text is not valid UTF-8"},
     {SCH_E_BAD_VALUE, "E_BAD_VALUE", "value breaks its field's rule"},
     {SCH_E_BAD_ROLE, "E_BAD_ROLE", "role is not system, user or assistant"},
-    {SCH_E_MISSING_INPUT, "E_MISSING_INPUT",
-     "neither messages nor prompt_tokens given"},
-    {SCH_E_BOTH_INPUTS, "E_BOTH_INPUTS",
-     "both messages and prompt_tokens given"},
+    {SCH_E_MISSING_INPUT, "E_MISSING_INPUT", "neither messages nor prompt_tokens given"},
+    {SCH_E_BOTH_INPUTS, "E_BOTH_INPUTS", "both messages and prompt_tokens given"},
     {SCH_E_EMPTY_INPUT, "E_EMPTY_INPUT", "messages or prompt_tokens is empty"},
-    {SCH_E_TOO_MANY_MESSAGES, "E_TOO_MANY_MESSAGES",
-     "more than max_messages messages"},
-    {SCH_E_CONTENT_TOO_LONG, "E_CONTENT_TOO_LONG",
-     "content or text longer than max_content_bytes"},
-    {SCH_E_TOO_MANY_STOP_STRINGS, "E_TOO_MANY_STOP_STRINGS",
-     "more than max_stop stop strings"},
+    {SCH_E_TOO_MANY_MESSAGES, "E_TOO_MANY_MESSAGES", "more than max_messages messages"},
+    {SCH_E_CONTENT_TOO_LONG, "E_CONTENT_TOO_LONG", "content or text longer than max_content_bytes"},
+    {SCH_E_TOO_MANY_STOP_STRINGS, "E_TOO_MANY_STOP_STRINGS", "more than max_stop stop strings"},
     {SCH_E_STOP_STRING_TOO_LONG, "E_STOP_STRING_TOO_LONG",
      "stop string longer than max_stop_bytes"},
     {SCH_E_MAX_TOKENS_TOO_LARGE, "E_MAX_TOKENS_TOO_LARGE",
      "params.max_tokens above the max_tokens limit"},
     {SCH_E_TOO_MANY_PROMPT_TOKENS, "E_TOO_MANY_PROMPT_TOKENS",
      "more than max_prompt_tokens prompt tokens"},
-    {SCH_E_STRING_TOO_LONG, "E_STRING_TOO_LONG",
-     "id, name or message string over its limit"},
+    {SCH_E_STRING_TOO_LONG, "E_STRING_TOO_LONG", "id, name or message string over its limit"},
     {SCH_E_TOO_MANY_TOKENS, "E_TOO_MANY_TOKENS",
      "chunk or result holds more than max_tokens tokens"},
     {SCH_E_TOO_MANY_HEADERS, "E_TOO_MANY_HEADERS",
@@ -68,16 +59,14 @@ static const sch_err_row sch_err_rows[] = {
      "content-type header names another format"},
     {SCH_E_NOMEM, "E_NOMEM", "out of memory"},
     {SCH_E_INVALID_ARGUMENT, "E_INVALID_ARGUMENT", "API misuse"},
-    {SCH_E_BAD_JSON, "E_BAD_JSON",
-     "application/json value is not well-formed JSON"},
+    {SCH_E_BAD_JSON, "E_BAD_JSON", "application/json value is not well-formed JSON"},
     {SCH_E_UNKNOWN_MODEL, "E_UNKNOWN_MODEL", "model names no loaded model"},
     {SCH_E_EXPIRED, "E_EXPIRED", "deadline_ms passed before the reply"},
     {SCH_E_CONTEXT_OVERFLOW, "E_CONTEXT_OVERFLOW",
      "prompt plus max_tokens exceeds the model's context"},
     {SCH_E_TOKEN_OUT_OF_VOCAB, "E_TOKEN_OUT_OF_VOCAB",
      "prompt token id outside the model's vocabulary"},
-    {SCH_E_KEY_MISMATCH, "E_KEY_MISMATCH",
-     "record key differs from conversation_id"},
+    {SCH_E_KEY_MISMATCH, "E_KEY_MISMATCH", "record key differs from conversation_id"},
     {SCH_E_INTERNAL, "E_INTERNAL", "worker fault while serving the turn"},
     {SCH_E_UNKNOWN, "E_UNKNOWN", "error code not known to this reader"},
 };
@@ -104,17 +93,14 @@ int sch_err_from_name(const char *name, size_t len) {
     if (!name) return SCH_E_UNKNOWN;
     for (size_t i = 0; i < SCH_NROWS; i++) {
         const char *n = sch_err_rows[i].name;
-        if (strlen(n) == len && memcmp(n, name, len) == 0)
-            return sch_err_rows[i].code;
+        if (strlen(n) == len && memcmp(n, name, len) == 0) return sch_err_rows[i].code;
     }
     return SCH_E_UNKNOWN;
 }
 
 size_t sch_err_count(void) { return SCH_NROWS; }
 
-int sch_err_code_at(size_t i) {
-    return i < SCH_NROWS ? sch_err_rows[i].code : SCH_OK;
-}
+int sch_err_code_at(size_t i) { return i < SCH_NROWS ? sch_err_rows[i].code : SCH_OK; }
 
 void sch_quote(char *dst, size_t dstlen, const char *s, size_t len) {
     static const char hex[] = "0123456789abcdef";

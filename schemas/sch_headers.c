@@ -45,8 +45,7 @@ static bool sch_ieq(const char *a, size_t n, const char *lit) {
 }
 
 /* Parameter v's value: digits [ "." digits ], optionally quoted. */
-static int sch_version_param(const char *b, const char *e, char *err,
-                             size_t errlen) {
+static int sch_version_param(const char *b, const char *e, char *err, size_t errlen) {
     char q[200];
     unsigned long major = 0;
     const char *p;
@@ -61,29 +60,28 @@ static int sch_version_param(const char *b, const char *e, char *err,
     }
     if (p == b || major > 100000)
         return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                        "content-type: version %s is not a number", q);
+                       "content-type: version %s is not a number", q);
     if (p < e) {
         const char *m = ++p;
         if (p[-1] != '.')
             return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                            "content-type: version %s is not N or N.M", q);
+                           "content-type: version %s is not N or N.M", q);
         while (p < e && *p >= '0' && *p <= '9') p++;
         if (p == m || p != e)
             return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                            "content-type: version %s is not N or N.M", q);
+                           "content-type: version %s is not N or N.M", q);
     }
     if (major != SCH_VERSION)
         return pl_errf(err, errlen, SCH_E_UNSUPPORTED_VERSION,
-                        "content-type: version %s not supported (this "
-                        "reader reads major %d)",
-                        q, SCH_VERSION);
+                       "content-type: version %s not supported (this "
+                       "reader reads major %d)",
+                       q, SCH_VERSION);
     return SCH_OK;
 }
 
 /* Parameters after the media type ([e, end) starts at ';' or is empty):
  * `v` checked as above; `charset` (JSON only) must be utf-8. */
-static int sch_ct_params(const char *e, const char *end, bool json,
-                         char *err, size_t errlen) {
+static int sch_ct_params(const char *e, const char *end, bool json, char *err, size_t errlen) {
     char q[200];
     while (e < end) {
         const char *pb = e + 1, *pe = memchr(pb, ';', (size_t)(end - pb));
@@ -107,15 +105,15 @@ static int sch_ct_params(const char *e, const char *end, bool json,
                 !sch_ieq(vb, (size_t)(ve - vb), "utf8")) {
                 sch_quote(q, sizeof q, vb, (size_t)(ve - vb));
                 return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                                "content-type: charset %s is not utf-8", q);
+                               "content-type: charset %s is not utf-8", q);
             }
         }
     }
     return SCH_OK;
 }
 
-int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
-                            char *err, size_t errlen) {
+int sch_content_type_format(const char *val, size_t len, sch_format *fmt, char *err,
+                            size_t errlen) {
     char q[200];
     sch_format f = SCH_FORMAT_MSGPACK;
     if (fmt) *fmt = f;
@@ -128,8 +126,7 @@ int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
     } else if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
         sch_quote(q, sizeof q, val, len);
         return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                        "content-type: %s is not %s or %s", q, sch_media,
-                        sch_media_json);
+                       "content-type: %s is not %s or %s", q, sch_media, sch_media_json);
     }
     int rc = sch_ct_params(e, end, f == SCH_FORMAT_JSON, err, errlen);
     if (rc) return rc;
@@ -137,8 +134,7 @@ int sch_content_type_format(const char *val, size_t len, sch_format *fmt,
     return SCH_OK;
 }
 
-int sch_content_type_check(const char *val, size_t len, char *err,
-                           size_t errlen) {
+int sch_content_type_check(const char *val, size_t len, char *err, size_t errlen) {
     char q[200];
     if (!val) return SCH_OK;
     const char *end = val + len, *b = val, *e = memchr(val, ';', len);
@@ -146,8 +142,8 @@ int sch_content_type_check(const char *val, size_t len, char *err,
     sch_trim(&b, &e);
     if (!sch_ieq(b, (size_t)(e - b), sch_media)) {
         sch_quote(q, sizeof q, val, len);
-        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE,
-                        "content-type: %s is not %s", q, sch_media);
+        return pl_errf(err, errlen, SCH_E_UNSUPPORTED_CONTENT_TYPE, "content-type: %s is not %s", q,
+                       sch_media);
     }
     return sch_ct_params(e, end, false, err, errlen);
 }
@@ -164,8 +160,7 @@ static bool sch_hex_run(const char *s, size_t n, bool *all_zero) {
     *all_zero = true;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
-            return false;
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
         if (ch != '0') *all_zero = false;
     }
     return true;
@@ -175,8 +170,7 @@ int sch_traceparent_check(const char *v, size_t len) {
     bool zero;
     /* vv-<32>-<16>-ff: 2+1+32+1+16+1+2 = 55 */
     if (!v || len < 55) return SCH_E_BAD_VALUE;
-    if (!sch_hex_run(v, 2, &zero) || (v[0] == 'f' && v[1] == 'f'))
-        return SCH_E_BAD_VALUE;
+    if (!sch_hex_run(v, 2, &zero) || (v[0] == 'f' && v[1] == 'f')) return SCH_E_BAD_VALUE;
     if (v[2] != '-' || v[35] != '-' || v[52] != '-') return SCH_E_BAD_VALUE;
     if (!sch_hex_run(v + 3, 32, &zero) || zero) return SCH_E_BAD_VALUE;
     if (!sch_hex_run(v + 36, 16, &zero) || zero) return SCH_E_BAD_VALUE;

@@ -47,13 +47,12 @@ void sch_quote(char *dst, size_t dstlen, const char *s, size_t len);
 const char *sch_type_name(const msgpack_object *o);
 
 /* Structural pre-scan of a whole record (see sch_scan.c). */
-int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim,
-             char *err, size_t errlen);
+int sch_scan(const unsigned char *p, size_t len, const sch_limits *lim, char *err, size_t errlen);
 
 /* Scan, then parse with msgpack-c into *up (caller destroys it).  On
  * success up->data is a map; on failure up is already destroyed. */
-int sch_parse(const void *buf, size_t len, const sch_limits *lim,
-              msgpack_unpacked *up, char *err, size_t errlen);
+int sch_parse(const void *buf, size_t len, const sch_limits *lim, msgpack_unpacked *up, char *err,
+              size_t errlen);
 
 /* Reads the fields of a parsed root map into a record struct. */
 typedef int (*sch_read_fn)(sch_ctx *c, const msgpack_object *root, void *out);
@@ -62,9 +61,8 @@ typedef int (*sch_read_fn)(sch_ctx *c, const msgpack_object *root, void *out);
  * limits when lim is NULL, scan and parse, run read into a fresh arena, and
  * on success store the arena in *zone_slot (a field of out); on failure free
  * everything and zero out again. */
-int sch_decode_record(const void *buf, size_t len, const sch_limits *lim,
-                      sch_read_fn read, void *out, size_t out_size,
-                      struct msgpack_zone **zone_slot, char *err,
+int sch_decode_record(const void *buf, size_t len, const sch_limits *lim, sch_read_fn read,
+                      void *out, size_t out_size, struct msgpack_zone **zone_slot, char *err,
                       size_t errlen);
 
 /* Check that o is a schema map: a map of <= SCH_MAX_MAP_FIELDS entries with
@@ -78,40 +76,34 @@ const msgpack_object *sch_map_get(const msgpack_object *map, const char *key);
 /* Typed getters.  path/key name the field in messages.  When the field is
  * absent (or nil): required -> SCH_E_MISSING_FIELD, else *present = false
  * and *out untouched.  present may be NULL. */
-int sch_get_uint(sch_ctx *c, const msgpack_object *map, const char *path,
-                 const char *key, bool required, uint64_t min, uint64_t max,
-                 uint64_t *out, bool *present);
-int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path,
-                const char *key, bool required, int64_t min, int64_t max,
-                int64_t *out, bool *present);
-int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path,
-                   const char *key, bool required, double min, bool min_open,
-                   double max, double *out, bool *present);
-int sch_get_bool(sch_ctx *c, const msgpack_object *map, const char *path,
-                 const char *key, bool required, bool *out, bool *present);
+int sch_get_uint(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                 bool required, uint64_t min, uint64_t max, uint64_t *out, bool *present);
+int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                bool required, int64_t min, int64_t max, int64_t *out, bool *present);
+int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                   bool required, double min, bool min_open, double max, double *out,
+                   bool *present);
+int sch_get_bool(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                 bool required, bool *out, bool *present);
 /* String field: checks rule and max bytes (too_long = code on excess) and
  * copies into the arena. */
-int sch_get_str(sch_ctx *c, const msgpack_object *map, const char *path,
-                const char *key, bool required, sch_rule rule, size_t max,
-                int too_long, sch_str *out);
+int sch_get_str(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                bool required, sch_rule rule, size_t max, int too_long, sch_str *out);
 /* Same checks on an object already in hand (arrays of strings). */
-int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path,
-                 sch_rule rule, size_t max, int too_long, sch_str *out);
+int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path, sch_rule rule, size_t max,
+                 int too_long, sch_str *out);
 /* Array of token ids (uint 0..2^31-1), at most max entries (too_many = code
  * on excess); empty arrays give NULL/0. */
-int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path,
-                    size_t max, int too_many, const uint32_t **out,
-                    size_t *n);
+int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path, size_t max, int too_many,
+                    const uint32_t **out, size_t *n);
 /* The `v` field of a root map: required uint equal to SCH_VERSION. */
 int sch_get_version(sch_ctx *c, const msgpack_object *root, uint32_t *v);
 
 /* Check a string against a rule (for encoders); len limit not applied. */
-int sch_check_rule(const char *path, const sch_str *s, sch_rule rule,
-                   char *err, size_t errlen);
+int sch_check_rule(const char *path, const sch_str *s, sch_rule rule, char *err, size_t errlen);
 
 /* Encoder check of a token array (NULL with a count, ids > 2^31-1). */
-int sch_check_tokens(const char *path, const uint32_t *t, size_t n,
-                     char *err, size_t errlen);
+int sch_check_tokens(const char *path, const uint32_t *t, size_t n, char *err, size_t errlen);
 
 /* Encoding: a msgpack_packer writing into an sch_buf; a failed allocation
  * sets `failed` and later writes are dropped. */
@@ -132,8 +124,7 @@ void sch_w_uint(sch_writer *w, const char *key, uint64_t v);
 void sch_w_int(sch_writer *w, const char *key, int64_t v);
 void sch_w_double(sch_writer *w, const char *key, double v);
 void sch_w_bool(sch_writer *w, const char *key, bool v);
-void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t,
-                  size_t n);
+void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t, size_t n);
 /* Finish: SCH_E_NOMEM if any write failed (out->len reset to 0). */
 int sch_w_close(sch_writer *w, char *err, size_t errlen);
 

@@ -62,8 +62,8 @@
 /* ------------------------------------------------------ JSON -> msgpack */
 
 /* Bracket depth and a lower bound of the value count, outside strings. */
-static int sch_json_prescan(const unsigned char *p, size_t len,
-                            const sch_limits *lim, char *err, size_t errlen) {
+static int sch_json_prescan(const unsigned char *p, size_t len, const sch_limits *lim, char *err,
+                            size_t errlen) {
     uint32_t max_depth = lim->max_depth;
     if (max_depth > SCH_MAX_DEPTH_CEILING) max_depth = SCH_MAX_DEPTH_CEILING;
     size_t depth = 0, objects = 0;
@@ -81,16 +81,15 @@ static int sch_json_prescan(const unsigned char *p, size_t len,
         case '{':
             if (++depth > max_depth)
                 return pl_errf(err, errlen, SCH_E_TOO_DEEP,
-                                "JSON nesting deeper than max_depth %u at "
-                                "byte %zu",
-                                (unsigned)max_depth, i);
+                               "JSON nesting deeper than max_depth %u at "
+                               "byte %zu",
+                               (unsigned)max_depth, i);
             /* a container is a value: count it like a comma */
             /* fallthrough */
         case ',':
             if (++objects > lim->max_objects)
                 return pl_errf(err, errlen, SCH_E_TOO_MANY_OBJECTS,
-                                "JSON holds more than max_objects %zu values",
-                                lim->max_objects);
+                               "JSON holds more than max_objects %zu values", lim->max_objects);
             break;
         case ']':
         case '}':
@@ -117,8 +116,7 @@ static void sch_json_ascii(char *dst, size_t n, const char *src) {
     dst[o] = 0;
 }
 
-static int sch_json_parse_error(const json_error_t *je, char *err,
-                                size_t errlen) {
+static int sch_json_parse_error(const json_error_t *je, char *err, size_t errlen) {
     char text[JSON_ERROR_TEXT_LENGTH * 4 + 8];
     int code;
     sch_json_ascii(text, sizeof text, je->text);
@@ -131,8 +129,7 @@ static int sch_json_parse_error(const json_error_t *je, char *err,
     case json_error_out_of_memory: code = SCH_E_NOMEM; break;
     default: code = SCH_E_BAD_JSON; break;
     }
-    return pl_errf(err, errlen, code, "JSON line %d column %d: %s",
-                    je->line, je->column, text);
+    return pl_errf(err, errlen, code, "JSON line %d column %d: %s", je->line, je->column, text);
 }
 
 /* Pack v (depth already bounded by the pre-scan). */
@@ -174,33 +171,27 @@ static void sch_json_pack(msgpack_packer *pk, const json_t *v) {
     }
 }
 
-int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim,
-                        sch_buf *out, char *err, size_t errlen) {
+int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim, sch_buf *out,
+                        char *err, size_t errlen) {
     sch_limits dl;
     json_error_t je;
     sch_writer w;
     int rc;
-    if (!out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+    if (!out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     out->len = 0;
     if (!json && len)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "NULL buffer with length %zu", len);
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "NULL buffer with length %zu", len);
     if (!lim) {
         sch_limits_default(&dl);
         lim = &dl;
     }
     if (len > lim->max_total_bytes)
-        return pl_errf(err, errlen, SCH_E_RECORD_TOO_LARGE,
-                        "JSON record is %zu bytes (max %zu)", len,
-                        lim->max_total_bytes);
-    if (!len)
-        return pl_errf(err, errlen, SCH_E_TRUNCATED, "JSON record is empty");
+        return pl_errf(err, errlen, SCH_E_RECORD_TOO_LARGE, "JSON record is %zu bytes (max %zu)",
+                       len, lim->max_total_bytes);
+    if (!len) return pl_errf(err, errlen, SCH_E_TRUNCATED, "JSON record is empty");
     if ((rc = sch_json_prescan(json, len, lim, err, errlen))) return rc;
-    json_t *root = json_loadb(json, len,
-                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY |
-                                  JSON_ALLOW_NUL,
-                              &je);
+    json_t *root =
+        json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!root) return sch_json_parse_error(&je, err, errlen);
     sch_w_open(&w, out);
     sch_json_pack(&w.pk, root);
@@ -208,13 +199,12 @@ int sch_json_to_msgpack(const void *json, size_t len, const sch_limits *lim,
     return sch_w_close(&w, err, errlen);
 }
 
-int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
-                         sch_turn *out, char *err, size_t errlen) {
+int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim, sch_turn *out,
+                         char *err, size_t errlen) {
     sch_limits l;
     sch_buf mp;
     int rc;
-    if (!out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+    if (!out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     memset(out, 0, sizeof *out);
     if (lim) l = *lim;
     else sch_limits_default(&l);
@@ -233,9 +223,9 @@ int sch_turn_decode_json(const void *buf, size_t len, const sch_limits *lim,
 /* ------------------------------------------------------ msgpack -> JSON */
 
 typedef struct sch_jw {
-    sch_buf *out; /* destination */
-    int rc;       /* first error (0 = none) */
-    char *err;    /* caller's message buffer */
+    sch_buf *out;  /* destination */
+    int rc;        /* first error (0 = none) */
+    char *err;     /* caller's message buffer */
     size_t errlen; /* its size */
 } sch_jw;
 
@@ -273,7 +263,7 @@ static void sch_jw_str(sch_jw *j, const char *s, size_t n) {
     if (!sch_utf8_valid(s, n)) {
         if (!j->rc)
             j->rc = pl_errf(j->err, j->errlen, SCH_E_BAD_UTF8,
-                             "str of %zu bytes is not UTF-8: no JSON form", n);
+                            "str of %zu bytes is not UTF-8: no JSON form", n);
         return;
     }
     sch_jw_put(j, "\"", 1);
@@ -320,8 +310,8 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
     case MSGPACK_OBJECT_FLOAT64:
         if (!isfinite(o->via.f64)) {
             if (!j->rc)
-                j->rc = pl_errf(j->err, j->errlen, SCH_E_OUT_OF_RANGE,
-                                 "float %g has no JSON form", o->via.f64);
+                j->rc = pl_errf(j->err, j->errlen, SCH_E_OUT_OF_RANGE, "float %g has no JSON form",
+                                o->via.f64);
             return;
         }
         snprintf(num, sizeof num, "%.17g", o->via.f64);
@@ -345,8 +335,7 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
             if (k->type != MSGPACK_OBJECT_STR) {
                 if (!j->rc)
                     j->rc = pl_errf(j->err, j->errlen, SCH_E_BAD_KEY,
-                                     "map key is %s: JSON keys are strings",
-                                     sch_type_name(k));
+                                    "map key is %s: JSON keys are strings", sch_type_name(k));
                 return;
             }
             sch_jw_str(j, k->via.str.ptr, k->via.str.size);
@@ -357,29 +346,24 @@ static void sch_jw_value(sch_jw *j, const msgpack_object *o) {
         break;
     default:
         if (!j->rc)
-            j->rc = pl_errf(j->err, j->errlen, SCH_E_WRONG_TYPE,
-                             "%s has no JSON form", sch_type_name(o));
+            j->rc = pl_errf(j->err, j->errlen, SCH_E_WRONG_TYPE, "%s has no JSON form",
+                            sch_type_name(o));
         break;
     }
 }
 
-int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err,
-                        size_t errlen) {
+int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err, size_t errlen) {
     msgpack_unpacked up;
     size_t off = 0;
-    if (!out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+    if (!out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     out->len = 0;
-    if (!buf || !len)
-        return pl_errf(err, errlen, SCH_E_TRUNCATED, "empty msgpack value");
+    if (!buf || !len) return pl_errf(err, errlen, SCH_E_TRUNCATED, "empty msgpack value");
     msgpack_unpacked_init(&up);
     msgpack_unpack_return r = msgpack_unpack_next(&up, buf, len, &off);
     if (r != MSGPACK_UNPACK_SUCCESS || off != len) {
         msgpack_unpacked_destroy(&up);
-        return pl_errf(err, errlen,
-                        r == MSGPACK_UNPACK_NOMEM_ERROR ? SCH_E_NOMEM
-                                                        : SCH_E_MALFORMED,
-                        "msgpack-c rejected the value (status %d)", (int)r);
+        return pl_errf(err, errlen, r == MSGPACK_UNPACK_NOMEM_ERROR ? SCH_E_NOMEM : SCH_E_MALFORMED,
+                       "msgpack-c rejected the value (status %d)", (int)r);
     }
     sch_jw j = {out, 0, err, errlen};
     sch_jw_value(&j, &up.data);
@@ -402,14 +386,12 @@ static int sch_to_json_inplace(sch_buf *b, char *err, size_t errlen) {
     return SCH_OK;
 }
 
-int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err,
-                           size_t errlen) {
+int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err, size_t errlen) {
     int rc = sch_result_encode(r, out, err, errlen);
     return rc ? rc : sch_to_json_inplace(out, err, errlen);
 }
 
-int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err,
-                          size_t errlen) {
+int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err, size_t errlen) {
     int rc = sch_chunk_encode(c, out, err, errlen);
     return rc ? rc : sch_to_json_inplace(out, err, errlen);
 }

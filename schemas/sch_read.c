@@ -52,39 +52,36 @@ const char *sch_type_name(const msgpack_object *o) {
     return "unknown";
 }
 
-int sch_parse(const void *buf, size_t len, const sch_limits *lim,
-              msgpack_unpacked *up, char *err, size_t errlen) {
+int sch_parse(const void *buf, size_t len, const sch_limits *lim, msgpack_unpacked *up, char *err,
+              size_t errlen) {
     size_t off = 0;
     int rc;
     if (!buf && len)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "NULL buffer with length %zu", len);
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "NULL buffer with length %zu", len);
     rc = sch_scan(buf, len, lim, err, errlen);
     if (rc) return rc;
     msgpack_unpacked_init(up);
     msgpack_unpack_return r = msgpack_unpack_next(up, buf, len, &off);
-    if ((r != MSGPACK_UNPACK_SUCCESS && r != MSGPACK_UNPACK_EXTRA_BYTES) ||
-        off != len || up->data.type != MSGPACK_OBJECT_MAP) {
+    if ((r != MSGPACK_UNPACK_SUCCESS && r != MSGPACK_UNPACK_EXTRA_BYTES) || off != len ||
+        up->data.type != MSGPACK_OBJECT_MAP) {
         msgpack_unpacked_destroy(up);
         if (r == MSGPACK_UNPACK_NOMEM_ERROR)
-            return pl_errf(err, errlen, SCH_E_NOMEM,
-                            "out of memory parsing a %zu-byte record", len);
-        return pl_errf(err, errlen, SCH_E_MALFORMED,
-                        "msgpack-c rejected the record (status %d)", (int)r);
+            return pl_errf(err, errlen, SCH_E_NOMEM, "out of memory parsing a %zu-byte record",
+                           len);
+        return pl_errf(err, errlen, SCH_E_MALFORMED, "msgpack-c rejected the record (status %d)",
+                       (int)r);
     }
     return SCH_OK;
 }
 
-int sch_decode_record(const void *buf, size_t len, const sch_limits *lim,
-                      sch_read_fn read, void *out, size_t out_size,
-                      struct msgpack_zone **zone_slot, char *err,
+int sch_decode_record(const void *buf, size_t len, const sch_limits *lim, sch_read_fn read,
+                      void *out, size_t out_size, struct msgpack_zone **zone_slot, char *err,
                       size_t errlen) {
     sch_limits dl;
     msgpack_unpacked up;
     sch_ctx c = {0};
     int rc;
-    if (!out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
+    if (!out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "out is NULL");
     memset(out, 0, out_size);
     if (!lim) {
         sch_limits_default(&dl);
@@ -112,8 +109,7 @@ err:
 }
 
 /* "path.key", "key" at the root, or "path" when key is NULL. */
-static const char *sch_join(char *dst, size_t n, const char *path,
-                            const char *key) {
+static const char *sch_join(char *dst, size_t n, const char *path, const char *key) {
     if (!key) snprintf(dst, n, "%s", path && *path ? path : "record");
     else if (!path || !*path) snprintf(dst, n, "%s", key);
     else snprintf(dst, n, "%s.%s", path, key);
@@ -123,46 +119,38 @@ static const char *sch_join(char *dst, size_t n, const char *path,
 int sch_map_check(sch_ctx *c, const msgpack_object *o, const char *path) {
     char p[128], q[200];
     if (o->type != MSGPACK_OBJECT_MAP)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected map, got %s",
-                        sch_join(p, sizeof p, path, NULL), sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected map, got %s",
+                       sch_join(p, sizeof p, path, NULL), sch_type_name(o));
     const msgpack_object_kv *kv = o->via.map.ptr;
     uint32_t n = o->via.map.size;
     if (n > SCH_MAX_MAP_FIELDS)
-        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_FIELDS,
-                        "%s: map has %u entries (max %d)",
-                        sch_join(p, sizeof p, path, NULL), n,
-                        SCH_MAX_MAP_FIELDS);
+        return pl_errf(c->err, c->errlen, SCH_E_TOO_MANY_FIELDS, "%s: map has %u entries (max %d)",
+                       sch_join(p, sizeof p, path, NULL), n, SCH_MAX_MAP_FIELDS);
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *k = &kv[i].key;
         if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
             k->via.str.size > SCH_MAX_KEY_BYTES) {
             if (k->type == MSGPACK_OBJECT_STR)
-                return pl_errf(c->err, c->errlen, SCH_E_BAD_KEY,
-                                "%s: key %u is a str of %u bytes (1..%d)",
-                                sch_join(p, sizeof p, path, NULL), i,
-                                k->via.str.size, SCH_MAX_KEY_BYTES);
-            return pl_errf(c->err, c->errlen, SCH_E_BAD_KEY,
-                            "%s: key %u is %s, expected str",
-                            sch_join(p, sizeof p, path, NULL), i,
-                            sch_type_name(k));
+                return pl_errf(
+                    c->err, c->errlen, SCH_E_BAD_KEY, "%s: key %u is a str of %u bytes (1..%d)",
+                    sch_join(p, sizeof p, path, NULL), i, k->via.str.size, SCH_MAX_KEY_BYTES);
+            return pl_errf(c->err, c->errlen, SCH_E_BAD_KEY, "%s: key %u is %s, expected str",
+                           sch_join(p, sizeof p, path, NULL), i, sch_type_name(k));
         }
         for (uint32_t j = 0; j < i; j++) {
             const msgpack_object *k2 = &kv[j].key;
             if (k2->via.str.size == k->via.str.size &&
                 !memcmp(k2->via.str.ptr, k->via.str.ptr, k->via.str.size)) {
                 sch_quote(q, sizeof q, k->via.str.ptr, k->via.str.size);
-                return pl_errf(c->err, c->errlen, SCH_E_DUPLICATE_KEY,
-                                "%s: key %s appears twice",
-                                sch_join(p, sizeof p, path, NULL), q);
+                return pl_errf(c->err, c->errlen, SCH_E_DUPLICATE_KEY, "%s: key %s appears twice",
+                               sch_join(p, sizeof p, path, NULL), q);
             }
         }
     }
     return SCH_OK;
 }
 
-const msgpack_object *sch_map_get(const msgpack_object *map,
-                                  const char *key) {
+const msgpack_object *sch_map_get(const msgpack_object *map, const char *key) {
     size_t klen = strlen(key);
     const msgpack_object_kv *kv = map->via.map.ptr;
     for (uint32_t i = 0; i < map->via.map.size; i++) {
@@ -174,78 +162,66 @@ const msgpack_object *sch_map_get(const msgpack_object *map,
 }
 
 /* Common absent-field handling; *o is the value or NULL. */
-static int sch_field(sch_ctx *c, const msgpack_object *map, const char *path,
-                     const char *key, bool required,
-                     const msgpack_object **o, bool *present) {
+static int sch_field(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                     bool required, const msgpack_object **o, bool *present) {
     char p[128];
     *o = sch_map_get(map, key);
     if (present) *present = *o != NULL;
     if (!*o && required)
-        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                        "%s: required field missing",
-                        sch_join(p, sizeof p, path, key));
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "%s: required field missing",
+                       sch_join(p, sizeof p, path, key));
     return SCH_OK;
 }
 
-int sch_get_uint(sch_ctx *c, const msgpack_object *map, const char *path,
-                 const char *key, bool required, uint64_t min, uint64_t max,
-                 uint64_t *out, bool *present) {
+int sch_get_uint(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                 bool required, uint64_t min, uint64_t max, uint64_t *out, bool *present) {
     const msgpack_object *o;
     char p[128];
     int rc = sch_field(c, map, path, key, required, &o, present);
     if (rc || !o) return rc;
     if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
         return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                        "%s: %lld is negative (range %llu..%llu)",
-                        sch_join(p, sizeof p, path, key),
-                        (long long)o->via.i64, (unsigned long long)min,
-                        (unsigned long long)max);
+                       "%s: %lld is negative (range %llu..%llu)", sch_join(p, sizeof p, path, key),
+                       (long long)o->via.i64, (unsigned long long)min, (unsigned long long)max);
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected uint, got %s",
-                        sch_join(p, sizeof p, path, key), sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected uint, got %s",
+                       sch_join(p, sizeof p, path, key), sch_type_name(o));
     if (o->via.u64 < min || o->via.u64 > max)
-        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                        "%s: %llu outside %llu..%llu",
-                        sch_join(p, sizeof p, path, key),
-                        (unsigned long long)o->via.u64,
-                        (unsigned long long)min, (unsigned long long)max);
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE, "%s: %llu outside %llu..%llu",
+                       sch_join(p, sizeof p, path, key), (unsigned long long)o->via.u64,
+                       (unsigned long long)min, (unsigned long long)max);
     *out = o->via.u64;
     return SCH_OK;
 }
 
-int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path,
-                const char *key, bool required, int64_t min, int64_t max,
-                int64_t *out, bool *present) {
+int sch_get_int(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                bool required, int64_t min, int64_t max, int64_t *out, bool *present) {
     const msgpack_object *o;
     char p[128];
     int rc = sch_field(c, map, path, key, required, &o, present);
     if (rc || !o) return rc;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (o->via.u64 > (uint64_t)max)
-            return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                            "%s: %llu above %lld",
-                            sch_join(p, sizeof p, path, key),
-                            (unsigned long long)o->via.u64, (long long)max);
+            return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE, "%s: %llu above %lld",
+                           sch_join(p, sizeof p, path, key), (unsigned long long)o->via.u64,
+                           (long long)max);
         *out = (int64_t)o->via.u64;
     } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
         *out = o->via.i64;
     } else {
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected int, got %s",
-                        sch_join(p, sizeof p, path, key), sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected int, got %s",
+                       sch_join(p, sizeof p, path, key), sch_type_name(o));
     }
     if (*out < min || *out > max)
-        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                        "%s: %lld outside %lld..%lld",
-                        sch_join(p, sizeof p, path, key), (long long)*out,
-                        (long long)min, (long long)max);
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE, "%s: %lld outside %lld..%lld",
+                       sch_join(p, sizeof p, path, key), (long long)*out, (long long)min,
+                       (long long)max);
     return SCH_OK;
 }
 
-int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path,
-                   const char *key, bool required, double min, bool min_open,
-                   double max, double *out, bool *present) {
+int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                   bool required, double min, bool min_open, double max, double *out,
+                   bool *present) {
     const msgpack_object *o;
     char p[128];
     double v;
@@ -257,35 +233,31 @@ int sch_get_number(sch_ctx *c, const msgpack_object *map, const char *path,
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
     default:
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected number, got %s",
-                        sch_join(p, sizeof p, path, key), sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected number, got %s",
+                       sch_join(p, sizeof p, path, key), sch_type_name(o));
     }
     if (!isfinite(v) || v < min || (min_open && v == min) || v > max)
-        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                        "%s: %g outside %c%g, %g]",
-                        sch_join(p, sizeof p, path, key), v,
-                        min_open ? '(' : '[', min, max);
+        return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE, "%s: %g outside %c%g, %g]",
+                       sch_join(p, sizeof p, path, key), v, min_open ? '(' : '[', min, max);
     *out = v;
     return SCH_OK;
 }
 
-int sch_get_bool(sch_ctx *c, const msgpack_object *map, const char *path,
-                 const char *key, bool required, bool *out, bool *present) {
+int sch_get_bool(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                 bool required, bool *out, bool *present) {
     const msgpack_object *o;
     char p[128];
     int rc = sch_field(c, map, path, key, required, &o, present);
     if (rc || !o) return rc;
     if (o->type != MSGPACK_OBJECT_BOOLEAN)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected bool, got %s",
-                        sch_join(p, sizeof p, path, key), sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected bool, got %s",
+                       sch_join(p, sizeof p, path, key), sch_type_name(o));
     *out = o->via.boolean;
     return SCH_OK;
 }
 
-int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path,
-                 sch_rule rule, size_t max, int too_long, sch_str *out) {
+int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path, sch_rule rule, size_t max,
+                 int too_long, sch_str *out) {
     const char *src;
     size_t len;
     if (o->type == MSGPACK_OBJECT_STR) {
@@ -295,15 +267,12 @@ int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path,
         src = o->via.bin.ptr;
         len = o->via.bin.size;
     } else {
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected %s, got %s", path,
-                        rule == SCH_RULE_BYTES ? "bin or str" : "str",
-                        sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected %s, got %s", path,
+                       rule == SCH_RULE_BYTES ? "bin or str" : "str", sch_type_name(o));
     }
     if (len > max)
-        return pl_errf(c->err, c->errlen, too_long,
-                        "%s: %zu bytes exceeds the limit of %zu", path, len,
-                        max);
+        return pl_errf(c->err, c->errlen, too_long, "%s: %zu bytes exceeds the limit of %zu", path,
+                       len, max);
     sch_str s = {src, len};
     int rc = sch_check_rule(path, &s, rule, c->err, c->errlen);
     if (rc) return rc;
@@ -316,28 +285,24 @@ int sch_take_str(sch_ctx *c, const msgpack_object *o, const char *path,
     return SCH_OK;
 }
 
-int sch_get_str(sch_ctx *c, const msgpack_object *map, const char *path,
-                const char *key, bool required, sch_rule rule, size_t max,
-                int too_long, sch_str *out) {
+int sch_get_str(sch_ctx *c, const msgpack_object *map, const char *path, const char *key,
+                bool required, sch_rule rule, size_t max, int too_long, sch_str *out) {
     const msgpack_object *o;
     char p[128];
     int rc = sch_field(c, map, path, key, required, &o, NULL);
     if (rc || !o) return rc;
-    return sch_take_str(c, o, sch_join(p, sizeof p, path, key), rule, max,
-                        too_long, out);
+    return sch_take_str(c, o, sch_join(p, sizeof p, path, key), rule, max, too_long, out);
 }
 
-int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path,
-                    size_t max, int too_many, const uint32_t **out,
-                    size_t *n) {
+int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path, size_t max, int too_many,
+                    const uint32_t **out, size_t *n) {
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "%s: expected array, got %s", path, sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s: expected array, got %s", path,
+                       sch_type_name(o));
     size_t cnt = o->via.array.size;
     if (cnt > max)
-        return pl_errf(c->err, c->errlen, too_many,
-                        "%s: %zu tokens exceeds the limit of %zu", path, cnt,
-                        max);
+        return pl_errf(c->err, c->errlen, too_many, "%s: %zu tokens exceeds the limit of %zu", path,
+                       cnt, max);
     *out = NULL;
     *n = 0;
     if (!cnt) return SCH_OK;
@@ -346,15 +311,12 @@ int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path,
     for (size_t i = 0; i < cnt; i++) {
         const msgpack_object *e = &o->via.array.ptr[i];
         if (e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
-            (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-             e->via.u64 > INT32_MAX))
+            (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER && e->via.u64 > INT32_MAX))
             return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                            "%s[%zu]: token id outside 0..2147483647", path,
-                            i);
+                           "%s[%zu]: token id outside 0..2147483647", path, i);
         if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-            return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                            "%s[%zu]: expected uint, got %s", path, i,
-                            sch_type_name(e));
+            return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s[%zu]: expected uint, got %s",
+                           path, i, sch_type_name(e));
         t[i] = (uint32_t)e->via.u64;
     }
     *out = t;
@@ -367,21 +329,20 @@ int sch_get_version(sch_ctx *c, const msgpack_object *root, uint32_t *v) {
     int rc = sch_field(c, root, "", "v", true, &o, NULL);
     if (rc) return rc;
     if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
-        (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-         o->via.u64 != SCH_VERSION)) {
+        (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 != SCH_VERSION)) {
         if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
             return pl_errf(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
-                            "v: %lld is not a version (this reader reads "
-                            "major %d)",
-                            (long long)o->via.i64, SCH_VERSION);
+                           "v: %lld is not a version (this reader reads "
+                           "major %d)",
+                           (long long)o->via.i64, SCH_VERSION);
         return pl_errf(c->err, c->errlen, SCH_E_UNSUPPORTED_VERSION,
-                        "v: major version %llu not supported (this reader "
-                        "reads major %d)",
-                        (unsigned long long)o->via.u64, SCH_VERSION);
+                       "v: major version %llu not supported (this reader "
+                       "reads major %d)",
+                       (unsigned long long)o->via.u64, SCH_VERSION);
     }
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "v: expected uint, got %s", sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "v: expected uint, got %s",
+                       sch_type_name(o));
     *v = SCH_VERSION;
     return SCH_OK;
 }

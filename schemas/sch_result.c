@@ -13,8 +13,7 @@
 
 #include <string.h>
 
-static const char *const sch_finishes[] = {"stop", "length", "expired",
-                                           "error"};
+static const char *const sch_finishes[] = {"stop", "length", "expired", "error"};
 
 void sch_result_init(sch_result *r) {
     memset(r, 0, sizeof *r);
@@ -27,17 +26,15 @@ void sch_result_free(sch_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int sch_finish_read(sch_ctx *c, const msgpack_object *root,
-                           sch_result *r) {
+static int sch_finish_read(sch_ctx *c, const msgpack_object *root, sch_result *r) {
     char q[200];
     const msgpack_object *o = sch_map_get(root, "finish_reason");
     if (!o)
         return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                        "finish_reason: required field missing");
+                       "finish_reason: required field missing");
     if (o->type != MSGPACK_OBJECT_STR)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                        "finish_reason: expected str, got %s",
-                        sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "finish_reason: expected str, got %s",
+                       sch_type_name(o));
     for (int k = 0; k < 4; k++) {
         if (o->via.str.size == strlen(sch_finishes[k]) &&
             !memcmp(o->via.str.ptr, sch_finishes[k], o->via.str.size)) {
@@ -47,82 +44,63 @@ static int sch_finish_read(sch_ctx *c, const msgpack_object *root,
     }
     sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
     return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
-                    "finish_reason: %s is not stop, length, expired or error",
-                    q);
+                   "finish_reason: %s is not stop, length, expired or error", q);
 }
 
 /* A required sub-map whose fields are all required uints. */
-static int sch_uint_map_read(sch_ctx *c, const msgpack_object *root,
-                             const char *name, const char *const *keys,
-                             uint64_t *const *dst, int n) {
+static int sch_uint_map_read(sch_ctx *c, const msgpack_object *root, const char *name,
+                             const char *const *keys, uint64_t *const *dst, int n) {
     const msgpack_object *o = sch_map_get(root, name);
     int rc;
     if (!o)
-        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                        "%s: required field missing", name);
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "%s: required field missing", name);
     if ((rc = sch_map_check(c, o, name))) return rc;
     for (int i = 0; i < n; i++)
-        if ((rc = sch_get_uint(c, o, name, keys[i], true, 0, UINT64_MAX,
-                               dst[i], NULL)))
-            return rc;
+        if ((rc = sch_get_uint(c, o, name, keys[i], true, 0, UINT64_MAX, dst[i], NULL))) return rc;
     return SCH_OK;
 }
 
-static int sch_error_read(sch_ctx *c, const msgpack_object *root,
-                          sch_result *r) {
+static int sch_error_read(sch_ctx *c, const msgpack_object *root, sch_result *r) {
     const msgpack_object *o = sch_map_get(root, "error");
     int rc;
     if (!o) {
         if (r->finish_reason == SCH_FINISH_ERROR)
             return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                            "error: required when finish_reason is error");
+                           "error: required when finish_reason is error");
         return SCH_OK;
     }
     if ((rc = sch_map_check(c, o, "error")) ||
-        (rc = sch_get_str(c, o, "error", "code", true, SCH_RULE_CODE,
-                          SCH_MAX_KEY_BYTES, SCH_E_BAD_VALUE,
-                          &r->error_name)) ||
-        (rc = sch_get_str(c, o, "error", "message", true, SCH_RULE_TEXT,
-                          c->lim->max_text_bytes, SCH_E_STRING_TOO_LONG,
-                          &r->error_message)))
+        (rc = sch_get_str(c, o, "error", "code", true, SCH_RULE_CODE, SCH_MAX_KEY_BYTES,
+                          SCH_E_BAD_VALUE, &r->error_name)) ||
+        (rc = sch_get_str(c, o, "error", "message", true, SCH_RULE_TEXT, c->lim->max_text_bytes,
+                          SCH_E_STRING_TOO_LONG, &r->error_message)))
         return rc;
     r->has_error = true;
     r->error_code = sch_err_from_name(r->error_name.ptr, r->error_name.len);
     return SCH_OK;
 }
 
-static int sch_result_read(sch_ctx *c, const msgpack_object *root,
-                           void *out) {
-    static const char *const usage_keys[] = {"prompt_tokens", "cached_tokens",
-                                             "completion_tokens"};
-    static const char *const timing_keys[] = {"queue_ms", "ttft_ms",
-                                              "total_ms"};
+static int sch_result_read(sch_ctx *c, const msgpack_object *root, void *out) {
+    static const char *const usage_keys[] = {"prompt_tokens", "cached_tokens", "completion_tokens"};
+    static const char *const timing_keys[] = {"queue_ms", "ttft_ms", "total_ms"};
     sch_result *r = out;
     const sch_limits *lim = c->lim;
     const msgpack_object *toks;
-    uint64_t *const usage[] = {&r->prompt_tokens, &r->cached_tokens,
-                               &r->completion_tokens};
+    uint64_t *const usage[] = {&r->prompt_tokens, &r->cached_tokens, &r->completion_tokens};
     uint64_t *const timing[] = {&r->queue_ms, &r->ttft_ms, &r->total_ms};
     int rc;
-    if ((rc = sch_map_check(c, root, "")) ||
-        (rc = sch_get_version(c, root, &r->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &r->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &r->turn_id)) ||
-        (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX,
-                           &r->attempt, NULL)) ||
-        (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT,
-                          lim->max_content_bytes, SCH_E_CONTENT_TOO_LONG,
-                          &r->text)))
+    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &r->v)) ||
+        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &r->conversation_id)) ||
+        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &r->turn_id)) ||
+        (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX, &r->attempt, NULL)) ||
+        (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT, lim->max_content_bytes,
+                          SCH_E_CONTENT_TOO_LONG, &r->text)))
         return rc;
     if (!(toks = sch_map_get(root, "tokens")))
-        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                        "tokens: required field missing");
-    if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens,
-                              SCH_E_TOO_MANY_TOKENS, &r->tokens,
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "tokens: required field missing");
+    if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens, SCH_E_TOO_MANY_TOKENS, &r->tokens,
                               &r->n_tokens)) ||
         (rc = sch_finish_read(c, root, r)) ||
         (rc = sch_uint_map_read(c, root, "usage", usage_keys, usage, 3)) ||
@@ -130,64 +108,48 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root,
         return rc;
     if (r->cached_tokens > r->prompt_tokens)
         return pl_errf(c->err, c->errlen, SCH_E_OUT_OF_RANGE,
-                        "usage.cached_tokens: %llu above prompt_tokens %llu",
-                        (unsigned long long)r->cached_tokens,
-                        (unsigned long long)r->prompt_tokens);
-    if ((rc = sch_get_str(c, root, "", "worker", true, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &r->worker)) ||
-        (rc = sch_get_str(c, root, "", "model", false, SCH_RULE_ID,
-                          lim->max_id_bytes, SCH_E_STRING_TOO_LONG,
-                          &r->model)))
+                       "usage.cached_tokens: %llu above prompt_tokens %llu",
+                       (unsigned long long)r->cached_tokens, (unsigned long long)r->prompt_tokens);
+    if ((rc = sch_get_str(c, root, "", "worker", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &r->worker)) ||
+        (rc = sch_get_str(c, root, "", "model", false, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, &r->model)))
         return rc;
     return sch_error_read(c, root, r);
 }
 
-int sch_result_decode(const void *buf, size_t len, const sch_limits *lim,
-                      sch_result *out, char *err, size_t errlen) {
+int sch_result_decode(const void *buf, size_t len, const sch_limits *lim, sch_result *out,
+                      char *err, size_t errlen) {
     return sch_decode_record(buf, len, lim, sch_result_read, out, sizeof *out,
                              out ? &out->zone_ : NULL, err, errlen);
 }
 
-int sch_result_encode(const sch_result *r, sch_buf *out, char *err,
-                      size_t errlen) {
+int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errlen) {
     sch_writer w;
     sch_str code = {0}, finish;
     int rc;
-    if (!r || !out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "result or buffer is NULL");
+    if (!r || !out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "result or buffer is NULL");
     out->len = 0;
-    if ((rc = sch_check_rule("conversation_id", &r->conversation_id,
-                             SCH_RULE_ID, err, errlen)) ||
-        (rc = sch_check_rule("turn_id", &r->turn_id, SCH_RULE_ID, err,
-                             errlen)) ||
+    if ((rc = sch_check_rule("conversation_id", &r->conversation_id, SCH_RULE_ID, err, errlen)) ||
+        (rc = sch_check_rule("turn_id", &r->turn_id, SCH_RULE_ID, err, errlen)) ||
         (rc = sch_check_rule("text", &r->text, SCH_RULE_TEXT, err, errlen)) ||
-        (rc = sch_check_tokens("tokens", r->tokens, r->n_tokens, err,
-                               errlen)) ||
-        (rc = sch_check_rule("worker", &r->worker, SCH_RULE_ID, err,
-                             errlen)) ||
-        (r->model.ptr && (rc = sch_check_rule("model", &r->model,
-                                              SCH_RULE_ID, err, errlen))))
+        (rc = sch_check_tokens("tokens", r->tokens, r->n_tokens, err, errlen)) ||
+        (rc = sch_check_rule("worker", &r->worker, SCH_RULE_ID, err, errlen)) ||
+        (r->model.ptr && (rc = sch_check_rule("model", &r->model, SCH_RULE_ID, err, errlen))))
         return rc;
     if (!(finish.ptr = sch_finish_name(r->finish_reason)))
-        return pl_errf(err, errlen, SCH_E_BAD_VALUE,
-                        "finish_reason: %d is not a sch_finish",
-                        (int)r->finish_reason);
+        return pl_errf(err, errlen, SCH_E_BAD_VALUE, "finish_reason: %d is not a sch_finish",
+                       (int)r->finish_reason);
     finish.len = strlen(finish.ptr);
     if (r->finish_reason == SCH_FINISH_ERROR && !r->has_error)
         return pl_errf(err, errlen, SCH_E_MISSING_FIELD,
-                        "error: required when finish_reason is error");
+                       "error: required when finish_reason is error");
     if (r->cached_tokens > r->prompt_tokens)
-        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
-                        "usage.cached_tokens: above prompt_tokens");
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "usage.cached_tokens: above prompt_tokens");
     if (r->has_error) {
-        code = r->error_name.ptr ? r->error_name
-                                 : sch_str_c(sch_err_name(r->error_code));
-        if ((rc = sch_check_rule("error.code", &code, SCH_RULE_CODE, err,
-                                 errlen)) ||
-            (rc = sch_check_rule("error.message", &r->error_message,
-                                 SCH_RULE_TEXT, err, errlen)))
+        code = r->error_name.ptr ? r->error_name : sch_str_c(sch_err_name(r->error_code));
+        if ((rc = sch_check_rule("error.code", &code, SCH_RULE_CODE, err, errlen)) ||
+            (rc = sch_check_rule("error.message", &r->error_message, SCH_RULE_TEXT, err, errlen)))
             return rc;
     }
     sch_w_open(&w, out);

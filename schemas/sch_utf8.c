@@ -55,58 +55,50 @@ bool sch_utf8_valid(const char *str, size_t len) {
 }
 
 static bool sch_ns_char(unsigned char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
 }
 
 static bool sch_code_char(unsigned char ch) {
     return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
 }
 
-int sch_check_rule(const char *path, const sch_str *str, sch_rule rule,
-                   char *err, size_t errlen) {
+int sch_check_rule(const char *path, const sch_str *str, sch_rule rule, char *err, size_t errlen) {
     const unsigned char *s = (const unsigned char *)str->ptr;
     size_t len = str->len;
     char q[200];
     if (rule == SCH_RULE_BYTES) return SCH_OK;
     if (!s && rule != SCH_RULE_TEXT)
-        return pl_errf(err, errlen, SCH_E_MISSING_FIELD,
-                        "%s: required field missing", path);
+        return pl_errf(err, errlen, SCH_E_MISSING_FIELD, "%s: required field missing", path);
     if (len && !s)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "%s: NULL pointer with length %zu", path, len);
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "%s: NULL pointer with length %zu",
+                       path, len);
     if (rule != SCH_RULE_TEXT && len == 0)
-        return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: must not be empty",
-                        path);
+        return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: must not be empty", path);
     if (rule == SCH_RULE_NS || rule == SCH_RULE_CODE) {
         for (size_t i = 0; i < len; i++) {
-            bool ok = rule == SCH_RULE_NS ? sch_ns_char(s[i])
-                                          : sch_code_char(s[i]);
+            bool ok = rule == SCH_RULE_NS ? sch_ns_char(s[i]) : sch_code_char(s[i]);
             if (!ok) {
                 sch_quote(q, sizeof q, (const char *)s, len);
-                return pl_errf(err, errlen, SCH_E_BAD_VALUE,
-                                "%s: %s has a byte outside %s", path, q,
-                                rule == SCH_RULE_NS ? "[A-Za-z0-9._-]"
-                                                    : "[A-Z0-9_]");
+                return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: %s has a byte outside %s", path,
+                               q, rule == SCH_RULE_NS ? "[A-Za-z0-9._-]" : "[A-Z0-9_]");
             }
         }
         if (rule == SCH_RULE_CODE && len > SCH_MAX_KEY_BYTES)
-            return pl_errf(err, errlen, SCH_E_BAD_VALUE,
-                            "%s: code name of %zu bytes (max %d)", path, len,
-                            SCH_MAX_KEY_BYTES);
+            return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: code name of %zu bytes (max %d)",
+                           path, len, SCH_MAX_KEY_BYTES);
         return SCH_OK;
     }
     if (!sch_utf8_valid((const char *)s, len)) {
         sch_quote(q, sizeof q, (const char *)s, len);
-        return pl_errf(err, errlen, SCH_E_BAD_UTF8,
-                        "%s: not valid UTF-8: %s", path, q);
+        return pl_errf(err, errlen, SCH_E_BAD_UTF8, "%s: not valid UTF-8: %s", path, q);
     }
     if (rule == SCH_RULE_ID) {
         for (size_t i = 0; i < len; i++) {
             if (s[i] < 0x20 || s[i] == 0x7f) {
                 sch_quote(q, sizeof q, (const char *)s, len);
-                return pl_errf(err, errlen, SCH_E_BAD_VALUE,
-                                "%s: control character in %s", path, q);
+                return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: control character in %s", path,
+                               q);
             }
         }
     }

@@ -72,8 +72,7 @@ void sch_w_str(sch_writer *w, const char *key, const sch_str *s) {
 void sch_w_name(sch_writer *w, const sch_str *s) {
     if (sch_utf8_valid(s->ptr, s->len))
         msgpack_pack_str_with_body(&w->pk, s->len ? s->ptr : "", s->len);
-    else
-        msgpack_pack_bin_with_body(&w->pk, s->ptr, s->len);
+    else msgpack_pack_bin_with_body(&w->pk, s->ptr, s->len);
 }
 
 void sch_w_bin(sch_writer *w, const char *key, const sch_str *s) {
@@ -103,22 +102,20 @@ void sch_w_bool(sch_writer *w, const char *key, bool v) {
     else msgpack_pack_false(&w->pk);
 }
 
-void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t,
-                  size_t n) {
+void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t, size_t n) {
     sch_w_key(w, key);
     msgpack_pack_array(&w->pk, n);
     for (size_t i = 0; i < n; i++) msgpack_pack_uint32(&w->pk, t[i]);
 }
 
-int sch_check_tokens(const char *path, const uint32_t *t, size_t n,
-                     char *err, size_t errlen) {
+int sch_check_tokens(const char *path, const uint32_t *t, size_t n, char *err, size_t errlen) {
     if (n && !t)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT,
-                        "%s: NULL with a count of %zu", path, n);
+        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "%s: NULL with a count of %zu", path,
+                       n);
     for (size_t i = 0; i < n; i++)
         if (t[i] > INT32_MAX)
-            return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
-                            "%s[%zu]: %u above 2147483647", path, i, t[i]);
+            return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "%s[%zu]: %u above 2147483647", path, i,
+                           t[i]);
     return SCH_OK;
 }
 

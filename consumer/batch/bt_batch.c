@@ -49,39 +49,38 @@
 
 /* One request of the input. */
 typedef struct bt_item {
-    uint64_t h;            /* bt_id_hash(custom_id) */
-    char *custom_id;       /* malloc'd */
-    gw_chat chat;          /* parsed body (turn inside) */
-    char turn_id[64];      /* b-<batch>-<hash> */
-    int state;             /* 0 to send, 1 in flight, 2 written */
-    double sent_ms;        /* monotonic time it was produced */
+    uint64_t h;       /* bt_id_hash(custom_id) */
+    char *custom_id;  /* malloc'd */
+    gw_chat chat;     /* parsed body (turn inside) */
+    char turn_id[64]; /* b-<batch>-<hash> */
+    int state;        /* 0 to send, 1 in flight, 2 written */
+    double sent_ms;   /* monotonic time it was produced */
 } bt_item;
 
 /* Command-line options and run state. */
 typedef struct bt_run {
     const char *input, *output, *brokers, *ns, *dlq; /* options */
-    char errors[4096];        /* error file path */
-    char state_path[4096];    /* OUTPUT.state */
-    wk_client_topics topics;  /* turns / responses */
-    uint64_t window;          /* turns in flight at most */
-    uint64_t timeout_s;       /* per request */
-    uint64_t progress_s;      /* plain progress interval */
-    uint64_t max_tokens;      /* cap of max_tokens */
-    bt_item *items;           /* requests to answer */
-    size_t n, cap;            /* items used / allocated */
-    size_t total, done, failed, inflight; /* counters */
-    uint64_t tokens;          /* completion tokens received */
-    bt_out out;               /* output file */
-    bt_out seen;              /* custom_ids of the input read so far (set only) */
-    FILE *err_f;              /* error file */
-    bt_state st;              /* resume state */
-    double t0;                /* start, monotonic ms */
-    double last_sweep;        /* last timeout sweep, monotonic ms */
-    int resumed;              /* a saved state was found (a rerun) */
+    char errors[4096];                               /* error file path */
+    char state_path[4096];                           /* OUTPUT.state */
+    wk_client_topics topics;                         /* turns / responses */
+    uint64_t window;                                 /* turns in flight at most */
+    uint64_t timeout_s;                              /* per request */
+    uint64_t progress_s;                             /* plain progress interval */
+    uint64_t max_tokens;                             /* cap of max_tokens */
+    bt_item *items;                                  /* requests to answer */
+    size_t n, cap;                                   /* items used / allocated */
+    size_t total, done, failed, inflight;            /* counters */
+    uint64_t tokens;                                 /* completion tokens received */
+    bt_out out;                                      /* output file */
+    bt_out seen;       /* custom_ids of the input read so far (set only) */
+    FILE *err_f;       /* error file */
+    bt_state st;       /* resume state */
+    double t0;         /* start, monotonic ms */
+    double last_sweep; /* last timeout sweep, monotonic ms */
+    int resumed;       /* a saved state was found (a rerun) */
 } bt_run;
 
-static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
-{
+static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed) {
     char err[PL_ERR_LEN];
     char *txt = line ? json_dumps(line, JSON_COMPACT) : NULL;
     json_decref(line);
@@ -104,26 +103,21 @@ static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed)
 
 /* An error line: response null, error {code, message}. */
 static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, const char *code,
-                   const char *msg)
-{
+                   const char *msg) {
     json_t *j = json_pack("{ss so so s{ss ss}}", "id", "batch_req_error", "custom_id",
-                          custom_id ? json_string(custom_id) : json_null(), "response",
-                          json_null(), "error", "code", code, "message", msg);
-    if (j && !custom_id)
-        json_object_set_new(j, "line", json_integer(line_no));
+                          custom_id ? json_string(custom_id) : json_null(), "response", json_null(),
+                          "error", "code", code, "message", msg);
+    if (j && !custom_id) json_object_set_new(j, "line", json_integer(line_no));
     return bt_write(r, h, j, 1);
 }
 
 /* Parse one input line into an item, or write its error line. */
-static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
-{
+static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     char err[PL_ERR_LEN * 2]; /* as the gateway's: request messages quote values */
     const char *param;
     json_error_t je;
-    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-        line[--len] = 0;
-    if (strspn(line, " \t") == len)
-        return 0;
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+    if (strspn(line, " \t") == len) return 0;
     r->total++;
     json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     json_t *cid = json_object_get(j, "custom_id");
@@ -151,8 +145,7 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
                                   "error", "code", "duplicate_custom_id", "message",
                                   "this line repeats an earlier custom_id; skipped");
             char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
-            if (t)
-                fprintf(r->err_f, "%s\n", t);
+            if (t) fprintf(r->err_f, "%s\n", t);
             free(t);
             json_decref(e);
         }
@@ -204,27 +197,23 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no)
     it->chat.turn.conversation_id = sch_str_c(it->turn_id);
     it->chat.turn.turn_id = sch_str_c(it->turn_id);
     it->chat.turn.stream = false;
-    if (r->ns)
-        it->chat.turn.ns = sch_str_c(r->ns);
+    if (r->ns) it->chat.turn.ns = sch_str_c(r->ns);
     r->n++;
     json_decref(j);
     return it->custom_id ? 0 : -1;
 }
 
-static int bt_cmp_h(const void *a, const void *b)
-{
+static int bt_cmp_h(const void *a, const void *b) {
     uint64_t x = ((const bt_item *)a)->h, y = ((const bt_item *)b)->h;
     return x < y ? -1 : x > y;
 }
 
 /* The unanswered item of turn id `b-<batch>-<hash hex>`, or NULL (items
  * are sorted by hash once the input is read). */
-static bt_item *bt_find(bt_run *r, const char *turn_id, size_t len)
-{
+static bt_item *bt_find(bt_run *r, const char *turn_id, size_t len) {
     char want[64];
     int pl = snprintf(want, sizeof want, "b-%s-", r->st.batch_id);
-    if (len != (size_t)pl + 16 || memcmp(turn_id, want, (size_t)pl) != 0)
-        return NULL;
+    if (len != (size_t)pl + 16 || memcmp(turn_id, want, (size_t)pl) != 0) return NULL;
     char hex[17];
     memcpy(hex, turn_id + pl, 16);
     hex[16] = 0;
@@ -235,47 +224,45 @@ static bt_item *bt_find(bt_run *r, const char *turn_id, size_t len)
 }
 
 /* A result (or a DeadLetter made into one) for item it. */
-static int bt_answer(bt_run *r, bt_item *it, const sch_result *res)
-{
+static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     json_t *resp;
     int failed = 0;
     if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
         int st = gw_result_status(res, &type, &code);
-        resp = json_pack("{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id,
-                         "body", gw_error_json(res->error_message.ptr ? res->error_message.ptr
-                                                                      : "the turn failed",
-                                               type, NULL, code));
+        resp = json_pack(
+            "{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id, "body",
+            gw_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
+                          NULL, code));
         failed = 1;
     } else {
         char id[96];
         snprintf(id, sizeof id, "chatcmpl-%s", it->turn_id);
         resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body", gw_completion_json(res, id, it->chat.model,
-                                                    wk_client_epoch_ms() / 1000));
+                         "body",
+                         gw_completion_json(res, id, it->chat.model, wk_client_epoch_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];
     snprintf(rid, sizeof rid, "batch_req_%s", it->turn_id);
-    if (it->state == 1)
-        r->inflight--;
+    if (it->state == 1) r->inflight--;
     it->state = 2;
-    int rc = bt_write(r, it->h, json_pack("{ss ss so sn}", "id", rid, "custom_id", it->custom_id,
-                                          "response", resp, "error"), failed);
+    int rc = bt_write(r, it->h,
+                      json_pack("{ss ss so sn}", "id", rid, "custom_id", it->custom_id, "response",
+                                resp, "error"),
+                      failed);
     gw_chat_free(&it->chat);
     return rc;
 }
 
 /* Handle one record of the reader. */
-static int bt_on_record(bt_run *r, const rd_kafka_message_t *m)
-{
+static int bt_on_record(bt_run *r, const rd_kafka_message_t *m) {
     char err[PL_ERR_LEN];
     const char *topic = rd_kafka_topic_name(m->rkt);
     int rc = 0;
     if (r->dlq && !strcmp(topic, r->dlq)) {
         sch_dead d;
-        if (sch_dead_decode(m->payload, m->len, NULL, &d, err, sizeof err) != 0)
-            return 0;
+        if (sch_dead_decode(m->payload, m->len, NULL, &d, err, sizeof err) != 0) return 0;
         bt_item *it = d.turn_id.ptr ? bt_find(r, d.turn_id.ptr, d.turn_id.len) : NULL;
         if (it) {
             sch_result res;
@@ -290,51 +277,45 @@ static int bt_on_record(bt_run *r, const rd_kafka_message_t *m)
         return rc;
     }
     sch_result res;
-    if (sch_result_decode(m->payload, m->len, NULL, &res, err, sizeof err) != 0)
-        return 0;
+    if (sch_result_decode(m->payload, m->len, NULL, &res, err, sizeof err) != 0) return 0;
     bt_item *it = bt_find(r, res.turn_id.ptr, res.turn_id.len);
-    if (it)
-        rc = bt_answer(r, it, &res);
+    if (it) rc = bt_answer(r, it, &res);
     sch_result_free(&res);
     return rc;
 }
 
-static void bt_progress(bt_run *r, int final)
-{
+static void bt_progress(bt_run *r, int final) {
     double s = (wk_client_mono_ms() - r->t0) / 1000.0;
     double rate = s > 0 ? (double)r->tokens / s : 0;
     size_t left = r->total > r->done ? r->total - r->done : 0;
     double reqs = s > 0 ? (double)r->done / s : 0;
     char eta[32] = "?";
-    if (reqs > 0)
-        snprintf(eta, sizeof eta, "%.0fs", (double)left / reqs);
+    if (reqs > 0) snprintf(eta, sizeof eta, "%.0fs", (double)left / reqs);
     if (isatty(STDERR_FILENO)) {
         int w = 30, fill = r->total ? (int)(w * r->done / r->total) : w;
         fprintf(stderr, "\r[%.*s%*s] %zu/%zu failed=%zu %.1f tok/s eta %s ", fill,
-                "##############################", w - fill, "", r->done, r->total, r->failed,
-                rate, eta);
-        if (final)
-            fputc('\n', stderr);
+                "##############################", w - fill, "", r->done, r->total, r->failed, rate,
+                eta);
+        if (final) fputc('\n', stderr);
     } else {
-        fprintf(stderr, "batch: done=%zu total=%zu failed=%zu inflight=%zu tokens_per_s=%.1f "
-                "eta=%s\n", r->done, r->total, r->failed, r->inflight, rate, eta);
+        fprintf(stderr,
+                "batch: done=%zu total=%zu failed=%zu inflight=%zu tokens_per_s=%.1f "
+                "eta=%s\n",
+                r->done, r->total, r->failed, r->inflight, rate, eta);
     }
 }
 
 /* The reader: responses (+ DLQ), read_committed, from the saved offsets;
  * on a fresh batch the offsets are the topics' ends now, saved first. */
-static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen)
-{
+static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk = wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1, 10000,
-                                                 err, errlen);
+    rd_kafka_t *rk =
+        wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1, 10000, err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
-    if (!rk)
-        return NULL;
+    if (!rk) return NULL;
     if (fresh) {
         rd_kafka_topic_partition_list_t *cur = NULL;
-        if (rd_kafka_assignment(rk, &cur) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            goto err;
+        if (rd_kafka_assignment(rk, &cur) != RD_KAFKA_RESP_ERR_NO_ERROR) goto err;
         /* a plain copy: the assignment's entries hold partition references
          * that would keep the handle from being destroyed */
         a = rd_kafka_topic_partition_list_new(cur->cnt);
@@ -343,36 +324,32 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen)
         rd_kafka_topic_partition_list_destroy(cur);
         for (int i = 0; i < a->cnt; i++) {
             int64_t lo, hi;
-            if (rd_kafka_query_watermark_offsets(rk, a->elems[i].topic, a->elems[i].partition,
-                                                 &lo, &hi, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            if (rd_kafka_query_watermark_offsets(rk, a->elems[i].topic, a->elems[i].partition, &lo,
+                                                 &hi, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
                 goto err;
             a->elems[i].offset = hi;
         }
         r->st.from = a;
-        if (bt_state_save(r->state_path, &r->st, err, errlen) != 0)
-            goto err_quiet;
+        if (bt_state_save(r->state_path, &r->st, err, errlen) != 0) goto err_quiet;
     }
-    if (rd_kafka_assign(rk, r->st.from) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        goto err;
+    if (rd_kafka_assign(rk, r->st.from) != RD_KAFKA_RESP_ERR_NO_ERROR) goto err;
     return rk;
 err:
     pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
 err_quiet:
-    if (a && a != r->st.from)
-        rd_kafka_topic_partition_list_destroy(a);
+    if (a && a != r->st.from) rd_kafka_topic_partition_list_destroy(a);
     wk_client_reader_free(rk);
     return NULL;
 }
 
 /* Catch up: read until every partition reaches the end it had at start
  * (replies committed while no batch process ran), at most 15 s. */
-static int bt_catch_up(bt_run *r, rd_kafka_t *rk)
-{
+static int bt_catch_up(bt_run *r, rd_kafka_t *rk) {
     rd_kafka_topic_partition_list_t *end = rd_kafka_topic_partition_list_copy(r->st.from);
     for (int i = 0; i < end->cnt; i++) {
         int64_t lo, hi;
-        if (rd_kafka_query_watermark_offsets(rk, end->elems[i].topic, end->elems[i].partition,
-                                             &lo, &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        if (rd_kafka_query_watermark_offsets(rk, end->elems[i].topic, end->elems[i].partition, &lo,
+                                             &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
             end->elems[i].offset = hi;
     }
     double give_up = wk_client_mono_ms() + 15000;
@@ -380,8 +357,7 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk)
     while (rc == 0 && wk_client_mono_ms() < give_up) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m) {
-            if (!m->err && m->rkt)
-                rc = bt_on_record(r, m);
+            if (!m->err && m->rkt) rc = bt_on_record(r, m);
             rd_kafka_message_destroy(m);
             continue;
         }
@@ -391,28 +367,24 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk)
         for (int i = 0; i < pos->cnt; i++)
             behind |= end->elems[i].offset > 0 && pos->elems[i].offset < end->elems[i].offset;
         rd_kafka_topic_partition_list_destroy(pos);
-        if (!behind)
-            break;
+        if (!behind) break;
     }
     rd_kafka_topic_partition_list_destroy(end);
     return rc;
 }
 
-static int bt_errors_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
-{
+static int bt_errors_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     bt_run *r = ctx;
     return snprintf(r->errors, sizeof r->errors, "%s", v) >= (int)sizeof r->errors ? -1 : 0;
 }
 
-static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
-{
+static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     ((bt_run *)ctx)->dlq = *v ? v : NULL;
     return 0;
 }
 
 /* Parse argv into r; 0 to run, 1 after --help, 2 usage error (printed). */
-static int bt_parse(int argc, char **argv, bt_run *r)
-{
+static int bt_parse(int argc, char **argv, bt_run *r) {
     char err[PL_ERR_LEN];
     memset(r, 0, sizeof *r);
     r->out.fd = -1;
@@ -424,18 +396,28 @@ static int bt_parse(int argc, char **argv, bt_run *r)
     r->dlq = "parley.dlq";
     wk_client_topics_prefix(&r->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
-        {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE", "OpenAI Batch requests, JSONL (required)", NULL},
-        {"--output", NULL, CLI_STR, &r->output, 0, 0, "FILE", "batch output, JSONL (required)", NULL},
-        {"--brokers", NULL, CLI_STR, &r->brokers, 0, 0, "H:P", "Kafka bootstrap servers (required)", NULL},
-        {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE", "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
+        {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE",
+         "OpenAI Batch requests, JSONL (required)", NULL},
+        {"--output", NULL, CLI_STR, &r->output, 0, 0, "FILE", "batch output, JSONL (required)",
+         NULL},
+        {"--brokers", NULL, CLI_STR, &r->brokers, 0, 0, "H:P", "Kafka bootstrap servers (required)",
+         NULL},
+        {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE",
+         "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
         {"--namespace", NULL, CLI_STR, &r->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
-        {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DLQ topic read for rejected turns (default parley.dlq;\n"
-         "empty: none)", bt_dlq_opt},
+        {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T",
+         "DLQ topic read for rejected turns (default parley.dlq;\n"
+         "empty: none)",
+         bt_dlq_opt},
         WK_CLIENT_TOPIC_OPTS(&r->topics),
-        {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N", "turns in flight at most (default 64)", NULL},
-        {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N", "per request (default 600)", NULL},
-        {"--progress-s", NULL, CLI_U64, &r->progress_s, 1, 86400, "N", "progress line interval (default 10)", NULL},
-        {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N", "cap of max_tokens (default 4096)", NULL},
+        {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N",
+         "turns in flight at most (default 64)", NULL},
+        {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N",
+         "per request (default 600)", NULL},
+        {"--progress-s", NULL, CLI_U64, &r->progress_s, 1, 86400, "N",
+         "progress line interval (default 10)", NULL},
+        {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N",
+         "cap of max_tokens (default 4096)", NULL},
     };
     const cli_cmd cmd = {
         "batch",
@@ -447,24 +429,26 @@ static int bt_parse(int argc, char **argv, bt_run *r)
         "same command after a crash: it resumes, and the output ends with exactly one\n"
         "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
         "requests, 1 error, 2 usage.\n\n",
-        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        0,
+        0,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, r, NULL, NULL);
-    if (pr != CLI_OK)
-        return pr;
+    if (pr != CLI_OK) return pr;
     if (!r->input || !r->output || !r->brokers) {
         fprintf(stderr, "batch: --input, --output and --brokers are required\n");
         cli_usage(&cmd, stderr);
         return 2;
     }
-    if (!r->errors[0])
-        snprintf(r->errors, sizeof r->errors, "%s.errors.jsonl", r->output);
+    if (!r->errors[0]) snprintf(r->errors, sizeof r->errors, "%s.errors.jsonl", r->output);
     snprintf(r->state_path, sizeof r->state_path, "%s.state", r->output);
     return 0;
 }
 
 /* Produce what the window allows; time out old turns. */
-static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
-{
+static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     double now = wk_client_mono_ms();
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
@@ -478,12 +462,10 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
                 return -1;
         }
     }
-    if (now - r->last_sweep >= 1000.0)
-        r->last_sweep = now;
+    if (now - r->last_sweep >= 1000.0) r->last_sweep = now;
     while (*next < r->n && r->inflight < r->window) {
         bt_item *it = &r->items[(*next)++];
-        if (it->state != 0)
-            continue;
+        if (it->state != 0) continue;
         uint64_t ms = wk_client_epoch_ms();
         /* the items were sorted (moved): point at this item's own arrays now */
         it->chat.turn.conversation_id = sch_str_c(it->turn_id);
@@ -503,12 +485,10 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next)
     return 0;
 }
 
-int wk_cmd_batch(int argc, char **argv)
-{
+int wk_cmd_batch(int argc, char **argv) {
     bt_run r;
     int prc = bt_parse(argc, argv, &r);
-    if (prc)
-        return prc == 1 ? 0 : 2;
+    if (prc) return prc == 1 ? 0 : 2;
     char err[PL_ERR_LEN * 4]; /* a path of up to 900 bytes and its cause */
     int rc = 1;
     FILE *in = NULL;
@@ -517,16 +497,14 @@ int wk_cmd_batch(int argc, char **argv)
     rd_kafka_t *prod = NULL, *rk = NULL;
     r.t0 = wk_client_mono_ms();
     int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
-    if (have < 0)
-        goto fail;
+    if (have < 0) goto fail;
     r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
                  (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^
                                       (wk_client_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
                                       (uint64_t)getpid()));
-    if (bt_out_open(&r.out, r.output, err, sizeof err) != 0)
-        goto fail;
+    if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
         pl_errf(err, sizeof err, -1, "%.900s: %s", r.errors, strerror(errno));
         goto fail;
@@ -538,29 +516,26 @@ int wk_cmd_batch(int argc, char **argv)
     ssize_t n;
     long line_no = 0;
     while ((n = getline(&line, &cap, in)) >= 0)
-        if (bt_take_line(&r, line, (size_t)n, ++line_no) != 0)
-            goto out;
+        if (bt_take_line(&r, line, (size_t)n, ++line_no) != 0) goto out;
     qsort(r.items, r.n, sizeof *r.items, bt_cmp_h); /* input order is not kept */
-    fprintf(stderr, "batch: %s: %zu requests, %zu answered or refused already, %zu to send "
-            "(batch %s%s)\n", r.input, r.total, r.done, r.n, r.st.batch_id,
-            have ? ", resumed" : "");
+    fprintf(stderr,
+            "batch: %s: %zu requests, %zu answered or refused already, %zu to send "
+            "(batch %s%s)\n",
+            r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
         if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, 10000, err, sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
-        if (have && bt_catch_up(&r, rk) != 0)
-            goto out;
+        if (have && bt_catch_up(&r, rk) != 0) goto out;
     }
     double last = wk_client_mono_ms();
     while (r.done < r.total) {
-        if (bt_pump(&r, prod, &next) != 0)
-            goto out;
+        if (bt_pump(&r, prod, &next) != 0) goto out;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m) {
             int e = !m->err && m->rkt ? bt_on_record(&r, m) : 0;
             rd_kafka_message_destroy(m);
-            if (e)
-                goto out;
+            if (e) goto out;
         }
         rd_kafka_poll(prod, 0);
         double now = wk_client_mono_ms();
@@ -576,10 +551,8 @@ fail:
     fprintf(stderr, "batch: %s\n", err);
 out:
     free(line);
-    if (in)
-        fclose(in);
-    if (r.err_f)
-        fclose(r.err_f);
+    if (in) fclose(in);
+    if (r.err_f) fclose(r.err_f);
     wk_client_reader_free(rk);
     if (prod) {
         rd_kafka_flush(prod, 5000);

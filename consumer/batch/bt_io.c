@@ -17,31 +17,26 @@
 #include "gw_openai.h"
 #include "pl_err.h"
 
-uint64_t bt_id_hash(const char *id, size_t len)
-{
+uint64_t bt_id_hash(const char *id, size_t len) {
     uint64_t h = gw_fnv64(GW_FNV_SEED, id, len);
     return h ? h : 1;
 }
 
-uint64_t bt_line_hash(long line_no)
-{
+uint64_t bt_line_hash(long line_no) {
     char k[64];
     int n = snprintf(k, sizeof k, "#line:%ld", line_no);
     return bt_id_hash(k, (size_t)n);
 }
 
-int bt_out_mark(bt_out *o, uint64_t h)
-{
+int bt_out_mark(bt_out *o, uint64_t h) {
     if ((o->n_done + 1) * 2 > o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 1024;
         uint64_t *t = calloc(cap, sizeof *t);
-        if (!t)
-            return -1;
+        if (!t) return -1;
         for (size_t i = 0; i < o->cap; i++)
             if (o->done[i]) {
                 size_t j = (size_t)o->done[i] & (cap - 1);
-                while (t[j])
-                    j = (j + 1) & (cap - 1);
+                while (t[j]) j = (j + 1) & (cap - 1);
                 t[j] = o->done[i];
             }
         free(o->done);
@@ -49,8 +44,7 @@ int bt_out_mark(bt_out *o, uint64_t h)
         o->cap = cap;
     }
     size_t j = (size_t)h & (o->cap - 1);
-    while (o->done[j] && o->done[j] != h)
-        j = (j + 1) & (o->cap - 1);
+    while (o->done[j] && o->done[j] != h) j = (j + 1) & (o->cap - 1);
     if (!o->done[j]) {
         o->done[j] = h;
         o->n_done++;
@@ -58,21 +52,17 @@ int bt_out_mark(bt_out *o, uint64_t h)
     return 0;
 }
 
-int bt_out_has(const bt_out *o, uint64_t h)
-{
-    if (!o->cap)
-        return 0;
+int bt_out_has(const bt_out *o, uint64_t h) {
+    if (!o->cap) return 0;
     size_t j = (size_t)h & (o->cap - 1);
     while (o->done[j]) {
-        if (o->done[j] == h)
-            return 1;
+        if (o->done[j] == h) return 1;
         j = (j + 1) & (o->cap - 1);
     }
     return 0;
 }
 
-int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen)
-{
+int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->fd = -1;
     FILE *f = fopen(path, "r");
@@ -82,19 +72,16 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen)
     if (f) {
         ssize_t n;
         while ((n = getline(&line, &cap, f)) > 0) {
-            if (line[n - 1] != '\n')
-                break; /* torn by a crash: cut below */
+            if (line[n - 1] != '\n') break; /* torn by a crash: cut below */
             good += n;
             json_t *j = json_loadb(line, (size_t)n, 0, NULL);
             json_t *id = json_object_get(j, "custom_id"), *ln = json_object_get(j, "line");
             uint64_t h = 0;
-            if (json_is_string(id))
-                h = bt_id_hash(json_string_value(id), json_string_length(id));
+            if (json_is_string(id)) h = bt_id_hash(json_string_value(id), json_string_length(id));
             else if (json_is_null(id) && json_is_integer(ln))
                 h = bt_line_hash((long)json_integer_value(ln));
             if (h) {
-                if (bt_out_mark(o, h))
-                    n = -2;
+                if (bt_out_mark(o, h)) n = -2;
                 o->n_lines++;
             }
             json_decref(j);
@@ -115,15 +102,13 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen)
     }
     return 0;
 err:
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     free(line);
     bt_out_close(o);
     return -1;
 }
 
-int bt_out_write(bt_out *o, uint64_t h, const char *line, char *err, size_t errlen)
-{
+int bt_out_write(bt_out *o, uint64_t h, const char *line, char *err, size_t errlen) {
     size_t n = strlen(line);
     char *buf = malloc(n + 1);
     if (!buf) {
@@ -140,21 +125,17 @@ int bt_out_write(bt_out *o, uint64_t h, const char *line, char *err, size_t errl
     return bt_out_mark(o, h) ? pl_errf(err, errlen, -1, "out of memory") : 0;
 }
 
-void bt_out_close(bt_out *o)
-{
-    if (o->fd >= 0)
-        close(o->fd);
+void bt_out_close(bt_out *o) {
+    if (o->fd >= 0) close(o->fd);
     free(o->done);
     memset(o, 0, sizeof *o);
     o->fd = -1;
 }
 
-int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen)
-{
+int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     json_error_t je;
-    if (access(path, F_OK) != 0)
-        return 0;
+    if (access(path, F_OK) != 0) return 0;
     json_t *j = json_load_file(path, 0, &je), *off = json_object_get(j, "offsets");
     json_t *id = json_object_get(j, "batch_id");
     if (!json_is_string(id) || json_string_length(id) >= sizeof s->batch_id ||
@@ -185,8 +166,7 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen)
     return 1;
 }
 
-int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
-{
+int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen) {
     json_t *off = json_array();
     for (int i = 0; i < s->from->cnt; i++)
         json_array_append_new(off, json_pack("{ss sI sI}", "topic", s->from->elems[i].topic,
@@ -202,8 +182,7 @@ int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
     if (fd < 0 || write(fd, txt, strlen(txt)) != (ssize_t)strlen(txt) || fsync(fd) != 0 ||
         close(fd) != 0 || (fd = -1, rename(tmp, path) != 0)) {
         pl_errf(err, errlen, -1, "%s: %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         goto out;
     }
     char dir[4096];
@@ -219,9 +198,7 @@ out:
     return rc;
 }
 
-void bt_state_free(bt_state *s)
-{
-    if (s->from)
-        rd_kafka_topic_partition_list_destroy(s->from);
+void bt_state_free(bt_state *s) {
+    if (s->from) rd_kafka_topic_partition_list_destroy(s->from);
     s->from = NULL;
 }

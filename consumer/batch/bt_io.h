@@ -35,11 +35,11 @@
 
 /* The set of custom_ids already in the output (by their 64-bit hash). */
 typedef struct bt_out {
-    int fd;          /* output, O_APPEND */
-    uint64_t *done;  /* open-addressing table of fnv64(custom_id); 0 = empty */
-    size_t cap;      /* slots (power of two) */
-    size_t n_done;   /* ids in the table */
-    size_t n_lines;  /* complete lines found at open */
+    int fd;         /* output, O_APPEND */
+    uint64_t *done; /* open-addressing table of fnv64(custom_id); 0 = empty */
+    size_t cap;     /* slots (power of two) */
+    size_t n_done;  /* ids in the table */
+    size_t n_lines; /* complete lines found at open */
 } bt_out;
 
 /* Open (create) the output, drop a torn last line, read the done ids. */

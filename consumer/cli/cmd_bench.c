@@ -53,31 +53,31 @@ typedef struct bench_opts {
     int threads, block;       /* engine threads, KV block tokens */
     long kv_mib;              /* KV budget (cache pool or plain budget) */
     int step_tokens, max_running, window_us, fairness_ms; /* scheduler */
-    uint64_t seed;            /* workload seed */
-    int mode;                 /* 0 both, 1 cache on only, 2 cache off only */
+    uint64_t seed;                                        /* workload seed */
+    int mode; /* 0 both, 1 cache on only, 2 cache off only */
 } bench_opts;
 
 /* One conversation's state (touched by the submitting thread, then by
  * the delivery thread in on_done: never both at once). */
 typedef struct bench_conv {
-    struct bench_run *run;    /* owning run */
-    int idx;                  /* conversation number */
-    int turn;                 /* turn in flight (0-based) */
-    int32_t *toks;            /* the conversation so far */
-    int n, cap;               /* tokens used / allocated */
+    struct bench_run *run; /* owning run */
+    int idx;               /* conversation number */
+    int turn;              /* turn in flight (0-based) */
+    int32_t *toks;         /* the conversation so far */
+    int n, cap;            /* tokens used / allocated */
 } bench_conv;
 
 /* One run (cache on or off). */
 typedef struct bench_run {
-    const bench_opts *o;      /* options */
-    eng_sched *s;             /* scheduler */
-    int n_vocab;              /* for user tokens */
-    bench_conv *conv;         /* convs entries */
-    double *ttft;             /* [conv][turn] ms, -1 if the turn failed */
-    pthread_mutex_t mu;       /* guards the fields below */
-    pthread_cond_t cv;        /* signalled when a conversation ends */
-    int convs_done;           /* conversations finished */
-    int errors;               /* turns that ended with an error */
+    const bench_opts *o;                              /* options */
+    eng_sched *s;                                     /* scheduler */
+    int n_vocab;                                      /* for user tokens */
+    bench_conv *conv;                                 /* convs entries */
+    double *ttft;                                     /* [conv][turn] ms, -1 if the turn failed */
+    pthread_mutex_t mu;                               /* guards the fields below */
+    pthread_cond_t cv;                                /* signalled when a conversation ends */
+    int convs_done;                                   /* conversations finished */
+    int errors;                                       /* turns that ended with an error */
     uint64_t prompt_tokens, cached_tokens, generated; /* totals */
 } bench_run;
 
@@ -92,7 +92,8 @@ static uint64_t bench_mix(uint64_t x) {
 
 /* Deterministic value in [lo, hi] for (seed, conv, turn, what). */
 static int bench_draw(const bench_opts *o, int conv, int turn, int what, int lo, int hi) {
-    uint64_t h = bench_mix(o->seed ^ bench_mix((uint64_t)conv << 32 ^ (uint64_t)turn << 8 ^ (uint64_t)what));
+    uint64_t h =
+        bench_mix(o->seed ^ bench_mix((uint64_t)conv << 32 ^ (uint64_t)turn << 8 ^ (uint64_t)what));
     return lo + (int)(h % (uint64_t)(hi - lo + 1));
 }
 
@@ -102,10 +103,10 @@ static int conv_append_user(bench_conv *c, int turn) {
     if (turn == 0) len += o->sys_len;
     if (c->n + len > c->cap) return -1;
     for (int i = 0; i < len; i++)
-        c->toks[c->n++] = 1 + (int32_t)(bench_mix(o->seed ^ bench_mix(((uint64_t)c->idx << 40) ^
-                                                                       ((uint64_t)turn << 20) ^
-                                                                       (uint64_t)i)) %
-                                        (uint64_t)(c->run->n_vocab - 1));
+        c->toks[c->n++] =
+            1 + (int32_t)(bench_mix(o->seed ^ bench_mix(((uint64_t)c->idx << 40) ^
+                                                        ((uint64_t)turn << 20) ^ (uint64_t)i)) %
+                          (uint64_t)(c->run->n_vocab - 1));
     return 0;
 }
 
@@ -374,29 +375,51 @@ static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, 
 static int bench_parse(int argc, char **argv, bench_opts *o) {
     const char *workload = NULL;
     const cli_opt opts[] = {
-        {"--workload", NULL, CLI_STR, &workload, 0, 0, "multiturn|engine", "the benchmark (required)", NULL},
+        {"--workload", NULL, CLI_STR, &workload, 0, 0, "multiturn|engine",
+         "the benchmark (required)", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "FILE", "GGUF model (required)", NULL},
-        {"--conversations", NULL, CLI_INT, &o->convs, 1, 100000, "C", "concurrent conversations (default 64)", NULL},
-        {"--turns", NULL, CLI_INT, &o->turns, 1, 100000, "T", "turns per conversation (default 8)", NULL},
-        {"--long", NULL, CLI_FN0, NULL, 0, 0, NULL, "long setting: 90 turns (180 messages per conversation)", bench_long},
-        {"--system", NULL, CLI_INT, &o->sys_len, 0, 1000000, "N", "system prompt tokens (default 64)", NULL},
-        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "user message tokens (default 8:48)", bench_range},
-        {"--reply", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "reply tokens (default 8:48)", bench_range},
-        {"--think-ms", NULL, CLI_INT, &o->think_ms, 0, 60000, "N", "pause before a conversation's next turn (default 0)", NULL},
-        {"--cache", NULL, CLI_FN, NULL, 0, 0, "on|off|both", "which runs (default both)", bench_cache},
-        {"--kv-mib", NULL, CLI_LONG, &o->kv_mib, 1, 1 << 20, "N", "KV budget in MiB, same for both runs (default 256)", NULL},
-        {"--step-tokens", NULL, CLI_INT, &o->step_tokens, 1, 1 << 20, "N", "scheduler token budget per step (default 512)", NULL},
-        {"--max-running", NULL, CLI_INT, &o->max_running, 1, 4096, "N", "sequences per batch (default 64)", NULL},
-        {"--window-us", NULL, CLI_INT, &o->window_us, 0, 10000000, "N", "batching window (default 10000)", NULL},
-        {"--fairness-ms", NULL, CLI_INT, &o->fairness_ms, 0, 1000000, "N", "fairness bound of cache-aware ordering (default 200)", NULL},
-        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N", "compute threads (default: all CPUs)", NULL},
+        {"--conversations", NULL, CLI_INT, &o->convs, 1, 100000, "C",
+         "concurrent conversations (default 64)", NULL},
+        {"--turns", NULL, CLI_INT, &o->turns, 1, 100000, "T", "turns per conversation (default 8)",
+         NULL},
+        {"--long", NULL, CLI_FN0, NULL, 0, 0, NULL,
+         "long setting: 90 turns (180 messages per conversation)", bench_long},
+        {"--system", NULL, CLI_INT, &o->sys_len, 0, 1000000, "N",
+         "system prompt tokens (default 64)", NULL},
+        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "user message tokens (default 8:48)",
+         bench_range},
+        {"--reply", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "reply tokens (default 8:48)",
+         bench_range},
+        {"--think-ms", NULL, CLI_INT, &o->think_ms, 0, 60000, "N",
+         "pause before a conversation's next turn (default 0)", NULL},
+        {"--cache", NULL, CLI_FN, NULL, 0, 0, "on|off|both", "which runs (default both)",
+         bench_cache},
+        {"--kv-mib", NULL, CLI_LONG, &o->kv_mib, 1, 1 << 20, "N",
+         "KV budget in MiB, same for both runs (default 256)", NULL},
+        {"--step-tokens", NULL, CLI_INT, &o->step_tokens, 1, 1 << 20, "N",
+         "scheduler token budget per step (default 512)", NULL},
+        {"--max-running", NULL, CLI_INT, &o->max_running, 1, 4096, "N",
+         "sequences per batch (default 64)", NULL},
+        {"--window-us", NULL, CLI_INT, &o->window_us, 0, 10000000, "N",
+         "batching window (default 10000)", NULL},
+        {"--fairness-ms", NULL, CLI_INT, &o->fairness_ms, 0, 1000000, "N",
+         "fairness bound of cache-aware ordering (default 200)", NULL},
+        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N",
+         "compute threads (default: all CPUs)", NULL},
         {"--block", NULL, CLI_INT, &o->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
         {"--seed", NULL, CLI_U64, &o->seed, 0, 0x7fffffffL, "N", "workload seed (default 1)", NULL},
     };
-    const cli_cmd cmd = {"bench",
-                         "bench --workload multiturn --model FILE [options]\n"
-                         "bench --workload engine --model FILE [options]  (see --workload engine --help)",
-                         "multiturn options:\n", opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    const cli_cmd cmd = {
+        "bench",
+        "bench --workload multiturn --model FILE [options]\n"
+        "bench --workload engine --model FILE [options]  (see --workload engine --help)",
+        "multiturn options:\n",
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        0,
+        0,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!workload || strcmp(workload, "multiturn") || !o->model) {
@@ -437,7 +460,9 @@ int wk_cmd_bench(int argc, char **argv) {
     double on = -1, off = -1;
     if (o.mode != 2) on = bench_run_one(m, &o, 1);
     if (o.mode != 1) off = bench_run_one(m, &o, 0);
-    if (on > 0 && off > 0) printf("\ngenerated tok/s: cache on %.1f, off %.1f, ratio on/off %.2fx\n", on, off, on / off);
+    if (on > 0 && off > 0)
+        printf("\ngenerated tok/s: cache on %.1f, off %.1f, ratio on/off %.2fx\n", on, off,
+               on / off);
     eng_model_free(m);
     return (o.mode != 2 && on < 0) || (o.mode != 1 && off < 0) ? 1 : 0;
 }

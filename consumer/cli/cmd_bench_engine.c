@@ -57,16 +57,16 @@
 
 /* Options. */
 typedef struct be_opts {
-    const char *model;  /* GGUF path */
-    int threads;        /* compute threads (0: all CPUs) */
-    const char *isa;    /* ISA cap name or NULL */
-    int prompt, gen;    /* single-stream prompt tokens, decode steps (also batched) */
-    int batch;          /* batched decode sequences (0: skip) */
-    int batch_prompt;   /* prompt tokens of each batched sequence */
-    int repeat;         /* timed repeats (medians) */
-    int block;          /* KV block tokens */
-    int membw_mib;      /* bandwidth buffer MiB */
-    int json;           /* 1: JSON object on the last line */
+    const char *model; /* GGUF path */
+    int threads;       /* compute threads (0: all CPUs) */
+    const char *isa;   /* ISA cap name or NULL */
+    int prompt, gen;   /* single-stream prompt tokens, decode steps (also batched) */
+    int batch;         /* batched decode sequences (0: skip) */
+    int batch_prompt;  /* prompt tokens of each batched sequence */
+    int repeat;        /* timed repeats (medians) */
+    int block;         /* KV block tokens */
+    int membw_mib;     /* bandwidth buffer MiB */
+    int json;          /* 1: JSON object on the last line */
 } be_opts;
 
 /* Everything measured (JSON and the table read it). */
@@ -77,10 +77,10 @@ typedef struct be_figs {
     double decode_min, decode_max;   /* spread over repeats */
     double roofline_tps, roofline_pct;
     double batch_tps, batch_min, batch_max; /* aggregate tok/s */
-    int prof_decode_steps;           /* decode steps the decode profile covers */
-    double huge_mib;                 /* MiB in transparent huge pages at the end, -1 unknown */
-    eng_prof_report prof[3];         /* prefill chunk, decode (summed), batch step */
-    int have_prof[3];                /* 1: prof[i] filled */
+    int prof_decode_steps;                  /* decode steps the decode profile covers */
+    double huge_mib;         /* MiB in transparent huge pages at the end, -1 unknown */
+    eng_prof_report prof[3]; /* prefill chunk, decode (summed), batch step */
+    int have_prof[3];        /* 1: prof[i] filled */
 } be_figs;
 
 enum { BE_PROF_PREFILL = 0, BE_PROF_DECODE = 1, BE_PROF_BATCH = 2 };
@@ -138,9 +138,8 @@ static double be_forward(eng_model *m, eng_seq_step *st, int n) {
 /* Prefill ids into an empty kv (one chunk) and decode gen greedy steps;
  * *t_pre / *t_dec get the seconds inside eng_forward.  prof: profile the
  * prefill (into pp) and the decode steps (into pd) instead of timing only. */
-static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen,
-                     float *logits, double *t_pre, double *t_dec, eng_prof_report *pp,
-                     eng_prof_report *pd) {
+static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen, float *logits,
+                     double *t_pre, double *t_dec, eng_prof_report *pp, eng_prof_report *pd) {
     char err[PL_ERR_LEN];
     int V = eng_model_config(m)->n_vocab;
     eng_seq_step st = {kv, ids, n, ENG_LOGITS_LAST, logits};
@@ -202,8 +201,8 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be
         } else if (r >= 0) {
             pre[r] = o->prompt / (tp > 0 ? tp : 1e-9);
             dec[r] = gen / (td > 0 ? td : 1e-9);
-            fprintf(stderr, "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s\n", r + 1,
-                    pre[r], dec[r]);
+            fprintf(stderr, "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s\n", r + 1, pre[r],
+                    dec[r]);
         }
     }
     f->prefill_tps = be_median(pre, o->repeat, &f->prefill_min, &f->prefill_max);
@@ -313,8 +312,9 @@ static void be_print_prof(const be_figs *f, const be_opts *o) {
         if (f->have_prof[c]) printf(" %22s", head[c]);
     printf("\n");
     for (int s = 0; s <= ENG_PROF_N_SLOTS + 1; s++) {
-        const char *name = s < ENG_PROF_N_SLOTS ? eng_prof_slot_name(s)
-                           : s == ENG_PROF_N_SLOTS ? "other (forward)" : "step total";
+        const char *name = s < ENG_PROF_N_SLOTS    ? eng_prof_slot_name(s)
+                           : s == ENG_PROF_N_SLOTS ? "other (forward)"
+                                                   : "step total";
         int any = s >= ENG_PROF_N_SLOTS;
         for (int c = 0; c < 3; c++)
             if (f->have_prof[c] && s < ENG_PROF_N_SLOTS && f->prof[c].slot_calls[s]) any = 1;
@@ -325,8 +325,9 @@ static void be_print_prof(const be_figs *f, const be_opts *o) {
             const eng_prof_report *r = &f->prof[c];
             double sum = 0, v;
             for (int k = 0; k < ENG_PROF_N_SLOTS; k++) sum += r->slot_s[k];
-            v = s < ENG_PROF_N_SLOTS ? r->slot_s[s] : s == ENG_PROF_N_SLOTS ? r->elapsed_s - sum
-                                                                           : r->elapsed_s;
+            v = s < ENG_PROF_N_SLOTS    ? r->slot_s[s]
+                : s == ENG_PROF_N_SLOTS ? r->elapsed_s - sum
+                                        : r->elapsed_s;
             printf(" %11.3f ms %6.1f%%", 1e3 * v / div[c],
                    r->elapsed_s > 0 ? 100 * v / r->elapsed_s : 0);
         }
@@ -436,22 +437,37 @@ static int be_parse(int argc, char **argv, be_opts *o) {
     const cli_opt opts[] = {
         {"--workload", NULL, CLI_FN, NULL, 0, 0, "engine", "this benchmark", be_workload},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "FILE", "GGUF model (required)", NULL},
-        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N", "compute threads (default: all CPUs)", NULL},
-        {"--isa", NULL, CLI_STR, &o->isa, 0, 0, "NAME", "cap the kernels' ISA: scalar, avx2, avx512vnni, amx\n"
-         "(default: PARLEY_ISA or the machine's best)", NULL},
+        {"--threads", NULL, CLI_INT, &o->threads, 0, 1024, "N",
+         "compute threads (default: all CPUs)", NULL},
+        {"--isa", NULL, CLI_STR, &o->isa, 0, 0, "NAME",
+         "cap the kernels' ISA: scalar, avx2, avx512vnni, amx\n"
+         "(default: PARLEY_ISA or the machine's best)",
+         NULL},
         {"--prompt", NULL, CLI_INT, &o->prompt, 1, 1 << 16, "N",
          "single-stream prompt tokens, one prefill chunk (default 512)", NULL},
-        {"--gen", NULL, CLI_INT, &o->gen, 1, 1 << 16, "N", "decode steps, single stream and batched (default 32)", NULL},
-        {"--batch", NULL, CLI_INT, &o->batch, 0, 4096, "N", "batched decode sequences, 0 to skip (default 64)", NULL},
+        {"--gen", NULL, CLI_INT, &o->gen, 1, 1 << 16, "N",
+         "decode steps, single stream and batched (default 32)", NULL},
+        {"--batch", NULL, CLI_INT, &o->batch, 0, 4096, "N",
+         "batched decode sequences, 0 to skip (default 64)", NULL},
         {"--batch-prompt", NULL, CLI_INT, &o->batch_prompt, 1, 1 << 16, "N",
          "prompt tokens of each batched sequence (default 32)", NULL},
-        {"--repeat", NULL, CLI_INT, &o->repeat, 1, 1000, "N", "timed repeats; figures are medians (default 5)", NULL},
+        {"--repeat", NULL, CLI_INT, &o->repeat, 1, 1000, "N",
+         "timed repeats; figures are medians (default 5)", NULL},
         {"--block", NULL, CLI_INT, &o->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
-        {"--membw-mib", NULL, CLI_INT, &o->membw_mib, 1, 1 << 20, "N", "bandwidth buffer MiB (default 1024)", NULL},
-        {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL, "also print one JSON object on the last line", NULL},
+        {"--membw-mib", NULL, CLI_INT, &o->membw_mib, 1, 1 << 20, "N",
+         "bandwidth buffer MiB (default 1024)", NULL},
+        {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL,
+         "also print one JSON object on the last line", NULL},
     };
-    const cli_cmd cmd = {"bench", "bench --workload engine --model FILE [options]", NULL, opts,
-                         CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    const cli_cmd cmd = {"bench",
+                         "bench --workload engine --model FILE [options]",
+                         NULL,
+                         opts,
+                         CLI_NOPTS(opts),
+                         NULL,
+                         0,
+                         0,
+                         NULL};
     int pr = cli_parse(&cmd, argc, argv, NULL, NULL, NULL);
     if (pr != CLI_OK) return pr;
     if (!o->model) {
@@ -471,8 +487,8 @@ static int be_membw(const be_opts *o, int threads, be_figs *f) {
         fprintf(stderr, "bench: cannot create %d threads\n", threads);
         return -1;
     }
-    int rc = kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &r, err,
-                                sizeof err);
+    int rc =
+        kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &r, err, sizeof err);
     kern_pool_destroy(p);
     if (rc != 0) {
         fprintf(stderr, "bench: %s\n", err);
@@ -525,8 +541,8 @@ int wk_bench_engine(int argc, char **argv) {
            (double)wbytes / 1048576.0, be_now() - t0);
     printf("isa %s (machine best %s), %d threads; prompt %d, gen %d, batch %d x %d-token "
            "prompts; medians of %d repeats; greedy argmax (untimed)\n",
-           isa, kern_isa_name(kern_isa_detect()), threads, o.prompt, o.gen, o.batch,
-           o.batch_prompt, o.repeat);
+           isa, kern_isa_name(kern_isa_detect()), threads, o.prompt, o.gen, o.batch, o.batch_prompt,
+           o.repeat);
     fflush(stdout);
     if (eng_kv_allocator_malloc(&alloc, eng_model_kv_layout(m)) != 0) {
         fprintf(stderr, "bench: cannot set up the KV allocator\n");

@@ -20,22 +20,23 @@
 #include "wk_cli.h"
 
 typedef struct parley_cmd {
-    const char *name;                 /* as typed after `parley` */
-    const char *summary;              /* one line for `parley --help` */
+    const char *name;    /* as typed after `parley` */
+    const char *summary; /* one line for `parley --help` */
     int (*run)(int argc, char **argv);
 } parley_cmd;
 
 static const parley_cmd parley_cmds[] = {
     {"generate", "run a model on a prompt and print the reply and speed", eng_cmd_generate},
-    {"mkmodel",  "write a synthetic GGUF model (deterministic random weights)", eng_cmd_mkmodel},
-    {"inspect",  "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
-    {"worker",   "serve chat turns from Kafka (exactly-once replies, streamed tokens)", wk_cmd_worker},
-    {"chat",     "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
-    {"load",     "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
-    {"gateway",  "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", wk_cmd_gateway},
-    {"batch",    "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", wk_cmd_batch},
-    {"demo",     "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
-    {"bench",    "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
+    {"mkmodel", "write a synthetic GGUF model (deterministic random weights)", eng_cmd_mkmodel},
+    {"inspect", "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
+    {"worker", "serve chat turns from Kafka (exactly-once replies, streamed tokens)",
+     wk_cmd_worker},
+    {"chat", "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
+    {"load", "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
+    {"gateway", "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", wk_cmd_gateway},
+    {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", wk_cmd_batch},
+    {"demo", "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
+    {"bench", "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 
@@ -68,8 +69,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < PARLEY_NCMDS; i++)
-        if (!strcmp(cmd, parley_cmds[i].name))
-            return parley_cmds[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, parley_cmds[i].name)) return parley_cmds[i].run(argc - 1, argv + 1);
     fprintf(stderr, "parley: unknown command '%s' (see 'parley --help')\n", cmd);
     return 2;
 }

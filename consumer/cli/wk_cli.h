@@ -7,11 +7,12 @@
 #define WK_CLI_H
 
 int wk_cmd_bench(int argc, char **argv); /* parley bench (cmd_bench.c) */
-int wk_bench_engine(int argc, char **argv); /* parley bench --workload engine (cmd_bench_engine.c) */
-int wk_cmd_worker(int argc, char **argv); /* parley worker (wk_cmd_worker.c) */
-int wk_cmd_chat(int argc, char **argv);   /* parley chat (wk_chat.c) */
-int wk_cmd_load(int argc, char **argv);   /* parley load (wk_load.c) */
-int wk_cmd_demo(int argc, char **argv);   /* parley demo (wk_demo.c) */
+int wk_bench_engine(int argc,
+                    char **argv);          /* parley bench --workload engine (cmd_bench_engine.c) */
+int wk_cmd_worker(int argc, char **argv);  /* parley worker (wk_cmd_worker.c) */
+int wk_cmd_chat(int argc, char **argv);    /* parley chat (wk_chat.c) */
+int wk_cmd_load(int argc, char **argv);    /* parley load (wk_load.c) */
+int wk_cmd_demo(int argc, char **argv);    /* parley demo (wk_demo.c) */
 int wk_cmd_gateway(int argc, char **argv); /* parley gateway (gw_cmd.c) */
 int wk_cmd_batch(int argc, char **argv);   /* parley batch (bt_batch.c) */
 

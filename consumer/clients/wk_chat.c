@@ -32,16 +32,16 @@
 
 /* Command-line options. */
 typedef struct chat_opts {
-    const char *brokers;       /* bootstrap servers */
-    char conv[128];            /* conversation id */
-    const char *system;        /* system prompt or NULL */
-    const char *file;          /* input file or NULL (stdin) */
-    const char *ns;            /* KV-cache namespace or NULL (default) */
-    const char *model;         /* model name or NULL (worker default) */
-    wk_client_topics topics;   /* topic names */
-    uint64_t max_tokens;       /* params.max_tokens */
-    double temperature;        /* params.temperature */
-    uint64_t timeout_ms;       /* per-turn wait for the result */
+    const char *brokers;     /* bootstrap servers */
+    char conv[128];          /* conversation id */
+    const char *system;      /* system prompt or NULL */
+    const char *file;        /* input file or NULL (stdin) */
+    const char *ns;          /* KV-cache namespace or NULL (default) */
+    const char *model;       /* model name or NULL (worker default) */
+    wk_client_topics topics; /* topic names */
+    uint64_t max_tokens;     /* params.max_tokens */
+    double temperature;      /* params.temperature */
+    uint64_t timeout_ms;     /* per-turn wait for the result */
 } chat_opts;
 
 /* Streaming state of the turn in flight. */
@@ -57,13 +57,11 @@ typedef struct chat_stream {
 } chat_stream;
 
 /* Append bytes to the shown text; -1 out of memory. */
-static int chat_stream_add(chat_stream *s, const char *p, size_t n)
-{
+static int chat_stream_add(chat_stream *s, const char *p, size_t n) {
     if (s->len + n + 1 > s->cap) {
         size_t cap = (s->len + n + 1) * 2;
         char *t = realloc(s->text, cap);
-        if (!t)
-            return -1;
+        if (!t) return -1;
         s->text = t;
         s->cap = cap;
     }
@@ -76,8 +74,7 @@ static int chat_stream_add(chat_stream *s, const char *p, size_t n)
 /* Handle one tokens-topic record: print it when it belongs to the newest
  * attempt of the turn in flight. */
 static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *s,
-                          const rd_kafka_message_t *m)
-{
+                          const rd_kafka_message_t *m) {
     sch_chunk c;
     char err[PL_ERR_LEN];
     if (sch_chunk_decode(m->payload, m->len, NULL, &c, err, sizeof err) != 0)
@@ -85,11 +82,9 @@ static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *
     if (strcmp(c.conversation_id.ptr, o->conv) != 0 || strcmp(c.turn_id.ptr, turn_id) != 0)
         goto out;
     int known = 0;
-    for (size_t i = 0; i < s->n_seen; i++)
-        known |= s->seen[i] == c.attempt;
+    for (size_t i = 0; i < s->n_seen; i++) known |= s->seen[i] == c.attempt;
     if (!known) {
-        if (s->n_seen < CHAT_MAX_ATTEMPTS)
-            s->seen[s->n_seen++] = c.attempt;
+        if (s->n_seen < CHAT_MAX_ATTEMPTS) s->seen[s->n_seen++] = c.attempt;
         if (s->has_cur)
             printf("\n[new attempt: the turn is being redone, reply restarts]\nassistant> ");
         s->has_cur = 1;
@@ -99,11 +94,9 @@ static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *
     } else if (!s->has_cur || c.attempt != s->cur) {
         goto out; /* an older attempt */
     }
-    if (c.seq < s->next_seq)
-        goto out; /* duplicate */
+    if (c.seq < s->next_seq) goto out; /* duplicate */
     s->next_seq = c.seq + 1;
-    if (s->first_ms == 0)
-        s->first_ms = wk_client_mono_ms();
+    if (s->first_ms == 0) s->first_ms = wk_client_mono_ms();
     if (chat_stream_add(s, c.text.ptr, c.text.len) == 0) {
         fwrite(c.text.ptr, 1, c.text.len, stdout);
         fflush(stdout);
@@ -114,9 +107,8 @@ out:
 
 /* Print the result of a turn and append the reply to the history.
  * Returns 0, or -1 out of memory. */
-static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s,
-                          double sent_ms, wk_history *h)
-{
+static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s, double sent_ms,
+                          wk_history *h) {
     double now = wk_client_mono_ms();
     if (r->finish_reason == SCH_FINISH_ERROR) {
         printf("\n[turn %d] error %s: %s\n", turn_no, r->error_name.ptr ? r->error_name.ptr : "?",
@@ -149,8 +141,7 @@ static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s
 /* One turn: send the history plus `line`, stream, wait for the result.
  * Returns 0 answered, 1 timeout, -1 failure (message printed). */
 static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_kafka_t *res,
-                     wk_history *h, int turn_no, const char *line, size_t len)
-{
+                     wk_history *h, int turn_no, const char *line, size_t len) {
     char err[PL_ERR_LEN * 2], turn_id[192]; /* err: topic names run to 255 bytes */
     if (!sch_utf8_valid(line, len)) {
         fprintf(stderr, "chat: line %d is not valid UTF-8, skipped\n", turn_no);
@@ -171,10 +162,8 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     t.params.max_tokens = (uint32_t)o->max_tokens;
     t.params.temperature = o->temperature;
     t.stream = true;
-    if (o->ns)
-        t.ns = sch_str_c(o->ns);
-    if (o->model)
-        t.model = sch_str_c(o->model);
+    if (o->ns) t.ns = sch_str_c(o->ns);
+    if (o->model) t.model = sch_str_c(o->model);
     t.created_ms = wk_client_epoch_ms();
     chat_stream s;
     memset(&s, 0, sizeof s);
@@ -192,13 +181,11 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     while (wk_client_mono_ms() - sent < (double)o->timeout_ms) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(tok, 5);
         if (m) {
-            if (!m->err)
-                chat_on_chunk(o, turn_id, &s, m);
+            if (!m->err) chat_on_chunk(o, turn_id, &s, m);
             rd_kafka_message_destroy(m);
         }
         m = rd_kafka_consumer_poll(res, 5);
-        if (!m)
-            continue;
+        if (!m) continue;
         sch_result r;
         int got = 0;
         if (!m->err && sch_result_decode(m->payload, m->len, NULL, &r, err, sizeof err) == 0) {
@@ -209,8 +196,7 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
             sch_result_free(&r);
         }
         rd_kafka_message_destroy(m);
-        if (got)
-            break;
+        if (got) break;
         rd_kafka_poll(prod, 0);
     }
     if (rc == 1) {
@@ -226,19 +212,16 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
 }
 
 /* --conversation ID: 1 .. sizeof conv - 65 bytes. */
-static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
-{
+static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     chat_opts *o = ctx;
-    if (!*v || strlen(v) >= sizeof o->conv - 64)
-        return -1;
+    if (!*v || strlen(v) >= sizeof o->conv - 64) return -1;
     snprintf(o->conv, sizeof o->conv, "%s", v);
     return 0;
 }
 
 /* Parse argv into o; returns 0, or 2 after printing a usage message (1
  * for --help, which the caller turns into exit 0). */
-static int chat_parse(int argc, char **argv, chat_opts *o)
-{
+static int chat_parse(int argc, char **argv, chat_opts *o) {
     char err[PL_ERR_LEN];
     memset(o, 0, sizeof *o);
     o->max_tokens = 128;
@@ -248,16 +231,19 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
     snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)wk_client_epoch_ms(),
              (unsigned)getpid());
     const cli_opt opts[] = {
-        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT", "Kafka bootstrap servers (required)", NULL},
-        {"--conversation", NULL, CLI_FN, NULL, 0, 0, "ID", "conversation id (default chat-<time>-<pid>)",
-         chat_conv_opt},
+        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
+         "Kafka bootstrap servers (required)", NULL},
+        {"--conversation", NULL, CLI_FN, NULL, 0, 0, "ID",
+         "conversation id (default chat-<time>-<pid>)", chat_conv_opt},
         {"--system", NULL, CLI_STR, &o->system, 0, 0, "TEXT", "system message", NULL},
         {"--file", NULL, CLI_STR, &o->file, 0, 0, "TURNS.txt", "one user message per line", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
         WK_CLIENT_TOPIC_OPTS(&o->topics),
-        {"--max-tokens", NULL, CLI_U64, &o->max_tokens, 1, 32768, "N", "params.max_tokens (default 128)", NULL},
-        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T", "params.temperature (default 0.7)", NULL},
+        {"--max-tokens", NULL, CLI_U64, &o->max_tokens, 1, 32768, "N",
+         "params.max_tokens (default 128)", NULL},
+        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T",
+         "params.temperature (default 0.7)", NULL},
         {"--timeout-ms", NULL, CLI_U64, &o->timeout_ms, 1, 86400000, "N",
          "per-turn wait for the result (default 60000)", NULL},
     };
@@ -273,10 +259,14 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
         "Reads a terminal interactively, else one user message per line of --file\n"
         "or stdin.  Topics default to parley.turns/.tokens/.responses.\n"
         "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n\n",
-        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        0,
+        0,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
-    if (pr != CLI_OK)
-        return pr;
+    if (pr != CLI_OK) return pr;
     if (!o->brokers) {
         fprintf(stderr, "chat: --brokers is required\n");
         cli_usage(&cmd, stderr);
@@ -285,12 +275,10 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
     return 0;
 }
 
-int wk_cmd_chat(int argc, char **argv)
-{
+int wk_cmd_chat(int argc, char **argv) {
     chat_opts o;
     int prc = chat_parse(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : 2;
+    if (prc) return prc == 1 ? 0 : 2;
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1, turn_no = 0;
     wk_history h = {0};
@@ -303,37 +291,30 @@ int wk_cmd_chat(int argc, char **argv)
         return 2;
     }
     int interactive = !o.file && isatty(STDIN_FILENO);
-    if (o.system && wk_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0)
-        goto err;
+    if (o.system && wk_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
     if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, 5000, err, sizeof err)) ||
         !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, 5000, err, sizeof err)) ||
         !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, 5000, err, sizeof err))) {
         fprintf(stderr, "chat: %s\n", err);
         goto err;
     }
-    if (interactive)
-        printf("parley chat: conversation %s (end with Ctrl-D)\n", o.conv);
+    if (interactive) printf("parley chat: conversation %s (end with Ctrl-D)\n", o.conv);
     for (;;) {
         if (interactive) {
             printf("you> ");
             fflush(stdout);
         }
         ssize_t n = getline(&line, &cap, in);
-        if (n < 0)
-            break;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = '\0';
-        if (n == 0)
-            continue;
+        if (n < 0) break;
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+        if (n == 0) continue;
         int t = chat_turn(&o, prod, tok, res, &h, ++turn_no, line, (size_t)n);
-        if (t != 0 && !interactive)
-            goto err;
+        if (t != 0 && !interactive) goto err;
     }
     rc = 0;
 err:
     free(line);
-    if (in != stdin)
-        fclose(in);
+    if (in != stdin) fclose(in);
     wk_client_reader_free(tok);
     wk_client_reader_free(res);
     if (prod) {

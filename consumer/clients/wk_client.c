@@ -15,8 +15,7 @@
 #include "pl_err.h"
 #include "pl_time.h"
 
-int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen)
-{
+int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen) {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= 256) {
         return pl_errf(err, errlen, -1, "topic name must be 1..255 bytes");
@@ -25,9 +24,7 @@ int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen)
     return 0;
 }
 
-int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
-                            size_t errlen)
-{
+int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err, size_t errlen) {
     size_t n = prefix ? strlen(prefix) : 0;
     if (n == 0 || n > 200) {
         return pl_errf(err, errlen, -1, "topic prefix must be 1..200 bytes");
@@ -38,21 +35,17 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
     return 0;
 }
 
-int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len)
-{
+int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 8;
         sch_message *m = realloc(h->msgs, cap * sizeof *m);
-        if (!m)
-            return -1;
+        if (!m) return -1;
         h->msgs = m;
         h->cap = cap;
     }
     char *copy = malloc(len + 1);
-    if (!copy)
-        return -1;
-    if (len)
-        memcpy(copy, content, len);
+    if (!copy) return -1;
+    if (len) memcpy(copy, content, len);
     copy[len] = '\0';
     h->msgs[h->n].role = role;
     h->msgs[h->n].content.ptr = copy;
@@ -61,37 +54,25 @@ int wk_history_push(wk_history *h, sch_role role, const char *content, size_t le
     return 0;
 }
 
-void wk_history_free(wk_history *h)
-{
-    for (size_t i = 0; i < h->n; i++)
-        free((char *)h->msgs[i].content.ptr);
+void wk_history_free(wk_history *h) {
+    for (size_t i = 0; i < h->n; i++) free((char *)h->msgs[i].content.ptr);
     free(h->msgs);
     h->msgs = NULL;
     h->n = h->cap = 0;
 }
 
-uint64_t wk_client_epoch_ms(void)
-{
-    return (uint64_t)pl_unix_ms();
-}
+uint64_t wk_client_epoch_ms(void) { return (uint64_t)pl_unix_ms(); }
 
-double wk_client_mono_ms(void)
-{
-    return pl_mono_msf();
-}
+double wk_client_mono_ms(void) { return pl_mono_msf(); }
 
 /* Set one property; -1 with the librdkafka message. */
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err,
-                    size_t errlen)
-{
-    if (rd_kafka_conf_set(conf, k, v, err, errlen) != RD_KAFKA_CONF_OK)
-        return -1;
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen) {
+    if (rd_kafka_conf_set(conf, k, v, err, errlen) != RD_KAFKA_CONF_OK) return -1;
     return 0;
 }
 
 rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int timeout_ms,
-                                   char *err, size_t errlen)
-{
+                                   char *err, size_t errlen) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
         conf_set(conf, "enable.idempotence", "true", err, errlen) ||
@@ -113,10 +94,8 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
         rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR && (md->topic_cnt != 1 || md->topics[0].err))
         e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
+    if (md) rd_kafka_metadata_destroy(md);
+    if (rkt) rd_kafka_topic_destroy(rkt);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
         rd_kafka_destroy(rk);
@@ -125,25 +104,21 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     return rk;
 }
 
-int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
-                        char *err, size_t errlen)
-{
+int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
+                        size_t errlen) {
     return wk_client_turn_send_ns(producer, topic, t, NULL, err, errlen);
 }
 
 int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
-                           const char *ns_header, char *err, size_t errlen)
-{
+                           const char *ns_header, char *err, size_t errlen) {
     sch_buf buf;
     sch_buf_init(&buf);
     int rc = -1;
-    if (sch_turn_encode(t, &buf, err, errlen) != 0)
-        goto out;
+    if (sch_turn_encode(t, &buf, err, errlen) != 0) goto out;
     for (int tries = 0;; tries++) {
         rd_kafka_headers_t *hdrs = rd_kafka_headers_new(2);
         rd_kafka_header_add(hdrs, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE, -1);
-        if (ns_header)
-            rd_kafka_header_add(hdrs, "parley-namespace", -1, ns_header, -1);
+        if (ns_header) rd_kafka_header_add(hdrs, "parley-namespace", -1, ns_header, -1);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             producer, RD_KAFKA_V_TOPIC(topic),
             RD_KAFKA_V_KEY(t->conversation_id.ptr, t->conversation_id.len),
@@ -151,8 +126,7 @@ int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_tu
             RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
             rd_kafka_headers_destroy(hdrs); /* producev owns them only on success */
-        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
-            break;
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) break;
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries >= 100) {
             pl_errf(err, errlen, -1, "produce to %s: %s", topic, rd_kafka_err2str(e));
             goto out;
@@ -169,9 +143,8 @@ out:
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
 static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *topic,
-                                                   int timeout_ms, char *err, size_t errlen,
-                                                   rd_kafka_topic_partition_list_t *into)
-{
+                                                    int timeout_ms, char *err, size_t errlen,
+                                                    rd_kafka_topic_partition_list_t *into) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_partition_list_t *parts = NULL;
@@ -183,9 +156,8 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     }
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
         pl_errf(err, errlen, -1, "topic %s: %s", topic,
-                md->topic_cnt == 1 && md->topics[0].err
-                    ? rd_kafka_err2str(md->topics[0].err)
-                    : "no partitions");
+                md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err)
+                                                        : "no partitions");
         goto err;
     }
     parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
@@ -204,26 +176,21 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     rd_kafka_topic_destroy(rkt);
     return parts;
 err:
-    if (parts && parts != into)
-        rd_kafka_topic_partition_list_destroy(parts);
-    if (md)
-        rd_kafka_metadata_destroy(md);
-    if (rkt)
-        rd_kafka_topic_destroy(rkt);
+    if (parts && parts != into) rd_kafka_topic_partition_list_destroy(parts);
+    if (md) rd_kafka_metadata_destroy(md);
+    if (rkt) rd_kafka_topic_destroy(rkt);
     return NULL;
 }
 
 rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int committed,
-                                 int timeout_ms, char *err, size_t errlen)
-{
+                                 int timeout_ms, char *err, size_t errlen) {
     return wk_client_reader_new_topics(brokers, &topic, 1, committed, timeout_ms, err, errlen);
 }
 
 /* One try at the end offsets of every partition of every topic. */
 static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *const *topics,
-                                                       size_t n, int timeout_ms, char *err,
-                                                       size_t errlen)
-{
+                                                        size_t n, int timeout_ms, char *err,
+                                                        size_t errlen) {
     rd_kafka_topic_partition_list_t *all = rd_kafka_topic_partition_list_new(16);
     for (size_t i = 0; i < n; i++)
         if (!reader_ends(rk, topics[i], timeout_ms, err, errlen, all)) {
@@ -234,9 +201,8 @@ static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const ch
 }
 
 rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *topics,
-                                        size_t n_topics, int committed, int timeout_ms,
-                                        char *err, size_t errlen)
-{
+                                        size_t n_topics, int committed, int timeout_ms, char *err,
+                                        size_t errlen) {
     char group[64];
     snprintf(group, sizeof group, "parley-client-%llu-%ld",
              (unsigned long long)wk_client_epoch_ms(), (long)rand());
@@ -247,8 +213,8 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
         conf_set(conf, "enable.partition.eof", "false", err, errlen) ||
         conf_set(conf, "fetch.wait.max.ms", "10", err, errlen) ||
         conf_set(conf, "log_level", "3", err, errlen) ||
-        conf_set(conf, "isolation.level", committed ? "read_committed" : "read_uncommitted",
-                 err, errlen)) {
+        conf_set(conf, "isolation.level", committed ? "read_committed" : "read_uncommitted", err,
+                 errlen)) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
@@ -280,38 +246,29 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
     return rk;
 }
 
-void wk_client_reader_free(rd_kafka_t *rk)
-{
-    if (!rk)
-        return;
+void wk_client_reader_free(rd_kafka_t *rk) {
+    if (!rk) return;
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
 
-int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
+int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     return cli_parse_u64(s, lo, hi, out);
 }
 
-int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min,
-                          uint64_t *max)
-{
+int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max) {
     char tmp[64];
     size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n >= sizeof tmp)
-        return -1;
+    if (n == 0 || n >= sizeof tmp) return -1;
     memcpy(tmp, s, n + 1);
     char *colon = strchr(tmp, ':');
-    if (colon)
-        *colon = '\0';
-    if (wk_client_parse_u64(tmp, lo, hi, min) != 0)
-        return -1;
+    if (colon) *colon = '\0';
+    if (wk_client_parse_u64(tmp, lo, hi, min) != 0) return -1;
     if (!colon) {
         *max = *min;
         return 0;
     }
-    if (wk_client_parse_u64(colon + 1, lo, hi, max) != 0 || *max < *min)
-        return -1;
+    if (wk_client_parse_u64(colon + 1, lo, hi, max) != 0 || *max < *min) return -1;
     return 0;
 }
 

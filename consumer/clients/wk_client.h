@@ -50,8 +50,7 @@ typedef struct wk_history {
 
 /* Set the topics to PREFIX.turns / .tokens / .responses.  Returns 0, or
  * -1 when the prefix is empty or too long. */
-int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err,
-                            size_t errlen);
+int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err, size_t errlen);
 
 /* Copy a topic name into dst[256]; -1 when empty or too long. */
 int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
@@ -66,15 +65,24 @@ int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen);
 int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen);
 int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
                              size_t errlen);
-#define WK_CLIENT_TOPIC_OPTS(t)                                                                    \
-    {"--topic-prefix", NULL, CLI_FN, (t), 0, 0, "P",                                              \
-     "topics P.turns, P.tokens, P.responses (default parley)", wk_client_topic_cli},              \
-    {"--turns-topic", NULL, CLI_FN, (t)->turns, 0, 0, "T", "ChatTurn topic",                      \
-     wk_client_topic_name_cli},                                                                   \
-    {"--tokens-topic", NULL, CLI_FN, (t)->tokens, 0, 0, "T", "TokenChunk topic",                  \
-     wk_client_topic_name_cli},                                                                   \
-    {"--responses-topic", NULL, CLI_FN, (t)->responses, 0, 0, "T", "TurnResult topic",            \
-     wk_client_topic_name_cli}
+#define WK_CLIENT_TOPIC_OPTS(t)                                                             \
+    {"--topic-prefix",                                                                      \
+     NULL,                                                                                  \
+     CLI_FN,                                                                                \
+     (t),                                                                                   \
+     0,                                                                                     \
+     0,                                                                                     \
+     "P",                                                                                   \
+     "topics P.turns, P.tokens, P.responses (default parley)",                              \
+     wk_client_topic_cli},                                                                  \
+        {"--turns-topic",         NULL, CLI_FN, (t)->turns, 0, 0, "T", "ChatTurn topic",    \
+         wk_client_topic_name_cli},                                                         \
+        {"--tokens-topic",        NULL, CLI_FN, (t)->tokens, 0, 0, "T", "TokenChunk topic", \
+         wk_client_topic_name_cli},                                                         \
+    {                                                                                       \
+        "--responses-topic", NULL, CLI_FN, (t)->responses, 0, 0, "T", "TurnResult topic",   \
+            wk_client_topic_name_cli                                                        \
+    }
 
 /* Append a message (content copied).  Returns 0 or -1 out of memory. */
 int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len);
@@ -97,8 +105,8 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
 /* Encode `t` and produce it to `topic`, key = conversation id, header
  * content-type.  Serves delivery callbacks without blocking.  Returns 0 or
  * -1 (encoding refused, queue full after retrying for a second). */
-int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t,
-                        char *err, size_t errlen);
+int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
+                        size_t errlen);
 
 /* As wk_client_turn_send, plus a `parley-namespace` header with ns_header
  * when not NULL (for workers with worker.namespace_from = header). */
@@ -108,8 +116,8 @@ int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_tu
 /* As wk_client_reader_new, over every partition of several topics (one
  * handle, one isolation level). */
 rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *topics,
-                                        size_t n_topics, int committed, int timeout_ms,
-                                        char *err, size_t errlen);
+                                        size_t n_topics, int committed, int timeout_ms, char *err,
+                                        size_t errlen);
 
 /* A reader of every partition of `topic` from its current end, with
  * isolation read_committed when `committed` else read_uncommitted.  The
@@ -127,7 +135,6 @@ int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
 /* Parse "MIN:MAX" (or "N" for N:N) with lo <= MIN <= MAX <= hi; -1
  * otherwise. */
-int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min,
-                          uint64_t *max);
+int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max);
 
 #endif

@@ -62,10 +62,10 @@
 #include "wk_config.h"
 #include "wk_worker.h"
 
-#define WD_MAX_CONVS 64    /* --conversations ceiling */
-#define WD_MAX_TURNS 32    /* --turns ceiling */
-#define WD_BROKERS 3       /* mock cluster size */
-#define WD_PARTITIONS 3    /* partitions of the turns/tokens/responses topics */
+#define WD_MAX_CONVS 64 /* --conversations ceiling */
+#define WD_MAX_TURNS 32 /* --turns ceiling */
+#define WD_BROKERS 3    /* mock cluster size */
+#define WD_PARTITIONS 3 /* partitions of the turns/tokens/responses topics */
 
 static const char wd_system[] =
     "You are a friendly assistant in a short demo of parley, a Kafka chat "
@@ -91,52 +91,52 @@ static const char *const wd_users[4][3] = {
 
 /* One finished turn as seen by the client. */
 typedef struct wd_turn_stat {
-    int done;             /* TurnResult received */
-    int failed;           /* finish_reason error (or expired) */
-    uint64_t prompt;      /* prompt tokens (usage) */
-    uint64_t cached;      /* prompt tokens served from the KV cache */
-    uint64_t completion;  /* generated tokens */
-    uint64_t ttft_ms;     /* worker-measured start -> first token */
-    uint64_t queue_ms;    /* worker-measured produce -> start of work */
-    int got_last;         /* the last TokenChunk was seen */
-    double sent_at;       /* monotonic ms of its produce (wk_client_mono_ms) */
-    double client_ttft;   /* produce -> first TokenChunk seen, ms (-1 none) */
+    int done;            /* TurnResult received */
+    int failed;          /* finish_reason error (or expired) */
+    uint64_t prompt;     /* prompt tokens (usage) */
+    uint64_t cached;     /* prompt tokens served from the KV cache */
+    uint64_t completion; /* generated tokens */
+    uint64_t ttft_ms;    /* worker-measured start -> first token */
+    uint64_t queue_ms;   /* worker-measured produce -> start of work */
+    int got_last;        /* the last TokenChunk was seen */
+    double sent_at;      /* monotonic ms of its produce (wk_client_mono_ms) */
+    double client_ttft;  /* produce -> first TokenChunk seen, ms (-1 none) */
 } wd_turn_stat;
 
 /* One demo conversation: its history, which turn is in flight, timings. */
 typedef struct wd_conv {
-    char id[32];                  /* conversation_id = record key */
-    wk_history hist;              /* system, user, assistant, ... (copies) */
-    int turn;                     /* index of the turn in flight */
+    char id[32];                   /* conversation_id = record key */
+    wk_history hist;               /* system, user, assistant, ... (copies) */
+    int turn;                      /* index of the turn in flight */
     wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
 } wd_conv;
 
 /* The demo's state. */
 typedef struct wd_demo {
-    int n_conv, n_turns, max_tokens;  /* options */
-    int synthetic;                    /* --synthetic: the synthetic model even if a real one is installed */
-    const char *tmpl;                 /* --chat-template NAME, or NULL */
-    int transcript;                   /* turns carry the stop string "\nUser:" (transcript format) */
-    double timeout_s;                 /* give up after this long */
-    char run[16];                     /* id prefix unique to this run */
-    wd_conv conv[WD_MAX_CONVS];       /* conversations */
-    rd_kafka_t *prod;                 /* turns producer */
-    rd_kafka_t *tok_c;                /* tokens reader (read_uncommitted) */
-    rd_kafka_t *res_c;                /* responses reader (read_committed) */
-    int answered;                     /* TurnResults received */
-    int failed;                       /* of which failed */
-    double t0;                        /* monotonic ms the first turns were sent */
-    double t_first;                   /* ms: first streamed token seen (0 = none yet) */
-    double t_work;                    /* ms: earliest start of work (sent + queue) */
-    double t_last;                    /* ms: last TurnResult received */
+    int n_conv, n_turns, max_tokens; /* options */
+    int synthetic;    /* --synthetic: the synthetic model even if a real one is installed */
+    const char *tmpl; /* --chat-template NAME, or NULL */
+    int transcript;   /* turns carry the stop string "\nUser:" (transcript format) */
+    double timeout_s; /* give up after this long */
+    char run[16];     /* id prefix unique to this run */
+    wd_conv conv[WD_MAX_CONVS]; /* conversations */
+    rd_kafka_t *prod;           /* turns producer */
+    rd_kafka_t *tok_c;          /* tokens reader (read_uncommitted) */
+    rd_kafka_t *res_c;          /* responses reader (read_committed) */
+    int answered;               /* TurnResults received */
+    int failed;                 /* of which failed */
+    double t0;                  /* monotonic ms the first turns were sent */
+    double t_first;             /* ms: first streamed token seen (0 = none yet) */
+    double t_work;              /* ms: earliest start of work (sent + queue) */
+    double t_last;              /* ms: last TurnResult received */
 } wd_demo;
 
 /* Worker thread argument and outcome. */
 typedef struct wd_wthread {
-    wk_worker *w;     /* the worker */
-    int rc;           /* wk_worker_run result */
+    wk_worker *w;             /* the worker */
+    int rc;                   /* wk_worker_run result */
     char err[PL_ERR_LEN * 2]; /* its message (as large as halt.fatal_msg) */
-    atomic_int ended; /* run returned */
+    atomic_int ended;         /* run returned */
 } wd_wthread;
 
 /* mkdir -p for the parent directories of path. */
@@ -155,8 +155,9 @@ static int wd_mkdirs(const char *path) {
 /* Path of the installed real model (deploy/setup.sh model) into path, or
  * -1 when it is not there. */
 static int wd_real_model(char *path, size_t n) {
-    const char *env = getenv("PARLEY_GEMMA_MODEL"), *deps = getenv("PARLEY_DEPS"), *home = getenv("HOME");
-    int w = env && *env ? snprintf(path, n, "%s", env)
+    const char *env = getenv("PARLEY_GEMMA_MODEL"), *deps = getenv("PARLEY_DEPS"),
+               *home = getenv("HOME");
+    int w = env && *env     ? snprintf(path, n, "%s", env)
             : deps && *deps ? snprintf(path, n, "%s/models/gemma-3-270m-q4_k_m.gguf", deps)
                             : snprintf(path, n, "%s/.cache/parley/models/gemma-3-270m-q4_k_m.gguf",
                                        home && *home ? home : "/tmp");
@@ -225,12 +226,16 @@ static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
         fprintf(stderr, "demo: could not start librdkafka's mock cluster\n");
         return -1;
     }
-    static const struct { const char *t; int parts; } topics[] = {
-        {"parley.turns", WD_PARTITIONS}, {"parley.tokens", WD_PARTITIONS},
-        {"parley.responses", WD_PARTITIONS}, {"parley.dlq", 1}};
+    static const struct {
+        const char *t;
+        int parts;
+    } topics[] = {{"parley.turns", WD_PARTITIONS},
+                  {"parley.tokens", WD_PARTITIONS},
+                  {"parley.responses", WD_PARTITIONS},
+                  {"parley.dlq", 1}};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
-        rd_kafka_resp_err_t re = rd_kafka_mock_topic_create(*mc, topics[i].t, topics[i].parts,
-                                                            WD_BROKERS);
+        rd_kafka_resp_err_t re =
+            rd_kafka_mock_topic_create(*mc, topics[i].t, topics[i].parts, WD_BROKERS);
         if (re) {
             fprintf(stderr, "demo: mock topic %s: %s\n", topics[i].t, rd_kafka_err2str(re));
             return -1;
@@ -364,8 +369,7 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         if (wk_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
                             r.text.len) != 0)
             rc = -1;
-        else if (++cv->turn < d->n_turns)
-            rc = wd_send(d, c);
+        else if (++cv->turn < d->n_turns) rc = wd_send(d, c);
     }
     sch_result_free(&r);
     return rc;
@@ -460,8 +464,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
         if (wd_drain(d, d->tok_c, 0, 5) || wd_drain(d, d->res_c, 1, 5)) return -1;
         fflush(stdout);
         if (atomic_load(&wt->ended)) {
-            fprintf(stderr, "demo: the worker stopped early: %s\n",
-                    wt->rc ? wt->err : "no error");
+            fprintf(stderr, "demo: the worker stopped early: %s\n", wt->rc ? wt->err : "no error");
             return -1;
         }
         if (wk_client_mono_ms() - d->t0 > d->timeout_s * 1e3) {
@@ -489,34 +492,46 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
         {"--model", NULL, CLI_STR, model, 0, 0, "FILE", "GGUF model to serve", NULL},
         {"--synthetic", NULL, CLI_FLAG, &d->synthetic, 0, 0, NULL,
          "the synthetic model even if a real one is installed", NULL},
-        {"--chat-template", NULL, CLI_STR, &d->tmpl, 0, 0, "NAME", "chat template of the model", NULL},
-        {"--conversations", NULL, CLI_INT, &d->n_conv, 1, WD_MAX_CONVS, "N", "conversations (default 3)", NULL},
-        {"--turns", NULL, CLI_INT, &d->n_turns, 1, WD_MAX_TURNS, "T", "turns each (default 3)", NULL},
-        {"--max-tokens", NULL, CLI_INT, &d->max_tokens, 1, 4096, "N", "tokens per reply (default 32)", NULL},
-        {"--timeout", NULL, CLI_INT, &tmo, 1, 86400, "SECONDS", "give up after this long (default 120)", NULL},
+        {"--chat-template", NULL, CLI_STR, &d->tmpl, 0, 0, "NAME", "chat template of the model",
+         NULL},
+        {"--conversations", NULL, CLI_INT, &d->n_conv, 1, WD_MAX_CONVS, "N",
+         "conversations (default 3)", NULL},
+        {"--turns", NULL, CLI_INT, &d->n_turns, 1, WD_MAX_TURNS, "T", "turns each (default 3)",
+         NULL},
+        {"--max-tokens", NULL, CLI_INT, &d->max_tokens, 1, 4096, "N",
+         "tokens per reply (default 32)", NULL},
+        {"--timeout", NULL, CLI_INT, &tmo, 1, 86400, "SECONDS",
+         "give up after this long (default 120)", NULL},
     };
-    const cli_cmd cmd = {"demo",
-                         "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
-                         "                   [--conversations N] [--turns T] [--max-tokens N]\n"
-                         "                   [--timeout SECONDS]",
-                         "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
-                         "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
-                         "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
-                         "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
-                         "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
-                         "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
-                         "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
-                         "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
-                         "A model file without a chat template is taken for a base model and gets\n"
-                         "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
-                         "unless --chat-template names one.  A synthetic model has random weights:\n"
-                         "its text is meaningless.\n\n",
-                         opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+    const cli_cmd cmd = {
+        "demo",
+        "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
+        "                   [--conversations N] [--turns T] [--max-tokens N]\n"
+        "                   [--timeout SECONDS]",
+        "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
+        "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
+        "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
+        "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
+        "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
+        "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
+        "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
+        "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
+        "A model file without a chat template is taken for a base model and gets\n"
+        "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
+        "unless --chat-template names one.  A synthetic model has random weights:\n"
+        "its text is meaningless.\n\n",
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        0,
+        0,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, d, NULL, NULL);
     if (pr != CLI_OK) return pr == CLI_HELP ? 1 : -1;
     d->timeout_s = tmo;
     if ((d->tmpl && !*d->tmpl) || (*model && !**model)) {
-        fprintf(stderr, "demo: %s needs a value\n", d->tmpl && !*d->tmpl ? "--chat-template" : "--model");
+        fprintf(stderr, "demo: %s needs a value\n",
+                d->tmpl && !*d->tmpl ? "--chat-template" : "--model");
         return -1;
     }
     if (d->synthetic && *model) {
@@ -526,12 +541,12 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     return 0;
 }
 
-static int wd_worker_config(wk_config **out, const char *model, const char *tmpl, const char *bootstrap) {
+static int wd_worker_config(wk_config **out, const char *model, const char *tmpl,
+                            const char *bootstrap) {
     char err[PL_ERR_LEN * 2]; /* config messages quote values */
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
-                        "kafka.bootstrap.servers", bootstrap,
-                        "worker.id", "demo", "worker.group", "parley-demo",
-                        "worker.grace_ms", "5000", "redis.addr", "",
+                        "kafka.bootstrap.servers", bootstrap, "worker.id", "demo", "worker.group",
+                        "parley-demo", "worker.grace_ms", "5000", "redis.addr", "",
                         /* the mock broker answers an empty fetch only after
                          * the full wait (it cannot cut it short on new
                          * data): keep it short so turns start at once */
@@ -607,7 +622,8 @@ int wk_cmd_demo(int argc, char **argv) {
                "   model, not an assistant%s: it is shown the conversation as a plain\n"
                "   \"User: / Assistant:\" transcript and continues it (stop string \"\\nUser:\").\n"
                "   The replies are its own text: fluent, often off the point.\n",
-               strstr(model, "gemma-3-270m") ? " (Gemma 3 270M is a 270M-parameter base model)" : "");
+               strstr(model, "gemma-3-270m") ? " (Gemma 3 270M is a 270M-parameter base model)"
+                                             : "");
     if (wd_mock_start(&mrk, &mc) != 0) goto done;
     const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
     if (wd_worker_config(&cfg, model, d.tmpl, bootstrap) != 0) goto done;
@@ -623,17 +639,15 @@ int wk_cmd_demo(int argc, char **argv) {
     /* the readers start at the topics' ends: they exist before the first
      * turn is sent, so they see every chunk and reply of this run */
     if (!(d.prod = wk_client_producer_new(bootstrap, "parley.turns", 10000, err, sizeof err)) ||
-        !(d.tok_c = wk_client_reader_new(bootstrap, "parley.tokens", 0, 10000, err,
-                                         sizeof err)) ||
-        !(d.res_c = wk_client_reader_new(bootstrap, "parley.responses", 1, 10000, err,
-                                         sizeof err))) {
+        !(d.tok_c = wk_client_reader_new(bootstrap, "parley.tokens", 0, 10000, err, sizeof err)) ||
+        !(d.res_c =
+              wk_client_reader_new(bootstrap, "parley.responses", 1, 10000, err, sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
     printf("== %d conversation%s x %d turn%s, up to %d tokens per reply, streamed "
            "(topics parley.turns -> parley.tokens / parley.responses)\n",
-           d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "",
-           d.max_tokens);
+           d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "", d.max_tokens);
     if (wd_drive(&d, &wt) == 0) rc = d.failed ? 1 : 0;
     wd_summary(&d);
     fflush(stdout);
@@ -655,7 +669,8 @@ done:
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);
     for (int c = 0; c < d.n_conv; c++) wk_history_free(&d.conv[c].hist);
-    printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished", (wk_client_mono_ms() - start) * 1e-3,
+    printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished",
+           (wk_client_mono_ms() - start) * 1e-3,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley worker --model.path FILE.gguf\n"

@@ -37,14 +37,14 @@
 
 /* Vocabulary of the generated user messages. */
 static const char *const load_words[] = {
-    "the",     "cache",   "model",    "token",   "reply",   "kafka",   "stream",  "worker",
-    "quick",   "brown",   "fox",      "jumps",   "over",    "lazy",    "dog",     "please",
-    "explain", "why",     "how",      "what",    "when",    "where",   "river",   "mountain",
-    "coffee",  "morning", "evening",  "train",   "station", "music",   "garden",  "window",
-    "summer",  "winter",  "number",   "letter",  "story",   "history", "science", "simple",
-    "answer",  "question","friendly", "careful", "bright",  "silent",  "ocean",   "forest",
-    "city",    "market",  "bridge",   "light",   "shadow",  "paper",   "pencil",  "engine",
-    "planet",  "orbit",   "signal",   "memory",  "battery", "journey", "harbor",  "island",
+    "the",     "cache",    "model",    "token",   "reply",   "kafka",   "stream",  "worker",
+    "quick",   "brown",    "fox",      "jumps",   "over",    "lazy",    "dog",     "please",
+    "explain", "why",      "how",      "what",    "when",    "where",   "river",   "mountain",
+    "coffee",  "morning",  "evening",  "train",   "station", "music",   "garden",  "window",
+    "summer",  "winter",   "number",   "letter",  "story",   "history", "science", "simple",
+    "answer",  "question", "friendly", "careful", "bright",  "silent",  "ocean",   "forest",
+    "city",    "market",   "bridge",   "light",   "shadow",  "paper",   "pencil",  "engine",
+    "planet",  "orbit",    "signal",   "memory",  "battery", "journey", "harbor",  "island",
 };
 #define LOAD_N_WORDS (sizeof load_words / sizeof load_words[0])
 
@@ -70,33 +70,32 @@ typedef struct load_opts {
 
 /* One conversation of the run. */
 typedef struct load_conv {
-    char id[96];        /* conversation id (record key) */
-    wk_history h;       /* messages so far */
-    uint64_t sent;      /* turns sent */
-    int in_flight;      /* turn sent-1 awaits its result */
-    double sent_ms;     /* monotonic ms the in-flight turn left */
-    double first_ms;    /* monotonic ms of its first chunk; 0 none */
+    char id[96];     /* conversation id (record key) */
+    wk_history h;    /* messages so far */
+    uint64_t sent;   /* turns sent */
+    int in_flight;   /* turn sent-1 awaits its result */
+    double sent_ms;  /* monotonic ms the in-flight turn left */
+    double first_ms; /* monotonic ms of its first chunk; 0 none */
 } load_conv;
 
 /* Run-wide state and tallies. */
 typedef struct load_run {
-    const load_opts *o;    /* options */
-    char prefix[48];       /* conversation id prefix of this run */
-    load_conv *convs;      /* o->convs conversations */
-    uint8_t *count;        /* results seen per turn (convs x turns, saturating) */
-    size_t *ready;         /* ring of conversations ready to send */
-    size_t r_head, r_len;  /* ring start and length */
-    double *ttft, *total;  /* client latencies of finished turns, ms */
-    size_t n_ttft, n_total;/* entries in ttft / total */
-    double *w_queue, *w_ttft, *w_total; /* result timing per turn, ms (n_total) */
-    uint64_t rng;          /* xorshift64* state */
+    const load_opts *o;                      /* options */
+    char prefix[48];                         /* conversation id prefix of this run */
+    load_conv *convs;                        /* o->convs conversations */
+    uint8_t *count;                          /* results seen per turn (convs x turns, saturating) */
+    size_t *ready;                           /* ring of conversations ready to send */
+    size_t r_head, r_len;                    /* ring start and length */
+    double *ttft, *total;                    /* client latencies of finished turns, ms */
+    size_t n_ttft, n_total;                  /* entries in ttft / total */
+    double *w_queue, *w_ttft, *w_total;      /* result timing per turn, ms (n_total) */
+    uint64_t rng;                            /* xorshift64* state */
     uint64_t done, dups, errors, unexpected; /* tallies */
     uint64_t prompt, cached, completion;     /* usage sums */
-    double last_ms;        /* monotonic ms of the last first result */
+    double last_ms;                          /* monotonic ms of the last first result */
 } load_run;
 
-static uint64_t load_rand(load_run *r)
-{
+static uint64_t load_rand(load_run *r) {
     r->rng ^= r->rng >> 12;
     r->rng ^= r->rng << 25;
     r->rng ^= r->rng >> 27;
@@ -104,21 +103,18 @@ static uint64_t load_rand(load_run *r)
 }
 
 /* Uniform in [lo, hi]. */
-static uint64_t load_uniform(load_run *r, uint64_t lo, uint64_t hi)
-{
+static uint64_t load_uniform(load_run *r, uint64_t lo, uint64_t hi) {
     return lo + load_rand(r) % (hi - lo + 1);
 }
 
 /* Exponential inter-arrival time for rate per second, in ms. */
-static double load_exp_ms(load_run *r)
-{
+static double load_exp_ms(load_run *r) {
     double u = (double)(load_rand(r) >> 11) / 9007199254740992.0; /* [0, 1) */
     return -log(1.0 - u) / r->o->rate * 1000.0;
 }
 
 /* Send the next turn of conversation c.  Returns 0 or -1 (printed). */
-static int load_send(load_run *r, rd_kafka_t *prod, size_t c)
-{
+static int load_send(load_run *r, rd_kafka_t *prod, size_t c) {
     const load_opts *o = r->o;
     load_conv *cv = &r->convs[c];
     char text[4096], turn_id[128], err[PL_ERR_LEN * 2]; /* err: topic names run to 255 bytes */
@@ -141,10 +137,8 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c)
     t.params.max_tokens = (uint32_t)load_uniform(r, o->tok_min, o->tok_max);
     t.params.temperature = o->temperature;
     t.stream = o->stream != 0;
-    if (o->ns)
-        t.ns = sch_str_c(o->ns);
-    if (o->model)
-        t.model = sch_str_c(o->model);
+    if (o->ns) t.ns = sch_str_c(o->ns);
+    if (o->model) t.model = sch_str_c(o->model);
     t.created_ms = wk_client_epoch_ms();
     if (wk_client_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "load: %s\n", err);
@@ -160,31 +154,25 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c)
 /* Map a conversation id and turn id of this run to (c, t); -1 when the
  * record is not ours. */
 static int load_locate(const load_run *r, const sch_str *conv, const sch_str *turn, size_t *c,
-                       uint64_t *t)
-{
+                       uint64_t *t) {
     size_t pl = strlen(r->prefix);
-    if (conv->len <= pl || memcmp(conv->ptr, r->prefix, pl) != 0)
-        return -1;
+    if (conv->len <= pl || memcmp(conv->ptr, r->prefix, pl) != 0) return -1;
     uint64_t ci;
-    if (wk_client_parse_u64(conv->ptr + pl, 0, r->o->convs - 1, &ci) != 0)
-        return -1;
+    if (wk_client_parse_u64(conv->ptr + pl, 0, r->o->convs - 1, &ci) != 0) return -1;
     if (turn->len < conv->len + 3 || memcmp(turn->ptr, conv->ptr, conv->len) != 0 ||
         memcmp(turn->ptr + conv->len, "-t", 2) != 0)
         return -1;
-    if (wk_client_parse_u64(turn->ptr + conv->len + 2, 0, r->o->turns - 1, t) != 0)
-        return -1;
+    if (wk_client_parse_u64(turn->ptr + conv->len + 2, 0, r->o->turns - 1, t) != 0) return -1;
     *c = (size_t)ci;
     return 0;
 }
 
-static void load_on_chunk(load_run *r, const rd_kafka_message_t *m)
-{
+static void load_on_chunk(load_run *r, const rd_kafka_message_t *m) {
     sch_chunk ch;
     char err[PL_ERR_LEN];
     size_t c;
     uint64_t t;
-    if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0)
-        return;
+    if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) return;
     if (load_locate(r, &ch.conversation_id, &ch.turn_id, &c, &t) == 0) {
         load_conv *cv = &r->convs[c];
         if (cv->in_flight && t + 1 == cv->sent && cv->first_ms == 0)
@@ -194,20 +182,16 @@ static void load_on_chunk(load_run *r, const rd_kafka_message_t *m)
 }
 
 /* Count a result; finish the in-flight turn it answers.  -1 out of memory. */
-static int load_on_result(load_run *r, const rd_kafka_message_t *m)
-{
+static int load_on_result(load_run *r, const rd_kafka_message_t *m) {
     sch_result res;
     char err[PL_ERR_LEN];
     size_t c;
     uint64_t t;
     int rc = 0;
-    if (sch_result_decode(m->payload, m->len, NULL, &res, err, sizeof err) != 0)
-        return 0;
-    if (load_locate(r, &res.conversation_id, &res.turn_id, &c, &t) != 0)
-        goto out;
+    if (sch_result_decode(m->payload, m->len, NULL, &res, err, sizeof err) != 0) return 0;
+    if (load_locate(r, &res.conversation_id, &res.turn_id, &c, &t) != 0) goto out;
     uint8_t *n = &r->count[c * r->o->turns + t];
-    if (*n < 255)
-        (*n)++;
+    if (*n < 255) (*n)++;
     if (*n > 1) {
         r->dups++;
         goto out;
@@ -225,8 +209,7 @@ static int load_on_result(load_run *r, const rd_kafka_message_t *m)
     r->w_ttft[r->n_total] = (double)res.ttft_ms;
     r->w_total[r->n_total] = (double)res.total_ms;
     r->total[r->n_total++] = now - cv->sent_ms;
-    if (cv->first_ms > 0)
-        r->ttft[r->n_ttft++] = cv->first_ms - cv->sent_ms;
+    if (cv->first_ms > 0) r->ttft[r->n_ttft++] = cv->first_ms - cv->sent_ms;
     r->prompt += res.prompt_tokens;
     r->cached += res.cached_tokens;
     r->completion += res.completion_tokens;
@@ -247,22 +230,19 @@ out:
     return rc;
 }
 
-static int load_cmp(const void *a, const void *b)
-{
+static int load_cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 /* Nearest-rank percentile of sorted v[n] (n > 0). */
-static double load_pct(const double *v, size_t n, double p)
-{
+static double load_pct(const double *v, size_t n, double p) {
     size_t k = (size_t)ceil(p * (double)n);
     return v[k ? k - 1 : 0];
 }
 
 /* --user / --max-tokens MIN:MAX (or N for N:N). */
-static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen)
-{
+static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     load_opts *o = ctx;
     if (!strcmp(opt->name, "--user"))
         return wk_client_parse_range(v, 1, 500, &o->user_min, &o->user_max);
@@ -270,8 +250,7 @@ static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *er
 }
 
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
-static int load_parse(int argc, char **argv, load_opts *o)
-{
+static int load_parse(int argc, char **argv, load_opts *o) {
     char err[PL_ERR_LEN];
     memset(o, 0, sizeof *o);
     o->convs = 10;
@@ -287,17 +266,26 @@ static int load_parse(int argc, char **argv, load_opts *o)
     o->seed = wk_client_epoch_ms();
     wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
-        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT", "Kafka bootstrap servers (required)", NULL},
-        {"--conversations", NULL, CLI_U64, &o->convs, 1, 1000000, "C", "conversations (default 10)", NULL},
-        {"--turns", NULL, CLI_U64, &o->turns, 1, 4096, "T", "turns per conversation (default 3)", NULL},
-        {"--rate", NULL, CLI_F64, &o->rate, 1e-3, 1e6, "R", "turns per second, Poisson (default 5)", NULL},
-        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "words per user message (default 5:30)", load_range_opt},
-        {"--max-tokens", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "params.max_tokens (default 8:32)", load_range_opt},
-        {"--timeout-s", NULL, CLI_U64, &o->timeout_s, 1, 86400, "N", "whole-run deadline (default 120)", NULL},
-        {"--stream", NULL, CLI_FLAG, &o->stream, 0, 0, NULL, "ask for TokenChunks and measure TTFT", NULL},
+        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
+         "Kafka bootstrap servers (required)", NULL},
+        {"--conversations", NULL, CLI_U64, &o->convs, 1, 1000000, "C", "conversations (default 10)",
+         NULL},
+        {"--turns", NULL, CLI_U64, &o->turns, 1, 4096, "T", "turns per conversation (default 3)",
+         NULL},
+        {"--rate", NULL, CLI_F64, &o->rate, 1e-3, 1e6, "R", "turns per second, Poisson (default 5)",
+         NULL},
+        {"--user", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "words per user message (default 5:30)",
+         load_range_opt},
+        {"--max-tokens", NULL, CLI_FN, NULL, 0, 0, "MIN:MAX", "params.max_tokens (default 8:32)",
+         load_range_opt},
+        {"--timeout-s", NULL, CLI_U64, &o->timeout_s, 1, 86400, "N",
+         "whole-run deadline (default 120)", NULL},
+        {"--stream", NULL, CLI_FLAG, &o->stream, 0, 0, NULL, "ask for TokenChunks and measure TTFT",
+         NULL},
         {"--grace-ms", NULL, CLI_U64, &o->grace_ms, 0, 600000, "N",
          "wait for duplicates after the last result (default 1000)", NULL},
-        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T", "params.temperature (default 0.7)", NULL},
+        {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T",
+         "params.temperature (default 0.7)", NULL},
         {"--seed", NULL, CLI_U64, &o->seed, 0, 0, "N", "random seed (default: the time)", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
@@ -316,10 +304,14 @@ static int load_parse(int argc, char **argv, load_opts *o)
         "cache share, and check every turn got exactly one result.  The last line\n"
         "is machine-readable (load: turns=... lost=... duplicated=...).\n"
         "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n\n",
-        opts, CLI_NOPTS(opts), NULL, 0, 0, NULL};
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        0,
+        0,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
-    if (pr != CLI_OK)
-        return pr;
+    if (pr != CLI_OK) return pr;
     if (!o->brokers) {
         fprintf(stderr, "load: --brokers is required\n");
         cli_usage(&cmd, stderr);
@@ -334,30 +326,25 @@ static int load_parse(int argc, char **argv, load_opts *o)
 
 /* Drain the readers once, waiting up to wait_ms for a result.  Returns 0
  * or -1 out of memory. */
-static int load_poll(load_run *r, rd_kafka_t *tok, rd_kafka_t *res, int wait_ms)
-{
+static int load_poll(load_run *r, rd_kafka_t *tok, rd_kafka_t *res, int wait_ms) {
     rd_kafka_message_t *m;
     for (int i = 0; tok && i < 10000 && (m = rd_kafka_consumer_poll(tok, 0)); i++) {
-        if (!m->err)
-            load_on_chunk(r, m);
+        if (!m->err) load_on_chunk(r, m);
         rd_kafka_message_destroy(m);
     }
     for (int i = 0; i < 10000 && (m = rd_kafka_consumer_poll(res, i ? 0 : wait_ms)); i++) {
         int rc = m->err ? 0 : load_on_result(r, m);
         rd_kafka_message_destroy(m);
-        if (rc)
-            return -1;
+        if (rc) return -1;
     }
     return 0;
 }
 
 /* Print the report; returns the exit status. */
-static int load_report(load_run *r, double elapsed_ms, int timed_out)
-{
+static int load_report(load_run *r, double elapsed_ms, int timed_out) {
     const load_opts *o = r->o;
     uint64_t total = o->convs * o->turns, lost = 0;
-    for (uint64_t i = 0; i < total; i++)
-        lost += r->count[i] == 0;
+    for (uint64_t i = 0; i < total; i++) lost += r->count[i] == 0;
     double secs = elapsed_ms / 1000.0;
     double tps = secs > 0 ? (double)r->done / secs : 0.0;
     double kps = secs > 0 ? (double)r->completion / secs : 0.0;
@@ -383,8 +370,7 @@ static int load_report(load_run *r, double elapsed_ms, int timed_out)
     if (r->n_ttft)
         printf("ttft ms (client):  p50 %.1f  p90 %.1f  p99 %.1f  (%zu turns)\n", f50, f90, f99,
                r->n_ttft);
-    else
-        printf("ttft ms (client):  n/a%s\n", o->stream ? " (no chunks seen)" : " (use --stream)");
+    else printf("ttft ms (client):  n/a%s\n", o->stream ? " (no chunks seen)" : " (use --stream)");
     printf("total ms (client): p50 %.1f  p90 %.1f  p99 %.1f\n", t50, t90, t99);
     double wq[3] = {0}, wf[3] = {0}, wt[3] = {0};
     const double ps[3] = {0.50, 0.90, 0.99};
@@ -399,17 +385,16 @@ static int load_report(load_run *r, double elapsed_ms, int timed_out)
     printf("worker ms (result timing, p50/p90/p99): queue %.0f/%.0f/%.0f  ttft %.0f/%.0f/%.0f  "
            "total %.0f/%.0f/%.0f\n",
            wq[0], wq[1], wq[2], wf[0], wf[1], wf[2], wt[0], wt[1], wt[2]);
-    printf("cache share: %llu cached / %llu prompt tokens = %.3f\n",
-           (unsigned long long)r->cached, (unsigned long long)r->prompt, share);
+    printf("cache share: %llu cached / %llu prompt tokens = %.3f\n", (unsigned long long)r->cached,
+           (unsigned long long)r->prompt, share);
     printf("exactly-once: lost %llu, duplicated %llu, error results %llu, unexpected %llu%s\n",
            (unsigned long long)lost, (unsigned long long)r->dups, (unsigned long long)r->errors,
            (unsigned long long)r->unexpected, timed_out ? ", TIMED OUT" : "");
     char ttft[96];
     if (r->n_ttft)
-        snprintf(ttft, sizeof ttft, "ttft_p50_ms=%.1f ttft_p90_ms=%.1f ttft_p99_ms=%.1f", f50,
-                 f90, f99);
-    else
-        snprintf(ttft, sizeof ttft, "ttft_p50_ms=n/a ttft_p90_ms=n/a ttft_p99_ms=n/a");
+        snprintf(ttft, sizeof ttft, "ttft_p50_ms=%.1f ttft_p90_ms=%.1f ttft_p99_ms=%.1f", f50, f90,
+                 f99);
+    else snprintf(ttft, sizeof ttft, "ttft_p50_ms=n/a ttft_p90_ms=n/a ttft_p99_ms=n/a");
     printf("load: turns=%llu done=%llu lost=%llu duplicated=%llu errors=%llu "
            "turns_per_s=%.2f tokens_per_s=%.1f %s total_p50_ms=%.1f total_p90_ms=%.1f "
            "total_p99_ms=%.1f worker_queue_p50_ms=%.0f worker_ttft_p50_ms=%.0f "
@@ -417,19 +402,16 @@ static int load_report(load_run *r, double elapsed_ms, int timed_out)
            "elapsed_s=%.2f timeout=%d\n",
            (unsigned long long)total, (unsigned long long)r->done, (unsigned long long)lost,
            (unsigned long long)r->dups, (unsigned long long)r->errors, tps, kps, ttft, t50, t90,
-           t99, wq[0], wf[0], wt[0], (unsigned long long)r->prompt,
-           (unsigned long long)r->cached, share, secs,
-           timed_out);
+           t99, wq[0], wf[0], wt[0], (unsigned long long)r->prompt, (unsigned long long)r->cached,
+           share, secs, timed_out);
     fflush(stdout);
     return lost == 0 && r->dups == 0 && !timed_out ? 0 : 1;
 }
 
-int wk_cmd_load(int argc, char **argv)
-{
+int wk_cmd_load(int argc, char **argv) {
     load_opts o;
     int prc = load_parse(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : 2;
+    if (prc) return prc == 1 ? 0 : 2;
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1;
     load_run r;
@@ -490,8 +472,7 @@ int wk_cmd_load(int argc, char **argv)
             size_t c = r.ready[r.r_head];
             r.r_head = (r.r_head + 1) % o.convs;
             r.r_len--;
-            if (load_send(&r, prod, c) != 0)
-                goto err;
+            if (load_send(&r, prod, c) != 0) goto err;
             pending--;
         }
         rd_kafka_poll(prod, 0);
@@ -507,8 +488,7 @@ int wk_cmd_load(int argc, char **argv)
     /* keep listening for late duplicates */
     double grace_end = wk_client_mono_ms() + (double)o.grace_ms;
     while (wk_client_mono_ms() < grace_end)
-        if (load_poll(&r, NULL, res, 20) != 0)
-            goto err;
+        if (load_poll(&r, NULL, res, 20) != 0) goto err;
     rc = load_report(&r, elapsed, timed_out);
 err:
     wk_client_reader_free(tok);
@@ -518,8 +498,7 @@ err:
         rd_kafka_destroy(prod);
     }
     if (r.convs)
-        for (size_t c = 0; c < o.convs; c++)
-            wk_history_free(&r.convs[c].h);
+        for (size_t c = 0; c < o.convs; c++) wk_history_free(&r.convs[c].h);
     free(r.convs);
     free(r.count);
     free(r.ready);

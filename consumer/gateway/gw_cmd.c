@@ -63,15 +63,13 @@ static const wk_prop gw_props[] = {
 
 static volatile sig_atomic_t gw_g_stop;
 
-static void gw_on_signal(int sig)
-{
+static void gw_on_signal(int sig) {
     (void)sig;
     gw_g_stop = 1;
 }
 
 /* Split a comma list into the options; -1 with a message. */
-static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_t errlen)
-{
+static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     const char *l = wk_config_str(cfg, "gateway.listen");
     const char *colon = strrchr(l, ':');
@@ -99,7 +97,8 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
             strlen(tok) >= sizeof o->keys[0].key || strlen(eq + 1) >= sizeof o->keys[0].tenant) {
             return pl_errf(err, errlen, -1,
                            "gateway.api_keys: '%.40s' is not KEY=TENANT (at most %d "
-                           "keys, 127 bytes each)", tok, GW_MAX_KEYS);
+                           "keys, 127 bytes each)",
+                           tok, GW_MAX_KEYS);
         }
         *eq = 0;
         snprintf(o->keys[o->n_keys].key, sizeof o->keys[0].key, "%s", tok);
@@ -110,8 +109,10 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         const char *ns = i < o->n_keys ? o->keys[i].tenant : o->ns;
         if (!*ns || strspn(ns, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                "0123456789._-") != strlen(ns)) {
-            return pl_errf(err, errlen, -1, "tenant/namespace '%.40s' must be 1..127 bytes of "
-                           "[A-Za-z0-9._-]", ns);
+            return pl_errf(err, errlen, -1,
+                           "tenant/namespace '%.40s' must be 1..127 bytes of "
+                           "[A-Za-z0-9._-]",
+                           ns);
         }
     }
     snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.models"));
@@ -131,8 +132,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     return 0;
 }
 
-int wk_cmd_gateway(int argc, char **argv)
-{
+int wk_cmd_gateway(int argc, char **argv) {
     char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
@@ -144,31 +144,28 @@ int wk_cmd_gateway(int argc, char **argv)
         free(o);
         return 1;
     }
-    int pr = wk_config_cli(cfg,
-                           "gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
-                           "         [--set key=value]... [--KEY value]...\n"
-                           "gateway --print-config-doc",
-                           "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
-                           "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
-                           "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
-                           "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n\n",
-                           argc, argv, environ);
+    int pr = wk_config_cli(
+        cfg,
+        "gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
+        "         [--set key=value]... [--KEY value]...\n"
+        "gateway --print-config-doc",
+        "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
+        "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
+        "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
+        "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n\n",
+        argc, argv, environ);
     if (pr != CLI_OK) {
-        if (pr == WK_CONFIG_CLI_DOC)
-            rc = wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
-        else
-            rc = pr == CLI_HELP ? 0 : 2;
+        if (pr == WK_CONFIG_CLI_DOC) rc = wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
+        else rc = pr == CLI_HELP ? 0 : 2;
         goto done;
     }
-    if (gw_parse_opts(cfg, o, err, sizeof err))
-        goto bad;
+    if (gw_parse_opts(cfg, o, err, sizeof err)) goto bad;
     gw_hub_conf hc;
     memset(&hc, 0, sizeof hc);
     for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
         const char *k, *v;
         wk_config_kafka_at(cfg, i, &k, &v);
-        if (!strcmp(k, "bootstrap.servers"))
-            hc.brokers = v;
+        if (!strcmp(k, "bootstrap.servers")) hc.brokers = v;
     }
     if (!hc.brokers) {
         pl_errf(err, sizeof err, -1, "kafka.bootstrap.servers is required");
@@ -178,8 +175,8 @@ int wk_cmd_gateway(int argc, char **argv)
                             sizeof err) ||
         wk_client_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
                             sizeof err) ||
-        wk_client_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"),
-                            err, sizeof err))
+        wk_client_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
+                            sizeof err))
         goto bad;
     hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
     hc.timeout_ms = 10000;
@@ -196,8 +193,8 @@ int wk_cmd_gateway(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    printf("gateway: listening on http://%s:%d (turns %s, replies %s, %zu API keys)\n",
-           o->host, port, hc.topics.turns, hc.topics.responses, o->n_keys);
+    printf("gateway: listening on http://%s:%d (turns %s, replies %s, %zu API keys)\n", o->host,
+           port, hc.topics.turns, hc.topics.responses, o->n_keys);
     fflush(stdout);
     while (!gw_g_stop) {
         struct timespec nap = {0, 100 * 1000 * 1000};

@@ -21,20 +21,20 @@
 static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
 #define GW_NBUCKETS 14 /* latency histogram buckets (seconds), last +Inf */
 static const double gw_buckets[GW_NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                   1, 2.5, 5, 10, 30, 60};
+                                                   1,     2.5,  5,     10,   30,  60};
 
 struct gw_http {
-    struct MHD_Daemon *d;                   /* the server */
-    gw_hub *hub;                            /* Kafka side */
-    const gw_http_opts *o;                  /* options (borrowed) */
-    atomic_int inflight;                    /* chat requests in flight */
-    atomic_ullong seq;                      /* turn id counter */
-    atomic_ullong by_code[GW_NCODES];       /* responses by status (last: other) */
-    atomic_ullong lat_bucket[GW_NBUCKETS];  /* chat latency histogram */
-    atomic_ullong lat_count;                /* chat requests timed */
-    atomic_ullong lat_sum_us;               /* their total latency, us */
-    atomic_ullong streams;                  /* streamed chat requests */
-    atomic_ullong disconnects;              /* streams the client left early */
+    struct MHD_Daemon *d;                  /* the server */
+    gw_hub *hub;                           /* Kafka side */
+    const gw_http_opts *o;                 /* options (borrowed) */
+    atomic_int inflight;                   /* chat requests in flight */
+    atomic_ullong seq;                     /* turn id counter */
+    atomic_ullong by_code[GW_NCODES];      /* responses by status (last: other) */
+    atomic_ullong lat_bucket[GW_NBUCKETS]; /* chat latency histogram */
+    atomic_ullong lat_count;               /* chat requests timed */
+    atomic_ullong lat_sum_us;              /* their total latency, us */
+    atomic_ullong streams;                 /* streamed chat requests */
+    atomic_ullong disconnects;             /* streams the client left early */
 };
 
 /* Per-request state: the body read so far. */
@@ -62,35 +62,28 @@ typedef struct gw_sse {
     size_t olen, ocap, off; /* bytes in out / allocated / already sent */
 } gw_sse;
 
-static void gw_count(gw_http *s, int code)
-{
+static void gw_count(gw_http *s, int code) {
     int i = 0;
-    while (i < GW_NCODES - 1 && gw_codes[i] != code)
-        i++;
+    while (i < GW_NCODES - 1 && gw_codes[i] != code) i++;
     atomic_fetch_add(&s->by_code[i], 1);
 }
 
-static void gw_time(gw_http *s, double ms)
-{
+static void gw_time(gw_http *s, double ms) {
     int b = 0;
-    while (b < GW_NBUCKETS - 1 && ms / 1000.0 > gw_buckets[b])
-        b++;
+    while (b < GW_NBUCKETS - 1 && ms / 1000.0 > gw_buckets[b]) b++;
     atomic_fetch_add(&s->lat_bucket[b], 1);
     atomic_fetch_add(&s->lat_count, 1);
     atomic_fetch_add(&s->lat_sum_us, (unsigned long long)(ms * 1000.0));
 }
 
 /* Queue `body` (len bytes, copied) with a status and content type. */
-static enum MHD_Result gw_send(gw_http *s, struct MHD_Connection *c, int status,
-                               const char *ctype, const char *body, size_t len)
-{
+static enum MHD_Result gw_send(gw_http *s, struct MHD_Connection *c, int status, const char *ctype,
+                               const char *body, size_t len) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r)
-        return MHD_NO;
+    if (!r) return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (status == 429)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     gw_count(s, status);
@@ -98,36 +91,33 @@ static enum MHD_Result gw_send(gw_http *s, struct MHD_Connection *c, int status,
 }
 
 /* Queue a JSON document (stolen). */
-static enum MHD_Result gw_send_json(gw_http *s, struct MHD_Connection *c, int status, json_t *j)
-{
+static enum MHD_Result gw_send_json(gw_http *s, struct MHD_Connection *c, int status, json_t *j) {
     char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!txt)
-        return gw_send(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of "
-                       "memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 82);
+        return gw_send(s, c, 500, "application/json",
+                       "{\"error\":{\"message\":\"out of "
+                       "memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}",
+                       82);
     enum MHD_Result rc = gw_send(s, c, status, "application/json", txt, strlen(txt));
     free(txt);
     return rc;
 }
 
-static enum MHD_Result gw_error(gw_http *s, struct MHD_Connection *c, int status,
-                                const char *msg, const char *type, const char *param,
-                                const char *code)
-{
+static enum MHD_Result gw_error(gw_http *s, struct MHD_Connection *c, int status, const char *msg,
+                                const char *type, const char *param, const char *code) {
     return gw_send_json(s, c, status, gw_error_json(msg, type, param, code));
 }
 
 /* The tenant of the request's API key: 0 and *ns set, or -1. */
-static int gw_auth(gw_http *s, struct MHD_Connection *c, const char **ns)
-{
+static int gw_auth(gw_http *s, struct MHD_Connection *c, const char **ns) {
     const gw_http_opts *o = s->o;
     if (o->n_keys == 0) {
         *ns = o->ns;
         return 0;
     }
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!a || strncmp(a, "Bearer ", 7) != 0)
-        return -1;
+    if (!a || strncmp(a, "Bearer ", 7) != 0) return -1;
     a += 7;
     size_t n = strlen(a);
     for (size_t i = 0; i < o->n_keys; i++) {
@@ -144,23 +134,20 @@ static int gw_auth(gw_http *s, struct MHD_Connection *c, const char **ns)
     return -1;
 }
 
-static enum MHD_Result gw_models(gw_http *s, struct MHD_Connection *c)
-{
+static enum MHD_Result gw_models(gw_http *s, struct MHD_Connection *c) {
     json_t *data = json_array();
     for (size_t i = 0; i < s->o->n_models; i++)
-        json_array_append_new(data, json_pack("{ss ss sI ss}", "id", s->o->models[i], "object",
-                                              "model", "created", (json_int_t)0, "owned_by",
-                                              "parley"));
+        json_array_append_new(data,
+                              json_pack("{ss ss sI ss}", "id", s->o->models[i], "object", "model",
+                                        "created", (json_int_t)0, "owned_by", "parley"));
     return gw_send_json(s, c, 200, json_pack("{ss so}", "object", "list", "data", data));
 }
 
-static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c)
-{
+static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return MHD_NO;
+    if (!f) return MHD_NO;
     fprintf(f, "# HELP parley_gateway_requests_total HTTP responses by status code.\n"
                "# TYPE parley_gateway_requests_total counter\n");
     for (int i = 0; i < GW_NCODES; i++) {
@@ -171,30 +158,32 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c)
             fprintf(f, "parley_gateway_requests_total{code=\"other\"} %llu\n",
                     atomic_load(&s->by_code[i]));
     }
-    fprintf(f, "# HELP parley_gateway_inflight Chat requests waiting for their reply.\n"
-               "# TYPE parley_gateway_inflight gauge\nparley_gateway_inflight %d\n"
-               "# HELP parley_gateway_turns_waiting Turns registered with the Kafka reader.\n"
-               "# TYPE parley_gateway_turns_waiting gauge\nparley_gateway_turns_waiting %zu\n"
-               "# HELP parley_gateway_streams_total Streamed chat requests.\n"
-               "# TYPE parley_gateway_streams_total counter\nparley_gateway_streams_total %llu\n"
-               "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
-               "# TYPE parley_gateway_disconnects_total counter\n"
-               "parley_gateway_disconnects_total %llu\n"
-               "# HELP parley_gateway_latency_seconds Chat request latency (to the last byte).\n"
-               "# TYPE parley_gateway_latency_seconds histogram\n",
+    fprintf(f,
+            "# HELP parley_gateway_inflight Chat requests waiting for their reply.\n"
+            "# TYPE parley_gateway_inflight gauge\nparley_gateway_inflight %d\n"
+            "# HELP parley_gateway_turns_waiting Turns registered with the Kafka reader.\n"
+            "# TYPE parley_gateway_turns_waiting gauge\nparley_gateway_turns_waiting %zu\n"
+            "# HELP parley_gateway_streams_total Streamed chat requests.\n"
+            "# TYPE parley_gateway_streams_total counter\nparley_gateway_streams_total %llu\n"
+            "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
+            "# TYPE parley_gateway_disconnects_total counter\n"
+            "parley_gateway_disconnects_total %llu\n"
+            "# HELP parley_gateway_latency_seconds Chat request latency (to the last byte).\n"
+            "# TYPE parley_gateway_latency_seconds histogram\n",
             atomic_load(&s->inflight), gw_hub_inflight(s->hub), atomic_load(&s->streams),
             atomic_load(&s->disconnects));
     unsigned long long cum = 0;
     for (int b = 0; b < GW_NBUCKETS; b++) {
         cum += atomic_load(&s->lat_bucket[b]);
         if (b < GW_NBUCKETS - 1)
-            fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"%g\"} %llu\n",
-                    gw_buckets[b], cum);
-        else
-            fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+            fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"%g\"} %llu\n", gw_buckets[b],
+                    cum);
+        else fprintf(f, "parley_gateway_latency_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
     }
-    fprintf(f, "parley_gateway_latency_seconds_sum %.6f\nparley_gateway_latency_seconds_count "
-               "%llu\n", (double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->lat_count));
+    fprintf(f,
+            "parley_gateway_latency_seconds_sum %.6f\nparley_gateway_latency_seconds_count "
+            "%llu\n",
+            (double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->lat_count));
     fclose(f);
     enum MHD_Result rc = gw_send(s, c, 200, "text/plain; version=0.0.4", buf, len);
     free(buf);
@@ -203,13 +192,11 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c)
 
 /* ---- streaming ---------------------------------------------------------- */
 
-static void gw_sse_put(gw_sse *e, const char *p, size_t n)
-{
+static void gw_sse_put(gw_sse *e, const char *p, size_t n) {
     if (e->olen + n > e->ocap) {
         size_t cap = (e->olen + n) * 2 + 256;
         char *o = realloc(e->out, cap);
-        if (!o)
-            return;
+        if (!o) return;
         e->out = o;
         e->ocap = cap;
     }
@@ -218,20 +205,17 @@ static void gw_sse_put(gw_sse *e, const char *p, size_t n)
 }
 
 /* Append one `data: JSON` event (j stolen). */
-static void gw_sse_event(gw_sse *e, json_t *j)
-{
+static void gw_sse_event(gw_sse *e, json_t *j) {
     char *txt = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!txt)
-        return;
+    if (!txt) return;
     gw_sse_put(e, "data: ", 6);
     gw_sse_put(e, txt, strlen(txt));
     gw_sse_put(e, "\n\n", 2);
     free(txt);
 }
 
-static void gw_sse_done(gw_sse *e, double now)
-{
+static void gw_sse_done(gw_sse *e, double now) {
     gw_sse_put(e, "data: [DONE]\n\n", 14);
     e->phase = 2;
     e->finished = 1;
@@ -239,38 +223,36 @@ static void gw_sse_done(gw_sse *e, double now)
 }
 
 /* The committed result arrived: finish the stream. */
-static void gw_sse_result(gw_sse *e, const sch_result *r, double now)
-{
+static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
     const char *type, *code;
     if (r->finish_reason == SCH_FINISH_ERROR || r->finish_reason == SCH_FINISH_EXPIRED) {
         gw_result_status(r, &type, &code);
-        gw_sse_event(e, gw_error_json(r->error_message.ptr ? r->error_message.ptr
-                                                           : "the turn failed",
-                                      type, NULL, code));
+        gw_sse_event(e,
+                     gw_error_json(r->error_message.ptr ? r->error_message.ptr : "the turn failed",
+                                   type, NULL, code));
     } else if (e->slen <= r->text.len && !memcmp(e->streamed, r->text.ptr, e->slen)) {
         if (r->text.len > e->slen)
             gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, r->text.ptr + e->slen,
                                           r->text.len - e->slen, NULL, NULL));
-        gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0,
-                                      gw_finish_reason(r), NULL));
+        gw_sse_event(
+            e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0, gw_finish_reason(r), NULL));
         if (e->include_usage)
             gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0, NULL, r));
     } else {
         gw_sse_event(e, gw_error_json("the turn was redone by another worker and its committed "
                                       "reply differs from the text already streamed; retry "
-                                      "the request", "server_error", NULL, "stream_restarted"));
+                                      "the request",
+                                      "server_error", NULL, "stream_restarted"));
     }
     gw_sse_done(e, now);
 }
 
-static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
+static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     gw_sse *e = cls;
     (void)pos;
     while (e->off == e->olen) {
         e->off = e->olen = 0;
-        if (e->phase == 2)
-            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (e->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (e->phase == 0) {
             gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 1, "", 0, NULL, NULL));
             e->phase = 1;
@@ -294,14 +276,12 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max)
                 e->slen += dlen;
             }
             if (!r && e->slen > old)
-                gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, delta, dlen,
-                                              NULL, NULL));
-            else
-                e->slen = old; /* the result decides what the rest is */
+                gw_sse_event(
+                    e, gw_chunk_json(e->id, e->model, e->created, 0, delta, dlen, NULL, NULL));
+            else e->slen = old; /* the result decides what the rest is */
             free(delta);
         }
-        if (r)
-            gw_sse_result(e, r, now);
+        if (r) gw_sse_result(e, r, now);
         else if (!delta && now >= e->deadline) {
             gw_sse_event(e, gw_error_json("no reply from the fleet before the gateway's timeout",
                                           "timeout", NULL, "timeout"));
@@ -316,11 +296,9 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-static void gw_sse_free(void *cls)
-{
+static void gw_sse_free(void *cls) {
     gw_sse *e = cls;
-    if (!e->finished)
-        atomic_fetch_add(&e->s->disconnects, 1);
+    if (!e->finished) atomic_fetch_add(&e->s->disconnects, 1);
     gw_hub_release(e->s->hub, e->w);
     atomic_fetch_sub(&e->s->inflight, 1);
     free(e->streamed);
@@ -330,18 +308,14 @@ static void gw_sse_free(void *cls)
 
 /* ---- chat completions ---------------------------------------------------- */
 
-static int gw_model_ok(const gw_http_opts *o, const char *m)
-{
-    if (o->n_models == 0)
-        return 1;
+static int gw_model_ok(const gw_http_opts *o, const char *m) {
+    if (o->n_models == 0) return 1;
     for (size_t i = 0; i < o->n_models; i++)
-        if (!strcmp(o->models[i], m))
-            return 1;
+        if (!strcmp(o->models[i], m)) return 1;
     return 0;
 }
 
-static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq)
-{
+static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq) {
     const gw_http_opts *o = s->o;
     /* err quotes a model name of up to 256 bytes */
     char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
@@ -366,11 +340,12 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     const char *hc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Parley-Conversation");
     if (hc) {
         size_t n = strlen(hc), bad = n == 0 || n > 200;
-        for (size_t i = 0; i < n; i++)
-            bad |= (unsigned char)hc[i] < 0x20 || hc[i] == 0x7f;
+        for (size_t i = 0; i < n; i++) bad |= (unsigned char)hc[i] < 0x20 || hc[i] == 0x7f;
         if (bad) {
-            rc = gw_error(s, c, 400, "X-Parley-Conversation must be 1..200 bytes without "
-                          "control characters", "invalid_request_error", NULL, NULL);
+            rc = gw_error(s, c, 400,
+                          "X-Parley-Conversation must be 1..200 bytes without "
+                          "control characters",
+                          "invalid_request_error", NULL, NULL);
             goto out;
         }
         snprintf(conv, sizeof conv, "%s", hc);
@@ -402,10 +377,9 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     snprintf(id, sizeof id, "chatcmpl-%s", turn_id);
     if (ch.stream) {
         gw_sse *e = calloc(1, sizeof *e);
-        struct MHD_Response *r =
-            e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, gw_sse_read, e,
-                                                  gw_sse_free)
-              : NULL;
+        struct MHD_Response *r = e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+                                                                       gw_sse_read, e, gw_sse_free)
+                                   : NULL;
         if (!r) {
             free(e);
             gw_hub_release(s->hub, w);
@@ -433,19 +407,17 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     const sch_result *res = NULL;
     for (;;) {
         double left = t0 + o->timeout_ms - wk_client_mono_ms();
-        if (left <= 0)
-            break;
+        if (left <= 0) break;
         char *delta;
         size_t dlen;
-        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &sent, &delta,
-                               &dlen, &res);
+        int got =
+            gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &sent, &delta, &dlen, &res);
         free(delta);
-        if (got)
-            break;
+        if (got) break;
     }
     if (!res) {
-        rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout",
-                      "timeout", NULL, "timeout");
+        rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout", "timeout",
+                      NULL, "timeout");
     } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
         int st = gw_result_status(res, &type, &code);
@@ -463,27 +435,23 @@ out:
 }
 
 static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                     const char *method, const char *version,
-                                     const char *data, size_t *data_size, void **con_cls)
-{
+                                     const char *method, const char *version, const char *data,
+                                     size_t *data_size, void **con_cls) {
     gw_http *s = cls;
     (void)version;
     gw_req *rq = *con_cls;
     if (!rq) {
-        if (!(rq = calloc(1, sizeof *rq)))
-            return MHD_NO;
+        if (!(rq = calloc(1, sizeof *rq))) return MHD_NO;
         *con_cls = rq;
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o->max_body)
-            rq->too_big = 1;
+        if (cl && strtoull(cl, NULL, 10) > s->o->max_body) rq->too_big = 1;
         return MHD_YES;
     }
     if (*data_size) {
         if (!rq->too_big && rq->len + *data_size <= s->o->max_body) {
             char *b = realloc(rq->body, rq->len + *data_size + 1);
-            if (!b)
-                return MHD_NO;
+            if (!b) return MHD_NO;
             rq->body = b;
             memcpy(b + rq->len, data, *data_size);
             rq->len += *data_size;
@@ -503,23 +471,25 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
         return get ? gw_metrics(s, c)
                    : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
     if (!strcmp(url, "/v1/models")) {
-        if (!get)
-            return gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
+        if (!get) return gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
         if (gw_auth(s, c, &ns) != 0)
-            return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer "
-                            "KEY)", "invalid_request_error", NULL, "invalid_api_key");
+            return gw_error(s, c, 401,
+                            "missing or incorrect API key (Authorization: Bearer "
+                            "KEY)",
+                            "invalid_request_error", NULL, "invalid_api_key");
         return gw_models(s, c);
     }
     if (!strcmp(url, "/v1/chat/completions"))
         return post ? gw_on_chat(s, c, rq)
                     : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
-    return gw_error(s, c, 404, "unknown path; parley serves /v1/chat/completions, /v1/models, "
-                    "/healthz and /metrics", "invalid_request_error", NULL, "not_found");
+    return gw_error(s, c, 404,
+                    "unknown path; parley serves /v1/chat/completions, /v1/models, "
+                    "/healthz and /metrics",
+                    "invalid_request_error", NULL, "not_found");
 }
 
 static void gw_on_done(void *cls, struct MHD_Connection *c, void **con_cls,
-                       enum MHD_RequestTerminationCode toe)
-{
+                       enum MHD_RequestTerminationCode toe) {
     (void)cls;
     (void)c;
     (void)toe;
@@ -532,8 +502,7 @@ static void gw_on_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *err,
-                       size_t errlen)
-{
+                       size_t errlen) {
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
@@ -550,14 +519,14 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
     s->hub = hub;
     s->o = o;
     s->d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0,
-        NULL, NULL, gw_on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->timeout_ms / 1000 + 30),
-        MHD_OPTION_NOTIFY_COMPLETED, gw_on_done, s, MHD_OPTION_END);
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
+        NULL, gw_on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(o->timeout_ms / 1000 + 30), MHD_OPTION_NOTIFY_COMPLETED, gw_on_done, s,
+        MHD_OPTION_END);
     if (!s->d) {
-        pl_errf(err, errlen, -1, "cannot listen on %s:%d (address in use or not allowed)",
-                o->host, o->port);
+        pl_errf(err, errlen, -1, "cannot listen on %s:%d (address in use or not allowed)", o->host,
+                o->port);
         free(s);
         return NULL;
     }
@@ -566,15 +535,10 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
     return s;
 }
 
-void gw_http_stop(gw_http *s)
-{
-    if (!s)
-        return;
+void gw_http_stop(gw_http *s) {
+    if (!s) return;
     MHD_stop_daemon(s->d);
     free(s);
 }
 
-int gw_http_inflight(gw_http *s)
-{
-    return atomic_load(&s->inflight);
-}
+int gw_http_inflight(gw_http *s) { return atomic_load(&s->inflight); }

@@ -57,26 +57,25 @@ typedef struct gw_key {
 
 /* Options of the HTTP side. */
 typedef struct gw_http_opts {
-    char host[64];                       /* bind address (IPv4 literal) */
-    int port;                            /* bind port; 0 = any free one */
-    size_t max_body;                     /* request body bytes at most */
-    int max_inflight;                    /* requests in flight at most (429) */
-    int max_connections;                 /* open connections at most */
-    int timeout_ms;                      /* wait for the reply at most (504) */
-    uint32_t max_tokens;                 /* cap of max_tokens */
-    gw_key keys[GW_MAX_KEYS];            /* API keys; none = no auth */
-    size_t n_keys;                       /* entries in keys */
-    char ns[128];                        /* namespace without auth */
-    char models[GW_MAX_MODELS][257];     /* served models; none = any name */
-    size_t n_models;                     /* entries in models */
-    char id_prefix[64];                  /* turn id prefix, unique per gateway */
+    char host[64];                   /* bind address (IPv4 literal) */
+    int port;                        /* bind port; 0 = any free one */
+    size_t max_body;                 /* request body bytes at most */
+    int max_inflight;                /* requests in flight at most (429) */
+    int max_connections;             /* open connections at most */
+    int timeout_ms;                  /* wait for the reply at most (504) */
+    uint32_t max_tokens;             /* cap of max_tokens */
+    gw_key keys[GW_MAX_KEYS];        /* API keys; none = no auth */
+    size_t n_keys;                   /* entries in keys */
+    char ns[128];                    /* namespace without auth */
+    char models[GW_MAX_MODELS][257]; /* served models; none = any name */
+    size_t n_models;                 /* entries in models */
+    char id_prefix[64];              /* turn id prefix, unique per gateway */
 } gw_http_opts;
 
 typedef struct gw_http gw_http; /* opaque */
 
 /* Start listening.  *port_out gets the bound port.  NULL (err) on failure. */
-gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *err,
-                       size_t errlen);
+gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *err, size_t errlen);
 
 /* Stop the server (waits for connection threads) and free it. */
 void gw_http_stop(gw_http *s);

@@ -19,16 +19,16 @@
 #define GW_BUCKETS 4096 /* hash buckets of the waiter table */
 
 struct gw_wait {
-    char *turn_id;        /* key (malloc'd) */
-    pthread_cond_t cv;    /* signalled on news */
-    int has_attempt;      /* an attempt was chosen */
-    uint64_t attempt;     /* the attempt whose text is kept */
-    uint64_t next_seq;    /* next chunk seq expected of it */
-    char *text;           /* its text so far (malloc'd) */
-    size_t len, cap;      /* bytes in text / allocated */
-    sch_result *result;   /* the TurnResult once arrived (owned) */
-    sch_dead *dead;       /* the DeadLetter a synthetic error result points into */
-    gw_wait *next;        /* bucket chain */
+    char *turn_id;      /* key (malloc'd) */
+    pthread_cond_t cv;  /* signalled on news */
+    int has_attempt;    /* an attempt was chosen */
+    uint64_t attempt;   /* the attempt whose text is kept */
+    uint64_t next_seq;  /* next chunk seq expected of it */
+    char *text;         /* its text so far (malloc'd) */
+    size_t len, cap;    /* bytes in text / allocated */
+    sch_result *result; /* the TurnResult once arrived (owned) */
+    sch_dead *dead;     /* the DeadLetter a synthetic error result points into */
+    gw_wait *next;      /* bucket chain */
 };
 
 struct gw_hub {
@@ -44,23 +44,19 @@ struct gw_hub {
     size_t n_wait;               /* waiters registered */
 };
 
-static size_t gw_bucket_of(const char *id, size_t n)
-{
+static size_t gw_bucket_of(const char *id, size_t n) {
     return (size_t)(gw_fnv64(GW_FNV_SEED, id, n) % GW_BUCKETS);
 }
 
 /* Under mu: the waiter of turn id (n bytes) or NULL. */
-static gw_wait *gw_find(gw_hub *h, const char *id, size_t n)
-{
+static gw_wait *gw_find(gw_hub *h, const char *id, size_t n) {
     for (gw_wait *w = h->bucket[gw_bucket_of(id, n)]; w; w = w->next)
-        if (strlen(w->turn_id) == n && !memcmp(w->turn_id, id, n))
-            return w;
+        if (strlen(w->turn_id) == n && !memcmp(w->turn_id, id, n)) return w;
     return NULL;
 }
 
 /* Under mu: take one chunk for w. */
-static void gw_on_chunk(gw_wait *w, const sch_chunk *c)
-{
+static void gw_on_chunk(gw_wait *w, const sch_chunk *c) {
     if (!w->has_attempt || (w->attempt != c->attempt && w->len == 0)) {
         w->has_attempt = 1;
         w->attempt = c->attempt;
@@ -71,8 +67,7 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c)
     if (w->len + c->text.len + 1 > w->cap) {
         size_t cap = (w->len + c->text.len + 1) * 2;
         char *t = realloc(w->text, cap);
-        if (!t)
-            return; /* the result still carries the whole text */
+        if (!t) return; /* the result still carries the whole text */
         w->text = t;
         w->cap = cap;
     }
@@ -85,8 +80,7 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c)
 /* A DeadLetter naming a waiting turn: the worker refused it before work
  * (unknown model, context overflow...); answer the request with an error
  * result made from it. */
-static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
-{
+static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m) {
     char err[PL_ERR_LEN];
     sch_dead *d = malloc(sizeof *d);
     sch_result *r = malloc(sizeof *r);
@@ -120,18 +114,15 @@ static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m)
     free(r);
 }
 
-static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m)
-{
+static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m) {
     char err[PL_ERR_LEN];
     const char *topic = rd_kafka_topic_name(m->rkt);
     if (!strcmp(topic, h->topics.tokens)) {
         sch_chunk c;
-        if (sch_chunk_decode(m->payload, m->len, NULL, &c, err, sizeof err) != 0)
-            return;
+        if (sch_chunk_decode(m->payload, m->len, NULL, &c, err, sizeof err) != 0) return;
         pthread_mutex_lock(&h->mu);
         gw_wait *w = gw_find(h, c.turn_id.ptr, c.turn_id.len);
-        if (w && !w->result)
-            gw_on_chunk(w, &c);
+        if (w && !w->result) gw_on_chunk(w, &c);
         pthread_mutex_unlock(&h->mu);
         sch_chunk_free(&c);
         return;
@@ -141,8 +132,7 @@ static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m)
         return;
     }
     sch_result *r = malloc(sizeof *r);
-    if (!r)
-        return;
+    if (!r) return;
     if (sch_result_decode(m->payload, m->len, NULL, r, err, sizeof err) != 0) {
         free(r);
         return;
@@ -161,14 +151,12 @@ static void gw_on_record(gw_hub *h, const rd_kafka_message_t *m)
     }
 }
 
-static void *gw_hub_main(void *arg)
-{
+static void *gw_hub_main(void *arg) {
     gw_hub *h = arg;
     while (!atomic_load(&h->stop)) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(h->reader, 50);
         if (m) {
-            if (!m->err && m->rkt)
-                gw_on_record(h, m);
+            if (!m->err && m->rkt) gw_on_record(h, m);
             rd_kafka_message_destroy(m);
         }
         rd_kafka_poll(h->producer, 0);
@@ -176,8 +164,7 @@ static void *gw_hub_main(void *arg)
     return NULL;
 }
 
-int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen)
-{
+int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) {
     *out = NULL;
     gw_hub *h = calloc(1, sizeof *h);
     if (!h) {
@@ -187,10 +174,10 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen)
     h->topics = conf->topics;
     snprintf(h->topics_dlq, sizeof h->topics_dlq, "%s", conf->dlq ? conf->dlq : "");
     const char *read[3] = {conf->topics.tokens, conf->topics.responses, h->topics_dlq};
-    if (!(h->producer = wk_client_producer_new(conf->brokers, conf->topics.turns,
-                                               conf->timeout_ms, err, errlen)) ||
-        !(h->reader = wk_client_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1, conf->timeout_ms,
-                                                  err, errlen)))
+    if (!(h->producer = wk_client_producer_new(conf->brokers, conf->topics.turns, conf->timeout_ms,
+                                               err, errlen)) ||
+        !(h->reader = wk_client_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1,
+                                                  conf->timeout_ms, err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
         pl_errf(err, errlen, -1, "cannot start the reader thread");
@@ -204,16 +191,12 @@ err:
     return -1;
 }
 
-void gw_hub_flush(gw_hub *h, int timeout_ms)
-{
-    if (h && h->producer)
-        rd_kafka_flush(h->producer, timeout_ms);
+void gw_hub_flush(gw_hub *h, int timeout_ms) {
+    if (h && h->producer) rd_kafka_flush(h->producer, timeout_ms);
 }
 
-void gw_hub_free(gw_hub *h)
-{
-    if (!h)
-        return;
+void gw_hub_free(gw_hub *h) {
+    if (!h) return;
     if (h->started) {
         atomic_store(&h->stop, 1);
         pthread_join(h->thread, NULL);
@@ -236,8 +219,7 @@ void gw_hub_free(gw_hub *h)
 }
 
 gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err,
-                     size_t errlen)
-{
+                     size_t errlen) {
     gw_wait *w = calloc(1, sizeof *w);
     if (!w || !(w->turn_id = strndup(t->turn_id.ptr, t->turn_id.len))) {
         free(w);
@@ -258,9 +240,8 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
     return w;
 }
 
-int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta,
-                 size_t *dlen, const sch_result **res)
-{
+int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta, size_t *dlen,
+                 const sch_result **res) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += timeout_ms / 1000;
@@ -274,8 +255,7 @@ int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **del
     *res = NULL;
     pthread_mutex_lock(&h->mu);
     while (!w->result && w->len <= *sent)
-        if (pthread_cond_timedwait(&w->cv, &h->mu, &until) == ETIMEDOUT)
-            break;
+        if (pthread_cond_timedwait(&w->cv, &h->mu, &until) == ETIMEDOUT) break;
     if (w->len > *sent && (*delta = malloc(w->len - *sent))) {
         *dlen = w->len - *sent;
         memcpy(*delta, w->text + *sent, *dlen);
@@ -286,16 +266,12 @@ int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **del
     return *res != NULL;
 }
 
-void gw_hub_release(gw_hub *h, gw_wait *w)
-{
-    if (!w)
-        return;
+void gw_hub_release(gw_hub *h, gw_wait *w) {
+    if (!w) return;
     pthread_mutex_lock(&h->mu);
     gw_wait **pp = &h->bucket[gw_bucket_of(w->turn_id, strlen(w->turn_id))];
-    while (*pp && *pp != w)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = w->next;
+    while (*pp && *pp != w) pp = &(*pp)->next;
+    if (*pp) *pp = w->next;
     h->n_wait--;
     pthread_mutex_unlock(&h->mu);
     pthread_cond_destroy(&w->cv);
@@ -312,8 +288,7 @@ void gw_hub_release(gw_hub *h, gw_wait *w)
     free(w);
 }
 
-size_t gw_hub_inflight(gw_hub *h)
-{
+size_t gw_hub_inflight(gw_hub *h) {
     pthread_mutex_lock(&h->mu);
     size_t n = h->n_wait;
     pthread_mutex_unlock(&h->mu);

@@ -48,10 +48,10 @@ typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
 
 /* What gw_hub_new needs. */
 typedef struct gw_hub_conf {
-    const char *brokers;      /* bootstrap servers */
-    wk_client_topics topics;  /* turns, tokens, responses */
-    const char *dlq;          /* DeadLetter topic to watch, or NULL/"" */
-    int timeout_ms;           /* start-up metadata timeout */
+    const char *brokers;     /* bootstrap servers */
+    wk_client_topics topics; /* turns, tokens, responses */
+    const char *dlq;         /* DeadLetter topic to watch, or NULL/"" */
+    int timeout_ms;          /* start-up metadata timeout */
 } gw_hub_conf;
 
 /* Connect, assign the reader, start its thread.  0 or -1 (err). */
@@ -63,15 +63,14 @@ void gw_hub_free(gw_hub *h);
 
 /* Register t->turn_id, then produce t (with a parley-namespace header when
  * ns_header is set).  NULL (err) when producing failed. */
-gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err,
-                     size_t errlen);
+gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err, size_t errlen);
 
 /* Wait up to timeout_ms for news.  Streamed text beyond *sent is copied
  * into a malloc'd *delta (*dlen bytes; NULL when none) and *sent advanced;
  * *res is set once the TurnResult arrived.  Returns 1 when there is a
  * result, else 0. */
-int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta,
-                 size_t *dlen, const sch_result **res);
+int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta, size_t *dlen,
+                 const sch_result **res);
 
 /* Unregister and free a waiter (NULL is fine). */
 void gw_hub_release(gw_hub *h, gw_wait *w);

@@ -52,27 +52,27 @@
 
 /* A parsed, validated chat-completions request. */
 typedef struct gw_chat {
-    json_t *root;               /* the request document (owns every string) */
-    sch_message *msgs;          /* messages, content pointing into root/parts */
-    size_t n_msgs;              /* entries in msgs */
-    char **parts;               /* malloc'd joined content-part texts */
-    size_t n_parts;             /* entries in parts */
-    sch_str stop[GW_MAX_STOP];  /* stop strings (point into root) */
-    sch_turn turn;              /* messages, params, stream, model filled in */
-    char model[GW_MAX_ID + 1];  /* requested model name */
-    int stream;                 /* stream = true */
-    int include_usage;          /* stream_options.include_usage = true */
+    json_t *root;              /* the request document (owns every string) */
+    sch_message *msgs;         /* messages, content pointing into root/parts */
+    size_t n_msgs;             /* entries in msgs */
+    char **parts;              /* malloc'd joined content-part texts */
+    size_t n_parts;            /* entries in parts */
+    sch_str stop[GW_MAX_STOP]; /* stop strings (point into root) */
+    sch_turn turn;             /* messages, params, stream, model filled in */
+    char model[GW_MAX_ID + 1]; /* requested model name */
+    int stream;                /* stream = true */
+    int include_usage;         /* stream_options.include_usage = true */
 } gw_chat;
 
 /* Parse `body` (len bytes) as a chat-completions request.  max_tokens_cap
  * bounds max_tokens (and is its default when lower than 256).  Returns 0
  * or -1 (err, *param set; out is then empty and needs no free). */
-int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out,
-                  char *err, size_t errlen, const char **param);
+int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, char *err,
+                  size_t errlen, const char **param);
 
 /* Parse an already decoded request object (gw_chat takes a reference). */
-int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, char *err,
-                      size_t errlen, const char **param);
+int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, char *err, size_t errlen,
+                      const char **param);
 
 /* Release what gw_chat_parse made (an empty gw_chat is fine). */
 void gw_chat_free(gw_chat *c);
@@ -97,8 +97,7 @@ json_t *gw_chunk_json(const char *id, const char *model, uint64_t created_s, int
                       const char *text, size_t len, const char *finish, const sch_result *r);
 
 /* {"error": {"message", "type", "param", "code"}}; param/code may be NULL. */
-json_t *gw_error_json(const char *message, const char *type, const char *param,
-                      const char *code);
+json_t *gw_error_json(const char *message, const char *type, const char *param, const char *code);
 
 /* The HTTP status and OpenAI error type/code for a result that failed
  * (finish_reason error or expired): e.g. E_UNKNOWN_MODEL -> 404,

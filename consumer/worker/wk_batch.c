@@ -116,8 +116,7 @@ static int wk_landed(void *ctx, const wk_out *o) {
     return 1;
 }
 
-int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res,
-                       int *n_dlq) {
+int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res, int *n_dlq) {
     wk_reconcile_ctx c = {committed, n, 0, 0};
     int landed = wk_batch_drop_if(b, wk_landed, &c);
     *n_res = c.n_res;
@@ -130,9 +129,7 @@ static int wk_stale(void *ctx, const wk_out *o) {
     return !wk_batch_current(ctx, o->partition, o->gen);
 }
 
-int wk_batch_drop_stale(wk_batch *b) {
-    return wk_batch_drop_if(b, wk_stale, b);
-}
+int wk_batch_drop_stale(wk_batch *b) { return wk_batch_drop_if(b, wk_stale, b); }
 
 void wk_batch_free(wk_batch *b) {
     for (wk_out *o = b->head, *n; o; o = n) {
@@ -168,9 +165,7 @@ int wk_txn_rec_next(int stage, wk_step outcome) {
         return stage; /* not recovering */
     switch (outcome) {
     case WK_STEP_OK:
-        return stage == WK_REC_PRODUCER ? WK_REC_INIT
-               : stage == WK_REC_INIT   ? WK_REC_RECONCILE
-                                        : 0;
+        return stage == WK_REC_PRODUCER ? WK_REC_INIT : stage == WK_REC_INIT ? WK_REC_RECONCILE : 0;
     case WK_STEP_WAIT: return stage;
     case WK_STEP_RESTART: return WK_REC_PRODUCER;
     case WK_STEP_FATAL:

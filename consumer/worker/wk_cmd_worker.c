@@ -22,7 +22,7 @@
 
 extern char **environ;
 
-static wk_worker *volatile wk_g_worker;  /* for the signal handler */
+static wk_worker *volatile wk_g_worker;    /* for the signal handler */
 static volatile sig_atomic_t wk_g_signals; /* signals received */
 
 static void wk_on_signal(int sig) {
@@ -40,15 +40,17 @@ int wk_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "worker: out of memory\n");
         return 1;
     }
-    int pr = wk_config_cli(cfg, "worker [--config FILE] [--set key=value]... [--KEY value]...\n"
-                                "worker --print-config-doc",
-                           "\nServe chat turns from Kafka.  Configuration precedence: FILE < environment\n"
-                           "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
-                           "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
-                           "--print-config-doc writes the configuration reference (Markdown).\n"
-                           "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error,\n"
-                           "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n\n",
-                           argc, argv, environ);
+    int pr = wk_config_cli(
+        cfg,
+        "worker [--config FILE] [--set key=value]... [--KEY value]...\n"
+        "worker --print-config-doc",
+        "\nServe chat turns from Kafka.  Configuration precedence: FILE < environment\n"
+        "(PARLEY_<KEY>) < flags.  `--KEY value` works for every key, e.g.\n"
+        "  parley worker --model.path m.gguf --kafka.bootstrap.servers host:9092\n"
+        "--print-config-doc writes the configuration reference (Markdown).\n"
+        "Exit status: 0 clean shutdown, 1 runtime failure, 2 configuration error,\n"
+        "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n\n",
+        argc, argv, environ);
     if (pr != CLI_OK) {
         wk_config_free(cfg);
         if (pr == WK_CONFIG_CLI_DOC) return wk_config_doc(stdout) ? 1 : 0;

@@ -19,8 +19,7 @@
 #define WK_I32 2147483647LL
 
 static const wk_prop wk_props[] = {
-    {"model.path", WK_PROP_REQ, "", 0, 0,
-     "GGUF model file to serve (required)."},
+    {"model.path", WK_PROP_REQ, "", 0, 0, "GGUF model file to serve (required)."},
     {"model.name", WK_PROP_STR, "", 0, 0,
      "Name turns use in their `model` field; empty = the file name without `.gguf`. "
      "A turn naming another model goes to the DLQ with `E_UNKNOWN_MODEL`."},
@@ -201,8 +200,8 @@ static int wk_prop_check(const wk_prop *p, const char *val, const char *origin, 
     case WK_PROP_INT:
         if (wk_parse_int(val, &v) != 0)
             return pl_errf(err, errlen, WK_CONFIG_EINVAL,
-                           "configuration key '%s' (%s): '%s' is not an integer", p->name,
-                           origin, val);
+                           "configuration key '%s' (%s): '%s' is not an integer", p->name, origin,
+                           val);
         if (v < p->min || v > p->max)
             return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): %lld is outside %lld..%lld", p->name,
@@ -220,8 +219,7 @@ static int wk_prop_check(const wk_prop *p, const char *val, const char *origin, 
             return pl_errf(err, errlen, WK_CONFIG_EINVAL,
                            "configuration key '%s' (%s): must not be empty", p->name, origin);
         return 0;
-    default:
-        return 0;
+    default: return 0;
     }
 }
 
@@ -251,8 +249,8 @@ static int wk_kafka_set(wk_config *c, const char *name, const char *val) {
     return 0;
 }
 
-int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin,
-                  char *err, size_t errlen) {
+int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin, char *err,
+                  size_t errlen) {
     if (!c || !key || !val) return pl_errf(err, errlen, WK_CONFIG_EINVAL, "NULL argument");
     if (!strncmp(key, "kafka.", 6)) {
         if (!key[6] || !strcmp(key + 6, "consumer.") || !strcmp(key + 6, "producer."))
@@ -289,12 +287,10 @@ int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char 
                        size_t errlen) {
     const char *eq = strchr(pair, '=');
     if (!eq || eq == pair)
-        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: '%s' is not key=value", origin,
-                       pair);
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: '%s' is not key=value", origin, pair);
     char key[256];
     size_t kl = (size_t)(eq - pair);
-    if (kl >= sizeof key)
-        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: key too long", origin);
+    if (kl >= sizeof key) return pl_errf(err, errlen, WK_CONFIG_EINVAL, "%s: key too long", origin);
     memcpy(key, pair, kl);
     key[kl] = 0;
     return wk_config_set(c, wk_trim(key), eq + 1, origin, err, errlen);
@@ -303,8 +299,8 @@ int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char 
 int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
     if (!f)
-        return pl_errf(err, errlen, WK_CONFIG_EIO, "cannot read configuration file %s: %s",
-                       path, strerror(errno));
+        return pl_errf(err, errlen, WK_CONFIG_EIO, "cannot read configuration file %s: %s", path,
+                       strerror(errno));
     char line[4096], origin[512];
     int rc = 0, ln = 0;
     while (fgets(line, sizeof line, f)) {
@@ -323,11 +319,9 @@ int wk_config_load_file(wk_config *c, const char *path, char *err, size_t errlen
             break;
         }
         *eq = 0;
-        if ((rc = wk_config_set(c, wk_trim(s), wk_trim(eq + 1), origin, err, errlen)) != 0)
-            break;
+        if ((rc = wk_config_set(c, wk_trim(s), wk_trim(eq + 1), origin, err, errlen)) != 0) break;
     }
-    if (!rc && ferror(f))
-        rc = pl_errf(err, errlen, WK_CONFIG_EIO, "error reading %s", path);
+    if (!rc && ferror(f)) rc = pl_errf(err, errlen, WK_CONFIG_EIO, "error reading %s", path);
     fclose(f);
     return rc;
 }
@@ -424,8 +418,7 @@ kafka:;
     for (size_t i = 0; i < c->n_kafka; i++) {
         const char *name = c->kafka[i].name;
         if (!strncmp(name, "consumer.", 9) || !strncmp(name, "producer.", 9)) name += 9;
-        if (rd_kafka_conf_set(conf, name, c->kafka[i].val, kerr, sizeof kerr) !=
-            RD_KAFKA_CONF_OK) {
+        if (rd_kafka_conf_set(conf, name, c->kafka[i].val, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
             rc = pl_errf(err, errlen, WK_CONFIG_EINVAL, "configuration key 'kafka.%s': %s",
                          c->kafka[i].name, kerr);
             break;
@@ -500,8 +493,8 @@ int wk_config_doc_table(FILE *f, const wk_prop *props, size_t n) {
         char range[96] = "";
         if (p->type == WK_PROP_INT) snprintf(range, sizeof range, " %lld..%lld", p->min, p->max);
         wk_env_name(p->name, env, sizeof env);
-        fprintf(f, "| `%s` | %s%s | `%s` | `%s` | %s |\n", p->name, tname[p->type], range,
-                p->def, env, p->doc);
+        fprintf(f, "| `%s` | %s%s | `%s` | `%s` | %s |\n", p->name, tname[p->type], range, p->def,
+                env, p->doc);
     }
     return ferror(f) ? -1 : 0;
 }
@@ -539,8 +532,8 @@ int wk_config_cli(wk_config *c, const char *synopsis, const char *about, int arg
                   char *const *envp) {
     wk_cli_pass p = {c, 0, 0};
     const cli_opt opts[] = {
-        {"--config", NULL, CLI_FN, NULL, 0, 0, "FILE", "read `key = value` lines (before the environment)",
-         wk_cli_config},
+        {"--config", NULL, CLI_FN, NULL, 0, 0, "FILE",
+         "read `key = value` lines (before the environment)", wk_cli_config},
         {"--set", NULL, CLI_FN, NULL, 0, 0, "key=value", "set one key", wk_cli_set},
         {"--print-config-doc", NULL, CLI_FLAG, &p.print_doc, 0, 0, NULL,
          "write the configuration reference (Markdown) and exit", NULL},

@@ -79,8 +79,8 @@ void wk_config_free(wk_config *c);
 /* Set key to val; origin names the source in messages.  A table key is
  * type/range-checked; kafka.X is stored for librdkafka; anything else is
  * WK_CONFIG_EINVAL ("unknown configuration key").  Returns 0 or < 0. */
-int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin,
-                  char *err, size_t errlen);
+int wk_config_set(wk_config *c, const char *key, const char *val, const char *origin, char *err,
+                  size_t errlen);
 
 /* Apply `key=value` (a --set argument). */
 int wk_config_set_pair(wk_config *c, const char *pair, const char *origin, char *err,

@@ -76,7 +76,8 @@ static size_t wk_stream_safe_end(const wk_turn *t) {
     }
     size_t end = t->text_len > hold ? t->text_len - hold : 0;
     if (end < t->chunk_from) return t->chunk_from;
-    while (end > t->chunk_from && end < t->text_len && ((unsigned char)t->text[end] & 0xC0) == 0x80) end--;
+    while (end > t->chunk_from && end < t->text_len && ((unsigned char)t->text[end] & 0xC0) == 0x80)
+        end--;
     return end;
 }
 
@@ -142,8 +143,7 @@ done:
     t->n_ctoks = 0;
 }
 
-static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
-                        const float *logits) {
+static void wk_on_token(void *user, uint64_t id, int32_t token, int index, const float *logits) {
     wk_turn *t = user;
     wk_worker *w = t->w;
     size_t n = 0;
@@ -163,7 +163,9 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index,
         for (int i = 0; i < t->n_stop; i++) {
             size_t sl = strlen(t->stop[i]);
             size_t from = before >= sl ? before - sl + 1 : 0;
-            const char *at = t->text_len >= sl ? memmem(t->text + from, t->text_len - from, t->stop[i], sl) : NULL;
+            const char *at = t->text_len >= sl
+                                 ? memmem(t->text + from, t->text_len - from, t->stop[i], sl)
+                                 : NULL;
             if (at) {
                 /* the reply ends before the stop string (chunk_from <= at: see wk_stream_safe_end) */
                 t->text_len = (size_t)(at - t->text);
@@ -223,9 +225,10 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         } else if (r->finish == ENG_SCHED_ERROR || r->finish == ENG_SCHED_CANCELLED) {
             s.has_error = true;
             s.error_code = SCH_E_INTERNAL;
-            s.error_message = sch_str_c(r->finish == ENG_SCHED_CANCELLED
-                                            ? "turn cancelled (worker shutting down)"
-                                            : r->error && *r->error ? r->error : "engine error");
+            s.error_message =
+                sch_str_c(r->finish == ENG_SCHED_CANCELLED ? "turn cancelled (worker shutting down)"
+                          : r->error && *r->error          ? r->error
+                                                           : "engine error");
         }
     } else {
         s.finish_reason = SCH_FINISH_ERROR;
@@ -268,8 +271,8 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
         if (t->stream) wk_chunk_emit(t, 1);
         wk_result_build(t, r, NULL);
         if (w->convs.handoff &&
-            (t->final_toks = malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) *
-                                    sizeof(int32_t)))) {
+            (t->final_toks =
+                 malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) * sizeof(int32_t)))) {
             memcpy(t->final_toks, t->prompt, (size_t)t->n_prompt * sizeof(int32_t));
             if (r->n_tokens)
                 memcpy(t->final_toks + t->n_prompt, r->tokens,

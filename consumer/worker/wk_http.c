@@ -49,15 +49,13 @@ static void wk_hist(FILE *f, const char *name, const char *help, const uint64_t 
         if (i < n - 1)
             fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds_ms[i] / 1000.0,
                     (unsigned long long)cum);
-        else
-            fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+        else fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
     }
     fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
             (unsigned long long)cum);
 }
 
-static void wk_metric(FILE *f, const char *name, const char *type, const char *help,
-                      double v) {
+static void wk_metric(FILE *f, const char *name, const char *type, const char *help, double v) {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
@@ -86,9 +84,9 @@ typedef struct wk_ctr_metric {
 } wk_ctr_metric;
 
 #define WK_CTR(name, type, help, field) \
-    {name, type, help, offsetof(wk_counters, field), false, 1.0}
+    { name, type, help, offsetof(wk_counters, field), false, 1.0 }
 #define WK_GAUGE_I64(name, help, field, scale) \
-    {name, "gauge", help, offsetof(wk_counters, field), true, scale}
+    { name, "gauge", help, offsetof(wk_counters, field), true, scale }
 
 static const wk_ctr_metric wk_ctr_metrics[] = {
     WK_CTR("parley_records_consumed_total", "counter", "Input records consumed.", consumed),
@@ -108,11 +106,10 @@ static const wk_ctr_metric wk_ctr_metrics[] = {
     WK_CTR("parley_backpressure_kv_pauses_total", "counter",
            "Partition pauses because KV memory passed worker.pause_kv_pct.", pauses_kv),
     WK_GAUGE_I64("parley_kv_held_ratio",
-                 "KV blocks held by running sequences / KV pool blocks (larger kind).",
-                 kv_permille, 1e-3),
+                 "KV blocks held by running sequences / KV pool blocks (larger kind).", kv_permille,
+                 1e-3),
     WK_CTR("parley_producer_rebuilds_total", "counter",
-           "Transactional producers rebuilt after a fatal, non-fencing error.",
-           producer_rebuilds),
+           "Transactional producers rebuilt after a fatal, non-fencing error.", producer_rebuilds),
     WK_CTR("parley_chunk_producer_rebuilds_total", "counter",
            "Idempotent chunk producers rebuilt after a fatal error.", chunk_rebuilds),
     WK_CTR("parley_kv_handoff_blocks_total", "counter",
@@ -125,15 +122,16 @@ static void wk_metrics_counters(FILE *f, wk_counters *c) {
     for (size_t i = 0; i < sizeof wk_ctr_metrics / sizeof wk_ctr_metrics[0]; i++) {
         const wk_ctr_metric *m = &wk_ctr_metrics[i];
         char *field = (char *)c + m->off;
-        double v = m->is_signed ? (double)WK_LD(*(int64_t *)field)
-                                : (double)WK_LD(*(uint64_t *)field);
+        double v =
+            m->is_signed ? (double)WK_LD(*(int64_t *)field) : (double)WK_LD(*(uint64_t *)field);
         wk_metric(f, m->name, m->type, m->help, v * m->scale);
     }
     int64_t why = WK_LD(c->pause_why);
-    fprintf(f, "# HELP parley_backpressure_paused 1 while partitions are paused for this "
-               "reason.\n# TYPE parley_backpressure_paused gauge\n"
-               "parley_backpressure_paused{reason=\"inflight\"} %d\n"
-               "parley_backpressure_paused{reason=\"kv_memory\"} %d\n",
+    fprintf(f,
+            "# HELP parley_backpressure_paused 1 while partitions are paused for this "
+            "reason.\n# TYPE parley_backpressure_paused gauge\n"
+            "parley_backpressure_paused{reason=\"inflight\"} %d\n"
+            "parley_backpressure_paused{reason=\"kv_memory\"} %d\n",
             (why & WK_PAUSE_INFLIGHT) != 0, (why & WK_PAUSE_KV) != 0);
 }
 
@@ -196,18 +194,19 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
 static void wk_metrics_cache(FILE *f, kv_cache *cache) {
     kv_stats ks;
     kv_cache_stats(cache, &ks);
-    fprintf(f, "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
-               "# TYPE parley_cache_lookups_total counter\n"
-               "parley_cache_lookups_total{tier=\"host\"} %llu\n"
-               "parley_cache_lookups_total{tier=\"redis\"} %llu\n"
-               "# HELP parley_cache_hits_total KV cache hits per tier.\n"
-               "# TYPE parley_cache_hits_total counter\n"
-               "parley_cache_hits_total{tier=\"host\"} %llu\n"
-               "parley_cache_hits_total{tier=\"redis\"} %llu\n"
-               "# HELP parley_cache_hit_tokens_total Tokens served per tier.\n"
-               "# TYPE parley_cache_hit_tokens_total counter\n"
-               "parley_cache_hit_tokens_total{tier=\"host\"} %llu\n"
-               "parley_cache_hit_tokens_total{tier=\"redis\"} %llu\n",
+    fprintf(f,
+            "# HELP parley_cache_lookups_total KV cache lookups per tier.\n"
+            "# TYPE parley_cache_lookups_total counter\n"
+            "parley_cache_lookups_total{tier=\"host\"} %llu\n"
+            "parley_cache_lookups_total{tier=\"redis\"} %llu\n"
+            "# HELP parley_cache_hits_total KV cache hits per tier.\n"
+            "# TYPE parley_cache_hits_total counter\n"
+            "parley_cache_hits_total{tier=\"host\"} %llu\n"
+            "parley_cache_hits_total{tier=\"redis\"} %llu\n"
+            "# HELP parley_cache_hit_tokens_total Tokens served per tier.\n"
+            "# TYPE parley_cache_hit_tokens_total counter\n"
+            "parley_cache_hit_tokens_total{tier=\"host\"} %llu\n"
+            "parley_cache_hit_tokens_total{tier=\"redis\"} %llu\n",
             (unsigned long long)ks.host.lookups, (unsigned long long)ks.redis.lookups,
             (unsigned long long)ks.host.hits, (unsigned long long)ks.redis.hits,
             (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens);
@@ -239,8 +238,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     return buf;
 }
 
-static void wk_send(int fd, const char *status, const char *ctype, const char *body,
-                    size_t len) {
+static void wk_send(int fd, const char *status, const char *ctype, const char *body, size_t len) {
     char head[256];
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"

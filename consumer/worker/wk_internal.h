@@ -52,35 +52,35 @@
 #include "wk_offsets.h"
 #include "wk_worker.h"
 
-#define WK_TRACEPARENT_MAX 128 /* longest traceparent header carried */
-#define WK_MAX_EOG 64          /* end-of-generation token ids used as stops */
-#define WK_LAT_N 12            /* latency histogram buckets */
-#define WK_MAX_IDLE 4096       /* idle conversations remembered for the handoff */
-#define WK_OVH_N 14            /* pipeline overhead histogram buckets */
-#define WK_OVH_RING 8192       /* latest overheads kept for the exact median */
+#define WK_TRACEPARENT_MAX 128                 /* longest traceparent header carried */
+#define WK_MAX_EOG 64                          /* end-of-generation token ids used as stops */
+#define WK_LAT_N 12                            /* latency histogram buckets */
+#define WK_MAX_IDLE 4096                       /* idle conversations remembered for the handoff */
+#define WK_OVH_N 14                            /* pipeline overhead histogram buckets */
+#define WK_OVH_RING 8192                       /* latest overheads kept for the exact median */
 #define WK_HEADER_NAMESPACE "parley-namespace" /* namespace_from=header reads this */
 
 /* worker.namespace_from: who names a turn's cache namespace. */
 typedef enum wk_ns_from {
-    WK_NS_FIELD = 0,            /* the record's `namespace` field (trusted producers) */
-    WK_NS_HEADER,               /* the parley-namespace header (a trusted gateway sets it) */
-    WK_NS_TOPIC,                /* the turns topic's name (one topic per tenant) */
-    WK_NS_FIXED                 /* worker.namespace for every turn */
+    WK_NS_FIELD = 0, /* the record's `namespace` field (trusted producers) */
+    WK_NS_HEADER,    /* the parley-namespace header (a trusted gateway sets it) */
+    WK_NS_TOPIC,     /* the turns topic's name (one topic per tenant) */
+    WK_NS_FIXED      /* worker.namespace for every turn */
 } wk_ns_from;
 
 /* Where a turn's time went (eng_sched_now_us clock; 0 = not reached). */
 typedef struct wk_timing {
-    int64_t ready_us;           /* consumed, or its predecessor in the conversation finished */
-    int64_t submit_us;          /* handed to the scheduler */
-    int64_t admit_us;           /* first admitted to a batch (scheduler) */
-    int64_t end_us;             /* the scheduler finished it */
+    int64_t ready_us;  /* consumed, or its predecessor in the conversation finished */
+    int64_t submit_us; /* handed to the scheduler */
+    int64_t admit_us;  /* first admitted to a batch (scheduler) */
+    int64_t end_us;    /* the scheduler finished it */
 } wk_timing;
 
 /* One header of an input record, as librdkafka holds it. */
 typedef struct wk_header {
-    const char *name;           /* NUL-terminated name */
-    const void *value;          /* value bytes (NULL for a null value) */
-    size_t size;                /* value bytes (0 for a null value) */
+    const char *name;  /* NUL-terminated name */
+    const void *value; /* value bytes (NULL for a null value) */
+    size_t size;       /* value bytes (0 for a null value) */
 } wk_header;
 
 /* An input record as the turn path sees it: what the Kafka boundary
@@ -89,91 +89,91 @@ typedef struct wk_header {
  * broker.  Every pointer is borrowed from the message and valid while it
  * lives; every byte is the producer's and is treated as hostile. */
 typedef struct wk_record {
-    const char *topic;          /* topic name */
-    int32_t partition;          /* partition */
-    int64_t offset;             /* offset */
-    const void *key;            /* key bytes (NULL = no key) */
-    size_t key_len;             /* key bytes (0 when key is NULL) */
-    const void *value;          /* value bytes (NULL = null value) */
-    size_t len;                 /* value bytes (0 when value is NULL) */
-    const wk_header *headers;   /* headers in record order */
-    size_t n_headers;           /* entries */
-    int64_t timestamp_ms;       /* record timestamp (unix ms); -1 none */
+    const char *topic;        /* topic name */
+    int32_t partition;        /* partition */
+    int64_t offset;           /* offset */
+    const void *key;          /* key bytes (NULL = no key) */
+    size_t key_len;           /* key bytes (0 when key is NULL) */
+    const void *value;        /* value bytes (NULL = null value) */
+    size_t len;               /* value bytes (0 when value is NULL) */
+    const wk_header *headers; /* headers in record order */
+    size_t n_headers;         /* entries */
+    int64_t timestamp_ms;     /* record timestamp (unix ms); -1 none */
 } wk_record;
 
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
-    struct wk_out *next;        /* batch list link */
-    int dlq;                    /* 1: DLQ topic, 0: responses topic */
-    int json;                   /* val is JSON (content-type application/json): the turn's
+    struct wk_out *next;         /* batch list link */
+    int dlq;                     /* 1: DLQ topic, 0: responses topic */
+    int json;                    /* val is JSON (content-type application/json): the turn's
                                  * accept header asked for it; DeadLetters never are */
-    char *key;                  /* record key (malloc'd; NULL = none) */
-    size_t key_len;             /* key bytes */
-    sch_buf val;                /* encoded record */
+    char *key;                   /* record key (malloc'd; NULL = none) */
+    size_t key_len;              /* key bytes */
+    sch_buf val;                 /* encoded record */
     char tp[WK_TRACEPARENT_MAX]; /* traceparent to carry ("" = none) */
-    int32_t partition;          /* input partition it finishes */
-    int64_t offset;             /* input offset it finishes */
-    uint32_t gen;               /* partition generation at consumption */
-    int ready;                  /* below the commit position: goes in this transaction */
-    wk_timing tm;               /* the turn's timing (TurnResults of served turns only) */
+    int32_t partition;           /* input partition it finishes */
+    int64_t offset;              /* input offset it finishes */
+    uint32_t gen;                /* partition generation at consumption */
+    int ready;                   /* below the commit position: goes in this transaction */
+    wk_timing tm;                /* the turn's timing (TurnResults of served turns only) */
 } wk_out;
 
 struct wk_conv;
 
 /* A turn being served. */
 typedef struct wk_turn {
-    struct wk_worker *w;        /* owner */
-    struct wk_conv *conv;       /* its conversation queue */
-    struct wk_turn *next;       /* conversation queue link */
-    struct wk_turn *dnext;      /* done list link */
-    int32_t partition;          /* input partition */
-    int64_t offset;             /* input offset */
-    uint32_t gen;               /* partition generation at consumption */
-    int orphan;                 /* partition revoked: drop the outcome (conv is NULL) */
-    char tp[WK_TRACEPARENT_MAX]; /* traceparent ("" = none) */
+    struct wk_worker *w;          /* owner */
+    struct wk_conv *conv;         /* its conversation queue */
+    struct wk_turn *next;         /* conversation queue link */
+    struct wk_turn *dnext;        /* done list link */
+    int32_t partition;            /* input partition */
+    int64_t offset;               /* input offset */
+    uint32_t gen;                 /* partition generation at consumption */
+    int orphan;                   /* partition revoked: drop the outcome (conv is NULL) */
+    char tp[WK_TRACEPARENT_MAX];  /* traceparent ("" = none) */
     char *conv_id, *turn_id, *ns; /* copies (NUL-terminated) */
-    int32_t *prompt;            /* prompt ids */
-    int n_prompt;               /* prompt length */
-    eng_sampler_params sampling; /* sampling parameters incl. stop ids */
-    int max_tokens;             /* generation limit */
-    int64_t deadline_us;        /* eng_sched_now_us deadline; 0 none */
-    int64_t queued_unix_ms;     /* created_ms or record timestamp */
-    int64_t submit_unix_ms;     /* wall clock at submit */
-    bool stream;                /* publish TokenChunks */
-    bool json_out;              /* accept: application/json: chunks and result as JSON */
-    char **stop;                /* stop strings (NUL-terminated copies) */
-    int n_stop;                 /* entries */
-    uint64_t attempt;           /* this attempt's id */
-    uint64_t sched_id;          /* scheduler request id (0 before submit) */
+    int32_t *prompt;              /* prompt ids */
+    int n_prompt;                 /* prompt length */
+    eng_sampler_params sampling;  /* sampling parameters incl. stop ids */
+    int max_tokens;               /* generation limit */
+    int64_t deadline_us;          /* eng_sched_now_us deadline; 0 none */
+    int64_t queued_unix_ms;       /* created_ms or record timestamp */
+    int64_t submit_unix_ms;       /* wall clock at submit */
+    bool stream;                  /* publish TokenChunks */
+    bool json_out;                /* accept: application/json: chunks and result as JSON */
+    char **stop;                  /* stop strings (NUL-terminated copies) */
+    int n_stop;                   /* entries */
+    uint64_t attempt;             /* this attempt's id */
+    uint64_t sched_id;            /* scheduler request id (0 before submit) */
     /* Delivery-thread state: */
-    eng_tok_stream ts;          /* streaming detokenizer */
-    char *text;                 /* reply text so far */
-    size_t text_len, text_cap;  /* bytes used / allocated */
-    size_t chunk_from;          /* text offset where the open chunk starts */
-    int32_t *ctoks;             /* token ids of the open chunk */
-    int n_ctoks, cap_ctoks;     /* used / allocated */
-    uint64_t seq;               /* next chunk seq */
-    int stopped;                /* a stop string was seen */
-    int32_t *final_toks;        /* prompt + reply ids (for the Redis handoff) */
-    int n_final;                /* entries */
-    sch_buf result;             /* encoded TurnResult once done */
-    int result_rc;              /* 0, or the encode error */
-    wk_timing tm;               /* where its time went (for the overhead histogram) */
+    eng_tok_stream ts;         /* streaming detokenizer */
+    char *text;                /* reply text so far */
+    size_t text_len, text_cap; /* bytes used / allocated */
+    size_t chunk_from;         /* text offset where the open chunk starts */
+    int32_t *ctoks;            /* token ids of the open chunk */
+    int n_ctoks, cap_ctoks;    /* used / allocated */
+    uint64_t seq;              /* next chunk seq */
+    int stopped;               /* a stop string was seen */
+    int32_t *final_toks;       /* prompt + reply ids (for the Redis handoff) */
+    int n_final;               /* entries */
+    sch_buf result;            /* encoded TurnResult once done */
+    int result_rc;             /* 0, or the encode error */
+    wk_timing tm;              /* where its time went (for the overhead histogram) */
 } wk_turn;
 
 /* Turns of one conversation (record key) on one partition, oldest first. */
 typedef struct wk_conv {
-    struct wk_conv *hnext;      /* hash chain */
-    int32_t partition;          /* input partition of its turns */
-    char *key;                  /* conversation id (= record key) */
-    size_t key_len;             /* bytes */
-    wk_turn *head, *tail;       /* queued turns; head runs when running */
-    int running;                /* head was submitted */
-    int32_t *last_toks;         /* ids of its latest finished turn (prompt + reply) */
-    int n_last;                 /* entries */
-    char ns[ENG_SCHED_NS_MAX + 1]; /* namespace of that turn */
+    struct wk_conv *hnext;               /* hash chain */
+    int32_t partition;                   /* input partition of its turns */
+    char *key;                           /* conversation id (= record key) */
+    size_t key_len;                      /* bytes */
+    wk_turn *head, *tail;                /* queued turns; head runs when running */
+    int running;                         /* head was submitted */
+    int32_t *last_toks;                  /* ids of its latest finished turn (prompt + reply) */
+    int n_last;                          /* entries */
+    char ns[ENG_SCHED_NS_MAX + 1];       /* namespace of that turn */
     struct wk_conv *lru_prev, *lru_next; /* idle list (no turns queued) */
-    int idle;                   /* on the idle list */
+    int idle;                            /* on the idle list */
 } wk_conv;
 
 /* Counters for logs and /metrics (updated with __atomic builtins). */
@@ -192,22 +192,22 @@ typedef struct wk_counters {
     uint64_t pauses_kv;         /* of which because KV memory passed its high-water mark */
     uint64_t producer_rebuilds; /* transactional producers rebuilt after a fatal error */
     uint64_t chunk_rebuilds;    /* chunk producers rebuilt after a fatal error */
-    int64_t kv_permille;        /* gauge: KV blocks held by running sequences, per mille of the pool */
-    int64_t pause_why;          /* gauge: WK_PAUSE_* bits holding the backpressure pause */
-    uint64_t ovh_hist[WK_OVH_N]; /* overhead histogram, bucket i <= wk_ovh_bounds_ms[i] */
-    uint64_t ovh_n;             /* turns measured */
-    uint64_t ovh_sum_us;        /* sum of overheads (pre + post) */
-    uint64_t pre_sum_us;        /* sum of ready -> submit */
-    uint64_t squeue_sum_us;     /* sum of submit -> admit (scheduler queue) */
-    uint64_t engine_sum_us;     /* sum of admit -> end (in a running batch) */
-    uint64_t post_sum_us;       /* sum of end -> transaction committed */
-    uint64_t handoff_blocks;    /* KV blocks queued to Redis on revocation */
+    int64_t kv_permille; /* gauge: KV blocks held by running sequences, per mille of the pool */
+    int64_t pause_why;   /* gauge: WK_PAUSE_* bits holding the backpressure pause */
+    uint64_t ovh_hist[WK_OVH_N];   /* overhead histogram, bucket i <= wk_ovh_bounds_ms[i] */
+    uint64_t ovh_n;                /* turns measured */
+    uint64_t ovh_sum_us;           /* sum of overheads (pre + post) */
+    uint64_t pre_sum_us;           /* sum of ready -> submit */
+    uint64_t squeue_sum_us;        /* sum of submit -> admit (scheduler queue) */
+    uint64_t engine_sum_us;        /* sum of admit -> end (in a running batch) */
+    uint64_t post_sum_us;          /* sum of end -> transaction committed */
+    uint64_t handoff_blocks;       /* KV blocks queued to Redis on revocation */
     uint64_t ttft_hist[WK_LAT_N];  /* TTFT histogram, bucket i <= wk_lat_bounds_ms[i] */
     uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
-    uint64_t ttft_sum_us;       /* sum of TTFTs in microseconds */
-    uint64_t total_sum_us;      /* sum of total latencies in microseconds */
-    int64_t inflight;           /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned;           /* gauge: partitions assigned */
+    uint64_t ttft_sum_us;          /* sum of TTFTs in microseconds */
+    uint64_t total_sum_us;         /* sum of total latencies in microseconds */
+    int64_t inflight;              /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned;              /* gauge: partitions assigned */
 } wk_counters;
 
 /* Upper bounds (ms) of the latency buckets; the last bucket is +Inf. */
@@ -218,134 +218,134 @@ extern const double wk_ovh_bounds_ms[WK_OVH_N - 1];
 /* The model side: what turns are validated, tokenized and generated
  * with (set up by wk_worker.c, read-only afterwards except the scratch). */
 typedef struct wk_engine {
-    char model_name[256];       /* name turns may use in `model` */
-    eng_model *model;           /* loaded model */
-    eng_tok *tok;               /* its tokenizer */
-    eng_tmpl_format fmt;        /* chat template */
-    int n_vocab;                /* vocabulary size */
-    int n_ctx;                  /* longest prompt + max_tokens */
-    int32_t eog[WK_MAX_EOG];    /* end-of-generation ids */
-    int n_eog;                  /* entries */
-    kv_cache *cache;            /* prefix cache (NULL = off) */
-    eng_sched_cache_ops ops;    /* scheduler view of the cache */
-    eng_sched *sched;           /* scheduler */
-    sch_limits lim;             /* decoder limits */
-    char *dscratch;             /* delivery-thread detokenizer buffer */
-    size_t dscratch_cap;        /* its size (eng_tok_stream_cap) */
+    char model_name[256];    /* name turns may use in `model` */
+    eng_model *model;        /* loaded model */
+    eng_tok *tok;            /* its tokenizer */
+    eng_tmpl_format fmt;     /* chat template */
+    int n_vocab;             /* vocabulary size */
+    int n_ctx;               /* longest prompt + max_tokens */
+    int32_t eog[WK_MAX_EOG]; /* end-of-generation ids */
+    int n_eog;               /* entries */
+    kv_cache *cache;         /* prefix cache (NULL = off) */
+    eng_sched_cache_ops ops; /* scheduler view of the cache */
+    eng_sched *sched;        /* scheduler */
+    sch_limits lim;          /* decoder limits */
+    char *dscratch;          /* delivery-thread detokenizer buffer */
+    size_t dscratch_cap;     /* its size (eng_tok_stream_cap) */
 } wk_engine;
 
 /* Topic names (worker.topic.*; the configuration's strings). */
 typedef struct wk_topics {
-    const char *turns;          /* ChatTurns in (subscribed) */
-    const char *tokens;         /* TokenChunks out (chunk producer) */
-    const char *resp;           /* TurnResults out (transactional producer) */
-    const char *dlq;            /* DeadLetters out (transactional producer) */
+    const char *turns;  /* ChatTurns in (subscribed) */
+    const char *tokens; /* TokenChunks out (chunk producer) */
+    const char *resp;   /* TurnResults out (transactional producer) */
+    const char *dlq;    /* DeadLetters out (transactional producer) */
 } wk_topics;
 
 /* The conversation table and the turns in it (wk_loop.c; poll thread,
  * except the done list, which the delivery thread fills under mu). */
 typedef struct wk_convs {
-    wk_conv **tab;              /* hash table of (partition, key) queues */
-    size_t cap;                 /* buckets (power of two) */
-    size_t n;                   /* conversations */
+    wk_conv **tab;                  /* hash table of (partition, key) queues */
+    size_t cap;                     /* buckets (power of two) */
+    size_t n;                       /* conversations */
     wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
-    size_t n_idle;              /* entries */
-    int handoff;                /* keep idle conversations' tokens for the Redis handoff */
-    int64_t inflight;           /* consumed turns not yet in the batch */
-    pthread_mutex_t mu;         /* guards the done list */
+    size_t n_idle;                  /* entries */
+    int handoff;                    /* keep idle conversations' tokens for the Redis handoff */
+    int64_t inflight;               /* consumed turns not yet in the batch */
+    pthread_mutex_t mu;             /* guards the done list */
     wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
-    uint64_t attempt_base;      /* per-process attempt id base */
-    uint64_t attempt_ctr;       /* attempts made */
+    uint64_t attempt_base;          /* per-process attempt id base */
+    uint64_t attempt_ctr;           /* attempts made */
 } wk_convs;
 
 /* The outputs of the next transaction and the input positions they
  * finish (poll thread; wk_batch.c holds the state logic). */
 typedef struct wk_batch {
-    wk_offsets *offs;           /* unfinished input offsets */
-    uint32_t *gen;              /* generation per partition (bumped on assign/revoke) */
-    bool *owned;                /* partition currently assigned */
-    int32_t n_parts;            /* entries in gen/owned */
-    wk_out *head, *tail;        /* outputs of the next transaction, consumption order */
-    int n;                      /* entries */
-    int64_t since_us;           /* when the oldest entry was added (or the last commit try) */
+    wk_offsets *offs;    /* unfinished input offsets */
+    uint32_t *gen;       /* generation per partition (bumped on assign/revoke) */
+    bool *owned;         /* partition currently assigned */
+    int32_t n_parts;     /* entries in gen/owned */
+    wk_out *head, *tail; /* outputs of the next transaction, consumption order */
+    int n;               /* entries */
+    int64_t since_us;    /* when the oldest entry was added (or the last commit try) */
 } wk_batch;
 
 /* Backpressure (wk_loop.c; poll thread). */
 typedef struct wk_pause {
-    bool paused;                /* partitions paused (backpressure or shutdown) */
-    int why;                    /* WK_PAUSE_* reasons holding the pause (bit set) */
-    int64_t kv_hi, kv_lo;       /* KV pause / resume marks (per mille of the pool) */
+    bool paused;          /* partitions paused (backpressure or shutdown) */
+    int why;              /* WK_PAUSE_* reasons holding the pause (bit set) */
+    int64_t kv_hi, kv_lo; /* KV pause / resume marks (per mille of the pool) */
 } wk_pause;
 
 /* The open transaction and a producer rebuild in progress (wk_txn.c;
  * poll thread). */
 typedef struct wk_txn_state {
-    int recovering;             /* WK_REC_* stage of a producer rebuild; 0 = none */
-    int abort_pending;          /* an abort failed retriably: retried before the next begin */
-    int64_t begin_us;           /* when the open transaction began; 0 = none open */
-    int64_t timeout_us;         /* the transactional producer's transaction.timeout.ms */
-    int64_t rec_since_us;       /* when the current producer rebuild started */
-    long test_fatal_at;         /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
+    int recovering;                /* WK_REC_* stage of a producer rebuild; 0 = none */
+    int abort_pending;             /* an abort failed retriably: retried before the next begin */
+    int64_t begin_us;              /* when the open transaction began; 0 = none open */
+    int64_t timeout_us;            /* the transactional producer's transaction.timeout.ms */
+    int64_t rec_since_us;          /* when the current producer rebuild started */
+    long test_fatal_at;            /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
                                  * fatal error on txp (0: never) */
-    int test_fatal_landed;      /* 1: inject after that transaction committed, 0: before */
+    int test_fatal_landed;         /* 1: inject after that transaction committed, 0: before */
     int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
 } wk_txn_state;
 
 /* The two producers (made in wk_kafka.c). */
 typedef struct wk_producers {
-    rd_kafka_t *txp;            /* transactional producer (poll thread) */
-    rd_kafka_t *chp;            /* idempotent chunk producer (chp_mu while running) */
-    pthread_mutex_t chp_mu;     /* guards chp: the delivery thread produces on it and
+    rd_kafka_t *txp;        /* transactional producer (poll thread) */
+    rd_kafka_t *chp;        /* idempotent chunk producer (chp_mu while running) */
+    pthread_mutex_t chp_mu; /* guards chp: the delivery thread produces on it and
                                  * rebuilds it, the poll thread polls it */
-    long test_fatal_at;         /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
+    long test_fatal_at;     /* PARLEY_TEST_CHUNK_FATAL_AFTER: chunks before an injected
                                  * fatal error on chp (0: never; delivery thread) */
 } wk_producers;
 
 /* Why and whether the poll loop ends. */
 typedef struct wk_halt {
     volatile sig_atomic_t stop_req, stop_fast; /* wk_worker_stop */
-    int fatal;                  /* a fatal error happened (Kafka, or out of memory) */
+    int fatal;                      /* a fatal error happened (Kafka, or out of memory) */
     char fatal_msg[PL_ERR_LEN * 2]; /* its message: what (100 bytes) and why (400) */
-    int refused_claim;          /* atomic: a client callback is writing refused_msg */
-    int refused;                /* atomic (release after refused_msg): the cluster refused us */
+    int refused_claim;              /* atomic: a client callback is writing refused_msg */
+    int refused;                    /* atomic (release after refused_msg): the cluster refused us */
     char refused_msg[PL_ERR_LEN * 2]; /* why: kind and librdkafka's reason (300 bytes) */
 } wk_halt;
 
 /* What /metrics and the log lines report. */
 typedef struct wk_metrics {
-    wk_counters ctr;            /* counters */
+    wk_counters ctr;             /* counters */
     float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
-    uint64_t ovh_next;          /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
-    struct wk_http *http;       /* metrics endpoint (NULL = off) */
-    pthread_mutex_t lag_mu;     /* guards lag / n_lag (poll thread writes, HTTP reads) */
-    int64_t *lag;               /* per partition: high watermark - commit position; -1 unknown/not owned */
-    int32_t n_lag;              /* entries */
+    uint64_t ovh_next;           /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
+    struct wk_http *http;        /* metrics endpoint (NULL = off) */
+    pthread_mutex_t lag_mu;      /* guards lag / n_lag (poll thread writes, HTTP reads) */
+    int64_t *lag;  /* per partition: high watermark - commit position; -1 unknown/not owned */
+    int32_t n_lag; /* entries */
 } wk_metrics;
 
 struct wk_worker {
-    const wk_config *cfg;       /* configuration (caller's) */
-    char id[128];               /* worker id */
-    wk_ns_from ns_from;         /* worker.namespace_from */
-    const char *ns_fixed;       /* worker.namespace (WK_NS_FIXED) */
-    int chunk_tokens;           /* tokens per chunk */
-    wk_topics topics;           /* topic names */
-    wk_engine eng;              /* model, tokenizer, cache, scheduler */
-    rd_kafka_t *cons;           /* consumer (group member; poll thread) */
-    wk_producers prod;          /* transactional and chunk producers */
-    wk_convs convs;             /* conversation table, turns in flight, done list */
-    wk_batch batch;             /* next transaction's outputs, offsets, partition ownership */
-    wk_pause pause;             /* backpressure */
-    wk_txn_state txn;           /* open transaction, producer rebuild */
-    wk_halt halt;               /* stop requests and fatal errors */
-    wk_metrics met;             /* counters, overhead ring, lag, HTTP endpoint */
+    const wk_config *cfg; /* configuration (caller's) */
+    char id[128];         /* worker id */
+    wk_ns_from ns_from;   /* worker.namespace_from */
+    const char *ns_fixed; /* worker.namespace (WK_NS_FIXED) */
+    int chunk_tokens;     /* tokens per chunk */
+    wk_topics topics;     /* topic names */
+    wk_engine eng;        /* model, tokenizer, cache, scheduler */
+    rd_kafka_t *cons;     /* consumer (group member; poll thread) */
+    wk_producers prod;    /* transactional and chunk producers */
+    wk_convs convs;       /* conversation table, turns in flight, done list */
+    wk_batch batch;       /* next transaction's outputs, offsets, partition ownership */
+    wk_pause pause;       /* backpressure */
+    wk_txn_state txn;     /* open transaction, producer rebuild */
+    wk_halt halt;         /* stop requests and fatal errors */
+    wk_metrics met;       /* counters, overhead ring, lag, HTTP endpoint */
 };
 
 #define WK_PAUSE_INFLIGHT 1 /* worker.max_inflight reached */
 #define WK_PAUSE_KV 2       /* KV memory above worker.pause_kv_pct */
 
-#define WK_REC_PRODUCER 1   /* recovery: make a new transactional producer */
-#define WK_REC_INIT 2       /* recovery: init_transactions until it succeeds */
-#define WK_REC_RECONCILE 3  /* recovery: drop batch outputs below the committed offsets */
+#define WK_REC_PRODUCER 1  /* recovery: make a new transactional producer */
+#define WK_REC_INIT 2      /* recovery: init_transactions until it succeeds */
+#define WK_REC_RECONCILE 3 /* recovery: drop batch outputs below the committed offsets */
 
 /* wk_turn.c: structured log line on stderr: event + printf-style
  * key=value text. */
@@ -465,8 +465,7 @@ int wk_batch_drop_if(wk_batch *b, wk_batch_drop_fn drop, void *ctx);
 /* After a producer rebuild: remove the outputs already visible, those
  * below committed[partition] (the group's committed offsets, -1 unknown,
  * n entries), counting them into *n_res / *n_dlq.  Returns how many. */
-int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res,
-                       int *n_dlq);
+int wk_batch_reconcile(wk_batch *b, const int64_t *committed, int32_t n, int *n_res, int *n_dlq);
 /* Remove the outputs of partitions not ours at their generation. */
 int wk_batch_drop_stale(wk_batch *b);
 /* Free the outputs, the offsets and the partition arrays. */
@@ -482,10 +481,10 @@ bool wk_txn_fence_stops(int fenced, int64_t txn_age_us, int64_t txn_timeout_us);
 void wk_txn_state_rebuild(wk_txn_state *t, int64_t now_us);
 /* Outcome of one step of a producer rebuild. */
 typedef enum wk_step {
-    WK_STEP_OK = 0,             /* the stage's work is done */
-    WK_STEP_WAIT,               /* not yet (delay, broker away): same stage next pass */
-    WK_STEP_RESTART,            /* the new producer failed fatally: make another */
-    WK_STEP_FATAL               /* fenced, or no producer can be made: stop the worker */
+    WK_STEP_OK = 0,  /* the stage's work is done */
+    WK_STEP_WAIT,    /* not yet (delay, broker away): same stage next pass */
+    WK_STEP_RESTART, /* the new producer failed fatally: make another */
+    WK_STEP_FATAL    /* fenced, or no producer can be made: stop the worker */
 } wk_step;
 /* The stage after `stage` given the outcome of its step: PRODUCER -> INIT
  * -> RECONCILE -> 0 (done) on OK; the same on WAIT; PRODUCER on RESTART;

@@ -24,10 +24,10 @@
 #include "pl_err.h"
 #include "wk_internal.h"
 
-void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
-                     rd_kafka_topic_partition_list_t *parts, void *opaque);
+void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts,
+                     void *opaque);
 
-static char *wk_props_text;     /* librdkafka's property table (NULL: unavailable) */
+static char *wk_props_text; /* librdkafka's property table (NULL: unavailable) */
 static pthread_once_t wk_props_once = PTHREAD_ONCE_INIT;
 
 static void wk_props_load(void) {
@@ -88,8 +88,8 @@ int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *b
     const char *name;
     const void *val;
     size_t sz;
-    while (k < n && rd_kafka_header_get_all(hdrs, k, &name, &val, &sz) ==
-                        RD_KAFKA_RESP_ERR_NO_ERROR) {
+    while (k < n &&
+           rd_kafka_header_get_all(hdrs, k, &name, &val, &sz) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         h[k] = (wk_header){name, val, val ? sz : 0};
         k++;
     }
@@ -149,7 +149,8 @@ static void wk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
         wk_kafka_note_refusal(w, e, reason);
         return;
     }
-    if (e == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || e == RD_KAFKA_RESP_ERR__TRANSPORT) return; /* logged by librdkafka */
+    if (e == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || e == RD_KAFKA_RESP_ERR__TRANSPORT)
+        return; /* logged by librdkafka */
     wk_log("warn", "kafka_error", "client=%s err=%s reason=\"%.300s\"", rd_kafka_name(rk),
            rd_kafka_err2name(e), reason ? reason : "");
 }
@@ -257,7 +258,8 @@ static int wk_kafka_probe_group(wk_worker *w, char *err, size_t errlen) {
     rd_kafka_DescribeConsumerGroups(w->cons, &group, 1, o, q);
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 15000);
     if (ev) {
-        const rd_kafka_DescribeConsumerGroups_result_t *res = rd_kafka_event_DescribeConsumerGroups_result(ev);
+        const rd_kafka_DescribeConsumerGroups_result_t *res =
+            rd_kafka_event_DescribeConsumerGroups_result(ev);
         size_t n = 0;
         const rd_kafka_ConsumerGroupDescription_t **d =
             res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &n) : NULL;
@@ -279,13 +281,12 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
     int kip848 = wk_kafka_kip848(cfg);
-    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"),
-                           "auto.offset.reset", "earliest",
-                           "isolation.level", "read_committed",
-                           "client.id", w->id,
+    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"), "auto.offset.reset",
+                           "earliest", "isolation.level", "read_committed", "client.id", w->id,
                            /* classic protocol: incremental (cooperative) rebalances;
                             * KIP-848 rebalances incrementally by design */
-                           kip848 ? NULL : "partition.assignment.strategy", "cooperative-sticky", NULL};
+                           kip848 ? NULL : "partition.assignment.strategy", "cooperative-sticky",
+                           NULL};
     const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
                              NULL};
     rd_kafka_conf_t *c = wk_kconf(w, 'C', cdefs, cforced, err, errlen);
@@ -309,7 +310,8 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
         ke = rd_kafka_init_transactions(w->prod.txp, 500);
         rd_kafka_poll(w->prod.txp, 0);
         rd_kafka_poll(w->prod.chp, 0);
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, 0); /* not subscribed: callbacks only */
+        rd_kafka_message_t *m =
+            rd_kafka_consumer_poll(w->cons, 0); /* not subscribed: callbacks only */
         if (m) rd_kafka_message_destroy(m);
         if (ke && wk_refusal_kind(rd_kafka_error_code(ke), rd_kafka_error_string(ke)))
             wk_kafka_note_refusal(w, rd_kafka_error_code(ke), rd_kafka_error_string(ke));

@@ -417,8 +417,10 @@ static void wk_lag_update(wk_worker *w) {
         int64_t lo = -1, hi = -1;
         int64_t pos = wk_batch_commit_position(&w->batch, p);
         w->met.lag[p] = -1;
-        if (pos >= 0 && rd_kafka_get_watermark_offsets(w->cons, w->topics.turns, p, &lo, &hi) ==
-                            RD_KAFKA_RESP_ERR_NO_ERROR && hi >= pos)
+        if (pos >= 0 &&
+            rd_kafka_get_watermark_offsets(w->cons, w->topics.turns, p, &lo, &hi) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR &&
+            hi >= pos)
             w->met.lag[p] = hi - pos;
     }
     pthread_mutex_unlock(&w->met.lag_mu);
@@ -441,20 +443,19 @@ static void wk_log_summary(wk_worker *w, int64_t run_us) {
         med = n % 2 ? w->met.ovh_ring[n / 2]
                     : (w->met.ovh_ring[n / 2 - 1] + w->met.ovh_ring[n / 2]) / 2.0;
     }
-    wk_log("info", "stopped",
-           "results=%llu dlq=%llu commits=%llu aborts=%llu producer_rebuilds=%llu "
-           "chunk_rebuilds=%llu pauses=%llu pauses_kv=%llu run_s=%.1f turns_per_s=%.2f overhead_turns=%llu "
-           "overhead_p50_ms=%.2f overhead_mean_ms=%.2f pre_mean_ms=%.2f sched_queue_mean_ms=%.2f "
-           "engine_mean_ms=%.2f post_mean_ms=%.2f",
-           (unsigned long long)c->turns_done, (unsigned long long)c->dlq,
-           (unsigned long long)c->txn_commits, (unsigned long long)c->txn_aborts,
-           (unsigned long long)c->producer_rebuilds, (unsigned long long)c->chunk_rebuilds,
-           (unsigned long long)c->pauses,
-           (unsigned long long)c->pauses_kv, (double)run_us / 1e6,
-           run_us > 0 ? (double)c->turns_done * 1e6 / (double)run_us : 0.0,
-           (unsigned long long)c->ovh_n, med, (double)c->ovh_sum_us / k,
-           (double)c->pre_sum_us / k, (double)c->squeue_sum_us / k,
-           (double)c->engine_sum_us / k, (double)c->post_sum_us / k);
+    wk_log(
+        "info", "stopped",
+        "results=%llu dlq=%llu commits=%llu aborts=%llu producer_rebuilds=%llu "
+        "chunk_rebuilds=%llu pauses=%llu pauses_kv=%llu run_s=%.1f turns_per_s=%.2f overhead_turns=%llu "
+        "overhead_p50_ms=%.2f overhead_mean_ms=%.2f pre_mean_ms=%.2f sched_queue_mean_ms=%.2f "
+        "engine_mean_ms=%.2f post_mean_ms=%.2f",
+        (unsigned long long)c->turns_done, (unsigned long long)c->dlq,
+        (unsigned long long)c->txn_commits, (unsigned long long)c->txn_aborts,
+        (unsigned long long)c->producer_rebuilds, (unsigned long long)c->chunk_rebuilds,
+        (unsigned long long)c->pauses, (unsigned long long)c->pauses_kv, (double)run_us / 1e6,
+        run_us > 0 ? (double)c->turns_done * 1e6 / (double)run_us : 0.0,
+        (unsigned long long)c->ovh_n, med, (double)c->ovh_sum_us / k, (double)c->pre_sum_us / k,
+        (double)c->squeue_sum_us / k, (double)c->engine_sum_us / k, (double)c->post_sum_us / k);
 }
 
 int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
@@ -499,8 +500,7 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         wk_drain_done(w);
         __atomic_store_n(&w->met.ctr.inflight, w->convs.inflight, __ATOMIC_RELAXED);
         now = eng_sched_now_us();
-        if (wk_batch_due(&w->batch, now, max_rec, iv_us))
-            wk_txn_commit(w);
+        if (wk_batch_due(&w->batch, now, max_rec, iv_us)) wk_txn_commit(w);
         if (!stop_at) wk_backpressure(w, max_inflight);
         if (now - last_lag >= 1000000) {
             last_lag = now;
@@ -508,18 +508,17 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         }
         if (now - last_log >= 10000000) {
             last_log = now;
-            wk_log("info", "stats",
-                   "consumed=%llu results=%llu dlq=%llu chunks=%llu inflight=%lld "
-                   "commits=%llu aborts=%llu prompt_tokens=%llu cached_tokens=%llu",
-                   (unsigned long long)w->met.ctr.consumed,
-                   (unsigned long long)w->met.ctr.turns_done,
-                   (unsigned long long)w->met.ctr.dlq,
-                   (unsigned long long)__atomic_load_n(&w->met.ctr.chunks, __ATOMIC_RELAXED),
-                   (long long)w->convs.inflight, (unsigned long long)w->met.ctr.txn_commits,
-                   (unsigned long long)w->met.ctr.txn_aborts,
-                   (unsigned long long)__atomic_load_n(&w->met.ctr.prompt_tokens, __ATOMIC_RELAXED),
-                   (unsigned long long)__atomic_load_n(&w->met.ctr.cached_tokens,
-                                                       __ATOMIC_RELAXED));
+            wk_log(
+                "info", "stats",
+                "consumed=%llu results=%llu dlq=%llu chunks=%llu inflight=%lld "
+                "commits=%llu aborts=%llu prompt_tokens=%llu cached_tokens=%llu",
+                (unsigned long long)w->met.ctr.consumed, (unsigned long long)w->met.ctr.turns_done,
+                (unsigned long long)w->met.ctr.dlq,
+                (unsigned long long)__atomic_load_n(&w->met.ctr.chunks, __ATOMIC_RELAXED),
+                (long long)w->convs.inflight, (unsigned long long)w->met.ctr.txn_commits,
+                (unsigned long long)w->met.ctr.txn_aborts,
+                (unsigned long long)__atomic_load_n(&w->met.ctr.prompt_tokens, __ATOMIC_RELAXED),
+                (unsigned long long)__atomic_load_n(&w->met.ctr.cached_tokens, __ATOMIC_RELAXED));
         }
     }
     if (!w->halt.fatal)

@@ -25,8 +25,8 @@
 
 #include <stdint.h>
 
-#define WK_OFF_EINVAL (-1201) /* bad partition, offset not increasing, unknown offset */
-#define WK_OFF_ENOMEM (-1202) /* allocation failed */
+#define WK_OFF_EINVAL (-1201)        /* bad partition, offset not increasing, unknown offset */
+#define WK_OFF_ENOMEM (-1202)        /* allocation failed */
 #define WK_OFF_MAX_PARTITIONS 100000 /* highest partition number + 1 accepted */
 
 typedef struct wk_offsets wk_offsets; /* opaque */

@@ -108,8 +108,8 @@ static int wk_dead_encode(const sch_dead *d, const sch_limits *lim, sch_buf *out
  * headers (the first 64), reason and code.  Encoding is retried without
  * the headers and the key when they break the DLQ schema's own rules or
  * the readers' limits. */
-static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
-                       int code, const char *reason, const sch_turn *t) {
+static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp, int code,
+                       const char *reason, const sch_turn *t) {
     wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->dlq = 1;
@@ -129,8 +129,8 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
     d.timestamp_ms = rec->timestamp_ms;
     if (rec->key) d.key = (sch_str){rec->key, rec->key_len};
     size_t vmax = w->eng.lim.max_content_bytes;
-    d.value = (sch_str){rec->value ? (const char *)rec->value : "",
-                        rec->len < vmax ? rec->len : vmax};
+    d.value =
+        (sch_str){rec->value ? (const char *)rec->value : "", rec->len < vmax ? rec->len : vmax};
     if (!rec->value) d.value.ptr = NULL, d.value.len = 0;
     d.value_size = rec->len;
     if (t) {
@@ -164,8 +164,8 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
             }
         }
     }
-    wk_log("warn", "dlq", "partition=%d offset=%lld code=%s reason=\"%.200s\"",
-           (int)rec->partition, (long long)rec->offset, sch_err_name(code), why);
+    wk_log("warn", "dlq", "partition=%d offset=%lld code=%s reason=\"%.200s\"", (int)rec->partition,
+           (long long)rec->offset, sch_err_name(code), why);
     return o;
 }
 
@@ -206,8 +206,8 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
         if (!p) return SCH_E_NOMEM;
         for (size_t i = 0; i < t->n_prompt_tokens; i++) {
             if (t->prompt_tokens[i] >= (uint32_t)w->eng.n_vocab) {
-                snprintf(msg, msglen, "prompt_tokens[%zu] = %u is outside the vocabulary (%d)",
-                         i, t->prompt_tokens[i], w->eng.n_vocab);
+                snprintf(msg, msglen, "prompt_tokens[%zu] = %u is outside the vocabulary (%d)", i,
+                         t->prompt_tokens[i], w->eng.n_vocab);
                 free(p);
                 return SCH_E_TOKEN_OUT_OF_VOCAB;
             }
@@ -291,15 +291,17 @@ static int wk_rec_meta_read(const wk_record *rec, wk_rec_meta *m, char *msg, siz
 /* The namespace the turn's KV lives in, by worker.namespace_from: the
  * turn's own field, the gateway's header (never the record's word), the
  * topic, or a fixed name.  Points into t, rec or w. */
-static int wk_turn_ns(const wk_worker *w, const wk_record *rec, const sch_turn *t,
-                      const char **ns, size_t *ns_len, char *msg, size_t msglen) {
+static int wk_turn_ns(const wk_worker *w, const wk_record *rec, const sch_turn *t, const char **ns,
+                      size_t *ns_len, char *msg, size_t msglen) {
     *ns = t->ns.ptr ? t->ns.ptr : SCH_DEFAULT_NAMESPACE;
     *ns_len = t->ns.ptr ? t->ns.len : strlen(SCH_DEFAULT_NAMESPACE);
     if (w->ns_from == WK_NS_HEADER) {
         const wk_header *h = wk_record_header(rec, WK_HEADER_NAMESPACE);
         if (!h || !h->value || !h->size || memchr(h->value, 0, h->size)) {
-            snprintf(msg, msglen, "header '%s' is missing or empty or holds a NUL byte "
-                     "(worker.namespace_from=header)", WK_HEADER_NAMESPACE);
+            snprintf(msg, msglen,
+                     "header '%s' is missing or empty or holds a NUL byte "
+                     "(worker.namespace_from=header)",
+                     WK_HEADER_NAMESPACE);
             return SCH_E_MISSING_FIELD;
         }
         *ns = h->value;
@@ -409,8 +411,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_tur
     int code = wk_rec_meta_read(rec, &meta, msg, sizeof msg);
     if (!code && meta.fmt == SCH_FORMAT_JSON)
         code = sch_turn_decode_json(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
-    else if (!code)
-        code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
+    else if (!code) code = sch_turn_decode(rec->value, rec->len, &w->eng.lim, &t, msg, sizeof msg);
     if (code) { /* undecodable: the DeadLetter carries no turn fields */
         sch_turn_free(&t);
         *out = wk_dead(w, rec, gen, meta.tp, code, msg, NULL);

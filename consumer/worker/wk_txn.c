@@ -66,7 +66,7 @@
 #define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define WK_TXN_RETRIES 3 /* tries of a retriable send_offsets / commit */
 
-const double wk_ovh_bounds_ms[WK_OVH_N - 1] = {1,   2,   5,   10,  20,  50,  100,
+const double wk_ovh_bounds_ms[WK_OVH_N - 1] = {1,   2,   5,   10,  20,   50,  100,
                                                150, 200, 300, 500, 1000, 2000};
 
 static void wk_set_fatal(wk_worker *w, const char *what, const char *msg) {
@@ -197,8 +197,8 @@ int wk_txn_commit(wk_worker *w) {
     rd_kafka_error_t *e = rd_kafka_begin_transaction(w->prod.txp);
     if (!e) w->txn.begin_us = eng_sched_now_us();
     if (e) {
-        if (rd_kafka_error_is_fatal(e)) wk_txn_on_fatal(w, "begin_transaction",
-                                                        rd_kafka_error_string(e));
+        if (rd_kafka_error_is_fatal(e))
+            wk_txn_on_fatal(w, "begin_transaction", rd_kafka_error_string(e));
         else wk_log("warn", "txn_begin_failed", "err=\"%s\"", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
         return -1;
@@ -213,9 +213,9 @@ int wk_txn_commit(wk_worker *w) {
         if (o->tp[0]) rd_kafka_header_add(h, SCH_HEADER_TRACEPARENT, -1, o->tp, -1);
         const char *topic = o->dlq ? w->topics.dlq : w->topics.resp;
         rd_kafka_resp_err_t re = rd_kafka_producev(
-            w->prod.txp, RD_KAFKA_V_TOPIC(topic),
-            RD_KAFKA_V_KEY(o->key, o->key_len), RD_KAFKA_V_VALUE(o->val.data, o->val.len),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
+            w->prod.txp, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(o->key, o->key_len),
+            RD_KAFKA_V_VALUE(o->val.data, o->val.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
         if (re) {
             rd_kafka_headers_destroy(h);
             if (re == RD_KAFKA_RESP_ERR__FATAL) {
@@ -287,8 +287,8 @@ static int wk_txn_reconcile(wk_worker *w) {
         return -1;
     }
     /* committed offset per partition; -1 for those not asked (not owned) */
-    int64_t *committed = malloc((size_t)(w->batch.n_parts ? w->batch.n_parts : 1) *
-                                sizeof *committed);
+    int64_t *committed =
+        malloc((size_t)(w->batch.n_parts ? w->batch.n_parts : 1) * sizeof *committed);
     if (!committed) {
         wk_log("warn", "reconcile_retry", "err=\"out of memory\"");
         rd_kafka_topic_partition_list_destroy(l);
@@ -347,10 +347,8 @@ static wk_step wk_txn_recover_work(wk_worker *w) {
         rd_kafka_error_destroy(e);
         return st;
     }
-    case WK_REC_RECONCILE:
-        return wk_txn_reconcile(w) != 0 ? WK_STEP_WAIT : WK_STEP_OK;
-    default:
-        return WK_STEP_WAIT;
+    case WK_REC_RECONCILE: return wk_txn_reconcile(w) != 0 ? WK_STEP_WAIT : WK_STEP_OK;
+    default: return WK_STEP_WAIT;
     }
 }
 

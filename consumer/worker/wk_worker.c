@@ -146,17 +146,24 @@ static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
     for (int i = 0; i < 4; i++)
         if (!strcmp(from, modes[i])) mode = i;
     if (mode < 0)
-        return pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace_from': "
-                       "'%s' is not one of field, header, topic, fixed", from);
+        return pl_errf(err, errlen, WK_EINVAL,
+                       "configuration key 'worker.namespace_from': "
+                       "'%s' is not one of field, header, topic, fixed",
+                       from);
     w->ns_from = (wk_ns_from)mode;
     w->ns_fixed = wk_config_str(w->cfg, "worker.namespace");
     size_t n = strlen(w->ns_fixed);
     if (mode == WK_NS_FIXED && (!n || n > ENG_SCHED_NS_MAX))
-        return pl_errf(err, errlen, WK_EINVAL, "configuration key 'worker.namespace' must be "
-                       "1..%d bytes with worker.namespace_from=fixed", ENG_SCHED_NS_MAX);
-    if (mode == WK_NS_TOPIC && strlen(wk_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
-        return pl_errf(err, errlen, WK_EINVAL, "worker.namespace_from=topic: the turns topic "
-                       "name is longer than a namespace (%d bytes)", ENG_SCHED_NS_MAX);
+        return pl_errf(err, errlen, WK_EINVAL,
+                       "configuration key 'worker.namespace' must be "
+                       "1..%d bytes with worker.namespace_from=fixed",
+                       ENG_SCHED_NS_MAX);
+    if (mode == WK_NS_TOPIC &&
+        strlen(wk_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
+        return pl_errf(err, errlen, WK_EINVAL,
+                       "worker.namespace_from=topic: the turns topic "
+                       "name is longer than a namespace (%d bytes)",
+                       ENG_SCHED_NS_MAX);
     return 0;
 }
 
@@ -197,8 +204,8 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     sch_limits_default(&w->eng.lim);
     /* Attempt ids: a per-process base from the clock, pid and id, plus a
      * counter, so every processing attempt of any turn gets its own id. */
-    uint64_t h = (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^
-                 ((uint64_t)wk_unix_ms() << 20);
+    uint64_t h =
+        (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^ ((uint64_t)wk_unix_ms() << 20);
     h = pl_fnv1a64_str(h, w->id);
     h ^= h >> 31;
     w->convs.attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
@@ -218,8 +225,8 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
            "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
            "redis_auth=%s turns=%s",
            w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), w->eng.n_ctx,
-           w->eng.cache ? "on" : "off",
-           wk_config_str(cfg, "redis.addr"), wk_config_bool(cfg, "redis.tls") ? "on" : "off",
+           w->eng.cache ? "on" : "off", wk_config_str(cfg, "redis.addr"),
+           wk_config_bool(cfg, "redis.tls") ? "on" : "off",
            !*wk_config_str(cfg, "redis.password") ? "none"
            : *wk_config_str(cfg, "redis.user")    ? "user"
                                                   : "password",

@@ -54,7 +54,8 @@
 #define WK_ENOMEM (-1302) /* out of memory */
 #define WK_EMODEL (-1310) /* model, tokenizer or template could not be loaded */
 #define WK_EKAFKA (-1311) /* Kafka client creation or a fatal Kafka error */
-#define WK_EREFUSED (-1312) /* Kafka refused the worker: SASL authentication, TLS
+#define WK_EREFUSED \
+    (-1312) /* Kafka refused the worker: SASL authentication, TLS
                           * verification or an ACL (the message says which) */
 
 typedef struct wk_worker wk_worker; /* opaque */

@@ -14,18 +14,18 @@
 #include "kern_ops.h"
 #include "kern_pool.h"
 
-static void cpu_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
-                        int lds, const struct kern_wpack *w, float *C, int ldc) {
+static void cpu_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
+                        const struct kern_wpack *w, float *C, int ldc) {
     kern_gemm_q8(ctx, kern_isa_best(), M, A, lda, a_scale, lds, w, C, ldc);
 }
 
-static void cpu_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W,
-                         float *C, int ldc) {
+static void cpu_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W, float *C,
+                         int ldc) {
     kern_gemm_f32(ctx, kern_isa_best(), M, N, K, A, W, C, ldc);
 }
 
-static void cpu_quantize_rows(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
-                              int ldq, float *scale) {
+static void cpu_quantize_rows(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
+                              float *scale) {
     kern_quantize_rows(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale);
 }
 
@@ -34,8 +34,8 @@ static void cpu_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx
     kern_quantize_blocks(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale, lds);
 }
 
-static void cpu_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w,
-                        float eps, float *y, int ldy) {
+static void cpu_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w, float eps,
+                        float *y, int ldy) {
     kern_rmsnorm(ctx, kern_isa_best(), M, n, x, ldx, w, eps, y, ldy);
 }
 

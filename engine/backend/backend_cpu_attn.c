@@ -83,15 +83,24 @@ static void cpu_attn_task(void *arg, int task, int thread) {
         .row_stride = (size_t)nkv * hd * es,
     };
     if (!l->kv_fp32) {
-        kv.ks_off = (size_t)((char *)eng_kv_layer_kscale(l, blk, d->layer) - blk) + (size_t)g * sizeof(float);
-        kv.vs_off = (size_t)((char *)eng_kv_layer_vscale(l, blk, d->layer) - blk) + (size_t)g * sizeof(float);
+        kv.ks_off = (size_t)((char *)eng_kv_layer_kscale(l, blk, d->layer) - blk) +
+                    (size_t)g * sizeof(float);
+        kv.vs_off = (size_t)((char *)eng_kv_layer_vscale(l, blk, d->layer) - blk) +
+                    (size_t)g * sizeof(float);
         kv.scale_stride = (size_t)nkv * sizeof(float);
     }
     size_t hoff = (size_t)(g * G + h0) * hd;
     kern_attn_q q = {
-        .q = d->q + (size_t)t0 * d->ldq + hoff, .q_tok = (size_t)d->ldq, .q_head = (size_t)hd,
-        .out = d->out + (size_t)t0 * d->ldo + hoff, .o_tok = (size_t)d->ldo, .o_head = (size_t)hd,
-        .n_tok = nt, .n_head = h1 - h0, .pos0 = d->pos0 + t0, .window = d->window,
+        .q = d->q + (size_t)t0 * d->ldq + hoff,
+        .q_tok = (size_t)d->ldq,
+        .q_head = (size_t)hd,
+        .out = d->out + (size_t)t0 * d->ldo + hoff,
+        .o_tok = (size_t)d->ldo,
+        .o_head = (size_t)hd,
+        .n_tok = nt,
+        .n_head = h1 - h0,
+        .pos0 = d->pos0 + t0,
+        .window = d->window,
     };
     kern_attn(&kv, &q, hd, j->s->scale);
 }

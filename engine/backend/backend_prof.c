@@ -71,8 +71,8 @@ static void prof_weight_add(prof_state *s, int kind, double dt, double bytes, in
     s->r.weight_rows[kind] += M;
 }
 
-static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale,
-                         int lds, const struct kern_wpack *w, float *C, int ldc) {
+static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
+                         const struct kern_wpack *w, float *C, int ldc) {
     prof_state *s = ctx;
     double t0 = pl_mono_s();
     s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, lds, w, C, ldc);
@@ -80,8 +80,8 @@ static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float
     prof_weight_add(s, prof_weight_kind(s->m, w, NULL), dt, (double)kern_wpack_bytes(w), M);
 }
 
-static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W,
-                          float *C, int ldc) {
+static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W, float *C,
+                          int ldc) {
     prof_state *s = ctx;
     double t0 = pl_mono_s();
     s->orig.gemm_f32(s->orig.ctx, M, N, K, A, W, C, ldc);
@@ -152,13 +152,12 @@ static void prof_attention(void *ctx, const eng_attn_shape *sh, const eng_attn_d
     prof_add(s, ENG_PROF_ATTENTION, t0);
 }
 
-int eng_prof_active(const eng_model *m) {
-    return m && m->be.gemm_q8 == prof_gemm_q8;
-}
+int eng_prof_active(const eng_model *m) { return m && m->be.gemm_q8 == prof_gemm_q8; }
 
 int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     if (!m || eng_prof_active(m)) {
-        return pl_errf(err, errlen, ENG_EINVAL, "profiler: %s", m ? "model is already being profiled" : "no model");
+        return pl_errf(err, errlen, ENG_EINVAL, "profiler: %s",
+                       m ? "model is already being profiled" : "no model");
     }
     prof_state *s = calloc(1, sizeof *s);
     if (!s) {
@@ -196,9 +195,9 @@ int eng_prof_stop(eng_model *m, eng_prof_report *r) {
 }
 
 const char *eng_prof_slot_name(int slot) {
-    static const char *const names[ENG_PROF_N_SLOTS] = {
-        "gemm_q8", "gemm_f32", "quantize_rows", "rmsnorm", "rope",
-        "glu",     "add",      "softmax",       "attention"};
+    static const char *const names[ENG_PROF_N_SLOTS] = {"gemm_q8", "gemm_f32", "quantize_rows",
+                                                        "rmsnorm", "rope",     "glu",
+                                                        "add",     "softmax",  "attention"};
     return slot >= 0 && slot < ENG_PROF_N_SLOTS ? names[slot] : "?";
 }
 

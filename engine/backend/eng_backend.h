@@ -45,47 +45,47 @@ enum { ENG_GLU_SILU = 0, ENG_GLU_GELU_TANH = 1 };
 
 /* One sequence's attention for one layer. */
 typedef struct eng_attn_desc {
-    const float *q;             /* queries [n_q][n_head*head_dim], row stride ldq floats */
-    int ldq;                    /* row stride of q */
-    float *out;                 /* output [n_q][n_head*head_dim], row stride ldo */
-    int ldo;                    /* row stride of out */
-    int n_q;                    /* query tokens */
-    int pos0;                   /* position of query 0; keys 0..pos0+n_q-1 are stored */
-    int window;                 /* 0 = global, else attend the last window tokens */
-    void *const *blocks;        /* block table of the layer's KV kind */
-    int layer;                  /* model layer (its KV source's offsets are used) */
+    const float *q;      /* queries [n_q][n_head*head_dim], row stride ldq floats */
+    int ldq;             /* row stride of q */
+    float *out;          /* output [n_q][n_head*head_dim], row stride ldo */
+    int ldo;             /* row stride of out */
+    int n_q;             /* query tokens */
+    int pos0;            /* position of query 0; keys 0..pos0+n_q-1 are stored */
+    int window;          /* 0 = global, else attend the last window tokens */
+    void *const *blocks; /* block table of the layer's KV kind */
+    int layer;           /* model layer (its KV source's offsets are used) */
 } eng_attn_desc;
 
 /* Shape shared by every attention descriptor of one call. */
 typedef struct eng_attn_shape {
-    const eng_kv_layout *kv;    /* block layout (element type, offsets) */
-    int n_head;                 /* query heads */
-    float scale;                /* multiplier on q.k */
+    const eng_kv_layout *kv; /* block layout (element type, offsets) */
+    int n_head;              /* query heads */
+    float scale;             /* multiplier on q.k */
 } eng_attn_shape;
 
 typedef struct eng_backend {
-    const char *name;   /* "cpu" */
-    void *ctx;          /* backend state (CPU: pool + ISA) */
-    int n_threads;      /* threads the backend computes with */
+    const char *name; /* "cpu" */
+    void *ctx;        /* backend state (CPU: pool + ISA) */
+    int n_threads;    /* threads the backend computes with */
     /* W8A8 on weights packed at load (kern_gemm.h: layout, numerics):
      * C[m][n] = A[m] . W[n] with the pack's per-channel or block scales and
      * the activation block scales a_scale[m * lds + b] (b < w->n_blocks);
      * A rows lda bytes apart, zero past K up to w->Kp. */
     void (*gemm_q8)(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
                     const struct kern_wpack *w, float *C, int ldc);
-    void (*gemm_f32)(void *ctx, int M, int N, int K, const float *A, const float *W,
-                     float *C, int ldc);
+    void (*gemm_f32)(void *ctx, int M, int N, int K, const float *A, const float *W, float *C,
+                     int ldc);
     /* x: M rows of K floats, row stride ldx -> q rows ldq bytes apart (bytes
      * K .. ldq-1 set to zero) + scale[M]. */
     void (*quantize_rows)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
                           float *scale);
     /* The same with one scale per 32 values: scale[m * lds + b] for
      * b < ceil(K / 32) (kern_quantize_blocks); bytes K .. ldq-1 zeroed. */
-    void (*quantize_blocks)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
-                            int ldq, float *scale, int lds);
+    void (*quantize_blocks)(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
+                            float *scale, int lds);
     /* y[m] = x[m] * rsqrt(mean(x[m]^2) + eps) * w, rows of n (strides ldx, ldy; y may be x). */
-    void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w,
-                    float eps, float *y, int ldy);
+    void (*rmsnorm)(void *ctx, int M, int n, const float *x, int ldx, const float *w, float eps,
+                    float *y, int ldy);
     /* Rotate n_head heads of head_dim in each of n_tok rows (stride ldx) in place;
      * row t at position pos[t], pair i by the angle pos[t] * inv_freq[i] (float;
      * head_dim / 2 frequencies: base^(-2i/head_dim), divided by any rope

@@ -45,7 +45,7 @@
 typedef enum {
     ENG_PROF_GEMM_Q8 = 0,
     ENG_PROF_GEMM_F32,
-    ENG_PROF_QUANTIZE,   /* quantize_rows + quantize_blocks */
+    ENG_PROF_QUANTIZE, /* quantize_rows + quantize_blocks */
     ENG_PROF_RMSNORM,
     ENG_PROF_ROPE,
     ENG_PROF_GLU,
@@ -67,13 +67,13 @@ typedef enum {
 } eng_prof_weight;
 
 typedef struct eng_prof_report {
-    double elapsed_s;                          /* wall time from start to stop */
-    double slot_s[ENG_PROF_N_SLOTS];           /* seconds inside each slot */
-    long slot_calls[ENG_PROF_N_SLOTS];         /* calls of each slot */
-    double weight_s[ENG_PROF_N_WEIGHTS];       /* GEMM seconds per weight kind */
-    long weight_calls[ENG_PROF_N_WEIGHTS];     /* GEMM calls per weight kind */
-    double weight_bytes[ENG_PROF_N_WEIGHTS];   /* weight bytes those calls read (sum over calls) */
-    double weight_rows[ENG_PROF_N_WEIGHTS];    /* activation rows (M) summed over those calls */
+    double elapsed_s;                        /* wall time from start to stop */
+    double slot_s[ENG_PROF_N_SLOTS];         /* seconds inside each slot */
+    long slot_calls[ENG_PROF_N_SLOTS];       /* calls of each slot */
+    double weight_s[ENG_PROF_N_WEIGHTS];     /* GEMM seconds per weight kind */
+    long weight_calls[ENG_PROF_N_WEIGHTS];   /* GEMM calls per weight kind */
+    double weight_bytes[ENG_PROF_N_WEIGHTS]; /* weight bytes those calls read (sum over calls) */
+    double weight_rows[ENG_PROF_N_WEIGHTS];  /* activation rows (M) summed over those calls */
 } eng_prof_report;
 
 /* Start profiling m: swap its backend table for the timing one and zero the

@@ -52,18 +52,18 @@ typedef struct gen_args {
 
 /* What a run holds; gen_free releases it. */
 typedef struct gen_run {
-    eng_model *m;            /* the model */
-    eng_tok *tok;            /* its tokenizer, NULL when it has none usable */
-    eng_sampler *smp;        /* the sampler */
-    eng_kv_allocator alloc;  /* KV blocks */
-    eng_kvseq kv;            /* the one sequence */
-    int kv_init;             /* kv is initialised */
-    int32_t *ids;            /* prompt then generated ids */
-    float *logits;           /* n_vocab logits of the last position */
-    int n_prompt;            /* prompt ids in ids */
-    int n_out;               /* generated ids after them */
+    eng_model *m;                       /* the model */
+    eng_tok *tok;                       /* its tokenizer, NULL when it has none usable */
+    eng_sampler *smp;                   /* the sampler */
+    eng_kv_allocator alloc;             /* KV blocks */
+    eng_kvseq kv;                       /* the one sequence */
+    int kv_init;                        /* kv is initialised */
+    int32_t *ids;                       /* prompt then generated ids */
+    float *logits;                      /* n_vocab logits of the last position */
+    int n_prompt;                       /* prompt ids in ids */
+    int n_out;                          /* generated ids after them */
     double t_load, t_prefill, t_decode; /* seconds */
-    char err[PL_ERR_LEN * 2]; /* message of the last failure: a path and its cause */
+    char err[PL_ERR_LEN * 2];           /* message of the last failure: a path and its cause */
 } gen_run;
 
 static double gen_now(void) { return pl_mono_s(); }
@@ -102,12 +102,15 @@ static int gen_parse(int argc, char **argv, gen_args *g) {
     g->n_gen = 32, g->block = 16, g->chunk = 512, g->last_n = 64;
     eng_sampler_params_default(&g->sp);
     const cli_opt opts[] = {
-        {"--prompt", NULL, CLI_STR, &g->prompt, 0, 0, "TEXT", "prompt text (needs a tokenizer in the GGUF)", NULL},
+        {"--prompt", NULL, CLI_STR, &g->prompt, 0, 0, "TEXT",
+         "prompt text (needs a tokenizer in the GGUF)", NULL},
         {"--ids", NULL, CLI_STR, &g->ids, 0, 0, "1,2,3", "prompt token ids", NULL},
         {"--random-prompt", NULL, CLI_LONG, &g->n_random, 1, GEN_MAX_PROMPT, "N",
          "N pseudo-random prompt ids (seeded by --seed)", NULL},
-        {"--max-tokens", "-n", CLI_LONG, &g->n_gen, 0, 1 << 24, "N", "tokens to generate (default 32)", NULL},
-        {"--temp", NULL, CLI_F32, &g->sp.temperature, -1e4, 1e4, "T", "temperature (default 0: greedy)", NULL},
+        {"--max-tokens", "-n", CLI_LONG, &g->n_gen, 0, 1 << 24, "N",
+         "tokens to generate (default 32)", NULL},
+        {"--temp", NULL, CLI_F32, &g->sp.temperature, -1e4, 1e4, "T",
+         "temperature (default 0: greedy)", NULL},
         {"--top-k", NULL, CLI_INT, &g->sp.top_k, 0, 1 << 24, "K", "top-k (default 0: off)", NULL},
         {"--top-p", NULL, CLI_F32, &g->sp.top_p, 0, 1e4, "P", "top-p (default 1: off)", NULL},
         {"--repeat-penalty", NULL, CLI_F32, &g->sp.repetition_penalty, 0, 1e4, "R",
@@ -118,25 +121,31 @@ static int gen_parse(int argc, char **argv, gen_args *g) {
         {"--stop", NULL, CLI_STR, &g->stop, 0, 0, "1,2", "extra stop token ids", NULL},
         {"--ignore-eos", NULL, CLI_FLAG, &g->ignore_eos, 0, 0, NULL,
          "do not stop at the tokenizer's end-of-generation tokens", NULL},
-        {"--threads", NULL, CLI_LONG, &g->threads, 1, 256, "N", "compute threads (default: all CPUs)", NULL},
-        {"--fp32", NULL, CLI_FLAG, &g->fp32, 0, 0, NULL, "fp32 reference path (default int8)", NULL},
+        {"--threads", NULL, CLI_LONG, &g->threads, 1, 256, "N",
+         "compute threads (default: all CPUs)", NULL},
+        {"--fp32", NULL, CLI_FLAG, &g->fp32, 0, 0, NULL, "fp32 reference path (default int8)",
+         NULL},
         {"--isa", NULL, CLI_FN, NULL, 0, 0, "NAME",
          "highest kernel level: scalar, avx2, avx512vnni, amx\n"
-         "(default: the best this CPU supports; env PARLEY_ISA)", gen_isa},
+         "(default: the best this CPU supports; env PARLEY_ISA)",
+         gen_isa},
         {"--block", NULL, CLI_LONG, &g->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
-        {"--chunk", NULL, CLI_LONG, &g->chunk, 1, 1 << 20, "N", "prefill chunk tokens (default 512)", NULL},
-        {"--no-bos", NULL, CLI_FLAG, &g->no_bos, 0, 0, NULL, "do not prepend BOS to a text prompt", NULL},
+        {"--chunk", NULL, CLI_LONG, &g->chunk, 1, 1 << 20, "N",
+         "prefill chunk tokens (default 512)", NULL},
+        {"--no-bos", NULL, CLI_FLAG, &g->no_bos, 0, 0, NULL, "do not prepend BOS to a text prompt",
+         NULL},
         {"--print-ids", NULL, CLI_FLAG, &g->print_ids, 0, 0, NULL, "print generated ids", NULL},
         {"--print-prompt-ids", NULL, CLI_FLAG, &g->print_prompt_ids, 0, 0, NULL,
          "print the prompt's ids (\"prompt ids: ...\" line) before the reply", NULL},
         {"--quiet", NULL, CLI_FLAG, &g->quiet, 0, 0, NULL, "print no reply text", NULL},
     };
-    const cli_cmd cmd = {"generate", "generate MODEL.gguf [options]", NULL, opts, CLI_NOPTS(opts),
-                         NULL, 1, 0, NULL};
+    const cli_cmd cmd = {
+        "generate", "generate MODEL.gguf [options]", NULL, opts, CLI_NOPTS(opts), NULL, 1, 0, NULL};
     int n_pos = 0, pr = cli_parse(&cmd, argc, argv, NULL, &g->path, &n_pos);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!g->path || (!!g->prompt + !!g->ids + !!g->n_random) != 1) {
-        fprintf(stderr, "generate: need a model and exactly one of --prompt, --ids, --random-prompt\n");
+        fprintf(stderr,
+                "generate: need a model and exactly one of --prompt, --ids, --random-prompt\n");
         cli_usage(&cmd, stderr);
         return 2;
     }
@@ -153,7 +162,8 @@ static int gen_parse(int argc, char **argv, gen_args *g) {
  * Returns 0 or the exit status. */
 static int gen_prompt(const gen_args *g, gen_run *r, int cap) {
     if (g->prompt) {
-        int flags = ENG_TOK_PARSE_SPECIAL | (!g->no_bos && eng_tok_add_bos(r->tok) ? ENG_TOK_ADD_BOS : 0);
+        int flags =
+            ENG_TOK_PARSE_SPECIAL | (!g->no_bos && eng_tok_add_bos(r->tok) ? ENG_TOK_ADD_BOS : 0);
         if (eng_tok_encode(r->tok, g->prompt, strlen(g->prompt), flags, r->ids, cap, &r->n_prompt,
                            r->err, sizeof r->err) != 0) {
             fprintf(stderr, "generate: cannot encode the prompt: %s\n", r->err);
@@ -165,7 +175,8 @@ static int gen_prompt(const gen_args *g, gen_run *r, int cap) {
             return 2;
         }
     } else {
-        eng_random_prompt(r->ids, (int)g->n_random, eng_model_config(r->m)->n_vocab, (uint64_t)g->seed);
+        eng_random_prompt(r->ids, (int)g->n_random, eng_model_config(r->m)->n_vocab,
+                          (uint64_t)g->seed);
         r->n_prompt = (int)g->n_random;
     }
     if (r->n_prompt < 1) {
@@ -189,7 +200,10 @@ static int gen_setup(const gen_args *g, gen_run *r) {
     char terr[PL_ERR_LEN];
     if (eng_tok_load(eng_model_gguf(r->m), &r->tok, terr, sizeof terr) != 0) r->tok = NULL;
     if (g->prompt && !r->tok) {
-        fprintf(stderr, "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n", terr);
+        fprintf(
+            stderr,
+            "generate: --prompt needs a tokenizer, and this file has none usable (%s); use --ids\n",
+            terr);
         return 2;
     }
     int cap = GEN_MAX_PROMPT;
@@ -250,8 +264,8 @@ static int gen_decode(const gen_args *g, gen_run *r) {
             fwrite(piece, 1, np, stdout);
             fflush(stdout);
         }
-        if (eng_sampler_is_stop(r->smp, next) || (!g->ignore_eos && r->tok && eng_tok_is_eog(r->tok, next)) ||
-            r->n_out == g->n_gen)
+        if (eng_sampler_is_stop(r->smp, next) ||
+            (!g->ignore_eos && r->tok && eng_tok_is_eog(r->tok, next)) || r->n_out == g->n_gen)
             break;
         eng_seq_step st = {&r->kv, &out[r->n_out - 1], 1, ENG_LOGITS_LAST, r->logits};
         if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) {
@@ -279,12 +293,14 @@ static void gen_print_ids(const char *label, const int32_t *ids, int n) {
 
 /* The ids line and the figures on stderr. */
 static void gen_report(const gen_args *g, const gen_run *r) {
-    if (g->print_ids || (!r->tok && !g->quiet)) gen_print_ids("ids", r->ids + r->n_prompt, r->n_out);
+    if (g->print_ids || (!r->tok && !g->quiet))
+        gen_print_ids("ids", r->ids + r->n_prompt, r->n_out);
     fflush(stdout); /* the reply before the figures on stderr */
     /* decode steps = tokens generated after the first (which came from prefill) */
     int n_dec = r->n_out > 1 ? r->n_out - 1 : 0;
     fprintf(stderr, "model: %s, %s, %d threads, kernels %s, load %.2f s\n", g->path,
-            g->fp32 ? "fp32" : "int8", eng_model_n_threads(r->m), kern_isa_name(kern_isa_best()), r->t_load);
+            g->fp32 ? "fp32" : "int8", eng_model_n_threads(r->m), kern_isa_name(kern_isa_best()),
+            r->t_load);
     fprintf(stderr, "prefill: %d tokens in %.3f s (%.2f tok/s)\n", r->n_prompt, r->t_prefill,
             r->n_prompt / (r->t_prefill > 0 ? r->t_prefill : 1e-9));
     fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, r->t_decode,

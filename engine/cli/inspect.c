@@ -26,12 +26,15 @@
 #include "eng_model.h"
 #include "pl_err.h"
 
-#define IN_ARR_HEAD 8   /* array elements shown */
-#define IN_STR_TEXT 64  /* string bytes shown in text mode */
+#define IN_ARR_HEAD 8  /* array elements shown */
+#define IN_STR_TEXT 64 /* string bytes shown in text mode */
 
 /* Length of a valid UTF-8 sequence at s (<= n bytes), 0 if invalid. */
 static size_t in_utf8_len(const unsigned char *s, size_t n) {
-    size_t len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
+    size_t len = s[0] >= 0xF0 && s[0] <= 0xF4  ? 4
+                 : s[0] >= 0xE0                ? 3
+                 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2
+                                               : 0;
     if (!len || len > n) return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -53,7 +56,11 @@ static void in_str(FILE *f, const char *s, size_t n, size_t max) {
         else if (ch < 0x80) fputc(ch, f);
         else {
             size_t l = in_utf8_len(p + i, n - i);
-            if (l) { fwrite(p + i, 1, l, f); i += l; continue; }
+            if (l) {
+                fwrite(p + i, 1, l, f);
+                i += l;
+                continue;
+            }
             fputs("\\ufffd", f);
         }
         i++;
@@ -144,8 +151,7 @@ static void in_metadata(FILE *f, const eng_gguf *g, int json) {
         char type[32];
         if (v.type == ENG_GGUF_TYPE_ARR)
             snprintf(type, sizeof type, "arr[%s]", eng_gguf_kv_type_name(v.arr_type));
-        else
-            snprintf(type, sizeof type, "%s", eng_gguf_kv_type_name(v.type));
+        else snprintf(type, sizeof type, "%s", eng_gguf_kv_type_name(v.type));
         const char *key = eng_gguf_kv_key(g, i);
         if (json) {
             fputs(i ? ",\n    " : "\n    ", f);
@@ -172,12 +178,16 @@ static void in_tensors(FILE *f, const eng_gguf *g, int json, int list) {
         const eng_gguf_tensor *t = eng_gguf_tensor_at(g, i);
         total += t->nbytes;
         nel_total += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-        if (t->type >= 0 && t->type < 64) { count[t->type]++; bytes[t->type] += t->nbytes; }
-        else other++;
+        if (t->type >= 0 && t->type < 64) {
+            count[t->type]++;
+            bytes[t->type] += t->nbytes;
+        } else other++;
     }
     if (json) {
-        fprintf(f, ",\n  \"tensors\": {\"count\": %d, \"bytes\": %llu, \"elements\": %llu, "
-                "\"by_type\": {", n, (unsigned long long)total, (unsigned long long)nel_total);
+        fprintf(f,
+                ",\n  \"tensors\": {\"count\": %d, \"bytes\": %llu, \"elements\": %llu, "
+                "\"by_type\": {",
+                n, (unsigned long long)total, (unsigned long long)nel_total);
         for (int t = 0, first = 1; t < 64; t++)
             if (count[t]) {
                 fprintf(f, "%s\"%s\": {\"count\": %d, \"bytes\": %llu}", first ? "" : ", ",
@@ -217,32 +227,41 @@ static void in_kv_at(FILE *f, const eng_config *c, uint64_t n, int json, const c
 /* The engine's view of the model as JSON fields (kvt, base: KV bytes per
  * token, parley's and the MHA fp16 baseline's). */
 static void in_config_json(FILE *f, const eng_config *c, size_t kvt, size_t base, double ratio) {
-    fprintf(f, ",\n  \"config\": {\"arch\": \"%s\", \"n_vocab\": %d, \"n_embd\": %d, "
+    fprintf(f,
+            ",\n  \"config\": {\"arch\": \"%s\", \"n_vocab\": %d, \"n_embd\": %d, "
             "\"n_layer\": %d, \"n_head\": %d, \"n_head_kv\": %d, \"head_dim\": %d, "
-            "\"n_ff\": %d, \"n_ctx_train\": %d, \"norm_eps\": ", c->arch_name, c->n_vocab,
-            c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, c->n_ff,
-            c->n_ctx_train);
+            "\"n_ff\": %d, \"n_ctx_train\": %d, \"norm_eps\": ",
+            c->arch_name, c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->head_dim,
+            c->n_ff, c->n_ctx_train);
     in_float(f, c->norm_eps);
-    fputs(", \"rope_base\": ", f); in_float(f, c->rope_base);
-    fputs(", \"rope_base_local\": ", f); in_float(f, c->rope_base_local);
-    fprintf(f, ", \"rope_type\": \"%s\", \"attn_scale\": ", c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm");
+    fputs(", \"rope_base\": ", f);
+    in_float(f, c->rope_base);
+    fputs(", \"rope_base_local\": ", f);
+    in_float(f, c->rope_base_local);
+    fprintf(f, ", \"rope_type\": \"%s\", \"attn_scale\": ",
+            c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm");
     in_float(f, c->attn_scale);
-    fputs(", \"embd_scale\": ", f); in_float(f, c->embd_scale);
+    fputs(", \"embd_scale\": ", f);
+    in_float(f, c->embd_scale);
     fprintf(f, ", \"rope_scaling\": \"%s\", \"rope_freq_scale\": ",
-            c->rope_yarn ? "yarn" : c->rope_freq_factors ? "llama3"
-                                  : c->rope_freq_scale != 1.0f ? "linear" : "none");
+            c->rope_yarn                 ? "yarn"
+            : c->rope_freq_factors       ? "llama3"
+            : c->rope_freq_scale != 1.0f ? "linear"
+                                         : "none");
     in_float(f, c->rope_freq_scale);
     fprintf(f, ", \"has_qkv_bias\": %d", c->has_qkv_bias);
-    fprintf(f, ", \"norm_add_one\": %d, \"has_qk_norm\": %d, \"has_post_norms\": %d, "
+    fprintf(f,
+            ", \"norm_add_one\": %d, \"has_qk_norm\": %d, \"has_post_norms\": %d, "
             "\"ffn_gelu\": %d, \"tied_output\": %d, \"sliding_window\": %d, "
-            "\"has_ext_keys\": %d, \"final_logit_softcap\": ", c->norm_add_one,
-            c->has_qk_norm, c->has_post_norms, c->ffn_gelu, c->tied_output,
+            "\"has_ext_keys\": %d, \"final_logit_softcap\": ",
+            c->norm_add_one, c->has_qk_norm, c->has_post_norms, c->ffn_gelu, c->tied_output,
             c->sliding_window, c->has_ext_keys);
     in_float(f, c->final_logit_softcap);
     fputs("},\n  \"layers\": [", f);
     for (int l = 0; l < c->n_layer; l++)
         fprintf(f, "%s{\"window\": %d, \"kv_src\": %d}", l ? ", " : "", c->window[l], c->kv_src[l]);
-    fprintf(f, "],\n  \"n_params\": %llu,\n  \"kv\": {\"kv_owners\": %d, \"global_kv_owners\": %d, "
+    fprintf(f,
+            "],\n  \"n_params\": %llu,\n  \"kv\": {\"kv_owners\": %d, \"global_kv_owners\": %d, "
             "\"bytes_per_token\": %zu, \"mha_fp16_bytes_per_token\": %zu, \"ratio\": ",
             (unsigned long long)eng_config_n_params(c), eng_config_n_kv_owners(c, 0),
             eng_config_n_kv_owners(c, 1), kvt, base);
@@ -257,24 +276,27 @@ static void in_config_json(FILE *f, const eng_config *c, size_t kvt, size_t base
 /* The engine's view of the model as text. */
 static void in_config_text(FILE *f, const eng_config *c, size_t kvt, size_t base, double ratio) {
     fprintf(f, "architecture (engine view): %s\n", c->arch_name);
-    fprintf(f, "  n_vocab %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, "
-            "n_ctx_train %d\n", c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv,
-            c->head_dim, c->n_ff, c->n_ctx_train);
+    fprintf(f,
+            "  n_vocab %d, n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, "
+            "n_ctx_train %d\n",
+            c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv, c->head_dim, c->n_ff,
+            c->n_ctx_train);
     fprintf(f, "  norm_eps %g, rope %s base %g (local %g), attn_scale %g, embd_scale %g\n",
             (double)c->norm_eps, c->rope_type == ENG_ROPE_NEOX ? "neox" : "norm",
             (double)c->rope_base, (double)c->rope_base_local, (double)c->attn_scale,
             (double)c->embd_scale);
     if (c->rope_yarn)
         fprintf(f, "  rope scaling yarn: factor %g, original context %d, betas %g/%g\n",
-                (double)(1.0f / c->rope_freq_scale), c->rope_yarn_orig_ctx, (double)c->rope_yarn_beta_fast,
-                (double)c->rope_yarn_beta_slow);
+                (double)(1.0f / c->rope_freq_scale), c->rope_yarn_orig_ctx,
+                (double)c->rope_yarn_beta_fast, (double)c->rope_yarn_beta_slow);
     else if (c->rope_freq_scale != 1.0f || c->rope_freq_factors)
         fprintf(f, "  rope scaling %s: linear factor %g (global layers)%s\n",
                 c->rope_freq_factors ? "llama3" : "linear", (double)(1.0f / c->rope_freq_scale),
                 c->rope_freq_factors ? ", per-dimension factors from rope_freqs.weight" : "");
     else fprintf(f, "  rope scaling none\n");
     fprintf(f, "  qkv_bias %d\n", c->has_qkv_bias);
-    fprintf(f, "  ffn %s, qk_norm %d, post_norms %d, norm_add_one %d, tied_output %d, "
+    fprintf(f,
+            "  ffn %s, qk_norm %d, post_norms %d, norm_add_one %d, tied_output %d, "
             "sliding_window %d, final_logit_softcap %g, parley extension keys %s\n",
             c->ffn_gelu ? "gelu-tanh gated" : "silu gated", c->has_qk_norm, c->has_post_norms,
             c->norm_add_one, c->tied_output, c->sliding_window, (double)c->final_logit_softcap,
@@ -285,11 +307,13 @@ static void in_config_text(FILE *f, const eng_config *c, size_t kvt, size_t base
                 c->kv_src[l] == l ? "  (owns KV)" : "");
     fprintf(f, "parameters: %llu (%.3f B)\n", (unsigned long long)eng_config_n_params(c),
             (double)eng_config_n_params(c) / 1e9);
-    fprintf(f, "KV cache (int8 K and V + f32 scale per token per KV head; %d of %d layers own "
-            "KV, %d of them global):\n", eng_config_n_kv_owners(c, 0), c->n_layer,
-            eng_config_n_kv_owners(c, 1));
+    fprintf(f,
+            "KV cache (int8 K and V + f32 scale per token per KV head; %d of %d layers own "
+            "KV, %d of them global):\n",
+            eng_config_n_kv_owners(c, 0), c->n_layer, eng_config_n_kv_owners(c, 1));
     fprintf(f, "  MHA fp16 baseline (2*n_layer*n_head*head_dim*2) %zu B/token\n", base);
-    fprintf(f, "  per token, long context (global owners) %10zu B/token   %7.1fx below the baseline\n",
+    fprintf(f,
+            "  per token, long context (global owners) %10zu B/token   %7.1fx below the baseline\n",
             kvt, ratio);
     in_kv_at(f, c, ENG_CONFIG_REF_CTX, 0, "reference context");
     if (c->n_ctx_train > 0 && c->n_ctx_train != ENG_CONFIG_REF_CTX)
@@ -306,7 +330,8 @@ static void in_config(FILE *f, const eng_config *c, int json) {
 
 /* Load the model for int8 serving and print its resident bytes; 0 or -1
  * (message in err). */
-static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, char *err, size_t errlen) {
+static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, char *err,
+                       size_t errlen) {
     eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = 0, .block_tokens = 0};
     eng_model *m = NULL;
     if (eng_model_load(path, &o, &m, err, errlen)) return -1;
@@ -314,12 +339,18 @@ static int in_resident(FILE *f, const char *path, const eng_gguf *g, int json, c
     for (int i = 0; i < eng_gguf_n_tensors(g); i++) file += eng_gguf_tensor_at(g, i)->nbytes;
     size_t res = eng_model_resident_bytes(m), step = eng_model_weight_bytes(m);
     if (json)
-        fprintf(f, ",\n  \"resident\": {\"precision\": \"int8\", \"bytes\": %zu, \"decode_step_bytes\": %zu, "
-                "\"file_tensor_bytes\": %llu}", res, step, (unsigned long long)file);
+        fprintf(
+            f,
+            ",\n  \"resident\": {\"precision\": \"int8\", \"bytes\": %zu, \"decode_step_bytes\": %zu, "
+            "\"file_tensor_bytes\": %llu}",
+            res, step, (unsigned long long)file);
     else
-        fprintf(f, "resident after repacking (int8 serving): %.2f MiB (%.2fx the file's %.2f MiB of tensors); "
-                "one decode step reads %.2f MiB of them\n", (double)res / 1048576.0,
-                file ? (double)res / (double)file : 0.0, (double)file / 1048576.0, (double)step / 1048576.0);
+        fprintf(
+            f,
+            "resident after repacking (int8 serving): %.2f MiB (%.2fx the file's %.2f MiB of tensors); "
+            "one decode step reads %.2f MiB of them\n",
+            (double)res / 1048576.0, file ? (double)res / (double)file : 0.0,
+            (double)file / 1048576.0, (double)step / 1048576.0);
     eng_model_free(m);
     return 0;
 }
@@ -329,8 +360,10 @@ static void in_header(FILE *f, const char *path, const eng_gguf *g, int json) {
     if (json) {
         fputs("{\"file\": ", f);
         in_str(f, path, strlen(path), 0);
-        fprintf(f, ", \"version\": %u, \"size\": %llu, \"alignment\": %u, \"data_offset\": %llu,"
-                "\n  \"metadata\": {", eng_gguf_version(g), (unsigned long long)eng_gguf_file_size(g),
+        fprintf(f,
+                ", \"version\": %u, \"size\": %llu, \"alignment\": %u, \"data_offset\": %llu,"
+                "\n  \"metadata\": {",
+                eng_gguf_version(g), (unsigned long long)eng_gguf_file_size(g),
                 eng_gguf_alignment(g), (unsigned long long)eng_gguf_data_offset(g));
         in_metadata(f, g, 1);
         fputs("}", f);
@@ -351,9 +384,16 @@ int eng_cmd_inspect(int argc, char **argv) {
         {"--no-load", NULL, CLI_FLAG, &no_load, 0, 0, NULL,
          "skip loading the model (no resident-bytes figures)", NULL},
     };
-    const cli_cmd cmd = {"inspect", "inspect FILE [--json] [--tensors] [--no-load]",
-                         "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
-                         opts, CLI_NOPTS(opts), NULL, 1, 1, NULL};
+    const cli_cmd cmd = {
+        "inspect",
+        "inspect FILE [--json] [--tensors] [--no-load]",
+        "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
+        opts,
+        CLI_NOPTS(opts),
+        NULL,
+        1,
+        1,
+        NULL};
     int pr = cli_parse(&cmd, argc, argv, NULL, &path, &n_pos);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!path) {

@@ -33,7 +33,8 @@ int eng_cmd_mkmodel(int argc, char **argv) {
     eng_mkmodel_opts_default(&a.o);
     a.type = "q8_0";
     const cli_opt opts[] = {
-        {"--preset", NULL, CLI_STR, &a.o.preset, 0, 0, "NAME", "preset (see below; required)", NULL},
+        {"--preset", NULL, CLI_STR, &a.o.preset, 0, 0, "NAME", "preset (see below; required)",
+         NULL},
         {"--out", NULL, CLI_STR, &a.o.out, 0, 0, "FILE", "GGUF file to write (required)", NULL},
         {"--seed", NULL, CLI_U64, &a.o.seed, 0, 0, "N", "weight seed (default 1)", NULL},
         {"--type", NULL, CLI_STR, &a.type, 0, 0, "q8_0|f16", "weight storage (default q8_0)", NULL},
@@ -44,7 +45,12 @@ int eng_cmd_mkmodel(int argc, char **argv) {
                          "mkmodel --preset NAME --out FILE [--seed N] [--type q8_0|f16]\n"
                          "                      [--window N]",
                          "Write a synthetic GGUF model with deterministic random weights.\n",
-                         opts, CLI_NOPTS(opts), NULL, 0, 1, NULL};
+                         opts,
+                         CLI_NOPTS(opts),
+                         NULL,
+                         0,
+                         1,
+                         NULL};
     int pr = cli_parse(&cmd, argc, argv, &a, NULL, NULL);
     if (pr == CLI_HELP) mk_presets_help(stdout);
     if (pr == CLI_USAGE) mk_presets_help(stderr);

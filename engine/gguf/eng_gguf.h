@@ -59,12 +59,12 @@
 #define ENG_GGUF_EINVAL (-101)    /* bad argument (unsupported tensor type...) */
 
 /* Limits that stop allocation bombs (in addition to the file-size bound). */
-#define ENG_GGUF_MAX_KV (1u << 20)          /* metadata entries */
-#define ENG_GGUF_MAX_TENSORS (1u << 20)     /* tensor infos */
-#define ENG_GGUF_MAX_KEY_LEN 65535u         /* key / tensor name bytes */
-#define ENG_GGUF_MAX_STR_LEN (1ull << 30)   /* one string value */
-#define ENG_GGUF_MAX_ARR_LEN (1ull << 30)   /* elements of one array */
-#define ENG_GGUF_MAX_ALIGNMENT (1u << 20)   /* general.alignment */
+#define ENG_GGUF_MAX_KV (1u << 20)        /* metadata entries */
+#define ENG_GGUF_MAX_TENSORS (1u << 20)   /* tensor infos */
+#define ENG_GGUF_MAX_KEY_LEN 65535u       /* key / tensor name bytes */
+#define ENG_GGUF_MAX_STR_LEN (1ull << 30) /* one string value */
+#define ENG_GGUF_MAX_ARR_LEN (1ull << 30) /* elements of one array */
+#define ENG_GGUF_MAX_ALIGNMENT (1u << 20) /* general.alignment */
 #define ENG_GGUF_DEFAULT_ALIGNMENT 32u
 
 /* Metadata value types (GGUF's numbering). */
@@ -125,8 +125,7 @@ typedef struct eng_gguf eng_gguf; /* opaque, read-only after open */
 int eng_gguf_open(const char *path, eng_gguf **out, char *err, size_t errlen);
 
 /* Same over a caller's buffer (no copy; buf must outlive the handle). */
-int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err,
-                      size_t errlen);
+int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err, size_t errlen);
 
 /* Release the handle and its mapping.  NULL is allowed. */
 void eng_gguf_close(eng_gguf *g);
@@ -149,17 +148,16 @@ int eng_gguf_find(const eng_gguf *g, const char *key);
 
 /* A metadata value by index, for generic printing (inspect). */
 typedef struct eng_gguf_value {
-    int type;          /* ENG_GGUF_TYPE_* */
-    int arr_type;      /* element type when type == ARR, else -1 */
-    uint64_t n;        /* ARR: element count; STR: byte length; else 1 */
-    const void *data;  /* raw little-endian value / first element / string
+    int type;         /* ENG_GGUF_TYPE_* */
+    int arr_type;     /* element type when type == ARR, else -1 */
+    uint64_t n;       /* ARR: element count; STR: byte length; else 1 */
+    const void *data; /* raw little-endian value / first element / string
                         * bytes, pointing into the file (for string arrays:
                         * use eng_gguf_kv_arr_str) */
 } eng_gguf_value;
 int eng_gguf_kv_value(const eng_gguf *g, int i, eng_gguf_value *out);
 /* j-th string of the string array at entry i. */
-int eng_gguf_kv_arr_str(const eng_gguf *g, int i, uint64_t j, const char **s,
-                        size_t *len);
+int eng_gguf_kv_arr_str(const eng_gguf *g, int i, uint64_t j, const char **s, size_t *len);
 
 /* Typed getters by key.  Integer getters accept any integer type (and
  * bool) whose value fits the target; the float getter accepts f32/f64 and
@@ -169,19 +167,17 @@ int eng_gguf_get_i64(const eng_gguf *g, const char *key, int64_t *out);
 int eng_gguf_get_f32(const eng_gguf *g, const char *key, float *out);
 int eng_gguf_get_bool(const eng_gguf *g, const char *key, bool *out);
 /* String value: not NUL-terminated in general; points into the file. */
-int eng_gguf_get_str(const eng_gguf *g, const char *key, const char **s,
-                     size_t *len);
+int eng_gguf_get_str(const eng_gguf *g, const char *key, const char **s, size_t *len);
 /* Array: element type, count and raw little-endian elements (numeric and
  * bool arrays; for string arrays data is NULL, use eng_gguf_get_arr_str). */
-int eng_gguf_get_arr(const eng_gguf *g, const char *key, int *elem_type,
-                     uint64_t *n, const void **data);
+int eng_gguf_get_arr(const eng_gguf *g, const char *key, int *elem_type, uint64_t *n,
+                     const void **data);
 /* i-th string of a string array. */
-int eng_gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i,
-                         const char **s, size_t *len);
+int eng_gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i, const char **s,
+                         size_t *len);
 /* Element i of an integer (or bool) array as int64 (ETYPE when not an
  * integer array or a u64 element above INT64_MAX). */
-int eng_gguf_arr_get_i64(int elem_type, const void *data, uint64_t n,
-                         uint64_t i, int64_t *out);
+int eng_gguf_arr_get_i64(int elem_type, const void *data, uint64_t n, uint64_t i, int64_t *out);
 
 /* ---- tensors ---- */
 
@@ -200,8 +196,7 @@ int eng_gguf_n_tensors(const eng_gguf *g);
 /* Tensor i (file order), NULL when out of range. */
 const eng_gguf_tensor *eng_gguf_tensor_at(const eng_gguf *g, int i);
 /* Tensor by name, NULL when absent. */
-const eng_gguf_tensor *eng_gguf_find_tensor(const eng_gguf *g,
-                                            const char *name);
+const eng_gguf_tensor *eng_gguf_find_tensor(const eng_gguf *g, const char *name);
 
 /* ---- types and conversion ---- */
 

@@ -50,24 +50,21 @@ int eng_gguf_writer_add_i64(eng_gguf_writer *w, const char *key, int64_t v);
 int eng_gguf_writer_add_f32(eng_gguf_writer *w, const char *key, float v);
 int eng_gguf_writer_add_f64(eng_gguf_writer *w, const char *key, double v);
 int eng_gguf_writer_add_bool(eng_gguf_writer *w, const char *key, bool v);
-int eng_gguf_writer_add_str(eng_gguf_writer *w, const char *key,
-                            const char *s);
+int eng_gguf_writer_add_str(eng_gguf_writer *w, const char *key, const char *s);
 /* Any scalar type (ENG_GGUF_TYPE_* except STR and ARR) from its raw
  * little-endian bytes. */
-int eng_gguf_writer_add_scalar(eng_gguf_writer *w, const char *key, int type,
-                               const void *val);
+int eng_gguf_writer_add_scalar(eng_gguf_writer *w, const char *key, int type, const void *val);
 /* Numeric / bool array: n elements of elem_type, raw little-endian. */
-int eng_gguf_writer_add_arr(eng_gguf_writer *w, const char *key,
-                            int elem_type, const void *data, uint64_t n);
+int eng_gguf_writer_add_arr(eng_gguf_writer *w, const char *key, int elem_type, const void *data,
+                            uint64_t n);
 /* String array: n strings; lens may be NULL (NUL-terminated strings). */
-int eng_gguf_writer_add_arr_str(eng_gguf_writer *w, const char *key,
-                                const char *const *strs, const size_t *lens,
-                                uint64_t n);
+int eng_gguf_writer_add_arr_str(eng_gguf_writer *w, const char *key, const char *const *strs,
+                                const size_t *lens, uint64_t n);
 
 /* Declare a tensor (ENG_GGML_TYPE_*, n_dims 1..4, ne in GGUF order).
  * Returns 0 or the sticky error code. */
-int eng_gguf_writer_add_tensor(eng_gguf_writer *w, const char *name, int type,
-                               int n_dims, const int64_t *ne);
+int eng_gguf_writer_add_tensor(eng_gguf_writer *w, const char *name, int type, int n_dims,
+                               const int64_t *ne);
 
 /* Write the header to f.  No declarations are accepted afterwards. */
 int eng_gguf_writer_begin(eng_gguf_writer *w, FILE *f);

@@ -29,32 +29,32 @@
 #define GGUF_MAGIC 0x46554747u /* "GGUF" little-endian */
 
 typedef struct gguf_kv {
-    char *key;              /* NUL-terminated copy */
-    int type;               /* ENG_GGUF_TYPE_* */
-    int arr_type;           /* element type for arrays, else -1 */
-    uint64_t n;             /* array count / string length / 1 */
-    const uint8_t *val;     /* value bytes (string: its bytes; array: first
+    char *key;            /* NUL-terminated copy */
+    int type;             /* ENG_GGUF_TYPE_* */
+    int arr_type;         /* element type for arrays, else -1 */
+    uint64_t n;           /* array count / string length / 1 */
+    const uint8_t *val;   /* value bytes (string: its bytes; array: first
                              * element, or NULL for string arrays) */
-    const uint8_t **strs;   /* string arrays: pointer to each string's u64
+    const uint8_t **strs; /* string arrays: pointer to each string's u64
                              * length field, n entries */
 } gguf_kv;
 
 struct eng_gguf {
-    const uint8_t *base;     /* file bytes */
-    size_t size;             /* file length */
-    void *map;               /* mmap'd region (NULL for open_mem) */
-    uint32_t version;        /* 2 or 3 */
-    uint32_t alignment;      /* data alignment */
-    uint64_t data_off;       /* start of the data section */
-    int n_kv;                /* metadata entries */
-    gguf_kv *kv;             /* n_kv entries, file order */
-    int n_tensors;           /* tensor count */
+    const uint8_t *base;      /* file bytes */
+    size_t size;              /* file length */
+    void *map;                /* mmap'd region (NULL for open_mem) */
+    uint32_t version;         /* 2 or 3 */
+    uint32_t alignment;       /* data alignment */
+    uint64_t data_off;        /* start of the data section */
+    int n_kv;                 /* metadata entries */
+    gguf_kv *kv;              /* n_kv entries, file order */
+    int n_tensors;            /* tensor count */
     eng_gguf_tensor *tensors; /* n_tensors entries, file order */
-    char **tnames;           /* owned tensor name copies */
-    int *kv_hash;            /* key index table, -1 empty, size hash_cap */
-    int *t_hash;             /* tensor name index table */
-    uint32_t kv_hash_cap;    /* power of two */
-    uint32_t t_hash_cap;     /* power of two */
+    char **tnames;            /* owned tensor name copies */
+    int *kv_hash;             /* key index table, -1 empty, size hash_cap */
+    int *t_hash;              /* tensor name index table */
+    uint32_t kv_hash_cap;     /* power of two */
+    uint32_t t_hash_cap;      /* power of two */
 };
 
 /* Bounds-checked cursor over the header. */
@@ -77,8 +77,7 @@ static int rd_fail(gguf_rd *r, const char *fmt, ...) {
 }
 
 static uint32_t ld_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static uint64_t ld_u64(const uint8_t *p) {
@@ -90,8 +89,8 @@ static size_t rd_left(const gguf_rd *r) { return r->size - r->pos; }
 /* Read a u32/u64 field; what/ctx name it in the error. */
 static int rd_u32(gguf_rd *r, uint32_t *v, const char *ctx, const char *what) {
     if (rd_left(r) < 4)
-        return rd_fail(r, "%s: truncated reading %s at offset %zu (file is %zu bytes)",
-                       ctx, what, r->pos, r->size);
+        return rd_fail(r, "%s: truncated reading %s at offset %zu (file is %zu bytes)", ctx, what,
+                       r->pos, r->size);
     *v = ld_u32(r->p + r->pos);
     r->pos += 4;
     return 0;
@@ -99,24 +98,24 @@ static int rd_u32(gguf_rd *r, uint32_t *v, const char *ctx, const char *what) {
 
 static int rd_u64(gguf_rd *r, uint64_t *v, const char *ctx, const char *what) {
     if (rd_left(r) < 8)
-        return rd_fail(r, "%s: truncated reading %s at offset %zu (file is %zu bytes)",
-                       ctx, what, r->pos, r->size);
+        return rd_fail(r, "%s: truncated reading %s at offset %zu (file is %zu bytes)", ctx, what,
+                       r->pos, r->size);
     *v = ld_u64(r->p + r->pos);
     r->pos += 8;
     return 0;
 }
 
 /* Read a string header and its bytes; max caps the length. */
-static int rd_str(gguf_rd *r, const uint8_t **s, uint64_t *len, uint64_t max,
-                  const char *ctx, const char *what) {
+static int rd_str(gguf_rd *r, const uint8_t **s, uint64_t *len, uint64_t max, const char *ctx,
+                  const char *what) {
     int rc = rd_u64(r, len, ctx, what);
     if (rc) return rc;
     if (*len > max)
         return rd_fail(r, "%s: %s length %llu exceeds the limit %llu", ctx, what,
                        (unsigned long long)*len, (unsigned long long)max);
     if (*len > rd_left(r))
-        return rd_fail(r, "%s: %s length %llu exceeds the %zu bytes left in the file",
-                       ctx, what, (unsigned long long)*len, rd_left(r));
+        return rd_fail(r, "%s: %s length %llu exceeds the %zu bytes left in the file", ctx, what,
+                       (unsigned long long)*len, rd_left(r));
     *s = r->p + r->pos;
     r->pos += (size_t)*len;
     return 0;
@@ -124,19 +123,24 @@ static int rd_str(gguf_rd *r, const uint8_t **s, uint64_t *len, uint64_t max,
 
 static size_t kv_scalar_size(int type) {
     switch (type) {
-    case ENG_GGUF_TYPE_U8: case ENG_GGUF_TYPE_I8: case ENG_GGUF_TYPE_BOOL: return 1;
-    case ENG_GGUF_TYPE_U16: case ENG_GGUF_TYPE_I16: return 2;
-    case ENG_GGUF_TYPE_U32: case ENG_GGUF_TYPE_I32: case ENG_GGUF_TYPE_F32: return 4;
-    case ENG_GGUF_TYPE_U64: case ENG_GGUF_TYPE_I64: case ENG_GGUF_TYPE_F64: return 8;
+    case ENG_GGUF_TYPE_U8:
+    case ENG_GGUF_TYPE_I8:
+    case ENG_GGUF_TYPE_BOOL: return 1;
+    case ENG_GGUF_TYPE_U16:
+    case ENG_GGUF_TYPE_I16: return 2;
+    case ENG_GGUF_TYPE_U32:
+    case ENG_GGUF_TYPE_I32:
+    case ENG_GGUF_TYPE_F32: return 4;
+    case ENG_GGUF_TYPE_U64:
+    case ENG_GGUF_TYPE_I64:
+    case ENG_GGUF_TYPE_F64: return 8;
     default: return 0;
     }
 }
 
 /* ---- hash tables over names ---- */
 
-static uint32_t name_hash(const char *s) {
-    return pl_fnv1a32_str(PL_FNV32_SEED, s);
-}
+static uint32_t name_hash(const char *s) { return pl_fnv1a32_str(PL_FNV32_SEED, s); }
 
 static int *hash_new(uint32_t n, uint32_t *cap) {
     uint32_t c = 16;
@@ -150,8 +154,7 @@ static int *hash_new(uint32_t n, uint32_t *cap) {
 /* Find name; if absent and insert_idx >= 0, insert it.  Returns the index
  * found (or -1 when absent). */
 static int hash_probe(int *t, uint32_t cap, const char *name, int insert_idx,
-                      const char *(*name_of)(const eng_gguf *, int),
-                      const eng_gguf *g) {
+                      const char *(*name_of)(const eng_gguf *, int), const eng_gguf *g) {
     uint32_t i = name_hash(name) & (cap - 1);
     for (;; i = (i + 1) & (cap - 1)) {
         if (t[i] < 0) {
@@ -166,11 +169,10 @@ static const char *kv_name_of(const eng_gguf *g, int i) { return g->kv[i].key; }
 static const char *t_name_of(const eng_gguf *g, int i) { return g->tensors[i].name; }
 
 /* Copy len bytes into a NUL-terminated string, refusing embedded NULs. */
-static int dup_name(gguf_rd *r, const uint8_t *s, uint64_t len, char **out,
-                    const char *ctx, const char *what) {
+static int dup_name(gguf_rd *r, const uint8_t *s, uint64_t len, char **out, const char *ctx,
+                    const char *what) {
     if (len == 0) return rd_fail(r, "%s: empty %s", ctx, what);
-    if (memchr(s, 0, (size_t)len))
-        return rd_fail(r, "%s: %s contains a NUL byte", ctx, what);
+    if (memchr(s, 0, (size_t)len)) return rd_fail(r, "%s: %s contains a NUL byte", ctx, what);
     *out = malloc((size_t)len + 1);
     if (!*out) {
         snprintf(r->err, r->errlen, "%s: out of memory", ctx);
@@ -205,8 +207,7 @@ static int parse_value(gguf_rd *r, gguf_kv *kv, const char *ctx) {
     if (rc) return rc;
     if (et == ENG_GGUF_TYPE_ARR)
         return rd_fail(r, "%s: nested arrays (array of arrays) are not supported", ctx);
-    if (et >= ENG_GGUF_TYPE_COUNT)
-        return rd_fail(r, "%s: invalid array element type %u", ctx, et);
+    if (et >= ENG_GGUF_TYPE_COUNT) return rd_fail(r, "%s: invalid array element type %u", ctx, et);
     kv->arr_type = (int)et;
     if ((rc = rd_u64(r, &kv->n, ctx, "array length"))) return rc;
     if (kv->n > ENG_GGUF_MAX_ARR_LEN)
@@ -214,9 +215,10 @@ static int parse_value(gguf_rd *r, gguf_kv *kv, const char *ctx) {
                        (unsigned long long)kv->n, (unsigned long long)ENG_GGUF_MAX_ARR_LEN);
     size_t esz = et == ENG_GGUF_TYPE_STR ? 8 : kv_scalar_size((int)et);
     if (kv->n > rd_left(r) / esz)
-        return rd_fail(r, "%s: array of %llu %s elements needs at least %llu bytes, "
-                       "only %zu left in the file", ctx, (unsigned long long)kv->n,
-                       eng_gguf_kv_type_name((int)et),
+        return rd_fail(r,
+                       "%s: array of %llu %s elements needs at least %llu bytes, "
+                       "only %zu left in the file",
+                       ctx, (unsigned long long)kv->n, eng_gguf_kv_type_name((int)et),
                        (unsigned long long)kv->n * esz, rd_left(r));
     if (et != ENG_GGUF_TYPE_STR) {
         kv->val = r->p + r->pos;
@@ -260,13 +262,11 @@ static int parse_kvs(eng_gguf *g, gguf_rd *r, uint64_t n_kv) {
         if ((rc = rd_str(r, &s, &len, ENG_GGUF_MAX_KEY_LEN, ctx, "key"))) return rc;
         if ((rc = dup_name(r, s, len, &kv->key, ctx, "key"))) return rc;
         g->n_kv = (int)i + 1;
-        snprintf(ctx, sizeof ctx, "metadata key #%llu '%.100s'", (unsigned long long)i,
-                 kv->key);
+        snprintf(ctx, sizeof ctx, "metadata key #%llu '%.100s'", (unsigned long long)i, kv->key);
         if (hash_probe(g->kv_hash, g->kv_hash_cap, kv->key, (int)i, kv_name_of, g) >= 0)
             return rd_fail(r, "%s: duplicate key", ctx);
         if ((rc = rd_u32(r, &type, ctx, "value type"))) return rc;
-        if (type >= ENG_GGUF_TYPE_COUNT)
-            return rd_fail(r, "%s: invalid value type %u", ctx, type);
+        if (type >= ENG_GGUF_TYPE_COUNT) return rd_fail(r, "%s: invalid value type %u", ctx, type);
         kv->type = (int)type;
         if ((rc = parse_value(r, kv, ctx))) return rc;
         if (!strcmp(kv->key, "general.alignment")) {
@@ -275,8 +275,8 @@ static int parse_kvs(eng_gguf *g, gguf_rd *r, uint64_t n_kv) {
                                eng_gguf_kv_type_name(kv->type));
             uint32_t a = ld_u32(kv->val);
             if (a == 0 || (a & (a - 1)) || a > ENG_GGUF_MAX_ALIGNMENT)
-                return rd_fail(r, "%s: alignment %u is not a power of two in [1, %u]",
-                               ctx, a, ENG_GGUF_MAX_ALIGNMENT);
+                return rd_fail(r, "%s: alignment %u is not a power of two in [1, %u]", ctx, a,
+                               ENG_GGUF_MAX_ALIGNMENT);
             g->alignment = a;
         }
     }
@@ -322,8 +322,8 @@ static int parse_tensor(eng_gguf *g, gguf_rd *r, int i) {
     if (eng_gguf_type_block(t->type, &blck, &bsz))
         return rd_fail(r, "%s: unsupported tensor type %u", ctx, type);
     if (t->ne[0] % blck)
-        return rd_fail(r, "%s: ne[0] = %lld is not a multiple of the %s block size %lld",
-                       ctx, (long long)t->ne[0], eng_gguf_type_name(t->type), (long long)blck);
+        return rd_fail(r, "%s: ne[0] = %lld is not a multiple of the %s block size %lld", ctx,
+                       (long long)t->ne[0], eng_gguf_type_name(t->type), (long long)blck);
     uint64_t rowb = 0;
     if (eng_gguf_row_bytes(t->type, t->ne[0], &rowb))
         return rd_fail(r, "%s: row size overflows", ctx);
@@ -349,15 +349,16 @@ static int place_tensors(eng_gguf *g, gguf_rd *r) {
     for (int i = 0; i < g->n_tensors; i++) {
         eng_gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment)
-            return rd_fail(r, "tensor #%d '%.100s': data offset %llu is not a multiple "
-                           "of the alignment %u", i, t->name,
-                           (unsigned long long)t->offset, g->alignment);
+            return rd_fail(r,
+                           "tensor #%d '%.100s': data offset %llu is not a multiple "
+                           "of the alignment %u",
+                           i, t->name, (unsigned long long)t->offset, g->alignment);
         if (t->offset > avail || t->nbytes > avail - t->offset)
-            return rd_fail(r, "tensor #%d '%.100s': data [%llu, +%llu) lies outside the "
+            return rd_fail(r,
+                           "tensor #%d '%.100s': data [%llu, +%llu) lies outside the "
                            "data section (%llu bytes at file offset %llu, file %zu bytes)",
-                           i, t->name, (unsigned long long)t->offset,
-                           (unsigned long long)t->nbytes, (unsigned long long)avail,
-                           (unsigned long long)g->data_off, g->size);
+                           i, t->name, (unsigned long long)t->offset, (unsigned long long)t->nbytes,
+                           (unsigned long long)avail, (unsigned long long)g->data_off, g->size);
         t->data = g->base + g->data_off + t->offset;
     }
     if (g->n_tensors < 2) return 0;
@@ -375,10 +376,11 @@ static int place_tensors(eng_gguf *g, gguf_rd *r) {
         const eng_gguf_tensor *b = &g->tensors[ord[k]];
         if (!b->nbytes) continue;
         if (last && last->offset + last->nbytes > b->offset) {
-            rc = rd_fail(r, "tensor '%.100s' data [%llu, +%llu) overlaps tensor '%.100s' "
-                         "at %llu", last->name, (unsigned long long)last->offset,
-                         (unsigned long long)last->nbytes, b->name,
-                         (unsigned long long)b->offset);
+            rc = rd_fail(r,
+                         "tensor '%.100s' data [%llu, +%llu) overlaps tensor '%.100s' "
+                         "at %llu",
+                         last->name, (unsigned long long)last->offset,
+                         (unsigned long long)last->nbytes, b->name, (unsigned long long)b->offset);
             break;
         }
         if (!last || b->offset + b->nbytes > last->offset + last->nbytes) last = b;
@@ -394,8 +396,8 @@ static int parse(eng_gguf *g, gguf_rd *r) {
     if (r->size < 4) return rd_fail(r, "file too small for a GGUF header (%zu bytes)", r->size);
     magic = ld_u32(r->p);
     if (magic != GGUF_MAGIC)
-        return rd_fail(r, "not a GGUF file (magic 0x%08x, expected 0x%08x \"GGUF\")",
-                       magic, GGUF_MAGIC);
+        return rd_fail(r, "not a GGUF file (magic 0x%08x, expected 0x%08x \"GGUF\")", magic,
+                       GGUF_MAGIC);
     r->pos = 4;
     if ((rc = rd_u32(r, &version, "header", "version"))) return rc;
     if (version == 1) return rd_fail(r, "GGUF version 1 is not supported (need 2 or 3)");
@@ -408,19 +410,23 @@ static int parse(eng_gguf *g, gguf_rd *r) {
     if ((rc = rd_u64(r, &n_tensors, "header", "tensor count"))) return rc;
     if ((rc = rd_u64(r, &n_kv, "header", "metadata count"))) return rc;
     if (n_kv > ENG_GGUF_MAX_KV || n_kv > rd_left(r) / 13)
-        return rd_fail(r, "header: metadata count %llu exceeds the limit (%u, and %zu "
-                       "bytes left hold at most %zu entries)", (unsigned long long)n_kv,
-                       ENG_GGUF_MAX_KV, rd_left(r), rd_left(r) / 13);
+        return rd_fail(r,
+                       "header: metadata count %llu exceeds the limit (%u, and %zu "
+                       "bytes left hold at most %zu entries)",
+                       (unsigned long long)n_kv, ENG_GGUF_MAX_KV, rd_left(r), rd_left(r) / 13);
     if (n_tensors > ENG_GGUF_MAX_TENSORS || n_tensors > rd_left(r) / 25)
-        return rd_fail(r, "header: tensor count %llu exceeds the limit (%u, and %zu "
+        return rd_fail(r,
+                       "header: tensor count %llu exceeds the limit (%u, and %zu "
                        "bytes left hold at most %zu tensor infos)",
                        (unsigned long long)n_tensors, ENG_GGUF_MAX_TENSORS, rd_left(r),
                        rd_left(r) / 25);
     g->alignment = ENG_GGUF_DEFAULT_ALIGNMENT;
     if ((rc = parse_kvs(g, r, n_kv))) return rc;
     if (n_tensors > rd_left(r) / 25)
-        return rd_fail(r, "header: tensor count %llu cannot fit in the %zu bytes left "
-                       "after the metadata", (unsigned long long)n_tensors, rd_left(r));
+        return rd_fail(r,
+                       "header: tensor count %llu cannot fit in the %zu bytes left "
+                       "after the metadata",
+                       (unsigned long long)n_tensors, rd_left(r));
     g->tensors = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *g->tensors);
     g->tnames = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *g->tnames);
     g->t_hash = hash_new((uint32_t)n_tensors, &g->t_hash_cap);
@@ -435,8 +441,7 @@ static int parse(eng_gguf *g, gguf_rd *r) {
     return place_tensors(g, r);
 }
 
-int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err,
-                      size_t errlen) {
+int eng_gguf_open_mem(const void *buf, size_t len, eng_gguf **out, char *err, size_t errlen) {
     char dummy[1];
     gguf_rd r = {buf, len, 0, err && errlen ? err : dummy, err && errlen ? errlen : 1};
     *out = NULL;
@@ -540,8 +545,7 @@ int eng_gguf_kv_value(const eng_gguf *g, int i, eng_gguf_value *out) {
     return 0;
 }
 
-int eng_gguf_kv_arr_str(const eng_gguf *g, int i, uint64_t j, const char **s,
-                        size_t *len) {
+int eng_gguf_kv_arr_str(const eng_gguf *g, int i, uint64_t j, const char **s, size_t *len) {
     if (i < 0 || i >= g->n_kv) return ENG_GGUF_ENOTFOUND;
     const gguf_kv *kv = &g->kv[i];
     if (kv->type != ENG_GGUF_TYPE_ARR || kv->arr_type != ENG_GGUF_TYPE_STR || j >= kv->n)
@@ -556,7 +560,8 @@ int eng_gguf_kv_arr_str(const eng_gguf *g, int i, uint64_t j, const char **s,
 static int scalar_int(int type, const uint8_t *p, int64_t *v, uint64_t *uv, int *big) {
     *big = 0;
     switch (type) {
-    case ENG_GGUF_TYPE_U8: case ENG_GGUF_TYPE_BOOL: *v = p[0]; break;
+    case ENG_GGUF_TYPE_U8:
+    case ENG_GGUF_TYPE_BOOL: *v = p[0]; break;
     case ENG_GGUF_TYPE_I8: *v = (int8_t)p[0]; break;
     case ENG_GGUF_TYPE_U16: *v = (uint16_t)(p[0] | p[1] << 8); break;
     case ENG_GGUF_TYPE_I16: *v = (int16_t)(uint16_t)(p[0] | p[1] << 8); break;
@@ -657,14 +662,12 @@ int eng_gguf_get_arr_str(const eng_gguf *g, const char *key, uint64_t i, const c
     return eng_gguf_kv_arr_str(g, eng_gguf_find(g, key), i, s, len);
 }
 
-int eng_gguf_arr_get_i64(int elem_type, const void *data, uint64_t n, uint64_t i,
-                         int64_t *out) {
+int eng_gguf_arr_get_i64(int elem_type, const void *data, uint64_t n, uint64_t i, int64_t *out) {
     size_t esz = kv_scalar_size(elem_type);
     int64_t v;
     uint64_t uv;
     int big;
-    if (!data || i >= n || !esz || elem_type == ENG_GGUF_TYPE_F32 ||
-        elem_type == ENG_GGUF_TYPE_F64)
+    if (!data || i >= n || !esz || elem_type == ENG_GGUF_TYPE_F32 || elem_type == ENG_GGUF_TYPE_F64)
         return ENG_GGUF_ETYPE;
     if (scalar_int(elem_type, (const uint8_t *)data + i * esz, &v, &uv, &big) || big)
         return ENG_GGUF_ETYPE;

@@ -276,7 +276,8 @@ int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float 
     int bytes;
     switch (type) {
     case ENG_GGML_TYPE_Q8_0: bytes = 34; break;
-    case ENG_GGML_TYPE_Q4_0: case ENG_GGML_TYPE_IQ4_NL: bytes = 18; break;
+    case ENG_GGML_TYPE_Q4_0:
+    case ENG_GGML_TYPE_IQ4_NL: bytes = 18; break;
     case ENG_GGML_TYPE_Q5_0: bytes = 22; break;
     default: return ENG_GGUF_EINVAL;
     }
@@ -300,13 +301,21 @@ int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float 
 
 int eng_gguf_type_convertible(int type) {
     switch (type) {
-    case ENG_GGML_TYPE_F32: case ENG_GGML_TYPE_F16: case ENG_GGML_TYPE_BF16:
-    case ENG_GGML_TYPE_Q4_0: case ENG_GGML_TYPE_Q4_1: case ENG_GGML_TYPE_Q5_0:
-    case ENG_GGML_TYPE_Q5_1: case ENG_GGML_TYPE_Q8_0: case ENG_GGML_TYPE_IQ4_NL:
-    case ENG_GGML_TYPE_Q2_K: case ENG_GGML_TYPE_Q3_K: case ENG_GGML_TYPE_Q4_K:
-    case ENG_GGML_TYPE_Q5_K: case ENG_GGML_TYPE_Q6_K: case ENG_GGML_TYPE_IQ4_XS:
-        return 1;
-    default:
-        return 0;
+    case ENG_GGML_TYPE_F32:
+    case ENG_GGML_TYPE_F16:
+    case ENG_GGML_TYPE_BF16:
+    case ENG_GGML_TYPE_Q4_0:
+    case ENG_GGML_TYPE_Q4_1:
+    case ENG_GGML_TYPE_Q5_0:
+    case ENG_GGML_TYPE_Q5_1:
+    case ENG_GGML_TYPE_Q8_0:
+    case ENG_GGML_TYPE_IQ4_NL:
+    case ENG_GGML_TYPE_Q2_K:
+    case ENG_GGML_TYPE_Q3_K:
+    case ENG_GGML_TYPE_Q4_K:
+    case ENG_GGML_TYPE_Q5_K:
+    case ENG_GGML_TYPE_Q6_K:
+    case ENG_GGML_TYPE_IQ4_XS: return 1;
+    default: return 0;
     }
 }

@@ -14,24 +14,24 @@
 #include "eng_gguf.h"
 
 typedef struct gguf_type_info {
-    int id;            /* ENG_GGML_TYPE_* */
-    const char *name;  /* ggml's name */
-    int blck;          /* values per block */
-    int bytes;         /* bytes per block */
+    int id;           /* ENG_GGML_TYPE_* */
+    const char *name; /* ggml's name */
+    int blck;         /* values per block */
+    int bytes;        /* bytes per block */
 } gguf_type_info;
 
 static const gguf_type_info gguf_types[] = {
-    {ENG_GGML_TYPE_F32, "f32", 1, 4},       {ENG_GGML_TYPE_F16, "f16", 1, 2},
-    {ENG_GGML_TYPE_Q4_0, "q4_0", 32, 18},   {ENG_GGML_TYPE_Q4_1, "q4_1", 32, 20},
-    {ENG_GGML_TYPE_Q5_0, "q5_0", 32, 22},   {ENG_GGML_TYPE_Q5_1, "q5_1", 32, 24},
-    {ENG_GGML_TYPE_Q8_0, "q8_0", 32, 34},
-    {ENG_GGML_TYPE_Q2_K, "q2_K", 256, 84},  {ENG_GGML_TYPE_Q3_K, "q3_K", 256, 110},
-    {ENG_GGML_TYPE_Q4_K, "q4_K", 256, 144}, {ENG_GGML_TYPE_Q5_K, "q5_K", 256, 176},
-    {ENG_GGML_TYPE_Q6_K, "q6_K", 256, 210}, {ENG_GGML_TYPE_Q8_K, "q8_K", 256, 292},
-    {ENG_GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18}, {ENG_GGML_TYPE_IQ4_XS, "iq4_xs", 256, 136},
-    {ENG_GGML_TYPE_I8, "i8", 1, 1},         {ENG_GGML_TYPE_I16, "i16", 1, 2},
-    {ENG_GGML_TYPE_I32, "i32", 1, 4},       {ENG_GGML_TYPE_I64, "i64", 1, 8},
-    {ENG_GGML_TYPE_F64, "f64", 1, 8},       {ENG_GGML_TYPE_BF16, "bf16", 1, 2},
+    {ENG_GGML_TYPE_F32, "f32", 1, 4},           {ENG_GGML_TYPE_F16, "f16", 1, 2},
+    {ENG_GGML_TYPE_Q4_0, "q4_0", 32, 18},       {ENG_GGML_TYPE_Q4_1, "q4_1", 32, 20},
+    {ENG_GGML_TYPE_Q5_0, "q5_0", 32, 22},       {ENG_GGML_TYPE_Q5_1, "q5_1", 32, 24},
+    {ENG_GGML_TYPE_Q8_0, "q8_0", 32, 34},       {ENG_GGML_TYPE_Q2_K, "q2_K", 256, 84},
+    {ENG_GGML_TYPE_Q3_K, "q3_K", 256, 110},     {ENG_GGML_TYPE_Q4_K, "q4_K", 256, 144},
+    {ENG_GGML_TYPE_Q5_K, "q5_K", 256, 176},     {ENG_GGML_TYPE_Q6_K, "q6_K", 256, 210},
+    {ENG_GGML_TYPE_Q8_K, "q8_K", 256, 292},     {ENG_GGML_TYPE_IQ4_NL, "iq4_nl", 32, 18},
+    {ENG_GGML_TYPE_IQ4_XS, "iq4_xs", 256, 136}, {ENG_GGML_TYPE_I8, "i8", 1, 1},
+    {ENG_GGML_TYPE_I16, "i16", 1, 2},           {ENG_GGML_TYPE_I32, "i32", 1, 4},
+    {ENG_GGML_TYPE_I64, "i64", 1, 8},           {ENG_GGML_TYPE_F64, "f64", 1, 8},
+    {ENG_GGML_TYPE_BF16, "bf16", 1, 2},
 };
 
 static const gguf_type_info *type_info(int t) {
@@ -138,7 +138,6 @@ int eng_gguf_row_to_f32(int type, const void *src, int64_t n, float *dst) {
         for (int64_t i = 0; i < n; i++)
             dst[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return 0;
-    default:
-        return eng_gguf_quant_to_f32(type, src, n, dst);
+    default: return eng_gguf_quant_to_f32(type, src, n, dst);
     }
 }

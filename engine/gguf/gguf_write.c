@@ -18,28 +18,28 @@
 #include "pl_err.h"
 
 typedef struct gw_tensor {
-    char *name;       /* owned copy */
-    int type;         /* ENG_GGML_TYPE_* */
-    int n_dims;       /* 1..4 */
-    int64_t ne[4];    /* GGUF order */
-    uint64_t nbytes;  /* data bytes */
-    uint64_t offset;  /* within the data section */
+    char *name;      /* owned copy */
+    int type;        /* ENG_GGML_TYPE_* */
+    int n_dims;      /* 1..4 */
+    int64_t ne[4];   /* GGUF order */
+    uint64_t nbytes; /* data bytes */
+    uint64_t offset; /* within the data section */
 } gw_tensor;
 
 struct eng_gguf_writer {
-    uint32_t alignment;  /* data alignment */
-    uint8_t *kvbuf;      /* serialised KV entries */
-    size_t kvlen, kvcap; /* used / allocated bytes of kvbuf */
-    uint64_t n_kv;       /* entries in kvbuf */
-    char **keys;         /* copies of keys, for duplicate checks */
-    size_t keys_cap;     /* allocated entries of keys */
-    gw_tensor *t;        /* declared tensors */
-    int n_t, cap_t;      /* used / allocated */
-    uint64_t data_size;  /* data section bytes so far (declared) */
-    FILE *f;             /* output after begin */
-    int cur;             /* tensor receiving data */
-    uint64_t cur_done;   /* bytes of it written */
-    int rc;              /* sticky error code (0 = none) */
+    uint32_t alignment;   /* data alignment */
+    uint8_t *kvbuf;       /* serialised KV entries */
+    size_t kvlen, kvcap;  /* used / allocated bytes of kvbuf */
+    uint64_t n_kv;        /* entries in kvbuf */
+    char **keys;          /* copies of keys, for duplicate checks */
+    size_t keys_cap;      /* allocated entries of keys */
+    gw_tensor *t;         /* declared tensors */
+    int n_t, cap_t;       /* used / allocated */
+    uint64_t data_size;   /* data section bytes so far (declared) */
+    FILE *f;              /* output after begin */
+    int cur;              /* tensor receiving data */
+    uint64_t cur_done;    /* bytes of it written */
+    int rc;               /* sticky error code (0 = none) */
     char msg[PL_ERR_LEN]; /* sticky error message */
 };
 
@@ -88,8 +88,7 @@ static int gw_str(eng_gguf_writer *w, const char *s, size_t len) {
 int eng_gguf_writer_new(uint32_t alignment, eng_gguf_writer **out) {
     *out = NULL;
     if (alignment == 0) alignment = ENG_GGUF_DEFAULT_ALIGNMENT;
-    if ((alignment & (alignment - 1)) || alignment > ENG_GGUF_MAX_ALIGNMENT)
-        return ENG_GGUF_EINVAL;
+    if ((alignment & (alignment - 1)) || alignment > ENG_GGUF_MAX_ALIGNMENT) return ENG_GGUF_EINVAL;
     eng_gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return ENG_GGUF_ENOMEM;
     w->alignment = alignment;
@@ -121,8 +120,7 @@ static int gw_key(eng_gguf_writer *w, const char *key, int type) {
         return gw_fail(w, ENG_GGUF_EINVAL, "key length %zu is not in [1, %u]", len,
                        ENG_GGUF_MAX_KEY_LEN);
     for (uint64_t i = 0; i < w->n_kv; i++)
-        if (!strcmp(w->keys[i], key))
-            return gw_fail(w, ENG_GGUF_EINVAL, "duplicate key '%s'", key);
+        if (!strcmp(w->keys[i], key)) return gw_fail(w, ENG_GGUF_EINVAL, "duplicate key '%s'", key);
     if (w->n_kv == w->keys_cap) {
         size_t c = w->keys_cap ? 2 * w->keys_cap : 32;
         char **k = realloc(w->keys, c * sizeof *k);
@@ -141,8 +139,7 @@ static size_t gw_scalar_size(int type) {
     return type >= 0 && type < ENG_GGUF_TYPE_COUNT ? sz[type] : 0;
 }
 
-int eng_gguf_writer_add_scalar(eng_gguf_writer *w, const char *key, int type,
-                               const void *val) {
+int eng_gguf_writer_add_scalar(eng_gguf_writer *w, const char *key, int type, const void *val) {
     size_t sz = gw_scalar_size(type);
     if (!sz) return gw_fail(w, ENG_GGUF_EINVAL, "key '%s': type %d is not a scalar", key, type);
     gw_key(w, key, type);
@@ -178,20 +175,20 @@ int eng_gguf_writer_add_str(eng_gguf_writer *w, const char *key, const char *s) 
     return gw_str(w, s, strlen(s));
 }
 
-int eng_gguf_writer_add_arr(eng_gguf_writer *w, const char *key, int elem_type,
-                            const void *data, uint64_t n) {
+int eng_gguf_writer_add_arr(eng_gguf_writer *w, const char *key, int elem_type, const void *data,
+                            uint64_t n) {
     size_t sz = gw_scalar_size(elem_type);
     if (!sz || n > ENG_GGUF_MAX_ARR_LEN || (n && !data))
-        return gw_fail(w, ENG_GGUF_EINVAL, "key '%s': bad array (type %d, %llu elements)",
-                       key, elem_type, (unsigned long long)n);
+        return gw_fail(w, ENG_GGUF_EINVAL, "key '%s': bad array (type %d, %llu elements)", key,
+                       elem_type, (unsigned long long)n);
     gw_key(w, key, ENG_GGUF_TYPE_ARR);
     gw_u32(w, (uint32_t)elem_type);
     gw_u64(w, n);
     return gw_put(w, data, (size_t)n * sz);
 }
 
-int eng_gguf_writer_add_arr_str(eng_gguf_writer *w, const char *key,
-                                const char *const *strs, const size_t *lens, uint64_t n) {
+int eng_gguf_writer_add_arr_str(eng_gguf_writer *w, const char *key, const char *const *strs,
+                                const size_t *lens, uint64_t n) {
     if (n > ENG_GGUF_MAX_ARR_LEN || (n && !strs))
         return gw_fail(w, ENG_GGUF_EINVAL, "key '%s': bad string array", key);
     gw_key(w, key, ENG_GGUF_TYPE_ARR);
@@ -227,9 +224,10 @@ int eng_gguf_writer_add_tensor(eng_gguf_writer *w, const char *name, int type, i
     }
     uint64_t rowb;
     if (eng_gguf_row_bytes(type, t.ne[0], &rowb) || (rows && rowb > UINT64_MAX / 2 / rows))
-        return gw_fail(w, ENG_GGUF_EINVAL, "tensor '%s': type %d with ne[0] = %lld is not "
-                       "supported (unknown type or not a block multiple)", name, type,
-                       (long long)t.ne[0]);
+        return gw_fail(w, ENG_GGUF_EINVAL,
+                       "tensor '%s': type %d with ne[0] = %lld is not "
+                       "supported (unknown type or not a block multiple)",
+                       name, type, (long long)t.ne[0]);
     t.type = type;
     t.n_dims = n_dims;
     t.nbytes = rowb * rows;

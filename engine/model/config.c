@@ -18,8 +18,13 @@
 #include "eng_err.h"
 
 /* Every architecture the engine runs, as general.architecture names it. */
-static const struct { eng_arch a; const char *name; } ARCHS[] = {
-    {ENG_ARCH_LLAMA, "llama"}, {ENG_ARCH_QWEN2, "qwen2"}, {ENG_ARCH_QWEN3, "qwen3"},
+static const struct {
+    eng_arch a;
+    const char *name;
+} ARCHS[] = {
+    {ENG_ARCH_LLAMA, "llama"},
+    {ENG_ARCH_QWEN2, "qwen2"},
+    {ENG_ARCH_QWEN3, "qwen3"},
     {ENG_ARCH_GEMMA3, "gemma3"},
 };
 #define N_ARCHS (sizeof ARCHS / sizeof ARCHS[0])
@@ -39,17 +44,19 @@ static int cfg_int(const eng_gguf *g, const char *arch, const char *suffix, int 
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required)
+            return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = (int)def;
         return 0;
     }
     if (eng_gguf_get_i64(g, key, &v))
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected an integer "
-                        "(per-layer arrays are not supported here)", key,
-                        eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "key '%s' has type %s, expected an integer "
+                       "(per-layer arrays are not supported here)",
+                       key, eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (v < lo || v > hi)
         return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %lld is out of range [%lld, %lld]",
-                        key, (long long)v, (long long)lo, (long long)hi);
+                       key, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
 }
@@ -60,16 +67,17 @@ static int cfg_float(const eng_gguf *g, const char *arch, const char *suffix, in
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     int i = eng_gguf_find(g, key);
     if (i < 0) {
-        if (required) return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
+        if (required)
+            return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key '%s' is missing", key);
         *out = def;
         return 0;
     }
     if (eng_gguf_get_f32(g, key, out))
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
-                        key, eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number", key,
+                       eng_gguf_kv_type_name(eng_gguf_kv_type(g, i)));
     if (!(*out >= lo && *out <= hi))
         return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [%g, %g]", key,
-                        (double)*out, (double)lo, (double)hi);
+                       (double)*out, (double)lo, (double)hi);
     return 0;
 }
 
@@ -86,16 +94,19 @@ static int cfg_layer_arr(const eng_gguf *g, const char *arch, const char *suffix
     if (i < 0) return 0;
     if (eng_gguf_get_arr(g, key, &et, &n, &data) || et == ENG_GGUF_TYPE_STR ||
         et == ENG_GGUF_TYPE_F32 || et == ENG_GGUF_TYPE_F64)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers",
-                        key);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' must be an array of integers", key);
     if (n != (uint64_t)n_layer)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has %llu elements, expected "
-                        "block_count = %d", key, (unsigned long long)n, n_layer);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "key '%s' has %llu elements, expected "
+                       "block_count = %d",
+                       key, (unsigned long long)n, n_layer);
     for (int l = 0; l < n_layer; l++) {
         int64_t v;
         if (eng_gguf_arr_get_i64(et, data, n, (uint64_t)l, &v) || v < lo || v > hi)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s'[%d] is out of range "
-                            "[%lld, %lld]", key, l, (long long)lo, (long long)hi);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "key '%s'[%d] is out of range "
+                           "[%lld, %lld]",
+                           key, l, (long long)lo, (long long)hi);
         vals[l] = (int)v;
     }
     return 1;
@@ -116,16 +127,20 @@ static int cfg_arch(const eng_gguf *g, eng_config *c, char *err, size_t errlen) 
     char list[64];
     int rc = eng_gguf_get_str(g, "general.architecture", &s, &len);
     if (rc == ENG_GGUF_ENOTFOUND)
-        return pl_errf(err, errlen, ENG_CFG_EMISSING, "required key 'general.architecture' is "
-                        "missing (supported architectures: %s)", arch_list(list, sizeof list));
-    if (rc) return pl_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
+        return pl_errf(err, errlen, ENG_CFG_EMISSING,
+                       "required key 'general.architecture' is "
+                       "missing (supported architectures: %s)",
+                       arch_list(list, sizeof list));
+    if (rc)
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key 'general.architecture' is not a string");
     c->arch = 0;
     for (size_t i = 0; i < N_ARCHS; i++)
         if (len == strlen(ARCHS[i].name) && !memcmp(s, ARCHS[i].name, len)) c->arch = ARCHS[i].a;
     if (!c->arch)
-        return pl_errf(err, errlen, ENG_CFG_EARCH, "unsupported architecture '%.*s' "
-                        "(supported: %s)", (int)(len > 64 ? 64 : len), s,
-                        arch_list(list, sizeof list));
+        return pl_errf(err, errlen, ENG_CFG_EARCH,
+                       "unsupported architecture '%.*s' "
+                       "(supported: %s)",
+                       (int)(len > 64 ? 64 : len), s, arch_list(list, sizeof list));
     snprintf(c->arch_name, sizeof c->arch_name, "%s", eng_arch_name(c->arch));
     return 0;
 }
@@ -141,15 +156,18 @@ static int cfg_vocab(const eng_gguf *g, eng_config *c, char *err, size_t errlen)
     if (rc || c->n_vocab) return rc;
     if (!eng_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d)) {
         if (n < 1 || n > (1u << 24))
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tokenizer.ggml.tokens has %llu entries, "
-                            "expected [1, %d]", (unsigned long long)n, 1 << 24);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "tokenizer.ggml.tokens has %llu entries, "
+                           "expected [1, %d]",
+                           (unsigned long long)n, 1 << 24);
         c->n_vocab = (int)n;
     } else if (te && te->ne[1] >= 1 && te->ne[1] <= (1 << 24)) {
         c->n_vocab = (int)te->ne[1];
     } else {
-        return pl_errf(err, errlen, ENG_CFG_EMISSING, "cannot tell the vocabulary size: no "
-                        "%s.vocab_size, tokenizer.ggml.tokens or token_embd.weight",
-                        c->arch_name);
+        return pl_errf(err, errlen, ENG_CFG_EMISSING,
+                       "cannot tell the vocabulary size: no "
+                       "%s.vocab_size, tokenizer.ggml.tokens or token_embd.weight",
+                       c->arch_name);
     }
     return 0;
 }
@@ -166,8 +184,10 @@ static int cfg_yarn_default(const eng_gguf *g, const char *arch, const char *suf
     int rc = cfg_float(g, arch, suffix, 0, want, -1e9f, 1e9f, &v, err, errlen);
     if (rc) return rc;
     if (v != want)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s.%s' = %g: YaRN with a value other "
-                        "than %g is not supported", arch, suffix, (double)v, (double)want);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "key '%s.%s' = %g: YaRN with a value other "
+                       "than %g is not supported",
+                       arch, suffix, (double)v, (double)want);
     return 0;
 }
 
@@ -193,30 +213,38 @@ static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t 
     int ti = eng_gguf_find(g, key), fi = eng_gguf_find(g, fkey);
     if (ti >= 0 && eng_gguf_get_str(g, key, &s, &len))
         return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a string", key,
-                        eng_gguf_kv_type_name(eng_gguf_kv_type(g, ti)));
+                       eng_gguf_kv_type_name(eng_gguf_kv_type(g, ti)));
     if (fi >= 0 && eng_gguf_get_f32(g, fkey, &f))
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number",
-                        fkey, eng_gguf_kv_type_name(eng_gguf_kv_type(g, fi)));
+        return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' has type %s, expected a number", fkey,
+                       eng_gguf_kv_type_name(eng_gguf_kv_type(g, fi)));
     c->rope_freq_scale = c->rope_freq_scale_local = 1.0f;
     if (len == 4 && !memcmp(s, "none", 4)) {
         if (f != 1.0f && f != 0.0f)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'none' but %s = %g: inconsistent "
-                            "rope scaling", key, fkey, (double)f);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "%s = 'none' but %s = %g: inconsistent "
+                           "rope scaling",
+                           key, fkey, (double)f);
     } else if (len == 6 && !memcmp(s, "linear", 6)) {
         /* llama.cpp: factor 0 (or absent) = no scaling */
         if (!(f == 0.0f || (f >= 1e-3f && f <= 1e6f)))
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range "
-                            "[0.001, 1e6] (or 0: none)", fkey, (double)f);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "key '%s' = %g is out of range "
+                           "[0.001, 1e6] (or 0: none)",
+                           fkey, (double)f);
         if (f != 0.0f) c->rope_freq_scale = 1.0f / f;
         if (c->arch != ENG_ARCH_GEMMA3) c->rope_freq_scale_local = c->rope_freq_scale;
     } else if (len == 4 && !memcmp(s, "yarn", 4)) {
         int rc;
         if (c->arch == ENG_ARCH_GEMMA3)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = 'yarn': YaRN on gemma3 is not "
-                            "supported (llama, qwen2, qwen3)", key);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "%s = 'yarn': YaRN on gemma3 is not "
+                           "supported (llama, qwen2, qwen3)",
+                           key);
         if (!(f >= 1.0f && f <= 1e6f))
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "key '%s' = %g is out of range [1, 1e6] "
-                            "for YaRN", fkey, (double)f);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "key '%s' = %g is out of range [1, 1e6] "
+                           "for YaRN",
+                           fkey, (double)f);
         if ((rc = cfg_int(g, a, "rope.scaling.original_context_length", c->n_ctx_train == 0,
                           c->n_ctx_train, 1, 1 << 30, &c->rope_yarn_orig_ctx, err, errlen)) ||
             (rc = cfg_yarn_default(g, a, "rope.scaling.yarn_beta_fast", 32.0f, err, errlen)) ||
@@ -231,17 +259,23 @@ static int cfg_rope_scaling(const eng_gguf *g, eng_config *c, char *err, size_t 
         c->rope_yarn_beta_slow = 1.0f;
         c->rope_freq_scale = c->rope_freq_scale_local = 1.0f / f;
     } else {
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s = '%.*s': this rope scaling type is not "
-                        "supported (supported: none, linear, yarn, and Llama 3 frequency factors "
-                        "in rope_freqs.weight)", key, (int)(len > 32 ? 32 : len), s);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "%s = '%.*s': this rope scaling type is not "
+                       "supported (supported: none, linear, yarn, and Llama 3 frequency factors "
+                       "in rope_freqs.weight)",
+                       key, (int)(len > 32 ? 32 : len), s);
     }
     if (eng_gguf_find_tensor(g, "rope_freqs.weight")) {
         if (c->rope_yarn)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight with %s = "
-                            "'yarn': frequency factors and YaRN together are not supported", key);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "tensor rope_freqs.weight with %s = "
+                           "'yarn': frequency factors and YaRN together are not supported",
+                           key);
         if (c->arch != ENG_ARCH_LLAMA)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "tensor rope_freqs.weight (rope "
-                            "frequency factors) on architecture %s: only llama files apply it", a);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "tensor rope_freqs.weight (rope "
+                           "frequency factors) on architecture %s: only llama files apply it",
+                           a);
         c->rope_freq_factors = 1;
     }
     return 0;
@@ -256,8 +290,8 @@ static int cfg_layers(const eng_gguf *g, eng_config *c, char *err, size_t errlen
         c->kv_src[l] = l;
     }
     if (c->arch == ENG_ARCH_GEMMA3) {
-        rc = cfg_layer_arr(g, a, "attention.sliding_window_pattern", c->n_layer, 0, 1, pat,
-                           err, errlen);
+        rc = cfg_layer_arr(g, a, "attention.sliding_window_pattern", c->n_layer, 0, 1, pat, err,
+                           errlen);
         if (rc < 0) return rc;
         for (int l = 0; l < c->n_layer; l++)
             c->window[l] = (rc ? pat[l] : (l + 1) % 6 != 0) ? c->sliding_window : 0;
@@ -273,16 +307,20 @@ static int cfg_layers(const eng_gguf *g, eng_config *c, char *err, size_t errlen
     for (int l = 0; l < c->n_layer; l++) {
         int s = c->kv_src[l];
         if (s > l)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
-                            "a layer can only read the KV of itself or an earlier layer", a, l, s);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "%s.attention.layer_kv_source[%d] = %d: "
+                           "a layer can only read the KV of itself or an earlier layer",
+                           a, l, s);
         if (c->kv_src[s] != s)
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.layer_kv_source[%d] = %d: "
-                            "layer %d does not own its KV (it reads layer %d's)", a, l, s, s,
-                            c->kv_src[s]);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "%s.attention.layer_kv_source[%d] = %d: "
+                           "layer %d does not own its KV (it reads layer %d's)",
+                           a, l, s, s, c->kv_src[s]);
         if (c->window[s] != c->window[l])
-            return pl_errf(err, errlen, ENG_CFG_EINVAL, "layer %d (window %d) shares the KV of "
-                            "layer %d (window %d): sharing layers need the same window", l,
-                            c->window[l], s, c->window[s]);
+            return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                           "layer %d (window %d) shares the KV of "
+                           "layer %d (window %d): sharing layers need the same window",
+                           l, c->window[l], s, c->window[s]);
     }
     return 0;
 }
@@ -304,28 +342,36 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
                       err, errlen)))
         return rc;
     if (c->n_head % c->n_head_kv)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.head_count = %d is not a "
-                        "multiple of head_count_kv = %d", a, c->n_head, c->n_head_kv);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "%s.attention.head_count = %d is not a "
+                       "multiple of head_count_kv = %d",
+                       a, c->n_head, c->n_head_kv);
     if (eng_gguf_find(g, (snprintf(key, sizeof key, "%s.attention.key_length", a), key)) < 0 &&
         c->n_embd % c->n_head)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.embedding_length = %d is not a multiple "
-                        "of head_count = %d and %s is absent", a, c->n_embd, c->n_head, key);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "%s.embedding_length = %d is not a multiple "
+                       "of head_count = %d and %s is absent",
+                       a, c->n_embd, c->n_head, key);
     if ((rc = cfg_int(g, a, "attention.key_length", 0, c->n_embd / c->n_head, 1, 4096, &kl, err,
                       errlen)) ||
         (rc = cfg_int(g, a, "attention.value_length", 0, kl, 1, 4096, &vl, err, errlen)))
         return rc;
     if (kl != vl)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.attention.key_length = %d differs from "
-                        "value_length = %d (not supported)", a, kl, vl);
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "%s.attention.key_length = %d differs from "
+                       "value_length = %d (not supported)",
+                       a, kl, vl);
     if (kl % 2)
         return pl_errf(err, errlen, ENG_CFG_EINVAL, "head dim %d is odd (rope needs pairs)", kl);
     c->head_dim = kl;
     if ((rc = cfg_int(g, a, "rope.dimension_count", 0, kl, 1, 4096, &rd, err, errlen))) return rc;
     if (rd != kl)
-        return pl_errf(err, errlen, ENG_CFG_EINVAL, "%s.rope.dimension_count = %d differs from the "
-                        "head dim %d (partial rotary is not supported)", a, rd, kl);
-    if ((rc = cfg_float(g, a, "attention.layer_norm_rms_epsilon", 1, 0, 1e-12f, 0.1f,
-                        &c->norm_eps, err, errlen)) ||
+        return pl_errf(err, errlen, ENG_CFG_EINVAL,
+                       "%s.rope.dimension_count = %d differs from the "
+                       "head dim %d (partial rotary is not supported)",
+                       a, rd, kl);
+    if ((rc = cfg_float(g, a, "attention.layer_norm_rms_epsilon", 1, 0, 1e-12f, 0.1f, &c->norm_eps,
+                        err, errlen)) ||
         (rc = cfg_float(g, a, "rope.freq_base", 0, gem ? 1e6f : 1e4f, 1.0f, 1e12f, &c->rope_base,
                         err, errlen)) ||
         (rc = cfg_float(g, a, "rope.freq_base_swa", 0, gem ? 1e4f : c->rope_base, 1.0f, 1e12f,
@@ -361,18 +407,20 @@ int eng_config_from_gguf(const eng_gguf *g, eng_config *c, char *err, size_t err
 static int convertible(int type) { return eng_gguf_type_convertible(type); }
 
 /* Check one tensor: present (unless absent_ok) with shape [ne0, ne1]. */
-static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1,
-                     char *err, size_t errlen) {
+static int check_one(const eng_gguf *g, const char *name, int64_t ne0, int64_t ne1, char *err,
+                     size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(g, name);
     if (!t) return pl_errf(err, errlen, ENG_CFG_EMISSING, "tensor '%s' is missing", name);
     if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has shape [%lld, %lld, %lld, "
-                        "%lld], expected [%lld, %lld]", name, (long long)t->ne[0],
-                        (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
-                        (long long)ne0, (long long)ne1);
+        return pl_errf(err, errlen, ENG_CFG_ESHAPE,
+                       "tensor '%s' has shape [%lld, %lld, %lld, "
+                       "%lld], expected [%lld, %lld]",
+                       name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                       (long long)t->ne[3], (long long)ne0, (long long)ne1);
     if (!convertible(t->type))
-        return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' has type %s (supported: "
-                        ENG_GGUF_CONVERTIBLE_NAMES ")", name, eng_gguf_type_name(t->type));
+        return pl_errf(err, errlen, ENG_CFG_ESHAPE,
+                       "tensor '%s' has type %s (supported: " ENG_GGUF_CONVERTIBLE_NAMES ")", name,
+                       eng_gguf_type_name(t->type));
     return 0;
 }
 
@@ -391,17 +439,26 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
         /* want: which layers carry the tensor; kv: only KV owners (K/V
          * projections, K norm, K/V biases) */
         enum { ALL, QK_NORM, POST_NORMS, QKV_BIAS };
-        struct { const char *s, *kind; int64_t a, b; int want, kv; } ts[] = {
-            {"attn_norm", "weight", e, 1, ALL, 0},  {"attn_q", "weight", e, q, ALL, 0},
-            {"attn_k", "weight", e, kv, ALL, 1},    {"attn_v", "weight", e, kv, ALL, 1},
-            {"attn_output", "weight", q, e, ALL, 0}, {"ffn_norm", "weight", e, 1, ALL, 0},
-            {"ffn_gate", "weight", e, c->n_ff, ALL, 0}, {"ffn_up", "weight", e, c->n_ff, ALL, 0},
+        struct {
+            const char *s, *kind;
+            int64_t a, b;
+            int want, kv;
+        } ts[] = {
+            {"attn_norm", "weight", e, 1, ALL, 0},
+            {"attn_q", "weight", e, q, ALL, 0},
+            {"attn_k", "weight", e, kv, ALL, 1},
+            {"attn_v", "weight", e, kv, ALL, 1},
+            {"attn_output", "weight", q, e, ALL, 0},
+            {"ffn_norm", "weight", e, 1, ALL, 0},
+            {"ffn_gate", "weight", e, c->n_ff, ALL, 0},
+            {"ffn_up", "weight", e, c->n_ff, ALL, 0},
             {"ffn_down", "weight", c->n_ff, e, ALL, 0},
             {"attn_q_norm", "weight", c->head_dim, 1, QK_NORM, 0},
             {"attn_k_norm", "weight", c->head_dim, 1, QK_NORM, 1},
             {"post_attention_norm", "weight", e, 1, POST_NORMS, 0},
             {"post_ffw_norm", "weight", e, 1, POST_NORMS, 0},
-            {"attn_q", "bias", q, 1, QKV_BIAS, 0},  {"attn_k", "bias", kv, 1, QKV_BIAS, 1},
+            {"attn_q", "bias", q, 1, QKV_BIAS, 0},
+            {"attn_k", "bias", kv, 1, QKV_BIAS, 1},
             {"attn_v", "bias", kv, 1, QKV_BIAS, 1},
         };
         int owner = c->kv_src[l] == l;
@@ -413,22 +470,25 @@ int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, 
                 continue;
             if (kv_only && !owner) {
                 if (eng_gguf_find_tensor(g, n))
-                    return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s' is present but layer "
-                                    "%d reads layer %d's KV (KV-sharing layers carry no K/V "
-                                    "weights or biases)", n, l, c->kv_src[l]);
+                    return pl_errf(err, errlen, ENG_CFG_ESHAPE,
+                                   "tensor '%s' is present but layer "
+                                   "%d reads layer %d's KV (KV-sharing layers carry no K/V "
+                                   "weights or biases)",
+                                   n, l, c->kv_src[l]);
                 continue;
             }
             if ((rc = check_one(g, n, ts[k].a, ts[k].b, err, errlen))) return rc;
         }
         /* a bias the forward pass would not add is refused, not ignored */
-        static const char *const bias[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+        static const char *const bias[] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                            "ffn_gate", "ffn_up", "ffn_down"};
         for (size_t k = c->has_qkv_bias ? 3 : 0; k < sizeof bias / sizeof bias[0]; k++) {
             snprintf(n, sizeof n, "blk.%d.%s.bias", l, bias[k]);
             if (eng_gguf_find_tensor(g, n))
-                return pl_errf(err, errlen, ENG_CFG_ESHAPE, "tensor '%s': %s has no %s bias "
-                                "(supported: Q/K/V biases on qwen2 and llama)", n, c->arch_name,
-                                bias[k]);
+                return pl_errf(err, errlen, ENG_CFG_ESHAPE,
+                               "tensor '%s': %s has no %s bias "
+                               "(supported: Q/K/V biases on qwen2 and llama)",
+                               n, c->arch_name, bias[k]);
         }
     }
     return 0;

@@ -127,13 +127,17 @@
 
 #include "eng_gguf.h"
 
-#define ENG_CFG_EMISSING (-405)  /* required key or tensor missing */
-#define ENG_CFG_EINVAL (-401)    /* a value out of range or inconsistent */
-#define ENG_CFG_EARCH (-410)     /* unknown architecture */
-#define ENG_CFG_ESHAPE (-406)    /* tensor shape / type mismatch */
+#define ENG_CFG_EMISSING (-405) /* required key or tensor missing */
+#define ENG_CFG_EINVAL (-401)   /* a value out of range or inconsistent */
+#define ENG_CFG_EARCH (-410)    /* unknown architecture */
+#define ENG_CFG_ESHAPE (-406)   /* tensor shape / type mismatch */
 
-typedef enum { ENG_ARCH_LLAMA = 1, ENG_ARCH_GEMMA3 = 2, ENG_ARCH_QWEN2 = 3,
-               ENG_ARCH_QWEN3 = 4 } eng_arch;
+typedef enum {
+    ENG_ARCH_LLAMA = 1,
+    ENG_ARCH_GEMMA3 = 2,
+    ENG_ARCH_QWEN2 = 3,
+    ENG_ARCH_QWEN3 = 4
+} eng_arch;
 
 typedef enum {
     ENG_ROPE_NORM = 0, /* llama.cpp "normal": adjacent pairs (x0,x1) */
@@ -191,15 +195,13 @@ typedef struct eng_config {
 /* Fill cfg from g's metadata (and token_embd/output presence).  Returns 0,
  * ENG_CFG_EARCH (message lists the supported architectures),
  * ENG_CFG_EMISSING or ENG_CFG_EINVAL. */
-int eng_config_from_gguf(const eng_gguf *g, eng_config *cfg, char *err,
-                         size_t errlen);
+int eng_config_from_gguf(const eng_gguf *g, eng_config *cfg, char *err, size_t errlen);
 
 /* Check every tensor the architecture needs: present, with the expected
  * shape (GGUF order ne[0] = input dim) and a type eng_gguf_row_to_f32
  * converts; K/V projections absent in KV-sharing layers.  Returns 0,
  * ENG_CFG_EMISSING or ENG_CFG_ESHAPE. */
-int eng_config_check_tensors(const eng_config *c, const eng_gguf *g,
-                             char *err, size_t errlen);
+int eng_config_check_tensors(const eng_config *c, const eng_gguf *g, char *err, size_t errlen);
 
 /* Name of an architecture ("llama", "qwen2", "qwen3", "gemma3"). */
 const char *eng_arch_name(eng_arch a);

@@ -59,25 +59,26 @@
 enum { ENG_KV_GLOBAL = 0, ENG_KV_LOCAL = 1 };
 
 typedef struct eng_kv_layout {
-    int block_tokens;                    /* B: tokens per block */
-    int n_head_kv, head_dim;             /* KV heads and their dimension */
-    int kv_fp32;                         /* 1: float K/V, no scale arrays (fp32 reference models) */
-    int n_layers[2];                     /* owning layers per kind */
-    size_t block_bytes[2];               /* bytes of one block per kind (0 if no such layers) */
-    size_t layer_bytes;                  /* bytes one owning layer takes inside a block */
-    int max_window;                      /* largest local window (0 if none) */
-    int layer_kind[ENG_MAX_LAYERS];      /* per model layer: kind of its KV source */
-    size_t layer_offset[ENG_MAX_LAYERS]; /* per model layer: byte offset of its source's K within a block */
+    int block_tokens;               /* B: tokens per block */
+    int n_head_kv, head_dim;        /* KV heads and their dimension */
+    int kv_fp32;                    /* 1: float K/V, no scale arrays (fp32 reference models) */
+    int n_layers[2];                /* owning layers per kind */
+    size_t block_bytes[2];          /* bytes of one block per kind (0 if no such layers) */
+    size_t layer_bytes;             /* bytes one owning layer takes inside a block */
+    int max_window;                 /* largest local window (0 if none) */
+    int layer_kind[ENG_MAX_LAYERS]; /* per model layer: kind of its KV source */
+    /* per model layer: byte offset of its source's K within a block */
+    size_t layer_offset[ENG_MAX_LAYERS];
 } eng_kv_layout;
 
 /* Build the int8 layout of config c for blocks of block_tokens (1..4096).
  * Returns 0, or ENG_KV_EINVAL with a message (bad block size, kv_src not
  * pointing at an owning layer, n_layer out of range). */
-int eng_kv_layout_init(eng_kv_layout *l, const eng_config *c, int block_tokens,
-                       char *err, size_t errlen);
+int eng_kv_layout_init(eng_kv_layout *l, const eng_config *c, int block_tokens, char *err,
+                       size_t errlen);
 /* Same, choosing the element type: kv_fp32 = 1 builds the fp32 layout. */
-int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_tokens,
-                          int kv_fp32, char *err, size_t errlen);
+int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_tokens, int kv_fp32,
+                          char *err, size_t errlen);
 
 /* Addresses inside block blk for model layer `layer` (which may be a sharing
  * layer: the offsets are its source's).  Scale helpers return NULL for fp32
@@ -90,9 +91,10 @@ float *eng_kv_layer_vscale(const eng_kv_layout *l, void *blk, int layer);
 /* Block allocator: the cache implements it over its pool; eng_kv_allocator_malloc
  * is a plain malloc one for standalone use. */
 typedef struct eng_kv_allocator {
-    void *ctx;                                        /* allocator state, passed back to the callbacks */
-    void *(*alloc)(void *ctx, int kind);              /* a block of block_bytes[kind], or NULL when out of budget */
-    void (*release)(void *ctx, int kind, void *blk);  /* drop the sequence's reference */
+    void *ctx; /* allocator state, passed back to the callbacks */
+    void *(*alloc)(void *ctx,
+                   int kind); /* a block of block_bytes[kind], or NULL when out of budget */
+    void (*release)(void *ctx, int kind, void *blk); /* drop the sequence's reference */
 } eng_kv_allocator;
 
 /* Fill a with a malloc-backed allocator for layout l (which must outlive it).
@@ -109,13 +111,15 @@ typedef struct eng_kvseq {
     eng_kv_allocator alloc;      /* where blocks come from / go back to */
     int n_tokens;                /* tokens whose KV is stored = next position */
     int n_blocks, cap_blocks;    /* table entries used / allocated */
-    void **blk[2];               /* block tables per kind; blk[ENG_KV_LOCAL][i] is NULL once block i is dead; a table of a kind with no layers is all NULL */
-    int32_t *tokens;             /* token ids stored (for the cache's insertion); cap_blocks*B entries */
+    /* block tables per kind; blk[ENG_KV_LOCAL][i] is NULL once block i is dead;
+     * a table of a kind with no layers is all NULL */
+    void **blk[2];
+    int32_t *tokens; /* token ids stored (for the cache's insertion); cap_blocks*B entries */
 } eng_kvseq;
 
 /* Initialise an empty sequence.  Returns 0 or ENG_KV_EINVAL. */
-int eng_kvseq_init(eng_kvseq *s, const eng_kv_layout *l, const eng_kv_allocator *a,
-                   char *err, size_t errlen);
+int eng_kvseq_init(eng_kvseq *s, const eng_kv_layout *l, const eng_kv_allocator *a, char *err,
+                   size_t errlen);
 /* Release every block the sequence references and its tables. */
 void eng_kvseq_free(eng_kvseq *s);
 /* Resume an EMPTY sequence from cached blocks: n_tokens (a multiple of B)
@@ -125,8 +129,8 @@ void eng_kvseq_free(eng_kvseq *s);
  * caller has already taken one reference per block for the sequence.
  * Returns 0, ENG_KV_EINVAL (not empty, bad count, missing live block) or
  * ENG_KV_ENOMEM. */
-int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk,
-                           void *const *lblk, const int32_t *tokens);
+int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk, void *const *lblk,
+                           const int32_t *tokens);
 /* Forget every token from n_tokens on, releasing whole blocks past it.
  * Fails with ENG_KV_EINVAL when n_tokens > s->n_tokens or when a local block
  * that a query at position n_tokens would attend has already been released. */

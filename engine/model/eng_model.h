@@ -52,9 +52,9 @@
 #include "eng_kv.h"
 
 /* Error codes (negative). */
-#define ENG_EINVAL (-501)  /* bad argument or unsupported model content */
-#define ENG_ENOMEM (-502)  /* host memory or KV blocks exhausted */
-#define ENG_EIO (-503)     /* file could not be read / parsed */
+#define ENG_EINVAL (-501) /* bad argument or unsupported model content */
+#define ENG_ENOMEM (-502) /* host memory or KV blocks exhausted */
+#define ENG_EIO (-503)    /* file could not be read / parsed */
 
 typedef struct eng_model eng_model; /* opaque; immutable after load */
 
@@ -69,8 +69,8 @@ typedef struct eng_load_opts {
 /* Load path.  Refuses unsupported architectures / tensor types / shapes
  * with a message naming the problem.  Returns 0, ENG_EIO, ENG_EINVAL or
  * ENG_ENOMEM. */
-int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out,
-                   char *err, size_t errlen);
+int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, char *err,
+                   size_t errlen);
 void eng_model_free(eng_model *m);
 
 const eng_config *eng_model_config(const eng_model *m);

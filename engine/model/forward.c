@@ -36,25 +36,25 @@
 
 /* Scratch of one step (one allocation). */
 typedef struct fwd_buf {
-    float *x;       /* [T][E] residual stream */
-    float *xn;      /* [T][E] normed input of a block */
-    float *qkv;     /* [T][n_q + 2 n_kv] projections */
-    float *att;     /* [T][n_q] attention output */
-    float *gu;      /* [T][2 n_ff] gate | up */
-    float *hff;     /* [T][n_ff] gated hidden */
-    float *tmp;     /* [T][E] block output before the residual */
-    int8_t *xq;     /* [T][max Kp] quantised GEMM input, rows padded to the pack's Kp */
-    float *xs;      /* [T][max Kp / 32] its block scales, rows max Kp / 32 apart */
-    int lds;        /* row stride of xs (max Kp / 32) */
-    int32_t *pos;   /* [T] position of every token */
-    float *lx;      /* [R][E] rows that produce logits */
-    float *lbuf;    /* [R][n_vocab] their logits */
+    float *x;            /* [T][E] residual stream */
+    float *xn;           /* [T][E] normed input of a block */
+    float *qkv;          /* [T][n_q + 2 n_kv] projections */
+    float *att;          /* [T][n_q] attention output */
+    float *gu;           /* [T][2 n_ff] gate | up */
+    float *hff;          /* [T][n_ff] gated hidden */
+    float *tmp;          /* [T][E] block output before the residual */
+    int8_t *xq;          /* [T][max Kp] quantised GEMM input, rows padded to the pack's Kp */
+    float *xs;           /* [T][max Kp / 32] its block scales, rows max Kp / 32 apart */
+    int lds;             /* row stride of xs (max Kp / 32) */
+    int32_t *pos;        /* [T] position of every token */
+    float *lx;           /* [R][E] rows that produce logits */
+    float *lbuf;         /* [R][n_vocab] their logits */
     eng_attn_desc *desc; /* [n_steps] */
 } fwd_buf;
 
 /* C[T][w->rows] (row stride ldc) = A[T][w->cols] . W^T, int8 or fp32. */
-static void linear(eng_model *m, fwd_buf *b, const float *A, int T, const eng_weight *w,
-                   float *C, int ldc) {
+static void linear(eng_model *m, fwd_buf *b, const float *A, int T, const eng_weight *w, float *C,
+                   int ldc) {
     const eng_backend *be = &m->be;
     if (m->prec == ENG_PREC_INT8) {
         be->quantize_blocks(be->ctx, T, w->cols, A, w->cols, b->xq, w->pk.Kp, b->xs, b->lds);
@@ -77,8 +77,10 @@ static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *
         void *blk = tab[p / B];
         const float *k = qkv + (size_t)t * ld + nq, *v = k + nkv;
         if (l->kv_fp32) {
-            memcpy((float *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, k, nkv * sizeof(float));
-            memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v, nkv * sizeof(float));
+            memcpy((float *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, k,
+                   nkv * sizeof(float));
+            memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v,
+                   nkv * sizeof(float));
         } else {
             m->be.quantize_rows(m->be.ctx, nkvh, hd, k, hd,
                                 (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, hd,
@@ -90,8 +92,8 @@ static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *
     }
 }
 
-static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_steps, int T,
-                          int l, const eng_attn_shape *shape) {
+static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_steps, int T, int l,
+                          const eng_attn_shape *shape) {
     const eng_config *c = &m->cfg;
     const eng_backend *be = &m->be;
     const eng_layer *L = &m->layers[l];
@@ -108,22 +110,28 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
             float *q = b->qkv + (size_t)t * ld;
             be->rmsnorm(be->ctx, c->n_head, hd, q, hd, L->q_norm, c->norm_eps, q, hd);
             if (owner)
-                be->rmsnorm(be->ctx, c->n_head_kv, hd, q + nq, hd, L->k_norm, c->norm_eps, q + nq, hd);
+                be->rmsnorm(be->ctx, c->n_head_kv, hd, q + nq, hd, L->k_norm, c->norm_eps, q + nq,
+                            hd);
         }
     be->rope(be->ctx, T, c->n_head, hd, b->qkv, ld, b->pos, freq, c->rope_type);
     if (owner) be->rope(be->ctx, T, c->n_head_kv, hd, b->qkv + nq, ld, b->pos, freq, c->rope_type);
     for (int s = 0, t0 = 0; s < n_steps; t0 += steps[s].n_tokens, s++) {
         eng_kvseq *kv = steps[s].kv;
         if (owner) store_kv(m, kv, l, b->qkv + (size_t)t0 * ld, ld, steps[s].n_tokens);
-        b->desc[s] = (eng_attn_desc){.q = b->qkv + (size_t)t0 * ld, .ldq = ld,
-                                     .out = b->att + (size_t)t0 * nq, .ldo = nq,
-                                     .n_q = steps[s].n_tokens, .pos0 = kv->n_tokens,
+        b->desc[s] = (eng_attn_desc){.q = b->qkv + (size_t)t0 * ld,
+                                     .ldq = ld,
+                                     .out = b->att + (size_t)t0 * nq,
+                                     .ldo = nq,
+                                     .n_q = steps[s].n_tokens,
+                                     .pos0 = kv->n_tokens,
                                      .window = c->window[l],
-                                     .blocks = kv->blk[m->kv.layer_kind[l]], .layer = l};
+                                     .blocks = kv->blk[m->kv.layer_kind[l]],
+                                     .layer = l};
     }
     be->attention(be->ctx, shape, b->desc, n_steps);
     linear(m, b, b->att, T, &L->wo, b->tmp, E);
-    if (L->post_attn_norm) be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_attn_norm, c->norm_eps, b->tmp, E);
+    if (L->post_attn_norm)
+        be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_attn_norm, c->norm_eps, b->tmp, E);
     be->add(be->ctx, T, E, b->x, E, b->tmp, E);
 
     /* feed-forward block */
@@ -131,7 +139,8 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
     linear(m, b, b->xn, T, &L->wgu, b->gu, 2 * F);
     be->glu(be->ctx, T, F, b->gu, 2 * F, b->hff, F, c->ffn_gelu ? ENG_GLU_GELU_TANH : ENG_GLU_SILU);
     linear(m, b, b->hff, T, &L->wdown, b->tmp, E);
-    if (L->post_ffn_norm) be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_ffn_norm, c->norm_eps, b->tmp, E);
+    if (L->post_ffn_norm)
+        be->rmsnorm(be->ctx, T, E, b->tmp, E, L->post_ffn_norm, c->norm_eps, b->tmp, E);
     be->add(be->ctx, T, E, b->x, E, b->tmp, E);
 }
 
@@ -141,25 +150,32 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
     if (!steps || n_steps < 1) return pl_errf(err, errlen, ENG_EINVAL, "forward: no steps");
     for (int s = 0; s < n_steps; s++) {
         const eng_seq_step *st = &steps[s];
-        if (!st->kv || !st->kv->layout || !st->tokens || st->n_tokens < 1 || st->n_tokens > FWD_MAX_TOKENS)
-            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d has no KV state or no tokens", s);
+        if (!st->kv || !st->kv->layout || !st->tokens || st->n_tokens < 1 ||
+            st->n_tokens > FWD_MAX_TOKENS)
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d has no KV state or no tokens",
+                           s);
         if (st->kv->layout != &m->kv && memcmp(st->kv->layout, &m->kv, sizeof m->kv) != 0)
-            return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d uses another model's KV layout", s);
+            return pl_errf(err, errlen, ENG_EINVAL,
+                           "forward: step %d uses another model's KV layout", s);
         if (st->logits < ENG_LOGITS_NONE || st->logits > ENG_LOGITS_ALL ||
             (st->logits != ENG_LOGITS_NONE && !st->out))
             return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: bad logits request", s);
         for (int i = 0; i < st->n_tokens; i++)
             if (st->tokens[i] < 0 || st->tokens[i] >= m->cfg.n_vocab)
-                return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: token %d = %d outside vocab [0, %d)",
-                                s, i, (int)st->tokens[i], m->cfg.n_vocab);
+                return pl_errf(err, errlen, ENG_EINVAL,
+                               "forward: step %d: token %d = %d outside vocab [0, %d)", s, i,
+                               (int)st->tokens[i], m->cfg.n_vocab);
         for (int r = 0; r < s; r++)
             if (steps[r].kv == st->kv)
-                return pl_errf(err, errlen, ENG_EINVAL, "forward: steps %d and %d share a sequence", r, s);
+                return pl_errf(err, errlen, ENG_EINVAL, "forward: steps %d and %d share a sequence",
+                               r, s);
         if (st->kv->n_tokens > (1 << 30) - st->n_tokens)
             return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: sequence too long", s);
         T += st->n_tokens;
         R += st->logits == ENG_LOGITS_ALL ? st->n_tokens : st->logits == ENG_LOGITS_LAST;
-        if (T > FWD_MAX_TOKENS) return pl_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step", FWD_MAX_TOKENS);
+        if (T > FWD_MAX_TOKENS)
+            return pl_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step",
+                           FWD_MAX_TOKENS);
     }
     *T_out = (int)T;
     *R_out = (int)R;
@@ -175,10 +191,10 @@ static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int n_ste
     if (F > kmax) kmax = F;
     kmax = (kmax + 31) / 32 * 32; /* quantised rows are padded to the packs' Kp */
     b->lds = (int)(kmax / 32);
-    size_t nf[] = {T * E, T * E, T * nqkv, T * nq, T * 2 * F, T * F, T * E, T * (kmax / 32),
-                   (size_t)R * E, (size_t)R * V};
-    float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->gu, &b->hff, &b->tmp, &b->xs,
-                     &b->lx, &b->lbuf};
+    size_t nf[] = {T * E, T * E, T * nqkv,        T * nq,        T * 2 * F,
+                   T * F, T * E, T * (kmax / 32), (size_t)R * E, (size_t)R * V};
+    float **dst[] = {&b->x,   &b->xn,  &b->qkv, &b->att, &b->gu,
+                     &b->hff, &b->tmp, &b->xs,  &b->lx,  &b->lbuf};
     size_t off = 0;
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
         if (mem) *dst[i] = (float *)(mem + off);
@@ -253,7 +269,8 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
             float *x = b.x + (size_t)t * E;
             b.pos[t] = steps[s].kv->n_tokens + i;
             if (m->out_tied && m->prec == ENG_PREC_INT8) {
-                kern_wpack_row_f32(&m->out.pk, tok, c->embd_scale, x); /* the table is the output's pack */
+                kern_wpack_row_f32(&m->out.pk, tok, c->embd_scale,
+                                   x); /* the table is the output's pack */
             } else if (m->embd.bscale) {
                 const int8_t *q = m->embd.q + (size_t)tok * E;
                 const float *bs = m->embd.bscale + (size_t)tok * (E / 32);
@@ -290,12 +307,14 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
         }
         r = 0;
         for (int s = 0; s < n_steps; s++) {
-            int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens : steps[s].logits == ENG_LOGITS_LAST;
+            int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens
+                                                      : steps[s].logits == ENG_LOGITS_LAST;
             if (n) memcpy(steps[s].out, b.lbuf + (size_t)r * V, (size_t)n * V * sizeof(float));
             r += n;
         }
     }
-    for (int s = 0; s < n_steps; s++) eng_kvseq_commit(steps[s].kv, steps[s].tokens, steps[s].n_tokens);
+    for (int s = 0; s < n_steps; s++)
+        eng_kvseq_commit(steps[s].kv, steps[s].tokens, steps[s].n_tokens);
     fwd_scratch_put(m, mem, cached);
     free(before);
     return 0;

@@ -28,7 +28,8 @@ int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_token
         return pl_errf(err, errlen, ENG_KV_EINVAL, "kv layout: block_tokens %d outside 1..4096",
                        block_tokens);
     if (c->n_layer < 1 || c->n_layer > ENG_MAX_LAYERS || c->n_head_kv < 1 || c->head_dim < 1)
-        return pl_errf(err, errlen, ENG_KV_EINVAL, "kv layout: bad model shape (layers %d, kv heads %d, head_dim %d)",
+        return pl_errf(err, errlen, ENG_KV_EINVAL,
+                       "kv layout: bad model shape (layers %d, kv heads %d, head_dim %d)",
                        c->n_layer, c->n_head_kv, c->head_dim);
     memset(l, 0, sizeof *l);
     l->block_tokens = block_tokens;
@@ -41,10 +42,13 @@ int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_token
     for (int i = 0; i < c->n_layer; i++) {
         int src = c->kv_src[i];
         if (src < 0 || src > i || c->kv_src[src] != src)
-            return pl_errf(err, errlen, ENG_KV_EINVAL, "kv layout: layer %d reads KV of layer %d, which does not own KV", i, src);
+            return pl_errf(err, errlen, ENG_KV_EINVAL,
+                           "kv layout: layer %d reads KV of layer %d, which does not own KV", i,
+                           src);
         if (src != i) {
             if (c->window[i] != c->window[src])
-                return pl_errf(err, errlen, ENG_KV_EINVAL, "kv layout: layer %d window %d differs from its KV source %d (%d)",
+                return pl_errf(err, errlen, ENG_KV_EINVAL,
+                               "kv layout: layer %d window %d differs from its KV source %d (%d)",
                                i, c->window[i], src, c->window[src]);
             l->layer_kind[i] = l->layer_kind[src];
             l->layer_offset[i] = l->layer_offset[src];

@@ -43,14 +43,14 @@
 #include "pl_hash.h"
 
 typedef struct mk_preset {
-    const char *name;   /* --preset value */
-    const char *arch;   /* general.architecture */
+    const char *name; /* --preset value */
+    const char *arch; /* general.architecture */
     int n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
-    float rope_base;    /* global rope theta */
-    float eps;          /* rms eps */
-    int window;         /* local window (gemma3: sliding_window; cai: layer windows) */
-    int cai;            /* write parley's layer_window / layer_kv_source keys */
-    int tied;           /* no output.weight */
+    float rope_base; /* global rope theta */
+    float eps;       /* rms eps */
+    int window;      /* local window (gemma3: sliding_window; cai: layer windows) */
+    int cai;         /* write parley's layer_window / layer_kv_source keys */
+    int tied;        /* no output.weight */
 } mk_preset;
 
 static const mk_preset mk_presets[] = {
@@ -64,7 +64,9 @@ static const mk_preset mk_presets[] = {
 
 /* ---- deterministic random numbers ---- */
 
-typedef struct mk_rng { uint64_t s[4]; } mk_rng; /* xoshiro256** state */
+typedef struct mk_rng {
+    uint64_t s[4];
+} mk_rng; /* xoshiro256** state */
 
 static uint64_t mk_splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
@@ -107,13 +109,13 @@ static void mk_normal_table(int8_t *tab) {
 /* ---- tensors ---- */
 
 typedef struct mk_ctx {
-    const mk_preset *p;      /* shapes */
-    int type;                /* ENG_GGML_TYPE_Q8_0 or F16 */
-    uint64_t seed;           /* --seed */
+    const mk_preset *p;                                 /* shapes */
+    int type;                                           /* ENG_GGML_TYPE_Q8_0 or F16 */
+    uint64_t seed;                                      /* --seed */
     int window[ENG_MAX_LAYERS], kv_src[ENG_MAX_LAYERS]; /* layer plan */
-    int8_t normal[65536];    /* inverse-CDF table */
-    uint8_t *buf;            /* staging buffer for data */
-    size_t bufcap;           /* its size */
+    int8_t normal[65536];                               /* inverse-CDF table */
+    uint8_t *buf;                                       /* staging buffer for data */
+    size_t bufcap;                                      /* its size */
 } mk_ctx;
 
 /* Tensor list in file order; calls fn for each (declare or fill). */
@@ -122,11 +124,15 @@ typedef int (*mk_fn)(mk_ctx *c, eng_gguf_writer *w, const char *name, int n_dims
 
 static int mk_each(mk_ctx *c, eng_gguf_writer *w, mk_fn fn) {
     const mk_preset *p = c->p;
-    int64_t e = p->n_embd, q = (int64_t)p->n_head * p->head_dim, kv = (int64_t)p->n_head_kv * p->head_dim;
+    int64_t e = p->n_embd, q = (int64_t)p->n_head * p->head_dim,
+            kv = (int64_t)p->n_head_kv * p->head_dim;
     int gem = !strcmp(p->arch, "gemma3"), rc;
     char n[64];
-#define MK_T(nd, a, b, ...) do { snprintf(n, sizeof n, __VA_ARGS__); \
-        if ((rc = fn(c, w, n, nd, a, b))) return rc; } while (0)
+#define MK_T(nd, a, b, ...)                          \
+    do {                                             \
+        snprintf(n, sizeof n, __VA_ARGS__);          \
+        if ((rc = fn(c, w, n, nd, a, b))) return rc; \
+    } while (0)
     MK_T(2, e, p->n_vocab, "token_embd.weight");
     for (int l = 0; l < p->n_layer; l++) {
         int own = c->kv_src[l] == l;
@@ -153,7 +159,8 @@ static int mk_each(mk_ctx *c, eng_gguf_writer *w, mk_fn fn) {
 static int mk_declare(mk_ctx *c, eng_gguf_writer *w, const char *name, int n_dims, int64_t ne0,
                       int64_t ne1) {
     int64_t ne[2] = {ne0, ne1};
-    return eng_gguf_writer_add_tensor(w, name, n_dims == 1 ? ENG_GGML_TYPE_F32 : c->type, n_dims, ne);
+    return eng_gguf_writer_add_tensor(w, name, n_dims == 1 ? ENG_GGML_TYPE_F32 : c->type, n_dims,
+                                      ne);
 }
 
 /* Generate one tensor's data row by row into the staging buffer. */

@@ -19,42 +19,50 @@
 /* Common English and chat words; a leading space is written as ' ' and
  * mapped to GPT-2's 'Ġ' like every other byte. */
 static const char *const mv_words[] = {
-    " the", " of", " and", " to", " a", " in", " is", " you", " that", " it", " he",
-    " was", " for", " on", " are", " as", " with", " his", " they", " I", " at", " be",
-    " this", " have", " from", " or", " one", " had", " by", " word", " but", " not",
-    " what", " all", " were", " we", " when", " your", " can", " said", " there", " use",
-    " an", " each", " which", " she", " do", " how", " their", " if", " will", " up",
-    " other", " about", " out", " many", " then", " them", " these", " so", " some",
-    " her", " would", " make", " like", " him", " into", " time", " has", " look",
-    " two", " more", " write", " go", " see", " number", " no", " way", " could",
-    " people", " my", " than", " first", " water", " been", " call", " who", " oil",
-    " its", " now", " find", " long", " down", " day", " did", " get", " come",
-    " made", " may", " part", " over", " new", " sound", " take", " only", " little",
-    " work", " know", " place", " year", " live", " me", " back", " give", " most",
-    " very", " after", " thing", " our", " just", " name", " good", " sentence",
-    " man", " think", " say", " great", " where", " help", " through", " much",
-    " before", " line", " right", " too", " mean", " old", " any", " same", " tell",
-    " boy", " follow", " came", " want", " show", " also", " around", " form",
-    " three", " small", " set", " put", " end", " does", " another", " well",
-    " large", " must", " big", " even", " such", " because", " turn", " here",
-    " why", " ask", " went", " men", " read", " need", " land", " different",
-    " home", " us", " move", " try", " kind", " hand", " picture", " again",
-    " change", " off", " play", " spell", " air", " away", " animal", " house",
-    " point", " page", " letter", " mother", " answer", " found", " study",
-    " still", " learn", " should", " world", " high", " every", " near", " add",
-    " food", " between", " own", " below", " country", " plant", " last",
-    " school", " father", " keep", " tree", " never", " start", " city", " earth",
-    " eye", " light", " thought", " head", " under", " story", " saw", " left",
-    " hello", " please", " thanks", " question", " model", " cache", " token",
-    " chat", " turn", " reply", " user", " assistant", "user", "assistant", "system",
-    "The", "It", "This", "What", "How", "Hello", "Yes", "No", "I", "We", "You",
-    ".\n\n", ",", ".", "?", "!", "\n\n", "'s", "'t", " -", ":",
+    " the",     " of",       " and",    " to",        " a",       " in",       " is",
+    " you",     " that",     " it",     " he",        " was",     " for",      " on",
+    " are",     " as",       " with",   " his",       " they",    " I",        " at",
+    " be",      " this",     " have",   " from",      " or",      " one",      " had",
+    " by",      " word",     " but",    " not",       " what",    " all",      " were",
+    " we",      " when",     " your",   " can",       " said",    " there",    " use",
+    " an",      " each",     " which",  " she",       " do",      " how",      " their",
+    " if",      " will",     " up",     " other",     " about",   " out",      " many",
+    " then",    " them",     " these",  " so",        " some",    " her",      " would",
+    " make",    " like",     " him",    " into",      " time",    " has",      " look",
+    " two",     " more",     " write",  " go",        " see",     " number",   " no",
+    " way",     " could",    " people", " my",        " than",    " first",    " water",
+    " been",    " call",     " who",    " oil",       " its",     " now",      " find",
+    " long",    " down",     " day",    " did",       " get",     " come",     " made",
+    " may",     " part",     " over",   " new",       " sound",   " take",     " only",
+    " little",  " work",     " know",   " place",     " year",    " live",     " me",
+    " back",    " give",     " most",   " very",      " after",   " thing",    " our",
+    " just",    " name",     " good",   " sentence",  " man",     " think",    " say",
+    " great",   " where",    " help",   " through",   " much",    " before",   " line",
+    " right",   " too",      " mean",   " old",       " any",     " same",     " tell",
+    " boy",     " follow",   " came",   " want",      " show",    " also",     " around",
+    " form",    " three",    " small",  " set",       " put",     " end",      " does",
+    " another", " well",     " large",  " must",      " big",     " even",     " such",
+    " because", " turn",     " here",   " why",       " ask",     " went",     " men",
+    " read",    " need",     " land",   " different", " home",    " us",       " move",
+    " try",     " kind",     " hand",   " picture",   " again",   " change",   " off",
+    " play",    " spell",    " air",    " away",      " animal",  " house",    " point",
+    " page",    " letter",   " mother", " answer",    " found",   " study",    " still",
+    " learn",   " should",   " world",  " high",      " every",   " near",     " add",
+    " food",    " between",  " own",    " below",     " country", " plant",    " last",
+    " school",  " father",   " keep",   " tree",      " never",   " start",    " city",
+    " earth",   " eye",      " light",  " thought",   " head",    " under",    " story",
+    " saw",     " left",     " hello",  " please",    " thanks",  " question", " model",
+    " cache",   " token",    " chat",   " turn",      " reply",   " user",     " assistant",
+    "user",     "assistant", "system",  "The",        "It",       "This",      "What",
+    "How",      "Hello",     "Yes",     "No",         "I",        "We",        "You",
+    ".\n\n",    ",",         ".",       "?",          "!",        "\n\n",      "'s",
+    "'t",       " -",        ":",
 };
 #define MV_NWORDS (int)(sizeof mv_words / sizeof mv_words[0])
 
-static const char *const mv_specials[5] = {
-    "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-    "<|eot_id|>"};
+static const char *const mv_specials[5] = {"<|begin_of_text|>", "<|end_of_text|>",
+                                           "<|start_header_id|>", "<|end_header_id|>",
+                                           "<|eot_id|>"};
 
 static const char mv_template[] =
     "{% set loop_messages = messages %}{% for message in loop_messages %}"
@@ -146,8 +154,7 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     mv_train t = {0};
     memset(v, 0, sizeof *v);
     if (n_vocab < 320 || n_vocab > (1 << 24)) {
-        return pl_errf(err, errlen, -1, "vocabulary size %d is not in [320, %d]", n_vocab,
-                       1 << 24);
+        return pl_errf(err, errlen, -1, "vocabulary size %d is not in [320, %d]", n_vocab, 1 << 24);
     }
     int max_merges = n_vocab - 256 - 5 - 8;
     if (max_merges > 1500) max_merges = 1500;
@@ -163,15 +170,22 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     t.weight = malloc(MV_NWORDS * sizeof *t.weight);
     t.key = malloc(MV_HASH * sizeof *t.key);
     t.cnt = malloc(MV_HASH * sizeof *t.cnt);
-    if (!t.key || !t.cnt || !v->tokens || !v->types || !v->merges || !t.sym || !t.wstart || !t.wlen || !t.weight)
+    if (!t.key || !t.cnt || !v->tokens || !v->types || !v->merges || !t.sym || !t.wstart ||
+        !t.wlen || !t.weight)
         goto nomem;
     mv_bytes(order, cp);
     int id_of_byte[256];
     for (int i = 0; i < 256; i++) {
         char s[3];
         int c = cp[order[i]];
-        if (c < 0x80) { s[0] = (char)c; s[1] = 0; }
-        else { s[0] = (char)(0xC0 | c >> 6); s[1] = (char)(0x80 | (c & 0x3F)); s[2] = 0; }
+        if (c < 0x80) {
+            s[0] = (char)c;
+            s[1] = 0;
+        } else {
+            s[0] = (char)(0xC0 | c >> 6);
+            s[1] = (char)(0x80 | (c & 0x3F));
+            s[2] = 0;
+        }
         if (!(v->tokens[i] = mv_strdup2(s, NULL))) goto nomem;
         v->types[i] = 1;
         id_of_byte[order[i]] = i;
@@ -197,7 +211,10 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
             continue;
         }
         char *ms = malloc(strlen(v->tokens[a]) + strlen(v->tokens[b]) + 2);
-        if (!ms) { free(m); goto nomem; }
+        if (!ms) {
+            free(m);
+            goto nomem;
+        }
         sprintf(ms, "%s %s", v->tokens[a], v->tokens[b]);
         v->merges[v->n_merges++] = ms;
         v->tokens[n_tok] = m;
@@ -205,8 +222,10 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
         for (int w = 0; w < MV_NWORDS; w++) { /* apply the merge, left to right */
             int *s = t.sym + t.wstart[w], o = 0;
             for (int i = 0; i < t.wlen[w]; i++) {
-                if (i + 1 < t.wlen[w] && s[i] == a && s[i + 1] == b) { s[o++] = n_tok; i++; }
-                else s[o++] = s[i];
+                if (i + 1 < t.wlen[w] && s[i] == a && s[i + 1] == b) {
+                    s[o++] = n_tok;
+                    i++;
+                } else s[o++] = s[i];
             }
             t.wlen[w] = o;
         }
@@ -243,12 +262,12 @@ out:
 int eng_mkvocab_write(const eng_mkvocab *v, eng_gguf_writer *w) {
     eng_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
     eng_gguf_writer_add_str(w, "tokenizer.ggml.pre", "llama-bpe");
-    eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens,
-                                NULL, (uint64_t)v->n_vocab);
+    eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens, NULL,
+                                (uint64_t)v->n_vocab);
     eng_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_TYPE_I32, v->types,
                             (uint64_t)v->n_vocab);
-    eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges,
-                                NULL, (uint64_t)v->n_merges);
+    eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merges, NULL,
+                                (uint64_t)v->n_merges);
     eng_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos);
     eng_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos);
     eng_gguf_writer_add_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)v->eot);

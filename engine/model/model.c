@@ -85,11 +85,11 @@ static uint64_t dg_bytes(uint64_t h, const void *p, uint64_t n) {
 
 static uint64_t model_digest(const eng_config *c, const eng_gguf *g, eng_precision prec) {
     uint64_t h = 0x7061726C6579ull; /* "parley" */
-    int ints[] = {c->arch, c->n_vocab, c->n_embd, c->n_layer, c->n_head, c->n_head_kv,
-                  c->head_dim, c->n_ff, c->rope_type, c->norm_add_one, c->has_qk_norm,
-                  c->has_post_norms, c->ffn_gelu, c->tied_output};
-    float fl[] = {c->norm_eps, c->rope_base, c->rope_base_local, c->attn_scale, c->embd_scale,
-                  c->final_logit_softcap};
+    int ints[] = {c->arch,        c->n_vocab,        c->n_embd,   c->n_layer,    c->n_head,
+                  c->n_head_kv,   c->head_dim,       c->n_ff,     c->rope_type,  c->norm_add_one,
+                  c->has_qk_norm, c->has_post_norms, c->ffn_gelu, c->tied_output};
+    float fl[] = {c->norm_eps,   c->rope_base,  c->rope_base_local,
+                  c->attn_scale, c->embd_scale, c->final_logit_softcap};
     h = dg_bytes(h, ints, sizeof ints);
     h = dg_bytes(h, fl, sizeof fl);
     if (c->rope_freq_scale != 1.0f || c->rope_freq_scale_local != 1.0f) {
@@ -222,8 +222,8 @@ static int weight_alloc(eng_weight *w, int rows, int cols, eng_precision prec, i
  * the output projection is tied to it). */
 static int weight_pack(eng_weight *w, int keep, const char *name, char *err, size_t errlen) {
     char sub[160];
-    if (kern_wpack_init(&w->pk, w->rows, w->cols, w->q, w->bscale ? NULL : w->scale, w->bscale,
-                        sub, sizeof sub) != 0)
+    if (kern_wpack_init(&w->pk, w->rows, w->cols, w->q, w->bscale ? NULL : w->scale, w->bscale, sub,
+                        sizeof sub) != 0)
         return pl_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", name, sub);
     w->packed = 1;
     if (!keep) {
@@ -246,28 +246,29 @@ static void weight_free(eng_weight *w) {
 }
 
 /* Append tensor `name` ([rows][w->cols]) into w at row row0. */
-static int load_rows(eng_model *m, eng_weight *w, int row0, const char *name, int rows,
-                     char *err, size_t errlen) {
+static int load_rows(eng_model *m, eng_weight *w, int row0, const char *name, int rows, char *err,
+                     size_t errlen) {
     const eng_gguf_tensor *t = eng_gguf_find_tensor(m->g, name);
     if (!t) return pl_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != w->cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1 ||
         row0 + rows > w->rows)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s has shape [%lld, %lld], want [%d, %d]",
-                          name, (long long)t->ne[0], (long long)t->ne[1], w->cols, rows);
+                       name, (long long)t->ne[0], (long long)t->ne[1], w->cols, rows);
     load_job j = {.t = t, .w = w, .row0 = row0, .rows = rows};
     if (w->bscale && !block_type(t->type))
-        return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: mixed block / float types in one weight", name);
+        return pl_errf(err, errlen, ENG_EINVAL,
+                       "tensor %s: mixed block / float types in one weight", name);
     if (eng_gguf_row_bytes(t->type, w->cols, &j.row_bytes) != 0 ||
         j.row_bytes * (uint64_t)rows > t->nbytes)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type %s", name,
-                          eng_gguf_type_name(t->type));
+                       eng_gguf_type_name(t->type));
     j.buf = malloc((size_t)kern_pool_size(m->pool) * w->cols * sizeof(float));
     if (!j.buf) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
     kern_pool_run(m->pool, load_task, &j, (rows + LOAD_ROWS_PER_TASK - 1) / LOAD_ROWS_PER_TASK);
     free(j.buf);
     if (j.failed == 1)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: cannot convert type %s", name,
-                          eng_gguf_type_name(t->type));
+                       eng_gguf_type_name(t->type));
     if (j.failed == 2)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s holds a non-finite value", name);
     return 0;
@@ -279,7 +280,7 @@ static int load_vec(eng_model *m, float **out, const char *name, int n, int add_
     if (!t) return pl_errf(err, errlen, ENG_EINVAL, "tensor %s missing", name);
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s has %lld values, want %d", name,
-                          (long long)t->ne[0], n);
+                       (long long)t->ne[0], n);
     uint64_t nb;
     if (eng_gguf_row_bytes(t->type, n, &nb) != 0 || nb > t->nbytes)
         return pl_errf(err, errlen, ENG_EINVAL, "tensor %s: unsupported type", name);
@@ -321,7 +322,8 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
             return rc;
     }
     if (c->has_post_norms) {
-        if ((rc = load_vec(m, &L->post_attn_norm, LNAME("post_attention_norm"), E, add1, err, errlen)))
+        if ((rc = load_vec(m, &L->post_attn_norm, LNAME("post_attention_norm"), E, add1, err,
+                           errlen)))
             return rc;
         if ((rc = load_vec(m, &L->post_ffn_norm, LNAME("post_ffw_norm"), E, add1, err, errlen)))
             return rc;
@@ -329,8 +331,8 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
     if (c->has_qkv_bias) {
         int rows = nq + (owner ? 2 * nkv : 0);
         float *bk = NULL, *bv = NULL;
-        if ((rc = load_vec(m, &L->bqkv, (snprintf(n, sizeof n, "blk.%d.attn_q.bias", i), n), nq,
-                           0, err, errlen)))
+        if ((rc = load_vec(m, &L->bqkv, (snprintf(n, sizeof n, "blk.%d.attn_q.bias", i), n), nq, 0,
+                           err, errlen)))
             return rc;
         if (owner) {
             float *all = realloc(L->bqkv, (size_t)rows * sizeof(float));
@@ -376,8 +378,10 @@ static int load_layer(eng_model *m, int i, char *err, size_t errlen) {
     if ((rc = load_rows(m, &L->wdown, 0, LNAME("ffn_down"), E, err, errlen))) return rc;
     if (m->prec == ENG_PREC_INT8) {
         snprintf(n, sizeof n, "layer %d", i);
-        if ((rc = weight_pack(&L->wqkv, 0, n, err, errlen)) || (rc = weight_pack(&L->wo, 0, n, err, errlen)) ||
-            (rc = weight_pack(&L->wgu, 0, n, err, errlen)) || (rc = weight_pack(&L->wdown, 0, n, err, errlen)))
+        if ((rc = weight_pack(&L->wqkv, 0, n, err, errlen)) ||
+            (rc = weight_pack(&L->wo, 0, n, err, errlen)) ||
+            (rc = weight_pack(&L->wgu, 0, n, err, errlen)) ||
+            (rc = weight_pack(&L->wdown, 0, n, err, errlen)))
             return rc;
     }
 #undef LNAME
@@ -393,8 +397,10 @@ static int rope_tables(eng_model *m, char *err, size_t errlen) {
         if ((rc = load_vec(m, &ff, "rope_freqs.weight", half, 0, err, errlen))) return rc;
         for (int i = 0; i < half; i++)
             if (!(ff[i] > 0 && ff[i] < INFINITY)) {
-                rc = pl_errf(err, errlen, ENG_EINVAL, "tensor rope_freqs.weight[%d] = %g: rope "
-                              "frequency factors must be finite and > 0", i, (double)ff[i]);
+                rc = pl_errf(err, errlen, ENG_EINVAL,
+                             "tensor rope_freqs.weight[%d] = %g: rope "
+                             "frequency factors must be finite and > 0",
+                             i, (double)ff[i]);
                 free(ff);
                 return rc;
             }
@@ -473,7 +479,8 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) goto err_mem;
     const char *embd_names[] = {"token_embd.weight", NULL}, *out_names[] = {"output.weight", NULL};
-    if (weight_alloc(&m->embd, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, embd_names))) goto err_mem;
+    if (weight_alloc(&m->embd, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, embd_names)))
+        goto err_mem;
     if ((rc = load_rows(m, &m->embd, 0, "token_embd.weight", c->n_vocab, err, errlen))) goto err;
     if (c->tied_output) {
         /* the projection reads the embedding's values (out_tied): fp32
@@ -489,9 +496,11 @@ int eng_model_load(const char *path, const eng_load_opts *o, eng_model **out, ch
             m->embd.scale = m->embd.bscale = NULL;
         }
     } else {
-        if (weight_alloc(&m->out, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, out_names))) goto err_mem;
+        if (weight_alloc(&m->out, c->n_vocab, c->n_embd, m->prec, all_q8_0(m, out_names)))
+            goto err_mem;
         if ((rc = load_rows(m, &m->out, 0, "output.weight", c->n_vocab, err, errlen))) goto err;
-        if (m->prec == ENG_PREC_INT8 && (rc = weight_pack(&m->out, 0, "output", err, errlen))) goto err;
+        if (m->prec == ENG_PREC_INT8 && (rc = weight_pack(&m->out, 0, "output", err, errlen)))
+            goto err;
     }
     if ((rc = load_vec(m, &m->out_norm, "output_norm.weight", c->n_embd, c->norm_add_one, err,
                        errlen)))
@@ -546,7 +555,9 @@ int eng_model_n_threads(const eng_model *m) { return kern_pool_size(m->pool); }
 uint64_t eng_model_digest(const eng_model *m) { return m->digest; }
 
 static size_t weight_bytes(const eng_weight *w) {
-    return w->packed ? kern_wpack_bytes(&w->pk) : w->f ? (size_t)w->rows * w->cols * sizeof(float) : 0;
+    return w->packed ? kern_wpack_bytes(&w->pk)
+           : w->f    ? (size_t)w->rows * w->cols * sizeof(float)
+                     : 0;
 }
 
 /* Bytes of a weight's row-major arrays (kept only by the embedding, for row lookups). */
@@ -562,11 +573,13 @@ size_t eng_model_resident_bytes(const eng_model *m) {
     const eng_config *c = &m->cfg;
     size_t n = row_bytes(&m->embd) + (m->embd.packed ? kern_wpack_bytes(&m->embd.pk) : 0);
     /* a tied fp32 output is the embedding's own array; a tied int8 one has its own pack */
-    if (!m->out_tied || m->out.packed) n += m->out.packed ? kern_wpack_bytes(&m->out.pk) : row_bytes(&m->out);
+    if (!m->out_tied || m->out.packed)
+        n += m->out.packed ? kern_wpack_bytes(&m->out.pk) : row_bytes(&m->out);
     n += vec_bytes(m->out_norm, c->n_embd) + vec_bytes(m->rope_freq, c->head_dim);
     for (int i = 0; i < c->n_layer; i++) {
         const eng_layer *L = &m->layers[i];
-        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) + weight_bytes(&L->wdown);
+        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) +
+             weight_bytes(&L->wdown);
         n += vec_bytes(L->bqkv, L->wqkv.rows) + vec_bytes(L->attn_norm, c->n_embd) +
              vec_bytes(L->post_attn_norm, c->n_embd) + vec_bytes(L->ffn_norm, c->n_embd) +
              vec_bytes(L->post_ffn_norm, c->n_embd) + vec_bytes(L->q_norm, c->head_dim) +
@@ -579,7 +592,8 @@ size_t eng_model_weight_bytes(const eng_model *m) {
     size_t n = weight_bytes(&m->out);
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const eng_layer *L = &m->layers[i];
-        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) + weight_bytes(&L->wdown);
+        n += weight_bytes(&L->wqkv) + weight_bytes(&L->wo) + weight_bytes(&L->wgu) +
+             weight_bytes(&L->wdown);
     }
     return n;
 }

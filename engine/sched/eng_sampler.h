@@ -39,9 +39,9 @@ typedef struct eng_sampler_params {
     int top_k;                /* 0: no limit */
     float top_p;              /* (0, 1]; >= 1: no limit */
     float repetition_penalty; /* 1: off; must be > 0 */
-    int repeat_last_n;        /* penalise tokens among the last N of the history; <= 0: whole history */
-    uint64_t seed;            /* RNG seed */
-    int n_stop;               /* stop tokens used (<= ENG_SAMPLER_MAX_STOP) */
+    int repeat_last_n; /* penalise tokens among the last N of the history; <= 0: whole history */
+    uint64_t seed;     /* RNG seed */
+    int n_stop;        /* stop tokens used (<= ENG_SAMPLER_MAX_STOP) */
     int32_t stop[ENG_SAMPLER_MAX_STOP]; /* token ids that end generation */
 } eng_sampler_params;
 
@@ -50,8 +50,8 @@ typedef struct eng_sampler eng_sampler; /* opaque */
 /* Defaults: greedy, no top-k/top-p limit, no penalty, seed 0, no stop tokens. */
 void eng_sampler_params_default(eng_sampler_params *p);
 
-int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out,
-                    char *err, size_t errlen);
+int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out, char *err,
+                    size_t errlen);
 void eng_sampler_free(eng_sampler *s);
 
 /* Restart the RNG from seed (same seed, same sequence of draws). */
@@ -59,8 +59,8 @@ void eng_sampler_reseed(eng_sampler *s, uint64_t seed);
 
 /* Pick the next token from logits[n_vocab] (not modified) given the tokens
  * so far (history may be NULL when n_history is 0). Returns the token id. */
-int32_t eng_sampler_sample(eng_sampler *s, const float *logits,
-                           const int32_t *history, int n_history);
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history);
 
 /* 1 if tok is one of the stop tokens. */
 int eng_sampler_is_stop(const eng_sampler *s, int32_t tok);

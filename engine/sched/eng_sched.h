@@ -122,7 +122,8 @@
 
 /* Why a request ended. */
 typedef enum eng_sched_finish {
-    ENG_SCHED_STOP = 0,      /* a stop token was generated (it is included in the tokens), or eng_sched_stop */
+    ENG_SCHED_STOP =
+        0, /* a stop token was generated (it is included in the tokens), or eng_sched_stop */
     ENG_SCHED_LENGTH = 1,    /* max_tokens generated */
     ENG_SCHED_EXPIRED = 2,   /* the deadline passed before completion */
     ENG_SCHED_CANCELLED = 3, /* eng_sched_cancel, or close without drain */
@@ -136,20 +137,20 @@ const char *eng_sched_finish_name(eng_sched_finish f);
  * arrays; every non-NULL block pointer is one reference owned by the match
  * until it is adopted by a sequence or released. */
 typedef struct eng_sched_match {
-    void **gblk;     /* scheduler array, cap entries: global blocks */
-    void **lblk;     /* scheduler array, cap entries: local blocks (NULL where no resume needs them) */
-    int cap;         /* entries in gblk / lblk */
-    int n_blocks;    /* blocks matched */
-    int n_tokens;    /* tokens matched (n_blocks * B) */
-    int n_remote;    /* of which came from a lower tier (Redis) */
+    void **gblk;  /* scheduler array, cap entries: global blocks */
+    void **lblk;  /* scheduler array, cap entries: local blocks (NULL where no resume needs them) */
+    int cap;      /* entries in gblk / lblk */
+    int n_blocks; /* blocks matched */
+    int n_tokens; /* tokens matched (n_blocks * B) */
+    int n_remote; /* of which came from a lower tier (Redis) */
 } eng_sched_match;
 
 /* The prefix cache as the scheduler sees it.  Every function may be called
  * from the scheduler's loop thread; prefetch also from submitters.  ns is
  * the request's namespace (ns_len <= ENG_SCHED_NS_MAX bytes). */
 typedef struct eng_sched_cache_ops {
-    void *ctx;               /* the cache, passed back to every function */
-    eng_kv_allocator alloc;  /* blocks for sequences (same pool the cache indexes) */
+    void *ctx;              /* the cache, passed back to every function */
+    eng_kv_allocator alloc; /* blocks for sequences (same pool the cache indexes) */
     /* Total blocks of a kind the allocator can ever hand out (pool size). */
     long (*blocks_total)(void *ctx, int kind);
     /* Longest resumable cached prefix of tokens[0..n), at most n - 1 tokens
@@ -176,14 +177,14 @@ typedef struct eng_sched_cache_ops {
 
 /* Scheduler configuration. */
 typedef struct eng_sched_config {
-    int max_running;         /* sequences in a batch at most (default 64) */
-    int step_tokens;         /* token budget of one step: decode tokens + prefill chunks (default 512) */
-    int batch_window_us;     /* wait for more arrivals when idle (default 10000; 0 = none) */
-    int fairness_ms;         /* a request waiting this long is served in submit order (default 200) */
-    int prefetch_wait_ms;    /* longest wait for a request's prefetch before admitting it (default 50) */
-    size_t kv_budget_bytes;  /* no cache: KV bytes for all sequences (default 256 MiB) */
-    double local_share;      /* no cache: local blocks per global block of the budget (default 0.5) */
-    int max_queue;           /* waiting + running requests at most; submit refuses beyond (default 4096) */
+    int max_running; /* sequences in a batch at most (default 64) */
+    int step_tokens; /* token budget of one step: decode tokens + prefill chunks (default 512) */
+    int batch_window_us; /* wait for more arrivals when idle (default 10000; 0 = none) */
+    int fairness_ms;     /* a request waiting this long is served in submit order (default 200) */
+    int prefetch_wait_ms; /* longest wait for a request's prefetch before admitting it (default 50) */
+    size_t kv_budget_bytes; /* no cache: KV bytes for all sequences (default 256 MiB) */
+    double local_share; /* no cache: local blocks per global block of the budget (default 0.5) */
+    int max_queue; /* waiting + running requests at most; submit refuses beyond (default 4096) */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
@@ -193,63 +194,65 @@ struct eng_sched_result; /* below */
 
 /* One request's description (copied by submit). */
 typedef struct eng_sched_request {
-    const int32_t *prompt;        /* prompt token ids (n_prompt >= 1, each in [0, n_vocab)) */
-    int n_prompt;                 /* prompt length */
-    eng_sampler_params sampling;  /* sampler parameters, including stop token ids */
-    int max_tokens;               /* tokens to generate at most (>= 1) */
-    const char *ns;               /* cache namespace (NULL = ""); tenant isolation */
-    size_t ns_len;                /* bytes of ns (<= ENG_SCHED_NS_MAX) */
-    int64_t deadline_us;          /* absolute eng_sched_now_us() deadline; 0 = none */
-    int want_logits;              /* 1: pass each sampled position's logits to on_token */
+    const int32_t *prompt;       /* prompt token ids (n_prompt >= 1, each in [0, n_vocab)) */
+    int n_prompt;                /* prompt length */
+    eng_sampler_params sampling; /* sampler parameters, including stop token ids */
+    int max_tokens;              /* tokens to generate at most (>= 1) */
+    const char *ns;              /* cache namespace (NULL = ""); tenant isolation */
+    size_t ns_len;               /* bytes of ns (<= ENG_SCHED_NS_MAX) */
+    int64_t deadline_us;         /* absolute eng_sched_now_us() deadline; 0 = none */
+    int want_logits;             /* 1: pass each sampled position's logits to on_token */
     /* Called on the delivery thread for every generated token, in order;
      * index counts from 0; logits (n_vocab floats) only with want_logits. */
     void (*on_token)(void *user, uint64_t id, int32_t token, int index, const float *logits);
     /* Called exactly once on the delivery thread when the request ends. */
     void (*on_done)(void *user, uint64_t id, const struct eng_sched_result *r);
-    void *user;                   /* passed back to the callbacks */
+    void *user; /* passed back to the callbacks */
 } eng_sched_request;
 
 /* A finished request (valid during on_done only). */
 typedef struct eng_sched_result {
-    eng_sched_finish finish;   /* why it ended */
-    const int32_t *tokens;     /* generated tokens */
-    int n_tokens;              /* completion tokens */
-    int prompt_tokens;         /* prompt length */
-    int cached_tokens;         /* prompt tokens served from the cache at first admission */
-    int preemptions;           /* times the request was preempted */
-    double queue_ms;           /* submit -> first admission */
-    double ttft_ms;            /* submit -> first token (0 if none) */
-    double total_ms;           /* submit -> end */
-    int64_t submit_us;         /* eng_sched_now_us() at submit */
-    int64_t admit_us;          /* at first admission (0 if never admitted) */
-    uint64_t admit_seq;        /* global order of first admission (1, 2, ...; 0 if never) */
-    const char *error;         /* message when finish is ERROR, else "" */
+    eng_sched_finish finish; /* why it ended */
+    const int32_t *tokens;   /* generated tokens */
+    int n_tokens;            /* completion tokens */
+    int prompt_tokens;       /* prompt length */
+    int cached_tokens;       /* prompt tokens served from the cache at first admission */
+    int preemptions;         /* times the request was preempted */
+    double queue_ms;         /* submit -> first admission */
+    double ttft_ms;          /* submit -> first token (0 if none) */
+    double total_ms;         /* submit -> end */
+    int64_t submit_us;       /* eng_sched_now_us() at submit */
+    int64_t admit_us;        /* at first admission (0 if never admitted) */
+    uint64_t admit_seq;      /* global order of first admission (1, 2, ...; 0 if never) */
+    const char *error;       /* message when finish is ERROR, else "" */
 } eng_sched_result;
 
 #define ENG_SCHED_HIST 16 /* histogram buckets */
 
 /* Counters since creation (eng_sched_stats). */
 typedef struct eng_sched_stats {
-    uint64_t submitted, finished;     /* requests */
-    uint64_t finish[5];               /* finished requests per eng_sched_finish */
-    uint64_t steps;                   /* forward calls */
-    uint64_t prompt_tokens;           /* prompt tokens of admitted requests (first admission) */
-    uint64_t cached_tokens;           /* of which served from the cache */
-    uint64_t prefill_tokens;          /* tokens prefilled (incl. recomputation after preemption) */
-    uint64_t decode_tokens;           /* decode tokens fed */
-    uint64_t generated_tokens;        /* tokens sampled */
-    uint64_t preemptions;             /* sequences preempted */
-    uint64_t oom_retries;             /* eng_forward ENOMEM retries */
-    double step_ms_total;             /* time inside eng_forward + sampling */
-    double step_ms_max;               /* slowest step */
-    uint64_t batch_hist[ENG_SCHED_HIST]; /* steps by sequences in the batch: bucket i = [2^i, 2^(i+1)) */
-    uint64_t step_us_hist[ENG_SCHED_HIST]; /* steps by duration: bucket i = [2^(i+6), 2^(i+7)) us, 0 also shorter */
-    long blocks_total[2];             /* blocks per kind the scheduler may use */
-    long blocks_held[2];              /* blocks held by running sequences now (gauge) */
-    long blocks_held_peak[2];         /* highest blocks_held seen */
-    long alloc_live[2];               /* no cache: blocks allocated now */
-    long alloc_live_peak[2];          /* no cache: highest blocks allocated at once (budget check) */
-    int running, waiting;             /* requests now (gauges) */
+    uint64_t submitted, finished; /* requests */
+    uint64_t finish[5];           /* finished requests per eng_sched_finish */
+    uint64_t steps;               /* forward calls */
+    uint64_t prompt_tokens;       /* prompt tokens of admitted requests (first admission) */
+    uint64_t cached_tokens;       /* of which served from the cache */
+    uint64_t prefill_tokens;      /* tokens prefilled (incl. recomputation after preemption) */
+    uint64_t decode_tokens;       /* decode tokens fed */
+    uint64_t generated_tokens;    /* tokens sampled */
+    uint64_t preemptions;         /* sequences preempted */
+    uint64_t oom_retries;         /* eng_forward ENOMEM retries */
+    double step_ms_total;         /* time inside eng_forward + sampling */
+    double step_ms_max;           /* slowest step */
+    /* steps by sequences in the batch: bucket i = [2^i, 2^(i+1)) */
+    uint64_t batch_hist[ENG_SCHED_HIST];
+    /* steps by duration: bucket i = [2^(i+6), 2^(i+7)) us, 0 also shorter */
+    uint64_t step_us_hist[ENG_SCHED_HIST];
+    long blocks_total[2];     /* blocks per kind the scheduler may use */
+    long blocks_held[2];      /* blocks held by running sequences now (gauge) */
+    long blocks_held_peak[2]; /* highest blocks_held seen */
+    long alloc_live[2];       /* no cache: blocks allocated now */
+    long alloc_live_peak[2];  /* no cache: highest blocks allocated at once (budget check) */
+    int running, waiting;     /* requests now (gauges) */
 } eng_sched_stats;
 
 typedef struct eng_sched eng_sched; /* opaque */

@@ -69,7 +69,8 @@ int eng_sampler_new(const eng_sampler_params *p, int n_vocab, eng_sampler **out,
     *out = NULL;
     const char *bad = NULL;
     if (n_vocab < 1) bad = "n_vocab must be >= 1";
-    else if (!(p->temperature == p->temperature) || p->temperature > 1e4f) bad = "temperature must be a number <= 1e4";
+    else if (!(p->temperature == p->temperature) || p->temperature > 1e4f)
+        bad = "temperature must be a number <= 1e4";
     else if (p->top_k < 0) bad = "top_k must be >= 0";
     else if (!(p->top_p > 0)) bad = "top_p must be > 0";
     else if (!(p->repetition_penalty > 0)) bad = "repetition_penalty must be > 0";
@@ -171,7 +172,8 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *h
     for (int i = 0; i < V; i++) lg[i] = logits[i] == logits[i] ? logits[i] : -INFINITY;
     if (s->p.repetition_penalty != 1.0f && history && n_history > 0) {
         int from = s->p.repeat_last_n > 0 && n_history > s->p.repeat_last_n
-                       ? n_history - s->p.repeat_last_n : 0;
+                       ? n_history - s->p.repeat_last_n
+                       : 0;
         for (int i = from; i < n_history; i++) {
             int32_t t = history[i];
             if (t < 0 || t >= V || s->seen[t]) continue;

@@ -84,16 +84,19 @@ static void *sched_deliv_main(void *arg) {
 
 static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
     if (c->max_running < 1 || c->max_running > 4096) {
-        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_running %d out of range 1..4096", c->max_running);
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_running %d out of range 1..4096",
+                       c->max_running);
     }
     if (c->step_tokens < 1) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: step_tokens must be >= 1");
     }
     if (c->batch_window_us < 0 || c->fairness_ms < 0 || c->prefetch_wait_ms < 0) {
-        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: negative batch window, fairness bound or prefetch wait");
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: negative batch window, fairness bound or prefetch wait");
     }
     if (c->max_queue < 1 || !(c->local_share >= 0.0 && c->local_share <= 16.0)) {
-        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_queue must be >= 1 and local_share in [0, 16]");
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: max_queue must be >= 1 and local_share in [0, 16]");
     }
     return 0;
 }
@@ -139,15 +142,16 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
         s->alloc = ops->alloc;
         for (int k = 0; k < 2; k++) s->blocks_total[k] = ops->blocks_total(ops->ctx, k);
     } else {
-        rc = sched_budget_create(s->layout, s->cfg.kv_budget_bytes, s->cfg.local_share,
-                                 &s->budget, err, errlen);
+        rc = sched_budget_create(s->layout, s->cfg.kv_budget_bytes, s->cfg.local_share, &s->budget,
+                                 err, errlen);
         if (rc) goto err;
         s->alloc = sched_budget_allocator(s->budget);
         for (int k = 0; k < 2; k++) s->blocks_total[k] = s->budget->cap[k];
     }
     for (int k = 0; k < 2; k++) {
         if (s->layout->n_layers[k] && s->blocks_total[k] < 1) {
-            rc = pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: the allocator offers no block of kind %d", k);
+            rc = pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                         "sched: the allocator offers no block of kind %d", k);
             goto err;
         }
         s->st.blocks_total[k] = s->blocks_total[k];
@@ -224,15 +228,18 @@ static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, 
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: empty prompt");
     }
     if (r->max_tokens < 1 || r->n_prompt > (1 << 24) || r->max_tokens > (1 << 24)) {
-        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: max_tokens must be >= 1 and sizes below 2^24");
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: max_tokens must be >= 1 and sizes below 2^24");
     }
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) {
-            return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: prompt token %d at %d outside [0, %d)", r->prompt[i], i,
-                     s->n_vocab);
+            return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                           "sched: prompt token %d at %d outside [0, %d)", r->prompt[i], i,
+                           s->n_vocab);
         }
     if (r->ns_len > ENG_SCHED_NS_MAX || (r->ns_len && !r->ns)) {
-        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: namespace longer than %d bytes", ENG_SCHED_NS_MAX);
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: namespace longer than %d bytes",
+                       ENG_SCHED_NS_MAX);
     }
     /* Could it run alone?  Otherwise it would wait forever. */
     long need[2];
@@ -243,10 +250,11 @@ static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, 
     }
     for (int k = 0; k < 2; k++)
         if (need[k] > s->blocks_total[k]) {
-            return pl_errf(err, errlen, ENG_SCHED_EINVAL,
-                     "sched: request needs %ld KV blocks of kind %d (%d prompt + %d max tokens), "
-                     "the budget holds %ld",
-                     need[k], k, r->n_prompt, r->max_tokens, s->blocks_total[k]);
+            return pl_errf(
+                err, errlen, ENG_SCHED_EINVAL,
+                "sched: request needs %ld KV blocks of kind %d (%d prompt + %d max tokens), "
+                "the budget holds %ld",
+                need[k], k, r->n_prompt, r->max_tokens, s->blocks_total[k]);
         }
     return 0;
 }
@@ -286,8 +294,8 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     pthread_mutex_lock(&s->mu);
     if (s->closing || s->n_live >= s->cfg.max_queue) {
         pthread_mutex_unlock(&s->mu);
-        pl_errf(err, errlen, ENG_SCHED_ECLOSED, s->closing ? "sched: closing" : "sched: %d requests in flight",
-                 s->n_live);
+        pl_errf(err, errlen, ENG_SCHED_ECLOSED,
+                s->closing ? "sched: closing" : "sched: %d requests in flight", s->n_live);
         if (q->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, q->ticket);
         eng_sampler_free(q->sampler);
         free(q->toks);

@@ -65,8 +65,9 @@ int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_shar
         b->cap[1] = (long)(budget / lb);
     }
     if ((gb && b->cap[0] < 1) || (lb && b->cap[1] < 1)) {
-        pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)",
-                 budget, gb, lb);
+        pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)", budget, gb,
+                lb);
         free(b);
         return ENG_SCHED_EINVAL;
     }

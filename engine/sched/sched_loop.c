@@ -99,7 +99,8 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
         res->submit_us = r->submit_us;
         res->admit_us = r->admit_us;
         res->admit_seq = r->admit_seq;
-        res->queue_ms = r->admit_us ? (r->admit_us - r->submit_us) / 1e3 : (now - r->submit_us) / 1e3;
+        res->queue_ms =
+            r->admit_us ? (r->admit_us - r->submit_us) / 1e3 : (now - r->submit_us) / 1e3;
         res->ttft_ms = r->first_tok_us ? (r->first_tok_us - r->submit_us) / 1e3 : 0;
         res->total_ms = (now - r->submit_us) / 1e3;
         snprintf(e->error, sizeof e->error, "%s", msg ? msg : "");

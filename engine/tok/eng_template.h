@@ -82,29 +82,29 @@
 
 struct eng_gguf;
 
-#define ENG_TMPL_EINVAL (-1)    /* bad argument */
-#define ENG_TMPL_ENOMEM (-2)    /* allocation failed */
-#define ENG_TMPL_ENOSPC (-3)    /* output did not fit (== ENG_TOK_ENOSPC) */
-#define ENG_TMPL_EUNKNOWN (-5)  /* template not recognised / unknown name */
-#define ENG_TMPL_EROLE (-6)     /* message roles not accepted by the format */
-#define ENG_TMPL_EVOCAB (-7)    /* a special token the format needs is not in the vocabulary */
+#define ENG_TMPL_EINVAL (-1)   /* bad argument */
+#define ENG_TMPL_ENOMEM (-2)   /* allocation failed */
+#define ENG_TMPL_ENOSPC (-3)   /* output did not fit (== ENG_TOK_ENOSPC) */
+#define ENG_TMPL_EUNKNOWN (-5) /* template not recognised / unknown name */
+#define ENG_TMPL_EROLE (-6)    /* message roles not accepted by the format */
+#define ENG_TMPL_EVOCAB (-7)   /* a special token the format needs is not in the vocabulary */
 
 typedef enum eng_tmpl_format {
-    ENG_TMPL_NONE = 0,   /* not chosen */
+    ENG_TMPL_NONE = 0, /* not chosen */
     ENG_TMPL_LLAMA2 = 1,
     ENG_TMPL_LLAMA3 = 2,
     ENG_TMPL_GEMMA = 3,
     ENG_TMPL_CHATML = 4,
-    ENG_TMPL_GEMMA2 = 5, /* Gemma 1/2: as gemma, but a system message is an error */
+    ENG_TMPL_GEMMA2 = 5,    /* Gemma 1/2: as gemma, but a system message is an error */
     ENG_TMPL_TRANSCRIPT = 6 /* plain "User: / Assistant:" text for base (pretrained) models */
 } eng_tmpl_format;
 
 /* One chat message; strings need not be NUL-terminated. */
 typedef struct eng_tmpl_msg {
-    const char *role;     /* "system", "user", "assistant" (others as the format allows) */
-    size_t role_len;      /* bytes of role */
-    const char *content;  /* message text (UTF-8, user-controlled) */
-    size_t content_len;   /* bytes of content */
+    const char *role;    /* "system", "user", "assistant" (others as the format allows) */
+    size_t role_len;     /* bytes of role */
+    const char *content; /* message text (UTF-8, user-controlled) */
+    size_t content_len;  /* bytes of content */
 } eng_tmpl_msg;
 
 /* Format by name ("llama2", "llama3", "gemma", "gemma2", "chatml").  ENG_TMPL_EUNKNOWN
@@ -115,18 +115,17 @@ int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t
 const char *eng_tmpl_name(eng_tmpl_format f);
 
 /* Recognise a Jinja template text (see "Picking the format"). */
-int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out,
-                       char *err, size_t errlen);
+int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char *err,
+                       size_t errlen);
 
 /* Choose the format for a model: override (a name, or NULL/"" for none)
  * wins; otherwise recognise tokenizer.chat_template.  Errors name the
  * override option. */
-int eng_tmpl_detect(const struct eng_gguf *g, const char *override,
-                    eng_tmpl_format *out, char *err, size_t errlen);
+int eng_tmpl_detect(const struct eng_gguf *g, const char *override, eng_tmpl_format *out, char *err,
+                    size_t errlen);
 
 /* Check roles/order without rendering (ENG_TMPL_EROLE with a message). */
-int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n,
-                      char *err, size_t errlen);
+int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n, char *err, size_t errlen);
 
 /*
  * Render to text, as the original template with bos_token/eos_token taken
@@ -134,17 +133,14 @@ int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n,
  * add_gen: append the generation prompt (ignored by llama2, which has none).
  * Writes up to cap bytes plus a NUL when room remains; *n_out = text bytes.
  */
-int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t,
-                         const eng_tmpl_msg *msgs, int n, bool add_gen,
-                         char *out, size_t cap, size_t *n_out,
-                         char *err, size_t errlen);
+int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                         bool add_gen, char *out, size_t cap, size_t *n_out, char *err,
+                         size_t errlen);
 
 /* Render straight to ids (see "Rendering to ids").  Up to cap ids;
  * *n_out = ids needed. */
-int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t,
-                        const eng_tmpl_msg *msgs, int n, bool add_gen,
-                        int32_t *ids, int cap, int *n_out,
-                        char *err, size_t errlen);
+int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                        bool add_gen, int32_t *ids, int cap, int *n_out, char *err, size_t errlen);
 
 /*
  * Length of the prefix of ids (a render by eng_tmpl_render_ids) that every
@@ -153,7 +149,6 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t,
  * built-in format (see "Prefix stability"); t is the tokenizer that
  * rendered ids.
  */
-int eng_tmpl_stable_prefix(eng_tmpl_format f, const eng_tok *t,
-                           const int32_t *ids, int n_ids);
+int eng_tmpl_stable_prefix(eng_tmpl_format f, const eng_tok *t, const int32_t *ids, int n_ids);
 
 #endif

@@ -73,15 +73,15 @@
 
 struct eng_gguf;
 
-#define ENG_TOK_EINVAL (-1)   /* bad argument or unknown token id */
-#define ENG_TOK_ENOMEM (-2)   /* allocation failed */
-#define ENG_TOK_ENOSPC (-3)   /* output did not fit; *n_out has the size needed */
-#define ENG_TOK_EFORMAT (-4)  /* vocabulary metadata missing or malformed */
+#define ENG_TOK_EINVAL (-1)  /* bad argument or unknown token id */
+#define ENG_TOK_ENOMEM (-2)  /* allocation failed */
+#define ENG_TOK_ENOSPC (-3)  /* output did not fit; *n_out has the size needed */
+#define ENG_TOK_EFORMAT (-4) /* vocabulary metadata missing or malformed */
 
 /* Encode flags. */
-#define ENG_TOK_ADD_BOS 1        /* prepend BOS (eng_tok_add_bos() says what the model wants) */
-#define ENG_TOK_PARSE_SPECIAL 2  /* also recognise CONTROL/UNKNOWN token texts in the input */
-#define ENG_TOK_ADD_EOS 4        /* append EOS */
+#define ENG_TOK_ADD_BOS 1       /* prepend BOS (eng_tok_add_bos() says what the model wants) */
+#define ENG_TOK_PARSE_SPECIAL 2 /* also recognise CONTROL/UNKNOWN token texts in the input */
+#define ENG_TOK_ADD_EOS 4       /* append EOS */
 
 /* Decode flags. */
 #define ENG_TOK_DECODE_SPECIAL 1 /* render special tokens' text (default: skip them) */
@@ -95,8 +95,8 @@ struct eng_gguf;
 #define ENG_TOK_TYPE_BYTE 6
 
 typedef enum eng_tok_model {
-    ENG_TOK_MODEL_SPM = 1,  /* "llama": SentencePiece-style, scores */
-    ENG_TOK_MODEL_BPE = 2   /* "gpt2": byte-level BPE, merges */
+    ENG_TOK_MODEL_SPM = 1, /* "llama": SentencePiece-style, scores */
+    ENG_TOK_MODEL_BPE = 2  /* "gpt2": byte-level BPE, merges */
 } eng_tok_model;
 
 typedef enum eng_tok_pre {
@@ -112,21 +112,21 @@ typedef enum eng_tok_pre {
  * eng_tok_load_spec copies what it needs.
  */
 typedef struct eng_tok_spec {
-    eng_tok_model model;        /* vocabulary model */
-    eng_tok_pre pre;            /* pre-tokenizer (BPE only; NONE for SPM) */
-    int n_tokens;               /* vocabulary size (> 0) */
-    const char *const *tokens;  /* n_tokens token strings (UTF-8, as GGUF stores them) */
-    const size_t *token_lens;   /* their byte lengths, or NULL for NUL-terminated strings */
-    const float *scores;        /* SPM: n_tokens scores (merge priority); may be NULL for BPE */
-    const int32_t *types;       /* n_tokens ENG_TOK_TYPE_* values, or NULL (all NORMAL) */
-    int n_merges;               /* BPE: number of merges */
-    const char *const *merges;  /* BPE: "left right" strings in rank order */
-    const size_t *merge_lens;   /* their byte lengths, or NULL for NUL-terminated */
+    eng_tok_model model;       /* vocabulary model */
+    eng_tok_pre pre;           /* pre-tokenizer (BPE only; NONE for SPM) */
+    int n_tokens;              /* vocabulary size (> 0) */
+    const char *const *tokens; /* n_tokens token strings (UTF-8, as GGUF stores them) */
+    const size_t *token_lens;  /* their byte lengths, or NULL for NUL-terminated strings */
+    const float *scores;       /* SPM: n_tokens scores (merge priority); may be NULL for BPE */
+    const int32_t *types;      /* n_tokens ENG_TOK_TYPE_* values, or NULL (all NORMAL) */
+    int n_merges;              /* BPE: number of merges */
+    const char *const *merges; /* BPE: "left right" strings in rank order */
+    const size_t *merge_lens;  /* their byte lengths, or NULL for NUL-terminated */
     int32_t bos, eos, eot, unk, pad; /* special ids, -1 when absent */
-    bool add_bos;               /* model wants BOS prepended (tokenizer.ggml.add_bos_token) */
-    bool add_eos;               /* model wants EOS appended (tokenizer.ggml.add_eos_token) */
-    bool add_space_prefix;      /* SPM: prepend "▁" to each fragment */
-    bool ignore_merges;         /* BPE: emit a piece whole when it is a token */
+    bool add_bos;                    /* model wants BOS prepended (tokenizer.ggml.add_bos_token) */
+    bool add_eos;                    /* model wants EOS appended (tokenizer.ggml.add_eos_token) */
+    bool add_space_prefix;           /* SPM: prepend "▁" to each fragment */
+    bool ignore_merges;              /* BPE: emit a piece whole when it is a token */
 } eng_tok_spec;
 
 typedef struct eng_tok eng_tok; /* opaque; immutable after load, thread-safe */
@@ -149,12 +149,12 @@ void eng_tok_free(eng_tok *t);
  * (cap too small, *n_out = needed), ENG_TOK_EINVAL (ADD_BOS/ADD_EOS without
  * such a token), ENG_TOK_ENOMEM.
  */
-int eng_tok_encode(const eng_tok *t, const char *text, size_t len, int flags,
-                   int32_t *ids, int cap, int *n_out, char *err, size_t errlen);
+int eng_tok_encode(const eng_tok *t, const char *text, size_t len, int flags, int32_t *ids, int cap,
+                   int *n_out, char *err, size_t errlen);
 
 /* Number of tokens eng_tok_encode would produce (>= 0), or a negative error. */
-int eng_tok_count(const eng_tok *t, const char *text, size_t len, int flags,
-                  char *err, size_t errlen);
+int eng_tok_count(const eng_tok *t, const char *text, size_t len, int flags, char *err,
+                  size_t errlen);
 
 /*
  * Decode ids to text (always valid UTF-8; flags: ENG_TOK_DECODE_SPECIAL).
@@ -166,8 +166,8 @@ int eng_tok_count(const eng_tok *t, const char *text, size_t len, int flags,
  * Returns 0, ENG_TOK_ENOSPC, ENG_TOK_EINVAL (an id outside the vocabulary),
  * ENG_TOK_ENOMEM.
  */
-int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags,
-                   char *out, size_t cap, size_t *n_out, char *err, size_t errlen);
+int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char *out, size_t cap,
+                   size_t *n_out, char *err, size_t errlen);
 
 /* Raw bytes of one token as decoding produces them (▁ -> space, byte tokens
  * -> their byte, byte-level alphabet -> bytes; no prefix stripping; may be
@@ -184,10 +184,10 @@ int32_t eng_tok_find(const eng_tok *t, const char *text, size_t len);
 /* Vocabulary facts. */
 int eng_tok_n_vocab(const eng_tok *t);
 eng_tok_model eng_tok_model_kind(const eng_tok *t);
-int32_t eng_tok_bos(const eng_tok *t);       /* -1 when absent */
-int32_t eng_tok_eos(const eng_tok *t);       /* -1 when absent */
-int32_t eng_tok_eot(const eng_tok *t);       /* end-of-turn id, -1 when absent */
-bool eng_tok_add_bos(const eng_tok *t);      /* does the model want BOS prepended */
+int32_t eng_tok_bos(const eng_tok *t);                 /* -1 when absent */
+int32_t eng_tok_eos(const eng_tok *t);                 /* -1 when absent */
+int32_t eng_tok_eot(const eng_tok *t);                 /* end-of-turn id, -1 when absent */
+bool eng_tok_add_bos(const eng_tok *t);                /* does the model want BOS prepended */
 bool eng_tok_is_special(const eng_tok *t, int32_t id); /* CONTROL, USER_DEFINED or UNKNOWN */
 /* End of generation: eos, eot, and the well-known end-of-turn tokens
  * present in the vocabulary (<|eot_id|>, <|im_end|>, <end_of_turn>,
@@ -208,11 +208,11 @@ int eng_tok_common_prefix(const int32_t *a, int na, const int32_t *b, int nb);
  * the same ids.  A plain caller-owned struct; one per sequence.
  */
 typedef struct eng_tok_stream {
-    const eng_tok *tok;   /* vocabulary (shared, read-only) */
-    int flags;            /* decode flags (ENG_TOK_DECODE_SPECIAL) */
-    bool at_start;        /* nothing emitted yet (SPM leading-space strip pending) */
-    int n_pend;           /* bytes of an incomplete UTF-8 character held back */
-    uint8_t pend[4];      /* those bytes */
+    const eng_tok *tok; /* vocabulary (shared, read-only) */
+    int flags;          /* decode flags (ENG_TOK_DECODE_SPECIAL) */
+    bool at_start;      /* nothing emitted yet (SPM leading-space strip pending) */
+    int n_pend;         /* bytes of an incomplete UTF-8 character held back */
+    uint8_t pend[4];    /* those bytes */
 } eng_tok_stream;
 
 /* Bytes an output buffer for eng_tok_stream_push must hold to never see
@@ -224,8 +224,7 @@ void eng_tok_stream_init(eng_tok_stream *s, const eng_tok *t, int flags);
 /* Push one id; writes the newly complete text (possibly empty) to out.
  * Returns 0, ENG_TOK_EINVAL (bad id), ENG_TOK_ENOSPC (*n_out = bytes
  * needed) or ENG_TOK_ENOMEM; the stream state is unchanged on any error. */
-int eng_tok_stream_push(eng_tok_stream *s, int32_t id, char *out, size_t cap,
-                        size_t *n_out);
+int eng_tok_stream_push(eng_tok_stream *s, int32_t id, char *out, size_t cap, size_t *n_out);
 
 /* End of stream: held-back bytes of an unfinished character become U+FFFD.
  * Returns 0 or ENG_TOK_ENOSPC (needs at most 3 bytes). */

@@ -77,7 +77,9 @@ static const char *tok_or(const eng_tok *t, int32_t id, const char *dflt) {
 }
 
 static int alternate_err(char *err, size_t errlen) {
-    return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
+    return pl_errf(
+        err, errlen, ENG_TMPL_EROLE,
+        "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
 }
 
 /* {% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}
@@ -87,7 +89,8 @@ static int alternate_err(char *err, size_t errlen) {
  * {% else %}{% set content = message['content'] %}{% endif %}
  * {% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}
  * {% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %} */
-static int r_llama2(const eng_tok *t, const eng_tmpl_msg *m, int n, segs *s, char *err, size_t errlen) {
+static int r_llama2(const eng_tok *t, const eng_tmpl_msg *m, int n, segs *s, char *err,
+                    size_t errlen) {
     const char *bos = tok_or(t, t ? t->bos : -1, "<s>"), *eos = tok_or(t, t ? t->eos : -1, "</s>");
     if (n == 0) {
         return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template llama2: no messages");
@@ -166,14 +169,15 @@ static int r_llama3(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, se
  * {%- if (message['role'] == 'assistant') -%}{%- set role = "model" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}
  * {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}
  * {%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%} */
-static int r_gemma(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, int strict, segs *s, char *err,
-                   size_t errlen) {
+static int r_gemma(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, int strict, segs *s,
+                   char *err, size_t errlen) {
     const char *bos = tok_or(t, t ? t->bos : -1, "<bos>");
     if (n == 0) {
         return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template gemma: no messages");
     }
     if (strict && role_is(&m[0], "system")) {
-        return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template gemma2: System role not supported");
+        return pl_errf(err, errlen, ENG_TMPL_EROLE,
+                       "chat template gemma2: System role not supported");
     }
     add(s, bos, strlen(bos), 1);
     int first = role_is(&m[0], "system") ? 1 : 0;
@@ -226,8 +230,8 @@ static int r_chatml(const eng_tmpl_msg *m, int n, bool gen, segs *s) {
  * {% for message in loop_messages %}{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] | trim + '\n' }}
  * {% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] | trim + '\n' }}
  * {% else %}{{ raise_exception(...) }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %} */
-static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s, char *err,
-                        size_t errlen) {
+static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s,
+                        char *err, size_t errlen) {
     const char *bos = tok_or(t, t ? t->bos : -1, "<bos>");
     add(s, bos, strlen(bos), 1);
     for (int i = 0; i < n; i++) {
@@ -242,8 +246,10 @@ static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen
         if (role_is(&m[i], "user")) LIT(s, "User: ");
         else if (role_is(&m[i], "assistant")) LIT(s, "Assistant: ");
         else {
-            return pl_errf(err, errlen, ENG_TMPL_EROLE, "chat template transcript: roles are user and assistant after an optional "
-                       "first system message");
+            return pl_errf(
+                err, errlen, ENG_TMPL_EROLE,
+                "chat template transcript: roles are user and assistant after an optional "
+                "first system message");
         }
         add(s, c, cn, 0);
         LIT(s, "\n");
@@ -252,14 +258,15 @@ static int r_transcript(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen
     return 0;
 }
 
-static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, segs *s,
-                  char *err, size_t errlen) {
+static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen,
+                  segs *s, char *err, size_t errlen) {
     if (n < 0 || (n > 0 && !m)) {
         return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: bad message list");
     }
     for (int i = 0; i < n; i++) {
         if ((!m[i].role && m[i].role_len) || (!m[i].content && m[i].content_len)) {
-            return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: message %d has a NULL role or content", i);
+            return pl_errf(err, errlen, ENG_TMPL_EINVAL,
+                           "chat template: message %d has a NULL role or content", i);
         }
     }
     int rc;
@@ -270,8 +277,7 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     case ENG_TMPL_GEMMA2: rc = r_gemma(t, m, n, gen, 1, s, err, errlen); break;
     case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, s); break;
     case ENG_TMPL_TRANSCRIPT: rc = r_transcript(t, m, n, gen, s, err, errlen); break;
-    default:
-        return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template: no format chosen");
+    default: return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template: no format chosen");
     }
     if (rc == 0 && s->oom) {
         rc = pl_errf(err, errlen, ENG_TMPL_ENOMEM, "chat template: out of memory");
@@ -279,15 +285,17 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     return rc;
 }
 
-int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n, char *err, size_t errlen) {
+int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n, char *err,
+                      size_t errlen) {
     segs s = {0};
     int rc = render(f, NULL, msgs, n, false, &s, err, errlen);
     free(s.v);
     return rc;
 }
 
-int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n, bool add_gen,
-                         char *out, size_t cap, size_t *n_out, char *err, size_t errlen) {
+int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                         bool add_gen, char *out, size_t cap, size_t *n_out, char *err,
+                         size_t errlen) {
     segs s = {0};
     *n_out = 0;
     int rc = render(f, t, msgs, n, add_gen, &s, err, errlen);
@@ -296,7 +304,8 @@ int eng_tmpl_render_text(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg
     for (int i = 0; i < s.n; i++) total += s.v[i].n;
     *n_out = total;
     if (total > cap) {
-        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %zu bytes do not fit in %zu", total, cap);
+        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %zu bytes do not fit in %zu",
+                     total, cap);
         goto done;
     }
     size_t w = 0;
@@ -310,14 +319,15 @@ done:
     return rc;
 }
 
-int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n, bool add_gen,
-                        int32_t *ids, int cap, int *n_out, char *err, size_t errlen) {
+int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                        bool add_gen, int32_t *ids, int cap, int *n_out, char *err, size_t errlen) {
     segs s = {0};
     tok_buf text = {0};
     tok_ids v = {0};
     *n_out = 0;
     if (!t) {
-        return pl_errf(err, errlen, ENG_TMPL_EINVAL, "chat template: rendering to ids needs a tokenizer");
+        return pl_errf(err, errlen, ENG_TMPL_EINVAL,
+                       "chat template: rendering to ids needs a tokenizer");
     }
     int rc = render(f, t, msgs, n, add_gen, &s, err, errlen);
     if (rc) goto done;
@@ -336,8 +346,9 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
         if (i == s.n) break;
         int32_t id = tok_vocab_lookup(t, s.v[i].p, s.v[i].n);
         if (id < 0) {
-            rc = pl_errf(err, errlen, ENG_TMPL_EVOCAB, "chat template %s: token \"%.*s\" is not in the vocabulary", eng_tmpl_name(f),
-                       (int)(s.v[i].n > 40 ? 40 : s.v[i].n), s.v[i].p);
+            rc = pl_errf(err, errlen, ENG_TMPL_EVOCAB,
+                         "chat template %s: token \"%.*s\" is not in the vocabulary",
+                         eng_tmpl_name(f), (int)(s.v[i].n > 40 ? 40 : s.v[i].n), s.v[i].p);
             break;
         }
         if (tok_ids_push(&v, id)) rc = ENG_TMPL_ENOMEM;
@@ -346,7 +357,8 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
     if (rc) goto done;
     *n_out = v.n;
     if (v.n > cap) {
-        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %d ids do not fit in %d", v.n, cap);
+        rc = pl_errf(err, errlen, ENG_TMPL_ENOSPC, "chat template: %d ids do not fit in %d", v.n,
+                     cap);
         goto done;
     }
     if (v.n) memcpy(ids, v.v, (size_t)v.n * sizeof *ids);

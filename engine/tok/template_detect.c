@@ -25,85 +25,86 @@
 #include "tok_internal.h"
 
 typedef struct known_tmpl {
-    const char *name;     /* what it is (the model family) */
-    eng_tmpl_format fmt;  /* the renderer that reproduces it */
-    const char *text;     /* the original Jinja text */
+    const char *name;    /* what it is (the model family) */
+    eng_tmpl_format fmt; /* the renderer that reproduces it */
+    const char *text;    /* the original Jinja text */
 } known_tmpl;
 
 static const known_tmpl known[] = {
     {"llama2", ENG_TMPL_LLAMA2,
-    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message "
-    "= messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message "
-    "= false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != "
-    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
-    "}}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' "
-    "+ system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] "
-    "%}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
-    "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token "
-    "}}{% endif %}{% endfor %}"},
+     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message "
+     "= messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message "
+     "= false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != "
+     "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+     "}}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' "
+     "+ system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] "
+     "%}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+     "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token "
+     "}}{% endif %}{% endfor %}"},
     {"llama3", ENG_TMPL_LLAMA3,
-    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' "
-    "+ message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{%"
-    " if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor "
-    "%}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
-    "{% endif %}"},
+     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' "
+     "+ message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{%"
+     " if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor "
+     "%}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+     "{% endif %}"},
     {"gemma1/2", ENG_TMPL_GEMMA2,
-    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
-    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
-    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
-    "}}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% "
-    "set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] "
-    "| trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}"
-    "}{% endif %}"},
+     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+     "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+     "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+     "}}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% "
+     "set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] "
+     "| trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}"
+     "}{% endif %}"},
     {"gemma3", ENG_TMPL_GEMMA,
-    "{{ bos_token }}\n"
-    "{%- if messages[0]['role'] == 'system' -%}\n"
-    "    {%- if messages[0]['content'] is string -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
-    "    {%- endif -%}\n"
-    "    {%- set loop_messages = messages[1:] -%}\n"
-    "{%- else -%}\n"
-    "    {%- set first_user_prefix = \"\" -%}\n"
-    "    {%- set loop_messages = messages -%}\n"
-    "{%- endif -%}\n"
-    "{%- for message in loop_messages -%}\n"
-    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") "
-    "}}\n"
-    "    {%- endif -%}\n"
-    "    {%- if (message['role'] == 'assistant') -%}\n"
-    "        {%- set role = \"model\" -%}\n"
-    "    {%- else -%}\n"
-    "        {%- set role = message['role'] -%}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
-    "    {%- if message['content'] is string -%}\n"
-    "        {{ message['content'] | trim }}\n"
-    "    {%- elif message['content'] is iterable -%}\n"
-    "        {%- for item in message['content'] -%}\n"
-    "            {%- if item['type'] == 'image' -%}\n"
-    "                {{ '<start_of_image>' }}\n"
-    "            {%- elif item['type'] == 'text' -%}\n"
-    "                {{ item['text'] | trim }}\n"
-    "            {%- endif -%}\n"
-    "        {%- endfor -%}\n"
-    "    {%- else -%}\n"
-    "        {{ raise_exception(\"Invalid content type\") }}\n"
-    "    {%- endif -%}\n"
-    "    {{ '<end_of_turn>\\n' }}\n"
-    "{%- endfor -%}\n"
-    "{%- if add_generation_prompt -%}\n"
-    "    {{'<start_of_turn>model\\n'}}\n"
-    "{%- endif -%}"},
+     "{{ bos_token }}\n"
+     "{%- if messages[0]['role'] == 'system' -%}\n"
+     "    {%- if messages[0]['content'] is string -%}\n"
+     "        {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+     "    {%- else -%}\n"
+     "        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\\n\\n' -%}\n"
+     "    {%- endif -%}\n"
+     "    {%- set loop_messages = messages[1:] -%}\n"
+     "{%- else -%}\n"
+     "    {%- set first_user_prefix = \"\" -%}\n"
+     "    {%- set loop_messages = messages -%}\n"
+     "{%- endif -%}\n"
+     "{%- for message in loop_messages -%}\n"
+     "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+     "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") "
+     "}}\n"
+     "    {%- endif -%}\n"
+     "    {%- if (message['role'] == 'assistant') -%}\n"
+     "        {%- set role = \"model\" -%}\n"
+     "    {%- else -%}\n"
+     "        {%- set role = message['role'] -%}\n"
+     "    {%- endif -%}\n"
+     "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+     "    {%- if message['content'] is string -%}\n"
+     "        {{ message['content'] | trim }}\n"
+     "    {%- elif message['content'] is iterable -%}\n"
+     "        {%- for item in message['content'] -%}\n"
+     "            {%- if item['type'] == 'image' -%}\n"
+     "                {{ '<start_of_image>' }}\n"
+     "            {%- elif item['type'] == 'text' -%}\n"
+     "                {{ item['text'] | trim }}\n"
+     "            {%- endif -%}\n"
+     "        {%- endfor -%}\n"
+     "    {%- else -%}\n"
+     "        {{ raise_exception(\"Invalid content type\") }}\n"
+     "    {%- endif -%}\n"
+     "    {{ '<end_of_turn>\\n' }}\n"
+     "{%- endfor -%}\n"
+     "{%- if add_generation_prompt -%}\n"
+     "    {{'<start_of_turn>model\\n'}}\n"
+     "{%- endif -%}"},
     {"chatml", ENG_TMPL_CHATML,
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
-    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
-    "}}{% endif %}"},
+     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+     "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+     "}}{% endif %}"},
 };
 
-static const char *const fmt_names[] = {"none", "llama2", "llama3", "gemma", "chatml", "gemma2", "transcript"};
+static const char *const fmt_names[] = {"none",   "llama2", "llama3",    "gemma",
+                                        "chatml", "gemma2", "transcript"};
 
 const char *eng_tmpl_name(eng_tmpl_format f) {
     return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_TRANSCRIPT) ? fmt_names[f] : "none";
@@ -116,20 +117,21 @@ int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t
             return 0;
         }
     }
-    return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
-               name ? name : "(null)");
+    return pl_errf(
+        err, errlen, ENG_TMPL_EUNKNOWN,
+        "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
+        name ? name : "(null)");
 }
 
 /* The format used when a file carries no tokenizer.chat_template, by
  * general.architecture (see eng_tmpl_detect). */
 static const struct {
-    const char *arch;     /* general.architecture value */
-    eng_tmpl_format fmt;  /* that family's turn format */
+    const char *arch;    /* general.architecture value */
+    eng_tmpl_format fmt; /* that family's turn format */
 } by_arch[] = {
-    {"gemma3", ENG_TMPL_GEMMA},  /* <start_of_turn>user ... <end_of_turn>, system folded into turn 1 */
+    {"gemma3", ENG_TMPL_GEMMA}, /* <start_of_turn>user ... <end_of_turn>, system folded into turn 1 */
     {"gemma2", ENG_TMPL_GEMMA2}, /* the same turns, system role refused */
-    {"gemma", ENG_TMPL_GEMMA2},
-    {"qwen2", ENG_TMPL_CHATML},  /* <|im_start|>role ... <|im_end|> */
+    {"gemma", ENG_TMPL_GEMMA2},  {"qwen2", ENG_TMPL_CHATML}, /* <|im_start|>role ... <|im_end|> */
     {"qwen3", ENG_TMPL_CHATML},
 };
 
@@ -150,9 +152,10 @@ static int normalise(const char *s, size_t n, tok_buf *b) {
         }
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') continue;
         if (c == '-') {
-            int after_open = b->n > 0 && (b->v[b->n - 1] == '%' || b->v[b->n - 1] == '{') && b->n > 1 &&
-                             b->v[b->n - 2] == '{';
-            int before_close = i + 1 < n && ((s[i + 1] == '%' || s[i + 1] == '}') && i + 2 < n && s[i + 2] == '}');
+            int after_open = b->n > 0 && (b->v[b->n - 1] == '%' || b->v[b->n - 1] == '{') &&
+                             b->n > 1 && b->v[b->n - 2] == '{';
+            int before_close =
+                i + 1 < n && ((s[i + 1] == '%' || s[i + 1] == '}') && i + 2 < n && s[i + 2] == '}');
             if (after_open || before_close) continue;
         }
         if (c == '\'' || c == '"') quote = c;
@@ -161,7 +164,8 @@ static int normalise(const char *s, size_t n, tok_buf *b) {
     return 0;
 }
 
-int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char *err, size_t errlen) {
+int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char *err,
+                       size_t errlen) {
     tok_buf a = {0}, k = {0};
     int rc = ENG_TMPL_EUNKNOWN;
     *out = ENG_TMPL_NONE;
@@ -181,10 +185,11 @@ int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char 
             goto done;
         }
     }
-    pl_errf(err, errlen, rc,
-               "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
-               "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)",
-               len);
+    pl_errf(
+        err, errlen, rc,
+        "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
+        "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)",
+        len);
 done:
     if (rc == ENG_TMPL_ENOMEM) pl_errf(err, errlen, rc, "chat template: out of memory");
     free(a.v);
@@ -192,7 +197,8 @@ done:
     return rc;
 }
 
-int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *out, char *err, size_t errlen) {
+int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *out, char *err,
+                    size_t errlen) {
     *out = ENG_TMPL_NONE;
     if (override && *override) return eng_tmpl_from_name(override, out, err, errlen);
     const char *s;
@@ -210,8 +216,9 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
                 return 0;
             }
     }
-    return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN,
-               "the model has no chat template (tokenizer.chat_template) and its architecture has no "
-               "default turn format; set the format explicitly with the chat_template option "
-               "(--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)");
+    return pl_errf(
+        err, errlen, ENG_TMPL_EUNKNOWN,
+        "the model has no chat template (tokenizer.chat_template) and its architecture has no "
+        "default turn format; set the format explicitly with the chat_template option "
+        "(--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)");
 }

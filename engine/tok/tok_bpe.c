@@ -28,11 +28,11 @@
 #include "tok_internal.h"
 
 typedef struct sym {
-    int32_t id;      /* token id (-1: not a token; never merged) */
-    int32_t prev;    /* previous live symbol or -1 */
-    int32_t next;    /* next live symbol or -1 */
-    uint32_t start;  /* SPM: byte offset of the symbol's text */
-    uint32_t len;    /* SPM: byte length; 0 once merged away */
+    int32_t id;     /* token id (-1: not a token; never merged) */
+    int32_t prev;   /* previous live symbol or -1 */
+    int32_t next;   /* next live symbol or -1 */
+    uint32_t start; /* SPM: byte offset of the symbol's text */
+    uint32_t len;   /* SPM: byte length; 0 once merged away */
 } sym;
 
 typedef struct hent {
@@ -43,9 +43,9 @@ typedef struct hent {
 } hent;
 
 typedef struct heap {
-    hent *v;   /* entries */
-    size_t n;  /* used */
-    size_t cap;/* allocated (entries) */
+    hent *v;    /* entries */
+    size_t n;   /* used */
+    size_t cap; /* allocated (entries) */
 } heap;
 
 static inline int hless(const hent *a, const hent *b) {
@@ -147,7 +147,8 @@ static int bpe_piece(void *vctx, const char *p, size_t len) {
         int32_t i = e.pos, j = s[i].next;
         if (s[i].len == 0 || j < 0) continue;
         int32_t rank, res;
-        if (!tok_merge_lookup(t, s[i].id, s[j].id, &rank, &res) || res != e.res || rank != e.rank) continue;
+        if (!tok_merge_lookup(t, s[i].id, s[j].id, &rank, &res) || res != e.res || rank != e.rank)
+            continue;
         s[i].id = res;
         s[j].len = 0;
         s[i].next = s[j].next;
@@ -157,7 +158,8 @@ static int bpe_piece(void *vctx, const char *p, size_t len) {
     }
     sc->heap = h.v;
     sc->heap_cap = h.cap * sizeof(hent);
-    for (int32_t i = n > 0 ? 0 : -1; i >= 0 && !rc; i = s[i].next) rc = tok_ids_push(c->out, s[i].id);
+    for (int32_t i = n > 0 ? 0 : -1; i >= 0 && !rc; i = s[i].next)
+        rc = tok_ids_push(c->out, s[i].id);
     return rc;
 }
 
@@ -212,8 +214,8 @@ int tok_spm_encode(const eng_tok *t, const char *text, size_t len, tok_scratch *
         int k = tok_utf8_decode((const uint8_t *)txt + pos, b->n - pos, &cp, &bad);
         size_t l = k > 0 ? (size_t)k : bad;
         int32_t id = tok_vocab_lookup(t, txt + pos, l);
-        if (id >= 0 && (t->types[id] == ENG_TOK_TYPE_CONTROL || t->types[id] == ENG_TOK_TYPE_UNKNOWN ||
-                        t->types[id] == ENG_TOK_TYPE_BYTE))
+        if (id >= 0 && (t->types[id] == ENG_TOK_TYPE_CONTROL ||
+                        t->types[id] == ENG_TOK_TYPE_UNKNOWN || t->types[id] == ENG_TOK_TYPE_BYTE))
             id = -1;
         s[n] = (sym){id, n - 1, -1, (uint32_t)pos, (uint32_t)l};
         if (n > 0) s[n - 1].next = n;

@@ -37,7 +37,8 @@ static size_t lossy(const uint8_t *s, size_t n, char *out) {
 
 static bool skipped(const eng_tok *t, int32_t id, int flags) {
     int ty = t->types[id];
-    return !(flags & ENG_TOK_DECODE_SPECIAL) && (ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_UNKNOWN);
+    return !(flags & ENG_TOK_DECODE_SPECIAL) &&
+           (ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_UNKNOWN);
 }
 
 int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char *out, size_t cap,
@@ -48,7 +49,8 @@ int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char 
     for (int i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= t->n_vocab) {
-            rc = pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: id %d at position %d outside the vocabulary", id, i);
+            rc = pl_errf(err, errlen, ENG_TOK_EINVAL,
+                         "tokenizer: id %d at position %d outside the vocabulary", id, i);
             goto done;
         }
         if (skipped(t, id, flags)) continue;
@@ -63,7 +65,8 @@ int eng_tok_decode(const eng_tok *t, const int32_t *ids, int n, int flags, char 
     size_t need = lossy(src, len, NULL);
     *n_out = need;
     if (need > cap) {
-        rc = pl_errf(err, errlen, ENG_TOK_ENOSPC, "tokenizer: decoded text (%zu bytes) does not fit in %zu", need, cap);
+        rc = pl_errf(err, errlen, ENG_TOK_ENOSPC,
+                     "tokenizer: decoded text (%zu bytes) does not fit in %zu", need, cap);
         goto done;
     }
     lossy(src, len, out);

@@ -18,9 +18,11 @@
 
 #include "tok_internal.h"
 
-static int encode_fragment(const eng_tok *t, const char *s, size_t n, tok_scratch *sc, tok_ids *out) {
+static int encode_fragment(const eng_tok *t, const char *s, size_t n, tok_scratch *sc,
+                           tok_ids *out) {
     if (n == 0) return 0;
-    return t->model == ENG_TOK_MODEL_SPM ? tok_spm_encode(t, s, n, sc, out) : tok_bpe_encode(t, s, n, sc, out);
+    return t->model == ENG_TOK_MODEL_SPM ? tok_spm_encode(t, s, n, sc, out)
+                                         : tok_bpe_encode(t, s, n, sc, out);
 }
 
 /* Longest eligible special token starting at s[0..n), or -1: any of them
@@ -42,10 +44,12 @@ int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, to
         return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: NULL text");
     }
     if ((flags & ENG_TOK_ADD_BOS) && t->bos < 0) {
-        return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: BOS requested but the vocabulary has no BOS token");
+        return pl_errf(err, errlen, ENG_TOK_EINVAL,
+                       "tokenizer: BOS requested but the vocabulary has no BOS token");
     }
     if ((flags & ENG_TOK_ADD_EOS) && t->eos < 0) {
-        return pl_errf(err, errlen, ENG_TOK_EINVAL, "tokenizer: EOS requested but the vocabulary has no EOS token");
+        return pl_errf(err, errlen, ENG_TOK_EINVAL,
+                       "tokenizer: EOS requested but the vocabulary has no EOS token");
     }
     char *clean = NULL;
     size_t n = 0;
@@ -92,14 +96,16 @@ int eng_tok_encode(const eng_tok *t, const char *text, size_t len, int flags, in
     if (v.n > cap) {
         if (cap > 0 && ids) memcpy(ids, v.v, (size_t)cap * sizeof *ids);
         free(v.v);
-        return pl_errf(err, errlen, ENG_TOK_ENOSPC, "tokenizer: %d ids do not fit in %d", *n_out, cap);
+        return pl_errf(err, errlen, ENG_TOK_ENOSPC, "tokenizer: %d ids do not fit in %d", *n_out,
+                       cap);
     }
     if (v.n) memcpy(ids, v.v, (size_t)v.n * sizeof *ids);
     free(v.v);
     return 0;
 }
 
-int eng_tok_count(const eng_tok *t, const char *text, size_t len, int flags, char *err, size_t errlen) {
+int eng_tok_count(const eng_tok *t, const char *text, size_t len, int flags, char *err,
+                  size_t errlen) {
     tok_ids v = {0};
     int rc = tok_encode_ids(t, text, len, flags, &v, err, errlen);
     free(v.v);

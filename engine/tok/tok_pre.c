@@ -26,7 +26,8 @@ uint32_t tok_byte_to_cp(uint8_t b) {
 }
 
 int tok_cp_to_byte(uint32_t cp) {
-    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF)) return (int)cp;
+    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF))
+        return (int)cp;
     if (cp < 0x100 || cp > 0x100 + 0x43) return -1;
     uint32_t k = cp - 0x100;
     if (k <= 0x20) return (int)k;
@@ -150,7 +151,8 @@ int tok_pretokenize(eng_tok_pre pre, const char *text, size_t len, tok_piece_fn 
         size_t bad;
         int n;
         if (s[pos] < 0x80) cp = s[pos], n = 1;
-        else if ((n = tok_utf8_decode(s + pos, len - pos, &cp, &bad)) == 0) cp = 0xFFFD, n = (int)bad;
+        else if ((n = tok_utf8_decode(s + pos, len - pos, &cp, &bad)) == 0)
+            cp = 0xFFFD, n = (int)bad;
         c.cp[c.n] = cp;
         c.off[c.n] = (uint32_t)pos;
         c.fl[c.n] = (uint16_t)tok_unicode_flags(cp);
@@ -159,9 +161,9 @@ int tok_pretokenize(eng_tok_pre pre, const char *text, size_t len, tok_piece_fn 
     }
     c.off[c.n] = (uint32_t)len;
     for (size_t i = 0; i < c.n;) {
-        size_t k = pre == ENG_TOK_PRE_GPT2     ? match_gpt2(&c, i)
+        size_t k = pre == ENG_TOK_PRE_GPT2    ? match_gpt2(&c, i)
                    : pre == ENG_TOK_PRE_QWEN2 ? match_llama3(&c, i, 1)
-                                               : match_llama3(&c, i, 3);
+                                              : match_llama3(&c, i, 3);
         if (k == 0) k = 1;
         if (i + k > c.n) k = c.n - i;
         rc = emit(ctx, text + c.off[i], c.off[i + k] - c.off[i]);

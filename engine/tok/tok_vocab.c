@@ -111,8 +111,9 @@ static int build_piece(eng_tok *t, int32_t id, tok_buf *b) {
     return 0;
 }
 
-static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end_of_text|>",
-                                        "<|endoftext|>", "</s>", "<|eom_id|>"};
+static const char *const eog_names[] = {"<|eot_id|>",      "<|im_end|>",    "<end_of_turn>",
+                                        "<|end_of_text|>", "<|endoftext|>", "</s>",
+                                        "<|eom_id|>"};
 
 static int cmp_special(const void *a, const void *b, void *ctx) {
     const eng_tok *t = ctx;
@@ -125,7 +126,8 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
 
 static int check_id(int32_t id, int n, const char *what, char *err, size_t errlen) {
     if (id < -1 || id >= n) {
-        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: %s id %d outside the vocabulary (0..%d)", what, id, n - 1);
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                       "tokenizer: %s id %d outside the vocabulary (0..%d)", what, id, n - 1);
     }
     return 0;
 }
@@ -146,7 +148,8 @@ static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t er
         size_t n = m ? slen(sp->merges, sp->merge_lens, r) : 0;
         const char *sp_ = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;
         if (!sp_) {
-            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.merges[%d]: not \"left right\"", r);
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                         "tokenizer.ggml.merges[%d]: not \"left right\"", r);
             break;
         }
         size_t ln = (size_t)(sp_ - m), rn = n - ln - 1;
@@ -158,8 +161,9 @@ static int build_merges(eng_tok *t, const eng_tok_spec *sp, char *err, size_t er
         }
         int32_t res = tok_vocab_lookup(t, cat.v, cat.n);
         if (l < 0 || rr < 0 || res < 0) {
-            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.merges[%d]: \"%.*s\" names a token not in the vocabulary",
-                       r, (int)(n > 60 ? 60 : n), m);
+            rc = pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                         "tokenizer.ggml.merges[%d]: \"%.*s\" names a token not in the vocabulary",
+                         r, (int)(n > 60 ? 60 : n), m);
             break;
         }
         uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)rr) + 1;
@@ -184,15 +188,20 @@ static int spec_check(const eng_tok_spec *sp, char *err, size_t errlen) {
         return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: unknown model");
     }
     if (sp->model == ENG_TOK_MODEL_SPM && !sp->scores) {
-        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.scores: required for the \"llama\" (SentencePiece) model");
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                       "tokenizer.ggml.scores: required for the \"llama\" (SentencePiece) model");
     }
     if (sp->model == ENG_TOK_MODEL_BPE &&
-        (sp->pre != ENG_TOK_PRE_GPT2 && sp->pre != ENG_TOK_PRE_LLAMA3 && sp->pre != ENG_TOK_PRE_QWEN2)) {
-        return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2)");
+        (sp->pre != ENG_TOK_PRE_GPT2 && sp->pre != ENG_TOK_PRE_LLAMA3 &&
+         sp->pre != ENG_TOK_PRE_QWEN2)) {
+        return pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                       "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2)");
     }
     int n = sp->n_tokens;
-    if ((rc = check_id(sp->bos, n, "bos", err, errlen)) || (rc = check_id(sp->eos, n, "eos", err, errlen)) ||
-        (rc = check_id(sp->eot, n, "eot", err, errlen)) || (rc = check_id(sp->unk, n, "unknown", err, errlen)) ||
+    if ((rc = check_id(sp->bos, n, "bos", err, errlen)) ||
+        (rc = check_id(sp->eos, n, "eos", err, errlen)) ||
+        (rc = check_id(sp->eot, n, "eot", err, errlen)) ||
+        (rc = check_id(sp->unk, n, "unknown", err, errlen)) ||
         (rc = check_id(sp->pad, n, "padding", err, errlen)))
         return rc;
     return 0;
@@ -206,7 +215,8 @@ static int spec_text_bytes(const eng_tok_spec *sp, size_t *total, char *err, siz
             return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens[%d]: missing", i);
         size_t l = slen(sp->tokens, sp->token_lens, i);
         if (l > (1u << 20) || *total > UINT32_MAX - l - 1 - (1u << 20))
-            return pl_errf(err, errlen, ENG_TOK_EFORMAT, "tokenizer.ggml.tokens: token %d too long or texts too large", i);
+            return pl_errf(err, errlen, ENG_TOK_EFORMAT,
+                           "tokenizer.ggml.tokens: token %d too long or texts too large", i);
         *total += l + 1;
     }
     return 0;
@@ -254,7 +264,8 @@ static void vocab_fill_texts(eng_tok *t, const eng_tok_spec *sp) {
         uint32_t h = (uint32_t)hash_bytes(sp->tokens[i], l) & t->tmap_mask;
         for (;;) {
             int32_t id = t->tmap[h];
-            if (id < 0 || (t->text_len[id] == l && memcmp(t->text_pool + t->text_off[id], sp->tokens[i], l) == 0)) {
+            if (id < 0 || (t->text_len[id] == l &&
+                           memcmp(t->text_pool + t->text_off[id], sp->tokens[i], l) == 0)) {
                 t->tmap[h] = i;
                 break;
             }
@@ -317,7 +328,8 @@ static void vocab_specials(eng_tok *t) {
                 t->eog[i] = 1;
                 t->types[i] = ty = ENG_TOK_TYPE_CONTROL;
             }
-        if ((ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED || ty == ENG_TOK_TYPE_UNKNOWN) &&
+        if ((ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED ||
+             ty == ENG_TOK_TYPE_UNKNOWN) &&
             t->text_len[i] > 0) {
             t->special[t->n_special++] = i;
             t->n_user_defined += ty == ENG_TOK_TYPE_USER_DEFINED;
@@ -391,7 +403,8 @@ size_t eng_tok_max_piece(const eng_tok *t) { return t->max_piece; }
 bool eng_tok_is_special(const eng_tok *t, int32_t id) {
     if (id < 0 || id >= t->n_vocab) return false;
     int ty = t->types[id];
-    return ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED || ty == ENG_TOK_TYPE_UNKNOWN;
+    return ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_USER_DEFINED ||
+           ty == ENG_TOK_TYPE_UNKNOWN;
 }
 
 bool eng_tok_is_eog(const eng_tok *t, int32_t id) {

@@ -24,10 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PL_FNV64_SEED 0xcbf29ce484222325ull  /* 64-bit offset basis */
-#define PL_FNV64_PRIME 0x100000001b3ull      /* 64-bit FNV prime */
-#define PL_FNV32_SEED 0x811c9dc5u            /* 32-bit offset basis */
-#define PL_FNV32_PRIME 0x01000193u           /* 32-bit FNV prime */
+#define PL_FNV64_SEED 0xcbf29ce484222325ull /* 64-bit offset basis */
+#define PL_FNV64_PRIME 0x100000001b3ull     /* 64-bit FNV prime */
+#define PL_FNV32_SEED 0x811c9dc5u           /* 32-bit offset basis */
+#define PL_FNV32_PRIME 0x01000193u          /* 32-bit FNV prime */
 
 /* FNV-1a 64 of n bytes at p, continuing from h. */
 static inline uint64_t pl_fnv1a64(uint64_t h, const void *p, size_t n) {

@@ -48,8 +48,8 @@ static inline const char *ka_block(const kern_attn_kv *kv, int k, int *slot) {
 static float ka_ref_elem(const kern_attn_kv *kv, const char *blk, int slot, int is_v, int d) {
     const char *row = blk + (is_v ? kv->v_off : kv->k_off) + (size_t)slot * kv->row_stride;
     if (kv->f32) return ((const float *)row)[d];
-    const float *sc = (const float *)(blk + (is_v ? kv->vs_off : kv->ks_off) +
-                                      (size_t)slot * kv->scale_stride);
+    const float *sc =
+        (const float *)(blk + (is_v ? kv->vs_off : kv->ks_off) + (size_t)slot * kv->scale_stride);
     return (float)((const int8_t *)row)[d] * *sc;
 }
 
@@ -89,9 +89,9 @@ void kern_attn_ref(const kern_attn_kv *kv, const kern_attn_q *a, int hd, float s
 
 #if KERN_ATTN_X86
 #define KA_AVX2 __attribute__((target("avx2,fma")))
-#define KA_TILE 256   /* (token, head) pairs whose softmax state one tile keeps */
-#define KA_MAXC 32    /* largest chunk */
-#define KA_BUF 8192   /* floats of one dequantised chunk: C * hd <= 8192 */
+#define KA_TILE 256 /* (token, head) pairs whose softmax state one tile keeps */
+#define KA_MAXC 32  /* largest chunk */
+#define KA_BUF 8192 /* floats of one dequantised chunk: C * hd <= 8192 */
 
 /* One chunk, dequantised (or copied) once for every pair of the tile.
  * K is stored in groups of 8 keys, 8 dims at a time, so the 8-key dot loop
@@ -108,7 +108,8 @@ typedef struct ka_chunk {
 KA_AVX2 static __m256 ka_reduce8(const __m256 a[8]) {
     __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
     __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20),
+                         _mm256_permute2f128_ps(t0, t1, 0x31));
 }
 
 /* 8 floats of row element d of key j in the grouped K layout. */
@@ -147,7 +148,8 @@ KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0,
             for (int d = 0; d < hd; d += 8) {
                 __m128i kb = _mm_loadl_epi64((const __m128i *)(kr + d));
                 __m128i vb = _mm_loadl_epi64((const __m128i *)(vr + d));
-                _mm256_store_ps(ka_kslot(ch->k, hd, j, d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(kb)));
+                _mm256_store_ps(ka_kslot(ch->k, hd, j, d),
+                                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(kb)));
                 _mm256_store_ps(vrow + d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vb)));
             }
             ch->ks[j] = *(const float *)(blk + kv->ks_off + (size_t)slot * kv->scale_stride);
@@ -170,9 +172,11 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
         for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d += 8, kp += 64) {
             __m256 qv = _mm256_loadu_ps(q + d);
-            for (int i = 0; i < 8; i++) acc[i] = _mm256_fmadd_ps(qv, _mm256_load_ps(kp + 8 * i), acc[i]);
+            for (int i = 0; i < 8; i++)
+                acc[i] = _mm256_fmadd_ps(qv, _mm256_load_ps(kp + 8 * i), acc[i]);
         }
-        __m256 sv = _mm256_mul_ps(_mm256_mul_ps(ka_reduce8(acc), _mm256_load_ps(ch->ks + g)), vscale);
+        __m256 sv =
+            _mm256_mul_ps(_mm256_mul_ps(ka_reduce8(acc), _mm256_load_ps(ch->ks + g)), vscale);
         __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)g));
         __m256 ok = _mm256_and_ps(_mm256_cmp_ps(idx, _mm256_set1_ps((float)ja), _CMP_GE_OQ),
                                   _mm256_cmp_ps(idx, _mm256_set1_ps((float)jb), _CMP_LE_OQ));
@@ -198,14 +202,16 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
         const float *v = ch->v + (size_t)ja * hd + d;
         for (int j = ja; j <= jb; j++, v += hd) {
             __m256 w = _mm256_set1_ps(s[j]);
-            for (int i = 0; i < 8; i++) acc[i] = _mm256_fmadd_ps(w, _mm256_load_ps(v + 8 * i), acc[i]);
+            for (int i = 0; i < 8; i++)
+                acc[i] = _mm256_fmadd_ps(w, _mm256_load_ps(v + 8 * i), acc[i]);
         }
         for (int i = 0; i < 8; i++) _mm256_storeu_ps(out + d + 8 * i, acc[i]);
     }
     for (; d < hd; d += 8) {
         __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(out + d), va);
         const float *v = ch->v + (size_t)ja * hd + d;
-        for (int j = ja; j <= jb; j++, v += hd) acc = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_load_ps(v), acc);
+        for (int j = ja; j <= jb; j++, v += hd)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_load_ps(v), acc);
         _mm256_storeu_ps(out + d, acc);
     }
 }
@@ -239,11 +245,13 @@ KA_AVX2 static void ka_tile(const kern_attn_kv *kv, const kern_attn_q *a, int hd
     for (int i = 0; i < nt * nh; i++) {
         float *out = a->out + (size_t)(t0 + i / nh) * a->o_tok + (size_t)(h0 + i % nh) * a->o_head;
         __m256 inv = _mm256_set1_ps(1.0f / l[i]);
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), inv));
+        for (int d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(out + d), inv));
     }
 }
 
-KA_AVX2 static void ka_attn_avx2(const kern_attn_kv *kv, const kern_attn_q *a, int hd, float scale) {
+KA_AVX2 static void ka_attn_avx2(const kern_attn_kv *kv, const kern_attn_q *a, int hd,
+                                 float scale) {
     _Alignas(32) float kbuf[KA_BUF];
     _Alignas(32) float vbuf[KA_BUF];
     ka_chunk ch = {.k = kbuf, .v = vbuf};

@@ -52,7 +52,8 @@
 
 /* Where one KV head's rows live in a paged cache. */
 typedef struct kern_attn_kv {
-    void *const *blocks;   /* block table: block i holds key positions [i*block_tokens, (i+1)*block_tokens) */
+    /* block table: block i holds key positions [i*block_tokens, (i+1)*block_tokens) */
+    void *const *blocks;
     int block_tokens;      /* tokens per block (>= 1) */
     int f32;               /* 1: float K/V rows, no scales; 0: int8 rows with float scales */
     size_t k_off, v_off;   /* bytes from a block's start to slot 0's K / V row of this head */
@@ -63,14 +64,14 @@ typedef struct kern_attn_kv {
 
 /* Query tokens x heads sharing the KV head, and where their outputs go. */
 typedef struct kern_attn_q {
-    const float *q;        /* query of token 0, head 0 (head_dim floats) */
-    size_t q_tok, q_head;  /* float strides between tokens / heads in q */
-    float *out;            /* output of token 0, head 0 (head_dim floats) */
-    size_t o_tok, o_head;  /* float strides between tokens / heads in out */
-    int n_tok;             /* query tokens, at positions pos0 .. pos0+n_tok-1 */
-    int n_head;            /* query heads */
-    int pos0;              /* position of token 0 */
-    int window;            /* 0: attend keys [0, p]; else [max(0, p-window+1), p] */
+    const float *q;       /* query of token 0, head 0 (head_dim floats) */
+    size_t q_tok, q_head; /* float strides between tokens / heads in q */
+    float *out;           /* output of token 0, head 0 (head_dim floats) */
+    size_t o_tok, o_head; /* float strides between tokens / heads in out */
+    int n_tok;            /* query tokens, at positions pos0 .. pos0+n_tok-1 */
+    int n_head;           /* query heads */
+    int pos0;             /* position of token 0 */
+    int window;           /* 0: attend keys [0, p]; else [max(0, p-window+1), p] */
 } kern_attn_q;
 
 /* Dispatched kernel (see Numerics). */

@@ -74,7 +74,7 @@ float kern_f16_to_f32(uint16_t h) {
     if (exp == 0x1f) {
         bits = sign | 0x7f800000u | man << 13; /* inf / nan */
     } else if (exp == 0) {
-        float f = ldexpf((float)man, -24);      /* zero / subnormal: exact */
+        float f = ldexpf((float)man, -24); /* zero / subnormal: exact */
         return sign ? -f : f;
     } else {
         bits = sign | (exp + 112) << 23 | man << 13;
@@ -160,8 +160,9 @@ void kern_wpack_row_f32(const kern_wpack *w, int n, float mul, float *out) {
     int g = n / KERN_PACK_NC, c = n % KERN_PACK_NC;
     for (int b = 0; b < w->n_blocks; b++) {
         const int8_t *blk = w->q8 + ((size_t)g * w->n_blocks + b) * KERN_PACK_BLOCK_BYTES;
-        float s = w->bscale ? kern_f16_to_f32(w->bscale[((size_t)g * w->n_blocks + b) * KERN_PACK_NC + c])
-                            : w->scale[n] * mul;
+        float s = w->bscale
+                      ? kern_f16_to_f32(w->bscale[((size_t)g * w->n_blocks + b) * KERN_PACK_NC + c])
+                      : w->scale[n] * mul;
         for (int k = b * 32; k < b * 32 + 32 && k < w->K; k++) {
             float v = (float)blk[((k % 32) / 4) * 64 + c * 4 + k % 4];
             out[k] = w->bscale ? v * s * mul : v * s;
@@ -201,7 +202,9 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
                     tot[c] += s[c];
                     if (!as) continue;
                     float sc = as[b];
-                    if (w->bscale) sc = kern_f16_to_f32(w->bscale[((size_t)g * nb + b) * KERN_PACK_NC + c]) * sc;
+                    if (w->bscale)
+                        sc = kern_f16_to_f32(w->bscale[((size_t)g * nb + b) * KERN_PACK_NC + c]) *
+                             sc;
                     f[c] = fmaf((float)s[c], sc, f[c]);
                 }
             }
@@ -218,11 +221,11 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct kern_q8_job {
-    kern_q8_tile base;   /* shared fields: A, lda, a_scale, lds, w, C/C32, ldc */
-    int M;               /* rows of A */
-    int n_mt;            /* row tiles */
-    int gpt;             /* groups per task */
-    kern_q8_tile_fn fn;  /* tile kernel */
+    kern_q8_tile base;  /* shared fields: A, lda, a_scale, lds, w, C/C32, ldc */
+    int M;              /* rows of A */
+    int n_mt;           /* row tiles */
+    int gpt;            /* groups per task */
+    kern_q8_tile_fn fn; /* tile kernel */
 } kern_q8_job;
 
 static void kern_q8_task(void *arg, int task, int thread) {
@@ -270,10 +273,10 @@ static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
     kern_pool_run(p, kern_q8_task, j, n_gt * j->n_mt);
 }
 
-void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
-                  const float *a_scale, int lds, const kern_wpack *w, float *C, int ldc) {
-    kern_q8_job j = {.base = {.A = A, .lda = lda, .a_scale = a_scale, .lds = lds, .w = w,
-                              .C = C, .ldc = ldc}};
+void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
+                  int lds, const kern_wpack *w, float *C, int ldc) {
+    kern_q8_job j = {
+        .base = {.A = A, .lda = lda, .a_scale = a_scale, .lds = lds, .w = w, .C = C, .ldc = ldc}};
     kern_q8_launch(p, isa, M, &j);
 }
 

@@ -89,13 +89,13 @@ void kern_gemm_i8_pc_ref(int M, int N, int K, const int8_t *A, const float *a_sc
  * per-channel pack keeps scale[n] (float, 0 past N).
  */
 typedef struct kern_wpack {
-    int N, K;          /* logical shape: N output channels x K inputs */
-    int Kp;            /* K rounded up to 32; activation rows must be zero past K up to Kp */
-    int n_groups;      /* ceil(N / 16) */
-    int n_blocks;      /* Kp / 32 */
-    int8_t *q8;        /* packed values, n_groups * n_blocks * 512 bytes, 64-byte aligned */
-    uint16_t *bscale;  /* block-scaled: fp16 bits [n_groups][n_blocks][16]; NULL for per-channel */
-    float *scale;      /* per-channel: [n_groups * 16] (0 past N); NULL for block-scaled */
+    int N, K;         /* logical shape: N output channels x K inputs */
+    int Kp;           /* K rounded up to 32; activation rows must be zero past K up to Kp */
+    int n_groups;     /* ceil(N / 16) */
+    int n_blocks;     /* Kp / 32 */
+    int8_t *q8;       /* packed values, n_groups * n_blocks * 512 bytes, 64-byte aligned */
+    uint16_t *bscale; /* block-scaled: fp16 bits [n_groups][n_blocks][16]; NULL for per-channel */
+    float *scale;     /* per-channel: [n_groups * 16] (0 past N); NULL for block-scaled */
 } kern_wpack;
 
 /* Pack W [N][K] (row-major int8 in [-127, 127]) with either per-channel
@@ -134,8 +134,8 @@ size_t kern_wpack_bytes(const kern_wpack *w);
  * scale of row m's block b (b < w->n_blocks, lds >= w->n_blocks), as
  * kern_quantize_blocks writes them.  isa above kern_isa_best() is lowered
  * to it.  Runs on pool p (NULL: calling thread). */
-void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
-                  const float *a_scale, int lds, const kern_wpack *w, float *C, int ldc);
+void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
+                  int lds, const kern_wpack *w, float *C, int ldc);
 /* Raw int32 sums C[m][n] = sum_k A[m][k] W[n][k] of a per-channel pack
  * (bit-exact with kern_gemm_i8_ref on every path); a block-scaled pack gives
  * the sums with every block scale taken as 1. */
@@ -145,7 +145,7 @@ void kern_gemm_q8_i32(kern_pool *p, kern_isa isa, int M, const int8_t *A, int ld
 /* ---- fp32 (the reference-precision path) ---- */
 
 /* Threaded fp32; C has row stride ldc (>= N). */
-void kern_gemm_f32(kern_pool *p, kern_isa isa, int M, int N, int K, const float *A,
-                   const float *W, float *C, int ldc);
+void kern_gemm_f32(kern_pool *p, kern_isa isa, int M, int N, int K, const float *A, const float *W,
+                   float *C, int ldc);
 
 #endif

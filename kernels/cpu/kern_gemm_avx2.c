@@ -55,8 +55,10 @@ KERN_AVX2 KERN_INLINE void kern_avx2_block1(const int8_t *a, const int8_t *wb, _
         __m256i w0 = _mm256_load_si256((const __m256i *)(wb + q * 64));
         __m256i w1 = _mm256_load_si256((const __m256i *)(wb + q * 64 + 32));
         __m256i x = kern_bcast4(a + q * 4), ax = _mm256_sign_epi8(x, x);
-        *c0 = _mm256_add_epi32(*c0, _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, x)), ones));
-        *c1 = _mm256_add_epi32(*c1, _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, x)), ones));
+        *c0 = _mm256_add_epi32(
+            *c0, _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w0, x)), ones));
+        *c1 = _mm256_add_epi32(
+            *c1, _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w1, x)), ones));
     }
 }
 
@@ -70,8 +72,10 @@ KERN_AVX2 KERN_INLINE void kern_avx2_mult(const uint16_t *bsg, int b, float as, 
         *u0 = *u1 = va;
         return;
     }
-    *u0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16))), va);
-    *u1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16 + 8))), va);
+    *u0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16))),
+                        va);
+    *u1 = _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bsg + (size_t)b * 16 + 8))), va);
 }
 
 /* One row x one group (the decode shape, bound by reading the weights):
@@ -100,33 +104,33 @@ KERN_AVX2 static void kern_avx2_mk1(const int8_t *a, const int8_t *wg, const uin
 /* Two rows' share of a quad in assembly (see the file comment): u0/u1 =
  * |w0|/|w1| (the quad's two ymm at w), t/v = maddubs(|w|, sign(a, w)) of
  * rows p/q, widened by madd with ones and added to c (row p), d (row q). */
-#define KERN_AVX2_QROW2(p, q, c0, c1, d0, d1)                       \
-    "vbroadcastss (%[" p "]), %[a]\n\t"                             \
-    "vbroadcastss (%[" q "]), %[b]\n\t"                             \
-    "vpsignb (%[w]), %[a], %[t]\n\t"                                \
-    "vpsignb (%[w]), %[b], %[v]\n\t"                                \
-    "vpmaddubsw %[t], %[u0], %[t]\n\t"                              \
-    "vpmaddubsw %[v], %[u0], %[v]\n\t"                              \
-    "vpmaddwd %[ones], %[t], %[t]\n\t"                              \
-    "vpmaddwd %[ones], %[v], %[v]\n\t"                              \
-    "vpaddd %[t], %[" c0 "], %[" c0 "]\n\t"                         \
-    "vpaddd %[v], %[" d0 "], %[" d0 "]\n\t"                         \
-    "vpsignb 32(%[w]), %[a], %[t]\n\t"                              \
-    "vpsignb 32(%[w]), %[b], %[v]\n\t"                              \
-    "vpmaddubsw %[t], %[u1], %[t]\n\t"                              \
-    "vpmaddubsw %[v], %[u1], %[v]\n\t"                              \
-    "vpmaddwd %[ones], %[t], %[t]\n\t"                              \
-    "vpmaddwd %[ones], %[v], %[v]\n\t"                              \
-    "vpaddd %[t], %[" c1 "], %[" c1 "]\n\t"                         \
+#define KERN_AVX2_QROW2(p, q, c0, c1, d0, d1) \
+    "vbroadcastss (%[" p "]), %[a]\n\t"       \
+    "vbroadcastss (%[" q "]), %[b]\n\t"       \
+    "vpsignb (%[w]), %[a], %[t]\n\t"          \
+    "vpsignb (%[w]), %[b], %[v]\n\t"          \
+    "vpmaddubsw %[t], %[u0], %[t]\n\t"        \
+    "vpmaddubsw %[v], %[u0], %[v]\n\t"        \
+    "vpmaddwd %[ones], %[t], %[t]\n\t"        \
+    "vpmaddwd %[ones], %[v], %[v]\n\t"        \
+    "vpaddd %[t], %[" c0 "], %[" c0 "]\n\t"   \
+    "vpaddd %[v], %[" d0 "], %[" d0 "]\n\t"   \
+    "vpsignb 32(%[w]), %[a], %[t]\n\t"        \
+    "vpsignb 32(%[w]), %[b], %[v]\n\t"        \
+    "vpmaddubsw %[t], %[u1], %[t]\n\t"        \
+    "vpmaddubsw %[v], %[u1], %[v]\n\t"        \
+    "vpmaddwd %[ones], %[t], %[t]\n\t"        \
+    "vpmaddwd %[ones], %[v], %[v]\n\t"        \
+    "vpaddd %[t], %[" c1 "], %[" c1 "]\n\t"   \
     "vpaddd %[v], %[" d1 "], %[" d1 "]\n\t"
 
 /* Four rows of A x one group, every accumulator in a register (8 ymm).
  * Float mode (as: row 0's block scales, rows lds apart) folds each block
  * into f (in memory: touched once per block); int32 mode (as NULL) leaves
  * the totals in s. */
-KERN_AVX2 static void kern_avx2_mk4(const int8_t *A, int lda, const int8_t *wg,
-                                    const uint16_t *bsg, const float *as, int lds, int nb,
-                                    float f[4][16], int32_t s[4][16]) {
+KERN_AVX2 static void kern_avx2_mk4(const int8_t *A, int lda, const int8_t *wg, const uint16_t *bsg,
+                                    const float *as, int lds, int nb, float f[4][16],
+                                    int32_t s[4][16]) {
     const __m256i ones = _mm256_set1_epi16(1);
     const int8_t *a0 = A, *a1 = A + lda, *a2 = A + 2 * (size_t)lda, *a3 = A + 3 * (size_t)lda;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
@@ -137,26 +141,28 @@ KERN_AVX2 static void kern_avx2_mk4(const int8_t *A, int lda, const int8_t *wg,
         for (int q = 0; q < 8; q++) {
             __m256i u0, u1, ta, tb, tt, tv;
             size_t k = (size_t)b * 32 + (size_t)q * 4;
-            __asm__("vpabsb (%[w]), %[u0]\n\t"
-                    "vpabsb 32(%[w]), %[u1]\n\t"
-                    KERN_AVX2_QROW2("p0", "p1", "c00", "c01", "c10", "c11")
+            __asm__(
+                "vpabsb (%[w]), %[u0]\n\t"
+                "vpabsb 32(%[w]), %[u1]\n\t" KERN_AVX2_QROW2("p0", "p1", "c00", "c01", "c10", "c11")
                     KERN_AVX2_QROW2("p2", "p3", "c20", "c21", "c30", "c31")
-                    : [c00] "+x"(c00), [c01] "+x"(c01), [c10] "+x"(c10), [c11] "+x"(c11),
-                      [c20] "+x"(c20), [c21] "+x"(c21), [c30] "+x"(c30), [c31] "+x"(c31),
-                      [u0] "=&x"(u0), [u1] "=&x"(u1), [a] "=&x"(ta), [b] "=&x"(tb),
-                      [t] "=&x"(tt), [v] "=&x"(tv)
-                    : [w] "r"(wb + q * 64), [p0] "r"(a0 + k), [p1] "r"(a1 + k),
-                      [p2] "r"(a2 + k), [p3] "r"(a3 + k), [ones] "x"(ones)
-                    : "memory");
+                : [c00] "+x"(c00), [c01] "+x"(c01), [c10] "+x"(c10), [c11] "+x"(c11),
+                  [c20] "+x"(c20), [c21] "+x"(c21), [c30] "+x"(c30), [c31] "+x"(c31),
+                  [u0] "=&x"(u0), [u1] "=&x"(u1), [a] "=&x"(ta), [b] "=&x"(tb), [t] "=&x"(tt),
+                  [v] "=&x"(tv)
+                : [w] "r"(wb + q * 64), [p0] "r"(a0 + k), [p1] "r"(a1 + k), [p2] "r"(a2 + k),
+                  [p3] "r"(a3 + k), [ones] "x"(ones)
+                : "memory");
         }
         if (!as) continue;
-#define KERN_AVX2_FOLD(i, c0, c1)                                                                   \
-    do {                                                                                            \
-        __m256 u0, u1;                                                                              \
-        kern_avx2_mult(bsg, b, as[(size_t)(i) * lds + b], &u0, &u1);                                \
-        _mm256_storeu_ps(f[i], _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), u0, _mm256_loadu_ps(f[i])));  \
-        _mm256_storeu_ps(f[i] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), u1, _mm256_loadu_ps(f[i] + 8))); \
-        c0 = c1 = _mm256_setzero_si256();                                                           \
+#define KERN_AVX2_FOLD(i, c0, c1)                                                                 \
+    do {                                                                                          \
+        __m256 u0, u1;                                                                            \
+        kern_avx2_mult(bsg, b, as[(size_t)(i)*lds + b], &u0, &u1);                                \
+        _mm256_storeu_ps(f[i],                                                                    \
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), u0, _mm256_loadu_ps(f[i])));     \
+        _mm256_storeu_ps(f[i] + 8,                                                                \
+                         _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), u1, _mm256_loadu_ps(f[i] + 8))); \
+        c0 = c1 = _mm256_setzero_si256();                                                         \
     } while (0)
         KERN_AVX2_FOLD(0, c00, c01);
         KERN_AVX2_FOLD(1, c10, c11);
@@ -194,11 +200,12 @@ KERN_AVX2 KERN_INLINE void kern_avx2_rows(const int MR, const kern_q8_tile *t, i
         float *c = t->C + o + (size_t)i * t->ldc;
         if (bsg) { /* C = f */
             memcpy(c, f[i], (size_t)cols * sizeof(float));
-        } else {   /* C = f * scale[n] */
+        } else { /* C = f * scale[n] */
             const float *sc = w->scale + (size_t)g * KERN_PACK_NC;
             if (cols == KERN_PACK_NC) {
                 _mm256_storeu_ps(c, _mm256_mul_ps(_mm256_loadu_ps(f[i]), _mm256_loadu_ps(sc)));
-                _mm256_storeu_ps(c + 8, _mm256_mul_ps(_mm256_loadu_ps(f[i] + 8), _mm256_loadu_ps(sc + 8)));
+                _mm256_storeu_ps(c + 8,
+                                 _mm256_mul_ps(_mm256_loadu_ps(f[i] + 8), _mm256_loadu_ps(sc + 8)));
             } else {
                 for (int j = 0; j < cols; j++) c[j] = f[i][j] * sc[j];
             }

@@ -23,8 +23,8 @@
 #define KERN_F32_MB 64 /* rows of C per task */
 #define KERN_F32_NB 16 /* columns of C per task */
 
-typedef void (*kern_tile_f32_fn)(int mr, int nr, int K, const float *A, const float *W,
-                                 float *out, int ldo);
+typedef void (*kern_tile_f32_fn)(int mr, int nr, int K, const float *A, const float *W, float *out,
+                                 int ldo);
 
 void kern_gemm_f32_ref(int M, int N, int K, const float *A, const float *W, float *C) {
     for (int m = 0; m < M; m++)
@@ -36,8 +36,8 @@ void kern_gemm_f32_ref(int M, int N, int K, const float *A, const float *W, floa
 }
 
 /* Portable fp32: every output is a sequential sum over k (fixed order). */
-static void kern_tile_f32_scalar(int mr, int nr, int K, const float *A, const float *W,
-                                 float *out, int ldo) {
+static void kern_tile_f32_scalar(int mr, int nr, int K, const float *A, const float *W, float *out,
+                                 int ldo) {
     for (int i = 0; i < mr; i++) {
         const float *a = A + (size_t)i * K;
         for (int j = 0; j < nr; j++) {
@@ -84,25 +84,27 @@ KERN_AVX2 static void kern_tile_f32_avx2(int mr, int nr, int K, const float *A, 
     for (; i + 4 <= mr; i += 4) {
         const float *a = A + (size_t)i * K;
         int j = 0;
-        for (; j + 2 <= nr; j += 2) kern_mk_f32(4, 2, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
+        for (; j + 2 <= nr; j += 2)
+            kern_mk_f32(4, 2, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
         for (; j < nr; j++) kern_mk_f32(4, 1, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
     }
     for (; i < mr; i++) {
         const float *a = A + (size_t)i * K;
         int j = 0;
-        for (; j + 4 <= nr; j += 4) kern_mk_f32(1, 4, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
+        for (; j + 4 <= nr; j += 4)
+            kern_mk_f32(1, 4, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
         for (; j < nr; j++) kern_mk_f32(1, 1, K, a, W + (size_t)j * K, out + i * ldo + j, ldo);
     }
 }
 #endif
 
 typedef struct kern_f32_job {
-    int M, N, K;             /* shape */
-    int n_mt;                /* tiles along M */
-    const float *A, *W;      /* operands */
-    float *C;                /* output */
-    int ldc;                 /* row stride of C */
-    kern_tile_f32_fn tile;   /* tile kernel */
+    int M, N, K;           /* shape */
+    int n_mt;              /* tiles along M */
+    const float *A, *W;    /* operands */
+    float *C;              /* output */
+    int ldc;               /* row stride of C */
+    kern_tile_f32_fn tile; /* tile kernel */
 } kern_f32_job;
 
 static void kern_f32_task(void *arg, int task, int thread) {
@@ -116,11 +118,11 @@ static void kern_f32_task(void *arg, int task, int thread) {
             j->C + (size_t)m0 * j->ldc + n0, j->ldc);
 }
 
-void kern_gemm_f32(kern_pool *p, kern_isa isa, int M, int N, int K, const float *A,
-                   const float *W, float *C, int ldc) {
+void kern_gemm_f32(kern_pool *p, kern_isa isa, int M, int N, int K, const float *A, const float *W,
+                   float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
-    kern_f32_job j = {.M = M, .N = N, .K = K, .A = A, .W = W, .C = C, .ldc = ldc,
-                      .tile = kern_tile_f32_scalar};
+    kern_f32_job j = {
+        .M = M, .N = N, .K = K, .A = A, .W = W, .C = C, .ldc = ldc, .tile = kern_tile_f32_scalar};
 #if KERN_X86
     if (isa >= KERN_ISA_AVX2 && kern_isa_best() >= KERN_ISA_AVX2) j.tile = kern_tile_f32_avx2;
 #endif

@@ -22,9 +22,9 @@
 
 #include "kern_gemm.h"
 
-#define KERN_TILE_M 64   /* most rows of A one tile covers */
-#define KERN_PACK_NC 16  /* channels per packed group */
-#define KERN_PACK_KB 32  /* inputs per block (the Q8_0 block) */
+#define KERN_TILE_M 64                                      /* most rows of A one tile covers */
+#define KERN_PACK_NC 16                                     /* channels per packed group */
+#define KERN_PACK_KB 32                                     /* inputs per block (the Q8_0 block) */
 #define KERN_PACK_BLOCK_BYTES (KERN_PACK_NC * KERN_PACK_KB) /* 512: one (group, block) */
 
 typedef struct kern_q8_tile {

@@ -69,8 +69,9 @@ static kern_isa kern_isa_probe(void) {
     if (!((b >> 5) & 1)) return KERN_ISA_SCALAR; /* AVX2 */
     int avx512 = ((b >> 16) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1) && ((c >> 11) & 1);
     if (!avx512 || (xcr0 & 0xE0) != 0xE0) return KERN_ISA_AVX2; /* F/BW/VL/VNNI; opmask+ZMM state */
-    int amx = ((d >> 24) & 1) && ((d >> 25) & 1); /* AMX-TILE, AMX-INT8 */
-    if (!amx || (xcr0 & 0x60000ull) != 0x60000ull) return KERN_ISA_AVX512VNNI; /* TILECFG+TILEDATA */
+    int amx = ((d >> 24) & 1) && ((d >> 25) & 1);               /* AMX-TILE, AMX-INT8 */
+    if (!amx || (xcr0 & 0x60000ull) != 0x60000ull)
+        return KERN_ISA_AVX512VNNI; /* TILECFG+TILEDATA */
     return kern_isa_amx_permit() ? KERN_ISA_AMX : KERN_ISA_AVX512VNNI;
 }
 #endif

@@ -31,10 +31,10 @@
 
 /* One measurement job (the pool task argument). */
 typedef struct membw_job {
-    uint8_t *buf;        /* buffer start, 64-byte aligned */
-    size_t chunk;        /* bytes per task, a multiple of 256 */
-    int avx2;            /* 1: use the AVX2 loop */
-    uint64_t *sink;      /* one result word per task */
+    uint8_t *buf;   /* buffer start, 64-byte aligned */
+    size_t chunk;   /* bytes per task, a multiple of 256 */
+    int avx2;       /* 1: use the AVX2 loop */
+    uint64_t *sink; /* one result word per task */
 } membw_job;
 
 static uint64_t membw_read_scalar(const uint8_t *p, size_t n) {
@@ -49,8 +49,8 @@ static uint64_t membw_read_scalar(const uint8_t *p, size_t n) {
 
 #ifdef KERN_MEMBW_X86
 __attribute__((target("avx2"))) static uint64_t membw_read_avx2(const uint8_t *p, size_t n) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,
-            a6 = a0, a7 = a0;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0;
     for (size_t i = 0; i < n; i += 256) {
         const __m256i *v = (const __m256i *)(const void *)(p + i);
         a0 = _mm256_xor_si256(a0, _mm256_load_si256(v + 0));
@@ -105,8 +105,8 @@ static void membw_run(kern_pool *p, kern_task_fn fn, membw_job *j, int n_tasks) 
     for (int t = 0; t < n_tasks; t++) fn(j, t, 0);
 }
 
-int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_result *out,
-                       char *err, size_t errlen) {
+int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_result *out, char *err,
+                       size_t errlen) {
     uint8_t *buf = NULL;
     uint64_t *sink = NULL;
     double *gbs = NULL;
@@ -142,8 +142,8 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     }
     qsort(gbs, (size_t)repeats, sizeof *gbs, membw_cmp);
     out->best_gbs = gbs[repeats - 1];
-    out->median_gbs = repeats % 2 ? gbs[repeats / 2]
-                                  : 0.5 * (gbs[repeats / 2 - 1] + gbs[repeats / 2]);
+    out->median_gbs =
+        repeats % 2 ? gbs[repeats / 2] : 0.5 * (gbs[repeats / 2 - 1] + gbs[repeats / 2]);
     out->bytes = total;
     out->threads = threads;
     out->repeats = repeats;

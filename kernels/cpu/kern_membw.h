@@ -43,7 +43,7 @@ typedef struct kern_membw_result {
  * (NULL: the calling thread only) with `repeats` (1..1000) timed passes.
  * Returns 0 and fills *out, or -1 with a message in err (bad argument, out
  * of memory). */
-int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_result *out,
-                       char *err, size_t errlen);
+int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_result *out, char *err,
+                       size_t errlen);
 
 #endif

@@ -46,7 +46,8 @@ static void kern_quant_row_scalar(const float *x, int K, int8_t *q, int pad, flo
  * quantised as a row of its own; then the pad bytes zeroed. */
 static void kern_quant_blocks_scalar(const float *x, int K, int8_t *q, int pad, float *scale) {
     for (int k = 0, b = 0; k < K; k += KERN_QBLOCK, b++)
-        kern_quant_row_scalar(x + k, K - k < KERN_QBLOCK ? K - k : KERN_QBLOCK, q + k, 0, scale + b);
+        kern_quant_row_scalar(x + k, K - k < KERN_QBLOCK ? K - k : KERN_QBLOCK, q + k, 0,
+                              scale + b);
     memset(q + K, 0, (size_t)pad);
 }
 
@@ -76,8 +77,7 @@ static float kern_gelu_tanh(float x) {
     return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
-static void kern_glu_row_scalar(const float *g, const float *u, int F, float *h,
-                                kern_glu_act act) {
+static void kern_glu_row_scalar(const float *g, const float *u, int F, float *h, kern_glu_act act) {
     if (act == KERN_GLU_GELU_TANH)
         for (int i = 0; i < F; i++) h[i] = kern_gelu_tanh(g[i]) * u[i];
     else
@@ -127,8 +127,8 @@ void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, 
                                  scale + (size_t)m * lds);
 }
 
-void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps,
-                      float *y, int ldy) {
+void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps, float *y,
+                      int ldy) {
     for (int m = 0; m < M; m++)
         kern_rmsnorm_row_scalar(x + (size_t)m * ldx, n, w, eps, y + (size_t)m * ldy);
 }
@@ -237,8 +237,15 @@ static void kern_quant_rows(const kern_ops_job *j, int r0, int r1) {
 void kern_quantize_rows(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
                         int8_t *q, int ldq, float *scale) {
     if (K < 0) return;
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_quant_rows, .M = M, .n = K,
-                      .x = x, .ldx = ldx, .q = q, .ldq = ldq, .scale = scale};
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_quant_rows,
+                      .M = M,
+                      .n = K,
+                      .x = x,
+                      .ldx = ldx,
+                      .q = q,
+                      .ldq = ldq,
+                      .scale = scale};
     kern_ops_launch(p, &j, K);
 }
 
@@ -251,8 +258,16 @@ static void kern_quant_block_rows(const kern_ops_job *j, int r0, int r1) {
 void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
                           int8_t *q, int ldq, float *scale, int lds) {
     if (K < 0) return;
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_quant_block_rows, .M = M, .n = K,
-                      .x = x, .ldx = ldx, .q = q, .ldq = ldq, .scale = scale, .lds = lds};
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_quant_block_rows,
+                      .M = M,
+                      .n = K,
+                      .x = x,
+                      .ldx = ldx,
+                      .q = q,
+                      .ldq = ldq,
+                      .scale = scale,
+                      .lds = lds};
     kern_ops_launch(p, &j, K);
 }
 
@@ -261,11 +276,19 @@ static void kern_rmsnorm_rows(const kern_ops_job *j, int r0, int r1) {
         j->f->rmsnorm(j->x + (size_t)m * j->ldx, j->n, j->w, j->eps, j->y + (size_t)m * j->ldy);
 }
 
-void kern_rmsnorm(kern_pool *p, kern_isa isa, int M, int n, const float *x, int ldx,
-                  const float *w, float eps, float *y, int ldy) {
+void kern_rmsnorm(kern_pool *p, kern_isa isa, int M, int n, const float *x, int ldx, const float *w,
+                  float eps, float *y, int ldy) {
     if (n <= 0) return;
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_rmsnorm_rows, .M = M, .n = n,
-                      .x = x, .ldx = ldx, .y = y, .ldy = ldy, .w = w, .eps = eps};
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_rmsnorm_rows,
+                      .M = M,
+                      .n = n,
+                      .x = x,
+                      .ldx = ldx,
+                      .y = y,
+                      .ldy = ldy,
+                      .w = w,
+                      .eps = eps};
     kern_ops_launch(p, &j, n);
 }
 
@@ -302,15 +325,22 @@ void kern_rope_freq(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_
             }
         return;
     }
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_rope_rows, .M = n_tok, .n = head_dim,
-                      .y = x, .ldy = ldx, .n_head = n_head, .pos = pos, .inv_freq = inv_freq,
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_rope_rows,
+                      .M = n_tok,
+                      .n = head_dim,
+                      .y = x,
+                      .ldy = ldx,
+                      .n_head = n_head,
+                      .pos = pos,
+                      .inv_freq = inv_freq,
                       .rope = type};
     /* a sinf + cosf pair costs about as much as rotating 16 floats */
     kern_ops_launch(p, &j, (long)n_head * head_dim + 8L * head_dim);
 }
 
-void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
-               int ldx, const int32_t *pos, float base, kern_rope_type type) {
+void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x, int ldx,
+               const int32_t *pos, float base, kern_rope_type type) {
     if (n_head <= 0 || head_dim < 2) return;
     if (head_dim > KERN_ROPE_MAX_DIM) {
         kern_rope_ref(n_tok, n_head, head_dim, x, ldx, pos, base, type);
@@ -332,8 +362,15 @@ static void kern_glu_rows(const kern_ops_job *j, int r0, int r1) {
 void kern_glu(kern_pool *p, kern_isa isa, int M, int F, const float *gu, int ldgu, float *h,
               int ldh, kern_glu_act act) {
     if (F <= 0) return;
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_glu_rows, .M = M, .n = F, .x = gu,
-                      .ldx = ldgu, .y = h, .ldy = ldh, .act = act};
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_glu_rows,
+                      .M = M,
+                      .n = F,
+                      .x = gu,
+                      .ldx = ldgu,
+                      .y = h,
+                      .ldy = ldh,
+                      .act = act};
     /* exp and a division per element: weigh an element as 4 */
     kern_ops_launch(p, &j, 4L * F);
 }
@@ -346,8 +383,14 @@ static void kern_add_rows(const kern_ops_job *j, int r0, int r1) {
 void kern_add(kern_pool *p, kern_isa isa, int M, int n, float *y, int ldy, const float *x,
               int ldx) {
     if (n <= 0) return;
-    kern_ops_job j = {.f = kern_ops_pick(isa), .rows = kern_add_rows, .M = M, .n = n, .x = x,
-                      .ldx = ldx, .y = y, .ldy = ldy};
+    kern_ops_job j = {.f = kern_ops_pick(isa),
+                      .rows = kern_add_rows,
+                      .M = M,
+                      .n = n,
+                      .x = x,
+                      .ldx = ldx,
+                      .y = y,
+                      .ldy = ldy};
     kern_ops_launch(p, &j, n);
 }
 

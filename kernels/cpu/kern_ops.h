@@ -98,10 +98,10 @@ void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float 
 
 /* y[m] = x[m] * (1 / sqrt(mean(x[m]^2) + eps)) * w over n floats per row;
  * y may equal x (in place), otherwise they must not overlap. */
-void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps,
-                      float *y, int ldy);
-void kern_rmsnorm(kern_pool *p, kern_isa isa, int M, int n, const float *x, int ldx,
-                  const float *w, float eps, float *y, int ldy);
+void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps, float *y,
+                      int ldy);
+void kern_rmsnorm(kern_pool *p, kern_isa isa, int M, int n, const float *x, int ldx, const float *w,
+                  float eps, float *y, int ldy);
 
 /* Rotate, in place, n_head heads of head_dim (even) floats at the start of
  * each of n_tok rows (stride ldx); row t is at position pos[t]; frequency i
@@ -109,8 +109,8 @@ void kern_rmsnorm(kern_pool *p, kern_isa isa, int M, int n, const float *x, int 
  * float. */
 void kern_rope_ref(int n_tok, int n_head, int head_dim, float *x, int ldx, const int32_t *pos,
                    float base, kern_rope_type type);
-void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x,
-               int ldx, const int32_t *pos, float base, kern_rope_type type);
+void kern_rope(kern_pool *p, kern_isa isa, int n_tok, int n_head, int head_dim, float *x, int ldx,
+               const int32_t *pos, float base, kern_rope_type type);
 /* The same rotation with the head_dim / 2 frequencies given (angle
  * pos * inv_freq[i] in float): rope scaling (linear, Llama 3 frequency
  * factors) is a different table.  kern_rope is this with the table
@@ -126,8 +126,7 @@ void kern_glu(kern_pool *p, kern_isa isa, int M, int F, const float *gu, int ldg
 
 /* y[m][i] += x[m][i] for M rows of n. */
 void kern_add_ref(int M, int n, float *y, int ldy, const float *x, int ldx);
-void kern_add(kern_pool *p, kern_isa isa, int M, int n, float *y, int ldy, const float *x,
-              int ldx);
+void kern_add(kern_pool *p, kern_isa isa, int M, int n, float *y, int ldy, const float *x, int ldx);
 
 /* In-place softmax of one row of n floats (always on the caller thread:
  * attention calls it from its own pool tasks). */

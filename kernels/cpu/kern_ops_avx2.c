@@ -37,8 +37,7 @@ KERN_AVX2 KERN_INLINE __m256i kern_q8_lanes(const float *x, __m256 inv) {
     return _mm256_max_epi32(i, _mm256_set1_epi32(-127));
 }
 
-KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int pad,
-                                          float *scale) {
+KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int pad, float *scale) {
     memset(q + K, 0, (size_t)pad);
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
@@ -49,7 +48,8 @@ KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int 
         m2 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 16)), m2);
         m3 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k + 24)), m3);
     }
-    for (; k + 8 <= K; k += 8) m0 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m0);
+    for (; k + 8 <= K; k += 8)
+        m0 = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m0);
     float amax = kern_hmax_ps(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
     for (; k < K; k++) {
         float a = fabsf(x[k]);
@@ -68,7 +68,8 @@ KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int 
     k = 0;
     for (; k + 32 <= K; k += 32) {
         __m256i a = _mm256_packs_epi32(kern_q8_lanes(x + k, vi), kern_q8_lanes(x + k + 8, vi));
-        __m256i b = _mm256_packs_epi32(kern_q8_lanes(x + k + 16, vi), kern_q8_lanes(x + k + 24, vi));
+        __m256i b =
+            _mm256_packs_epi32(kern_q8_lanes(x + k + 16, vi), kern_q8_lanes(x + k + 24, vi));
         __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), order);
         _mm256_storeu_si256((__m256i *)(q + k), bytes);
     }
@@ -159,7 +160,8 @@ KERN_AVX2 static void kern_rotate_row_avx2(float *row, int n_head, int head_dim,
                 __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + half + i);
                 __m256 vc = _mm256_loadu_ps(c + i), vs = _mm256_loadu_ps(s + i);
                 _mm256_storeu_ps(v + i, _mm256_sub_ps(_mm256_mul_ps(a, vc), _mm256_mul_ps(b, vs)));
-                _mm256_storeu_ps(v + half + i, _mm256_add_ps(_mm256_mul_ps(a, vs), _mm256_mul_ps(b, vc)));
+                _mm256_storeu_ps(v + half + i,
+                                 _mm256_add_ps(_mm256_mul_ps(a, vs), _mm256_mul_ps(b, vc)));
             }
             for (; i < half; i++) {
                 float x0 = v[i], x1 = v[i + half];
@@ -262,7 +264,8 @@ KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
     }
     float inv = 1.0f / sum;
     __m256 vi = _mm256_set1_ps(inv);
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
     for (; i < n; i++) x[i] *= inv;
 }
 

@@ -41,21 +41,21 @@
 #define KERN_POOL_PAUSE() ((void)0)
 #endif
 
-#define KERN_POOL_SPIN_NS 200000L       /* poll this long before sleeping */
-#define KERN_POOL_CLOSED 0xffffffffu    /* claim-word index while no job is open */
+#define KERN_POOL_SPIN_NS 200000L    /* poll this long before sleeping */
+#define KERN_POOL_CLOSED 0xffffffffu /* claim-word index while no job is open */
 #define KERN_POOL_GEN(w) ((uint32_t)((w) >> 32))
 #define KERN_POOL_IDX(w) ((uint32_t)(w))
 
 struct kern_pool {
-    int size;                 /* threads including the caller */
-    pthread_t *threads;       /* size-1 workers */
-    pthread_mutex_t run_mu;   /* serialises kern_pool_run calls (held for a whole job) */
-    pthread_mutex_t mu;       /* orders sleeps against job starts / completion / stop */
-    pthread_cond_t cv_work;   /* broadcast when a job starts or on shutdown */
-    pthread_cond_t cv_done;   /* signalled when the last task of a job finishes */
-    _Atomic uint64_t claim;   /* generation << 32 | next task index (KERN_POOL_CLOSED between jobs) */
-    atomic_int done;          /* tasks of the current job finished */
-    atomic_int stop;          /* shutdown requested (set under mu) */
+    int size;               /* threads including the caller */
+    pthread_t *threads;     /* size-1 workers */
+    pthread_mutex_t run_mu; /* serialises kern_pool_run calls (held for a whole job) */
+    pthread_mutex_t mu;     /* orders sleeps against job starts / completion / stop */
+    pthread_cond_t cv_work; /* broadcast when a job starts or on shutdown */
+    pthread_cond_t cv_done; /* signalled when the last task of a job finishes */
+    _Atomic uint64_t claim; /* generation << 32 | next task index (KERN_POOL_CLOSED between jobs) */
+    atomic_int done;        /* tasks of the current job finished */
+    atomic_int stop;        /* shutdown requested (set under mu) */
     /* The current job, written (release) under run_mu while the claim word
      * is closed and read (acquire) by workers: a worker that reads any field
      * of a later job also sees that job's close of the claim word, so the

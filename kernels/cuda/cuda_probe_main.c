@@ -47,8 +47,7 @@ int main(void) {
     }
     printf("parley-cuda-probe: runtime %d, device sm_%d%d, cuBLAS %zu, cuBLASLt %zu, "
            "int8 dot %lld == reference %lld\n",
-           info.runtime_version, info.device_cc_major, info.device_cc_minor,
-           info.cublas_version, info.cublaslt_version, (long long)info.dot_device,
-           (long long)info.dot_reference);
+           info.runtime_version, info.device_cc_major, info.device_cc_minor, info.cublas_version,
+           info.cublaslt_version, (long long)info.dot_device, (long long)info.dot_reference);
     return 0;
 }

@@ -81,13 +81,13 @@ extern "C" int kern_cuda_probe_run(const int8_t *a, const int8_t *b, size_t n,
         rc = KERN_CUDA_ENODEV;
         goto err;
     }
-#define PROBE_CUDA(call)                                                          \
-    do {                                                                          \
-        ce = (call);                                                              \
-        if (ce != cudaSuccess) {                                                  \
-            probe_msg(err, errlen, #call, cudaGetErrorString(ce));                \
-            goto err;                                                             \
-        }                                                                         \
+#define PROBE_CUDA(call)                                           \
+    do {                                                           \
+        ce = (call);                                               \
+        if (ce != cudaSuccess) {                                   \
+            probe_msg(err, errlen, #call, cudaGetErrorString(ce)); \
+            goto err;                                              \
+        }                                                          \
     } while (0)
     PROBE_CUDA(cudaGetDevice(&dev));
     PROBE_CUDA(cudaGetDeviceProperties(&prop, dev));
@@ -103,8 +103,8 @@ extern "C" int kern_cuda_probe_run(const int8_t *a, const int8_t *b, size_t n,
     if (blocks == 0) blocks = 1;
     if (blocks > 1024) blocks = 1024;
     /* cudaMalloc memory is 256-byte aligned, so the int views are aligned. */
-    kern_cuda_dot_i8_kernel<<<blocks, PROBE_THREADS>>>((const int *)da, (const int *)db,
-                                                       n / 4, da, db, n, dout);
+    kern_cuda_dot_i8_kernel<<<blocks, PROBE_THREADS>>>((const int *)da, (const int *)db, n / 4, da,
+                                                       db, n, dout);
     PROBE_CUDA(cudaGetLastError());
     PROBE_CUDA(cudaMemcpy(&hout, dout, sizeof hout, cudaMemcpyDeviceToHost));
     local.dot_device = (int64_t)hout;

@@ -27,18 +27,18 @@ extern "C" {
 #endif
 
 #define KERN_CUDA_ENODEV (-1010) /* no CUDA device visible */
-#define KERN_CUDA_EFAIL  (-1011)  /* a CUDA, cuBLAS or comparison failure */
+#define KERN_CUDA_EFAIL (-1011)  /* a CUDA, cuBLAS or comparison failure */
 #define KERN_CUDA_EINVAL (-1001) /* bad argument */
 
 /* Facts the probe gathered; all zero when the call failed early. */
 typedef struct kern_cuda_probe_info {
-    int runtime_version;      /* cudaRuntimeGetVersion(), e.g. 13000 */
-    int device_cc_major;      /* compute capability of device 0 */
-    int device_cc_minor;      /* ... its minor part */
-    size_t cublas_version;    /* cublasGetProperty-derived, e.g. 130100 */
-    size_t cublaslt_version;  /* cublasLtGetVersion() */
-    int64_t dot_device;       /* dot product computed by the kernel */
-    int64_t dot_reference;    /* same dot product computed on the host */
+    int runtime_version;     /* cudaRuntimeGetVersion(), e.g. 13000 */
+    int device_cc_major;     /* compute capability of device 0 */
+    int device_cc_minor;     /* ... its minor part */
+    size_t cublas_version;   /* cublasGetProperty-derived, e.g. 130100 */
+    size_t cublaslt_version; /* cublasLtGetVersion() */
+    int64_t dot_device;      /* dot product computed by the kernel */
+    int64_t dot_reference;   /* same dot product computed on the host */
 } kern_cuda_probe_info;
 
 /* kern_cuda_dot_i8_ref: scalar reference, sum of a[i]*b[i] for i < n. */
@@ -54,8 +54,8 @@ int64_t kern_cuda_dot_i8_ref(const int8_t *a, const int8_t *b, size_t n);
  * always NUL-terminated when errlen > 0) on failure; info (may be NULL) is
  * filled as far as the probe got.
  */
-int kern_cuda_probe_run(const int8_t *a, const int8_t *b, size_t n,
-                        kern_cuda_probe_info *info, char *err, size_t errlen);
+int kern_cuda_probe_run(const int8_t *a, const int8_t *b, size_t n, kern_cuda_probe_info *info,
+                        char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,8 @@ static void cai1b_layout(eng_kv_layout *l, int B) {
         c.window[i] = (i + 1) % 6 == 0 ? 0 : 1024;
         c.kv_src[i] = i;
         if (c.window[i]) {
-            if (i % 2 && c.window[i - 1] == c.window[i] && c.kv_src[i - 1] == i - 1) c.kv_src[i] = i - 1;
+            if (i % 2 && c.window[i - 1] == c.window[i] && c.kv_src[i - 1] == i - 1)
+                c.kv_src[i] = i - 1;
         } else {
             if (n_global % 2) c.kv_src[i] = prev_global;
             n_global++;
@@ -156,11 +157,14 @@ static void break_even(const char *host, int port, const char *path) {
         kv_stats ks;
         kv_cache_stats(c, &ks);
         kv_cache_destroy(c);
-        printf("  prefix %4d tokens: recompute %.1f ms, Redis fetch %.2f ms (%llu tokens fetched)\n", n,
-               pre * 1e3, fe * 1e3, (unsigned long long)ks.redis.hit_tokens);
+        printf(
+            "  prefix %4d tokens: recompute %.1f ms, Redis fetch %.2f ms (%llu tokens fetched)\n",
+            n, pre * 1e3, fe * 1e3, (unsigned long long)ks.redis.hit_tokens);
         if (!be && fe < pre) be = n;
     }
-    if (be) printf("  break-even: fetching wins from a %d-token prefix on (the smallest measured)\n", be);
+    if (be)
+        printf("  break-even: fetching wins from a %d-token prefix on (the smallest measured)\n",
+               be);
     eng_model_free(m);
 }
 
@@ -246,9 +250,10 @@ int main(int argc, char **argv) {
                 kv_cache_destroy(c);
             }
             /* Values carry local payload only for the resume window. */
-            printf("  redis fetch %5d-token prefix: %.2f ms per request, %.0f blocks/s, %.0f tokens/s, "
-                   "%.0f MB/s (%ld blocks fetched)\n",
-                   lens[li], tt / CONVS * 1e3, blocks / tt, blocks * B / tt, bytes / tt / 1e6, blocks);
+            printf(
+                "  redis fetch %5d-token prefix: %.2f ms per request, %.0f blocks/s, %.0f tokens/s, "
+                "%.0f MB/s (%ld blocks fetched)\n",
+                lens[li], tt / CONVS * 1e3, blocks / tt, blocks * B / tt, bytes / tt / 1e6, blocks);
         }
     }
     if (host && model_path) break_even(host, port, model_path);

@@ -29,10 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         e.global_len = kv_le32_get(data + 48);
         e.local_len = kv_le32_get(data + 52);
         if (e.block_tokens <= 64) {
-            for (uint32_t i = 0; i < e.block_tokens && KV_VALUE_HDR + 4 * (size_t)i + 4 <= size; i++)
+            for (uint32_t i = 0; i < e.block_tokens && KV_VALUE_HDR + 4 * (size_t)i + 4 <= size;
+                 i++)
                 tok[i] = (int32_t)kv_le32_get(data + KV_VALUE_HDR + 4 * i);
             if (kv_value_decode(data, size, &e, tok, &v) == 0) {
-                if (e.global_len && (v.global < data || v.global + e.global_len > data + size)) abort();
+                if (e.global_len && (v.global < data || v.global + e.global_len > data + size))
+                    abort();
                 if (v.local && (v.local < data || v.local + e.local_len > data + size)) abort();
             }
         }

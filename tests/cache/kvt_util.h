@@ -34,8 +34,8 @@ static inline int kvt_layout(eng_kv_layout *l, int B, int n_layer, int window) {
 /* Bytes of block i of a sequence whose first (i+1)*B tokens are tok. */
 static inline void kvt_fill(const eng_kv_layout *l, int kind, void *blk, const int32_t *tok,
                             int i) {
-    uint64_t h = kv_hash64(tok, sizeof(int32_t) * (size_t)(i + 1) * l->block_tokens,
-                           (uint64_t)kind + 1);
+    uint64_t h =
+        kv_hash64(tok, sizeof(int32_t) * (size_t)(i + 1) * l->block_tokens, (uint64_t)kind + 1);
     uint8_t *p = blk;
     for (size_t j = 0; j < l->block_bytes[kind]; j++) {
         h ^= h >> 29;
@@ -44,8 +44,8 @@ static inline void kvt_fill(const eng_kv_layout *l, int kind, void *blk, const i
     }
 }
 
-static inline int kvt_check(const eng_kv_layout *l, int kind, const void *blk,
-                            const int32_t *tok, int i) {
+static inline int kvt_check(const eng_kv_layout *l, int kind, const void *blk, const int32_t *tok,
+                            int i) {
     uint8_t want[1 << 14];
     if (l->block_bytes[kind] > sizeof want) return 0;
     kvt_fill(l, kind, want, tok, i);

@@ -15,21 +15,21 @@
 #include "kvt_util.h"
 #include "pl_err.h"
 
-#define MAXS 600   /* reference sequences */
-#define MAXT 160   /* tokens per sequence */
+#define MAXS 600 /* reference sequences */
+#define MAXT 160 /* tokens per sequence */
 
 /* Fail the test with kv_cache_check's message when an invariant broke. */
-#define KV_CHECK(c)                                                            \
-    do {                                                                       \
-        char ce_[PL_ERR_LEN] = "";                                             \
-        int cr_ = kv_cache_check((c), ce_, sizeof ce_);                        \
-        PT_ASSERT_MSG(cr_ == 0, "kv_cache_check: %s (%d)", ce_, cr_);          \
+#define KV_CHECK(c)                                                   \
+    do {                                                              \
+        char ce_[PL_ERR_LEN] = "";                                    \
+        int cr_ = kv_cache_check((c), ce_, sizeof ce_);               \
+        PT_ASSERT_MSG(cr_ == 0, "kv_cache_check: %s (%d)", ce_, cr_); \
     } while (0)
 
 typedef struct ref_seq {
-    int ns;             /* namespace index */
-    int n;              /* tokens */
-    int32_t tok[MAXT];  /* ids */
+    int ns;            /* namespace index */
+    int n;             /* tokens */
+    int32_t tok[MAXT]; /* ids */
 } ref_seq;
 
 static ref_seq refs[MAXS];
@@ -98,7 +98,8 @@ static int check_lookup(kv_cache *c, const eng_kv_layout *l, int ns, const int32
     else PT_ASSERT_MSG(m.n_blocks <= want, "match %d blocks > reference %d", m.n_blocks, want);
     PT_EQ_INT(m.n_tokens, m.n_blocks * B);
     for (int i = 0; i < m.n_blocks; i++) {
-        if (l->n_layers[0]) PT_ASSERT_MSG(kvt_check(l, 0, m.gblk[i], q, i), "global block %d bytes", i);
+        if (l->n_layers[0])
+            PT_ASSERT_MSG(kvt_check(l, 0, m.gblk[i], q, i), "global block %d bytes", i);
         int live = (i + 1) * B > m.n_tokens - l->max_window;
         if (l->n_layers[1] && live) {
             PT_ASSERT_MSG(m.lblk[i] != NULL, "local block %d missing at resume %d", i, m.n_tokens);
@@ -202,7 +203,8 @@ PT_TEST(random_pin_evict_budget_window) {
         kv_stats st;
         kv_cache_stats(c, &st);
         PT_ASSERT(st.pool_bytes <= st.budget_bytes);
-        PT_ASSERT(st.blocks_used[0] <= st.blocks_total[0] && st.blocks_used[1] <= st.blocks_total[1]);
+        PT_ASSERT(st.blocks_used[0] <= st.blocks_total[0] &&
+                  st.blocks_used[1] <= st.blocks_total[1]);
     }
     for (int h = 0; h < 4; h++) kv_match_release(c, &held[h]);
     KV_CHECK(c);

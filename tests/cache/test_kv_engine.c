@@ -112,7 +112,8 @@ static void resume_and_compare(kv_cache *c, int expect_tokens, int expect_redis)
             if (!l->block_bytes[k] || !s.blk[k][i] || !ref.blk[k][i]) continue;
             size_t bytes = l->block_bytes[k];
             if ((i + 1) * B > N) bytes = 0; /* partial block: only filled rows are defined */
-            PT_ASSERT_MSG(!memcmp(s.blk[k][i], ref.blk[k][i], bytes), "block %d kind %d differs", i, k);
+            PT_ASSERT_MSG(!memcmp(s.blk[k][i], ref.blk[k][i], bytes), "block %d kind %d differs", i,
+                          k);
             compared++;
         }
     PT_ASSERT(compared >= 6);
@@ -141,7 +142,7 @@ PT_TEST(partly_evicted_resume_is_bit_identical) {
     snprintf(ns, sizeof ns, "e%ld-%ld", (long)getpid(), (long)pt_rand() % 100000);
     kv_cache *c = mk();
     PT_ASSERT(c);
-    first_turn(c, 70); /* 4 full blocks cached */
+    first_turn(c, 70);                  /* 4 full blocks cached */
     PT_EQ_INT(kv_cache_evict(c, 2), 2); /* blocks 3 and 2 go to Redis */
     PT_EQ_INT(kv_cache_redis_drain(c, 2000), 0);
     resume_and_compare(c, 64, 2);

@@ -303,7 +303,8 @@ static int free_port(void) {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t al = sizeof a;
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) || getsockname(s, (struct sockaddr *)&a, &al))
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(s, (struct sockaddr *)&a, &al))
         return -1;
     close(s);
     return ntohs(a.sin_port);
@@ -315,8 +316,9 @@ static pid_t start_redis_args(int p, const char *const *extra) {
     if (pid == 0) {
         char ps[16];
         snprintf(ps, sizeof ps, "%d", p);
-        const char *argv[40] = {"redis-server", "--port", ps, "--bind", "127.0.0.1", "--save",
-                                "", "--appendonly", "no", "--loglevel", "warning"};
+        const char *argv[40] = {"redis-server", "--port",     ps,       "--bind",
+                                "127.0.0.1",    "--save",     "",       "--appendonly",
+                                "no",           "--loglevel", "warning"};
         int n = 11;
         for (; extra && *extra && n < 39; extra++) argv[n++] = *extra;
         argv[n] = NULL;
@@ -371,7 +373,8 @@ PT_TEST(redis_killed_and_stopped) {
         double t0 = now_ms();
         PT_EQ_INT(lookup(c, &l, t[0], 90, 10000, NULL), 0);
         double dt = now_ms() - t0;
-        PT_ASSERT_MSG(dt < TO + 300, "lookup took %.0f ms with Redis stopped (asked to wait 10 s)", dt);
+        PT_ASSERT_MSG(dt < TO + 300, "lookup took %.0f ms with Redis stopped (asked to wait 10 s)",
+                      dt);
         turn(c, &l, t[1], 33); /* the run goes on: prefill, insert, evict */
         kv_cache_evict(c, 100);
     }
@@ -486,9 +489,9 @@ PT_TEST(acl_user_auth_wrongpass_noauth_noperm) {
     snprintf(ns, sizeof ns, "a%ld", (long)getpid());
     int p = free_port();
     PT_ASSERT(p > 0);
-    const char *acl[] = {"--user", "default", "off", "--user", "parley", "on", ">s3cret",
-                         "~parley:kv:*", "+@all", "--user", "other", "on", ">0ther",
-                         "~other:*", "+@all", NULL};
+    const char *acl[] = {"--user",  "default",      "off",   "--user", "parley", "on",
+                         ">s3cret", "~parley:kv:*", "+@all", "--user", "other",  "on",
+                         ">0ther",  "~other:*",     "+@all", NULL};
     pid_t pid = acl_pid = start_redis_args(p, acl);
     atexit(kill_acl_redis); /* also when an assertion below ends the test */
     PT_ASSERT_MSG(pid > 0, "cannot start redis-server on port %d", p);
@@ -508,7 +511,9 @@ PT_TEST(acl_user_auth_wrongpass_noauth_noperm) {
 
     /* Refusals: every lookup is a miss within the timeout, the cache goes
      * on, the cause is reported once (not per attempt), the password never. */
-    struct { const char *user, *pass, *want; } bad[] = {
+    struct {
+        const char *user, *pass, *want;
+    } bad[] = {
         {"parley", "wrong", "WRONGPASS"}, /* AUTH refused */
         {NULL, NULL, "NOAUTH"},           /* no AUTH against a server that wants it */
         {"other", "0ther", "NOPERM"},     /* ACL user without ~parley:kv:* */

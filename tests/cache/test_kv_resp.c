@@ -43,8 +43,8 @@ PT_TEST(off_by_default) {
 PT_TEST(exact_match_on_every_part) {
     kv_resp *r = mk(1, 16, 1 << 16, 30000);
     PT_ASSERT(r);
-    kv_resp_params p = {.temperature = 0, .top_p = 1, .top_k = 40, .repetition_penalty = 1,
-                        .max_tokens = 64};
+    kv_resp_params p = {
+        .temperature = 0, .top_p = 1, .top_k = 40, .repetition_penalty = 1, .max_tokens = 64};
     char buf[64];
     size_t len;
     PT_EQ_INT(kv_resp_put(r, "a", 1, prompt, 5, &p, "Hello!", 6), 0);
@@ -129,6 +129,6 @@ PT_TEST(ttl_and_bounds) {
     PT_EQ_INT(kv_resp_put(r, "a", 1, prompt, 4, &p, big, 200), 0); /* evicts the first */
     PT_EQ_INT(kv_resp_get(r, "a", 1, prompt, 5, &p, big, sizeof big, &len), 0);
     PT_EQ_INT(kv_resp_get(r, "a", 1, prompt, 4, &p, big, sizeof big, &len), 1);
-    
+
     kv_resp_destroy(r);
 }

@@ -63,7 +63,8 @@ PT_TEST(truncated_extended_and_garbage_rejected) {
     kv_value_meta e = meta();
     kv_value_view v;
     size_t n = make(buf, tok, g, l, 1);
-    for (size_t k = 0; k < n; k += 7) PT_EQ_INT(kv_value_decode(buf, k, &e, tok, &v), KV_MISS_CORRUPT);
+    for (size_t k = 0; k < n; k += 7)
+        PT_EQ_INT(kv_value_decode(buf, k, &e, tok, &v), KV_MISS_CORRUPT);
     PT_EQ_INT(kv_value_decode(buf, n + 1, &e, tok, &v), KV_MISS_CORRUPT);
     PT_EQ_INT(kv_value_decode(NULL, 0, &e, tok, &v), KV_MISS_CORRUPT);
     const char *foreign = "{\"some\":\"json value another program stored\"}";

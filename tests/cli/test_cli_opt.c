@@ -26,8 +26,19 @@ PT_TEST(integers_whole_string_and_range) {
     PT_EQ_INT(cli_parse_i64("-9223372036854775808", LLONG_MIN, LLONG_MAX, &v), 0);
     PT_ASSERT(v == LLONG_MIN);
     v = 7;
-    const char *bad[] = {"", " 1", "1 ", "+1", "1x", "x", "0x", "--1", "1.5", "101",
-                         "9223372036854775808", "-9223372036854775809", "99999999999999999999"};
+    const char *bad[] = {"",
+                         " 1",
+                         "1 ",
+                         "+1",
+                         "1x",
+                         "x",
+                         "0x",
+                         "--1",
+                         "1.5",
+                         "101",
+                         "9223372036854775808",
+                         "-9223372036854775809",
+                         "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         PT_ASSERT_MSG(cli_parse_i64(bad[i], -100, 100, &v) == -1 && v == 7, "'%s'", bad[i]);
     PT_EQ_INT(cli_parse_i64(NULL, 0, 1, &v), -1);
@@ -54,15 +65,15 @@ PT_TEST(floats_finite_and_range) {
 
 /* Destinations of the test table. */
 typedef struct t_opts {
-    const char *name;  /* --name */
-    int n;             /* -n / --count */
-    long big;          /* --big */
-    uint64_t seed;     /* --seed */
-    float temp;        /* --temp */
-    double rate;       /* --rate */
-    int flag;          /* --flag */
-    int calls;         /* callback invocations */
-    char last[32];     /* last callback value */
+    const char *name; /* --name */
+    int n;            /* -n / --count */
+    long big;         /* --big */
+    uint64_t seed;    /* --seed */
+    float temp;       /* --temp */
+    double rate;      /* --rate */
+    int flag;         /* --flag */
+    int calls;        /* callback invocations */
+    char last[32];    /* last callback value */
 } t_opts;
 
 static int t_cb(void *ctx, const cli_opt *o, const char *v, char *err, size_t errlen) {
@@ -79,21 +90,21 @@ static int t_unknown(void *ctx, const char *a, const char *v, char *err, size_t 
     return 1;
 }
 
-#define T_TABLE(t)                                                                            \
-    const cli_opt opts[] = {                                                                  \
-        {"--name", NULL, CLI_STR, &(t).name, 0, 0, "S", "a string", NULL},                    \
-        {"--count", "-n", CLI_INT, &(t).n, 1, 10, "N", "an int\nsecond line", NULL},          \
-        {"--big", NULL, CLI_LONG, &(t).big, 0, 1e12, "N", "a long", NULL},                    \
-        {"--seed", NULL, CLI_U64, &(t).seed, 0, 0, "N", "any u64", NULL},                     \
-        {"--temp", NULL, CLI_F32, &(t).temp, 0, 2, "T", "a float", NULL},                     \
-        {"--rate", NULL, CLI_F64, &(t).rate, 1e-3, 1e6, "R", "a double", NULL},               \
-        {"--flag", NULL, CLI_FLAG, &(t).flag, 0, 0, NULL, "a flag", NULL},                    \
-        {"--cb", NULL, CLI_FN, NULL, 0, 0, "V", "a callback", t_cb},                          \
-        {"--cb0", NULL, CLI_FN0, NULL, 0, 0, NULL, "a valueless callback", t_cb},             \
-        {"--a-very-long-option-name", NULL, CLI_FLAG, &(t).flag, 0, 0, NULL, "long", NULL},   \
-    };                                                                                        \
-    const cli_cmd cmd = {"t", "t [options] FILE", "about\n", opts, CLI_NOPTS(opts), "end\n", 2, 0, \
-                         t_unknown}
+#define T_TABLE(t)                                                                              \
+    const cli_opt opts[] = {                                                                    \
+        {"--name", NULL, CLI_STR, &(t).name, 0, 0, "S", "a string", NULL},                      \
+        {"--count", "-n", CLI_INT, &(t).n, 1, 10, "N", "an int\nsecond line", NULL},            \
+        {"--big", NULL, CLI_LONG, &(t).big, 0, 1e12, "N", "a long", NULL},                      \
+        {"--seed", NULL, CLI_U64, &(t).seed, 0, 0, "N", "any u64", NULL},                       \
+        {"--temp", NULL, CLI_F32, &(t).temp, 0, 2, "T", "a float", NULL},                       \
+        {"--rate", NULL, CLI_F64, &(t).rate, 1e-3, 1e6, "R", "a double", NULL},                 \
+        {"--flag", NULL, CLI_FLAG, &(t).flag, 0, 0, NULL, "a flag", NULL},                      \
+        {"--cb", NULL, CLI_FN, NULL, 0, 0, "V", "a callback", t_cb},                            \
+        {"--cb0", NULL, CLI_FN0, NULL, 0, 0, NULL, "a valueless callback", t_cb},               \
+        {"--a-very-long-option-name", NULL, CLI_FLAG, &(t).flag, 0, 0, NULL, "long", NULL},     \
+    };                                                                                          \
+    const cli_cmd cmd = {"t", "t [options] FILE", "about\n", opts, CLI_NOPTS(opts), "end\n", 2, \
+                         0,   t_unknown}
 
 static int t_run(t_opts *t, const char **pos, int *n_pos, int argc, char **argv) {
     T_TABLE(*t);
@@ -106,9 +117,19 @@ PT_TEST(parse_applies_rows_in_order) {
     t_opts t = {0};
     const char *pos[2] = {0};
     int n_pos = -1;
-    char *av[] = {"t", "in.txt", "--name", "a", "-n", "3", "--count", "4", "--big", "1000000000000",
-                  "--seed", "0xffffffffffffffff", "--temp", "0.5", "--rate", "2e3", "--flag",
-                  "--cb", "v1", "--cb0", "--x.key", "val", "out.txt", "--name", "-b"};
+    char *av[] = {"t",       "in.txt",
+                  "--name",  "a",
+                  "-n",      "3",
+                  "--count", "4",
+                  "--big",   "1000000000000",
+                  "--seed",  "0xffffffffffffffff",
+                  "--temp",  "0.5",
+                  "--rate",  "2e3",
+                  "--flag",  "--cb",
+                  "v1",      "--cb0",
+                  "--x.key", "val",
+                  "out.txt", "--name",
+                  "-b"};
     PT_EQ_INT(t_run(&t, pos, &n_pos, T_ARGC(av), av), CLI_OK);
     PT_EQ_STR(t.name, "-b"); /* a value may start with '-'; the later --name wins */
     PT_EQ_INT(t.n, 4);
@@ -164,8 +185,10 @@ PT_TEST(help_stops_and_lists_every_row) {
     stdout = keep;
     PT_EQ_INT(r, CLI_HELP);
     PT_ASSERT_MSG(!strncmp(buf, "usage: parley t [options] FILE\nabout\n", 37), "%s", buf);
-    const char *want[] = {"  --name S              a string\n", "  -n, --count N         an int\n"
-                          "                        second line\n", "  --flag                a flag\n",
+    const char *want[] = {"  --name S              a string\n",
+                          "  -n, --count N         an int\n"
+                          "                        second line\n",
+                          "  --flag                a flag\n",
                           "  --a-very-long-option-name\n                        long\n", "end\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         PT_ASSERT_MSG(strstr(buf, want[i]) != NULL, "missing '%s' in:\n%s", want[i], buf);

@@ -42,9 +42,10 @@ static void js_double(double v) {
 
 static void js_scalar(int t, const uint8_t *p) {
     uint64_t u = 0;
-    size_t sz = t == ENG_GGUF_TYPE_U8 || t == ENG_GGUF_TYPE_I8 || t == ENG_GGUF_TYPE_BOOL ? 1
-                : t == ENG_GGUF_TYPE_U16 || t == ENG_GGUF_TYPE_I16                     ? 2
-                : t == ENG_GGUF_TYPE_U32 || t == ENG_GGUF_TYPE_I32 || t == ENG_GGUF_TYPE_F32 ? 4 : 8;
+    size_t sz = t == ENG_GGUF_TYPE_U8 || t == ENG_GGUF_TYPE_I8 || t == ENG_GGUF_TYPE_BOOL    ? 1
+                : t == ENG_GGUF_TYPE_U16 || t == ENG_GGUF_TYPE_I16                           ? 2
+                : t == ENG_GGUF_TYPE_U32 || t == ENG_GGUF_TYPE_I32 || t == ENG_GGUF_TYPE_F32 ? 4
+                                                                                             : 8;
     for (int i = (int)sz - 1; i >= 0; i--) u = u << 8 | p[i];
     float f;
     double d;
@@ -54,8 +55,16 @@ static void js_scalar(int t, const uint8_t *p) {
     case ENG_GGUF_TYPE_I32: printf("%d", (int32_t)u); break;
     case ENG_GGUF_TYPE_I64: printf("%lld", (long long)(int64_t)u); break;
     case ENG_GGUF_TYPE_BOOL: printf(u ? "true" : "false"); break;
-    case ENG_GGUF_TYPE_F32: { uint32_t b = (uint32_t)u; memcpy(&f, &b, 4); js_double(f); break; }
-    case ENG_GGUF_TYPE_F64: memcpy(&d, &u, 8); js_double(d); break;
+    case ENG_GGUF_TYPE_F32: {
+        uint32_t b = (uint32_t)u;
+        memcpy(&f, &b, 4);
+        js_double(f);
+        break;
+    }
+    case ENG_GGUF_TYPE_F64:
+        memcpy(&d, &u, 8);
+        js_double(d);
+        break;
     default: printf("%llu", (unsigned long long)u);
     }
 }
@@ -139,7 +148,10 @@ static int write_fixed(const char *path) {
     eng_gguf_writer *w;
     char err[512];
     if (eng_gguf_writer_new(16, &w)) return 1;
-    uint8_t u8 = 255; int8_t i8 = -128; uint16_t u16 = 65535; int16_t i16 = -32768;
+    uint8_t u8 = 255;
+    int8_t i8 = -128;
+    uint16_t u16 = 65535;
+    int16_t i16 = -32768;
     eng_gguf_writer_add_scalar(w, "w.u8", ENG_GGUF_TYPE_U8, &u8);
     eng_gguf_writer_add_scalar(w, "w.i8", ENG_GGUF_TYPE_I8, &i8);
     eng_gguf_writer_add_scalar(w, "w.u16", ENG_GGUF_TYPE_U16, &u16);
@@ -167,22 +179,31 @@ static int write_fixed(const char *path) {
     eng_gguf_writer_add_tensor(w, "t.bf16", ENG_GGML_TYPE_BF16, 1, (int64_t[]){6});
     eng_gguf_writer_add_tensor(w, "t.q8_0", ENG_GGML_TYPE_Q8_0, 2, (int64_t[]){64, 2});
     FILE *f = fopen(path, "wb");
-    if (!f) { fprintf(stderr, "gguf_dump: cannot create %s\n", path); return 1; }
+    if (!f) {
+        fprintf(stderr, "gguf_dump: cannot create %s\n", path);
+        return 1;
+    }
     eng_gguf_writer_begin(w, f);
     for (int i = 0; i < 12; i++) eng_gguf_writer_write(w, &(float){(float)i * 0.5f - 1.0f}, 4);
-    for (int i = 0; i < 16; i++) eng_gguf_writer_write(w, &(uint16_t){eng_f32_to_f16((float)(i - 8) * 0.25f)}, 2);
-    for (int i = 0; i < 6; i++) eng_gguf_writer_write(w, &(uint16_t){eng_f32_to_bf16((float)i * -1.5f)}, 2);
+    for (int i = 0; i < 16; i++)
+        eng_gguf_writer_write(w, &(uint16_t){eng_f32_to_f16((float)(i - 8) * 0.25f)}, 2);
+    for (int i = 0; i < 6; i++)
+        eng_gguf_writer_write(w, &(uint16_t){eng_f32_to_bf16((float)i * -1.5f)}, 2);
     for (int b = 0; b < 4; b++) { /* block b: d = 2^-b, q_j = (37 * (32b + j)) % 255 - 127 */
         uint8_t blk[34];
         uint16_t d = eng_f32_to_f16(ldexpf(1.0f, -b));
         blk[0] = (uint8_t)d;
         blk[1] = (uint8_t)(d >> 8);
-        for (int j = 0; j < 32; j++) blk[2 + j] = (uint8_t)(int8_t)((37 * (32 * b + j)) % 255 - 127);
+        for (int j = 0; j < 32; j++)
+            blk[2 + j] = (uint8_t)(int8_t)((37 * (32 * b + j)) % 255 - 127);
         eng_gguf_writer_write(w, blk, sizeof blk);
     }
     int rc = eng_gguf_writer_finish(w, err, sizeof err);
     eng_gguf_writer_free(w);
-    if (fclose(f) || rc) { fprintf(stderr, "gguf_dump: %s\n", rc ? err : "write failed"); return 1; }
+    if (fclose(f) || rc) {
+        fprintf(stderr, "gguf_dump: %s\n", rc ? err : "write failed");
+        return 1;
+    }
     return 0;
 }
 

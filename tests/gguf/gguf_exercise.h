@@ -67,8 +67,7 @@ static inline uint64_t gguf_exercise(const eng_gguf *g) {
             if (t->ne[0] <= 4096 && !eng_gguf_row_bytes(t->type, t->ne[0], &rowb) &&
                 rowb <= t->nbytes) {
                 float row[4096];
-                if (!eng_gguf_row_to_f32(t->type, t->data, t->ne[0], row))
-                    sum += row[0] == row[0];
+                if (!eng_gguf_row_to_f32(t->type, t->data, t->ne[0], row)) sum += row[0] == row[0];
             }
         }
     }

@@ -15,9 +15,9 @@
 #include "eng_gguf_write.h"
 
 typedef struct rb {
-    uint8_t *p;  /* bytes */
-    size_t n;    /* used */
-    size_t cap;  /* allocated */
+    uint8_t *p; /* bytes */
+    size_t n;   /* used */
+    size_t cap; /* allocated */
 } rb;
 
 static inline void rb_bytes(rb *b, const void *d, size_t n) {
@@ -67,9 +67,9 @@ static inline void rb_pad(rb *b, size_t a) {
  * eng_gguf_writer_begin(w, m.f) ... finish, then gt_mem_end; the bytes are
  * in m.buf (free it), m.n long. */
 typedef struct gt_mem {
-    FILE *f;    /* stream */
-    char *buf;  /* bytes after gt_mem_end */
-    size_t n;   /* length after gt_mem_end */
+    FILE *f;   /* stream */
+    char *buf; /* bytes after gt_mem_end */
+    size_t n;  /* length after gt_mem_end */
 } gt_mem;
 static inline void gt_mem_begin(gt_mem *m) {
     m->buf = NULL;

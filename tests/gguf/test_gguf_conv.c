@@ -82,8 +82,10 @@ PT_TEST(q8_0_rows) {
     uint8_t blk[2 * 34];
     float out[64];
     uint16_t d0 = eng_f32_to_f16(0.125f), d1 = eng_f32_to_f16(-3.0f);
-    blk[0] = (uint8_t)d0; blk[1] = (uint8_t)(d0 >> 8);
-    blk[34] = (uint8_t)d1; blk[35] = (uint8_t)(d1 >> 8);
+    blk[0] = (uint8_t)d0;
+    blk[1] = (uint8_t)(d0 >> 8);
+    blk[34] = (uint8_t)d1;
+    blk[35] = (uint8_t)(d1 >> 8);
     for (int j = 0; j < 32; j++) {
         blk[2 + j] = (uint8_t)(int8_t)(j * 8 - 128);
         blk[36 + j] = (uint8_t)(int8_t)(127 - j);
@@ -104,14 +106,18 @@ PT_TEST(type_sizes) {
     uint64_t n;
     int64_t blck;
     size_t bytes;
-    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_Q8_0, 2048, &n), 0); PT_EQ_INT(n, 64 * 34);
-    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_Q4_K, 512, &n), 0); PT_EQ_INT(n, 288);
-    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_BF16, 7, &n), 0); PT_EQ_INT(n, 14);
+    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_Q8_0, 2048, &n), 0);
+    PT_EQ_INT(n, 64 * 34);
+    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_Q4_K, 512, &n), 0);
+    PT_EQ_INT(n, 288);
+    PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_BF16, 7, &n), 0);
+    PT_EQ_INT(n, 14);
     PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_Q8_0, 31, &n), ENG_GGUF_EINVAL);
     PT_EQ_INT(eng_gguf_row_bytes(ENG_GGML_TYPE_F64, INT64_MAX, &n), ENG_GGUF_EINVAL);
     PT_EQ_INT(eng_gguf_row_bytes(77, 32, &n), ENG_GGUF_EINVAL);
     PT_EQ_INT(eng_gguf_type_block(ENG_GGML_TYPE_Q6_K, &blck, &bytes), 0);
-    PT_EQ_INT(blck, 256); PT_EQ_INT(bytes, 210);
+    PT_EQ_INT(blck, 256);
+    PT_EQ_INT(bytes, 210);
     PT_EQ_STR(eng_gguf_type_name(ENG_GGML_TYPE_BF16), "bf16");
     PT_EQ_STR(eng_gguf_type_name(1000), "?");
     PT_EQ_STR(eng_gguf_kv_type_name(ENG_GGUF_TYPE_ARR), "arr");

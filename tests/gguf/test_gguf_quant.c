@@ -16,12 +16,12 @@
 
 static int fails;
 
-#define CHECK(c)                                                   \
-    do {                                                           \
-        if (!(c)) {                                                \
+#define CHECK(c)                                                    \
+    do {                                                            \
+        if (!(c)) {                                                 \
             fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); \
-            fails++;                                               \
-        }                                                          \
+            fails++;                                                \
+        }                                                           \
     } while (0)
 
 static void h16(uint8_t *p, uint16_t v) {
@@ -85,8 +85,8 @@ static void test_values(void) {
 
     memset(b, 0, sizeof b); /* q5_0: high bit i of qh */
     h16(b, F16_2);
-    b[2] = 0x01;            /* bit 0 */
-    b[4] = 0x02;            /* bit 17 */
+    b[2] = 0x01; /* bit 0 */
+    b[4] = 0x02; /* bit 17 */
     b[6 + 1] = 0x53;
     CHECK(deq(ENG_GGML_TYPE_Q5_0, b, 32) == 0 && y[0] == 0 && y[1] == -26 && y[17] == 10 &&
           y[2] == -32);
@@ -120,14 +120,14 @@ static void test_values(void) {
 
     memset(b, 0, sizeof b); /* q3_K: hmask[32] qs[64] scales[12] d */
     h16(b + 108, F16_1);
-    b[96 + 0] = 0x01;       /* sub-block 0 low nibble 1 */
-    b[96 + 8] = 0x02;       /* sub-block 0 high bits 2 -> 33 - 32 = 1 */
-    b[96 + 1] = 0xF0;       /* sub-block 9 low 15 */
-    b[96 + 9] = 0x30;       /* sub-block 9 high 3 -> 63 - 32 = 31 */
+    b[96 + 0] = 0x01; /* sub-block 0 low nibble 1 */
+    b[96 + 8] = 0x02; /* sub-block 0 high bits 2 -> 33 - 32 = 1 */
+    b[96 + 1] = 0xF0; /* sub-block 9 low 15 */
+    b[96 + 9] = 0x30; /* sub-block 9 high 3 -> 63 - 32 = 31 */
     b[32 + 0] = 0x02;
-    b[0] = 0x01;            /* hmask bit 0 of value 0: no -4 */
+    b[0] = 0x01; /* hmask bit 0 of value 0: no -4 */
     b[32 + 48] = 0x03;
-    b[16] = 0x10;           /* hmask bit 4 of value 144 */
+    b[16] = 0x10; /* hmask bit 4 of value 144 */
     CHECK(deq(ENG_GGML_TYPE_Q3_K, b, 256) == 0 && y[0] == 2 && y[1] == -4 && y[144] == 93);
 
     memset(b, 0, sizeof b); /* q4_K: d dmin scales[12] qs[128] */
@@ -167,8 +167,7 @@ static void test_values(void) {
     b[4 + 1] = 0x10;
     b[8 + 0] = 0x8F;
     b[8 + 48] = 0x04;
-    CHECK(deq(ENG_GGML_TYPE_IQ4_XS, b, 256) == 0 && y[0] == 113 && y[16] == 1 &&
-          y[96] == 367.5f);
+    CHECK(deq(ENG_GGML_TYPE_IQ4_XS, b, 256) == 0 && y[0] == 113 && y[16] == 1 && y[96] == 367.5f);
 }
 
 static void test_refusals(void) {
@@ -218,11 +217,16 @@ static int open_one(uint32_t type, uint64_t ne0, size_t data_len, char *err, siz
 
 static void test_parser_sizes(void) {
     char err[256];
-    const struct { uint32_t type; int blck, bytes; } ts[] = {
-        {ENG_GGML_TYPE_Q4_0, 32, 18},  {ENG_GGML_TYPE_Q4_1, 32, 20},  {ENG_GGML_TYPE_Q5_0, 32, 22},
-        {ENG_GGML_TYPE_Q5_1, 32, 24},  {ENG_GGML_TYPE_IQ4_NL, 32, 18}, {ENG_GGML_TYPE_Q2_K, 256, 84},
-        {ENG_GGML_TYPE_Q3_K, 256, 110}, {ENG_GGML_TYPE_Q4_K, 256, 144}, {ENG_GGML_TYPE_Q5_K, 256, 176},
-        {ENG_GGML_TYPE_Q6_K, 256, 210}, {ENG_GGML_TYPE_IQ4_XS, 256, 136},
+    const struct {
+        uint32_t type;
+        int blck, bytes;
+    } ts[] = {
+        {ENG_GGML_TYPE_Q4_0, 32, 18},     {ENG_GGML_TYPE_Q4_1, 32, 20},
+        {ENG_GGML_TYPE_Q5_0, 32, 22},     {ENG_GGML_TYPE_Q5_1, 32, 24},
+        {ENG_GGML_TYPE_IQ4_NL, 32, 18},   {ENG_GGML_TYPE_Q2_K, 256, 84},
+        {ENG_GGML_TYPE_Q3_K, 256, 110},   {ENG_GGML_TYPE_Q4_K, 256, 144},
+        {ENG_GGML_TYPE_Q5_K, 256, 176},   {ENG_GGML_TYPE_Q6_K, 256, 210},
+        {ENG_GGML_TYPE_IQ4_XS, 256, 136},
     };
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         size_t full = 2 * (size_t)ts[i].bytes;
@@ -238,14 +242,19 @@ static void test_parser_sizes(void) {
 /* eng_gguf_quant_codes: code * scale == the dequantised value, every
  * value of random blocks (finite scales), for the four exact formats. */
 static void test_codes(void) {
-    const struct { int type, bytes; } ts[] = {{ENG_GGML_TYPE_Q8_0, 34}, {ENG_GGML_TYPE_Q4_0, 18},
-                                              {ENG_GGML_TYPE_Q5_0, 22}, {ENG_GGML_TYPE_IQ4_NL, 18}};
+    const struct {
+        int type, bytes;
+    } ts[] = {{ENG_GGML_TYPE_Q8_0, 34},
+              {ENG_GGML_TYPE_Q4_0, 18},
+              {ENG_GGML_TYPE_Q5_0, 22},
+              {ENG_GGML_TYPE_IQ4_NL, 18}};
     uint8_t b[8 * 34];
     int8_t q[256];
     float sc[8];
     uint32_t x = 12345;
     for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++) {
-        for (size_t i = 0; i < sizeof b; i++) b[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 24);
+        for (size_t i = 0; i < sizeof b; i++)
+            b[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 24);
         for (int k = 0; k < 8; k++) h16(b + k * ts[t].bytes, (uint16_t)(0x2000 + k * 0x351));
         b[2] = 0x80; /* a -128 in q8_0 */
         CHECK(eng_gguf_quant_codes(ts[t].type, b, 256, q, sc) == 0);
@@ -253,7 +262,8 @@ static void test_codes(void) {
         for (int i = 0; i < 256; i++) {
             float want = ts[t].type == ENG_GGML_TYPE_Q8_0 && i == 0 ? sc[0] * -127.0f : y[i];
             if (sc[i / 32] * (float)q[i] != want) {
-                fprintf(stderr, "type %d value %d: %d * %g != %g\n", ts[t].type, i, q[i], sc[i / 32], want);
+                fprintf(stderr, "type %d value %d: %d * %g != %g\n", ts[t].type, i, q[i],
+                        sc[i / 32], want);
                 fails++;
                 break;
             }

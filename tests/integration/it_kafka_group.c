@@ -47,13 +47,13 @@ typedef struct it_consumer {
 
 /* What all consumers record, under the mutex. */
 static struct {
-    pthread_mutex_t mu;          /* guards everything below */
+    pthread_mutex_t mu;             /* guards everything below */
     unsigned char seen[IT_RECORDS]; /* times record i arrived */
-    int last_seq[IT_KEYS];       /* last sequence number seen per key */
-    int unique;                  /* distinct records received */
-    int duplicates;              /* records received more than once */
-    int order_violations;        /* per-key sequence not last + 1 */
-    int bad_records;             /* undecodable or inconsistent values */
+    int last_seq[IT_KEYS];          /* last sequence number seen per key */
+    int unique;                     /* distinct records received */
+    int duplicates;                 /* records received more than once */
+    int order_violations;           /* per-key sequence not last + 1 */
+    int bad_records;                /* undecodable or inconsistent values */
 } it_rx = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_int it_stop;          /* tells consumer threads to finish */
@@ -132,10 +132,10 @@ static void it_produce(rd_kafka_t *rk, const char *topic, int from, int to) {
         msgpack_pack_str_with_body(&pk, "i", 1);
         msgpack_pack_int(&pk, i);
         rd_kafka_resp_err_t e;
-        while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-                                      RD_KAFKA_V_VALUE(sb.data, sb.size),
-                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
-               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        while ((e = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+                    RD_KAFKA_V_VALUE(sb.data, sb.size), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 10);
         if (e) {
             msgpack_sbuffer_destroy(&sb);
@@ -170,8 +170,8 @@ static void it_record(const rd_kafka_message_t *m) {
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, m->payload, m->len, NULL) == MSGPACK_UNPACK_SUCCESS &&
         up.data.type == MSGPACK_OBJECT_MAP && !it_map_int(&up.data, "seq", &seq) &&
-        !it_map_int(&up.data, "i", &idx) && idx >= 0 && idx < IT_RECORDS &&
-        seq == idx / IT_KEYS && m->key_len == 8 && !memcmp(m->key, "conv-", 5) &&
+        !it_map_int(&up.data, "i", &idx) && idx >= 0 && idx < IT_RECORDS && seq == idx / IT_KEYS &&
+        m->key_len == 8 && !memcmp(m->key, "conv-", 5) &&
         atoi((const char *)m->key + 5) == idx % IT_KEYS)
         ok = 1;
     msgpack_unpacked_destroy(&up);

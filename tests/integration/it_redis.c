@@ -99,8 +99,7 @@ PT_TEST(redis_pipelined_binary_values) {
     PT_ASSERT(r && r->type == REDIS_REPLY_STRING);
     const char *v = strstr(r->str, "redis_version:");
     printf("redis %s:%d (%.*s): %d values, %zu bytes, pipelined SET+GET round-trip in %.1f ms\n",
-           host, port, v ? (int)strcspn(v + 14, "\r\n") : 1, v ? v + 14 : "?", N, total,
-           dt * 1e3);
+           host, port, v ? (int)strcspn(v + 14, "\r\n") : 1, v ? v + 14 : "?", N, total, dt * 1e3);
     freeReplyObject(r);
     redisFree(c);
     for (int i = 0; i < N; i++) free(vals[i]);
@@ -128,8 +127,8 @@ static pid_t it_start_private_redis(int port) {
     if (pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, STDOUT_FILENO); /* its start-up banner */
-        execlp("redis-server", "redis-server", "--bind", "127.0.0.1", "--port", portstr,
-               "--save", "", "--appendonly", "no", "--loglevel", "warning", (char *)NULL);
+        execlp("redis-server", "redis-server", "--bind", "127.0.0.1", "--port", portstr, "--save",
+               "", "--appendonly", "no", "--loglevel", "warning", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 100; i++) {
@@ -144,7 +143,8 @@ static pid_t it_start_private_redis(int port) {
             redisFree(c);
         }
         int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) PT_FAIL("redis-server exited at start (status %d)", st);
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            PT_FAIL("redis-server exited at start (status %d)", st);
         usleep(50000);
     }
     kill(pid, SIGKILL);

@@ -69,12 +69,12 @@ static inline void kern_emu_mask_storeu_epi32(void *p, simde__mmask16 k, simde__
 /* ---- AMX tile emulation ------------------------------------------------- */
 
 typedef struct kern_emu_amx {
-    int configured;        /* a palette-1 configuration is loaded */
-    uint8_t rows[8];       /* rows of each tile (0: tile unused) */
-    uint16_t colsb[8];     /* bytes per row of each tile */
-    uint8_t t[8][16][64];  /* tile contents, row-major */
-    int faults;            /* instructions real hardware would fault on */
-    long ops;              /* tile instructions executed */
+    int configured;       /* a palette-1 configuration is loaded */
+    uint8_t rows[8];      /* rows of each tile (0: tile unused) */
+    uint16_t colsb[8];    /* bytes per row of each tile */
+    uint8_t t[8][16][64]; /* tile contents, row-major */
+    int faults;           /* instructions real hardware would fault on */
+    long ops;             /* tile instructions executed */
 } kern_emu_amx;
 
 static _Thread_local kern_emu_amx kern_emu_tiles;

@@ -27,7 +27,8 @@ PT_TEST(gemm_f32_close_to_reference_and_batch_invariant) {
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++) {
             int M = Ms[a], N = 33, K = Ks[c];
             float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
-            float *R = malloc(sizeof(float) * M * N), *C = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * N);
+            float *R = malloc(sizeof(float) * M * N), *C = malloc(sizeof(float) * M * N),
+                  *C1 = malloc(sizeof(float) * N);
             fill_f32(A, (size_t)M * K);
             fill_f32(W, (size_t)N * K);
             kern_gemm_f32_ref(M, N, K, A, W, R);

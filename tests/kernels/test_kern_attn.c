@@ -19,15 +19,15 @@
 
 static float frand(void) { return (float)((double)(pt_rand() >> 11) / 9007199254740992.0 * 2 - 1); }
 
-static int lo_of(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
+static int lo_of(int p, int window) {
+    return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
 
 /* Random K/V element bytes: int8 in [-127, 127] or float in [-2, 2). */
 static void fill_rows(void *p, size_t n, int f32) {
     for (size_t i = 0; i < n; i++) {
-        if (f32)
-            ((float *)p)[i] = 2 * frand();
-        else
-            ((int8_t *)p)[i] = (int8_t)((int)(pt_rand() % 255) - 127);
+        if (f32) ((float *)p)[i] = 2 * frand();
+        else ((int8_t *)p)[i] = (int8_t)((int)(pt_rand() % 255) - 127);
     }
 }
 
@@ -73,7 +73,9 @@ static void tcache_free(tcache *c) {
 
 static kern_attn_kv tcache_kv(const tcache *c, void *const *table, int g) {
     size_t es = c->f32 ? sizeof(float) : 1;
-    kern_attn_kv kv = {.blocks = table, .block_tokens = c->B, .f32 = c->f32,
+    kern_attn_kv kv = {.blocks = table,
+                       .block_tokens = c->B,
+                       .f32 = c->f32,
                        .k_off = c->k_off + (size_t)g * c->hd * es,
                        .v_off = c->v_off + (size_t)g * c->hd * es,
                        .row_stride = (size_t)c->nkv * c->hd * es};
@@ -89,9 +91,16 @@ static kern_attn_kv tcache_kv(const tcache *c, void *const *table, int g) {
 static kern_attn_q qview(const float *Q, float *O, int W, int hd, int G, int g, int t0, int nt,
                          int h0, int nh, int pos0, int window) {
     size_t off = (size_t)t0 * W + (size_t)(g * G + h0) * hd;
-    return (kern_attn_q){.q = Q + off, .q_tok = (size_t)W, .q_head = (size_t)hd, .out = O + off,
-                         .o_tok = (size_t)W, .o_head = (size_t)hd, .n_tok = nt, .n_head = nh,
-                         .pos0 = pos0 + t0, .window = window};
+    return (kern_attn_q){.q = Q + off,
+                         .q_tok = (size_t)W,
+                         .q_head = (size_t)hd,
+                         .out = O + off,
+                         .o_tok = (size_t)W,
+                         .o_head = (size_t)hd,
+                         .n_tok = nt,
+                         .n_head = nh,
+                         .pos0 = pos0 + t0,
+                         .window = window};
 }
 
 /* Block table with every block wholly before the first attended key NULL. */
@@ -130,7 +139,8 @@ static double check_case(int nkv, int G, int hd, int B, int f32, int n_q, int po
 }
 
 PT_TEST(attn_matches_reference_over_shapes) {
-    static const int Gs[] = {1, 4, 16}, hds[] = {32, 64, 128}, Bs[] = {1, 16}, wins[] = {0, 1, 5, 1000};
+    static const int Gs[] = {1, 4, 16}, hds[] = {32, 64, 128}, Bs[] = {1, 16},
+                     wins[] = {0, 1, 5, 1000};
     static const int qp[][2] = {{1, 0}, {7, 37}, {33, 5}, {1, 70}, {3, 64}}; /* (n_q, pos0) */
     int n = 0;
     for (int f32 = 0; f32 < 2; f32++)
@@ -140,7 +150,8 @@ PT_TEST(attn_matches_reference_over_shapes) {
                     for (int w = 0; w < 4; w++) {
                         const int *p = qp[n++ % 5];
                         double e = check_case(2, Gs[a], hds[b], Bs[bs], f32, p[0], p[1], wins[w]);
-                        PT_ASSERT_MSG(e < 2e-5, "G %d hd %d B %d f32 %d n_q %d pos0 %d window %d: error %g",
+                        PT_ASSERT_MSG(e < 2e-5,
+                                      "G %d hd %d B %d f32 %d n_q %d pos0 %d window %d: error %g",
                                       Gs[a], hds[b], Bs[bs], f32, p[0], p[1], wins[w], e);
                     }
 }
@@ -181,18 +192,21 @@ static void check_invariance(int G, int hd, int B, int f32, int window) {
             for (int hh = 0; hh < 2; hh++) {
                 int h0 = hh * G / 2, h1 = (hh + 1) * G / 2;
                 if (h1 == h0) continue;
-                a = qview(Q, part, W, hd, G, g, cut[k], cut[k + 1] - cut[k], h0, h1 - h0, pos0, window);
+                a = qview(Q, part, W, hd, G, g, cut[k], cut[k + 1] - cut[k], h0, h1 - h0, pos0,
+                          window);
                 kern_attn(&kv, &a, hd, scale);
             }
         for (int t = 0; t < n_q; t += 4)
             for (int h = 0; h < G; h++) {
                 /* token t alone, as a 1-token call at position pos0 + t */
-                kern_attn_q s = qview(Q + (size_t)t * W, one, W, hd, G, g, 0, 1, h, 1, pos0 + t, window);
+                kern_attn_q s =
+                    qview(Q + (size_t)t * W, one, W, hd, G, g, 0, 1, h, 1, pos0 + t, window);
                 kern_attn(&kv, &s, hd, scale);
                 size_t off = (size_t)t * W + (size_t)(g * G + h) * hd;
-                PT_ASSERT_MSG(memcmp(one + (size_t)(g * G + h) * hd, full + off, sizeof(float) * hd) == 0,
-                              "G %d hd %d B %d f32 %d window %d: token %d head %d alone differs",
-                              G, hd, B, f32, window, t, g * G + h);
+                PT_ASSERT_MSG(
+                    memcmp(one + (size_t)(g * G + h) * hd, full + off, sizeof(float) * hd) == 0,
+                    "G %d hd %d B %d f32 %d window %d: token %d head %d alone differs", G, hd, B,
+                    f32, window, t, g * G + h);
             }
     }
     PT_ASSERT_MSG(memcmp(part, full, sizeof(float) * n_q * W) == 0,
@@ -214,9 +228,9 @@ PT_TEST(attn_bits_invariant_to_token_and_head_grouping) {
 /* ---- backend level: eng_kv layout, several descriptors, thread pool ----- */
 
 typedef struct bseq {
-    int layer, n_q, pos0;  /* descriptor */
-    void **blocks;         /* block table */
-    int n_blocks;          /* entries */
+    int layer, n_q, pos0; /* descriptor */
+    void **blocks;        /* block table */
+    int n_blocks;         /* entries */
 } bseq;
 
 /* Double-precision textbook attention in engine terms (eng_kv_layer_*). */
@@ -231,9 +245,11 @@ static void ref_engine(const eng_kv_layout *l, const eng_config *c, const eng_at
         size_t ro = ((size_t)(k % B) * nkv + g) * hd;
         double dot = 0;
         for (int i = 0; i < hd; i++)
-            dot += (double)q[i] * (l->kv_fp32 ? ((float *)eng_kv_layer_k(l, blk, d->layer))[ro + i]
-                                              : ((int8_t *)eng_kv_layer_k(l, blk, d->layer))[ro + i] *
-                                                    (double)eng_kv_layer_kscale(l, blk, d->layer)[(k % B) * nkv + g]);
+            dot +=
+                (double)q[i] *
+                (l->kv_fp32 ? ((float *)eng_kv_layer_k(l, blk, d->layer))[ro + i]
+                            : ((int8_t *)eng_kv_layer_k(l, blk, d->layer))[ro + i] *
+                                  (double)eng_kv_layer_kscale(l, blk, d->layer)[(k % B) * nkv + g]);
         s[k - lo] = dot * scale;
         if (s[k - lo] > mx) mx = s[k - lo];
     }
@@ -244,9 +260,11 @@ static void ref_engine(const eng_kv_layout *l, const eng_config *c, const eng_at
         double w = exp(s[k - lo] - mx);
         sum += w;
         for (int i = 0; i < hd; i++)
-            out[i] += w * (l->kv_fp32 ? ((float *)eng_kv_layer_v(l, blk, d->layer))[ro + i]
-                                      : ((int8_t *)eng_kv_layer_v(l, blk, d->layer))[ro + i] *
-                                            (double)eng_kv_layer_vscale(l, blk, d->layer)[(k % B) * nkv + g]);
+            out[i] +=
+                w * (l->kv_fp32
+                         ? ((float *)eng_kv_layer_v(l, blk, d->layer))[ro + i]
+                         : ((int8_t *)eng_kv_layer_v(l, blk, d->layer))[ro + i] *
+                               (double)eng_kv_layer_vscale(l, blk, d->layer)[(k % B) * nkv + g]);
     }
     for (int i = 0; i < hd; i++) out[i] /= sum;
     free(s);
@@ -263,12 +281,14 @@ static void check_backend(int f32) {
     char err[128];
     PT_EQ_INT(eng_kv_layout_init_ex(&l, &c, 16, f32, err, sizeof err), 0);
     int hd = 64, nq = c.n_head * hd, ldq = nq + 2 * c.n_head_kv * hd;
-    bseq seqs[4] = {{0, 19, 0, NULL, 0}, {2, 3, 30, NULL, 0}, {0, 1, 50, NULL, 0}, {2, 1, 17, NULL, 0}};
+    bseq seqs[4] = {
+        {0, 19, 0, NULL, 0}, {2, 3, 30, NULL, 0}, {0, 1, 50, NULL, 0}, {2, 1, 17, NULL, 0}};
     eng_attn_desc d[4];
     int rows = 0;
     for (int i = 0; i < 4; i++) rows += seqs[i].n_q;
     float *Q = malloc(sizeof(float) * rows * ldq), *O1 = calloc((size_t)rows * nq, sizeof(float)),
-          *O3 = calloc((size_t)rows * nq, sizeof(float)), *Oa = calloc((size_t)rows * nq, sizeof(float));
+          *O3 = calloc((size_t)rows * nq, sizeof(float)),
+          *Oa = calloc((size_t)rows * nq, sizeof(float));
     for (int i = 0; i < rows * ldq; i++) Q[i] = frand();
     for (int i = 0, r = 0; i < 4; r += seqs[i].n_q, i++) {
         bseq *s = &seqs[i];
@@ -286,9 +306,15 @@ static void check_backend(int f32) {
                 fill_scales(eng_kv_layer_vscale(&l, blk, s->layer), (size_t)16 * c.n_head_kv);
             }
         }
-        d[i] = (eng_attn_desc){.q = Q + (size_t)r * ldq, .ldq = ldq, .out = O3 + (size_t)r * nq,
-                               .ldo = nq, .n_q = s->n_q, .pos0 = s->pos0, .window = w,
-                               .blocks = s->blocks, .layer = s->layer};
+        d[i] = (eng_attn_desc){.q = Q + (size_t)r * ldq,
+                               .ldq = ldq,
+                               .out = O3 + (size_t)r * nq,
+                               .ldo = nq,
+                               .n_q = s->n_q,
+                               .pos0 = s->pos0,
+                               .window = w,
+                               .blocks = s->blocks,
+                               .layer = s->layer};
     }
     kern_pool *pool;
     PT_EQ_INT(kern_pool_create(3, &pool), 0);

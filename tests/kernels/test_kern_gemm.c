@@ -54,16 +54,20 @@ PT_TEST(q8_int32_bit_exact_all_shapes_all_paths) {
                 PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
                 int lda = pk.Kp + 32 * (int)(c % 2); /* also a stride wider than Kp */
                 int8_t *A = make_a(M, K, lda), *Ad = malloc((size_t)M * K);
-                for (int m = 0; m < M; m++) memcpy(Ad + (size_t)m * K, A + (size_t)m * lda, (size_t)K);
+                for (int m = 0; m < M; m++)
+                    memcpy(Ad + (size_t)m * K, A + (size_t)m * lda, (size_t)K);
                 int32_t *R = malloc((size_t)M * N * 4), *C = malloc((size_t)M * (N + 3) * 4);
                 kern_gemm_i8_ref(M, N, K, Ad, W, R);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                     memset(C, 0x55, (size_t)M * (N + 3) * 4);
                     kern_gemm_q8_i32(isa ? pool : NULL, (kern_isa)isa, M, A, lda, &pk, C, N + 3);
                     for (int m = 0; m < M; m++) {
-                        PT_ASSERT_MSG(!memcmp(R + (size_t)m * N, C + (size_t)m * (N + 3), (size_t)N * 4),
-                                      "%s M %d N %d K %d row %d differs", kern_isa_name((kern_isa)isa), M, N, K, m);
-                        for (int j = N; j < N + 3; j++) PT_EQ_INT(C[(size_t)m * (N + 3) + j], 0x55555555);
+                        PT_ASSERT_MSG(
+                            !memcmp(R + (size_t)m * N, C + (size_t)m * (N + 3), (size_t)N * 4),
+                            "%s M %d N %d K %d row %d differs", kern_isa_name((kern_isa)isa), M, N,
+                            K, m);
+                        for (int j = N; j < N + 3; j++)
+                            PT_EQ_INT(C[(size_t)m * (N + 3) + j], 0x55555555);
                     }
                 }
                 kern_wpack_free(&pk);
@@ -138,7 +142,8 @@ static double block_tol(int nb, float rabs) { return 2.4e-7 * (nb + 2) * rabs + 
  * kern_quantize_blocks gives rows with outlier channels). */
 static float *make_as(int M, int lds) {
     float *as = malloc(sizeof(float) * (size_t)M * lds);
-    for (int i = 0; i < M * lds; i++) as[i] = 0.001f * (1 + (int)(pt_rand() % 1000)) * (i % 5 ? 1 : 30);
+    for (int i = 0; i < M * lds; i++)
+        as[i] = 0.001f * (1 + (int)(pt_rand() % 1000)) * (i % 5 ? 1 : 30);
     return as;
 }
 
@@ -160,7 +165,8 @@ PT_TEST(q8_per_channel_paths_identical_and_close_to_reference) {
                 PT_EQ_INT(kern_wpack_init(&pk, N, K, W, ws, NULL, err, sizeof err), 0);
                 int lda = pk.Kp;
                 int8_t *A = make_a(M, 0, lda); /* zero past K up to Kp */
-                for (int m = 0; m < M; m++) memcpy(A + (size_t)m * lda, Ad + (size_t)m * K, (size_t)K);
+                for (int m = 0; m < M; m++)
+                    memcpy(A + (size_t)m * lda, Ad + (size_t)m * K, (size_t)K);
                 kern_gemm_i8_pc_ref(M, N, K, Ad, as, W, ws, R);
                 int8_t *Aa = abs_i8(Ad, (size_t)M * K), *Wa = abs_i8(W, (size_t)N * K);
                 kern_gemm_i8_pc_ref(M, N, K, Aa, as, Wa, ws, C);
@@ -169,14 +175,16 @@ PT_TEST(q8_per_channel_paths_identical_and_close_to_reference) {
                 free(Aa), free(Wa);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                     kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, lda, as, nb, &pk, C, N);
-                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N), "%s M %d N %d K %d differs from scalar",
+                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N),
+                                  "%s M %d N %d K %d differs from scalar",
                                   kern_isa_name((kern_isa)isa), M, N, K);
                     kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * lda, lda,
                                  as + (size_t)(M - 1) * nb, nb, &pk, C1, N);
                     PT_EQ_MEM(C1, C0 + (size_t)(M - 1) * N, sizeof(float) * N);
                 }
                 kern_wpack_free(&pk);
-                free(A), free(Ad), free(W), free(ws), free(as), free(R), free(C0), free(C), free(C1);
+                free(A), free(Ad), free(W), free(ws), free(as), free(R), free(C0), free(C),
+                    free(C1);
             }
     kern_pool_destroy(p2);
     kern_pool_destroy(p3);
@@ -196,7 +204,8 @@ PT_TEST(q8_block_scaled_paths_identical_and_close_to_reference) {
                 float *C = malloc(sizeof(float) * M * N), *C1 = malloc(sizeof(float) * N);
                 fill_i8(W, (size_t)N * K);
                 /* fp16-representable scales, as Q8_0 files hold */
-                for (int i = 0; i < N * nb; i++) bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.002f * (1 + i % 7)));
+                for (int i = 0; i < N * nb; i++)
+                    bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.002f * (1 + i % 7)));
                 kern_wpack pk;
                 char err[128];
                 PT_EQ_INT(kern_wpack_init(&pk, N, K, W, NULL, bs, err, sizeof err), 0);
@@ -208,7 +217,8 @@ PT_TEST(q8_block_scaled_paths_identical_and_close_to_reference) {
                 free(Aa), free(Wa);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                     kern_gemm_q8(isa % 2 ? p2 : p3, (kern_isa)isa, M, A, K, as, nb, &pk, C, N);
-                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N), "%s M %d N %d K %d differs from scalar",
+                    PT_ASSERT_MSG(!memcmp(C, C0, sizeof(float) * M * N),
+                                  "%s M %d N %d K %d differs from scalar",
                                   kern_isa_name((kern_isa)isa), M, N, K);
                     /* the last row alone, on the calling thread, gives the same bits */
                     kern_gemm_q8(NULL, (kern_isa)isa, 1, A + (size_t)(M - 1) * K, K,
@@ -249,7 +259,8 @@ PT_TEST(wpack_rejects_bad_arguments) {
     PT_ASSERT(kern_wpack_init(&pk, 0, 32, W, s, NULL, err, sizeof err) != 0);
     PT_ASSERT(kern_wpack_init(&pk, 2, 32, W, NULL, NULL, err, sizeof err) != 0);
     PT_ASSERT(kern_wpack_init(&pk, 2, 32, W, s, s, err, sizeof err) != 0);
-    PT_ASSERT(kern_wpack_init(&pk, 1, 33, W, NULL, s, err, sizeof err) != 0); /* block scales need K % 32 == 0 */
+    PT_ASSERT(kern_wpack_init(&pk, 1, 33, W, NULL, s, err, sizeof err) !=
+              0);         /* block scales need K % 32 == 0 */
     kern_wpack_free(&pk); /* safe on an empty pack */
     PT_EQ_INT(kern_wpack_init(&pk, 2, 32, W, s, NULL, err, sizeof err), 0);
     PT_EQ_INT((int)kern_wpack_bytes(&pk), 512 + 16 * 4);
@@ -275,18 +286,21 @@ PT_TEST(wpack_row_equals_the_row_major_lookup) {
     float ws[37], bs[37 * 3], row[96];
     fill_i8(W, (size_t)N * K);
     for (int n = 0; n < N; n++) ws[n] = 0.001f * (float)(n + 1);
-    for (int i = 0; i < N * 3; i++) bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.0007f * (float)(i + 3)));
+    for (int i = 0; i < N * 3; i++)
+        bs[i] = kern_f16_to_f32(kern_f32_to_f16(0.0007f * (float)(i + 3)));
     char err[128];
     for (int kind = 0; kind < 2; kind++) {
         kern_wpack pk;
-        PT_EQ_INT(kern_wpack_init(&pk, N, K, W, kind ? NULL : ws, kind ? bs : NULL, err, sizeof err), 0);
+        PT_EQ_INT(
+            kern_wpack_init(&pk, N, K, W, kind ? NULL : ws, kind ? bs : NULL, err, sizeof err), 0);
         for (int n = 0; n < N; n++) {
             float mul = n % 2 ? 25.298f : 1.0f;
             kern_wpack_row_f32(&pk, n, mul, row);
             for (int k = 0; k < K; k++) {
                 float q = (float)W[(size_t)n * K + k];
                 float want = kind ? q * bs[n * 3 + k / 32] * mul : q * (ws[n] * mul);
-                PT_ASSERT_MSG(row[k] == want, "kind %d row %d col %d: %g vs %g", kind, n, k, row[k], want);
+                PT_ASSERT_MSG(row[k] == want, "kind %d row %d col %d: %g vs %g", kind, n, k, row[k],
+                              want);
             }
         }
         kern_wpack_free(&pk);

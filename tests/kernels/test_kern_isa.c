@@ -115,12 +115,12 @@ static int8_t rand_i8(int extremes) {
 
 /* A problem: weights packed, activations [M][lda] (zero K..Kp-1, junk past Kp). */
 typedef struct tcase {
-    int M, N, K, lda;     /* shape */
-    int block_scaled;     /* 1: Q8_0-style block scales */
-    kern_wpack w;         /* packed weights */
-    int8_t *A;            /* activations */
-    float *a_scale;       /* [M][lds] activation block scales */
-    int lds;              /* row stride of a_scale (n_blocks or more) */
+    int M, N, K, lda; /* shape */
+    int block_scaled; /* 1: Q8_0-style block scales */
+    kern_wpack w;     /* packed weights */
+    int8_t *A;        /* activations */
+    float *a_scale;   /* [M][lds] activation block scales */
+    int lds;          /* row stride of a_scale (n_blocks or more) */
 } tcase;
 
 static void tcase_make(tcase *c, int M, int N, int K, int block_scaled, int extremes) {
@@ -131,8 +131,8 @@ static void tcase_make(tcase *c, int M, int N, int K, int block_scaled, int extr
     int nbs = block_scaled ? N * (K / 32) : N;
     float *s = malloc(sizeof(float) * (size_t)nbs);
     for (int i = 0; i < nbs; i++) s[i] = (frand01() + 0.01f) * (block_scaled ? 0.05f : 0.01f);
-    int rc = kern_wpack_init(&c->w, N, K, W, block_scaled ? NULL : s, block_scaled ? s : NULL,
-                             err, sizeof err);
+    int rc = kern_wpack_init(&c->w, N, K, W, block_scaled ? NULL : s, block_scaled ? s : NULL, err,
+                             sizeof err);
     PT_ASSERT_MSG(rc == 0, "kern_wpack_init(%d, %d): %s", N, K, err);
     free(W);
     free(s);
@@ -192,15 +192,21 @@ static float contract_out(const tcase *c, const int8_t *a, const float *as, int 
  * kernel into sentinel-filled buffers; both must agree bit for bit,
  * including the untouched padding; spot-checks the scalar against the
  * contract.  Returns 1 when they agree. */
-static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0, int ng,
-                      int i32, const char *what) {
+static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0, int ng, int i32,
+                      const char *what) {
     int ldc = 16 * ng + 3;
     size_t n = (size_t)mr * ldc;
     uint32_t *ref = malloc(4 * n), *got = malloc(4 * n);
     for (size_t i = 0; i < n; i++) ref[i] = got[i] = SENTINEL;
-    kern_q8_tile t = {.mr = mr, .g0 = g0, .ng = ng, .A = c->A + (size_t)r0 * c->lda,
-                      .lda = c->lda, .a_scale = i32 ? NULL : c->a_scale + (size_t)r0 * c->lds,
-                      .lds = c->lds, .w = &c->w, .ldc = ldc};
+    kern_q8_tile t = {.mr = mr,
+                      .g0 = g0,
+                      .ng = ng,
+                      .A = c->A + (size_t)r0 * c->lda,
+                      .lda = c->lda,
+                      .a_scale = i32 ? NULL : c->a_scale + (size_t)r0 * c->lds,
+                      .lds = c->lds,
+                      .w = &c->w,
+                      .ldc = ldc};
     t.ncol = c->N - 16 * g0 < 16 * ng ? c->N - 16 * g0 : 16 * ng;
     t.C = i32 ? NULL : (float *)ref;
     t.C32 = i32 ? (int32_t *)ref : NULL;
@@ -228,9 +234,11 @@ static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0
     if (!ok) {
         for (size_t i = 0; i < n; i++)
             if (ref[i] != got[i]) {
-                fprintf(stderr, "  %s: M %d N %d K %d bs %d i32 %d tile r0 %d mr %d g0 %d ng %d: "
-                        "first difference row %zu col %zu: %08x vs %08x\n", what, c->M, c->N, c->K,
-                        c->block_scaled, i32, r0, mr, g0, ng, i / ldc, i % ldc, ref[i], got[i]);
+                fprintf(stderr,
+                        "  %s: M %d N %d K %d bs %d i32 %d tile r0 %d mr %d g0 %d ng %d: "
+                        "first difference row %zu col %zu: %08x vs %08x\n",
+                        what, c->M, c->N, c->K, c->block_scaled, i32, r0, mr, g0, ng, i / ldc,
+                        i % ldc, ref[i], got[i]);
                 break;
             }
     }
@@ -262,7 +270,9 @@ static void random_tiles(kern_q8_tile_fn fn, const char *what, int n_cases, int 
  * and AMX's 16, K with odd block counts and ragged tails, all groups. */
 static void edge_tiles(kern_q8_tile_fn fn, const char *what) {
     static const int mrs[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64};
-    static const struct { int N, K, bs; } shapes[] = {
+    static const struct {
+        int N, K, bs;
+    } shapes[] = {
         {16, 32, 0}, {17, 1, 0}, {33, 63, 0}, {40, 97, 0}, {5, 160, 1}, {48, 64, 1}, {31, 96, 1},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
@@ -288,8 +298,15 @@ static void extreme_tiles(kern_q8_tile_fn fn, const char *what) {
             c.w.q8[i] = c.w.q8[i] ? 127 : 0;
         for (int m = 0; m < 32; m++) memset(c.A + (size_t)m * c.lda, 127, 2048);
         int32_t out[32 * 32];
-        kern_q8_tile t = {.mr = 32, .g0 = 0, .ng = 2, .ncol = 24, .A = c.A, .lda = c.lda,
-                          .w = &c.w, .C32 = out, .ldc = 32};
+        kern_q8_tile t = {.mr = 32,
+                          .g0 = 0,
+                          .ng = 2,
+                          .ncol = 24,
+                          .A = c.A,
+                          .lda = c.lda,
+                          .w = &c.w,
+                          .C32 = out,
+                          .ldc = 32};
         fn(&t);
         for (int m = 0; m < 32; m++)
             for (int n = 0; n < 24; n++) PT_EQ_INT(out[m * 32 + n], 127 * 127 * 2048);

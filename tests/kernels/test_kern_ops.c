@@ -16,7 +16,9 @@ static const int Ns[] = {1, 7, 8, 9, 31, 64, 100, 2048 + 3};
 static const int Ms[] = {1, 2, 3, 5, 8, 17, 33, 64, 70};
 #define N_MS ((int)(sizeof Ms / sizeof *Ms))
 
-static float frand(float a) { return (float)((double)(pt_rand() >> 11) / 9007199254740992.0 * 2 - 1) * a; }
+static float frand(float a) {
+    return (float)((double)(pt_rand() >> 11) / 9007199254740992.0 * 2 - 1) * a;
+}
 
 /* Random rows with a spread of magnitudes per row (some rows tiny, some large). */
 static float *rand_rows(int M, int ld, float a) {
@@ -112,7 +114,8 @@ PT_TEST(quantize_blocks_bit_exact_on_every_path) {
             int nb = (K + 31) / 32, lds = nb + 2;
             float *x = rand_rows(M, ldx, 10);
             for (int k = 0; k < K && k < 32; k++) x[k] = 0; /* row 0: block 0 all zero */
-            for (int m = 1; m < M; m++) x[(size_t)m * ldx + (m * 7) % K] = 300.0f * m; /* outliers */
+            for (int m = 1; m < M; m++)
+                x[(size_t)m * ldx + (m * 7) % K] = 300.0f * m; /* outliers */
             int8_t *qr = malloc((size_t)M * ldq), *q = malloc((size_t)M * ldq);
             float *sr = malloc(sizeof(float) * M * lds), *s = malloc(sizeof(float) * M * lds);
             memset(qr, 0x55, (size_t)M * ldq);
@@ -125,7 +128,8 @@ PT_TEST(quantize_blocks_bit_exact_on_every_path) {
                     int len = K - 32 * bb < 32 ? K - 32 * bb : 32;
                     int8_t qb[32];
                     float sb;
-                    kern_quantize_rows_ref(1, len, x + (size_t)m * ldx + 32 * bb, len, qb, len, &sb);
+                    kern_quantize_rows_ref(1, len, x + (size_t)m * ldx + 32 * bb, len, qb, len,
+                                           &sb);
                     PT_EQ_MEM(qb, qr + (size_t)m * ldq + 32 * bb, (size_t)len);
                     PT_EQ_MEM(&sb, sr + (size_t)m * lds + bb, sizeof sb);
                 }
@@ -181,16 +185,19 @@ PT_TEST(rmsnorm_close_to_reference_in_place_too) {
         for (int b = 0; b < N_MS; b++) {
             int n = Ns[a], M = Ms[b], ld = n + 2;
             float *x = rand_rows(M, ld, 4), *w = rand_rows(1, n, 2);
-            float *r = malloc(sizeof(float) * (size_t)M * ld), *y = malloc(sizeof(float) * (size_t)M * ld);
+            float *r = malloc(sizeof(float) * (size_t)M * ld),
+                  *y = malloc(sizeof(float) * (size_t)M * ld);
             kern_rmsnorm_ref(M, n, x, ld, w, 1e-6f, r, ld);
             for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                 kern_rmsnorm(p, (kern_isa)isa, M, n, x, ld, w, 1e-6f, y, ld);
                 for (int m = 0; m < M; m++)
-                    if (isa == KERN_ISA_SCALAR) PT_EQ_MEM(y + (size_t)m * ld, r + (size_t)m * ld, sizeof(float) * n);
+                    if (isa == KERN_ISA_SCALAR)
+                        PT_EQ_MEM(y + (size_t)m * ld, r + (size_t)m * ld, sizeof(float) * n);
                     else near_all(y + (size_t)m * ld, r + (size_t)m * ld, n, 1e-6, 0);
                 float *xi = dup(x, (size_t)M * ld);
                 kern_rmsnorm(p, (kern_isa)isa, M, n, xi, ld, w, 1e-6f, xi, ld);
-                for (int m = 0; m < M; m++) PT_EQ_MEM(xi + (size_t)m * ld, y + (size_t)m * ld, sizeof(float) * n);
+                for (int m = 0; m < M; m++)
+                    PT_EQ_MEM(xi + (size_t)m * ld, y + (size_t)m * ld, sizeof(float) * n);
                 free(xi);
             }
             free(x), free(w), free(r), free(y);
@@ -212,11 +219,13 @@ PT_TEST(rope_matches_reference_both_layouts) {
                 kern_rope_ref(M, nh, hd, r, ld, pos, 10000.0f, (kern_rope_type)type);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                     float *y = dup(x, (size_t)M * ld);
-                    kern_rope(p, (kern_isa)isa, M, nh, hd, y, ld, pos, 10000.0f, (kern_rope_type)type);
+                    kern_rope(p, (kern_isa)isa, M, nh, hd, y, ld, pos, 10000.0f,
+                              (kern_rope_type)type);
                     if (isa == KERN_ISA_SCALAR) PT_EQ_MEM(y, r, sizeof(float) * (size_t)M * ld);
                     else near_all(y, r, M * ld, 1e-6, 1e-6);
                     for (int t = 0; t < M; t++) /* the stride's gap untouched */
-                        PT_EQ_MEM(y + (size_t)t * ld + nh * hd, x + (size_t)t * ld + nh * hd, 3 * sizeof(float));
+                        PT_EQ_MEM(y + (size_t)t * ld + nh * hd, x + (size_t)t * ld + nh * hd,
+                                  3 * sizeof(float));
                     free(y);
                 }
                 free(x), free(pos), free(r);
@@ -252,7 +261,8 @@ PT_TEST(rope_freq_table) {
                 }
             }
         for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
-            float *y = dup(x, (size_t)M * ld), *z = dup(x, (size_t)M * ld), *u = dup(x, (size_t)M * ld);
+            float *y = dup(x, (size_t)M * ld), *z = dup(x, (size_t)M * ld),
+                  *u = dup(x, (size_t)M * ld);
             kern_rope_freq(p, (kern_isa)isa, M, nh, hd, y, ld, pos, inv, (kern_rope_type)type);
             if (isa == KERN_ISA_SCALAR) PT_EQ_MEM(y, r, sizeof(float) * (size_t)M * ld);
             else near_all(y, r, M * ld, 1e-6, 1e-6);
@@ -284,7 +294,8 @@ PT_TEST(glu_close_to_reference) {
                 int F = Ns[a], M = Ms[b], ldgu = 2 * F + 1, ldh = F + 2;
                 float *gu = rand_rows(M, ldgu, 8);
                 gu[0] = -100, gu[F > 1 ? 1 : 0] = 100; /* exp overflow and underflow */
-                float *r = malloc(sizeof(float) * (size_t)M * ldh), *h = malloc(sizeof(float) * (size_t)M * ldh);
+                float *r = malloc(sizeof(float) * (size_t)M * ldh),
+                      *h = malloc(sizeof(float) * (size_t)M * ldh);
                 kern_glu_ref(M, F, gu, ldgu, r, ldh, (kern_glu_act)act);
                 for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
                     kern_glu(p, (kern_isa)isa, M, F, gu, ldgu, h, ldh, (kern_glu_act)act);
@@ -300,8 +311,8 @@ PT_TEST(glu_close_to_reference) {
                          * x, so allow its rounding, a few ulp of x * u */
                         double ab = act == KERN_GLU_GELU_TANH ? 4e-7 : 0;
                         for (int i = 0; i < F; i++)
-                            PT_NEAR(hv[i], hr[i], 6e-7 * fabs((double)hr[i]) +
-                                    ab * fabs((double)g[i] * u[i]));
+                            PT_NEAR(hv[i], hr[i],
+                                    6e-7 * fabs((double)hr[i]) + ab * fabs((double)g[i] * u[i]));
                     }
                 }
                 free(gu), free(r), free(h);
@@ -377,7 +388,8 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
             int nb = (n + 31) / 32;
             int8_t *qb = malloc((size_t)M * ldq), qb1[8192 + 4];
             float *qbs = malloc(sizeof(float) * M * nb), qbs1[256];
-            float *y = malloc(sizeof(float) * (size_t)M * n), *h = malloc(sizeof(float) * (size_t)M * n);
+            float *y = malloc(sizeof(float) * (size_t)M * n),
+                  *h = malloc(sizeof(float) * (size_t)M * n);
             float *y1 = malloc(sizeof(float) * n), *h1 = malloc(sizeof(float) * 2 * F);
             float *xb = dup(x, (size_t)M * ld);
             run_ops(p, (kern_isa)isa, M, n, xb, ld, w, pos, q, qs, y, h, qb, qbs);
@@ -390,8 +402,10 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
                 kern_glu(NULL, (kern_isa)isa, 1, F, xm, ld, h1, F, KERN_GLU_SILU);
                 kern_glu(NULL, (kern_isa)isa, 1, F, xm, ld, h1 + F, F, KERN_GLU_GELU_TANH);
                 kern_add(NULL, (kern_isa)isa, 1, n, y1, n, xm, ld);
-                kern_rope(NULL, (kern_isa)isa, 1, n / 64, 64, xm, ld, pos + m, 10000.0f, KERN_ROPE_NORM);
-                kern_rope(NULL, (kern_isa)isa, 1, (n - 32) / 64, 64, xm + 32, ld, pos + m, 10000.0f, KERN_ROPE_NEOX);
+                kern_rope(NULL, (kern_isa)isa, 1, n / 64, 64, xm, ld, pos + m, 10000.0f,
+                          KERN_ROPE_NORM);
+                kern_rope(NULL, (kern_isa)isa, 1, (n - 32) / 64, 64, xm + 32, ld, pos + m, 10000.0f,
+                          KERN_ROPE_NEOX);
                 PT_EQ_MEM(q1, q + (size_t)m * ldq, (size_t)ldq);
                 PT_EQ_MEM(&qs1, qs + m, sizeof(float));
                 PT_EQ_MEM(qb1, qb + (size_t)m * ldq, (size_t)ldq);
@@ -403,7 +417,8 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
                 free(xm);
             }
             free(qb), free(qbs);
-            free(x), free(w), free(pos), free(q), free(qs), free(y), free(h), free(y1), free(h1), free(xb);
+            free(x), free(w), free(pos), free(q), free(qs), free(y), free(h), free(y1), free(h1),
+                free(xb);
         }
     kern_pool_destroy(p);
 }

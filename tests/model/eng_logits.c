@@ -21,7 +21,9 @@
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: eng_logits MODEL IDS.bin OUT.bin [--fp32] [--chunk C] [--prefill P] [--threads T] [--block B] [--greedy N]\n");
+        fprintf(
+            stderr,
+            "usage: eng_logits MODEL IDS.bin OUT.bin [--fp32] [--chunk C] [--prefill P] [--threads T] [--block B] [--greedy N]\n");
         return 2;
     }
     int fp32 = 0, chunk = 0, prefill = -1, threads = 2, block = 16, greedy = 0;
@@ -58,7 +60,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "eng_logits: %s\n", err);
         return 1;
     }
-    fprintf(stderr, "eng_logits: isa %s\n", kern_isa_name(kern_isa_best())); /* PARLEY_ISA may lower it */
+    fprintf(stderr, "eng_logits: isa %s\n",
+            kern_isa_name(kern_isa_best())); /* PARLEY_ISA may lower it */
     int V = eng_model_config(m)->n_vocab;
     float *out = malloc(sizeof(float) * (size_t)V * (n + 1));
     eng_kv_allocator a;

@@ -56,13 +56,20 @@ PT_TEST(preset_tiny_llama) {
     eng_config c;
     load(p, &g, &c);
     PT_EQ_INT(c.arch, ENG_ARCH_LLAMA);
-    PT_EQ_INT(c.n_head, 4); PT_EQ_INT(c.n_head_kv, 2); PT_EQ_INT(c.head_dim, 32);
+    PT_EQ_INT(c.n_head, 4);
+    PT_EQ_INT(c.n_head_kv, 2);
+    PT_EQ_INT(c.head_dim, 32);
     PT_EQ_INT(c.rope_type, ENG_ROPE_NORM);
-    PT_EQ_INT(c.tied_output, 0); PT_EQ_INT(c.has_qk_norm, 0); PT_EQ_INT(c.ffn_gelu, 0);
+    PT_EQ_INT(c.tied_output, 0);
+    PT_EQ_INT(c.has_qk_norm, 0);
+    PT_EQ_INT(c.ffn_gelu, 0);
     PT_NEAR(c.embd_scale, 1.0, 0);
     PT_NEAR(c.attn_scale, 1.0 / sqrt(32.0), 1e-7);
     PT_NEAR(c.rope_base_local, c.rope_base, 0);
-    for (int l = 0; l < c.n_layer; l++) { PT_EQ_INT(c.window[l], 0); PT_EQ_INT(c.kv_src[l], l); }
+    for (int l = 0; l < c.n_layer; l++) {
+        PT_EQ_INT(c.window[l], 0);
+        PT_EQ_INT(c.kv_src[l], l);
+    }
     PT_EQ_INT(eng_config_n_params(&c), tensor_elements(g));
     PT_EQ_INT(eng_gguf_find_tensor(g, "blk.0.attn_q.weight")->type, ENG_GGML_TYPE_Q8_0);
     eng_gguf_close(g);
@@ -76,9 +83,11 @@ PT_TEST(preset_tiny_gemma3) {
     eng_config c;
     load(p, &g, &c);
     PT_EQ_INT(c.arch, ENG_ARCH_GEMMA3);
-    PT_EQ_INT(c.n_head_kv, 1); PT_EQ_INT(c.sliding_window, 16);
+    PT_EQ_INT(c.n_head_kv, 1);
+    PT_EQ_INT(c.sliding_window, 16);
     for (int l = 0; l < c.n_layer; l++) PT_EQ_INT(c.window[l], (l + 1) % 6 == 0 ? 0 : 16);
-    PT_NEAR(c.rope_base, 1e6, 0); PT_NEAR(c.rope_base_local, 1e4, 0);
+    PT_NEAR(c.rope_base, 1e6, 0);
+    PT_NEAR(c.rope_base_local, 1e4, 0);
     PT_EQ_INT(c.rope_type, ENG_ROPE_NEOX);
     PT_NEAR(c.embd_scale, sqrt(128.0), 1e-5);
     PT_ASSERT(c.has_qk_norm && c.has_post_norms && c.ffn_gelu && c.tied_output);
@@ -100,7 +109,9 @@ PT_TEST(preset_cai_tiny) {
     eng_gguf *g;
     eng_config c;
     load(p, &g, &c);
-    PT_EQ_INT(c.arch, ENG_ARCH_LLAMA); PT_EQ_INT(c.n_layer, 12); PT_EQ_INT(c.n_head_kv, 1);
+    PT_EQ_INT(c.arch, ENG_ARCH_LLAMA);
+    PT_EQ_INT(c.n_layer, 12);
+    PT_EQ_INT(c.n_head_kv, 1);
     PT_ASSERT(c.has_ext_keys);
     for (int l = 0; l < 12; l++) {
         PT_EQ_INT(c.window[l], (l + 1) % 6 == 0 ? 0 : 1024);
@@ -115,8 +126,10 @@ PT_TEST(preset_cai_tiny) {
     load(p8, &g, &c);
     for (int l = 0; l < 12; l++) PT_EQ_INT(c.window[l], (l + 1) % 6 == 0 ? 0 : 8);
     eng_gguf_close(g);
-    unlink(p); unlink(p8);
-    free(p); free(p8);
+    unlink(p);
+    unlink(p8);
+    free(p);
+    free(p8);
 }
 
 static uint8_t *slurp(const char *path, size_t *n) {
@@ -134,16 +147,24 @@ static uint8_t *slurp(const char *path, size_t *n) {
 PT_TEST(mkmodel_deterministic) {
     const char *types[2] = {"q8_0", "f16"};
     for (int k = 0; k < 2; k++) {
-        char *a = mk("tiny-gemma3", "7", types[k], NULL), *b = mk("tiny-gemma3", "7", types[k], NULL);
+        char *a = mk("tiny-gemma3", "7", types[k], NULL),
+             *b = mk("tiny-gemma3", "7", types[k], NULL);
         char *c = mk("tiny-gemma3", "8", types[k], NULL);
         size_t na, nb, nc;
         uint8_t *ba = slurp(a, &na), *bb = slurp(b, &nb), *bc = slurp(c, &nc);
         PT_EQ_INT(na, nb);
         PT_ASSERT_MSG(!memcmp(ba, bb, na), "same seed gave different bytes (%s)", types[k]);
-        PT_EQ_INT(na, nc); /* same layout... */
+        PT_EQ_INT(na, nc);                  /* same layout... */
         PT_ASSERT(memcmp(ba, bc, na) != 0); /* ...different weights */
-        unlink(a); unlink(b); unlink(c);
-        free(a); free(b); free(c); free(ba); free(bb); free(bc);
+        unlink(a);
+        unlink(b);
+        unlink(c);
+        free(a);
+        free(b);
+        free(c);
+        free(ba);
+        free(bb);
+        free(bc);
     }
     eng_mkmodel_opts o;
     eng_mkmodel_opts_default(&o);
@@ -220,7 +241,10 @@ static void arr_i32(eng_gguf_writer *w, const char *key, int32_t a, int32_t b) {
     int32_t v[2] = {a, b};
     eng_gguf_writer_add_arr(w, key, ENG_GGUF_TYPE_I32, v, 2);
 }
-static void src_fwd(eng_gguf_writer *w) { two_layers(w); arr_i32(w, "llama.attention.layer_kv_source", 1, 1); }
+static void src_fwd(eng_gguf_writer *w) {
+    two_layers(w);
+    arr_i32(w, "llama.attention.layer_kv_source", 1, 1);
+}
 static void win_mismatch(eng_gguf_writer *w) {
     two_layers(w);
     arr_i32(w, "llama.attention.layer_window", 16, 0);
@@ -233,8 +257,8 @@ static void win_len(eng_gguf_writer *w) {
 }
 static void win_f32(eng_gguf_writer *w) {
     two_layers(w);
-    eng_gguf_writer_add_arr(w, "llama.attention.layer_window", ENG_GGUF_TYPE_F32,
-                            (float[2]){0, 0}, 2);
+    eng_gguf_writer_add_arr(w, "llama.attention.layer_window", ENG_GGUF_TYPE_F32, (float[2]){0, 0},
+                            2);
 }
 static void three_chain(eng_gguf_writer *w) {
     eng_gguf_writer_add_u32(w, "llama.block_count", 3);
@@ -249,9 +273,11 @@ PT_TEST(config_errors_named) {
                "unsupported architecture 'gpt2' (supported: llama, qwen2, qwen3, gemma3)");
     expect_cfg("mistral3", NULL, ENG_CFG_EARCH, "unsupported architecture 'mistral3'");
     expect_cfg("llama", NULL, ENG_CFG_EMISSING, "'llama.block_count' is missing");
-    expect_cfg("llama", kv_4, ENG_CFG_EINVAL, "'llama.attention.head_count_kv' = 4 is out of range [1, 2]");
+    expect_cfg("llama", kv_4, ENG_CFG_EINVAL,
+               "'llama.attention.head_count_kv' = 4 is out of range [1, 2]");
     expect_cfg("llama", zero_layers, ENG_CFG_EINVAL, "'llama.block_count' = 0 is out of range");
-    expect_cfg("llama", str_layers, ENG_CFG_EINVAL, "'llama.block_count' has type str, expected an integer");
+    expect_cfg("llama", str_layers, ENG_CFG_EINVAL,
+               "'llama.block_count' has type str, expected an integer");
     expect_cfg("llama", rope16, ENG_CFG_EINVAL, "partial rotary");
     expect_cfg("llama", vlen, ENG_CFG_EINVAL, "value_length = 8");
     expect_cfg("llama", src_fwd, ENG_CFG_EINVAL, "layer_kv_source[0] = 1");
@@ -259,7 +285,8 @@ PT_TEST(config_errors_named) {
     expect_cfg("llama", win_len, ENG_CFG_EINVAL, "has 3 elements, expected block_count = 2");
     expect_cfg("llama", win_f32, ENG_CFG_EINVAL, "must be an array of integers");
     expect_cfg("llama", three_chain, ENG_CFG_EINVAL, "layer 1 does not own its KV");
-    expect_cfg("gemma3", gem_layers, ENG_CFG_EMISSING, "'gemma3.attention.sliding_window' is missing");
+    expect_cfg("gemma3", gem_layers, ENG_CFG_EMISSING,
+               "'gemma3.attention.sliding_window' is missing");
 }
 
 static void gem_ok(eng_gguf_writer *w) {
@@ -382,7 +409,8 @@ PT_TEST(rope_scaling_keys) {
     PT_ASSERT_MSG(cfg_of("gemma3", gem_lin, &c, err, sizeof err) == 0, "%s", err);
     PT_NEAR(c.rope_freq_scale, 0.125, 0);
     PT_NEAR(c.rope_freq_scale_local, 1.0, 0);
-    expect_cfg("llama", rope_none_factor, ENG_CFG_EINVAL, "= 'none' but llama.rope.scaling.factor = 2");
+    expect_cfg("llama", rope_none_factor, ENG_CFG_EINVAL,
+               "= 'none' but llama.rope.scaling.factor = 2");
     PT_ASSERT_MSG(cfg_of("llama", rope_yarn, &c, err, sizeof err) == 0, "%s", err);
     PT_EQ_INT(c.rope_yarn, 1);
     PT_NEAR(c.rope_freq_scale, 0.25, 0);
@@ -397,17 +425,20 @@ PT_TEST(rope_scaling_keys) {
                "key 'llama.rope.scaling.yarn_ext_factor' = 0.5: YaRN with a value other than 1 "
                "is not supported");
     expect_cfg("gemma3", gem_yarn, ENG_CFG_EINVAL, "YaRN on gemma3 is not supported");
-    expect_cfg("llama", rope_longrope, ENG_CFG_EINVAL,
-               "llama.rope.scaling.type = 'longrope': this rope scaling type is not supported "
-               "(supported: none, linear, yarn, and Llama 3 frequency factors in rope_freqs.weight)");
-    expect_cfg("llama", rope_llama3, ENG_CFG_EINVAL, "'llama3': this rope scaling type is not supported");
-    expect_cfg("llama", rope_neg, ENG_CFG_EINVAL, "'llama.rope.scaling.factor' = -2 is out of range");
+    expect_cfg(
+        "llama", rope_longrope, ENG_CFG_EINVAL,
+        "llama.rope.scaling.type = 'longrope': this rope scaling type is not supported "
+        "(supported: none, linear, yarn, and Llama 3 frequency factors in rope_freqs.weight)");
+    expect_cfg("llama", rope_llama3, ENG_CFG_EINVAL,
+               "'llama3': this rope scaling type is not supported");
+    expect_cfg("llama", rope_neg, ENG_CFG_EINVAL,
+               "'llama.rope.scaling.factor' = -2 is out of range");
     expect_cfg("llama", rope_type_int, ENG_CFG_EINVAL, "'llama.rope.scaling.type' has type u32");
 }
 
 /* cai-1b's layer plan, written out (see engine/model/mkmodel.c). */
 static void cai1b(eng_gguf_writer *w) {
-    int32_t win[24], src[24] = {0, 0, 2, 2, 4, 5, 6, 6, 8, 8, 10, 5,
+    int32_t win[24], src[24] = {0,  0,  2,  2,  4,  5,  6,  6,  8,  8,  10, 5,
                                 12, 12, 14, 14, 16, 17, 18, 18, 20, 20, 22, 17};
     for (int l = 0; l < 24; l++) win[l] = (l + 1) % 6 == 0 ? 0 : 1024;
     eng_gguf_writer_add_arr(w, "llama.attention.layer_window", ENG_GGUF_TYPE_I32, win, 24);
@@ -456,16 +487,28 @@ PT_TEST(kv_bytes_cai_1b) {
  * layer 1 shares layer 0's KV; skip / reshape / add one tensor on demand. */
 static int tensors_case(const char *skip, const char *reshape, const char *extra, int type,
                         char *err, size_t errlen) {
-    struct { const char *n; int64_t a, b; } ts[] = {
-        {"token_embd.weight", 32, 40}, {"output_norm.weight", 32, 1},
-        {"blk.0.attn_norm.weight", 32, 1}, {"blk.0.attn_q.weight", 32, 32},
-        {"blk.0.attn_k.weight", 32, 16}, {"blk.0.attn_v.weight", 32, 16},
-        {"blk.0.attn_output.weight", 32, 32}, {"blk.0.ffn_norm.weight", 32, 1},
-        {"blk.0.ffn_gate.weight", 32, 64}, {"blk.0.ffn_up.weight", 32, 64},
-        {"blk.0.ffn_down.weight", 64, 32}, {"blk.1.attn_norm.weight", 32, 1},
-        {"blk.1.attn_q.weight", 32, 32}, {"blk.1.attn_output.weight", 32, 32},
-        {"blk.1.ffn_norm.weight", 32, 1}, {"blk.1.ffn_gate.weight", 32, 64},
-        {"blk.1.ffn_up.weight", 32, 64}, {"blk.1.ffn_down.weight", 64, 32},
+    struct {
+        const char *n;
+        int64_t a, b;
+    } ts[] = {
+        {"token_embd.weight", 32, 40},
+        {"output_norm.weight", 32, 1},
+        {"blk.0.attn_norm.weight", 32, 1},
+        {"blk.0.attn_q.weight", 32, 32},
+        {"blk.0.attn_k.weight", 32, 16},
+        {"blk.0.attn_v.weight", 32, 16},
+        {"blk.0.attn_output.weight", 32, 32},
+        {"blk.0.ffn_norm.weight", 32, 1},
+        {"blk.0.ffn_gate.weight", 32, 64},
+        {"blk.0.ffn_up.weight", 32, 64},
+        {"blk.0.ffn_down.weight", 64, 32},
+        {"blk.1.attn_norm.weight", 32, 1},
+        {"blk.1.attn_q.weight", 32, 32},
+        {"blk.1.attn_output.weight", 32, 32},
+        {"blk.1.ffn_norm.weight", 32, 1},
+        {"blk.1.ffn_gate.weight", 32, 64},
+        {"blk.1.ffn_up.weight", 32, 64},
+        {"blk.1.ffn_down.weight", 64, 32},
         {extra ? extra : "unused.extra", 32, 16},
     };
     eng_gguf_writer *w;
@@ -495,7 +538,8 @@ static int tensors_case(const char *skip, const char *reshape, const char *extra
         uint64_t rowb;
         int t = type >= 0 && i == 3 ? type : ENG_GGML_TYPE_F32;
         PT_EQ_INT(eng_gguf_row_bytes(t, ts[i].a, &rowb), 0);
-        eng_gguf_writer_write(w, zeros, (size_t)rowb * (size_t)(ts[i].b + (reshape && !strcmp(ts[i].n, reshape))));
+        eng_gguf_writer_write(
+            w, zeros, (size_t)rowb * (size_t)(ts[i].b + (reshape && !strcmp(ts[i].n, reshape))));
     }
     PT_ASSERT_MSG(eng_gguf_writer_finish(w, err, errlen) == 0, "%s", err);
     eng_gguf_writer_free(w);
@@ -514,7 +558,8 @@ static int tensors_case(const char *skip, const char *reshape, const char *extra
 PT_TEST(tensor_checks) {
     char err[512];
     PT_ASSERT_MSG(tensors_case(NULL, NULL, NULL, -1, err, sizeof err) == 0, "%s", err);
-    PT_EQ_INT(tensors_case("blk.1.ffn_up.weight", NULL, NULL, -1, err, sizeof err), ENG_CFG_EMISSING);
+    PT_EQ_INT(tensors_case("blk.1.ffn_up.weight", NULL, NULL, -1, err, sizeof err),
+              ENG_CFG_EMISSING);
     PT_ASSERT(strstr(err, "tensor 'blk.1.ffn_up.weight' is missing"));
     PT_EQ_INT(tensors_case(NULL, "blk.0.attn_k.weight", NULL, -1, err, sizeof err), ENG_CFG_ESHAPE);
     PT_ASSERT(strstr(err, "'blk.0.attn_k.weight' has shape [32, 17, 1, 1], expected [32, 16]"));
@@ -522,10 +567,13 @@ PT_TEST(tensor_checks) {
     PT_ASSERT(strstr(err, "layer 1 reads layer 0's KV"));
     PT_EQ_INT(tensors_case(NULL, NULL, NULL, ENG_GGML_TYPE_I8, err, sizeof err), ENG_CFG_ESHAPE);
     PT_ASSERT(strstr(err, "'blk.0.attn_q.weight' has type i8 (supported: f32, f16, bf16, q4_0"));
-    PT_EQ_INT(tensors_case(NULL, NULL, "blk.0.attn_output.bias", -1, err, sizeof err), ENG_CFG_ESHAPE);
-    PT_ASSERT_MSG(strstr(err, "'blk.0.attn_output.bias': llama has no attn_output bias"), "%s", err);
+    PT_EQ_INT(tensors_case(NULL, NULL, "blk.0.attn_output.bias", -1, err, sizeof err),
+              ENG_CFG_ESHAPE);
+    PT_ASSERT_MSG(strstr(err, "'blk.0.attn_output.bias': llama has no attn_output bias"), "%s",
+                  err);
     PT_EQ_INT(tensors_case(NULL, NULL, "rope_freqs.weight", -1, err, sizeof err), ENG_CFG_ESHAPE);
-    PT_ASSERT_MSG(strstr(err, "'rope_freqs.weight' has shape [32, 16, 1, 1], expected [8, 1]"), "%s", err);
+    PT_ASSERT_MSG(strstr(err, "'rope_freqs.weight' has shape [32, 16, 1, 1], expected [8, 1]"),
+                  "%s", err);
 }
 
 PT_TEST(head_dim_needs_divisible_width) {
@@ -549,7 +597,8 @@ PT_TEST(head_dim_needs_divisible_width) {
     gt_mem_end(&m);
     PT_EQ_INT(eng_gguf_open_mem(m.buf, m.n, &g, err, sizeof err), 0);
     PT_EQ_INT(eng_config_from_gguf(g, &c, err, sizeof err), ENG_CFG_EINVAL);
-    PT_ASSERT_MSG(strstr(err, "embedding_length = 30 is not a multiple of head_count = 4"), "%s", err);
+    PT_ASSERT_MSG(strstr(err, "embedding_length = 30 is not a multiple of head_count = 4"), "%s",
+                  err);
     eng_gguf_close(g);
     free(m.buf);
 }

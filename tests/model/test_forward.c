@@ -17,25 +17,48 @@
 
 #define NTOK 64
 
-static const tiny_spec llama_spec = {
-    .arch = "llama", .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2,
-    .head_dim = 16, .n_ff = 96, .n_vocab = 256, .seed = 1};
+static const tiny_spec llama_spec = {.arch = "llama",
+                                     .n_layer = 3,
+                                     .n_embd = 64,
+                                     .n_head = 4,
+                                     .n_head_kv = 2,
+                                     .head_dim = 16,
+                                     .n_ff = 96,
+                                     .n_vocab = 256,
+                                     .seed = 1};
 
 /* the same llama with Q8_0 weights: the int8 path keeps block scales */
-static const tiny_spec llama_q8_spec = {
-    .arch = "llama", .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2,
-    .head_dim = 16, .n_ff = 96, .n_vocab = 256, .seed = 1, .q8_0 = 1};
+static const tiny_spec llama_q8_spec = {.arch = "llama",
+                                        .n_layer = 3,
+                                        .n_embd = 64,
+                                        .n_head = 4,
+                                        .n_head_kv = 2,
+                                        .head_dim = 16,
+                                        .n_ff = 96,
+                                        .n_vocab = 256,
+                                        .seed = 1,
+                                        .q8_0 = 1};
 
 /* gemma3, MQA, windows 8/8/0/8, layer 1 shares layer 0's KV */
-static const tiny_spec gemma_spec = {
-    .arch = "gemma3", .n_layer = 4, .n_embd = 64, .n_head = 2, .n_head_kv = 1,
-    .head_dim = 32, .n_ff = 96, .n_vocab = 256, .sliding_window = 8, .ext = 1,
-    .window = {8, 8, 0, 8}, .kv_src = {0, 0, 2, 3}, .seed = 2};
+static const tiny_spec gemma_spec = {.arch = "gemma3",
+                                     .n_layer = 4,
+                                     .n_embd = 64,
+                                     .n_head = 2,
+                                     .n_head_kv = 1,
+                                     .head_dim = 32,
+                                     .n_ff = 96,
+                                     .n_vocab = 256,
+                                     .sliding_window = 8,
+                                     .ext = 1,
+                                     .window = {8, 8, 0, 8},
+                                     .kv_src = {0, 0, 2, 3},
+                                     .seed = 2};
 
 static eng_model *load(const tiny_spec *s, eng_precision prec, char *path, size_t cap) {
     char err[256] = "";
-    snprintf(path, cap, "%s/parley_fwd_%d_%s_%llu_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid(), s->arch, (unsigned long long)s->seed, s->q8_0);
+    snprintf(path, cap, "%s/parley_fwd_%d_%s_%llu_%d.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), s->arch,
+             (unsigned long long)s->seed, s->q8_0);
     if (tiny_model_write(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "write: %s\n", err);
         return NULL;
@@ -94,7 +117,8 @@ static void check_chunking(const tiny_spec *spec, eng_precision prec) {
             memcpy(got, pre, sizeof(float) * NTOK * V);
             free(pre);
         }
-        PT_ASSERT_MSG(!memcmp(ref, got, sizeof(float) * N * V), "%s prec %d chunk %d differs", spec->arch, prec, chunks[c]);
+        PT_ASSERT_MSG(!memcmp(ref, got, sizeof(float) * N * V), "%s prec %d chunk %d differs",
+                      spec->arch, prec, chunks[c]);
     }
     free(ref);
     free(got);
@@ -104,9 +128,15 @@ static void check_chunking(const tiny_spec *spec, eng_precision prec) {
 
 PT_TEST(chunked_prefill_matches_one_shot_llama_int8) { check_chunking(&llama_spec, ENG_PREC_INT8); }
 PT_TEST(chunked_prefill_matches_one_shot_llama_fp32) { check_chunking(&llama_spec, ENG_PREC_FP32); }
-PT_TEST(chunked_prefill_matches_one_shot_llama_q8_0_int8) { check_chunking(&llama_q8_spec, ENG_PREC_INT8); }
-PT_TEST(chunked_prefill_matches_one_shot_gemma3_int8) { check_chunking(&gemma_spec, ENG_PREC_INT8); }
-PT_TEST(chunked_prefill_matches_one_shot_gemma3_fp32) { check_chunking(&gemma_spec, ENG_PREC_FP32); }
+PT_TEST(chunked_prefill_matches_one_shot_llama_q8_0_int8) {
+    check_chunking(&llama_q8_spec, ENG_PREC_INT8);
+}
+PT_TEST(chunked_prefill_matches_one_shot_gemma3_int8) {
+    check_chunking(&gemma_spec, ENG_PREC_INT8);
+}
+PT_TEST(chunked_prefill_matches_one_shot_gemma3_fp32) {
+    check_chunking(&gemma_spec, ENG_PREC_FP32);
+}
 
 PT_TEST(q8_0_block_scales_close_to_fp32) {
     char p1[512], p2[512];
@@ -148,14 +178,16 @@ PT_TEST(batched_sequences_match_separate_runs) {
     /* s2 first gets 30 tokens alone; then one step: s1 prefill 40, s2 decode 1 */
     eng_seq_step pre = {&s2, prompt, 30, ENG_LOGITS_NONE, NULL};
     PT_EQ_INT(eng_forward(m, &pre, 1, err, sizeof err), 0);
-    eng_seq_step st[2] = {{&s1, prompt, 40, ENG_LOGITS_ALL, o1}, {&s2, prompt + 30, 1, ENG_LOGITS_LAST, o2}};
+    eng_seq_step st[2] = {{&s1, prompt, 40, ENG_LOGITS_ALL, o1},
+                          {&s2, prompt + 30, 1, ENG_LOGITS_LAST, o2}};
     PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), 0);
     PT_EQ_MEM(o1, ref, sizeof(float) * 40 * V);
     PT_EQ_MEM(o2, ref + (size_t)30 * V, sizeof(float) * V);
     PT_EQ_INT(s1.n_tokens, 40);
     PT_EQ_INT(s2.n_tokens, 31);
     /* the same sequence twice in one step is refused */
-    eng_seq_step dup[2] = {{&s1, prompt, 1, ENG_LOGITS_NONE, NULL}, {&s1, prompt, 1, ENG_LOGITS_NONE, NULL}};
+    eng_seq_step dup[2] = {{&s1, prompt, 1, ENG_LOGITS_NONE, NULL},
+                           {&s1, prompt, 1, ENG_LOGITS_NONE, NULL}};
     PT_EQ_INT(eng_forward(m, dup, 2, err, sizeof err), ENG_EINVAL);
     /* local blocks: window 8, B 4 -> at most 4 live local blocks per sequence */
     int live = 0;
@@ -201,7 +233,8 @@ PT_TEST(out_of_blocks_leaves_sequences_unchanged) {
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);
     PT_EQ_INT(eng_kvseq_init(&s2, l, &a, err, sizeof err), 0);
-    eng_seq_step st[2] = {{&s1, prompt, 8, ENG_LOGITS_NONE, NULL}, {&s2, prompt, 8, ENG_LOGITS_NONE, NULL}};
+    eng_seq_step st[2] = {{&s1, prompt, 8, ENG_LOGITS_NONE, NULL},
+                          {&s2, prompt, 8, ENG_LOGITS_NONE, NULL}};
     PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), ENG_ENOMEM); /* needs 4 blocks */
     PT_ASSERT(strstr(err, "KV"));
     PT_EQ_INT(s1.n_tokens + s2.n_tokens + s1.n_blocks + s2.n_blocks, 0);

@@ -24,9 +24,16 @@
 
 #define NTOK 20
 
-static const tiny_spec llama_spec = {
-    .arch = "llama", .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2,
-    .head_dim = 16, .n_ff = 96, .n_vocab = 256, .seed = 7, .q8_0 = 1};
+static const tiny_spec llama_spec = {.arch = "llama",
+                                     .n_layer = 3,
+                                     .n_embd = 64,
+                                     .n_head = 4,
+                                     .n_head_kv = 2,
+                                     .head_dim = 16,
+                                     .n_ff = 96,
+                                     .n_vocab = 256,
+                                     .seed = 7,
+                                     .q8_0 = 1};
 
 static eng_model *load(eng_precision prec, char *path, size_t cap) {
     char err[256] = "";

@@ -29,15 +29,15 @@ int tiny_model_write(const char *path, const tiny_spec *s, char *err, size_t err
     tiny_t t[16 * 16 + 4];
     int nt = 0, g3 = !strcmp(s->arch, "gemma3");
     int E = s->n_embd, nq = s->n_head * s->head_dim, nkv = s->n_head_kv * s->head_dim;
-#define ADD(nm, d0, d1, isnorm)                                                    \
-    do {                                                                           \
-        tiny_t *x = &t[nt++];                                                      \
-        snprintf(x->name, sizeof x->name, "%s", nm);                               \
-        x->ne[0] = d0;                                                             \
-        x->ne[1] = d1;                                                             \
-        x->n_dims = d1 > 0 ? 2 : 1;                                                \
-        if (d1 <= 0) x->ne[1] = 1;                                                 \
-        x->norm = isnorm;                                                          \
+#define ADD(nm, d0, d1, isnorm)                      \
+    do {                                             \
+        tiny_t *x = &t[nt++];                        \
+        snprintf(x->name, sizeof x->name, "%s", nm); \
+        x->ne[0] = d0;                               \
+        x->ne[1] = d1;                               \
+        x->n_dims = d1 > 0 ? 2 : 1;                  \
+        if (d1 <= 0) x->ne[1] = 1;                   \
+        x->norm = isnorm;                            \
     } while (0)
     char nm[64];
     ADD("token_embd.weight", E, s->n_vocab, 0);
@@ -84,17 +84,21 @@ int tiny_model_write(const char *path, const tiny_spec *s, char *err, size_t err
     eng_gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f);
     eng_gguf_writer_add_f32(w, KEY("rope.freq_base"), g3 ? 1e6f : 10000.0f);
     eng_gguf_writer_add_u32(w, KEY("vocab_size"), (uint32_t)s->n_vocab);
-    if (g3) eng_gguf_writer_add_u32(w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window);
+    if (g3)
+        eng_gguf_writer_add_u32(w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window);
     if (s->ext) {
         int32_t a[16], b[16];
         for (int i = 0; i < s->n_layer; i++) a[i] = s->window[i], b[i] = s->kv_src[i];
-        eng_gguf_writer_add_arr(w, KEY("attention.layer_window"), ENG_GGUF_TYPE_I32, a, (uint64_t)s->n_layer);
-        eng_gguf_writer_add_arr(w, KEY("attention.layer_kv_source"), ENG_GGUF_TYPE_I32, b, (uint64_t)s->n_layer);
+        eng_gguf_writer_add_arr(w, KEY("attention.layer_window"), ENG_GGUF_TYPE_I32, a,
+                                (uint64_t)s->n_layer);
+        eng_gguf_writer_add_arr(w, KEY("attention.layer_kv_source"), ENG_GGUF_TYPE_I32, b,
+                                (uint64_t)s->n_layer);
     }
 #undef KEY
     for (int i = 0; i < nt; i++)
-        eng_gguf_writer_add_tensor(w, t[i].name, s->q8_0 && t[i].n_dims == 2 ? ENG_GGML_TYPE_Q8_0 : ENG_GGML_TYPE_F32,
-                                   t[i].n_dims, t[i].ne);
+        eng_gguf_writer_add_tensor(
+            w, t[i].name, s->q8_0 && t[i].n_dims == 2 ? ENG_GGML_TYPE_Q8_0 : ENG_GGML_TYPE_F32,
+            t[i].n_dims, t[i].ne);
     if (!(f = fopen(path, "wb"))) goto out;
     eng_gguf_writer_begin(w, f);
     uint64_t x = s->seed;
@@ -117,7 +121,8 @@ int tiny_model_write(const char *path, const tiny_spec *s, char *err, size_t err
                 float d = eng_f16_to_f32(dh);
                 blk[0] = (unsigned char)(dh & 0xff);
                 blk[1] = (unsigned char)(dh >> 8);
-                for (int k = 0; k < 32; k++) blk[2 + k] = (unsigned char)(int8_t)(d > 0 ? lrintf(buf[b * 32 + k] / d) : 0);
+                for (int k = 0; k < 32; k++)
+                    blk[2 + k] = (unsigned char)(int8_t)(d > 0 ? lrintf(buf[b * 32 + k] / d) : 0);
                 eng_gguf_writer_write(w, blk, sizeof blk);
             }
             continue;

@@ -10,14 +10,14 @@
 #include <stdint.h>
 
 typedef struct tiny_spec {
-    const char *arch;          /* "llama" or "gemma3" */
+    const char *arch;                                                /* "llama" or "gemma3" */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_vocab; /* model shape */
-    int sliding_window;        /* gemma3 attention.sliding_window */
-    int ext;                   /* 1: write layer_window / layer_kv_source */
-    int window[16];            /* ext: per-layer window */
-    int kv_src[16];            /* ext: per-layer KV source */
-    uint64_t seed;             /* weight RNG seed */
-    int q8_0;                  /* 1: store 2-D weights as Q8_0 (rows a multiple of 32 wide) */
+    int sliding_window; /* gemma3 attention.sliding_window */
+    int ext;            /* 1: write layer_window / layer_kv_source */
+    int window[16];     /* ext: per-layer window */
+    int kv_src[16];     /* ext: per-layer KV source */
+    uint64_t seed;      /* weight RNG seed */
+    int q8_0;           /* 1: store 2-D weights as Q8_0 (rows a multiple of 32 wide) */
 } tiny_spec;
 
 /* Returns 0 or -1 with a message in err. */

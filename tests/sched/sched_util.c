@@ -60,8 +60,8 @@ static void su_on_done(void *user, uint64_t id, const eng_sched_result *r) {
     q->res.error = NULL;
     int n = r->n_tokens < SU_MAX_TOK ? r->n_tokens : SU_MAX_TOK;
     if (n) memcpy(q->res_tokens, r->tokens, (size_t)n * sizeof(int32_t));
-    if (r->finish == ENG_SCHED_ERROR) fprintf(stderr, "  request %llu error: %s\n",
-                                              (unsigned long long)id, r->error);
+    if (r->finish == ENG_SCHED_ERROR)
+        fprintf(stderr, "  request %llu error: %s\n", (unsigned long long)id, r->error);
     q->done++;
     c->n_done++;
     pthread_cond_broadcast(&c->cv);
@@ -78,8 +78,7 @@ void su_coll_init(su_coll *c, int n, int n_vocab) {
     for (int i = 0; i < n; i++) {
         c->reqs[i].coll = c;
         c->reqs[i].order_ok = 1;
-        if (n_vocab)
-            c->reqs[i].logits = calloc((size_t)n_vocab * SU_MAX_TOK, sizeof(float));
+        if (n_vocab) c->reqs[i].logits = calloc((size_t)n_vocab * SU_MAX_TOK, sizeof(float));
     }
 }
 

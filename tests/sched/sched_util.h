@@ -16,26 +16,26 @@
 
 /* What one request delivered. */
 typedef struct su_req {
-    struct su_coll *coll;        /* owning collector */
-    uint64_t id;                 /* scheduler id */
-    int32_t tokens[SU_MAX_TOK];  /* on_token tokens in order */
-    int n_tokens;                /* tokens received */
-    int order_ok;                /* every index arrived in order */
-    float *logits;               /* n_vocab * SU_MAX_TOK floats when logits are kept */
-    int done;                    /* on_done called (count) */
-    eng_sched_result res;        /* copy of the result (tokens / error not kept) */
+    struct su_coll *coll;           /* owning collector */
+    uint64_t id;                    /* scheduler id */
+    int32_t tokens[SU_MAX_TOK];     /* on_token tokens in order */
+    int n_tokens;                   /* tokens received */
+    int order_ok;                   /* every index arrived in order */
+    float *logits;                  /* n_vocab * SU_MAX_TOK floats when logits are kept */
+    int done;                       /* on_done called (count) */
+    eng_sched_result res;           /* copy of the result (tokens / error not kept) */
     int32_t res_tokens[SU_MAX_TOK]; /* result tokens */
-    int tokens_after_done;       /* on_token after on_done (must stay 0) */
+    int tokens_after_done;          /* on_token after on_done (must stay 0) */
 } su_req;
 
 /* A set of requests and the lock the callbacks take. */
 typedef struct su_coll {
-    pthread_mutex_t mu;          /* guards everything */
-    pthread_cond_t cv;           /* signalled on every completion */
-    su_req *reqs;                /* n entries */
-    int n;                       /* requests */
-    int n_vocab;                 /* logits row size (0: logits not kept) */
-    int n_done;                  /* completions */
+    pthread_mutex_t mu; /* guards everything */
+    pthread_cond_t cv;  /* signalled on every completion */
+    su_req *reqs;       /* n entries */
+    int n;              /* requests */
+    int n_vocab;        /* logits row size (0: logits not kept) */
+    int n_done;         /* completions */
 } su_coll;
 
 /* Write preset `preset` (window > 0 overrides its local window) into a

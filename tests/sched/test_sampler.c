@@ -115,7 +115,7 @@ PT_TEST(repetition_penalty_demotes_history) {
     eng_sampler_params_default(&p);
     p.repetition_penalty = 1.5f;
     eng_sampler *s = mk(&p, 4);
-    int32_t hist[3] = {0, 0, 9999}; /* out-of-vocab ids are ignored */
+    int32_t hist[3] = {0, 0, 9999};                  /* out-of-vocab ids are ignored */
     PT_EQ_INT(eng_sampler_sample(s, l, hist, 3), 1); /* 2.0/1.5 < 1.9 */
     PT_EQ_INT(eng_sampler_sample(s, l, NULL, 0), 0);
     PT_EQ_INT(l[0], 2.0f); /* input untouched */
@@ -177,7 +177,8 @@ PT_TEST(top_p_prefix_wider_than_first_selection) {
     int n = 20000, top = 0;
     for (int i = 0; i < n; i++) {
         int32_t t = eng_sampler_sample(s, l, NULL, 0);
-        PT_ASSERT_MSG(l[t] >= (float)cut - 1e-6f, "id %d (logit %g) outside the top-p prefix", t, l[t]);
+        PT_ASSERT_MSG(l[t] >= (float)cut - 1e-6f, "id %d (logit %g) outside the top-p prefix", t,
+                      l[t]);
         top += l[t] >= -0.5f; /* the 51 best ids */
     }
     double want = 0, in = 0;

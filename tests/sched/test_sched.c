@@ -239,8 +239,8 @@ PT_TEST(memory_pressure) {
     }
     PT_ASSERT(st.blocks_total[0] < N * 5); /* the budget really was short */
     fprintf(stderr, "  pressure: %llu steps, %llu preemptions, peak %ld/%ld global blocks\n",
-            (unsigned long long)st.steps, (unsigned long long)st.preemptions,
-            st.alloc_live_peak[0], st.blocks_total[0]);
+            (unsigned long long)st.steps, (unsigned long long)st.preemptions, st.alloc_live_peak[0],
+            st.blocks_total[0]);
     for (int i = 0; i < N && getenv("SU_DEBUG"); i++)
         fprintf(stderr, "  req %d admit %llu queue %.1f ms preempt %d n %d\n", i,
                 (unsigned long long)c.reqs[i].res.admit_seq, c.reqs[i].res.queue_ms,

@@ -85,8 +85,8 @@ PT_TEST(turn_reuse) {
         PT_EQ_INT(b.res.cached_tokens, 0);
         if (t > 0) {
             PT_ASSERT_MSG(a.res.cached_tokens >= prev_total - B,
-                          "turn %d: %d cached, previous prompt + reply %d", t,
-                          a.res.cached_tokens, prev_total);
+                          "turn %d: %d cached, previous prompt + reply %d", t, a.res.cached_tokens,
+                          prev_total);
         }
         /* next turn: the conversation so far + the reply + a user message */
         memcpy(conv + n, a.tokens, (size_t)a.n_tokens * sizeof(int32_t));
@@ -209,7 +209,8 @@ static int order_phase(kv_cache *kc, int fairness_ms, int32_t (*hot)[H + 4], uin
                           i, (rh->admit_us - rc->submit_us) / 1e3, fairness_ms);
         }
     }
-    fprintf(stderr, "  fairness %d ms: %d of %d hot requests overtook the cold one (queue %.1f ms)\n",
+    fprintf(stderr,
+            "  fairness %d ms: %d of %d hot requests overtook the cold one (queue %.1f ms)\n",
             fairness_ms, overtook, NH, rc->queue_ms);
     *cold_queue_ms = rc->queue_ms;
     su_coll_free(&c);

@@ -70,22 +70,19 @@ static int do_decode(void *p) {
     switch (c->kind) {
     case 0: {
         sch_turn t;
-        if (!(rc = sch_turn_decode(c->buf.data, c->buf.len, NULL, &t, err,
-                                   sizeof err)))
+        if (!(rc = sch_turn_decode(c->buf.data, c->buf.len, NULL, &t, err, sizeof err)))
             sch_turn_free(&t);
         return rc;
     }
     case 1: {
         sch_chunk k;
-        if (!(rc = sch_chunk_decode(c->buf.data, c->buf.len, NULL, &k, err,
-                                    sizeof err)))
+        if (!(rc = sch_chunk_decode(c->buf.data, c->buf.len, NULL, &k, err, sizeof err)))
             sch_chunk_free(&k);
         return rc;
     }
     default: {
         sch_result r;
-        if (!(rc = sch_result_decode(c->buf.data, c->buf.len, NULL, &r, err,
-                                     sizeof err)))
+        if (!(rc = sch_result_decode(c->buf.data, c->buf.len, NULL, &r, err, sizeof err)))
             sch_result_free(&r);
         return rc;
     }
@@ -103,8 +100,7 @@ static void run_case(bench_case *c, double secs) {
     double dec = bench(do_decode, c, secs);
     printf("%-24s %7zu B  encode %10.0f rec/s %8.1f MB/s   "
            "decode %10.0f rec/s %8.1f MB/s\n",
-           c->name, bytes, enc, enc * (double)bytes / 1e6, dec,
-           dec * (double)bytes / 1e6);
+           c->name, bytes, enc, enc * (double)bytes / 1e6, dec, dec * (double)bytes / 1e6);
     sch_buf_free(&c->buf);
 }
 
@@ -112,9 +108,9 @@ int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0.5;
     static char text[20][512];
     sch_message msgs[20];
-    static const char *const words[] = {"the ", "cache ", "turn ", "worker ",
-                                        "token ", "partition ", "caf\xc3\xa9 ",
-                                        "\xe2\x80\x94 ", "reply. "};
+    static const char *const words[] = {"the ",         "cache ",        "turn ",
+                                        "worker ",      "token ",        "partition ",
+                                        "caf\xc3\xa9 ", "\xe2\x80\x94 ", "reply. "};
     unsigned seed = 12345;
     if (secs <= 0) secs = 0.5;
     for (int i = 0; i < 20; i++) {
@@ -127,8 +123,7 @@ int main(int argc, char **argv) {
             memcpy(text[i] + o, w, l);
             o += l;
         }
-        msgs[i].role = i == 0 ? SCH_ROLE_SYSTEM
-                              : (i % 2 ? SCH_ROLE_USER : SCH_ROLE_ASSISTANT);
+        msgs[i].role = i == 0 ? SCH_ROLE_SYSTEM : (i % 2 ? SCH_ROLE_USER : SCH_ROLE_ASSISTANT);
         msgs[i].content = (sch_str){text[i], o};
     }
     sch_str stops[2] = {sch_str_c("\nUser:"), sch_str_c("</s>")};
@@ -181,7 +176,6 @@ int main(int argc, char **argv) {
         {"TokenChunk (1 token)", 1, &chunk, {0}},
         {"TurnResult (256 tokens)", 2, &res, {0}},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_case(&cases[i], secs);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], secs);
     return 0;
 }

@@ -38,34 +38,32 @@ static void fuzz_sch_limits(sch_limits *tight, sch_limits *loose) {
     loose->max_objects *= 2;
 }
 
-#define SCH_FUZZ_TARGET(kind)                                                  \
-    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);              \
-    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {             \
-        static sch_limits tight, loose;                                        \
-        static int ready;                                                      \
-        sch_##kind x, y;                                                       \
-        sch_buf a, b;                                                          \
-        char err[256];                                                         \
-        if (!ready) {                                                          \
-            fuzz_sch_limits(&tight, &loose);                                   \
-            ready = 1;                                                         \
-        }                                                                      \
-        if (sch_##kind##_decode(data, size, &tight, &x, err, sizeof err) == 0) \
-            sch_##kind##_free(&x);                                             \
-        if (sch_##kind##_decode(data, size, NULL, &x, err, sizeof err))        \
-            return 0;                                                          \
-        sch_buf_init(&a);                                                      \
-        sch_buf_init(&b);                                                      \
-        if (sch_##kind##_encode(&x, &a, err, sizeof err)) abort();             \
-        if (sch_##kind##_decode(a.data, a.len, &loose, &y, err, sizeof err))   \
-            abort();                                                           \
-        if (sch_##kind##_encode(&y, &b, err, sizeof err)) abort();             \
-        if (a.len != b.len || memcmp(a.data, b.data, a.len)) abort();          \
-        sch_##kind##_free(&y);                                                 \
-        sch_##kind##_free(&x);                                                 \
-        sch_buf_free(&a);                                                      \
-        sch_buf_free(&b);                                                      \
-        return 0;                                                              \
+#define SCH_FUZZ_TARGET(kind)                                                         \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);                     \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {                    \
+        static sch_limits tight, loose;                                               \
+        static int ready;                                                             \
+        sch_##kind x, y;                                                              \
+        sch_buf a, b;                                                                 \
+        char err[256];                                                                \
+        if (!ready) {                                                                 \
+            fuzz_sch_limits(&tight, &loose);                                          \
+            ready = 1;                                                                \
+        }                                                                             \
+        if (sch_##kind##_decode(data, size, &tight, &x, err, sizeof err) == 0)        \
+            sch_##kind##_free(&x);                                                    \
+        if (sch_##kind##_decode(data, size, NULL, &x, err, sizeof err)) return 0;     \
+        sch_buf_init(&a);                                                             \
+        sch_buf_init(&b);                                                             \
+        if (sch_##kind##_encode(&x, &a, err, sizeof err)) abort();                    \
+        if (sch_##kind##_decode(a.data, a.len, &loose, &y, err, sizeof err)) abort(); \
+        if (sch_##kind##_encode(&y, &b, err, sizeof err)) abort();                    \
+        if (a.len != b.len || memcmp(a.data, b.data, a.len)) abort();                 \
+        sch_##kind##_free(&y);                                                        \
+        sch_##kind##_free(&x);                                                        \
+        sch_buf_free(&a);                                                             \
+        sch_buf_free(&b);                                                             \
+        return 0;                                                                     \
     }
 
 #endif /* FUZZ_SCH_H */

@@ -26,8 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         loose.max_total_bytes *= 8;
         ready = 1;
     }
-    if (sch_turn_decode_json(data, size, &tight, &x, err, sizeof err) == 0)
-        sch_turn_free(&x);
+    if (sch_turn_decode_json(data, size, &tight, &x, err, sizeof err) == 0) sch_turn_free(&x);
     sch_buf_init(&a);
     sch_buf_init(&j);
     sch_buf_init(&b);

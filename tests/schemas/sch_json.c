@@ -41,8 +41,7 @@ static void sch_json_key_str(FILE *f, const char *key, const sch_str *s) {
     fputc(',', f);
 }
 
-static void sch_json_tokens(FILE *f, const char *key, const uint32_t *t,
-                            size_t n) {
+static void sch_json_tokens(FILE *f, const char *key, const uint32_t *t, size_t n) {
     fprintf(f, "\"%s\":[", key);
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%u", i ? "," : "", t[i]);
     fputc(']', f);
@@ -67,11 +66,8 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
         fputc(']', f);
     }
     fputc(',', f);
-    if (t->prompt_tokens)
-        sch_json_tokens(f, "prompt_tokens", t->prompt_tokens,
-                        t->n_prompt_tokens);
-    else
-        fputs("\"prompt_tokens\":null", f);
+    if (t->prompt_tokens) sch_json_tokens(f, "prompt_tokens", t->prompt_tokens, t->n_prompt_tokens);
+    else fputs("\"prompt_tokens\":null", f);
     fprintf(f,
             ",\"params\":{\"max_tokens\":%u,\"temperature\":%.17g,"
             "\"top_p\":%.17g,\"top_k\":%u,\"seed\":",
@@ -83,11 +79,11 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
         if (i) fputc(',', f);
         sch_json_str(f, &p->stop[i]);
     }
-    fprintf(f, "],\"repetition_penalty\":%.17g},\"stream\":%s,",
-            p->repetition_penalty, t->stream ? "true" : "false");
+    fprintf(f, "],\"repetition_penalty\":%.17g},\"stream\":%s,", p->repetition_penalty,
+            t->stream ? "true" : "false");
     sch_json_key_str(f, "namespace", &t->ns);
-    fprintf(f, "\"deadline_ms\":%" PRIu64 ",\"created_ms\":%" PRIu64 ",",
-            t->deadline_ms, t->created_ms);
+    fprintf(f, "\"deadline_ms\":%" PRIu64 ",\"created_ms\":%" PRIu64 ",", t->deadline_ms,
+            t->created_ms);
     fputs("\"model\":", f);
     sch_json_str(f, &t->model);
     fputc('}', f);
@@ -97,8 +93,7 @@ void sch_json_chunk(FILE *f, const sch_chunk *c) {
     fprintf(f, "{\"v\":%u,", c->v);
     sch_json_key_str(f, "conversation_id", &c->conversation_id);
     sch_json_key_str(f, "turn_id", &c->turn_id);
-    fprintf(f, "\"attempt\":%" PRIu64 ",\"seq\":%" PRIu64 ",", c->attempt,
-            c->seq);
+    fprintf(f, "\"attempt\":%" PRIu64 ",\"seq\":%" PRIu64 ",", c->attempt, c->seq);
     sch_json_key_str(f, "text", &c->text);
     sch_json_tokens(f, "tokens", c->tokens, c->n_tokens);
     fprintf(f, ",\"last\":%s}", c->last ? "true" : "false");
@@ -114,11 +109,10 @@ void sch_json_result(FILE *f, const sch_result *r) {
     fprintf(f,
             ",\"finish_reason\":\"%s\",\"usage\":{\"prompt_tokens\":%" PRIu64
             ",\"cached_tokens\":%" PRIu64 ",\"completion_tokens\":%" PRIu64
-            "},\"timing\":{\"queue_ms\":%" PRIu64 ",\"ttft_ms\":%" PRIu64
-            ",\"total_ms\":%" PRIu64 "},",
-            sch_finish_name(r->finish_reason), r->prompt_tokens,
-            r->cached_tokens, r->completion_tokens, r->queue_ms, r->ttft_ms,
-            r->total_ms);
+            "},\"timing\":{\"queue_ms\":%" PRIu64 ",\"ttft_ms\":%" PRIu64 ",\"total_ms\":%" PRIu64
+            "},",
+            sch_finish_name(r->finish_reason), r->prompt_tokens, r->cached_tokens,
+            r->completion_tokens, r->queue_ms, r->ttft_ms, r->total_ms);
     sch_json_key_str(f, "worker", &r->worker);
     sch_json_key_str(f, "model", &r->model);
     fputs("\"error\":", f);
@@ -126,8 +120,7 @@ void sch_json_result(FILE *f, const sch_result *r) {
         fputs("null}", f);
         return;
     }
-    sch_str code = r->error_name.ptr ? r->error_name
-                                     : sch_str_c(sch_err_name(r->error_code));
+    sch_str code = r->error_name.ptr ? r->error_name : sch_str_c(sch_err_name(r->error_code));
     fputs("{\"code\":", f);
     sch_json_str(f, &code);
     fputs(",\"message\":", f);
@@ -136,16 +129,14 @@ void sch_json_result(FILE *f, const sch_result *r) {
 }
 
 void sch_json_dead(FILE *f, const sch_dead *d) {
-    sch_str code = d->error_name.ptr ? d->error_name
-                                     : sch_str_c(sch_err_name(d->error_code));
+    sch_str code = d->error_name.ptr ? d->error_name : sch_str_c(sch_err_name(d->error_code));
     fprintf(f, "{\"v\":%u,", d->v);
     sch_json_key_str(f, "reason", &d->reason);
     sch_json_key_str(f, "error_code", &code);
     sch_json_key_str(f, "topic", &d->topic);
-    fprintf(f,
-            "\"partition\":%" PRId32 ",\"offset\":%" PRId64
-            ",\"timestamp_ms\":%" PRId64 ",\"key\":",
-            d->partition, d->offset, d->timestamp_ms);
+    fprintf(
+        f, "\"partition\":%" PRId32 ",\"offset\":%" PRId64 ",\"timestamp_ms\":%" PRId64 ",\"key\":",
+        d->partition, d->offset, d->timestamp_ms);
     sch_json_bytes(f, &d->key);
     fputs(",\"value\":", f);
     sch_json_bytes(f, &d->value);

@@ -16,7 +16,7 @@
 
 #include <stdio.h>
 
-void sch_json_str(FILE *f, const sch_str *s);   /* "..." or null */
+void sch_json_str(FILE *f, const sch_str *s);        /* "..." or null */
 void sch_json_hex(FILE *f, const char *p, size_t n); /* "0a1b..." */
 void sch_json_turn(FILE *f, const sch_turn *t);
 void sch_json_chunk(FILE *f, const sch_chunk *c);

@@ -29,8 +29,7 @@ unsigned char *mp_build(size_t *len, const char *fmt, ...) {
                 char *end;
                 long want = strtol(f + 1, &end, 10);
                 if (want != n) {
-                    fprintf(stderr, "mp_build: %c%ld given count %d\n",
-                            letter, want, n);
+                    fprintf(stderr, "mp_build: %c%ld given count %d\n", letter, want, n);
                     abort();
                 }
                 f = end - 1;
@@ -70,9 +69,7 @@ unsigned char *mp_build(size_t *len, const char *fmt, ...) {
         case 't': msgpack_pack_true(&pk); break;
         case 'F': msgpack_pack_false(&pk); break;
         case 'n': msgpack_pack_nil(&pk); break;
-        default:
-            fprintf(stderr, "mp_build: bad format letter '%c'\n", *f);
-            abort();
+        default: fprintf(stderr, "mp_build: bad format letter '%c'\n", *f); abort();
         }
     }
     va_end(ap);

@@ -23,33 +23,31 @@ static inline bool sch_test_zero(const void *p, size_t n) {
 
 /* Decode bytes built from the format with sch_<kind>_decode under limits
  * lim (NULL = defaults) and require error code `code`. */
-#define SCH_EXPECT_ERR(kind, lim, code, ...)                                   \
-    do {                                                                       \
-        size_t n_;                                                             \
-        unsigned char *b_ = mp_build(&n_, __VA_ARGS__);                        \
-        sch_##kind o_;                                                         \
-        char e_[256] = "";                                                     \
-        int rc_ = sch_##kind##_decode(b_, n_, (lim), &o_, e_, sizeof e_);      \
-        bool z_ = sch_test_zero(&o_, sizeof o_);                               \
-        free(b_);                                                              \
-        if (rc_ == 0) sch_##kind##_free(&o_);                                  \
-        if (rc_ != (code))                                                     \
-            PT_FAIL("expected %s, got %s (%s)", sch_err_name(code),            \
-                    sch_err_name(rc_), e_);                                    \
-        PT_ASSERT_MSG(z_, "output not zeroed after error");                    \
-        PT_ASSERT_MSG(e_[0] != 0, "no error message");                         \
+#define SCH_EXPECT_ERR(kind, lim, code, ...)                                                \
+    do {                                                                                    \
+        size_t n_;                                                                          \
+        unsigned char *b_ = mp_build(&n_, __VA_ARGS__);                                     \
+        sch_##kind o_;                                                                      \
+        char e_[256] = "";                                                                  \
+        int rc_ = sch_##kind##_decode(b_, n_, (lim), &o_, e_, sizeof e_);                   \
+        bool z_ = sch_test_zero(&o_, sizeof o_);                                            \
+        free(b_);                                                                           \
+        if (rc_ == 0) sch_##kind##_free(&o_);                                               \
+        if (rc_ != (code))                                                                  \
+            PT_FAIL("expected %s, got %s (%s)", sch_err_name(code), sch_err_name(rc_), e_); \
+        PT_ASSERT_MSG(z_, "output not zeroed after error");                                 \
+        PT_ASSERT_MSG(e_[0] != 0, "no error message");                                      \
     } while (0)
 
 /* Decode bytes built from the format into *out (must succeed). */
-#define SCH_DECODE_OK(kind, lim, out, ...)                                     \
-    do {                                                                       \
-        size_t n_;                                                             \
-        unsigned char *b_ = mp_build(&n_, __VA_ARGS__);                        \
-        char e_[256] = "";                                                     \
-        int rc_ = sch_##kind##_decode(b_, n_, (lim), (out), e_, sizeof e_);    \
-        free(b_);                                                              \
-        if (rc_ != 0)                                                          \
-            PT_FAIL("decode failed: %s (%s)", sch_err_name(rc_), e_);          \
+#define SCH_DECODE_OK(kind, lim, out, ...)                                      \
+    do {                                                                        \
+        size_t n_;                                                              \
+        unsigned char *b_ = mp_build(&n_, __VA_ARGS__);                         \
+        char e_[256] = "";                                                      \
+        int rc_ = sch_##kind##_decode(b_, n_, (lim), (out), e_, sizeof e_);     \
+        free(b_);                                                               \
+        if (rc_ != 0) PT_FAIL("decode failed: %s (%s)", sch_err_name(rc_), e_); \
     } while (0)
 
 /* Common ChatTurn pieces: v + ids (3 entries) and one user message. */

@@ -108,8 +108,7 @@ static void print_limits(void) {
     fputc('{', stdout);
     for (size_t i = 0; i < N_LIM; i++) {
         const char *p = (const char *)&lim + lim_fields[i].off;
-        unsigned long long v = lim_fields[i].is32 ? *(const uint32_t *)p
-                                                  : *(const size_t *)p;
+        unsigned long long v = lim_fields[i].is32 ? *(const uint32_t *)p : *(const size_t *)p;
         printf("%s\"%s\":%llu", i ? "," : "", lim_fields[i].name, v);
     }
     puts("}");
@@ -119,8 +118,8 @@ static void print_codes(void) {
     fputc('[', stdout);
     for (size_t i = 0; i < sch_err_count(); i++) {
         int c = sch_err_code_at(i);
-        printf("%s{\"code\":%d,\"name\":\"%s\",\"description\":\"%s\"}",
-               i ? "," : "", c, sch_err_name(c), sch_err_describe(c));
+        printf("%s{\"code\":%d,\"name\":\"%s\",\"description\":\"%s\"}", i ? "," : "", c,
+               sch_err_name(c), sch_err_describe(c));
     }
     puts("]");
 }
@@ -134,9 +133,8 @@ static void print_error(FILE *f, int rc, const char *msg) {
 
 /* Decode buf as kind; on success write the view to json or re-encode into
  * out (when out != NULL).  Returns the decode (or encode) status. */
-static int run_decode(int kind, const char *buf, size_t len,
-                      const sch_limits *lim, sch_buf *out, FILE *json,
-                      char *err, size_t errlen) {
+static int run_decode(int kind, const char *buf, size_t len, const sch_limits *lim, sch_buf *out,
+                      FILE *json, char *err, size_t errlen) {
     int rc;
     switch (kind) {
     case 0: {
@@ -157,8 +155,7 @@ static int run_decode(int kind, const char *buf, size_t len,
     }
     case 2: {
         sch_result x;
-        if ((rc = sch_result_decode(buf, len, lim, &x, err, errlen)))
-            return rc;
+        if ((rc = sch_result_decode(buf, len, lim, &x, err, errlen))) return rc;
         if (out) rc = sch_result_encode(&x, out, err, errlen);
         else sch_json_result(json, &x);
         sch_result_free(&x);
@@ -208,8 +205,7 @@ static int cmd_decode(int kind, int argc, char **argv, int reencode) {
         free(buf);
         return 1;
     }
-    int rc = run_decode(kind, buf, len, &lim, reencode ? &out : NULL, json,
-                        err, sizeof err);
+    int rc = run_decode(kind, buf, len, &lim, reencode ? &out : NULL, json, err, sizeof err);
     free(buf);
     if (json) fclose(json);
     if (rc) {
@@ -237,10 +233,8 @@ int main(int argc, char **argv) {
     if (argc < 3) return usage();
     int kind = kind_of(argv[2]);
     if (kind < 0) return usage();
-    if (!strcmp(argv[1], "decode"))
-        return cmd_decode(kind, argc - 3, argv + 3, 0);
-    if (!strcmp(argv[1], "reencode"))
-        return cmd_decode(kind, argc - 3, argv + 3, 1);
+    if (!strcmp(argv[1], "decode")) return cmd_decode(kind, argc - 3, argv + 3, 0);
+    if (!strcmp(argv[1], "reencode")) return cmd_decode(kind, argc - 3, argv + 3, 1);
     if (!strcmp(argv[1], "sample") && argc == 4)
         return sch_tool_sample(kind, strtoull(argv[3], NULL, 0));
     return usage();

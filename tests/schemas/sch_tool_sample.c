@@ -39,10 +39,25 @@ static char *take(size_t n) {
 
 /* Random text of up to max_chars characters; ids = no control chars. */
 static sch_str text(size_t max_chars, int id) {
-    static const char *const pieces[] = {
-        "a", "Z", "0", " ", "~", "\"", "\\", "/", "\xc3\xa9", "\xdf\xbf",
-        "\xe2\x82\xac", "\xef\xbf\xbf", "\xee\x80\x80", "\xf0\x9f\x98\x80",
-        "\xf4\x8f\xbf\xbf", "\n", "\t", "\x01", "\x7f"};
+    static const char *const pieces[] = {"a",
+                                         "Z",
+                                         "0",
+                                         " ",
+                                         "~",
+                                         "\"",
+                                         "\\",
+                                         "/",
+                                         "\xc3\xa9",
+                                         "\xdf\xbf",
+                                         "\xe2\x82\xac",
+                                         "\xef\xbf\xbf",
+                                         "\xee\x80\x80",
+                                         "\xf0\x9f\x98\x80",
+                                         "\xf4\x8f\xbf\xbf",
+                                         "\n",
+                                         "\t",
+                                         "\x01",
+                                         "\x7f"};
     size_t npieces = sizeof pieces / sizeof pieces[0] - (id ? 4 : 0);
     size_t n = below(max_chars + 1) + (id ? 1 : 0);
     char *p = take(n * 4 + 2), *o = p;
@@ -76,8 +91,7 @@ static sch_str from_set(const char *set, size_t max) {
 static uint32_t *tokens(size_t n) {
     uint32_t *t = (uint32_t *)(void *)take((n + 1) * 4 + 4);
     t = (uint32_t *)(((uintptr_t)t + 3) & ~(uintptr_t)3);
-    for (size_t i = 0; i < n; i++)
-        t[i] = (uint32_t)(below(3) ? below(1000) : below(0x80000000u));
+    for (size_t i = 0; i < n; i++) t[i] = (uint32_t)(below(3) ? below(1000) : below(0x80000000u));
     return t;
 }
 

@@ -109,14 +109,13 @@ PT_TEST(json_golden_vectors) {
 PT_TEST(json_turn_fields) {
     char err[256];
     sch_turn t;
-    const char *s =
-        "{\"v\":1,\"conversation_id\":\"c\\u00e9\",\"turn_id\":\"t\","
-        "\"messages\":[{\"role\":\"system\",\"content\":\"a\\u0000b\"},"
-        "{\"role\":\"user\",\"content\":\"hi\",\"name\":\"x\"}],"
-        "\"params\":{\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
-        "\"seed\":9223372036854775807,\"stop\":[\"x\",\"yz\"]},"
-        "\"stream\":true,\"namespace\":\"ns-1\",\"deadline_ms\":null,"
-        "\"unknown\":{\"deep\":[1,2.5,null,true]}}";
+    const char *s = "{\"v\":1,\"conversation_id\":\"c\\u00e9\",\"turn_id\":\"t\","
+                    "\"messages\":[{\"role\":\"system\",\"content\":\"a\\u0000b\"},"
+                    "{\"role\":\"user\",\"content\":\"hi\",\"name\":\"x\"}],"
+                    "\"params\":{\"max_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
+                    "\"seed\":9223372036854775807,\"stop\":[\"x\",\"yz\"]},"
+                    "\"stream\":true,\"namespace\":\"ns-1\",\"deadline_ms\":null,"
+                    "\"unknown\":{\"deep\":[1,2.5,null,true]}}";
     PT_EQ_INT(decode_json(s, &t, err, sizeof err), 0);
     PT_EQ_INT(t.conversation_id.len, 3);
     PT_ASSERT(!memcmp(t.conversation_id.ptr, "c\xc3\xa9", 3));
@@ -169,8 +168,7 @@ PT_TEST(json_turn_errors_and_limits) {
     PT_EQ_INT(decode_json(big, &t, err, sizeof err), SCH_E_BAD_KEY);
     PT_EQ_INT(decode_json("{\"v\":1,\"x\":1e999}", &t, err, sizeof err), SCH_E_OUT_OF_RANGE);
     PT_EQ_INT(decode_json("null", &t, err, sizeof err), SCH_E_NOT_MAP);
-    PT_EQ_INT(sch_turn_decode_json(NULL, 3, NULL, &t, err, sizeof err),
-              SCH_E_INVALID_ARGUMENT);
+    PT_EQ_INT(sch_turn_decode_json(NULL, 3, NULL, &t, err, sizeof err), SCH_E_INVALID_ARGUMENT);
     /* the error message is ASCII even when jansson quotes input bytes */
     PT_EQ_INT(decode_json("{\"v\":1, \xc3\xa9}", &t, err, sizeof err), SCH_E_BAD_JSON);
     for (const char *p = err; *p; p++) PT_ASSERT((unsigned char)*p >= 0x20 && *p < 0x7f);
@@ -180,22 +178,26 @@ PT_TEST(json_content_type_and_accept) {
     char err[256];
     sch_format f;
     static const char *const json[] = {
-        "application/json", "Application/JSON", "application/json; charset=utf-8",
-        "application/json;charset=\"UTF-8\"", "application/json; v=1",
+        "application/json",
+        "Application/JSON",
+        "application/json; charset=utf-8",
+        "application/json;charset=\"UTF-8\"",
+        "application/json; v=1",
     };
     for (size_t i = 0; i < sizeof json / sizeof json[0]; i++) {
         f = SCH_FORMAT_MSGPACK;
-        PT_ASSERT_MSG(sch_content_type_format(json[i], strlen(json[i]), &f, err,
-                                              sizeof err) == 0, "%s: %s", json[i], err);
+        PT_ASSERT_MSG(sch_content_type_format(json[i], strlen(json[i]), &f, err, sizeof err) == 0,
+                      "%s: %s", json[i], err);
         PT_EQ_INT(f, SCH_FORMAT_JSON);
     }
-    PT_EQ_INT(sch_content_type_format(SCH_CONTENT_TYPE, strlen(SCH_CONTENT_TYPE), &f, err,
-                                      sizeof err), 0);
+    PT_EQ_INT(
+        sch_content_type_format(SCH_CONTENT_TYPE, strlen(SCH_CONTENT_TYPE), &f, err, sizeof err),
+        0);
     PT_EQ_INT(f, SCH_FORMAT_MSGPACK);
     PT_EQ_INT(sch_content_type_format(NULL, 0, &f, err, sizeof err), 0);
     PT_EQ_INT(f, SCH_FORMAT_MSGPACK);
-    PT_EQ_INT(sch_content_type_format("application/json; charset=latin-1", 33, &f, err,
-                                      sizeof err), SCH_E_UNSUPPORTED_CONTENT_TYPE);
+    PT_EQ_INT(sch_content_type_format("application/json; charset=latin-1", 33, &f, err, sizeof err),
+              SCH_E_UNSUPPORTED_CONTENT_TYPE);
     PT_EQ_INT(sch_content_type_format("application/json; v=2", 21, &f, err, sizeof err),
               SCH_E_UNSUPPORTED_VERSION);
     PT_EQ_INT(sch_content_type_format("text/json", 9, &f, err, sizeof err),
@@ -242,8 +244,7 @@ PT_TEST(json_result_and_chunk_output) {
     PT_EQ_INT(json_integer_value(json_array_get(json_object_get(j, "tokens"), 1)), 2147483647);
     PT_EQ_STR(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
               "E_INTERNAL");
-    PT_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "cached_tokens")),
-              4);
+    PT_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "cached_tokens")), 4);
     PT_EQ_INT(json_integer_value(json_object_get(j, "v")), 1);
     json_decref(j);
     /* 2^64-1 is written exactly (jansson itself stops at 2^63-1) */
@@ -281,8 +282,8 @@ PT_TEST(json_to_msgpack_types) {
     sch_buf_init(&b);
     const char *s = "[1, -1, 1.5, \"s\", true, false, null, {}, []]";
     PT_EQ_INT(sch_json_to_msgpack(s, strlen(s), NULL, &b, err, sizeof err), 0);
-    static const unsigned char want[] = {0x99, 0x01, 0xff, 0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0,
-                                         0, 0xa1, 's', 0xc3, 0xc2, 0xc0, 0x80, 0x90};
+    static const unsigned char want[] = {0x99, 0x01, 0xff, 0xcb, 0x3f, 0xf8, 0,    0,    0,   0,
+                                         0,    0,    0xa1, 's',  0xc3, 0xc2, 0xc0, 0x80, 0x90};
     PT_EQ_INT(b.len, sizeof want);
     PT_ASSERT(!memcmp(b.data, want, sizeof want));
     PT_EQ_INT(sch_json_to_msgpack("[9223372036854775808]", 21, NULL, &b, err, sizeof err),

@@ -42,9 +42,8 @@ PT_TEST(chunk_round_trip) {
     sch_chunk_free(&out);
     /* empty text and no tokens; `last` defaults to false */
     sch_chunk k;
-    SCH_DECODE_OK(chunk, NULL, &k, "M7 " C_BASE "su su ss sA0", 7,
-                  C_BASE_ARGS, "attempt", 1, "seq", 0, "text", "", "tokens",
-                  0);
+    SCH_DECODE_OK(chunk, NULL, &k, "M7 " C_BASE "su su ss sA0", 7, C_BASE_ARGS, "attempt", 1, "seq",
+                  0, "text", "", "tokens", 0);
     PT_ASSERT(!k.last && k.tokens == NULL && k.n_tokens == 0);
     PT_EQ_INT(k.text.len, 0);
     sch_chunk_free(&k);
@@ -57,28 +56,22 @@ PT_TEST(chunk_errors) {
     sch_limits_default(&lim);
     lim.max_tokens = 2;
     lim.max_content_bytes = 3;
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_MISSING_FIELD, "M6 " C_BASE "su su ss",
-                   6, C_BASE_ARGS, "attempt", 1, "seq", 0, "text", "x");
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_MISSING_FIELD, "M6 " C_BASE "su ss sA0",
-                   6, C_BASE_ARGS, "attempt", 1, "text", "x", "tokens", 0);
-    SCH_EXPECT_ERR(chunk, &lim, SCH_E_TOO_MANY_TOKENS,
-                   "M7 " C_BASE "su su ss sA3 uuu", 7, C_BASE_ARGS, "attempt",
-                   1, "seq", 0, "text", "x", "tokens", 3, 1, 2, 3);
-    SCH_EXPECT_ERR(chunk, &lim, SCH_E_CONTENT_TOO_LONG,
-                   "M7 " C_BASE "su su ss sA0", 7, C_BASE_ARGS, "attempt", 1,
-                   "seq", 0, "text", "abcd", "tokens", 0);
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_BAD_UTF8, "M7 " C_BASE "su su ss sA0",
-                   7, C_BASE_ARGS, "attempt", 1, "seq", 0, "text", "\xc3",
-                   "tokens", 0);
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_OUT_OF_RANGE,
-                   "M7 " C_BASE "si su ss sA0", 7, C_BASE_ARGS, "attempt",
-                   (int64_t)-3, "seq", 0, "text", "", "tokens", 0);
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_WRONG_TYPE,
-                   "M8 " C_BASE "su su ss sA0 su", 8, C_BASE_ARGS, "attempt",
-                   1, "seq", 0, "text", "", "tokens", 0, "last", 1);
-    SCH_EXPECT_ERR(chunk, NULL, SCH_E_UNSUPPORTED_VERSION,
-                   "M7 su ss ss su su ss sA0", 7, "v", 3, "conversation_id",
-                   "c", "turn_id", "t", "attempt", 1, "seq", 0, "text", "",
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_MISSING_FIELD, "M6 " C_BASE "su su ss", 6, C_BASE_ARGS,
+                   "attempt", 1, "seq", 0, "text", "x");
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_MISSING_FIELD, "M6 " C_BASE "su ss sA0", 6, C_BASE_ARGS,
+                   "attempt", 1, "text", "x", "tokens", 0);
+    SCH_EXPECT_ERR(chunk, &lim, SCH_E_TOO_MANY_TOKENS, "M7 " C_BASE "su su ss sA3 uuu", 7,
+                   C_BASE_ARGS, "attempt", 1, "seq", 0, "text", "x", "tokens", 3, 1, 2, 3);
+    SCH_EXPECT_ERR(chunk, &lim, SCH_E_CONTENT_TOO_LONG, "M7 " C_BASE "su su ss sA0", 7, C_BASE_ARGS,
+                   "attempt", 1, "seq", 0, "text", "abcd", "tokens", 0);
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_BAD_UTF8, "M7 " C_BASE "su su ss sA0", 7, C_BASE_ARGS,
+                   "attempt", 1, "seq", 0, "text", "\xc3", "tokens", 0);
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_OUT_OF_RANGE, "M7 " C_BASE "si su ss sA0", 7, C_BASE_ARGS,
+                   "attempt", (int64_t)-3, "seq", 0, "text", "", "tokens", 0);
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_WRONG_TYPE, "M8 " C_BASE "su su ss sA0 su", 8, C_BASE_ARGS,
+                   "attempt", 1, "seq", 0, "text", "", "tokens", 0, "last", 1);
+    SCH_EXPECT_ERR(chunk, NULL, SCH_E_UNSUPPORTED_VERSION, "M7 su ss ss su su ss sA0", 7, "v", 3,
+                   "conversation_id", "c", "turn_id", "t", "attempt", 1, "seq", 0, "text", "",
                    "tokens", 0);
 }
 
@@ -111,8 +104,7 @@ PT_TEST(result_round_trip) {
     sch_buf_init(&b2);
     sch_result_sample(&in, toks, 2);
     PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), 0);
-    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err),
-              0);
+    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err), 0);
     PT_EQ_STR(out.text.ptr, in.text.ptr);
     PT_EQ_INT(out.n_tokens, 2);
     PT_EQ_INT(out.tokens[1], 6);
@@ -137,8 +129,7 @@ PT_TEST(result_round_trip) {
     in.error_code = SCH_E_CONTEXT_OVERFLOW;
     in.error_message = sch_str_c("prompt of 9000 tokens exceeds 8192");
     PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), 0);
-    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err),
-              0);
+    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err), 0);
     PT_ASSERT(out.has_error);
     PT_EQ_INT(out.error_code, SCH_E_CONTEXT_OVERFLOW);
     PT_EQ_STR(out.error_name.ptr, "E_CONTEXT_OVERFLOW");
@@ -148,22 +139,19 @@ PT_TEST(result_round_trip) {
     /* a code name from a newer writer is kept as text */
     in.error_name = sch_str_c("E_FROM_THE_FUTURE");
     PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), 0);
-    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err),
-              0);
+    PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &out, err, sizeof err), 0);
     PT_EQ_INT(out.error_code, SCH_E_UNKNOWN);
     PT_EQ_STR(out.error_name.ptr, "E_FROM_THE_FUTURE");
     sch_result_free(&out);
     /* encoder refusals */
     in.has_error = false;
-    PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err),
-              SCH_E_MISSING_FIELD);
+    PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), SCH_E_MISSING_FIELD);
     in.has_error = true;
     in.error_name = sch_str_c("lower_case");
     PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), SCH_E_BAD_VALUE);
     in.error_name.ptr = NULL;
     in.cached_tokens = 1001;
-    PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err),
-              SCH_E_OUT_OF_RANGE);
+    PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), SCH_E_OUT_OF_RANGE);
     in.cached_tokens = 0;
     in.finish_reason = (sch_finish)9;
     PT_EQ_INT(sch_result_encode(&in, &b, err, sizeof err), SCH_E_BAD_VALUE);
@@ -174,55 +162,42 @@ PT_TEST(result_round_trip) {
 
 /* Result fields after v/ids/attempt/text/tokens: format and args. */
 #define R_HEAD "su ss ss su ss sA0 "
-#define R_HEAD_ARGS                                                            \
-    "v", 1, "conversation_id", "c", "turn_id", "t", "attempt", 1, "text",      \
-        "x", "tokens", 0
+#define R_HEAD_ARGS \
+    "v", 1, "conversation_id", "c", "turn_id", "t", "attempt", 1, "text", "x", "tokens", 0
 #define R_USAGE "s M3 su su su s M3 su su su "
-#define R_USAGE_ARGS(p, c)                                                     \
-    "usage", 3, "prompt_tokens", (p), "cached_tokens", (c),                    \
-        "completion_tokens", 1, "timing", 3, "queue_ms", 0, "ttft_ms", 0,      \
-        "total_ms", 0
+#define R_USAGE_ARGS(p, c)                                                                       \
+    "usage", 3, "prompt_tokens", (p), "cached_tokens", (c), "completion_tokens", 1, "timing", 3, \
+        "queue_ms", 0, "ttft_ms", 0, "total_ms", 0
 
 PT_TEST(result_errors) {
     sch_result r;
-    SCH_DECODE_OK(result, NULL, &r, "M10 " R_HEAD "ss " R_USAGE "ss", 10,
-                  R_HEAD_ARGS, "finish_reason", "stop", R_USAGE_ARGS(4, 4),
-                  "worker", "w");
+    SCH_DECODE_OK(result, NULL, &r, "M10 " R_HEAD "ss " R_USAGE "ss", 10, R_HEAD_ARGS,
+                  "finish_reason", "stop", R_USAGE_ARGS(4, 4), "worker", "w");
     PT_EQ_INT(r.finish_reason, SCH_FINISH_STOP);
     sch_result_free(&r);
-    SCH_EXPECT_ERR(result, NULL, SCH_E_BAD_VALUE,
-                   "M10 " R_HEAD "ss " R_USAGE "ss", 10, R_HEAD_ARGS,
+    SCH_EXPECT_ERR(result, NULL, SCH_E_BAD_VALUE, "M10 " R_HEAD "ss " R_USAGE "ss", 10, R_HEAD_ARGS,
                    "finish_reason", "done", R_USAGE_ARGS(4, 4), "worker", "w");
-    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD,
-                   "M10 " R_HEAD "ss " R_USAGE "ss", 10, R_HEAD_ARGS,
-                   "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker",
-                   "w");
-    SCH_EXPECT_ERR(result, NULL, SCH_E_OUT_OF_RANGE,
-                   "M10 " R_HEAD "ss " R_USAGE "ss", 10, R_HEAD_ARGS,
-                   "finish_reason", "stop", R_USAGE_ARGS(4, 5), "worker", "w");
-    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD,
-                   "M9 " R_HEAD "ss " R_USAGE, 9, R_HEAD_ARGS,
+    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD, "M10 " R_HEAD "ss " R_USAGE "ss", 10,
+                   R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker", "w");
+    SCH_EXPECT_ERR(result, NULL, SCH_E_OUT_OF_RANGE, "M10 " R_HEAD "ss " R_USAGE "ss", 10,
+                   R_HEAD_ARGS, "finish_reason", "stop", R_USAGE_ARGS(4, 5), "worker", "w");
+    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD, "M9 " R_HEAD "ss " R_USAGE, 9, R_HEAD_ARGS,
                    "finish_reason", "stop", R_USAGE_ARGS(4, 4));
-    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD,
-                   "M9 " R_HEAD "ss s M2 su su ss", 9, R_HEAD_ARGS,
-                   "finish_reason", "stop", "usage", 2, "prompt_tokens", 1,
+    SCH_EXPECT_ERR(result, NULL, SCH_E_MISSING_FIELD, "M9 " R_HEAD "ss s M2 su su ss", 9,
+                   R_HEAD_ARGS, "finish_reason", "stop", "usage", 2, "prompt_tokens", 1,
                    "cached_tokens", 0, "worker", "w");
-    SCH_EXPECT_ERR(result, NULL, SCH_E_BAD_VALUE,
-                   "M11 " R_HEAD "ss " R_USAGE "ss s M2 ss ss", 11,
-                   R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4),
-                   "worker", "w", "error", 2, "code", "e-bad", "message", "m");
-    SCH_EXPECT_ERR(result, NULL, SCH_E_WRONG_TYPE,
-                   "M11 " R_HEAD "ss " R_USAGE "ss ss", 11, R_HEAD_ARGS,
-                   "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker", "w",
+    SCH_EXPECT_ERR(result, NULL, SCH_E_BAD_VALUE, "M11 " R_HEAD "ss " R_USAGE "ss s M2 ss ss", 11,
+                   R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker", "w",
+                   "error", 2, "code", "e-bad", "message", "m");
+    SCH_EXPECT_ERR(result, NULL, SCH_E_WRONG_TYPE, "M11 " R_HEAD "ss " R_USAGE "ss ss", 11,
+                   R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker", "w",
                    "error", "E_INTERNAL");
     sch_limits lim;
     sch_limits_default(&lim);
     lim.max_text_bytes = 2;
-    SCH_EXPECT_ERR(result, &lim, SCH_E_STRING_TOO_LONG,
-                   "M11 " R_HEAD "ss " R_USAGE "ss s M2 ss ss", 11,
-                   R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4),
-                   "worker", "w", "error", 2, "code", "E_INTERNAL", "message",
-                   "abc");
+    SCH_EXPECT_ERR(result, &lim, SCH_E_STRING_TOO_LONG, "M11 " R_HEAD "ss " R_USAGE "ss s M2 ss ss",
+                   11, R_HEAD_ARGS, "finish_reason", "error", R_USAGE_ARGS(4, 4), "worker", "w",
+                   "error", 2, "code", "E_INTERNAL", "message", "abc");
 }
 
 PT_TEST(dead_round_trip) {
@@ -307,44 +282,35 @@ PT_TEST(dead_round_trip) {
 }
 
 #define D_HEAD "su ss ss ss su su "
-#define D_HEAD_ARGS                                                            \
-    "v", 1, "reason", "r", "error_code", "E_INTERNAL", "topic", "t",           \
-        "partition", 0, "offset", 5
+#define D_HEAD_ARGS \
+    "v", 1, "reason", "r", "error_code", "E_INTERNAL", "topic", "t", "partition", 0, "offset", 5
 
 PT_TEST(dead_errors) {
     sch_limits lim;
     sch_limits_default(&lim);
     lim.max_headers = 1;
     sch_dead d;
-    SCH_DECODE_OK(dead, &lim, &d, "M7 " D_HEAD "s A1 A2 sn", 7, D_HEAD_ARGS,
-                  "headers", 1, 2, "h");
+    SCH_DECODE_OK(dead, &lim, &d, "M7 " D_HEAD "s A1 A2 sn", 7, D_HEAD_ARGS, "headers", 1, 2, "h");
     PT_EQ_INT(d.n_headers, 1);
     PT_ASSERT(d.headers[0].value.ptr == NULL);
     sch_dead_free(&d);
-    SCH_EXPECT_ERR(dead, &lim, SCH_E_TOO_MANY_HEADERS,
-                   "M7 " D_HEAD "s A2 A2 sn A2 sn", 7, D_HEAD_ARGS, "headers",
-                   2, 2, "a", 2, "b");
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_WRONG_TYPE, "M7 " D_HEAD "s A1 A1 s", 7,
-                   D_HEAD_ARGS, "headers", 1, 1, "a");
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_WRONG_TYPE, "M7 " D_HEAD "s A1 A2 uu", 7,
-                   D_HEAD_ARGS, "headers", 1, 2, 1, 2);
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE, "M8 " D_HEAD "sB su", 8,
-                   D_HEAD_ARGS, "value", "abc", (size_t)3, "value_size", 2);
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE,
-                   "M6 su ss ss ss si su", 6, "v", 1, "reason", "r",
-                   "error_code", "E_X", "topic", "t", "partition",
-                   (int64_t)-1, "offset", 0);
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE,
-                   "M6 su ss ss ss sU su", 6, "v", 1, "reason", "r",
-                   "error_code", "E_X", "topic", "t", "partition",
-                   (uint64_t)1 << 31, "offset", 0);
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_MISSING_FIELD, "M5 su ss ss ss su", 5,
-                   "v", 1, "reason", "r", "error_code", "E_X", "topic", "t",
-                   "partition", 0);
-    SCH_EXPECT_ERR(dead, NULL, SCH_E_BAD_VALUE, "M6 su ss ss ss su su", 6,
-                   "v", 1, "reason", "r", "error_code", "", "topic", "t",
-                   "partition", 0, "offset", 0);
+    SCH_EXPECT_ERR(dead, &lim, SCH_E_TOO_MANY_HEADERS, "M7 " D_HEAD "s A2 A2 sn A2 sn", 7,
+                   D_HEAD_ARGS, "headers", 2, 2, "a", 2, "b");
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_WRONG_TYPE, "M7 " D_HEAD "s A1 A1 s", 7, D_HEAD_ARGS,
+                   "headers", 1, 1, "a");
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_WRONG_TYPE, "M7 " D_HEAD "s A1 A2 uu", 7, D_HEAD_ARGS,
+                   "headers", 1, 2, 1, 2);
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE, "M8 " D_HEAD "sB su", 8, D_HEAD_ARGS, "value",
+                   "abc", (size_t)3, "value_size", 2);
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE, "M6 su ss ss ss si su", 6, "v", 1, "reason", "r",
+                   "error_code", "E_X", "topic", "t", "partition", (int64_t)-1, "offset", 0);
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_OUT_OF_RANGE, "M6 su ss ss ss sU su", 6, "v", 1, "reason", "r",
+                   "error_code", "E_X", "topic", "t", "partition", (uint64_t)1 << 31, "offset", 0);
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_MISSING_FIELD, "M5 su ss ss ss su", 5, "v", 1, "reason", "r",
+                   "error_code", "E_X", "topic", "t", "partition", 0);
+    SCH_EXPECT_ERR(dead, NULL, SCH_E_BAD_VALUE, "M6 su ss ss ss su su", 6, "v", 1, "reason", "r",
+                   "error_code", "", "topic", "t", "partition", 0, "offset", 0);
     lim.max_content_bytes = 2;
-    SCH_EXPECT_ERR(dead, &lim, SCH_E_CONTENT_TOO_LONG, "M7 " D_HEAD "sB", 7,
-                   D_HEAD_ARGS, "key", "abc", (size_t)3);
+    SCH_EXPECT_ERR(dead, &lim, SCH_E_CONTENT_TOO_LONG, "M7 " D_HEAD "sB", 7, D_HEAD_ARGS, "key",
+                   "abc", (size_t)3);
 }

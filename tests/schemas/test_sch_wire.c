@@ -17,11 +17,20 @@ static bool ref_utf8(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i], need, cp;
-        if (c < 0x80) { i++; continue; }
-        if ((c & 0xE0) == 0xC0) { need = 1; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { need = 2; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { need = 3; cp = c & 0x07; }
-        else return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xE0) == 0xC0) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            need = 2;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            need = 3;
+            cp = c & 0x07;
+        } else return false;
         if (i + need >= n) return false;
         for (unsigned k = 1; k <= need; k++) {
             if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -43,12 +52,10 @@ PT_TEST(utf8_matches_reference) {
         for (size_t i = 0; i < n; i++) {
             uint64_t r = pt_rand();
             /* bias towards lead/continuation bytes and their edges */
-            static const unsigned char pick[] = {
-                0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1,
-                0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1,
-                0xf3, 0xf4, 0xf5, 0xff};
-            buf[i] = (r & 1) ? (unsigned char)(r >> 8)
-                             : pick[(r >> 8) % sizeof pick];
+            static const unsigned char pick[] = {0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf,
+                                                 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed,
+                                                 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff};
+            buf[i] = (r & 1) ? (unsigned char)(r >> 8) : pick[(r >> 8) % sizeof pick];
         }
         bool a = sch_utf8_valid((const char *)buf, n);
         bool b = ref_utf8(buf, n);
@@ -110,17 +117,15 @@ PT_TEST(content_type) {
         {"application/x-parley+msgpack; v=", SCH_E_UNSUPPORTED_CONTENT_TYPE},
         {"application/x-parley+msgpack; v=1.", SCH_E_UNSUPPORTED_CONTENT_TYPE},
         {"application/x-parley+msgpack; v=1x", SCH_E_UNSUPPORTED_CONTENT_TYPE},
-        {"application/x-parley+msgpack; v=99999999999999999999",
-         SCH_E_UNSUPPORTED_CONTENT_TYPE},
+        {"application/x-parley+msgpack; v=99999999999999999999", SCH_E_UNSUPPORTED_CONTENT_TYPE},
     };
     char err[256];
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        PT_ASSERT_MSG(sch_content_type_check(ok[i], strlen(ok[i]), err,
-                                             sizeof err) == 0,
-                      "%s: %s", ok[i], err);
+        PT_ASSERT_MSG(sch_content_type_check(ok[i], strlen(ok[i]), err, sizeof err) == 0, "%s: %s",
+                      ok[i], err);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        PT_ASSERT_MSG(sch_content_type_check(bad[i].v, strlen(bad[i].v), err,
-                                             sizeof err) == bad[i].code,
+        PT_ASSERT_MSG(sch_content_type_check(bad[i].v, strlen(bad[i].v), err, sizeof err) ==
+                          bad[i].code,
                       "%s", bad[i].v);
     PT_EQ_INT(sch_content_type_check(NULL, 0, err, sizeof err), 0);
 }
@@ -128,8 +133,7 @@ PT_TEST(content_type) {
 PT_TEST(traceparent) {
     const char *good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     PT_EQ_INT(sch_traceparent_check(good, strlen(good)), 0);
-    const char *future =
-        "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
+    const char *future = "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
     PT_EQ_INT(sch_traceparent_check(future, strlen(future)), 0);
     static const char *const bad[] = {
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
@@ -142,40 +146,38 @@ PT_TEST(traceparent) {
         "",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        PT_ASSERT_MSG(sch_traceparent_check(bad[i], strlen(bad[i])) ==
-                          SCH_E_BAD_VALUE,
-                      "%s", bad[i]);
+        PT_ASSERT_MSG(sch_traceparent_check(bad[i], strlen(bad[i])) == SCH_E_BAD_VALUE, "%s",
+                      bad[i]);
     PT_EQ_INT(sch_traceparent_check(NULL, 0), SCH_E_BAD_VALUE);
 }
 
 PT_TEST(scan_every_type_in_unknown_fields) {
     /* one unknown field holding every msgpack type with every width */
     static const unsigned char vals[] = {
-        0xdc, 0x00, 0x1c,                               /* array16 of 28 */
-        0x00, 0x7f, 0xe0, 0xc0, 0xc2, 0xc3,             /* fixint, nil, bools */
-        0xcc, 1, 0xcd, 0, 1, 0xce, 0, 0, 0, 1,           /* uint8/16/32 */
-        0xcf, 0, 0, 0, 0, 0, 0, 0, 1,                   /* uint64 */
-        0xd0, 0x80, 0xd1, 0, 1, 0xd2, 0, 0, 0, 1,        /* int8/16/32 */
-        0xd3, 0, 0, 0, 0, 0, 0, 0, 1,                   /* int64 */
-        0xca, 0, 0, 0, 0, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, /* floats */
-        0xd9, 1, 'a', 0xda, 0, 1, 'b', 0xdb, 0, 0, 0, 1, 'c', /* str8/16/32 */
-        0xc4, 1, 0, 0xc5, 0, 1, 0, 0xc6, 0, 0, 0, 1, 0, /* bin8/16/32 */
-        0xd4, 1, 0, 0xd8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-        0xc7, 1, 5, 0, 0xc8, 0, 1, 5, 0, 0xc9, 0, 0, 0, 1, 5, 0, /* ext */
-        0xde, 0, 0,                                     /* map16 empty */
+        0xdc, 0x00, 0x1c,                                     /* array16 of 28 */
+        0x00, 0x7f, 0xe0, 0xc0, 0xc2, 0xc3,                   /* fixint, nil, bools */
+        0xcc, 1,    0xcd, 0,    1,    0xce, 0,    0,    0, 1, /* uint8/16/32 */
+        0xcf, 0,    0,    0,    0,    0,    0,    0,    1,    /* uint64 */
+        0xd0, 0x80, 0xd1, 0,    1,    0xd2, 0,    0,    0, 1, /* int8/16/32 */
+        0xd3, 0,    0,    0,    0,    0,    0,    0,    1,    /* int64 */
+        0xca, 0,    0,    0,    0,    0xcb, 0,    0,    0, 0, 0, 0,    0,   0, /* floats */
+        0xd9, 1,    'a',  0xda, 0,    1,    'b',  0xdb, 0, 0, 0, 1,    'c',    /* str8/16/32 */
+        0xc4, 1,    0,    0xc5, 0,    1,    0,    0xc6, 0, 0, 0, 1,    0,      /* bin8/16/32 */
+        0xd4, 1,    0,    0xd8, 1,    0,    0,    0,    0, 0, 0, 0,    0,   0, 0, 0, 0, 0, 0,
+        0,    0,    0xc7, 1,    5,    0,    0xc8, 0,    1, 5, 0, 0xc9, 0,   0, 0, 1, 5, 0, /* ext */
+        0xde, 0,    0, /* map16 empty */
     };
     sch_turn t;
-    SCH_DECODE_OK(turn, NULL, &t, "M5 " T_BASE T_MSG1 "s r", 5, T_BASE_ARGS,
-                  T_MSG1_ARGS, "all", vals, sizeof vals);
+    SCH_DECODE_OK(turn, NULL, &t, "M5 " T_BASE T_MSG1 "s r", 5, T_BASE_ARGS, T_MSG1_ARGS, "all",
+                  vals, sizeof vals);
     sch_turn_free(&t);
     /* each cut inside that field is reported as truncation */
     size_t n;
-    unsigned char *b = mp_build(&n, "M5 " T_BASE T_MSG1 "s r", 5, T_BASE_ARGS,
-                                T_MSG1_ARGS, "all", vals, sizeof vals);
+    unsigned char *b = mp_build(&n, "M5 " T_BASE T_MSG1 "s r", 5, T_BASE_ARGS, T_MSG1_ARGS, "all",
+                                vals, sizeof vals);
     char err[256];
     for (size_t k = n - sizeof vals; k < n; k++)
-        PT_EQ_INT(sch_turn_decode(b, k, NULL, &t, err, sizeof err),
-                  SCH_E_TRUNCATED);
+        PT_EQ_INT(sch_turn_decode(b, k, NULL, &t, err, sizeof err), SCH_E_TRUNCATED);
     free(b);
 }
 
@@ -191,8 +193,7 @@ static int sch_try(int kind, const unsigned char *buf, size_t len) {
         if (!(rc = sch_turn_decode(buf, len, NULL, &x, err, sizeof err))) {
             rc = sch_turn_encode(&x, &out, err, sizeof err);
             sch_turn_free(&x);
-            if (!rc) rc = sch_turn_decode(out.data, out.len, NULL, &x, err,
-                                          sizeof err);
+            if (!rc) rc = sch_turn_decode(out.data, out.len, NULL, &x, err, sizeof err);
             if (!rc) sch_turn_free(&x);
             if (rc) rc = 1000;
         }
@@ -288,15 +289,17 @@ PT_TEST(mutations_never_crash) {
             switch (rr & 3) {
             case 0: m[at] ^= (unsigned char)(1u << ((rr >> 8) & 7)); break;
             case 1: m[at] = (unsigned char)(rr >> 8); break;
-            case 2: len = at; break;                         /* truncate */
+            case 2: len = at; break; /* truncate */
             default:
                 if (len < sizeof m) m[len++] = (unsigned char)(rr >> 8);
             }
             if (len == 0) break;
         }
         int rc = sch_try(kind, m, len);
-        PT_ASSERT_MSG(rc != 1000, "kind %d iter %d: decoded but re-encode "
-                      "failed", kind, iter);
+        PT_ASSERT_MSG(rc != 1000,
+                      "kind %d iter %d: decoded but re-encode "
+                      "failed",
+                      kind, iter);
         PT_ASSERT(rc <= 0 && rc >= SCH_E_UNKNOWN);
         if (rc == 0) decoded++;
         else failed++;

@@ -33,14 +33,26 @@ static eng_tok *make_bpe(eng_tok_pre pre) {
         types[n] = ENG_TOK_TYPE_NORMAL;
         toks[n++] = store[b];
     }
-    const char *extra[] = {"he", "ll", "hell", "\xc4\xa0t", "\xc4\xa0the", "th", "the", "\xc4\xa0\xc4\xa0"};
+    const char *extra[] = {"he",          "ll", "hell", "\xc4\xa0t",
+                           "\xc4\xa0the", "th", "the",  "\xc4\xa0\xc4\xa0"};
     for (int i = 0; i < 8; i++) types[n] = ENG_TOK_TYPE_NORMAL, toks[n++] = extra[i];
-    const char *sp[] = {"<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
-                        "<|im_start|>", "<|im_end|>"};
+    const char *sp[] = {"<|begin_of_text|>", "<|eot_id|>",   "<|start_header_id|>",
+                        "<|end_header_id|>", "<|im_start|>", "<|im_end|>"};
     for (int i = 0; i < 6; i++) types[n] = ENG_TOK_TYPE_CONTROL, toks[n++] = sp[i];
-    const char *merges[] = {"h e", "l l", "he ll", "\xc4\xa0 t", "t h", "th e", "\xc4\xa0t he", "\xc4\xa0 \xc4\xa0"};
-    eng_tok_spec s = {.model = ENG_TOK_MODEL_BPE, .pre = pre, .n_tokens = n, .tokens = toks, .types = types,
-                      .n_merges = 8, .merges = merges, .bos = 264, .eos = 265, .eot = 265, .unk = -1, .pad = -1,
+    const char *merges[] = {"h e", "l l",  "he ll",        "\xc4\xa0 t",
+                            "t h", "th e", "\xc4\xa0t he", "\xc4\xa0 \xc4\xa0"};
+    eng_tok_spec s = {.model = ENG_TOK_MODEL_BPE,
+                      .pre = pre,
+                      .n_tokens = n,
+                      .tokens = toks,
+                      .types = types,
+                      .n_merges = 8,
+                      .merges = merges,
+                      .bos = 264,
+                      .eos = 265,
+                      .eot = 265,
+                      .unk = -1,
+                      .pad = -1,
                       .ignore_merges = pre == ENG_TOK_PRE_LLAMA3};
     eng_tok *t = NULL;
     if (eng_tok_load_spec(&s, &t, NULL, 0) != 0) abort();
@@ -54,15 +66,40 @@ static eng_tok *make_spm(bool prefix) {
     int32_t types[300];
     int n = 0;
     const char *sp[] = {"<unk>", "<s>", "</s>", "<start_of_turn>", "<end_of_turn>"};
-    for (int i = 0; i < 5; i++) toks[n] = sp[i], scores[n] = 0, types[n++] = i ? ENG_TOK_TYPE_CONTROL : ENG_TOK_TYPE_UNKNOWN;
+    for (int i = 0; i < 5; i++)
+        toks[n] = sp[i], scores[n] = 0,
+        types[n++] = i ? ENG_TOK_TYPE_CONTROL : ENG_TOK_TYPE_UNKNOWN;
     for (int b = 0; b < 256; b++) {
         snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
         toks[n] = bytes[b], scores[n] = 0, types[n++] = ENG_TOK_TYPE_BYTE;
     }
-    const char *w[] = {"\xe2\x96\x81", "a", "b", "ab", "\xe2\x96\x81" "a", "\xe2\x96\x81" "ab", "\xe4\xb8\xad", "<", "s", ">", "<s"};
-    for (int i = 0; i < 11; i++) toks[n] = w[i], scores[n] = -(float)i, types[n++] = ENG_TOK_TYPE_NORMAL;
-    eng_tok_spec s = {.model = ENG_TOK_MODEL_SPM, .n_tokens = n, .tokens = toks, .scores = scores, .types = types,
-                      .bos = 1, .eos = 2, .eot = 4, .unk = 0, .pad = -1, .add_bos = true, .add_space_prefix = prefix};
+    const char *w[] = {"\xe2\x96\x81",
+                       "a",
+                       "b",
+                       "ab",
+                       "\xe2\x96\x81"
+                       "a",
+                       "\xe2\x96\x81"
+                       "ab",
+                       "\xe4\xb8\xad",
+                       "<",
+                       "s",
+                       ">",
+                       "<s"};
+    for (int i = 0; i < 11; i++)
+        toks[n] = w[i], scores[n] = -(float)i, types[n++] = ENG_TOK_TYPE_NORMAL;
+    eng_tok_spec s = {.model = ENG_TOK_MODEL_SPM,
+                      .n_tokens = n,
+                      .tokens = toks,
+                      .scores = scores,
+                      .types = types,
+                      .bos = 1,
+                      .eos = 2,
+                      .eot = 4,
+                      .unk = 0,
+                      .pad = -1,
+                      .add_bos = true,
+                      .add_space_prefix = prefix};
     eng_tok *t = NULL;
     if (eng_tok_load_spec(&s, &t, NULL, 0) != 0) abort();
     return t;
@@ -101,8 +138,9 @@ static void fuzz_encode(eng_tok *t, const char *d, size_t n, int flags) {
     if (!valid_utf8(out, need)) abort();
     /* lossless except that SPM spells spaces as U+2581, so a literal U+2581
      * in the text comes back as a space (as with HF) */
-    bool lossless = !(flags & ENG_TOK_PARSE_SPECIAL) && valid_utf8(d, n) &&
-                    !(eng_tok_model_kind(t) == ENG_TOK_MODEL_SPM && memmem(d, n, "\xe2\x96\x81", 3));
+    bool lossless =
+        !(flags & ENG_TOK_PARSE_SPECIAL) && valid_utf8(d, n) &&
+        !(eng_tok_model_kind(t) == ENG_TOK_MODEL_SPM && memmem(d, n, "\xe2\x96\x81", 3));
     if (lossless && (need != n || memcmp(out, d, n) != 0)) abort();
     free(out);
     free(ids);
@@ -125,7 +163,8 @@ static void fuzz_decode(eng_tok *t, const uint8_t *d, size_t n, int flags) {
     size_t cap = eng_tok_stream_cap(t), cl = 0, got;
     char *chunk = malloc(cap);
     for (int i = 0; i <= k; i++) {
-        rc = i < k ? eng_tok_stream_push(&s, ids[i], chunk, cap, &got) : eng_tok_stream_flush(&s, chunk, cap, &got);
+        rc = i < k ? eng_tok_stream_push(&s, ids[i], chunk, cap, &got)
+                   : eng_tok_stream_flush(&s, chunk, cap, &got);
         if (rc || !valid_utf8(chunk, got) || cl + got > need) abort();
         memcpy(cat + cl, chunk, got);
         cl += got;
@@ -150,14 +189,18 @@ static void fuzz_template(const char *d, size_t n) {
         pos += len + 1;
     }
     for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_GEMMA2; f++) {
-        eng_tok *t = (f == ENG_TMPL_LLAMA2 || f == ENG_TMPL_GEMMA || f == ENG_TMPL_GEMMA2) ? spm[0] : bpe[0];
+        eng_tok *t =
+            (f == ENG_TMPL_LLAMA2 || f == ENG_TMPL_GEMMA || f == ENG_TMPL_GEMMA2) ? spm[0] : bpe[0];
         size_t need;
         int nid;
         char err[128];
-        int rc = eng_tmpl_render_text((eng_tmpl_format)f, t, m, nm, true, NULL, 0, &need, err, sizeof err);
+        int rc = eng_tmpl_render_text((eng_tmpl_format)f, t, m, nm, true, NULL, 0, &need, err,
+                                      sizeof err);
         if (rc != 0 && rc != ENG_TMPL_ENOSPC && rc != ENG_TMPL_EROLE) abort();
-        rc = eng_tmpl_render_ids((eng_tmpl_format)f, t, m, nm, true, NULL, 0, &nid, err, sizeof err);
-        if (rc != 0 && rc != ENG_TMPL_ENOSPC && rc != ENG_TMPL_EROLE && rc != ENG_TMPL_EVOCAB) abort();
+        rc =
+            eng_tmpl_render_ids((eng_tmpl_format)f, t, m, nm, true, NULL, 0, &nid, err, sizeof err);
+        if (rc != 0 && rc != ENG_TMPL_ENOSPC && rc != ENG_TMPL_EROLE && rc != ENG_TMPL_EVOCAB)
+            abort();
     }
     eng_tmpl_format f;
     eng_tmpl_recognise(d, n, &f, NULL, 0);
@@ -172,7 +215,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     switch (sel % 4) {
     case 0: fuzz_encode(bpe[(sel >> 2) % 3], d, n, (sel & 0x40) ? ENG_TOK_PARSE_SPECIAL : 0); break;
     case 1: fuzz_encode(spm[(sel >> 2) & 1], d, n, (sel & 0x40) ? ENG_TOK_PARSE_SPECIAL : 0); break;
-    case 2: fuzz_decode((sel >> 2) & 1 ? spm[(sel >> 3) & 1] : bpe[0], (const uint8_t *)d, n, (sel >> 4) & 1); break;
+    case 2:
+        fuzz_decode((sel >> 2) & 1 ? spm[(sel >> 3) & 1] : bpe[0], (const uint8_t *)d, n,
+                    (sel >> 4) & 1);
+        break;
     default: fuzz_template(d, n); break;
     }
     return 0;

@@ -9,7 +9,8 @@
 
 #include "eng_template.h"
 
-#define M(r, c) {r, sizeof(r) - 1, c, sizeof(c) - 1}
+#define M(r, c) \
+    { r, sizeof(r) - 1, c, sizeof(c) - 1 }
 
 static const char *render(eng_tmpl_format f, const eng_tmpl_msg *m, int n, bool gen, int *rc) {
     static char out[4096];
@@ -37,15 +38,17 @@ PT_TEST(llama2_text_and_alternation) {
     render(ENG_TMPL_LLAMA2, bad, 2, false, &rc);
     PT_EQ_INT(rc, ENG_TMPL_EROLE);
     eng_tmpl_msg blank[] = {M("system", "S"), M("user", " \n")};
-    PT_EQ_STR(render(ENG_TMPL_LLAMA2, blank, 2, false, &rc), "<s>[INST] <<SYS>>\nS\n<</SYS>> [/INST]");
+    PT_EQ_STR(render(ENG_TMPL_LLAMA2, blank, 2, false, &rc),
+              "<s>[INST] <<SYS>>\nS\n<</SYS>> [/INST]");
 }
 
 PT_TEST(gemma_folds_system) {
     eng_tmpl_msg m[] = {M("system", "S"), M("user", "q"), M("assistant", "a")};
     int rc;
-    PT_EQ_STR(render(ENG_TMPL_GEMMA, m, 3, true, &rc),
-              "<bos><start_of_turn>user\nS\n\nq<end_of_turn>\n<start_of_turn>model\na<end_of_turn>\n"
-              "<start_of_turn>model\n");
+    PT_EQ_STR(
+        render(ENG_TMPL_GEMMA, m, 3, true, &rc),
+        "<bos><start_of_turn>user\nS\n\nq<end_of_turn>\n<start_of_turn>model\na<end_of_turn>\n"
+        "<start_of_turn>model\n");
     eng_tmpl_msg bad[] = {M("assistant", "a")};
     render(ENG_TMPL_GEMMA, bad, 1, false, &rc);
     PT_EQ_INT(rc, ENG_TMPL_EROLE);
@@ -66,24 +69,27 @@ PT_TEST(chatml_text) {
 PT_TEST(recognise_and_names) {
     eng_tmpl_format f;
     char err[512];
-    const char *chatml = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                         "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
-                         "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    const char *chatml =
+        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+        "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|im_start|>assistant\\n' }}{% endif %}";
     PT_EQ_INT(eng_tmpl_recognise(chatml, strlen(chatml), &f, err, sizeof err), 0);
     PT_EQ_INT(f, ENG_TMPL_CHATML);
     /* reformatted with whitespace control: still recognised */
-    const char *ws = "{%- for message in messages -%}\n  {{ '<|im_start|>' + message['role'] + '\\n' + "
-                     "message['content'] + '<|im_end|>' + '\\n' }}\n{%- endfor -%}{% if add_generation_prompt %}"
-                     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+    const char *ws =
+        "{%- for message in messages -%}\n  {{ '<|im_start|>' + message['role'] + '\\n' + "
+        "message['content'] + '<|im_end|>' + '\\n' }}\n{%- endfor -%}{% if add_generation_prompt %}"
+        "{{ '<|im_start|>assistant\\n' }}{% endif %}";
     PT_EQ_INT(eng_tmpl_recognise(ws, strlen(ws), &f, err, sizeof err), 0);
     /* real newlines in the literals instead of \n escapes (as parley
      * mkmodel writes Llama 3's template): the same template */
-    const char *nl = "{% set loop_messages = messages %}{% for message in loop_messages %}"
-                     "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
-                     "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
-                     "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
-                     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
-                     "{% endif %}";
+    const char *nl =
+        "{% set loop_messages = messages %}{% for message in loop_messages %}"
+        "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+        "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+        "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+        "{% endif %}";
     PT_EQ_INT(eng_tmpl_recognise(nl, strlen(nl), &f, err, sizeof err), 0);
     PT_EQ_INT(f, ENG_TMPL_LLAMA3);
     /* a changed literal is not */

@@ -16,14 +16,26 @@
 
 /* ---- UTF-8 replacement: expected values from Python's errors="replace" ---- */
 PT_TEST(utf8_sanitize_matches_python) {
-    struct { const char *in; size_t n; const char *want; } cases[] = {
-        {"a\xff" "b", 3, "a\xEF\xBF\xBD" "b"},
-        {"\xe2\x82", 2, "\xEF\xBF\xBD"},                 /* truncated: one U+FFFD */
-        {"\xe2\x82" "A", 3, "\xEF\xBF\xBD" "A"},
+    struct {
+        const char *in;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"a\xff"
+         "b",
+         3,
+         "a\xEF\xBF\xBD"
+         "b"},
+        {"\xe2\x82", 2, "\xEF\xBF\xBD"}, /* truncated: one U+FFFD */
+        {"\xe2\x82"
+         "A",
+         3,
+         "\xEF\xBF\xBD"
+         "A"},
         {"\xed\xa0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* surrogate: 3 */
         {"\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80"},
         {"\xf0\x9f\x98", 3, "\xEF\xBF\xBD"},
-        {"\xc0\xaf", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"},     /* overlong */
+        {"\xc0\xaf", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"}, /* overlong */
         {"\xf4\x90\x80\x80", 4, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -38,18 +50,21 @@ PT_TEST(utf8_sanitize_matches_python) {
 
 PT_TEST(unicode_classes) {
     PT_ASSERT(tok_unicode_flags('a') & TOK_UF_L);
-    PT_ASSERT(tok_unicode_flags(0x4E2D) & TOK_UF_L);   /* CJK */
-    PT_ASSERT(tok_unicode_flags(0x0663) & TOK_UF_N);   /* Arabic-Indic 3 */
-    PT_ASSERT(tok_unicode_flags(0x00B2) & TOK_UF_N);   /* superscript two: No */
-    PT_ASSERT(tok_unicode_flags(0x0301) & TOK_UF_M);   /* combining acute */
+    PT_ASSERT(tok_unicode_flags(0x4E2D) & TOK_UF_L); /* CJK */
+    PT_ASSERT(tok_unicode_flags(0x0663) & TOK_UF_N); /* Arabic-Indic 3 */
+    PT_ASSERT(tok_unicode_flags(0x00B2) & TOK_UF_N); /* superscript two: No */
+    PT_ASSERT(tok_unicode_flags(0x0301) & TOK_UF_M); /* combining acute */
     PT_ASSERT(tok_unicode_flags(0x3000) & TOK_UF_WS);
     PT_ASSERT(!(tok_unicode_flags(0x1C) & TOK_UF_WS));
     PT_ASSERT(tok_unicode_flags(0x1C) & TOK_UF_PYSPACE);
-    PT_ASSERT(tok_unicode_flags(0x1F600) & TOK_UF_S);  /* emoji: So */
+    PT_ASSERT(tok_unicode_flags(0x1F600) & TOK_UF_S); /* emoji: So */
 }
 
 /* ---- pre-tokenizers ---- */
-typedef struct pieces { char v[64][32]; int n; } pieces;
+typedef struct pieces {
+    char v[64][32];
+    int n;
+} pieces;
 static int collect(void *ctx, const char *p, size_t n) {
     pieces *ps = ctx;
     if (ps->n < 64 && n < 32) {
@@ -69,7 +84,8 @@ static void check_split(eng_tok_pre pre, const char *text, const char *const *wa
 
 PT_TEST(pre_llama3) {
     /* expected: Python's `regex` module on Llama 3's pattern */
-    const char *w[] = {"Hello", " world", "'S", " ", "123", "456", "7", "  ", " x", "\n\n", "  ", " !?\n", "\t"};
+    const char *w[] = {"Hello", " world", "'S",   " ",  "123",   "456", "7",
+                       "  ",    " x",     "\n\n", "  ", " !?\n", "\t"};
     check_split(ENG_TOK_PRE_LLAMA3, "Hello world'S 1234567   x\n\n   !?\n\t", w, 13);
 }
 
@@ -97,11 +113,23 @@ static eng_tok *spm_vocab(bool prefix) {
         snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
         toks[n] = bytes[b], types[n] = ENG_TOK_TYPE_BYTE, scores[n++] = 0;
     }
-    const char *words[] = {"\xe2\x96\x81", "h", "e", "l", "o", "ll", "he", "hell", "hello", "\xe2\x96\x81hello", "\xe2\x96\x81h"};
+    const char *words[] = {"\xe2\x96\x81", "h",  "e",    "l",     "o",
+                           "ll",           "he", "hell", "hello", "\xe2\x96\x81hello",
+                           "\xe2\x96\x81h"};
     float ws[] = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11};
-    for (int i = 0; i < 11; i++) toks[n] = words[i], types[n] = ENG_TOK_TYPE_NORMAL, scores[n++] = ws[i];
-    eng_tok_spec sp = {.model = ENG_TOK_MODEL_SPM, .n_tokens = n, .tokens = toks, .scores = scores, .types = types,
-                       .bos = 1, .eos = 2, .eot = -1, .unk = 0, .pad = -1, .add_bos = true,
+    for (int i = 0; i < 11; i++)
+        toks[n] = words[i], types[n] = ENG_TOK_TYPE_NORMAL, scores[n++] = ws[i];
+    eng_tok_spec sp = {.model = ENG_TOK_MODEL_SPM,
+                       .n_tokens = n,
+                       .tokens = toks,
+                       .scores = scores,
+                       .types = types,
+                       .bos = 1,
+                       .eos = 2,
+                       .eot = -1,
+                       .unk = 0,
+                       .pad = -1,
+                       .add_bos = true,
                        .add_space_prefix = prefix};
     eng_tok *t;
     char err[128];
@@ -176,30 +204,45 @@ PT_TEST(bpe_merge_ranks) {
         toks[n++] = store[b];
     }
     /* merges: "l l" (rank 0), "h e" (1), "he ll" (2), "Ġ w" (3); "hell" + "o" missing */
-    toks[n++] = "ll", toks[n++] = "he", toks[n++] = "hell", toks[n++] = "\xc4\xa0w", toks[n++] = "<|eot_id|>";
+    toks[n++] = "ll", toks[n++] = "he", toks[n++] = "hell", toks[n++] = "\xc4\xa0w",
+    toks[n++] = "<|eot_id|>";
     int32_t types[300];
     for (int i = 0; i < n; i++) types[i] = i == n - 1 ? ENG_TOK_TYPE_CONTROL : ENG_TOK_TYPE_NORMAL;
     const char *merges[] = {"l l", "h e", "he ll", "\xc4\xa0 w"};
-    eng_tok_spec sp = {.model = ENG_TOK_MODEL_BPE, .pre = ENG_TOK_PRE_LLAMA3, .n_tokens = n, .tokens = toks,
-                       .types = types, .n_merges = 4, .merges = merges, .bos = -1, .eos = n - 1, .eot = n - 1,
-                       .unk = -1, .pad = -1, .ignore_merges = true};
+    eng_tok_spec sp = {.model = ENG_TOK_MODEL_BPE,
+                       .pre = ENG_TOK_PRE_LLAMA3,
+                       .n_tokens = n,
+                       .tokens = toks,
+                       .types = types,
+                       .n_merges = 4,
+                       .merges = merges,
+                       .bos = -1,
+                       .eos = n - 1,
+                       .eot = n - 1,
+                       .unk = -1,
+                       .pad = -1,
+                       .ignore_merges = true};
     eng_tok *t;
     char err[128];
     PT_ASSERT_MSG(eng_tok_load_spec(&sp, &t, err, sizeof err) == 0, "%s", err);
     int32_t ids[32];
     int cnt;
-    PT_EQ_INT(eng_tok_encode(t, "hello w<|eot_id|>", 17, ENG_TOK_PARSE_SPECIAL, ids, 32, &cnt, err, sizeof err), 0);
+    PT_EQ_INT(eng_tok_encode(t, "hello w<|eot_id|>", 17, ENG_TOK_PARSE_SPECIAL, ids, 32, &cnt, err,
+                             sizeof err),
+              0);
     PT_EQ_INT(cnt, 4);
-    PT_EQ_INT(ids[0], 258);       /* hell */
-    PT_EQ_INT(ids[1], 'o');       /* o */
-    PT_EQ_INT(ids[2], 259);       /* Ġw */
+    PT_EQ_INT(ids[0], 258); /* hell */
+    PT_EQ_INT(ids[1], 'o'); /* o */
+    PT_EQ_INT(ids[2], 259); /* Ġw */
     PT_EQ_INT(ids[3], n - 1);
     PT_ASSERT(eng_tok_is_eog(t, n - 1));
     char out[64];
     size_t len;
     PT_EQ_INT(eng_tok_decode(t, ids, cnt, 0, out, sizeof out, &len, err, sizeof err), 0);
     PT_EQ_STR(out, "hello w");
-    PT_EQ_INT(eng_tok_decode(t, ids, cnt, ENG_TOK_DECODE_SPECIAL, out, sizeof out, &len, err, sizeof err), 0);
+    PT_EQ_INT(
+        eng_tok_decode(t, ids, cnt, ENG_TOK_DECODE_SPECIAL, out, sizeof out, &len, err, sizeof err),
+        0);
     PT_EQ_STR(out, "hello w<|eot_id|>");
     /* every byte round-trips */
     char all[256];
@@ -213,9 +256,17 @@ PT_TEST(bpe_merge_ranks) {
 
 PT_TEST(load_rejects_bad_spec) {
     const char *toks[] = {"a", "b"};
-    eng_tok_spec sp = {.model = ENG_TOK_MODEL_BPE, .pre = ENG_TOK_PRE_GPT2, .n_tokens = 2, .tokens = toks,
-                       .n_merges = 1, .merges = (const char *const[]){"a c"}, .bos = 5, .eos = -1, .eot = -1,
-                       .unk = -1, .pad = -1};
+    eng_tok_spec sp = {.model = ENG_TOK_MODEL_BPE,
+                       .pre = ENG_TOK_PRE_GPT2,
+                       .n_tokens = 2,
+                       .tokens = toks,
+                       .n_merges = 1,
+                       .merges = (const char *const[]){"a c"},
+                       .bos = 5,
+                       .eos = -1,
+                       .eot = -1,
+                       .unk = -1,
+                       .pad = -1};
     eng_tok *t;
     char err[128];
     PT_EQ_INT(eng_tok_load_spec(&sp, &t, err, sizeof err), ENG_TOK_EFORMAT);
@@ -241,8 +292,8 @@ static void *thr_main(void *p) {
     for (int i = 0; i < 2000; i++) {
         int32_t ids[64];
         int n;
-        if (eng_tok_encode(a->t, thr_text, sizeof thr_text - 1, 0, ids, 64, &n, NULL, 0) != 0 || n != a->nref ||
-            memcmp(ids, a->ref, (size_t)n * sizeof *ids) != 0)
+        if (eng_tok_encode(a->t, thr_text, sizeof thr_text - 1, 0, ids, 64, &n, NULL, 0) != 0 ||
+            n != a->nref || memcmp(ids, a->ref, (size_t)n * sizeof *ids) != 0)
             a->ok = 0;
     }
     return NULL;
@@ -255,8 +306,9 @@ PT_TEST(shared_vocab_threads) {
     char err[128];
     for (int i = 0; i < 4; i++) {
         args[i].t = t;
-        PT_EQ_INT(eng_tok_encode(t, thr_text, sizeof thr_text - 1, 0, args[i].ref, 64, &args[i].nref, err,
-                                 sizeof err), 0);
+        PT_EQ_INT(eng_tok_encode(t, thr_text, sizeof thr_text - 1, 0, args[i].ref, 64,
+                                 &args[i].nref, err, sizeof err),
+                  0);
         PT_EQ_INT(pthread_create(&th[i], NULL, thr_main, &args[i]), 0);
     }
     for (int i = 0; i < 4; i++) {

@@ -33,11 +33,13 @@ static int load(int what, eng_tok **t, eng_gguf **g, char **mem, char *buf_err, 
     const char *merges[] = {what == BAD_MERGE ? "a zz" : "a b"};
     eng_gguf_writer *w;
     PT_EQ_INT(eng_gguf_writer_new(0, &w), 0);
-    if (what != NO_MODEL) eng_gguf_writer_add_str(w, "tokenizer.ggml.model", what == BAD_MODEL ? "bert" : "gpt2");
+    if (what != NO_MODEL)
+        eng_gguf_writer_add_str(w, "tokenizer.ggml.model", what == BAD_MODEL ? "bert" : "gpt2");
     if (what != NO_PRE) eng_gguf_writer_add_str(w, "tokenizer.ggml.pre", "llama-bpe");
     eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, (uint64_t)n);
     eng_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", ENG_GGUF_TYPE_I32, types, (uint64_t)n);
-    if (what == SCORES_LEN) eng_gguf_writer_add_arr(w, "tokenizer.ggml.scores", ENG_GGUF_TYPE_F32, scores, 3);
+    if (what == SCORES_LEN)
+        eng_gguf_writer_add_arr(w, "tokenizer.ggml.scores", ENG_GGUF_TYPE_F32, scores, 3);
     eng_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", merges, NULL, 1);
     eng_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", what == BAD_BOS ? 5000 : 257);
     eng_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 257);
@@ -61,7 +63,9 @@ PT_TEST(gguf_valid_vocab_loads) {
     PT_ASSERT_MSG(load(OK, &t, &g, &mem, err, sizeof err) == 0, "%s", err);
     int32_t ids[8];
     int n;
-    PT_EQ_INT(eng_tok_encode(t, "ab<|eot_id|>", 12, ENG_TOK_PARSE_SPECIAL, ids, 8, &n, err, sizeof err), 0);
+    PT_EQ_INT(
+        eng_tok_encode(t, "ab<|eot_id|>", 12, ENG_TOK_PARSE_SPECIAL, ids, 8, &n, err, sizeof err),
+        0);
     PT_EQ_INT(n, 2);
     PT_EQ_INT(ids[0], 256);
     PT_EQ_INT(ids[1], 257);
@@ -78,9 +82,16 @@ PT_TEST(gguf_valid_vocab_loads) {
 }
 
 PT_TEST(gguf_hostile_vocab_refused) {
-    struct { int what; const char *word; } cases[] = {
-        {NO_MODEL, "tokenizer.ggml.model"}, {BAD_MODEL, "supported"}, {NO_PRE, "tokenizer.ggml.pre"},
-        {BAD_TYPE, "token_type"},           {BAD_BOS, "bos"},         {BAD_MERGE, "merges"},
+    struct {
+        int what;
+        const char *word;
+    } cases[] = {
+        {NO_MODEL, "tokenizer.ggml.model"},
+        {BAD_MODEL, "supported"},
+        {NO_PRE, "tokenizer.ggml.pre"},
+        {BAD_TYPE, "token_type"},
+        {BAD_BOS, "bos"},
+        {BAD_MERGE, "merges"},
         {SCORES_LEN, "scores"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -50,7 +50,11 @@ static void puthex(const char *s, size_t n) {
 static int valid_utf8(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
-        int k = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        int k = c < 0x80                   ? 1
+                : (c >= 0xC2 && c <= 0xDF) ? 2
+                : (c >= 0xE0 && c <= 0xEF) ? 3
+                : (c >= 0xF0 && c <= 0xF4) ? 4
+                                           : 0;
         if (!k || i + (size_t)k > n) return 0;
         for (int j = 1; j < k; j++)
             if ((s[i + j] & 0xC0) != 0x80) return 0;
@@ -83,7 +87,8 @@ static int cmd_encode(eng_tok *t, int flags) {
         if (cnt < 0) return fprintf(stderr, "encode: %s\n", err), 1;
         ids = realloc(ids, ((size_t)cnt + 1) * sizeof *ids);
         int got;
-        if (eng_tok_encode(t, text, (size_t)tl, flags, ids, cnt, &got, err, sizeof err) != 0 || got != cnt)
+        if (eng_tok_encode(t, text, (size_t)tl, flags, ids, cnt, &got, err, sizeof err) != 0 ||
+            got != cnt)
             return fprintf(stderr, "encode: %s\n", err), 1;
         for (int i = 0; i < got; i++) printf(i ? " %d" : "%d", ids[i]);
         putchar('\n');
@@ -122,13 +127,15 @@ static int cmd_decode(eng_tok *t, int flags) {
         char *cat = malloc(need + 4);
         size_t cl = 0, got;
         for (int i = 0; i <= k; i++) {
-            rc = i < k ? eng_tok_stream_push(&s, ids[i], chunk, cap, &got) : eng_tok_stream_flush(&s, chunk, cap, &got);
+            rc = i < k ? eng_tok_stream_push(&s, ids[i], chunk, cap, &got)
+                       : eng_tok_stream_flush(&s, chunk, cap, &got);
             if (rc || !valid_utf8((unsigned char *)chunk, got) || cl + got > need)
                 return fprintf(stderr, "stream: bad chunk at %d (rc %d)\n", i, rc), 1;
             memcpy(cat + cl, chunk, got);
             cl += got;
         }
-        if (cl != need || memcmp(cat, out, need) != 0) return fprintf(stderr, "stream: differs from decode\n"), 1;
+        if (cl != need || memcmp(cat, out, need) != 0)
+            return fprintf(stderr, "stream: differs from decode\n"), 1;
         puthex(out, need);
         putchar('\n');
         free(cat);
@@ -152,7 +159,8 @@ static int cmd_render(eng_tok *t, eng_tmpl_format f, int gen) {
             char *colon = strchr(p, ':');
             if (!colon) return fprintf(stderr, "bad conversation line\n"), 1;
             char *comma = strchr(colon, ',');
-            size_t rl = (size_t)(colon - p), cl = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+            size_t rl = (size_t)(colon - p),
+                   cl = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
             msgs[nm].role = store + w;
             msgs[nm].role_len = (size_t)unhex(p, rl, store + w);
             w += msgs[nm].role_len;
@@ -208,8 +216,8 @@ static int cmd_bench(eng_tok *t, const char *path, int reps, double load_s) {
     for (int r = 0; r < reps; r++) n = eng_tok_count(t, buf, (size_t)sz, 0, err, sizeof err);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    printf("bytes %ld tokens %d seconds %.4f tokens_per_s %.0f load_seconds %.4f\n", sz, n, s / reps,
-           n / (s / reps), load_s);
+    printf("bytes %ld tokens %d seconds %.4f tokens_per_s %.0f load_seconds %.4f\n", sz, n,
+           s / reps, n / (s / reps), load_s);
     free(buf);
     return n < 0;
 }
@@ -217,7 +225,8 @@ static int cmd_bench(eng_tok *t, const char *path, int reps, double load_s) {
 int main(int argc, char **argv) {
     char err[512];
     if (argc < 3) {
-        fprintf(stderr, "usage: tok_tool encode|decode|render|detect|bench MODEL ... | recognise FILE\n");
+        fprintf(stderr,
+                "usage: tok_tool encode|decode|render|detect|bench MODEL ... | recognise FILE\n");
         return 2;
     }
     if (strcmp(argv[1], "recognise") == 0) {
@@ -235,7 +244,8 @@ int main(int argc, char **argv) {
     eng_tok *t;
     struct timespec l0, l1;
     clock_gettime(CLOCK_MONOTONIC, &l0);
-    if (eng_gguf_open(argv[2], &g, err, sizeof err) != 0) return fprintf(stderr, "gguf: %s\n", err), 1;
+    if (eng_gguf_open(argv[2], &g, err, sizeof err) != 0)
+        return fprintf(stderr, "gguf: %s\n", err), 1;
     if (eng_tok_load(g, &t, err, sizeof err) != 0) {
         printf("E %s\n", err);
         eng_gguf_close(g);

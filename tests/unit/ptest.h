@@ -40,58 +40,54 @@ extern int pt_failed_checks;
 void pt_register(const char *name, pt_fn fn);
 uint64_t pt_rand(void);
 
-#define PT_TEST(name)                                                          \
-    static void name(void);                                                    \
-    __attribute__((constructor)) static void pt_reg_##name(void) {             \
-        pt_register(#name, name);                                              \
-    }                                                                          \
+#define PT_TEST(name)                                                                          \
+    static void name(void);                                                                    \
+    __attribute__((constructor)) static void pt_reg_##name(void) { pt_register(#name, name); } \
     static void name(void)
 
-#define PT_FAIL(...)                                                           \
-    do {                                                                       \
-        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__);                      \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-        pt_failed_checks++;                                                    \
-        longjmp(pt_jmp, 1);                                                    \
+#define PT_FAIL(...)                                      \
+    do {                                                  \
+        fprintf(stderr, "  %s:%d: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                     \
+        fputc('\n', stderr);                              \
+        pt_failed_checks++;                               \
+        longjmp(pt_jmp, 1);                               \
     } while (0)
 
-#define PT_ASSERT(cond)                                                        \
-    do {                                                                       \
-        if (!(cond)) PT_FAIL("assertion failed: %s", #cond);                   \
+#define PT_ASSERT(cond)                                      \
+    do {                                                     \
+        if (!(cond)) PT_FAIL("assertion failed: %s", #cond); \
     } while (0)
 
-#define PT_ASSERT_MSG(cond, ...)                                               \
-    do {                                                                       \
-        if (!(cond)) PT_FAIL(__VA_ARGS__);                                     \
+#define PT_ASSERT_MSG(cond, ...)           \
+    do {                                   \
+        if (!(cond)) PT_FAIL(__VA_ARGS__); \
     } while (0)
 
-#define PT_EQ_INT(a, b)                                                        \
-    do {                                                                       \
-        long long pt_a_ = (long long)(a), pt_b_ = (long long)(b);              \
-        if (pt_a_ != pt_b_)                                                    \
-            PT_FAIL("%s == %s: %lld != %lld", #a, #b, pt_a_, pt_b_);           \
+#define PT_EQ_INT(a, b)                                                              \
+    do {                                                                             \
+        long long pt_a_ = (long long)(a), pt_b_ = (long long)(b);                    \
+        if (pt_a_ != pt_b_) PT_FAIL("%s == %s: %lld != %lld", #a, #b, pt_a_, pt_b_); \
     } while (0)
 
-#define PT_EQ_STR(a, b)                                                        \
-    do {                                                                       \
-        const char *pt_a_ = (a), *pt_b_ = (b);                                 \
-        if (!pt_a_ || !pt_b_ || strcmp(pt_a_, pt_b_))                          \
-            PT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b,                      \
-                    pt_a_ ? pt_a_ : "(null)", pt_b_ ? pt_b_ : "(null)");       \
+#define PT_EQ_STR(a, b)                                                             \
+    do {                                                                            \
+        const char *pt_a_ = (a), *pt_b_ = (b);                                      \
+        if (!pt_a_ || !pt_b_ || strcmp(pt_a_, pt_b_))                               \
+            PT_FAIL("%s == %s: \"%s\" != \"%s\"", #a, #b, pt_a_ ? pt_a_ : "(null)", \
+                    pt_b_ ? pt_b_ : "(null)");                                      \
     } while (0)
 
-#define PT_EQ_MEM(a, b, n)                                                     \
-    do {                                                                       \
-        if (memcmp((a), (b), (n))) PT_FAIL("%s and %s differ", #a, #b);        \
+#define PT_EQ_MEM(a, b, n)                                              \
+    do {                                                                \
+        if (memcmp((a), (b), (n))) PT_FAIL("%s and %s differ", #a, #b); \
     } while (0)
 
-#define PT_NEAR(a, b, tol)                                                     \
-    do {                                                                       \
-        double pt_a_ = (double)(a), pt_b_ = (double)(b);                       \
-        if (!(fabs(pt_a_ - pt_b_) <= (tol)))                                   \
-            PT_FAIL("%s ~ %s: %g vs %g (tol %g)", #a, #b, pt_a_, pt_b_,         \
-                    (double)(tol));                                            \
+#define PT_NEAR(a, b, tol)                                                              \
+    do {                                                                                \
+        double pt_a_ = (double)(a), pt_b_ = (double)(b);                                \
+        if (!(fabs(pt_a_ - pt_b_) <= (tol)))                                            \
+            PT_FAIL("%s ~ %s: %g vs %g (tol %g)", #a, #b, pt_a_, pt_b_, (double)(tol)); \
     } while (0)
 
 #ifdef PTEST_MAIN

@@ -16,10 +16,8 @@ static int expect_failure(void (*fn)(void)) {
     jmp_buf saved;
     int before = pt_failed_checks, caught = 0;
     memcpy(saved, pt_jmp, sizeof(jmp_buf));
-    if (setjmp(pt_jmp) == 0)
-        fn();
-    else
-        caught = pt_failed_checks == before + 1;
+    if (setjmp(pt_jmp) == 0) fn();
+    else caught = pt_failed_checks == before + 1;
     memcpy(pt_jmp, saved, sizeof(jmp_buf));
     pt_failed_checks = before;
     return caught;

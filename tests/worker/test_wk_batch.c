@@ -71,7 +71,7 @@ PT_TEST(ownership_and_generations) {
     PT_ASSERT(!wk_batch_current(&b, 2, 1));
     PT_EQ_INT(wk_batch_commit_position(&b, 2), -1);
     PT_EQ_INT(wk_batch_assign(&b, 2), 0);
-    PT_EQ_INT(b.gen[2], 3); /* assign, revoke, assign */
+    PT_EQ_INT(b.gen[2], 3);                 /* assign, revoke, assign */
     PT_ASSERT(!wk_batch_current(&b, 2, 1)); /* outcomes of the first assignment are stale */
     PT_ASSERT(wk_batch_current(&b, 2, 3));
     PT_EQ_INT(wk_batch_consume(&b, 2, 3, &gen), 0); /* offsets start anew */
@@ -137,8 +137,7 @@ PT_TEST(reconcile_drops_what_landed) {
         for (int64_t off = 0; off < 4; off++) PT_EQ_INT(wk_batch_consume(&b, p, off, &g[p]), 0);
     }
     for (int32_t p = 0; p < 3; p++)
-        for (int64_t off = 0; off < 4; off++)
-            wk_batch_add(&b, tb_out(p, off, g[p], off == 1), 0);
+        for (int64_t off = 0; off < 4; off++) wk_batch_add(&b, tb_out(p, off, g[p], off == 1), 0);
     /* partition 0 committed up to 2 (offsets 0, 1 visible: one result,
      * one DeadLetter), 1 unknown, 2 up to 4; entries beyond n are kept */
     int64_t committed[2] = {2, -1};
@@ -225,9 +224,9 @@ typedef struct tb_pending {
 /* The world: the worker's batch plus what the broker holds. */
 typedef struct tb_world {
     wk_batch b;
-    int visible[TB_P][TB_N];   /* committed outputs per input record */
-    int64_t committed[TB_P];   /* the group's committed offsets (-1 none) */
-    int64_t next[TB_P];        /* next offset the consumer fetches */
+    int visible[TB_P][TB_N]; /* committed outputs per input record */
+    int64_t committed[TB_P]; /* the group's committed offsets (-1 none) */
+    int64_t next[TB_P];      /* next offset the consumer fetches */
     tb_pending pend[TB_P * TB_N];
     int n_pend;
 } tb_world;
@@ -343,8 +342,10 @@ PT_TEST(random_run_is_exactly_once) {
         for (int32_t p = 0; p < TB_P; p++) {
             PT_EQ_INT(x.committed[p], TB_N);
             for (int i = 0; i < TB_N; i++)
-                PT_ASSERT_MSG(x.visible[p][i] == 1, "round %d: partition %d offset %d has %d "
-                              "visible outputs", round, (int)p, i, x.visible[p][i]);
+                PT_ASSERT_MSG(x.visible[p][i] == 1,
+                              "round %d: partition %d offset %d has %d "
+                              "visible outputs",
+                              round, (int)p, i, x.visible[p][i]);
         }
         wk_batch_free(&x.b);
     }

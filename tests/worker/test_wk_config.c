@@ -34,8 +34,8 @@ PT_TEST(defaults) {
     PT_ASSERT(n > 20);
     for (size_t i = 0; i < n; i++) {
         if (p[i].type == WK_PROP_REQ) continue;
-        PT_ASSERT_MSG(wk_config_set(c, p[i].name, p[i].def, "test", err, sizeof err) == 0,
-                      "%s: %s", p[i].name, err);
+        PT_ASSERT_MSG(wk_config_set(c, p[i].name, p[i].def, "test", err, sizeof err) == 0, "%s: %s",
+                      p[i].name, err);
         PT_ASSERT_MSG(p[i].doc && *p[i].doc, "%s has no doc", p[i].name);
     }
     wk_config_free(c);
@@ -52,13 +52,16 @@ PT_TEST(precedence_file_env_flags) {
     wk_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
     PT_EQ_INT(wk_config_load_file(c, path, err, sizeof err), 0);
-    char *env[] = {"PARLEY_WORKER_MAX_INFLIGHT=20", "PARLEY_SCHEDULER_STEP_TOKENS=128",
-                   "PARLEY_KAFKA_BOOTSTRAP_SERVERS=b:2", "PARLEY_TEST_KAFKA=ignored:1",
-                   "HOME=/root", NULL};
+    char *env[] = {"PARLEY_WORKER_MAX_INFLIGHT=20",
+                   "PARLEY_SCHEDULER_STEP_TOKENS=128",
+                   "PARLEY_KAFKA_BOOTSTRAP_SERVERS=b:2",
+                   "PARLEY_TEST_KAFKA=ignored:1",
+                   "HOME=/root",
+                   NULL};
     PT_EQ_INT(wk_config_load_env(c, env, err, sizeof err), 0);
     PT_EQ_INT(wk_config_set_pair(c, "scheduler.step_tokens=256", "flag", err, sizeof err), 0);
     PT_EQ_STR(wk_config_str(c, "model.path"), "/m.gguf");
-    PT_EQ_INT(wk_config_int(c, "worker.max_inflight"), 20);   /* env over file */
+    PT_EQ_INT(wk_config_int(c, "worker.max_inflight"), 20);    /* env over file */
     PT_EQ_INT(wk_config_int(c, "scheduler.step_tokens"), 256); /* flag over env */
     PT_EQ_INT((int)wk_config_kafka_count(c), 2);
     const char *k, *v;
@@ -82,9 +85,9 @@ PT_TEST(errors_name_key_and_source) {
     PT_EQ_INT(wk_config_set(c, "worker.max_inflight", "12x", "flag", err, sizeof err),
               WK_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "not an integer"));
-    PT_EQ_INT(wk_config_set(c, "worker.max_inflight", "99999999999999999999", "flag", err,
-                            sizeof err),
-              WK_CONFIG_EINVAL);
+    PT_EQ_INT(
+        wk_config_set(c, "worker.max_inflight", "99999999999999999999", "flag", err, sizeof err),
+        WK_CONFIG_EINVAL);
     PT_EQ_INT(wk_config_set(c, "cache.enabled", "maybe", "flag", err, sizeof err),
               WK_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "cache.enabled") && strstr(err, "boolean"));
@@ -129,9 +132,15 @@ static int validate_with(const char *const *kv) {
 }
 
 PT_TEST(redis_auth_and_tls_keys_validated_together) {
-    const char *ok[] = {"redis.addr=r:6380", "redis.user=parley", "redis.password=s3cret",
-                        "redis.tls=true", "redis.tls.ca=/ca.pem", "redis.tls.cert=/c.pem",
-                        "redis.tls.key=/k.pem", "redis.tls.server_name=redis.internal", NULL};
+    const char *ok[] = {"redis.addr=r:6380",
+                        "redis.user=parley",
+                        "redis.password=s3cret",
+                        "redis.tls=true",
+                        "redis.tls.ca=/ca.pem",
+                        "redis.tls.cert=/c.pem",
+                        "redis.tls.key=/k.pem",
+                        "redis.tls.server_name=redis.internal",
+                        NULL};
     PT_EQ_INT(validate_with(ok), 0);
     const char *cert_only[] = {"redis.addr=r:1", "redis.tls=on", "redis.tls.cert=/c.pem", NULL};
     PT_EQ_INT(validate_with(cert_only), WK_CONFIG_EINVAL);

@@ -48,8 +48,8 @@ typedef struct tw_opts {
 } tw_opts;
 
 /* Encode a prompt_tokens ChatTurn into b. */
-static void tw_encode(sch_buf *b, const char *conv, const char *tid, const uint32_t *toks,
-                      size_t n, const tw_opts *o) {
+static void tw_encode(sch_buf *b, const char *conv, const char *tid, const uint32_t *toks, size_t n,
+                      const tw_opts *o) {
     static const tw_opts none;
     if (!o) o = &none;
     sch_turn t;
@@ -181,8 +181,9 @@ PT_TEST(json_turn_and_json_reply) {
     tw_worker(&w);
     const char *js = "{\"v\":1,\"conversation_id\":\"cj\",\"turn_id\":\"tj\","
                      "\"prompt_tokens\":[1,2,3],\"params\":{\"max_tokens\":4}}";
-    wk_header h[] = {{SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE_JSON, strlen(SCH_CONTENT_TYPE_JSON)},
-                     {SCH_HEADER_ACCEPT, "application/json", 16}};
+    wk_header h[] = {
+        {SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE_JSON, strlen(SCH_CONTENT_TYPE_JSON)},
+        {SCH_HEADER_ACCEPT, "application/json", 16}};
     wk_record r = tw_rec("cj", js, strlen(js), h, 2);
     wk_turn *t = NULL;
     wk_out *o = NULL;
@@ -200,8 +201,8 @@ PT_TEST(json_turn_and_json_reply) {
 }
 
 PT_TEST(header_lookup_takes_the_last_exact_name) {
-    wk_header h[] = {{"accept", "a", 1}, {"Accept", "b", 1}, {"accept", "c", 1},
-                     {"content-type", NULL, 0}};
+    wk_header h[] = {
+        {"accept", "a", 1}, {"Accept", "b", 1}, {"accept", "c", 1}, {"content-type", NULL, 0}};
     wk_record r = tw_rec("k", NULL, 0, h, 4);
     const wk_header *x = wk_record_header(&r, "accept");
     PT_ASSERT(x && !memcmp(x->value, "c", 1));
@@ -421,14 +422,15 @@ static void tw_one_outcome(struct wk_worker *w, const wk_record *r) {
         char err[256];
         if (o->dlq) {
             sch_dead d;
-            PT_ASSERT_MSG(sch_dead_decode(o->val.data, o->val.len, NULL, &d, err, sizeof err) ==
-                              0, "%s", err);
+            PT_ASSERT_MSG(sch_dead_decode(o->val.data, o->val.len, NULL, &d, err, sizeof err) == 0,
+                          "%s", err);
             sch_dead_free(&d);
         }
         wk_out_free(o);
     } else {
         PT_ASSERT(t->n_prompt > 0 && t->n_prompt <= TW_CTX);
-        for (int i = 0; i < t->n_prompt; i++) PT_ASSERT(t->prompt[i] >= 0 && t->prompt[i] < TW_VOCAB);
+        for (int i = 0; i < t->n_prompt; i++)
+            PT_ASSERT(t->prompt[i] >= 0 && t->prompt[i] < TW_VOCAB);
         wk_turn_free(t);
     }
 }

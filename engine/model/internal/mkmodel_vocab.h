@@ -26,11 +26,11 @@
 #include "eng_gguf_write.h"
 
 typedef struct eng_mkvocab {
-    int n_vocab;      /* tokens */
-    char **tokens;    /* n_vocab UTF-8 strings (owned) */
-    int32_t *types;   /* n_vocab token types (1 normal, 3 control) */
-    int n_merges;     /* merges, rank order */
-    char **merges;    /* "a b" strings (owned) */
+    int n_vocab;       /* tokens */
+    char **tokens;     /* n_vocab UTF-8 strings (owned) */
+    int32_t *types;    /* n_vocab token types (1 normal, 3 control) */
+    int n_merges;      /* merges, rank order */
+    char **merges;     /* "a b" strings (owned) */
     int bos, eos, eot; /* special ids */
 } eng_mkvocab;
 

@@ -48,36 +48,36 @@ typedef struct sched_req {
     int preemptions;             /* times preempted */
     int want_logits;             /* copy logits into token events */
     void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);      /* completion callback */
-    void *user;                  /* callback argument */
-    int kv_live;                 /* kv is initialised */
-    eng_kvseq kv;                /* the sequence's KV (running only) */
-    float *logits;               /* n_vocab floats (running only) */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
+    void *user;                                                      /* callback argument */
+    int kv_live;                                                     /* kv is initialised */
+    eng_kvseq kv;  /* the sequence's KV (running only) */
+    float *logits; /* n_vocab floats (running only) */
 } sched_req;
 
 /* A callback event on the delivery queue. */
 typedef struct sched_event {
-    struct sched_event *next;    /* queue link */
-    int is_done;                 /* 0 token, 1 completion */
-    uint64_t id;                 /* request id */
-    void *user;                  /* callback argument */
+    struct sched_event *next;                                        /* queue link */
+    int is_done;                                                     /* 0 token, 1 completion */
+    uint64_t id;                                                     /* request id */
+    void *user;                                                      /* callback argument */
     void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);      /* completion callback */
-    int32_t token;               /* token event: the token */
-    int index;                   /* token event: its index */
-    float *logits;               /* token event: logits copy or NULL (owned) */
-    eng_sched_result res;        /* completion: result (tokens / error point into this event) */
-    int32_t *res_tokens;         /* completion: owned copy of the tokens */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
+    int32_t token;                                                   /* token event: the token */
+    int index;                                                       /* token event: its index */
+    float *logits;          /* token event: logits copy or NULL (owned) */
+    eng_sched_result res;   /* completion: result (tokens / error point into this event) */
+    int32_t *res_tokens;    /* completion: owned copy of the tokens */
     char error[PL_ERR_LEN]; /* completion: error text */
 } sched_event;
 
 /* The plain allocator used without a cache: malloc blocks, capped per kind. */
 typedef struct sched_budget {
-    eng_kv_allocator inner;      /* malloc allocator doing the work */
-    pthread_mutex_t mu;          /* guards the counters */
-    long cap[2];                 /* blocks allowed per kind */
-    long live[2];                /* blocks allocated now */
-    long peak[2];                /* highest live */
+    eng_kv_allocator inner; /* malloc allocator doing the work */
+    pthread_mutex_t mu;     /* guards the counters */
+    long cap[2];            /* blocks allowed per kind */
+    long live[2];           /* blocks allocated now */
+    long peak[2];           /* highest live */
 } sched_budget;
 
 struct eng_sched {
@@ -90,33 +90,33 @@ struct eng_sched {
     eng_kv_allocator alloc;      /* where sequences get blocks */
     sched_budget *budget;        /* plain allocator state (no cache) */
     long blocks_total[2];        /* usable blocks per kind */
-    int wb;                      /* blocks a local window spans (ceil(W/B)), 0 without local layers */
+    int wb; /* blocks a local window spans (ceil(W/B)), 0 without local layers */
 
-    pthread_mutex_t mu;          /* see the locking note */
-    pthread_cond_t cv;           /* loop wake-up: inbox, cancel, close */
+    pthread_mutex_t mu;            /* see the locking note */
+    pthread_cond_t cv;             /* loop wake-up: inbox, cancel, close */
     sched_req *inbox, *inbox_tail; /* submitted, not yet seen by the loop */
-    sched_req *live;             /* every request not yet finished */
-    int n_live;                  /* length of live */
-    uint64_t next_id;            /* next request id */
-    int closing;                 /* close requested */
-    int drain;                   /* close lets requests finish */
-    eng_sched_stats st;          /* counters (under mu) */
+    sched_req *live;               /* every request not yet finished */
+    int n_live;                    /* length of live */
+    uint64_t next_id;              /* next request id */
+    int closing;                   /* close requested */
+    int drain;                     /* close lets requests finish */
+    eng_sched_stats st;            /* counters (under mu) */
 
-    sched_req *waiting;          /* loop: waiting requests (unordered) */
-    sched_req *running;          /* loop: running requests, admission order */
-    uint64_t admit_counter;      /* loop: first-admission sequence */
-    uint64_t run_counter;        /* loop: admission sequence (incl. resumes) */
-    eng_seq_step *steps;         /* loop: batch under construction (max_running) */
-    sched_req **step_req;        /* loop: request of each step */
+    sched_req *waiting;     /* loop: waiting requests (unordered) */
+    sched_req *running;     /* loop: running requests, admission order */
+    uint64_t admit_counter; /* loop: first-admission sequence */
+    uint64_t run_counter;   /* loop: admission sequence (incl. resumes) */
+    eng_seq_step *steps;    /* loop: batch under construction (max_running) */
+    sched_req **step_req;   /* loop: request of each step */
 
-    pthread_mutex_t dmu;         /* guards the delivery queue */
-    pthread_cond_t dcv;          /* delivery wake-up */
-    sched_event *dq, *dq_tail;   /* delivery queue */
-    int dstop;                   /* delivery thread: exit once the queue is empty */
+    pthread_mutex_t dmu;       /* guards the delivery queue */
+    pthread_cond_t dcv;        /* delivery wake-up */
+    sched_event *dq, *dq_tail; /* delivery queue */
+    int dstop;                 /* delivery thread: exit once the queue is empty */
 
-    pthread_t loop_th, deliv_th; /* threads */
+    pthread_t loop_th, deliv_th;     /* threads */
     int loop_started, deliv_started; /* which threads run */
-    int closed;                  /* eng_sched_close finished */
+    int closed;                      /* eng_sched_close finished */
 };
 
 /* sched_loop.c: the loop thread's body. */

@@ -77,34 +77,35 @@ int tok_buf_put(tok_buf *b, const void *p, size_t n);
 
 /* ---- the vocabulary ---- */
 struct eng_tok {
-    eng_tok_model model;     /* SPM or BPE */
-    eng_tok_pre pre;         /* BPE pre-tokenizer */
-    int n_vocab;             /* number of tokens */
-    char *text_pool;         /* token texts, each NUL-terminated */
-    uint32_t *text_off;      /* per id: offset of its text in text_pool */
-    uint32_t *text_len;      /* per id: text length in bytes */
-    char *piece_pool;        /* per id decoded bytes (see eng_tok_piece) */
-    uint32_t *piece_off;     /* per id: offset in piece_pool */
-    uint32_t *piece_len;     /* per id: piece length */
-    float *scores;           /* per id score (SPM), NULL for BPE */
-    int32_t *types;          /* per id ENG_TOK_TYPE_* */
-    uint8_t *eog;            /* per id: 1 if end-of-generation */
-    int32_t *tmap;           /* text hash table: id or -1; size tmap_mask+1 */
-    uint32_t tmap_mask;      /* table size - 1 (power of two) */
-    uint64_t *mkey;          /* merge table keys: (left << 32 | right) + 1, 0 = empty */
-    int32_t *mrank;          /* merge rank per slot */
-    int32_t *mres;           /* merge result id per slot */
-    uint32_t mmask;          /* merge table size - 1 (0 when no table) */
-    int32_t byte_id[256];    /* SPM: id of <0xNN>; BPE: id of the one-byte token; -1 missing */
-    int32_t *special;        /* special token ids, by first byte then length desc */
-    int n_special;           /* entries in special */
-    int n_user_defined;      /* of which USER_DEFINED (matched even without ENG_TOK_PARSE_SPECIAL) */
-    int32_t special_start[257]; /* special[special_start[b] .. special_start[b+1]) start with byte b */
+    eng_tok_model model;  /* SPM or BPE */
+    eng_tok_pre pre;      /* BPE pre-tokenizer */
+    int n_vocab;          /* number of tokens */
+    char *text_pool;      /* token texts, each NUL-terminated */
+    uint32_t *text_off;   /* per id: offset of its text in text_pool */
+    uint32_t *text_len;   /* per id: text length in bytes */
+    char *piece_pool;     /* per id decoded bytes (see eng_tok_piece) */
+    uint32_t *piece_off;  /* per id: offset in piece_pool */
+    uint32_t *piece_len;  /* per id: piece length */
+    float *scores;        /* per id score (SPM), NULL for BPE */
+    int32_t *types;       /* per id ENG_TOK_TYPE_* */
+    uint8_t *eog;         /* per id: 1 if end-of-generation */
+    int32_t *tmap;        /* text hash table: id or -1; size tmap_mask+1 */
+    uint32_t tmap_mask;   /* table size - 1 (power of two) */
+    uint64_t *mkey;       /* merge table keys: (left << 32 | right) + 1, 0 = empty */
+    int32_t *mrank;       /* merge rank per slot */
+    int32_t *mres;        /* merge result id per slot */
+    uint32_t mmask;       /* merge table size - 1 (0 when no table) */
+    int32_t byte_id[256]; /* SPM: id of <0xNN>; BPE: id of the one-byte token; -1 missing */
+    int32_t *special;     /* special token ids, by first byte then length desc */
+    int n_special;        /* entries in special */
+    int n_user_defined;   /* of which USER_DEFINED (matched even without ENG_TOK_PARSE_SPECIAL) */
+    /* special[special_start[b] .. special_start[b+1]) start with byte b */
+    int32_t special_start[257];
     int32_t bos, eos, eot, unk, pad; /* special ids or -1 */
-    bool add_bos, add_eos;   /* model defaults */
-    bool add_space_prefix;   /* SPM: prepend ▁ to fragments */
-    bool ignore_merges;      /* BPE: whole-piece lookup first */
-    size_t max_piece;        /* longest piece in bytes */
+    bool add_bos, add_eos;           /* model defaults */
+    bool add_space_prefix;           /* SPM: prepend ▁ to fragments */
+    bool ignore_merges;              /* BPE: whole-piece lookup first */
+    size_t max_piece;                /* longest piece in bytes */
 };
 
 /* Id of token text s[0..n), or -1. */
@@ -121,11 +122,11 @@ int tok_pretokenize(eng_tok_pre pre, const char *text, size_t len, tok_piece_fn 
 /* ---- models ---- */
 /* Scratch reused across the words of one encode call. */
 typedef struct tok_scratch {
-    void *sym;      /* symbol array */
-    size_t sym_cap; /* bytes allocated for sym */
-    void *heap;     /* priority queue array */
-    size_t heap_cap;/* bytes allocated for heap */
-    tok_buf buf;    /* text scratch */
+    void *sym;       /* symbol array */
+    size_t sym_cap;  /* bytes allocated for sym */
+    void *heap;      /* priority queue array */
+    size_t heap_cap; /* bytes allocated for heap */
+    tok_buf buf;     /* text scratch */
 } tok_scratch;
 void tok_scratch_free(tok_scratch *s);
 

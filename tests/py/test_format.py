@@ -1,0 +1,68 @@
+"""The C and CUDA sources are in the style .clang-format writes down.
+
+clang-format comes from Debian (deploy/setup.sh installs it with the other
+apt packages).  Only one major version is accepted, because clang-format's
+output for the same options changes between releases: a file formatted by
+another major version would fail here for reasons unrelated to the
+change under test.  Re-format with
+
+    git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v unicode_tables.c | xargs clang-format -i
+
+engine/tok/unicode_tables.c is generated (tools' output, one table per
+line) and stays as written.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO_ROOT, _missing
+
+MAJOR = 14  # Debian bookworm's clang-format
+GENERATED = {"engine/tok/unicode_tables.c"}
+
+
+def _clang_format() -> str:
+    exe = shutil.which("clang-format")
+    if not exe:
+        _missing("clang-format is not installed (deploy/setup.sh apt step)")
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"version (\d+)\.", out)
+    assert m, f"cannot read clang-format's version from {out!r}"
+    if int(m.group(1)) != MAJOR:
+        pytest.skip(f"clang-format {m.group(1)} is not {MAJOR}; its output differs")
+    return exe
+
+
+def _sources() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "*.c", "*.h", "*.cu", "*.cuh"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    return [f for f in out if f not in GENERATED and os.path.exists(REPO_ROOT / f)]
+
+
+def test_style_file_is_the_one_in_use():
+    cfg = (REPO_ROOT / ".clang-format").read_text()
+    assert re.search(r"^ColumnLimit: 100$", cfg, re.M)
+    assert re.search(r"^IndentWidth: 4$", cfg, re.M)
+
+
+def test_every_source_is_formatted():
+    exe = _clang_format()
+    files = _sources()
+    assert len(files) > 200, f"only {len(files)} C/CUDA files found: is this the repository?"
+    bad = []
+    for i in range(0, len(files), 64):
+        chunk = files[i:i + 64]
+        r = subprocess.run([exe, "--dry-run", "--Werror", *chunk],
+                           cwd=REPO_ROOT, capture_output=True, text=True)
+        if r.returncode != 0:
+            bad += sorted({m for m in re.findall(r"^([^:\s]+):\d+:\d+: error", r.stderr, re.M)})
+            if not bad:
+                pytest.fail(f"clang-format failed: {r.stderr[-2000:]}")
+    assert not bad, ("not in .clang-format's style (run the command in this file's "
+                     f"docstring): {', '.join(bad[:20])}" + (" ..." if len(bad) > 20 else ""))
