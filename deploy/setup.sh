@@ -8,7 +8,8 @@
 #
 #   apt     Debian packages (compilers, cmake, librdkafka/hiredis/msgpack-c,
 #           redis-server, a Java 17 runtime, clang + its runtimes for
-#           libFuzzer, kcat, maven); versions are those of the Debian release.
+#           libFuzzer, kcat, maven, clang-format, buildah + mmdebstrap for
+#           deploy/container.sh); versions are those of the Debian release.
 #   venv    $PARLEY_DEPS/venv: the Python test dependencies pinned in
 #           deploy/requirements-test.txt (a stamp holds the file's hash).
 #   kafka   $PARLEY_DEPS/kafka-<ver>/libs: Apache Kafka broker jars and a
@@ -72,7 +73,8 @@ APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
               libssl-dev zlib1g-dev
               libmsgpack-dev redis-server openjdk-17-jre-headless clang
               libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev
-              libmicrohttpd-dev libjansson-dev systemd clang-format)
+              libmicrohttpd-dev libjansson-dev systemd clang-format
+              buildah mmdebstrap)
 
 CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96

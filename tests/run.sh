@@ -20,7 +20,8 @@
 # PARLEY_TEST_STRICT=1 (pytest fixtures then fail, never skip, when a
 # service address is missing).  The checks of deploy/ (systemd units,
 # Kubernetes manifests, alert rules, dashboard, a worker's /metrics against
-# them) are tests/py/test_deploy_ops.py in the pytest stage, about 10 s:
+# them) are tests/py/test_deploy_ops.py in the pytest stage, about 10 s
+# (the image: tests/py/test_deploy_container.py, about 100 s):
 # `tests/run.sh --no-build --pytest tests/py/test_deploy_ops.py`.  With PARLEY_TEST_KAFKA / PARLEY_TEST_REDIS
 # already set, the given servers are used and none is started.
 #
