@@ -10,7 +10,7 @@
 # Debian's mirror but no container registry, so `FROM debian:bookworm`
 # cannot be pulled.  The base is made instead with mmdebstrap from Debian's
 # packages (--variant=minbase, cached as a tarball under
-# ~/.cache/parley/container/) and committed locally under both names the
+# $PARLEY_DEPS/container/, default ~/.cache/parley) and committed locally under both names the
 # Containerfile uses, debian:bookworm and debian:bookworm-slim (the slim
 # image is the same minbase: close to Debian's own slim).  buildah runs
 # with the vfs storage driver and chroot isolation, which need no kernel
@@ -24,7 +24,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=${PARLEY_CACHE:-$HOME/.cache/parley}/container
+CACHE=${PARLEY_DEPS:-$HOME/.cache/parley}/container
 MIRROR=${PARLEY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 export STORAGE_DRIVER=vfs
 BASE=docker.io/library/debian
