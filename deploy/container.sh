@@ -49,9 +49,10 @@ base_image() {
     mkdir -p "$CACHE"
     if [ ! -s "$CACHE/bookworm.tar" ]; then
         log "making the bookworm base with mmdebstrap ($MIRROR)"
-        mmdebstrap --variant=minbase --quiet bookworm "$CACHE/bookworm.tar.part" "$MIRROR" ||
-            die "mmdebstrap failed"
-        mv "$CACHE/bookworm.tar.part" "$CACHE/bookworm.tar"
+        rm -rf "$CACHE/bookworm-part.tar"
+        mmdebstrap --variant=minbase --format=tar --quiet bookworm "$CACHE/bookworm-part.tar" \
+            "$MIRROR" || die "mmdebstrap failed"
+        mv "$CACHE/bookworm-part.tar" "$CACHE/bookworm.tar"
     fi
     local c
     c=$(buildah from scratch) || die "buildah from scratch failed"
