@@ -420,21 +420,20 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "cap of max_tokens (default 4096)", NULL},
     };
     const cli_cmd cmd = {
-        "batch",
-        "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
-        "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
-        "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
-        "         [--max-tokens-cap N] [--progress-s N]",
-        "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
-        "same command after a crash: it resumes, and the output ends with exactly one\n"
-        "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
-        "requests, 1 error, 2 usage.\n\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        0,
-        0,
-        NULL};
+        .name = "batch",
+        .synopsis =
+            "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
+            "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
+            "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
+            "         [--max-tokens-cap N] [--progress-s N]",
+        .about =
+            "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
+            "same command after a crash: it resumes, and the output ends with exactly one\n"
+            "line per request.  Exit: 0 all ok, 3 done but this run wrote failed\n"
+            "requests, 1 error, 2 usage.\n\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, r, NULL, NULL);
     if (pr != CLI_OK) return pr;
     if (!r->input || !r->output || !r->brokers) {

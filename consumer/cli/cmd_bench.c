@@ -410,16 +410,14 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         {"--seed", NULL, CLI_U64, &o->seed, 0, 0x7fffffffL, "N", "workload seed (default 1)", NULL},
     };
     const cli_cmd cmd = {
-        "bench",
-        "bench --workload multiturn --model FILE [options]\n"
-        "bench --workload engine --model FILE [options]  (see --workload engine --help)",
-        "multiturn options:\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        0,
-        0,
-        NULL};
+        .name = "bench",
+        .synopsis =
+            "bench --workload multiturn --model FILE [options]\n"
+            "bench --workload engine --model FILE [options]  (see --workload engine --help)",
+        .about = "multiturn options:\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!workload || strcmp(workload, "multiturn") || !o->model) {

@@ -459,15 +459,12 @@ static int be_parse(int argc, char **argv, be_opts *o) {
         {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL,
          "also print one JSON object on the last line", NULL},
     };
-    const cli_cmd cmd = {"bench",
-                         "bench --workload engine --model FILE [options]",
-                         NULL,
-                         opts,
-                         CLI_NOPTS(opts),
-                         NULL,
-                         0,
-                         0,
-                         NULL};
+    const cli_cmd cmd = {
+        .name = "bench",
+        .synopsis = "bench --workload engine --model FILE [options]",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, NULL, NULL, NULL);
     if (pr != CLI_OK) return pr;
     if (!o->model) {

@@ -248,23 +248,20 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
          "per-turn wait for the result (default 60000)", NULL},
     };
     const cli_cmd cmd = {
-        "chat",
-        "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
-        "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
-        "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
-        "         [--max-tokens N] [--temperature T] [--timeout-ms N]",
-        "\nChat with parley workers over Kafka.  Sends the whole history every turn,\n"
-        "streams the reply from the tokens topic, takes the TurnResult from the\n"
-        "responses topic (read_committed) and prints cache and latency figures.\n"
-        "Reads a terminal interactively, else one user message per line of --file\n"
-        "or stdin.  Topics default to parley.turns/.tokens/.responses.\n"
-        "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        0,
-        0,
-        NULL};
+        .name = "chat",
+        .synopsis = "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
+                    "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
+                    "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
+                    "         [--max-tokens N] [--temperature T] [--timeout-ms N]",
+        .about = "\nChat with parley workers over Kafka.  Sends the whole history every turn,\n"
+                 "streams the reply from the tokens topic, takes the TurnResult from the\n"
+                 "responses topic (read_committed) and prints cache and latency figures.\n"
+                 "Reads a terminal interactively, else one user message per line of --file\n"
+                 "or stdin.  Topics default to parley.turns/.tokens/.responses.\n"
+                 "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
     if (pr != CLI_OK) return pr;
     if (!o->brokers) {

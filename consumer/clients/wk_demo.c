@@ -504,28 +504,25 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
          "give up after this long (default 120)", NULL},
     };
     const cli_cmd cmd = {
-        "demo",
-        "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
-        "                   [--conversations N] [--turns T] [--max-tokens N]\n"
-        "                   [--timeout SECONDS]",
-        "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
-        "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
-        "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
-        "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
-        "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
-        "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
-        "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
-        "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
-        "A model file without a chat template is taken for a base model and gets\n"
-        "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
-        "unless --chat-template names one.  A synthetic model has random weights:\n"
-        "its text is meaningless.\n\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        0,
-        0,
-        NULL};
+        .name = "demo",
+        .synopsis = "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
+                    "                   [--conversations N] [--turns T] [--max-tokens N]\n"
+                    "                   [--timeout SECONDS]",
+        .about = "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
+                 "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
+                 "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
+                 "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
+                 "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
+                 "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
+                 "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
+                 "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
+                 "A model file without a chat template is taken for a base model and gets\n"
+                 "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
+                 "unless --chat-template names one.  A synthetic model has random weights:\n"
+                 "its text is meaningless.\n\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, d, NULL, NULL);
     if (pr != CLI_OK) return pr == CLI_HELP ? 1 : -1;
     d->timeout_s = tmo;

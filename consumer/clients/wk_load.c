@@ -292,24 +292,21 @@ static int load_parse(int argc, char **argv, load_opts *o) {
         WK_CLIENT_TOPIC_OPTS(&o->topics),
     };
     const cli_cmd cmd = {
-        "load",
-        "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
-        "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
-        "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
-        "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
-        "         --responses-topic T]",
-        "\nSend C conversations x T turns with Poisson arrivals at R turns/s (a\n"
-        "conversation's next turn only after its previous result), read results\n"
-        "read_committed, print throughput, TTFT (--stream) and latency percentiles,\n"
-        "cache share, and check every turn got exactly one result.  The last line\n"
-        "is machine-readable (load: turns=... lost=... duplicated=...).\n"
-        "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        0,
-        0,
-        NULL};
+        .name = "load",
+        .synopsis = "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
+                    "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
+                    "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
+                    "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
+                    "         --responses-topic T]",
+        .about = "\nSend C conversations x T turns with Poisson arrivals at R turns/s (a\n"
+                 "conversation's next turn only after its previous result), read results\n"
+                 "read_committed, print throughput, TTFT (--stream) and latency percentiles,\n"
+                 "cache share, and check every turn got exactly one result.  The last line\n"
+                 "is machine-readable (load: turns=... lost=... duplicated=...).\n"
+                 "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+    };
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
     if (pr != CLI_OK) return pr;
     if (!o->brokers) {

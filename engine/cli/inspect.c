@@ -385,15 +385,14 @@ int eng_cmd_inspect(int argc, char **argv) {
          "skip loading the model (no resident-bytes figures)", NULL},
     };
     const cli_cmd cmd = {
-        "inspect",
-        "inspect FILE [--json] [--tensors] [--no-load]",
-        "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
-        opts,
-        CLI_NOPTS(opts),
-        NULL,
-        1,
-        1,
-        NULL};
+        .name = "inspect",
+        .synopsis = "inspect FILE [--json] [--tensors] [--no-load]",
+        .about = "Print a GGUF file's metadata, tensors and the engine's view of the model.\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+        .max_pos = 1,
+        .usage_on_error = 1,
+    };
     int pr = cli_parse(&cmd, argc, argv, NULL, &path, &n_pos);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!path) {

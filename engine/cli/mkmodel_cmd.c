@@ -41,16 +41,15 @@ int eng_cmd_mkmodel(int argc, char **argv) {
         {"--window", NULL, CLI_INT, &a.o.window, 1, ENG_MKMODEL_MAX_WINDOW, "N",
          "override the local attention window (gemma3, cai-*)", NULL},
     };
-    const cli_cmd cmd = {"mkmodel",
-                         "mkmodel --preset NAME --out FILE [--seed N] [--type q8_0|f16]\n"
-                         "                      [--window N]",
-                         "Write a synthetic GGUF model with deterministic random weights.\n",
-                         opts,
-                         CLI_NOPTS(opts),
-                         NULL,
-                         0,
-                         1,
-                         NULL};
+    const cli_cmd cmd = {
+        .name = "mkmodel",
+        .synopsis = "mkmodel --preset NAME --out FILE [--seed N] [--type q8_0|f16]\n"
+                    "                      [--window N]",
+        .about = "Write a synthetic GGUF model with deterministic random weights.\n",
+        .opts = opts,
+        .n_opts = CLI_NOPTS(opts),
+        .usage_on_error = 1,
+    };
     int pr = cli_parse(&cmd, argc, argv, &a, NULL, NULL);
     if (pr == CLI_HELP) mk_presets_help(stdout);
     if (pr == CLI_USAGE) mk_presets_help(stderr);
