@@ -52,7 +52,7 @@ typedef struct kv_fp_inputs {
     uint64_t weights_digest; /* eng_model_digest() of the loaded model */
     /* tokenizer identity, e.g. model + vocab digest in hex (NUL-terminated) */
     const char *tokenizer_id;
-    uint32_t quant_version; /* version of the KV quantisation scheme (int8 + f32 scale = 1) */
+    uint32_t quant_version; /* version of the KV quantisation scheme (ENG_KV_QUANT_VERSION) */
     uint32_t block_tokens;  /* B */
 } kv_fp_inputs;
 

@@ -298,8 +298,8 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
         kv_cache_config_default(&kcfg);
         kcfg.budget_bytes = (size_t)o->kv_mib << 20;
         kcfg.max_tokens = 1 << 20;
-        kv_fp_inputs fi = {eng_model_config(m)->arch_name, eng_model_digest(m), "bench", 1,
-                           (uint32_t)o->block};
+        kv_fp_inputs fi = {eng_model_config(m)->arch_name, eng_model_digest(m), "bench",
+                           ENG_KV_QUANT_VERSION, (uint32_t)o->block};
         if (kv_cache_create(&kcfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &kc, err,
                             sizeof err) != 0) {
             fprintf(stderr, "bench: cache: %s\n", err);

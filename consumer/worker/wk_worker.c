@@ -114,7 +114,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
         char tid[32];
         snprintf(tid, sizeof tid, "%016llx", (unsigned long long)th);
         kv_fp_inputs fi = {eng_model_config(w->eng.model)->arch_name,
-                           eng_model_digest(w->eng.model), tid, 1,
+                           eng_model_digest(w->eng.model), tid, ENG_KV_QUANT_VERSION,
                            (uint32_t)wk_config_int(cfg, "model.block_tokens")};
         if (kv_cache_create(&kc, eng_model_kv_layout(w->eng.model), kv_fingerprint(&fi),
                             &w->eng.cache, e, sizeof e) != 0)

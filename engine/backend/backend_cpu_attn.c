@@ -84,10 +84,12 @@ static void cpu_attn_task(void *arg, int task, int thread) {
     };
     if (!l->kv_fp32) {
         kv.ks_off = (size_t)((char *)eng_kv_layer_kscale(l, blk, d->layer) - blk) +
-                    (size_t)g * sizeof(float);
+                    (size_t)g * l->k_scales * sizeof(float);
         kv.vs_off = (size_t)((char *)eng_kv_layer_vscale(l, blk, d->layer) - blk) +
                     (size_t)g * sizeof(float);
-        kv.scale_stride = (size_t)nkv * sizeof(float);
+        kv.ks_stride = (size_t)nkv * l->k_scales * sizeof(float);
+        kv.vs_stride = (size_t)nkv * sizeof(float);
+        kv.k_group = l->k_group;
     }
     size_t hoff = (size_t)(g * G + h0) * hd;
     kern_attn_q q = {

@@ -308,9 +308,11 @@ static void in_config_text(FILE *f, const eng_config *c, size_t kvt, size_t base
     fprintf(f, "parameters: %llu (%.3f B)\n", (unsigned long long)eng_config_n_params(c),
             (double)eng_config_n_params(c) / 1e9);
     fprintf(f,
-            "KV cache (int8 K and V + f32 scale per token per KV head; %d of %d layers own "
+            "KV cache (int8 K and V, f32 scales: K per %d values, V per token per KV head; %d of "
+            "%d layers own "
             "KV, %d of them global):\n",
-            eng_config_n_kv_owners(c, 0), c->n_layer, eng_config_n_kv_owners(c, 1));
+            eng_kv_k_group(c->head_dim), eng_config_n_kv_owners(c, 0), c->n_layer,
+            eng_config_n_kv_owners(c, 1));
     fprintf(f, "  MHA fp16 baseline (2*n_layer*n_head*head_dim*2) %zu B/token\n", base);
     fprintf(f,
             "  per token, long context (global owners) %10zu B/token   %7.1fx below the baseline\n",

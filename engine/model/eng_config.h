@@ -102,8 +102,10 @@
  *   presence is an error.  Any blk.N.*.bias the architecture does not
  *   apply (attn_output, ffn_*, Q/K/V outside qwen2/llama) is refused.
  *
- * KV memory figures (int8 KV, one f32 scale per token per KV head, K and V):
- *   per owning layer per token  b = 2 * n_head_kv * (head_dim + 4) bytes
+ * KV memory figures (int8 K and V with f32 scales as eng_kv.h lays them
+ * out: head_dim / eng_kv_k_group(head_dim) for K, one for V, per KV head):
+ *   per owning layer per token
+ *       b = n_head_kv * (2 * head_dim + 4 * (head_dim / k_group + 1)) bytes
  *   eng_config_kv_bytes_per_token = b * (KV-owning global layers): the
  *       asymptotic cost of one more token (local layers hold at most W
  *       tokens, so they cost 0 per token beyond their window);

@@ -10,13 +10,15 @@
  *
  * Numerics.
  *   ENG_PREC_INT8: weights int8 symmetric, one scale per output channel
- *     (from F32/F16/BF16 tensors; Q8_0 tensors keep their int8 values and
- *     32-value block scales, which measured more accurate than requantising
- *     per channel -- see model.c); activations quantised per token
- *     (per GEMM input row), symmetric, on the fly; int32 accumulation with
+ *     from F32/F16/BF16 tensors; block-format tensors keep 32-value block
+ *     scales (Q8_0, Q4_0, Q5_0, IQ4_NL codes kept exactly, the others
+ *     requantised per 32 values: more accurate than per channel -- see
+ *     model.c); activations quantised on the fly, symmetric, one scale per
+ *     32 values of a GEMM input row (kern_gemm.h); int32 accumulation with
  *     the scales applied in the GEMM epilogue; norms, softmax, RoPE and
- *     residuals in fp32.  KV stored int8, one scale per token per KV head;
- *     attention dequantises K/V on the fly and accumulates in fp32.
+ *     residuals in fp32.  KV stored int8, K with one scale per 32 values of
+ *     a head, V one per token per head (eng_kv.h); attention dequantises
+ *     K/V on the fly and accumulates in fp32.
  *   ENG_PREC_FP32: the same forward code with float weights (dequantised at
  *     load), float GEMMs and fp32 KV blocks (eng_kv_layout.kv_fp32 = 1).
  *   Within one precision the result for a token does not depend on how the

@@ -13,8 +13,8 @@
  *
  * The int8 and fp32 paths are this same code: only linear() picks the
  * backend's gemm_q8 (after quantising the input rows with one scale per
- * 32-value block) or gemm_f32, and the KV store quantises (one scale per
- * token per head) or copies.  Attention always reads K/V back from the
+ * 32-value block) or gemm_f32, and the KV store quantises (K one scale per
+ * 32 values of a head, V one per token per head: eng_kv.h) or copies.  Attention always reads K/V back from the
  * blocks (after this step's tokens were written), so a token's result does
  * not depend on how the sequence was chunked.
  *
@@ -82,9 +82,10 @@ static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *
             memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v,
                    nkv * sizeof(float));
         } else {
-            m->be.quantize_rows(m->be.ctx, nkvh, hd, k, hd,
-                                (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, hd,
-                                eng_kv_layer_kscale(l, blk, layer) + (size_t)slot * nkvh);
+            int kg = l->k_group, nks = nkvh * l->k_scales; /* K: one scale per kg values */
+            m->be.quantize_rows(m->be.ctx, nks, kg, k, kg,
+                                (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, kg,
+                                eng_kv_layer_kscale(l, blk, layer) + (size_t)slot * nks);
             m->be.quantize_rows(m->be.ctx, nkvh, hd, v, hd,
                                 (int8_t *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, hd,
                                 eng_kv_layer_vscale(l, blk, layer) + (size_t)slot * nkvh);

@@ -36,9 +36,12 @@ int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_token
     l->n_head_kv = c->n_head_kv;
     l->head_dim = c->head_dim;
     l->kv_fp32 = kv_fp32 ? 1 : 0;
+    l->k_group = eng_kv_k_group(c->head_dim);
+    l->k_scales = c->head_dim / l->k_group;
     size_t B = (size_t)block_tokens, row = (size_t)c->n_head_kv * c->head_dim;
     l->layer_bytes = kv_fp32 ? 2 * B * row * sizeof(float)
-                             : 2 * B * row + 2 * B * (size_t)c->n_head_kv * sizeof(float);
+                             : 2 * B * row + B * (size_t)c->n_head_kv * (size_t)(l->k_scales + 1) *
+                                                 sizeof(float);
     for (int i = 0; i < c->n_layer; i++) {
         int src = c->kv_src[i];
         if (src < 0 || src > i || c->kv_src[src] != src)
@@ -82,7 +85,8 @@ float *eng_kv_layer_kscale(const eng_kv_layout *l, void *blk, int layer) {
 
 float *eng_kv_layer_vscale(const eng_kv_layout *l, void *blk, int layer) {
     if (l->kv_fp32) return NULL;
-    return eng_kv_layer_kscale(l, blk, layer) + (size_t)l->block_tokens * l->n_head_kv;
+    return eng_kv_layer_kscale(l, blk, layer) +
+           (size_t)l->block_tokens * l->n_head_kv * l->k_scales;
 }
 
 /* ---- malloc allocator --------------------------------------------------- */

@@ -4,9 +4,9 @@
  *
  * The vector kernel walks the keys in chunks of C = KERN_ATTN_CHUNK(hd)
  * positions aligned to multiples of C.  For each chunk it first gathers
- * the chunk's rows once into stack buffers (int8 rows converted to float,
- * exactly; K in a key-interleaved layout so eight keys' dot products read
- * one stream), then updates every (query token,
+ * the chunk's rows once into stack buffers (K dequantised, in a
+ * key-interleaved layout so eight keys' dot products read one stream; V
+ * converted to float exactly), then updates every (query token,
  * head) pair of the tile that attends any key of the chunk: eight keys'
  * dot products at a time (one accumulator per key, reduced by a fixed
  * hadd tree), a running max / sum (online softmax) and the weighted V sum
@@ -49,7 +49,8 @@ static float ka_ref_elem(const kern_attn_kv *kv, const char *blk, int slot, int 
     const char *row = blk + (is_v ? kv->v_off : kv->k_off) + (size_t)slot * kv->row_stride;
     if (kv->f32) return ((const float *)row)[d];
     const float *sc =
-        (const float *)(blk + (is_v ? kv->vs_off : kv->ks_off) + (size_t)slot * kv->scale_stride);
+        is_v ? (const float *)(blk + kv->vs_off + (size_t)slot * kv->vs_stride)
+             : (const float *)(blk + kv->ks_off + (size_t)slot * kv->ks_stride) + d / kv->k_group;
     return (float)((const int8_t *)row)[d] * *sc;
 }
 
@@ -95,12 +96,13 @@ void kern_attn_ref(const kern_attn_kv *kv, const kern_attn_q *a, int hd, float s
 
 /* One chunk, dequantised (or copied) once for every pair of the tile.
  * K is stored in groups of 8 keys, 8 dims at a time, so the 8-key dot loop
- * reads one stream: k[((j / 8) * (hd / 8) + d / 8) * 64 + (j % 8) * 8 + d % 8].
- * V is row-major: v[j * hd + d].  Keys outside the loaded range are zero. */
+ * reads one stream: k[((j / 8) * (hd / 8) + d / 8) * 64 + (j % 8) * 8 + d % 8],
+ * each value times its group's scale.  V is row-major and raw, v[j * hd + d],
+ * its one scale per key applied to the softmax weight.  Keys outside the
+ * loaded range are zero. */
 typedef struct ka_chunk {
-    float *k;                       /* K, grouped layout, C * hd floats */
-    float *v;                       /* V rows, C * hd floats */
-    _Alignas(32) float ks[KA_MAXC]; /* K scale per key (1 for float rows) */
+    float *k;                       /* K, grouped layout, C * hd floats, dequantised */
+    float *v;                       /* V rows, C * hd floats, raw int8 values or floats */
     _Alignas(32) float vs[KA_MAXC]; /* V scale per key (1 for float rows) */
 } ka_chunk;
 
@@ -117,8 +119,9 @@ static inline float *ka_kslot(float *k, int hd, int j, int d) {
     return k + ((size_t)(j >> 3) * (size_t)(hd >> 3) + (size_t)(d >> 3)) * 64 + (size_t)(j & 7) * 8;
 }
 
-/* Gather keys [a0, b0] of the chunk starting at c0 (converting int8 to
- * float, exactly); the chunk's other keys become zero rows. */
+/* Gather keys [a0, b0] of the chunk starting at c0 (K int8 times its
+ * group scale, V int8 to float exactly); the chunk's other keys become
+ * zero rows. */
 KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0, int a0, int b0,
                                   ka_chunk *ch) {
     /* block index and slot of key c0 + j, stepped instead of divided per key */
@@ -132,7 +135,7 @@ KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0,
                 _mm256_store_ps(ka_kslot(ch->k, hd, j, d), _mm256_setzero_ps());
                 _mm256_store_ps(vrow + d, _mm256_setzero_ps());
             }
-            ch->ks[j] = ch->vs[j] = 1.0f;
+            ch->vs[j] = 1.0f;
             continue;
         }
         const char *blk = (const char *)kv->blocks[bi];
@@ -143,17 +146,18 @@ KA_AVX2 static void ka_load_chunk(const kern_attn_kv *kv, int hd, int C, int c0,
                 _mm256_store_ps(ka_kslot(ch->k, hd, j, d), _mm256_loadu_ps((const float *)kr + d));
                 _mm256_store_ps(vrow + d, _mm256_loadu_ps((const float *)vr + d));
             }
-            ch->ks[j] = ch->vs[j] = 1.0f;
+            ch->vs[j] = 1.0f;
         } else {
+            const float *ks = (const float *)(blk + kv->ks_off + (size_t)slot * kv->ks_stride);
             for (int d = 0; d < hd; d += 8) {
                 __m128i kb = _mm_loadl_epi64((const __m128i *)(kr + d));
                 __m128i vb = _mm_loadl_epi64((const __m128i *)(vr + d));
                 _mm256_store_ps(ka_kslot(ch->k, hd, j, d),
-                                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(kb)));
+                                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(kb)),
+                                              _mm256_set1_ps(ks[d / kv->k_group])));
                 _mm256_store_ps(vrow + d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(vb)));
             }
-            ch->ks[j] = *(const float *)(blk + kv->ks_off + (size_t)slot * kv->scale_stride);
-            ch->vs[j] = *(const float *)(blk + kv->vs_off + (size_t)slot * kv->scale_stride);
+            ch->vs[j] = *(const float *)(blk + kv->vs_off + (size_t)slot * kv->vs_stride);
         }
     }
 }
@@ -175,8 +179,7 @@ KA_AVX2 static void ka_update(const float *q, float *out, int hd, float scale, c
             for (int i = 0; i < 8; i++)
                 acc[i] = _mm256_fmadd_ps(qv, _mm256_load_ps(kp + 8 * i), acc[i]);
         }
-        __m256 sv =
-            _mm256_mul_ps(_mm256_mul_ps(ka_reduce8(acc), _mm256_load_ps(ch->ks + g)), vscale);
+        __m256 sv = _mm256_mul_ps(ka_reduce8(acc), vscale);
         __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)g));
         __m256 ok = _mm256_and_ps(_mm256_cmp_ps(idx, _mm256_set1_ps((float)ja), _CMP_GE_OQ),
                                   _mm256_cmp_ps(idx, _mm256_set1_ps((float)jb), _CMP_LE_OQ));
@@ -267,7 +270,8 @@ KA_AVX2 static void ka_attn_avx2(const kern_attn_kv *kv, const kern_attn_q *a, i
 
 void kern_attn(const kern_attn_kv *kv, const kern_attn_q *a, int hd, float scale) {
 #if KERN_ATTN_X86
-    if (kern_isa_best() >= KERN_ISA_AVX2 && hd % 8 == 0 && hd <= KERN_ATTN_MAX_VEC_HD) {
+    if (kern_isa_best() >= KERN_ISA_AVX2 && hd % 8 == 0 && hd <= KERN_ATTN_MAX_VEC_HD &&
+        (kv->f32 || kv->k_group % 8 == 0)) {
         ka_attn_avx2(kv, a, hd, scale);
         return;
     }

@@ -12,19 +12,24 @@
  *
  * Data layout.  Key position k lives in block blocks[k / block_tokens], slot
  * s = k % block_tokens; its K row starts k_off + s * row_stride bytes into
- * the block, its V row v_off + s * row_stride bytes in; for int8 rows the
- * float scales sit at ks_off / vs_off + s * scale_stride (value = int8 *
- * scale).  Queries and outputs are float rows addressed by token and head
+ * the block, its V row v_off + s * row_stride bytes in.  int8 rows carry
+ * float scales (value = int8 * scale): a K row has head_dim / k_group of
+ * them, one per k_group consecutive values, at ks_off + s * ks_stride; a V
+ * row has one, at vs_off + s * vs_stride.  (K gets group scales because
+ * one scale over a whole K head lets its outlier channels set the step of
+ * every other channel: see eng_kv.h.)  Queries and outputs are float rows addressed by token and head
  * strides (kern_attn_q).  Query token t sits at position p = pos0 + t and
  * attends keys [max(0, p - window + 1), p] (window 0: [0, p]); only blocks
  * holding such keys are read, so dead blocks may be NULL.
  *
  * Numerics.  out = softmax(scale * q.k) . v in fp32.  kern_attn_ref is the
  * textbook form over dequantised rows (k_i8 * scale), two passes with libm
- * expf.  kern_attn (AVX2+FMA, chosen at run time for head_dim % 8 == 0 and
- * head_dim <= KERN_ATTN_MAX_VEC_HD; otherwise it runs the reference) uses an
- * online softmax over key chunks of KERN_ATTN_CHUNK(head_dim) keys aligned to
- * absolute key positions: per chunk, scores (q . k_raw) * k_scale * scale,
+ * expf.  kern_attn (AVX2+FMA, chosen at run time for head_dim % 8 == 0,
+ * k_group % 8 == 0 and head_dim <= KERN_ATTN_MAX_VEC_HD; otherwise it runs
+ * the reference) uses an online softmax over key chunks of
+ * KERN_ATTN_CHUNK(head_dim) keys aligned to absolute key positions: per
+ * chunk, K rows dequantised once (k_raw * its group's scale), scores
+ * (q . k) * scale,
  * running max / sum update, then acc = acc * alpha + sum p * v_scale * v_raw.
  * Every (query token, head) output is computed by the same sequence of
  * operations whatever other tokens or heads share the call, the call's
@@ -37,7 +42,7 @@
  * about 80 KiB.
  *
  * Failure behaviour.  None for valid arguments: n_tok, n_head >= 1,
- * head_dim >= 1, pos0 >= 0, window >= 0, every attended block present, out
+ * head_dim >= 1, k_group dividing head_dim (int8 rows), pos0 >= 0, window >= 0, every attended block present, out
  * not overlapping q or the cache.
  */
 #ifndef KERN_ATTN_H
@@ -54,12 +59,14 @@
 typedef struct kern_attn_kv {
     /* block table: block i holds key positions [i*block_tokens, (i+1)*block_tokens) */
     void *const *blocks;
-    int block_tokens;      /* tokens per block (>= 1) */
-    int f32;               /* 1: float K/V rows, no scales; 0: int8 rows with float scales */
-    size_t k_off, v_off;   /* bytes from a block's start to slot 0's K / V row of this head */
-    size_t ks_off, vs_off; /* bytes from a block's start to slot 0's K / V scale (int8 only) */
-    size_t row_stride;     /* bytes between consecutive slots' rows */
-    size_t scale_stride;   /* bytes between consecutive slots' scales (int8 only) */
+    int block_tokens;    /* tokens per block (>= 1) */
+    int f32;             /* 1: float K/V rows, no scales; 0: int8 rows with float scales */
+    size_t k_off, v_off; /* bytes from a block's start to slot 0's K / V row of this head */
+    size_t row_stride;   /* bytes between consecutive slots' rows */
+    /* int8 rows only: */
+    size_t ks_off, vs_off;       /* bytes from a block's start to slot 0's first K / V scale */
+    size_t ks_stride, vs_stride; /* bytes between consecutive slots' K / V scales */
+    int k_group;                 /* K values per K scale (divides head_dim) */
 } kern_attn_kv;
 
 /* Query tokens x heads sharing the KV head, and where their outputs go. */

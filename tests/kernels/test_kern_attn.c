@@ -38,18 +38,20 @@ static void fill_scales(float *p, size_t n) {
 /* ---- kernel level: a cache laid out differently from the engine's ------- */
 
 /* Per block: [K scales | 16 pad bytes | K rows | V rows | V scales] (int8),
- * [K rows | V rows] (f32); rows [B][nkv][hd]. */
+ * [K rows | V rows] (f32); rows [B][nkv][hd], K scales [B][nkv][hd / kg],
+ * V scales [B][nkv]. */
 typedef struct tcache {
-    int nkv, hd, B, f32, n_blocks; /* shape */
-    void **blocks;                 /* n_blocks blocks */
-    size_t k_off, v_off, vs_off;   /* array offsets (K scales at 0) */
+    int nkv, hd, kg, B, f32, n_blocks; /* shape; kg: K values per K scale */
+    void **blocks;                     /* n_blocks blocks */
+    size_t k_off, v_off, vs_off;       /* array offsets (K scales at 0) */
 } tcache;
 
-static void tcache_init(tcache *c, int nkv, int hd, int B, int f32, int n_keys) {
+static void tcache_init_kg(tcache *c, int nkv, int hd, int kg, int B, int f32, int n_keys) {
     size_t es = f32 ? sizeof(float) : 1, rows = (size_t)B * nkv * hd, sc = (size_t)B * nkv;
-    c->nkv = nkv, c->hd = hd, c->B = B, c->f32 = f32;
+    size_t ksc = sc * (size_t)(hd / kg);
+    c->nkv = nkv, c->hd = hd, c->kg = kg, c->B = B, c->f32 = f32;
     c->n_blocks = (n_keys + B - 1) / B;
-    c->k_off = f32 ? 0 : sc * sizeof(float) + 16;
+    c->k_off = f32 ? 0 : ksc * sizeof(float) + 16;
     c->v_off = c->k_off + rows * es;
     c->vs_off = c->v_off + rows * es;
     size_t bytes = c->vs_off + (f32 ? 0 : sc * sizeof(float));
@@ -59,11 +61,16 @@ static void tcache_init(tcache *c, int nkv, int hd, int B, int f32, int n_keys) 
         fill_rows(b + c->k_off, rows, f32);
         fill_rows(b + c->v_off, rows, f32);
         if (!f32) {
-            fill_scales((float *)b, sc);
+            fill_scales((float *)b, ksc);
             fill_scales((float *)(b + c->vs_off), sc);
         }
         c->blocks[i] = b;
     }
+}
+
+/* The engine's K grouping (eng_kv_k_group). */
+static void tcache_init(tcache *c, int nkv, int hd, int B, int f32, int n_keys) {
+    tcache_init_kg(c, nkv, hd, eng_kv_k_group(hd), B, f32, n_keys);
 }
 
 static void tcache_free(tcache *c) {
@@ -80,9 +87,12 @@ static kern_attn_kv tcache_kv(const tcache *c, void *const *table, int g) {
                        .v_off = c->v_off + (size_t)g * c->hd * es,
                        .row_stride = (size_t)c->nkv * c->hd * es};
     if (!c->f32) {
-        kv.ks_off = (size_t)g * sizeof(float);
+        int ks = c->hd / c->kg;
+        kv.ks_off = (size_t)g * ks * sizeof(float);
         kv.vs_off = c->vs_off + (size_t)g * sizeof(float);
-        kv.scale_stride = (size_t)c->nkv * sizeof(float);
+        kv.ks_stride = (size_t)c->nkv * ks * sizeof(float);
+        kv.vs_stride = (size_t)c->nkv * sizeof(float);
+        kv.k_group = c->kg;
     }
     return kv;
 }
@@ -111,10 +121,12 @@ static void **live_table(const tcache *c, int pos0, int window) {
     return t;
 }
 
-/* kern_attn vs kern_attn_ref on one shape; returns the largest error. */
-static double check_case(int nkv, int G, int hd, int B, int f32, int n_q, int pos0, int window) {
+/* kern_attn vs kern_attn_ref on one shape, kg K values per K scale;
+ * returns the largest error. */
+static double check_case_kg(int nkv, int G, int hd, int kg, int B, int f32, int n_q, int pos0,
+                            int window) {
     tcache c;
-    tcache_init(&c, nkv, hd, B, f32, pos0 + n_q);
+    tcache_init_kg(&c, nkv, hd, kg, B, f32, pos0 + n_q);
     void **tab = live_table(&c, pos0, window);
     int W = nkv * G * hd;
     float *Q = malloc(sizeof(float) * n_q * W), *O = malloc(sizeof(float) * n_q * W),
@@ -136,6 +148,11 @@ static double check_case(int nkv, int G, int hd, int B, int f32, int n_q, int po
     free(Q), free(O), free(R), free(tab);
     tcache_free(&c);
     return worst;
+}
+
+/* The same with the engine's K grouping. */
+static double check_case(int nkv, int G, int hd, int B, int f32, int n_q, int pos0, int window) {
+    return check_case_kg(nkv, G, hd, eng_kv_k_group(hd), B, f32, n_q, pos0, window);
 }
 
 PT_TEST(attn_matches_reference_over_shapes) {
@@ -161,6 +178,21 @@ PT_TEST(attn_odd_and_large_head_dims_match_reference) {
     PT_ASSERT(check_case(1, 2, 36, 16, 0, 5, 9, 0) < 2e-5);
     PT_ASSERT(check_case(1, 2, 512, 16, 0, 3, 40, 0) < 2e-5);
     PT_ASSERT(check_case(1, 2, 1024, 4, 1, 2, 20, 7) < 2e-5);
+}
+
+PT_TEST(attn_k_scale_groups_match_reference) {
+    /* one K scale per 8 values, per 32 (the engine's), per head (random
+     * scales per group, so a wrong group index shows); 12 of 36 takes the
+     * reference path (not a multiple of 8) */
+    static const int kgs[] = {8, 32, 64};
+    for (int i = 0; i < 3; i++) {
+        PT_ASSERT_MSG(check_case_kg(2, 4, 64, kgs[i], 16, 0, 7, 37, 0) < 2e-5, "kg %d", kgs[i]);
+        PT_ASSERT_MSG(check_case_kg(1, 2, 64, kgs[i], 1, 0, 1, 70, 5) < 2e-5, "kg %d", kgs[i]);
+    }
+    PT_ASSERT(check_case_kg(1, 2, 36, 12, 16, 0, 5, 9, 0) < 2e-5);
+    PT_EQ_INT(eng_kv_k_group(256), 32);
+    PT_EQ_INT(eng_kv_k_group(64), 32);
+    PT_EQ_INT(eng_kv_k_group(36), 36);
 }
 
 PT_TEST(attn_scalar_dispatch_is_the_reference) {
@@ -245,11 +277,13 @@ static void ref_engine(const eng_kv_layout *l, const eng_config *c, const eng_at
         size_t ro = ((size_t)(k % B) * nkv + g) * hd;
         double dot = 0;
         for (int i = 0; i < hd; i++)
-            dot +=
-                (double)q[i] *
-                (l->kv_fp32 ? ((float *)eng_kv_layer_k(l, blk, d->layer))[ro + i]
-                            : ((int8_t *)eng_kv_layer_k(l, blk, d->layer))[ro + i] *
-                                  (double)eng_kv_layer_kscale(l, blk, d->layer)[(k % B) * nkv + g]);
+            dot += (double)q[i] *
+                   (l->kv_fp32
+                        ? ((float *)eng_kv_layer_k(l, blk, d->layer))[ro + i]
+                        : ((int8_t *)eng_kv_layer_k(l, blk, d->layer))[ro + i] *
+                              (double)eng_kv_layer_kscale(
+                                  l, blk,
+                                  d->layer)[((k % B) * nkv + g) * l->k_scales + i / l->k_group]);
         s[k - lo] = dot * scale;
         if (s[k - lo] > mx) mx = s[k - lo];
     }
@@ -302,7 +336,8 @@ static void check_backend(int f32) {
             fill_rows(eng_kv_layer_k(&l, blk, s->layer), n, f32);
             fill_rows(eng_kv_layer_v(&l, blk, s->layer), n, f32);
             if (!f32) {
-                fill_scales(eng_kv_layer_kscale(&l, blk, s->layer), (size_t)16 * c.n_head_kv);
+                fill_scales(eng_kv_layer_kscale(&l, blk, s->layer),
+                            (size_t)16 * c.n_head_kv * l.k_scales);
                 fill_scales(eng_kv_layer_vscale(&l, blk, s->layer), (size_t)16 * c.n_head_kv);
             }
         }

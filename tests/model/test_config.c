@@ -472,9 +472,10 @@ PT_TEST(kv_bytes_cai_1b) {
     PT_EQ_INT(eng_config_n_kv_owners(&c, 0), 14);
     PT_EQ_INT(eng_config_n_kv_owners(&c, 1), 2);
     PT_EQ_INT(eng_config_kv_bytes_mha_fp16(&c), 196608);
-    PT_EQ_INT(eng_config_kv_bytes_per_token(&c), 528); /* 2 owners * 2 * 1 * (128 + 4) */
-    PT_EQ_INT(eng_config_kv_bytes_at(&c, 8192), 12 * 264 * 1024 + 2 * 264 * 8192);
-    PT_EQ_INT(eng_config_kv_bytes_at(&c, 100), 14 * 264 * 100); /* inside the window */
+    /* per owner and token: K, V int8 128 each, 4 K scales (one per 32), 1 V scale */
+    PT_EQ_INT(eng_config_kv_bytes_per_token(&c), 2 * (2 * 128 + 4 * (4 + 1)));
+    PT_EQ_INT(eng_config_kv_bytes_at(&c, 8192), 12 * 276 * 1024 + 2 * 276 * 8192);
+    PT_EQ_INT(eng_config_kv_bytes_at(&c, 100), 14 * 276 * 100); /* inside the window */
     PT_ASSERT(196608.0 / (eng_config_kv_bytes_at(&c, 8192) / 8192.0) >= 20.0);
     PT_EQ_INT(eng_config_n_params(&c), 1106348032ull);
     eng_gguf_close(g);

@@ -39,10 +39,21 @@ PT_TEST(layout_offsets_and_sizes) {
     PT_EQ_INT(l.layer_offset[4], per);
     PT_EQ_INT(l.layer_offset[5], per);
     PT_EQ_INT(l.layer_kind[5], ENG_KV_GLOBAL);
-    char blk[1024];
+    char blk[4096];
     PT_ASSERT((char *)eng_kv_layer_v(&l, blk, 3) == blk + per + 4 * 2 * 8);
     PT_ASSERT((char *)eng_kv_layer_kscale(&l, blk, 3) == blk + per + 2 * 4 * 2 * 8);
     PT_ASSERT((char *)eng_kv_layer_vscale(&l, blk, 3) == blk + per + 2 * 4 * 2 * 8 + 4 * 2 * 4);
+    /* head_dim 64: K gets one scale per 32 values (2 per head), V one per head */
+    c.head_dim = 64;
+    PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, err, sizeof err), 0);
+    PT_EQ_INT(l.k_group, 32);
+    PT_EQ_INT(l.k_scales, 2);
+    size_t per64 = 2 * 4 * 2 * 64 + 4 * 2 * (2 + 1) * 4;
+    PT_EQ_INT(l.layer_bytes, per64);
+    PT_ASSERT((char *)eng_kv_layer_kscale(&l, blk, 3) == blk + per64 + 2 * 4 * 2 * 64);
+    PT_ASSERT((char *)eng_kv_layer_vscale(&l, blk, 3) ==
+              blk + per64 + 2 * 4 * 2 * 64 + 4 * 2 * 2 * 4);
+    c.head_dim = 8;
     eng_kv_layout lf;
     PT_EQ_INT(eng_kv_layout_init_ex(&lf, &c, 4, 1, err, sizeof err), 0);
     PT_EQ_INT(lf.layer_bytes, 2 * 4 * 2 * 8 * 4);

@@ -73,8 +73,10 @@ def test_int8_fidelity_next_to_llama_cpp(gemma_model, parley_build):
     """int8 vs the fp32 path on 511 teacher-forced tokens of licence text,
     next to llama.cpp running the file's own 4-6 bit kernels against the
     same reference (tests/bench/int8_fidelity.py; its 4,088-token run is in
-    the README).  parley's KL may not be far above llama.cpp's and its
-    top-1 agreement not far below."""
+    the README).  The issue's target: parley's KL no worse than llama.cpp's
+    (measured here 0.0030 vs 0.0054 nats), top-1 agreement not below it
+    (97.3% vs 95.7%; 0.5 points of slack for another machine's llama.cpp
+    kernels)."""
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
@@ -84,7 +86,7 @@ def test_int8_fidelity_next_to_llama_cpp(gemma_model, parley_build):
     (p_top1, p_kl, p_ppl), (l_top1, l_kl, l_ppl) = rows["parley int8"], rows["llama.cpp"]
     print(f"\n{n} positions: parley int8 top-1 {p_top1:.2%} KL {p_kl:.4f} ppl {p_ppl:.3f}; "
           f"llama.cpp top-1 {l_top1:.2%} KL {l_kl:.4f} ppl {l_ppl:.3f}; fp32 ppl {rows['parley fp32'][2]:.3f}")
-    assert p_kl < 2.5 * l_kl and p_top1 > l_top1 - 0.03
+    assert p_kl < l_kl and p_top1 > l_top1 - 0.005
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
@@ -118,5 +120,5 @@ def test_inspect_reports_types_resident_and_kv_bytes(gemma_model, parley_bin):
     assert res["file_tensor_bytes"] < res["bytes"] < 1.3 * res["file_tensor_bytes"]
     assert 0 < res["decode_step_bytes"] < res["bytes"]
     # per token at long context only the 3 global layers grow (the 15 sliding-window layers are
-    # capped at 512 tokens): int8 K and V rows of 256 plus one f32 scale each
-    assert d["kv"]["bytes_per_token"] == 3 * 2 * (256 + 4)
+    # capped at 512 tokens): int8 K and V rows of 256, f32 scales: K one per 32 values, V one
+    assert d["kv"]["bytes_per_token"] == 3 * (2 * 256 + 4 * (256 // 32 + 1))
