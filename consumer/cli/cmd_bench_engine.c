@@ -258,11 +258,18 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
     fprintf(stderr, "  batch prefill: %d x %d tokens in %.2f s (untimed)\n", B, P, tp);
     for (int i = 0; i < B; i++) first[i] = be_argmax(logits + (size_t)i * V, V);
     for (int r = -1; r <= o->repeat; r++) { /* -1: warm-up (one step), repeat: profiled step */
-        for (int i = 0; i < B; i++)
-            if (eng_kvseq_truncate(&kv[i], P) != 0) {
-                fprintf(stderr, "bench: cannot truncate a batched sequence to its prompt\n");
+        for (int i = 0; i < B; i++) {
+            if (eng_kvseq_truncate(&kv[i], P) == 0) continue;
+            /* decode released sliding-window blocks the prompt's end still
+             * attends (P + gen past the window): prefill it again, untimed */
+            eng_kvseq_free(&kv[i]);
+            eng_seq_step s = {&kv[i], ids + (size_t)i * P, P, ENG_LOGITS_LAST, logits};
+            if (eng_kvseq_init(&kv[i], eng_model_kv_layout(m), alloc, err, sizeof err) != 0 ||
+                be_forward(m, &s, 1) < 0) {
+                fprintf(stderr, "bench: cannot restore a batched sequence to its prompt\n");
                 goto out;
             }
+        }
         memcpy(tok, first, (size_t)B * sizeof *tok);
         int prof = r == o->repeat, steps = r >= 0 && !prof ? o->gen : 1;
         if (prof && eng_prof_start(m, err, sizeof err) != 0) {
