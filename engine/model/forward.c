@@ -14,9 +14,10 @@
  * The int8 and fp32 paths are this same code: only linear() picks the
  * backend's gemm_q8 (after quantising the input rows with one scale per
  * 32-value block) or gemm_f32, and the KV store quantises (K one scale per
- * 32 values of a head, V one per token per head: eng_kv.h) or copies.  Attention always reads K/V back from the
- * blocks (after this step's tokens were written), so a token's result does
- * not depend on how the sequence was chunked.
+ * 32 values of a head, V one per token per head: eng_kv.h) or copies.
+ * Attention always reads K/V back from the blocks (after this step's tokens
+ * were written), so a token's result does not depend on how the sequence
+ * was chunked.
  *
  * KV-sharing layers (kv_src[l] != l) have no K/V rows in their QKV matrix:
  * they compute Q only and attend over their source layer's KV, which the

@@ -17,20 +17,20 @@
  * them, one per k_group consecutive values, at ks_off + s * ks_stride; a V
  * row has one, at vs_off + s * vs_stride.  (K gets group scales because
  * one scale over a whole K head lets its outlier channels set the step of
- * every other channel: see eng_kv.h.)  Queries and outputs are float rows addressed by token and head
- * strides (kern_attn_q).  Query token t sits at position p = pos0 + t and
+ * every other channel: see eng_kv.h.)  Queries and outputs are float rows
+ * addressed by token and head strides (kern_attn_q).  Query token t sits at position p = pos0 + t and
  * attends keys [max(0, p - window + 1), p] (window 0: [0, p]); only blocks
  * holding such keys are read, so dead blocks may be NULL.
  *
  * Numerics.  out = softmax(scale * q.k) . v in fp32.  kern_attn_ref is the
- * textbook form over dequantised rows (k_i8 * scale), two passes with libm
+ * textbook form over dequantised rows (int8 * scale), two passes with libm
  * expf.  kern_attn (AVX2+FMA, chosen at run time for head_dim % 8 == 0,
  * k_group % 8 == 0 and head_dim <= KERN_ATTN_MAX_VEC_HD; otherwise it runs
  * the reference) uses an online softmax over key chunks of
  * KERN_ATTN_CHUNK(head_dim) keys aligned to absolute key positions: per
  * chunk, K rows dequantised once (k_raw * its group's scale), scores
- * (q . k) * scale,
- * running max / sum update, then acc = acc * alpha + sum p * v_scale * v_raw.
+ * (q . k) * scale, running max / sum update, then
+ * acc = acc * alpha + sum p * v_scale * v_raw.
  * Every (query token, head) output is computed by the same sequence of
  * operations whatever other tokens or heads share the call, the call's
  * pos0/n_tok split or the block size, so results are bit-for-bit invariant
@@ -42,8 +42,9 @@
  * about 80 KiB.
  *
  * Failure behaviour.  None for valid arguments: n_tok, n_head >= 1,
- * head_dim >= 1, k_group dividing head_dim (int8 rows), pos0 >= 0, window >= 0, every attended block present, out
- * not overlapping q or the cache.
+ * head_dim >= 1, k_group dividing head_dim (int8 rows), pos0 >= 0,
+ * window >= 0, every attended block present, out not overlapping q or the
+ * cache.
  */
 #ifndef KERN_ATTN_H
 #define KERN_ATTN_H
