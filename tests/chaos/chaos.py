@@ -3,6 +3,7 @@
 real Kafka broker and a real Redis, with a checker that reads only Kafka.
 
     tests/chaos/chaos.py --minutes 30 [--seed N] [--workers 3] [--convs 24]
+                         [--protocol classic|consumer]
 
 (with tests/run.sh's environment: PARLEY_BUILD, the venv; it starts its own
 broker and Redis on fixed ports under a temporary run dir, so restarts keep
@@ -68,7 +69,8 @@ class Campaign:
         svc("redis.sh", self.rrun, "start", PARLEY_REDIS_PORT=str(rport))
         self.bootstrap, self.rport = f"127.0.0.1:{kport}", rport
         self.redis = (self.rrun / "redis.addr").read_text().strip()
-        self.env = Env(self.bootstrap, parley_bin, model, self.tmp / "workers", partitions=6)
+        self.env = Env(self.bootstrap, parley_bin, model, self.tmp / "workers", partitions=6,
+                       protocol=a.protocol)
         (self.tmp / "workers").mkdir(exist_ok=True)
         self.faults = []  # (kind, start, end, detail)
         self.stopped = set()  # SIGSTOPped workers
@@ -133,6 +135,7 @@ class Campaign:
         a = self.a
         kinds = ["kill9", "stop_cont", "broker", "redis_kill", "redis_stall", "join_leave"]
         print(f"chaos: seed {a.seed}, {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
+              f"group protocol {a.protocol}, "
               f"broker {self.bootstrap}, redis {self.redis}", flush=True)
         for i in range(a.workers):
             self.start_worker(f"w{i}")
@@ -216,8 +219,9 @@ class Campaign:
         svc("redis.sh", self.rrun, "stop")
 
 
-def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4):
-    a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens)
+def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4, protocol="classic"):
+    a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens,
+                           protocol=protocol)
     c = Campaign(a, parley_bin, model, tmp)
     try:
         return c.run()
@@ -232,6 +236,8 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--convs", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=4)
+    ap.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                    help="consumer group protocol: classic cooperative-sticky, or consumer (KIP-848)")
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     a = ap.parse_args()
     build = Path(os.environ.get("PARLEY_BUILD", HERE.parents[1] / "build"))
@@ -243,7 +249,7 @@ def main():
     subprocess.run([str(parley), "mkmodel", "--preset", "cai-tiny", "--out", str(model)], check=True,
                    capture_output=True)
     counts, kinds, rec, problems = campaign(parley, model, tmp, a.minutes, a.seed, a.workers, a.convs,
-                                            a.max_tokens)
+                                            a.max_tokens, a.protocol)
     for p in problems:
         print("PROBLEM:", p)
     sys.exit(1 if problems else 0)
