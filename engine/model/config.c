@@ -506,8 +506,7 @@ int eng_config_n_kv_owners(const eng_config *c, int global_only) {
 
 /* One owning layer's int8 K and V of one token with their scales (eng_kv.h). */
 static size_t kv_layer_token_bytes(const eng_config *c) {
-    size_t k_scales = (size_t)(c->head_dim / eng_kv_k_group(c->head_dim));
-    return (size_t)c->n_head_kv * (2 * (size_t)c->head_dim + 4 * (k_scales + 1));
+    return eng_kv_token_bytes(c->n_head_kv, c->head_dim);
 }
 
 size_t eng_config_kv_bytes_per_token(const eng_config *c) {

@@ -72,6 +72,12 @@ enum { ENG_KV_GLOBAL = 0, ENG_KV_LOCAL = 1 };
 #define ENG_KV_QUANT_VERSION 2
 /* K values per K scale for a head of head_dim values. */
 static inline int eng_kv_k_group(int head_dim) { return head_dim % 32 == 0 ? 32 : head_dim; }
+/* Bytes one token takes in one owning layer of the int8 layout: K and V
+ * rows plus their scales (head_dim / k_group for K, one for V, per KV head). */
+static inline size_t eng_kv_token_bytes(int n_head_kv, int head_dim) {
+    size_t k_scales = (size_t)(head_dim / eng_kv_k_group(head_dim));
+    return (size_t)n_head_kv * (2 * (size_t)head_dim + sizeof(float) * (k_scales + 1));
+}
 
 typedef struct eng_kv_layout {
     int block_tokens;               /* B: tokens per block */

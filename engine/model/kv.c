@@ -39,9 +39,8 @@ int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_token
     l->k_group = eng_kv_k_group(c->head_dim);
     l->k_scales = c->head_dim / l->k_group;
     size_t B = (size_t)block_tokens, row = (size_t)c->n_head_kv * c->head_dim;
-    l->layer_bytes = kv_fp32 ? 2 * B * row * sizeof(float)
-                             : 2 * B * row + B * (size_t)c->n_head_kv * (size_t)(l->k_scales + 1) *
-                                                 sizeof(float);
+    l->layer_bytes =
+        kv_fp32 ? 2 * B * row * sizeof(float) : B * eng_kv_token_bytes(c->n_head_kv, c->head_dim);
     for (int i = 0; i < c->n_layer; i++) {
         int src = c->kv_src[i];
         if (src < 0 || src > i || c->kv_src[src] != src)
