@@ -65,6 +65,36 @@
  * gives the exact reusable length.  Changing the system message (gemma
  * folds it into the first user turn) invalidates everything after it.
  *
+ * Splicing a conversation's ids (eng_tmpl_render_turn, template_splice.c).
+ * Re-encoding the reply the model generated need not give back the ids it
+ * generated (merges across the reply's edges, "\n"+"\n" vs "\n\n", a
+ * trimmed trailing space), and every such difference is a prefix-cache
+ * miss from that point on.  So a worker remembers, per conversation, the
+ * previous turn (eng_tmpl_prior: its prompt's render as flat text with its
+ * special tokens, the prompt ids it ran, the ids it generated and the reply
+ * text it returned) and renders the next turn with it:
+ *  - Rules.  The prior applies when (a) the new message list has more
+ *    messages than the prior's and the first new one is an assistant
+ *    message byte-identical to the prior's reply (an edited or regenerated
+ *    reply does not apply), and (b) the new render's text starts with the
+ *    prior's prompt text and has exactly the prior's special tokens, at the
+ *    same offsets with the same ids, inside it (an edited earlier turn, a
+ *    changed system message, another template, or a template that rewrites
+ *    earlier turns, e.g. by stripping reasoning, does not apply).
+ *  - Splice.  Then the ids are: the prior's prompt ids; then the longest run
+ *    of its generated ids whose bytes continue the new text exactly (a
+ *    special id only where the render has that same template-owned special
+ *    token, a text id only inside one text run: so an end-of-turn marker is
+ *    reused when the model generated it and the template puts it there, and
+ *    the stop string's or a trimmed space's ids end the run); then the rest
+ *    of the text encoded as eng_tmpl_render_ids would, from that byte on.
+ *  - Guarantee.  The spliced ids always spell the new render exactly (same
+ *    bytes, same template-owned special tokens, content never becomes a
+ *    control token), and wherever full tokenisation is stable they ARE the
+ *    full tokenisation; where it is not, they are what the KV was computed
+ *    with (out->mismatch says so).  No prior, or one that does not apply,
+ *    gives eng_tmpl_render_ids's ids.
+ *
  * Threading.  Stateless functions over read-only data: thread-safe.
  *
  * Failure behaviour.  0 or a negative ENG_TMPL_E* code plus a message in
@@ -150,5 +180,53 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
  * rendered ids.
  */
 int eng_tmpl_stable_prefix(eng_tmpl_format f, const eng_tok *t, const int32_t *ids, int n_ids);
+
+/* A template-owned special token in a flat render's text. */
+typedef struct eng_tmpl_special {
+    uint32_t off; /* byte offset of its spelling in the text */
+    uint32_t len; /* bytes of its spelling */
+    int32_t id;   /* its id */
+} eng_tmpl_special;
+
+/* What a worker remembers of a conversation's previous turn (see
+ * "Splicing"); every pointer is the caller's and only read. */
+typedef struct eng_tmpl_prior {
+    int n_msgs;                   /* messages its prompt rendered */
+    const char *text;             /* its prompt's render (eng_tmpl_turn.text) */
+    size_t n_text;                /* bytes of text */
+    const eng_tmpl_special *spec; /* its special tokens (eng_tmpl_turn.spec) */
+    int n_spec;                   /* entries of spec */
+    const int32_t *ids;           /* the prompt ids it ran */
+    int n_prompt;                 /* entries of ids */
+    const int32_t *gen;           /* the ids generated after them (stop token included) */
+    int n_gen;                    /* entries of gen */
+    const char *reply;            /* the reply text returned for it */
+    size_t n_reply;               /* bytes of reply */
+} eng_tmpl_prior;
+
+/* A rendered turn (eng_tmpl_render_turn); free with eng_tmpl_turn_free. */
+typedef struct eng_tmpl_turn {
+    int32_t *ids;           /* the prompt ids to run (malloc'd) */
+    int n_ids;              /* entries of ids */
+    char *text;             /* the render as flat text, specials spelled (malloc'd) */
+    size_t n_text;          /* bytes of text */
+    eng_tmpl_special *spec; /* its special tokens in text order (malloc'd, NULL if none) */
+    int n_spec;             /* entries of spec */
+    int n_spliced;          /* leading ids taken from the prior (0: the prior did not apply) */
+    int n_gen_spliced;      /* of which the prior's generated ids */
+    int mismatch;           /* 1: the prior applied and full re-tokenisation gives other ids */
+} eng_tmpl_turn;
+
+/* Render msgs (add_gen as eng_tmpl_render_ids) for the next turn of a
+ * conversation whose previous turn is prior (NULL: none), splicing its ids
+ * where the rules allow (see "Splicing").  Also returns the render's flat
+ * text and special tokens, which the next turn's prior needs.  Errors as
+ * eng_tmpl_render_ids; on error *out holds nothing. */
+int eng_tmpl_render_turn(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                         bool add_gen, const eng_tmpl_prior *prior, eng_tmpl_turn *out, char *err,
+                         size_t errlen);
+
+/* Free what a render_turn allocated and zero *o (NULL is fine). */
+void eng_tmpl_turn_free(eng_tmpl_turn *o);
 
 #endif

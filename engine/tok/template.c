@@ -319,41 +319,77 @@ done:
     return rc;
 }
 
-int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
-                        bool add_gen, int32_t *ids, int cap, int *n_out, char *err, size_t errlen) {
+/* The render as one text (specials spelled) and the list of its special
+ * tokens with their ids (tok_internal.h). */
+int tmpl_render_flat(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                     bool add_gen, tok_buf *text, eng_tmpl_special **spec, int *n_spec, char *err,
+                     size_t errlen) {
     segs s = {0};
-    tok_buf text = {0};
-    tok_ids v = {0};
-    *n_out = 0;
+    *spec = NULL;
+    *n_spec = 0;
+    text->n = 0;
     if (!t) {
         return pl_errf(err, errlen, ENG_TMPL_EINVAL,
                        "chat template: rendering to ids needs a tokenizer");
     }
-    int rc = render(f, t, msgs, n, add_gen, &s, err, errlen);
-    if (rc) goto done;
-    for (int i = 0; i <= s.n && !rc; i++) {
-        if (i < s.n && !s.v[i].special) {
-            if (tok_buf_put(&text, s.v[i].p, s.v[i].n)) rc = ENG_TMPL_ENOMEM;
-            continue;
+    int rc = render(f, t, msgs, n, add_gen, &s, err, errlen), k = 0;
+    for (int i = 0; i < s.n && !rc; i++) k += s.v[i].special;
+    if (!rc && k && !(*spec = malloc((size_t)k * sizeof **spec))) rc = ENG_TMPL_ENOMEM;
+    for (int i = 0; i < s.n && !rc; i++) {
+        if (s.v[i].special) {
+            int32_t id = tok_vocab_lookup(t, s.v[i].p, s.v[i].n);
+            if (id < 0) {
+                rc = pl_errf(err, errlen, ENG_TMPL_EVOCAB,
+                             "chat template %s: token \"%.*s\" is not in the vocabulary",
+                             eng_tmpl_name(f), (int)(s.v[i].n > 40 ? 40 : s.v[i].n), s.v[i].p);
+                break;
+            }
+            (*spec)[(*n_spec)++] = (eng_tmpl_special){(uint32_t)text->n, (uint32_t)s.v[i].n, id};
         }
-        if (text.n) {
-            rc = tok_encode_ids(t, text.v, text.n, 0, &v, err, errlen);
-            /* a tokenizer code becomes this module's, same class (pl_err.h) */
-            rc = pl_err_recode(rc, PL_ERR_TMPL, ENG_TMPL_EINVAL);
-            text.n = 0;
-            if (rc) break;
-        }
-        if (i == s.n) break;
-        int32_t id = tok_vocab_lookup(t, s.v[i].p, s.v[i].n);
-        if (id < 0) {
-            rc = pl_errf(err, errlen, ENG_TMPL_EVOCAB,
-                         "chat template %s: token \"%.*s\" is not in the vocabulary",
-                         eng_tmpl_name(f), (int)(s.v[i].n > 40 ? 40 : s.v[i].n), s.v[i].p);
-            break;
-        }
-        if (tok_ids_push(&v, id)) rc = ENG_TMPL_ENOMEM;
+        if (tok_buf_put(text, s.v[i].p, s.v[i].n)) rc = ENG_TMPL_ENOMEM;
     }
     if (rc == ENG_TMPL_ENOMEM) pl_errf(err, errlen, rc, "chat template: out of memory");
+    if (rc) {
+        free(*spec);
+        *spec = NULL;
+        *n_spec = 0;
+    }
+    free(s.v);
+    return rc;
+}
+
+/* Encode text[from..n_text) of a flat render (tok_internal.h): each run of
+ * text between special tokens WITHOUT special-token parsing, the special
+ * tokens by id. */
+int tmpl_encode_flat(const eng_tok *t, const char *text, size_t n_text,
+                     const eng_tmpl_special *spec, int n_spec, size_t from, tok_ids *out, char *err,
+                     size_t errlen) {
+    size_t pos = from;
+    int i = 0;
+    while (i < n_spec && spec[i].off < from) i++;
+    for (;; i++) {
+        size_t end = i < n_spec ? spec[i].off : n_text;
+        if (end > pos) {
+            int rc = tok_encode_ids(t, text + pos, end - pos, 0, out, err, errlen);
+            /* a tokenizer code becomes this module's, same class (pl_err.h) */
+            if (rc) return pl_err_recode(rc, PL_ERR_TMPL, ENG_TMPL_EINVAL);
+        }
+        if (i == n_spec) return 0;
+        if (tok_ids_push(out, spec[i].id))
+            return pl_errf(err, errlen, ENG_TMPL_ENOMEM, "chat template: out of memory");
+        pos = spec[i].off + spec[i].len;
+    }
+}
+
+int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                        bool add_gen, int32_t *ids, int cap, int *n_out, char *err, size_t errlen) {
+    tok_buf text = {0};
+    tok_ids v = {0};
+    eng_tmpl_special *spec = NULL;
+    int n_spec = 0;
+    *n_out = 0;
+    int rc = tmpl_render_flat(f, t, msgs, n, add_gen, &text, &spec, &n_spec, err, errlen);
+    if (!rc) rc = tmpl_encode_flat(t, text.v, text.n, spec, n_spec, 0, &v, err, errlen);
     if (rc) goto done;
     *n_out = v.n;
     if (v.n > cap) {
@@ -363,7 +399,7 @@ int eng_tmpl_render_ids(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg 
     }
     if (v.n) memcpy(ids, v.v, (size_t)v.n * sizeof *ids);
 done:
-    free(s.v);
+    free(spec);
     free(text.v);
     free(v.v);
     return rc;

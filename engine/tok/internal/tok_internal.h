@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eng_template.h"
 #include "eng_tok.h"
 #include "pl_err.h"
 
@@ -144,5 +145,21 @@ int tok_cp_to_byte(uint32_t cp);
 /* Encode into a growable id list (the core of eng_tok_encode). */
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
                    char *err, size_t errlen);
+
+/* ---- chat templates in flat form (template.c; template_splice.c) ---- */
+/* Render msgs to one text (template-owned special tokens spelled out, as
+ * eng_tmpl_render_text) plus the list of those special tokens, in text
+ * order, with their ids (*spec malloc'd, NULL when none).  text is reset
+ * first.  ENG_TMPL_EVOCAB when a special token is not in the vocabulary. */
+int tmpl_render_flat(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                     bool add_gen, tok_buf *text, eng_tmpl_special **spec, int *n_spec, char *err,
+                     size_t errlen);
+/* Append the ids of text[from..n_text) of a flat render to out, as
+ * eng_tmpl_render_ids encodes a render: each run of text between special
+ * tokens without special-token parsing, each special token by id.  from
+ * must not fall inside a special token's spelling. */
+int tmpl_encode_flat(const eng_tok *t, const char *text, size_t n_text,
+                     const eng_tmpl_special *spec, int n_spec, size_t from, tok_ids *out, char *err,
+                     size_t errlen);
 
 #endif
