@@ -249,12 +249,60 @@ static void pin_path_locked(kv_cache *c, kv_node *node, int d, kv_match *m) {
     m->n_tokens = d * c->B;
 }
 
+/* Copy tail t's blocks into blocks of the pool for a match; 0 when the
+ * pool has none to give (the allocation may evict and release mu
+ * meanwhile: t's blocks are pinned for the copy, t itself is not used
+ * after). */
+static int tail_copy_locked(kv_cache *c, kv_node *t, void **copy) {
+    void *src[2] = {t->blk[0], t->blk[1]};
+    int ok = 1;
+    for (int k = 0; k < 2; k++)
+        if (src[k]) kv_pool_ref_locked(c, k, src[k]);
+    for (int k = 0; k < 2; k++) {
+        copy[k] = NULL;
+        if (!src[k] || !ok) continue;
+        if (!(copy[k] = kv_pool_alloc_locked(c, k))) ok = 0;
+        else memcpy(copy[k], src[k], c->bbytes[k]);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (src[k]) kv_pool_unref_locked(c, k, src[k]);
+        if (!ok && copy[k]) kv_pool_unref_locked(c, k, copy[k]);
+    }
+    return ok;
+}
+
+/* After a walk that reached depth d at node deep (the deepest node of the
+ * path, resumable): continue into deep's tail for the tokens that agree,
+ * adding the copy as entry d of m.  At most avail tokens. */
+static void match_tail_locked(kv_cache *c, kv_node *deep, const int32_t *tokens, int avail,
+                              kv_match *m) {
+    kv_node *t = deep ? deep->tail : NULL;
+    int d = m->n_blocks, k = 0, lim = t ? (t->n_tok < avail ? t->n_tok : avail) : 0;
+    if (!t || d >= m->cap || (c->has_kind[ENG_KV_LOCAL] && !t->blk[ENG_KV_LOCAL])) return;
+    while (k < lim && t->tokens[k] == tokens[k]) k++;
+    void *copy[2];
+    if (!k) return;
+    t->tick = ++c->tick;
+    if (t->heap_idx >= 0) kv_heap_update_locked(c, t);
+    if (!tail_copy_locked(c, t, copy)) return;
+    m->gblk[d] = copy[ENG_KV_GLOBAL];
+    m->lblk[d] = copy[ENG_KV_LOCAL];
+    m->n_blocks = d + 1;
+    m->n_tokens += k;
+    m->n_partial = k;
+    c->st.partial_hits++;
+    c->st.partial_tokens += (uint64_t)k;
+    c->st.host.hit_tokens += (uint64_t)k;
+    for (int i = 0; i < 2; i++)
+        if (copy[i]) c->st.host.bytes_out += c->bbytes[i];
+}
+
 int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *tokens, int n,
                     int redis_wait_ms, kv_match *m) {
     if (!c || !m || n < 0 || (n && !tokens) || !kv_ns_valid(ns, ns_len) ||
         (m->cap > 0 && (!m->gblk || !m->lblk)))
         return KV_EINVAL;
-    m->n_blocks = m->n_tokens = m->n_from_redis = 0;
+    m->n_blocks = m->n_tokens = m->n_from_redis = m->n_partial = 0;
     int nb = n > 0 ? (n - 1) / c->B : 0;
     if (nb > m->cap) nb = m->cap;
     if (nb > c->cfg.max_tokens / c->B) nb = c->cfg.max_tokens / c->B;
@@ -279,10 +327,19 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
         }
         pthread_mutex_lock(&c->mu);
         node = walk_locked(c, ns, ns_len, tokens, nb, &best, &why, &w2);
+    } else {
+        w2 = walked;
     }
     if (best) pin_path_locked(c, node, best, m);
     /* Blocks below the host path's depth were in host RAM already. */
     m->n_from_redis = best > walked ? best - walked : 0;
+    /* The walk stopped at the deepest cached node and it is resumable: its
+     * tail may hold the next tokens (the root's, for a short prefix). */
+    if (m->partial && c->B > 1 && best == w2 && n > 0) {
+        kv_node *deep =
+            best ? node : kv_root_find_locked(c, ns, ns_len, kv_hash_seed(c->fp, ns, ns_len));
+        match_tail_locked(c, deep, tokens + (size_t)best * c->B, n - 1 - best * c->B, m);
+    }
     pthread_mutex_unlock(&c->mu);
     return 0;
 }
@@ -296,7 +353,7 @@ void kv_match_release(kv_cache *c, kv_match *m) {
         m->gblk[i] = m->lblk[i] = NULL;
     }
     pthread_mutex_unlock(&c->mu);
-    m->n_blocks = m->n_tokens = m->n_from_redis = 0;
+    m->n_blocks = m->n_tokens = m->n_from_redis = m->n_partial = 0;
 }
 
 /* A block pointer of the sequence usable by the index: from this pool and
@@ -362,6 +419,29 @@ int kv_cache_insert(kv_cache *c, const char *ns, size_t ns_len, const eng_kvseq 
         }
         child->tick = ++c->tick;
         node = child;
+    }
+    int rest = seq->n_tokens - nb * c->B;
+    if (rc == 0 && node->depth == nb && rest > 0 && nb < seq->n_blocks) {
+        /* the partial last block becomes the node's tail */
+        void *gp = seq->blk[ENG_KV_GLOBAL] ? seq->blk[ENG_KV_GLOBAL][nb] : NULL;
+        void *lp = seq->blk[ENG_KV_LOCAL] ? seq->blk[ENG_KV_LOCAL][nb] : NULL;
+        void *bp[2] = {gp, lp};
+        int ok = 1;
+        for (int k = 0; k < 2; k++)
+            if (c->has_kind[k] &&
+                (!bp[k] || !seq_blk_ok(c, k, bp[k]) || kv_pool_hdr(c, k, bp[k])->node))
+                ok = 0;
+        kv_node *t = ok ? kv_tail_new_locked(c, node, seq->tokens + (size_t)nb * c->B, rest) : NULL;
+        for (int k = 0; t && k < 2; k++)
+            if (c->has_kind[k]) {
+                t->blk[k] = bp[k];
+                kv_pool_ref_locked(c, k, bp[k]);
+                kv_pool_set_node_locked(c, k, bp[k], t);
+            }
+        if (t) {
+            c->st.inserted_tails++;
+            kv_heap_update_locked(c, t);
+        }
     }
     if (node->root_idx < 0) {
         if (c->wb) {

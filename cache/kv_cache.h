@@ -29,8 +29,25 @@
  * matches only if its parent pointer AND its stored tokens equal the
  * query's, so a hash collision (tests weaken H to 4 bits through
  * config.hash_mask_bits) is a miss, never wrong KV.  Lookup walks block by
- * block: O(n) in the query length.  Only full blocks are cached; a partial
- * last block (at most B-1 tokens) is recomputed.
+ * block: O(n) in the query length.
+ *
+ * Partial blocks.  An insert whose sequence ends inside a block (n_tokens
+ * not a multiple of B) also keeps that last block as a tail: a leaf with
+ * 1..B-1 tokens under the node it continues, at most one per node (a newer
+ * insert's replaces it), found through the node's `tail` pointer, not the
+ * hash table.  A lookup (kv_match.partial set) that ends its walk at the
+ * deepest node of the path, resumable, continues into that node's tail
+ * for as many tokens as agree with the query (verified token by token, at
+ * most n - 1 in all), so a next turn reuses the previous turn's KV down to
+ * the token, not the block.  The new sequence writes its next tokens into
+ * that block, so the match never hands out the tail's blocks: it hands a
+ * copy made at lookup (copy-on-write taken eagerly: the sequence always
+ * diverges inside the block, at the first token it computes), from the
+ * pool like any block; when the pool has nothing to evict for the copy the
+ * match stops at the full blocks.  Tails are LRU leaves like any other;
+ * they are never written to Redis (an evicted tail is dropped: Redis holds
+ * whole blocks only), so a prefix brought back from Redis resumes at its
+ * last whole block.
  *
  * Sliding-window layers.  A resume at position p needs the local KV of
  * blocks i with (i+1)*B > p - W only (W = layout max_window, wb = ceil(W/B)
@@ -95,6 +112,8 @@
  *    block, so nodes <= global blocks.
  *  - blocks_used <= blocks_total per kind and pool bytes <= budget_bytes
  *    (the pool never grows).
+ *  - A tail has 1..B-1 tokens, no children, is its parent's `tail` and is
+ *    not in the hash table; every other non-root node has B tokens.
  *
  * ** Locking **
  * One mutex, c->mu, guards ALL in-memory state: pool headers and free lists,
@@ -197,8 +216,11 @@ typedef struct kv_match {
     void **lblk;      /* caller array: local blocks (NULL where no resume needs them) */
     int cap;          /* entries in gblk/lblk */
     int n_blocks;     /* blocks matched */
-    int n_tokens;     /* tokens matched = n_blocks * B */
+    int n_tokens;     /* tokens matched: n_blocks * B, less with a partial last block */
     int n_from_redis; /* of which beyond the host RAM path, i.e. brought from Redis */
+    int partial;      /* in: 1 = the match may end inside a cached tail, its last entries
+                       * then being the match's own copy (see "Partial blocks") */
+    int n_partial;    /* out: tokens of n_tokens served from a tail's copy (0..B-1) */
 } kv_match;
 
 /* Longest resumable cached prefix of tokens[0..n) in namespace ns

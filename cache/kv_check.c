@@ -12,6 +12,7 @@
  *  - blocks_used == nblk - n_free, and pool bytes <= budget_bytes.
  * Per node (live = not on the node free list):
  *  - n_children equals the live nodes naming it as parent;
+ *  - a tail has 1..B-1 tokens, no children and is its parent's tail;
  *  - heap_idx >= 0 exactly when it is evictable (non-root, no children,
  *    every held block at ref == 1), heap[heap_idx] == node, n_heap equals
  *    their count, and the heap is ordered by tick;
@@ -111,6 +112,13 @@ static int check_nodes_locked(kv_cache *c, uint8_t *nfree, char *err, size_t err
         }
         if (!rc && c->has_kind[ENG_KV_GLOBAL] && !n->blk[ENG_KV_GLOBAL])
             rc = pl_errf(err, errlen, KV_EINVAL, "node %d holds no global block", i);
+        if (!rc && n->n_tok != c->B &&
+            (n->n_tok < 1 || n->n_tok >= c->B || n->n_children || p->tail != n))
+            rc = pl_errf(err, errlen, KV_EINVAL,
+                         "node %d: a tail of %d tokens with %d children, %s its parent's tail", i,
+                         n->n_tok, n->n_children, p->tail == n ? "" : "not");
+        if (!rc && p->tail && (p->tail->parent != p || p->tail->n_tok == c->B))
+            rc = pl_errf(err, errlen, KV_EINVAL, "node %d: its parent's tail is not its tail", i);
     }
     for (int i = 0; i < c->max_nodes && !rc; i++) {
         if (nfree[i]) continue;

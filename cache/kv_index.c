@@ -6,7 +6,8 @@
  *
  * A child is identified by (parent pointer, key, token ids): the key only
  * chooses the bucket, so masked or colliding keys cost time, never
- * correctness.
+ * correctness.  A tail (a partial last block) is found through its
+ * parent's `tail` pointer only.
  */
 #include <string.h>
 
@@ -108,6 +109,7 @@ kv_node *kv_node_new_locked(kv_cache *c, kv_node *parent, uint64_t h, uint64_t g
     n->root = parent->root;
     n->tokens = tokens;
     memcpy(tokens, tok, sizeof(int32_t) * (size_t)c->B);
+    n->n_tok = c->B;
     n->depth = parent->depth + 1;
     n->heap_idx = -1;
     n->root_idx = -1;
@@ -118,6 +120,31 @@ kv_node *kv_node_new_locked(kv_cache *c, kv_node *parent, uint64_t h, uint64_t g
     parent->n_children++;
     if (parent->root_idx < 0) kv_heap_update_locked(c, parent);
     c->st.nodes++;
+    return n;
+}
+
+kv_node *kv_tail_new_locked(kv_cache *c, kv_node *parent, const int32_t *tok, int n_tok) {
+    if (n_tok < 1 || n_tok >= c->B) return NULL;
+    kv_node *n = c->free_nodes, *old = parent->tail;
+    if (!n) return NULL;
+    c->free_nodes = n->free_next;
+    int32_t *tokens = c->tok_arena + (size_t)(n - c->nodes) * c->B;
+    memset(n, 0, sizeof *n);
+    n->parent = parent;
+    n->root = parent->root;
+    n->tokens = tokens;
+    memcpy(tokens, tok, sizeof(int32_t) * (size_t)n_tok);
+    for (int i = n_tok; i < c->B; i++) tokens[i] = -1;
+    n->n_tok = n_tok;
+    n->depth = parent->depth + 1;
+    n->heap_idx = -1;
+    n->root_idx = -1;
+    n->tick = ++c->tick;
+    parent->n_children++; /* before the old tail goes: a root must not empty */
+    c->st.nodes++;
+    if (old) kv_node_remove_locked(c, old);
+    parent->tail = n;
+    if (parent->root_idx < 0) kv_heap_update_locked(c, parent);
     return n;
 }
 
@@ -143,10 +170,11 @@ void kv_node_remove_locked(kv_cache *c, kv_node *n) {
         kv_heap_update_locked(c, n);
         n->n_children--;
     }
-    hash_unlink(c, n);
+    kv_node *p = n->parent;
+    if (n->n_tok == c->B) hash_unlink(c, n);
+    else if (p->tail == n) p->tail = NULL;
     for (int k = 0; k < 2; k++)
         if (n->blk[k]) node_release_blk(c, n, k);
-    kv_node *p = n->parent;
     p->n_children--;
     if (p->root_idx >= 0) {
         if (!p->n_children) {

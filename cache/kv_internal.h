@@ -27,7 +27,10 @@ typedef struct kv_blk {
     kv_node *node;     /* index node holding this block, or NULL */
 } kv_blk;
 
-/* One index node: a full block of a cached prefix, or a namespace root. */
+/* One index node: a full block of a cached prefix, a namespace root, or a
+ * tail -- the partial last block (1..B-1 tokens) of an inserted sequence,
+ * a leaf under the node it continues (its parent's `tail`, at most one per
+ * parent), not in the hash table and never written to Redis. */
 struct kv_node {
     uint64_t key;       /* h_k masked by hash_mask_bits (root: h_0 masked) */
     uint64_t h;         /* h_k unmasked (chains into the child's h) */
@@ -36,7 +39,9 @@ struct kv_node {
     kv_node *root;      /* the namespace root of this node's path (roots: itself) */
     kv_node *hnext;     /* next node in the same hash bucket */
     kv_node *free_next; /* free-list link while unused */
-    int32_t *tokens;    /* B token ids (arena); roots: NULL */
+    int32_t *tokens;    /* B token ids (arena; a tail's n_tok, then -1s); roots: NULL */
+    int n_tok;          /* tokens of its block: B, or 1..B-1 for a tail; roots 0 */
+    kv_node *tail;      /* the partial block cached after this node, or NULL */
     void *blk[2];       /* payload per kind held by the tree (NULL if none) */
     int depth;          /* k: blocks from the root (root 0) */
     int n_children;     /* live children */
@@ -172,6 +177,9 @@ int kv_child_collides_locked(kv_cache *c, kv_node *parent, uint64_t key);
 kv_node *kv_node_new_locked(kv_cache *c, kv_node *parent, uint64_t h, uint64_t g,
                             const int32_t *tok);
 void kv_node_remove_locked(kv_cache *c, kv_node *n);
+/* A tail of n_tok (1..B-1) tokens under parent, replacing its old tail
+ * (removed).  NULL when no node is free. */
+kv_node *kv_tail_new_locked(kv_cache *c, kv_node *parent, const int32_t *tok, int n_tok);
 void kv_node_drop_local_locked(kv_cache *c, kv_node *n);
 uint64_t kv_key(const kv_cache *c, uint64_t h);
 /* Chain hashes of the first nb blocks of tokens: h[k], g[k] for block k (0-based). */

@@ -38,7 +38,7 @@ void kv_redis_key(const kv_cache *c, const char *ns, size_t ns_len, uint64_t key
 /* ---- writer ---- */
 
 int kv_redis_wants_locked(kv_cache *c, const kv_node *n) {
-    if (!c->use_redis) return 0;
+    if (!c->use_redis || n->n_tok != c->B) return 0; /* Redis holds whole blocks only */
     return !(n->redis_ms && pl_mono_ms() - n->redis_ms < (int64_t)c->cfg.ttl_s * 500);
 }
 

@@ -17,7 +17,7 @@ static long ops_blocks_total(void *ctx, int kind) {
 
 static int ops_lookup(void *ctx, const char *ns, size_t ns_len, const int32_t *tokens, int n,
                       eng_sched_match *m) {
-    kv_match km = {m->gblk, m->lblk, m->cap, 0, 0, 0};
+    kv_match km = {m->gblk, m->lblk, m->cap, 0, 0, 0, 1, 0}; /* partial blocks too */
     int rc = kv_cache_lookup(ctx, ns ? ns : "", ns_len, tokens, n, -1, &km);
     m->n_blocks = km.n_blocks;
     m->n_tokens = km.n_tokens;
@@ -26,7 +26,7 @@ static int ops_lookup(void *ctx, const char *ns, size_t ns_len, const int32_t *t
 }
 
 static void ops_release(void *ctx, eng_sched_match *m) {
-    kv_match km = {m->gblk, m->lblk, m->cap, m->n_blocks, m->n_tokens, m->n_remote};
+    kv_match km = {m->gblk, m->lblk, m->cap, m->n_blocks, m->n_tokens, m->n_remote, 0, 0};
     kv_match_release(ctx, &km);
     m->n_blocks = m->n_tokens = m->n_remote = 0;
 }
@@ -37,7 +37,7 @@ static int ops_probe(void *ctx, const char *ns, size_t ns_len, const int32_t *to
     int cap = n;
     void **arr = calloc((size_t)cap * 2, sizeof *arr);
     if (!arr) return 0;
-    kv_match km = {arr, arr + cap, cap, 0, 0, 0};
+    kv_match km = {arr, arr + cap, cap, 0, 0, 0, 0, 0};
     int got = 0;
     if (kv_cache_lookup(ctx, ns ? ns : "", ns_len, tokens, n, -1, &km) == 0) got = km.n_tokens;
     kv_match_release(ctx, &km);

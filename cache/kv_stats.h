@@ -53,6 +53,9 @@ typedef struct kv_stats {
     uint64_t local_bytes_dropped;  /* their bytes: what sliding-window trimming saved */
     uint64_t inserts;              /* kv_cache_insert calls */
     uint64_t inserted_blocks;      /* nodes created by inserts */
+    uint64_t inserted_tails;       /* partial last blocks kept by inserts (kv_cache.h) */
+    uint64_t partial_hits;         /* lookups that ended inside a tail (served from its copy) */
+    uint64_t partial_tokens;       /* tokens so served (also counted in host.hit_tokens) */
     uint64_t alloc_fail;           /* allocator returned NULL */
     uint64_t redis_writes;         /* values written to Redis */
     uint64_t redis_write_errors;   /* writes that failed (timeout, connection) */

@@ -145,11 +145,15 @@ int eng_kvseq_init(eng_kvseq *s, const eng_kv_layout *l, const eng_kv_allocator 
                    size_t errlen);
 /* Release every block the sequence references and its tables. */
 void eng_kvseq_free(eng_kvseq *s);
-/* Resume an EMPTY sequence from cached blocks: n_tokens (a multiple of B)
- * tokens, gblk/lblk hold n_tokens/B block pointers each (either may be NULL
+/* Resume an EMPTY sequence from cached blocks: n_tokens tokens, gblk/lblk
+ * hold ceil(n_tokens/B) block pointers each (either may be NULL
  * when the layout has no layers of that kind; lblk may hold NULLs for dead
- * blocks but not for blocks a query at position n_tokens can attend).  The
- * caller has already taken one reference per block for the sequence.
+ * blocks but not for blocks a query at position n_tokens can attend).  When
+ * n_tokens is not a multiple of B the last block is partly filled and the
+ * sequence writes its next tokens into it: it must be the sequence's own
+ * (a copy of a cached partial block, never one the cache or another
+ * sequence reads).  The caller has already taken one reference per block
+ * for the sequence.
  * Returns 0, ENG_KV_EINVAL (not empty, bad count, missing live block) or
  * ENG_KV_ENOMEM. */
 int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk, void *const *lblk,

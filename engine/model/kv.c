@@ -187,9 +187,8 @@ int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk, void *
                            const int32_t *tokens) {
     const eng_kv_layout *l = s->layout;
     int B = l->block_tokens;
-    if (s->n_tokens != 0 || n_tokens < 0 || n_tokens % B != 0 || (n_tokens > 0 && !tokens))
-        return ENG_KV_EINVAL;
-    int nb = n_tokens / B;
+    if (s->n_tokens != 0 || n_tokens < 0 || (n_tokens > 0 && !tokens)) return ENG_KV_EINVAL;
+    int nb = (n_tokens + B - 1) / B;
     if ((l->n_layers[0] && !gblk && nb) || (l->n_layers[1] && !lblk && nb)) return ENG_KV_EINVAL;
     for (int i = 0; i < nb; i++) {
         if (l->n_layers[0] && !gblk[i]) return ENG_KV_EINVAL;

@@ -141,7 +141,7 @@ typedef struct eng_sched_match {
     void **lblk;  /* scheduler array, cap entries: local blocks (NULL where no resume needs them) */
     int cap;      /* entries in gblk / lblk */
     int n_blocks; /* blocks matched */
-    int n_tokens; /* tokens matched (n_blocks * B) */
+    int n_tokens; /* tokens matched (the last block may be a partial copy: <= n_blocks * B) */
     int n_remote; /* of which came from a lower tier (Redis) */
 } eng_sched_match;
 

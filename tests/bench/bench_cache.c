@@ -83,7 +83,7 @@ static double turn(kv_cache *c, const eng_kv_layout *l, const char *ns, const in
     char err[128];
     eng_kvseq_init(&s, l, &a, err, sizeof err);
     static void *g[1024], *lb[1024];
-    kv_match m = {g, lb, 1024, 0, 0, 0};
+    kv_match m = {g, lb, 1024, 0, 0, 0, 0, 0};
     double t0 = now_s();
     kv_cache_lookup(c, ns, strlen(ns), t, n, -1, &m);
     double dt = now_s() - t0;
@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < CONVS; k++) {
                 c = mk(&l, host, port);
                 static void *g[1024], *lb[1024];
-                kv_match m = {g, lb, 1024, 0, 0, 0};
+                kv_match m = {g, lb, 1024, 0, 0, 0, 0, 0};
                 double t0 = now_s();
                 kv_cache_lookup(c, ns, strlen(ns), conv[k], n, 5000, &m);
                 tt += now_s() - t0;

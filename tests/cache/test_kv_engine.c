@@ -5,8 +5,9 @@
  * temporary file.  A conversation is prefilled once through the cache's
  * allocator and inserted; its tail is evicted to Redis (or the whole path
  * is flushed and a second cache -- another worker -- resumes from Redis
- * alone); the resumed sequence then computes the remaining tokens.  Its KV
- * blocks and its logits must be bit-identical to a fresh prefill.
+ * alone), or the next turn resumes into the cached partial last block (a
+ * copy of it); the resumed sequence then computes the remaining tokens.
+ * Its KV blocks and its logits must be bit-identical to a fresh prefill.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -84,12 +85,12 @@ static void reference(eng_kvseq *s, eng_kv_allocator *a) {
 }
 
 /* Resume tokens from cache c, compute the rest, compare with the reference. */
-static void resume_and_compare(kv_cache *c, int expect_tokens, int expect_redis) {
+static void resume_and_compare(kv_cache *c, int partial, int expect_tokens, int expect_redis) {
     const eng_kv_layout *l = eng_model_kv_layout(model);
     int nv = eng_model_config(model)->n_vocab;
     PT_ASSERT(nv <= 1024);
     void *g[16], *lb[16];
-    kv_match m = {g, lb, 16, 0, 0, 0};
+    kv_match m = {g, lb, 16, 0, 0, 0, partial, 0};
     PT_EQ_INT(kv_cache_lookup(c, ns, strlen(ns), tok, N, 1000, &m), 0);
     PT_EQ_INT(m.n_tokens, expect_tokens);
     PT_EQ_INT(m.n_from_redis, expect_redis);
@@ -142,10 +143,27 @@ PT_TEST(partly_evicted_resume_is_bit_identical) {
     snprintf(ns, sizeof ns, "e%ld-%ld", (long)getpid(), (long)pt_rand() % 100000);
     kv_cache *c = mk();
     PT_ASSERT(c);
-    first_turn(c, 70);                  /* 4 full blocks cached */
+    first_turn(c, 64);                  /* 4 full blocks cached */
     PT_EQ_INT(kv_cache_evict(c, 2), 2); /* blocks 3 and 2 go to Redis */
     PT_EQ_INT(kv_cache_redis_drain(c, 2000), 0);
-    resume_and_compare(c, 64, 2);
+    resume_and_compare(c, 0, 64, 2);
+    kv_cache_destroy(c);
+}
+
+PT_TEST(resume_into_a_partial_block_is_bit_identical) {
+    PT_ASSERT_MSG(setup(), "needs PARLEY_TEST_REDIS=host:port and a cai-tiny model");
+    int nv = eng_model_config(model)->n_vocab;
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)(pt_rand() % (uint64_t)nv);
+    snprintf(ns, sizeof ns, "p%ld-%ld", (long)getpid(), (long)pt_rand() % 100000);
+    kv_cache *c = mk();
+    PT_ASSERT(c);
+    first_turn(c, 70); /* 4 full blocks and a tail of 6 tokens */
+    resume_and_compare(c, 1, 70, 0);
+    /* the tail went on serving its 6 tokens (the resume wrote into a copy) */
+    resume_and_compare(c, 1, 70, 0);
+    kv_stats st;
+    kv_cache_stats(c, &st);
+    PT_EQ_INT(st.partial_hits, 2);
     kv_cache_destroy(c);
 }
 
@@ -162,8 +180,8 @@ PT_TEST(other_worker_resumes_from_redis_alone) {
     PT_EQ_INT(q, 5);
     PT_EQ_INT(kv_cache_redis_drain(c, 2000), 0);
     kv_cache_destroy(c);
-    c = mk(); /* the new owner of the partition */
-    resume_and_compare(c, 80, 5);
+    c = mk();                        /* the new owner of the partition */
+    resume_and_compare(c, 1, 80, 5); /* Redis holds whole blocks: no tail */
     kv_cache_destroy(c);
     eng_model_free(model);
     model = NULL;

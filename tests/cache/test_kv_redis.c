@@ -76,7 +76,7 @@ static void turn(kv_cache *c, const eng_kv_layout *l, const int32_t *t, int n) {
 static int lookup(kv_cache *c, const eng_kv_layout *l, const int32_t *t, int n, int wait,
                   int *from_redis) {
     void *g[256], *lb[256];
-    kv_match m = {g, lb, 256, 0, 0, 0};
+    kv_match m = {g, lb, 256, 0, 0, 0, 0, 0};
     PT_EQ_INT(kv_cache_lookup(c, ns, strlen(ns), t, n, wait, &m), 0);
     for (int i = 0; i < m.n_blocks; i++) {
         PT_ASSERT(kvt_check(l, 0, g[i], t, i));

@@ -172,8 +172,9 @@ PT_TEST(adopt_prefix_checks_live_blocks) {
     }
     eng_kvseq s;
     PT_EQ_INT(eng_kvseq_init(&s, &l, &a, NULL, 0), 0);
-    PT_EQ_INT(eng_kvseq_adopt_prefix(&s, 15, g, lo, toks),
-              ENG_KV_EINVAL); /* not a block multiple */
+    void *lo_nolast[4] = {lo[0], lo[1], lo[2], NULL};
+    PT_EQ_INT(eng_kvseq_adopt_prefix(&s, 15, g, lo_nolast, toks),
+              ENG_KV_EINVAL); /* a partial last block is live */
     void *lo_bad[4] = {lo[0], lo[1], NULL, lo[3]};
     PT_EQ_INT(eng_kvseq_adopt_prefix(&s, 16, g, lo_bad, toks),
               ENG_KV_EINVAL); /* live block missing */
