@@ -89,6 +89,11 @@ static const wk_prop wk_props[] = {
      "this often."},
     {"worker.txn_max_records", WK_PROP_INT, "500", 1, 1000000,
      "Commit earlier when this many results/DLQ records are waiting."},
+    {"worker.history_mib", WK_PROP_INT, "64", 0, 1048576,
+     "Memory for conversations' remembered last turns (prompt render, prompt and generated "
+     "ids, reply text), which the next turn's prompt splices in instead of re-tokenising the "
+     "reply, so the prefix cache sees the ids it computed; least recently used idle "
+     "conversations are forgotten first. 0 = off (every prompt is re-tokenised)."},
     {"worker.max_inflight", WK_PROP_INT, "256", 1, 1000000,
      "Backpressure: consumed but unfinished turns at most; above it the worker pauses its "
      "partitions and resumes them at half."},

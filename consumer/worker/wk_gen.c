@@ -291,6 +291,16 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
                            __ATOMIC_RELAXED);
         __atomic_add_fetch(&w->met.ctr.total_sum_us, (uint64_t)(r->total_ms * 1000),
                            __ATOMIC_RELAXED);
+        int tb = 0; /* turn-index bucket: 1, 2, 3-4, 5-8, 9-16, 17+ */
+        while (tb < WK_TURN_N - 1 && t->turn_index > (1 << tb)) tb++;
+        WK_ADD(w->met.ctr.ttft_turn_hist[tb][bt], 1);
+        WK_ADD(w->met.ctr.ttft_turn_sum_us[tb], (uint64_t)(r->ttft_ms * 1000));
+        /* the conversation's next history: this turn as it ran and replied */
+        if (t->n_msgs && w->convs.hist_max &&
+            (r->finish == ENG_SCHED_STOP || r->finish == ENG_SCHED_LENGTH))
+            t->hist =
+                wk_history_new(&t->rt, t->n_msgs, t->ns, t->prompt, t->n_prompt, r->tokens,
+                               r->n_tokens, t->text ? t->text : "", t->text ? t->text_len : 0);
     }
     t->tm.admit_us = r->admit_us;
     t->tm.end_us = r->submit_us + (int64_t)(r->total_ms * 1000.0);

@@ -39,20 +39,32 @@ typedef struct wk_http {
 
 #define WK_LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
-/* A histogram of n buckets over bounds_ms (n - 1 bounds; the last is +Inf). */
-static void wk_hist(FILE *f, const char *name, const char *help, const uint64_t *h,
-                    const double *bounds_ms, int n, uint64_t sum_us) {
-    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+/* One series of a histogram of n buckets over bounds_ms (n - 1 bounds; the
+ * last is +Inf); labels ("" or `k="v",`) go before le. */
+static void wk_hist_series(FILE *f, const char *name, const char *labels, const uint64_t *h,
+                           const double *bounds_ms, int n, uint64_t sum_us) {
     uint64_t cum = 0;
     for (int i = 0; i < n; i++) {
         cum += __atomic_load_n(&h[i], __ATOMIC_RELAXED);
         if (i < n - 1)
-            fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds_ms[i] / 1000.0,
+            fprintf(f, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, bounds_ms[i] / 1000.0,
                     (unsigned long long)cum);
-        else fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+        else fprintf(f, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels, (unsigned long long)cum);
     }
-    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
-            (unsigned long long)cum);
+    size_t ln = strlen(labels);
+    if (ln) /* the sum and count take the labels without the trailing comma */
+        fprintf(f, "%s_sum{%.*s} %.6f\n%s_count{%.*s} %llu\n", name, (int)ln - 1, labels,
+                (double)sum_us / 1e6, name, (int)ln - 1, labels, (unsigned long long)cum);
+    else
+        fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, (double)sum_us / 1e6, name,
+                (unsigned long long)cum);
+}
+
+/* A histogram with one series. */
+static void wk_hist(FILE *f, const char *name, const char *help, const uint64_t *h,
+                    const double *bounds_ms, int n, uint64_t sum_us) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    wk_hist_series(f, name, "", h, bounds_ms, n, sum_us);
 }
 
 static void wk_metric(FILE *f, const char *name, const char *type, const char *help, double v) {
@@ -98,6 +110,14 @@ static const wk_ctr_metric wk_ctr_metrics[] = {
            prompt_tokens),
     WK_CTR("parley_cached_tokens_total", "counter", "Prompt tokens served from the KV cache.",
            cached_tokens),
+    WK_CTR("parley_turns_spliced_total", "counter",
+           "Turns whose prompt spliced in the ids of the conversation's last turn "
+           "(worker.history_mib).",
+           turns_spliced),
+    WK_CTR("parley_retokenize_mismatch_total", "counter",
+           "Spliced turns whose re-tokenised prompt would differ from the ids the KV was "
+           "computed with (cache misses the splice avoided).",
+           retok_mismatch),
     WK_CTR("parley_txn_commits_total", "counter", "Kafka transactions committed.", txn_commits),
     WK_CTR("parley_txn_aborts_total", "counter", "Kafka transactions aborted.", txn_aborts),
     WK_CTR("parley_turns_dropped_total", "counter",
@@ -167,6 +187,14 @@ static void wk_metrics_lag_latency(FILE *f, wk_worker *w) {
     pthread_mutex_unlock(&w->met.lag_mu);
     wk_hist(f, "parley_ttft_seconds", "Time to first token.", c->ttft_hist, wk_lat_bounds_ms,
             WK_LAT_N, WK_LD(c->ttft_sum_us));
+    static const char *turn_labels[WK_TURN_N] = {"turn=\"1\",",    "turn=\"2\",",
+                                                 "turn=\"3-4\",",  "turn=\"5-8\",",
+                                                 "turn=\"9-16\",", "turn=\"17+\","};
+    fprintf(f, "# HELP parley_ttft_by_turn_seconds Time to first token by the turn's index in "
+               "its conversation (user messages).\n# TYPE parley_ttft_by_turn_seconds histogram\n");
+    for (int b = 0; b < WK_TURN_N; b++)
+        wk_hist_series(f, "parley_ttft_by_turn_seconds", turn_labels[b], c->ttft_turn_hist[b],
+                       wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->ttft_turn_sum_us[b]));
     wk_hist(f, "parley_turn_seconds", "Turn latency from submit to end.", c->total_hist,
             wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->total_sum_us));
     wk_hist(f, "parley_turn_overhead_seconds",
@@ -191,6 +219,23 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
                     (unsigned long long)st.batch_hist[i]);
 }
 
+/* Where a prompt's prefix came from: the cache's tiers (KV not computed)
+ * and the conversation's history (ids not re-tokenised). */
+static void wk_metrics_prefix(FILE *f, wk_worker *w) {
+    kv_stats ks;
+    memset(&ks, 0, sizeof ks);
+    if (w->eng.cache) kv_cache_stats(w->eng.cache, &ks);
+    fprintf(f,
+            "# HELP parley_cache_prefix_tokens_total Prompt prefix tokens by source: KV from the "
+            "cache's host RAM or Redis tier, ids spliced from the conversation's history.\n"
+            "# TYPE parley_cache_prefix_tokens_total counter\n"
+            "parley_cache_prefix_tokens_total{source=\"ram\"} %llu\n"
+            "parley_cache_prefix_tokens_total{source=\"redis\"} %llu\n"
+            "parley_cache_prefix_tokens_total{source=\"splice\"} %llu\n",
+            (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens,
+            (unsigned long long)WK_LD(w->met.ctr.prefix_splice));
+}
+
 static void wk_metrics_cache(FILE *f, kv_cache *cache) {
     kv_stats ks;
     kv_cache_stats(cache, &ks);
@@ -210,6 +255,9 @@ static void wk_metrics_cache(FILE *f, kv_cache *cache) {
             (unsigned long long)ks.host.lookups, (unsigned long long)ks.redis.lookups,
             (unsigned long long)ks.host.hits, (unsigned long long)ks.redis.hits,
             (unsigned long long)ks.host.hit_tokens, (unsigned long long)ks.redis.hit_tokens);
+    wk_metric(f, "parley_cache_partial_tokens_total", "counter",
+              "Prompt tokens served from cached partial last blocks (in the host figures).",
+              (double)ks.partial_tokens);
     wk_metric(f, "parley_cache_blocks_used", "gauge", "Global KV blocks in use.",
               (double)ks.blocks_used[0]);
     wk_metric(f, "parley_cache_redis_up", "gauge", "1 if the last Redis command worked.",
@@ -230,6 +278,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     wk_metrics_memory(f, w);
     wk_metrics_lag_latency(f, w);
     wk_metrics_sched(f, w);
+    wk_metrics_prefix(f, w);
     if (w->eng.cache) wk_metrics_cache(f, w->eng.cache);
     if (fclose(f) != 0) {
         free(buf);

@@ -7,6 +7,8 @@
  *                turn path's Kafka boundary (wk_record_from_kafka)
  *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
  *                an `expired` TurnResult; wk_log, wk_unix_ms
+ *   wk_history.c a conversation's remembered last turn (wk_history),
+ *                which the next turn's prompt splices in (eng_template.h)
  *   wk_gen.c     submission to the scheduler and its delivery-thread
  *                callbacks: TokenChunks, the TurnResult, the done list
  *   wk_loop.c    the poll loop: conversation queues, rebalances,
@@ -52,12 +54,13 @@
 #include "wk_offsets.h"
 #include "wk_worker.h"
 
-#define WK_TRACEPARENT_MAX 128                 /* longest traceparent header carried */
-#define WK_MAX_EOG 64                          /* end-of-generation token ids used as stops */
-#define WK_LAT_N 12                            /* latency histogram buckets */
-#define WK_MAX_IDLE 4096                       /* idle conversations remembered for the handoff */
-#define WK_OVH_N 14                            /* pipeline overhead histogram buckets */
-#define WK_OVH_RING 8192                       /* latest overheads kept for the exact median */
+#define WK_TRACEPARENT_MAX 128 /* longest traceparent header carried */
+#define WK_MAX_EOG 64          /* end-of-generation token ids used as stops */
+#define WK_LAT_N 12            /* latency histogram buckets */
+#define WK_TURN_N 6      /* turn-index buckets of the TTFT histogram: 1, 2, 3-4, 5-8, 9-16, 17+ */
+#define WK_MAX_IDLE 4096 /* idle conversations remembered for the handoff */
+#define WK_OVH_N 14      /* pipeline overhead histogram buckets */
+#define WK_OVH_RING 8192 /* latest overheads kept for the exact median */
 #define WK_HEADER_NAMESPACE "parley-namespace" /* namespace_from=header reads this */
 
 /* worker.namespace_from: who names a turn's cache namespace. */
@@ -120,6 +123,32 @@ typedef struct wk_out {
 
 struct wk_conv;
 
+/*
+ * A conversation's remembered last turn: what eng_tmpl_render_turn needs to
+ * splice its ids into the next turn's prompt (eng_template.h, "Splicing a
+ * conversation's ids") -- its prompt's render (flat text and special
+ * tokens), the prompt ids it ran, the ids it generated, the reply text it
+ * returned -- and the namespace it ran in (a prior applies only in the
+ * same namespace).  One allocation; the poll thread owns it (built on the
+ * delivery thread in wk_on_done, handed over with the turn).  Bounded in
+ * total by worker.history_mib: the least recently used idle conversations
+ * are forgotten first, with their history.
+ */
+typedef struct wk_history {
+    eng_tmpl_prior p;              /* views of the storage after the struct */
+    char ns[ENG_SCHED_NS_MAX + 1]; /* namespace of the turn */
+    size_t bytes;                  /* the allocation's size */
+} wk_history;
+
+/* A wk_history of a finished turn (rt: its render; prompt/gen: its ids;
+ * reply: the text returned); NULL when out of memory. */
+wk_history *wk_history_new(const eng_tmpl_turn *rt, int n_msgs, const char *ns,
+                           const int32_t *prompt, int n_prompt, const int32_t *gen, int n_gen,
+                           const char *reply, size_t n_reply);
+/* The prior for a turn in namespace ns, or NULL (no history, another
+ * namespace). */
+const eng_tmpl_prior *wk_history_prior(const wk_history *h, const char *ns, size_t ns_len);
+
 /* A turn being served. */
 typedef struct wk_turn {
     struct wk_worker *w;          /* owner */
@@ -134,6 +163,11 @@ typedef struct wk_turn {
     char *conv_id, *turn_id, *ns; /* copies (NUL-terminated) */
     int32_t *prompt;              /* prompt ids */
     int n_prompt;                 /* prompt length */
+    eng_tmpl_turn rt;             /* the prompt's render: text and specials (ids: prompt) */
+    int n_msgs;                   /* messages rendered (0: raw prompt_tokens, no history) */
+    int turn_index;               /* user messages in the turn: 1 for a first turn */
+    int n_spliced;                /* prompt ids spliced from the conversation's history */
+    wk_history *hist;             /* built in wk_on_done: the conversation's next history */
     eng_sampler_params sampling;  /* sampling parameters incl. stop ids */
     int max_tokens;               /* generation limit */
     int64_t deadline_us;          /* eng_sched_now_us deadline; 0 none */
@@ -170,6 +204,7 @@ typedef struct wk_conv {
     wk_turn *head, *tail;                /* queued turns; head runs when running */
     int running;                         /* head was submitted */
     int32_t *last_toks;                  /* ids of its latest finished turn (prompt + reply) */
+    wk_history *hist;                    /* its latest finished turn, for splicing (or NULL) */
     int n_last;                          /* entries */
     char ns[ENG_SCHED_NS_MAX + 1];       /* namespace of that turn */
     struct wk_conv *lru_prev, *lru_next; /* idle list (no turns queued) */
@@ -206,9 +241,17 @@ typedef struct wk_counters {
     uint64_t total_hist[WK_LAT_N]; /* total latency histogram, same buckets */
     uint64_t ttft_sum_us;          /* sum of TTFTs in microseconds */
     uint64_t total_sum_us;         /* sum of total latencies in microseconds */
-    int64_t inflight;              /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned;              /* gauge: partitions assigned */
+    uint64_t prefix_splice;        /* prompt tokens spliced from conversations' histories */
+    uint64_t turns_spliced;        /* turns whose prompt spliced a history in */
+    uint64_t retok_mismatch;       /* of which re-tokenising would have given other ids */
+    uint64_t ttft_turn_hist[WK_TURN_N][WK_LAT_N]; /* TTFT histogram by turn-index bucket */
+    uint64_t ttft_turn_sum_us[WK_TURN_N];         /* sums of those TTFTs (us) */
+    int64_t inflight;                             /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned;                             /* gauge: partitions assigned */
 } wk_counters;
+
+/* Add n to a counter of wk_counters (relaxed: readers only need totals). */
+#define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 
 /* Upper bounds (ms) of the latency buckets; the last bucket is +Inf. */
 extern const double wk_lat_bounds_ms[WK_LAT_N - 1];
@@ -251,6 +294,8 @@ typedef struct wk_convs {
     wk_conv *idle_head, *idle_tail; /* idle conversations, least recent first */
     size_t n_idle;                  /* entries */
     int handoff;                    /* keep idle conversations' tokens for the Redis handoff */
+    size_t hist_bytes;              /* bytes of every conversation's wk_history */
+    size_t hist_max;                /* worker.history_mib in bytes (0: no history) */
     int64_t inflight;               /* consumed turns not yet in the batch */
     pthread_mutex_t mu;             /* guards the done list */
     wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
@@ -363,9 +408,11 @@ const wk_header *wk_record_header(const wk_record *r, const char *name);
  * a new turn (*turn) or, for bad input, a DeadLetter or an `expired`
  * TurnResult (*out).  Exactly one of *turn / *out is set on 0; < 0 (a
  * SCH_E_NOMEM code) only for out-of-memory, with neither set.  Reads the
- * worker's engine limits, id, namespace mode and topic names only. */
-int wk_turn_from_record(struct wk_worker *w, const wk_record *r, uint32_t gen, wk_turn **turn,
-                        wk_out **out);
+ * worker's engine limits, id, namespace mode and topic names only.  hist
+ * (may be NULL) is the conversation's remembered last turn: a message
+ * turn's prompt splices its ids in where the rules allow. */
+int wk_turn_from_record(struct wk_worker *w, const wk_record *r, uint32_t gen,
+                        const wk_history *hist, wk_turn **turn, wk_out **out);
 
 /* wk_gen.c: submit a prepared turn to the scheduler.  On failure the turn
  * gets an error TurnResult and is queued on the done list as if it had

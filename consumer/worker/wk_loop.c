@@ -40,7 +40,6 @@
 #include "pl_hash.h"
 
 /* Counters are read by the metrics thread: update them atomically. */
-#define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 
 /* ------------------------------------------------------ conversations */
 
@@ -50,6 +49,15 @@ static uint64_t wk_hash(const char *p, size_t n) { return pl_fnv1a64(PL_FNV64_SE
  * partition; a client that spreads one key over several partitions gets a
  * queue per partition, so a revocation never strands another partition's
  * turns. */
+/* The conversation (partition, key), or NULL. */
+static wk_conv *wk_conv_find(wk_worker *w, int32_t part, const char *key, size_t len) {
+    if (!w->convs.cap || !key) return NULL;
+    size_t b = (wk_hash(key, len) ^ (uint64_t)part) & (w->convs.cap - 1);
+    for (wk_conv *c = w->convs.tab[b]; c; c = c->hnext)
+        if (c->partition == part && c->key_len == len && !memcmp(c->key, key, len)) return c;
+    return NULL;
+}
+
 static wk_conv *wk_conv_get(wk_worker *w, int32_t part, const char *key, size_t len) {
     if (w->convs.cap == 0 || w->convs.n * 2 > w->convs.cap) {
         size_t cap = w->convs.cap ? 2 * w->convs.cap : 256;
@@ -117,6 +125,8 @@ static void wk_conv_remove(wk_worker *w, wk_conv *c) {
             break;
         }
     w->convs.n--;
+    if (c->hist) w->convs.hist_bytes -= c->hist->bytes;
+    free(c->hist);
     free(c->last_toks);
     free(c->key);
     free(c);
@@ -130,10 +140,12 @@ void wk_conv_free_all(wk_worker *w) {
                 tn = t->next;
                 wk_turn_free(t);
             }
+            free(c->hist);
             free(c->last_toks);
             free(c->key);
             free(c);
         }
+    w->convs.hist_bytes = 0;
     w->convs.idle_head = w->convs.idle_tail = NULL;
     w->convs.n_idle = 0;
     free(w->convs.tab);
@@ -273,7 +285,10 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     wk_record rec;
     wk_header hbuf[16], *hheap = NULL; /* the Kafka boundary: the turn path sees a wk_record */
     int rc = wk_record_from_kafka(m, &rec, hbuf, sizeof hbuf / sizeof hbuf[0], &hheap);
-    if (!rc) rc = wk_turn_from_record(w, &rec, gen, &t, &o);
+    if (!rc) {
+        const wk_conv *hc = wk_conv_find(w, rec.partition, rec.key, rec.key_len);
+        rc = wk_turn_from_record(w, &rec, gen, hc ? hc->hist : NULL, &t, &o);
+    }
     free(hheap);
     if (rc != 0) {
         w->halt.fatal = 1;
@@ -328,6 +343,13 @@ static void wk_drain_done(wk_worker *w) {
             t->final_toks = NULL;
             snprintf(c->ns, sizeof c->ns, "%s", t->ns);
         }
+        if (t->hist) { /* the conversation's history is now this turn */
+            if (c->hist) w->convs.hist_bytes -= c->hist->bytes;
+            free(c->hist);
+            c->hist = t->hist;
+            t->hist = NULL;
+            w->convs.hist_bytes += c->hist->bytes;
+        }
         wk_out *o = wk_turn_take_out(t);
         if (o) {
             wk_batch_add(&w->batch, o, eng_sched_now_us());
@@ -340,9 +362,13 @@ static void wk_drain_done(wk_worker *w) {
             c->running = 1;
             c->head->tm.ready_us = eng_sched_now_us(); /* it waited for its predecessor */
             wk_turn_submit(c->head);
-        } else if (w->convs.handoff && c->last_toks) {
+        } else if ((w->convs.handoff && c->last_toks) || c->hist) {
             wk_idle_push(w, c);
-            if (w->convs.n_idle > WK_MAX_IDLE) wk_conv_remove(w, w->convs.idle_head);
+            /* forget the least recently used idle conversations beyond the
+             * count and worker.history_mib (this one last) */
+            while (w->convs.idle_head != c &&
+                   (w->convs.n_idle > WK_MAX_IDLE || w->convs.hist_bytes > w->convs.hist_max))
+                wk_conv_remove(w, w->convs.idle_head);
         } else {
             wk_conv_remove(w, c);
         }

@@ -47,6 +47,8 @@ void wk_turn_free(wk_turn *t) {
     free(t->turn_id);
     free(t->ns);
     free(t->prompt);
+    eng_tmpl_turn_free(&t->rt);
+    free(t->hist);
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->stop);
     free(t->text);
@@ -196,11 +198,15 @@ static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, cons
     return o;
 }
 
-/* Prompt ids of a decoded turn into *ids (malloc'd).  Returns 0 or a
+/* The turn's prompt ids: its prompt_tokens (checked against the
+ * vocabulary), or its messages rendered by the model's chat template with
+ * the conversation's history spliced in where the rules allow (prior may
+ * be NULL; rt gets the render, its ids moved to *ids).  Errors are an
  * sch_err code with msg. */
-static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, char *msg,
-                     size_t msglen) {
+static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prior, int32_t **ids,
+                     int *n, eng_tmpl_turn *rt, char *msg, size_t msglen) {
     *ids = NULL;
+    memset(rt, 0, sizeof *rt);
     if (t->prompt_tokens) {
         int32_t *p = malloc(t->n_prompt_tokens * sizeof *p);
         if (!p) return SCH_E_NOMEM;
@@ -219,47 +225,29 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, int32_t **ids, int *n, cha
     }
     eng_tmpl_msg *m = malloc(t->n_messages * sizeof *m);
     if (!m) return SCH_E_NOMEM;
-    size_t bytes = 64;
     for (size_t i = 0; i < t->n_messages; i++) {
         const char *role = sch_role_name(t->messages[i].role);
         m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
                               t->messages[i].content.len};
-        bytes += t->messages[i].content.len + 32;
     }
-    int rc = 0, cap = bytes > (size_t)w->eng.n_ctx + 1 ? w->eng.n_ctx + 1 : (int)bytes, got = 0;
-    int32_t *p = NULL;
-    for (int tries = 0; tries < 2; tries++) {
-        free(p);
-        p = malloc((size_t)cap * sizeof *p);
-        if (!p) {
-            rc = SCH_E_NOMEM;
-            break;
-        }
-        char terr[PL_ERR_LEN];
-        int r = eng_tmpl_render_ids(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, p, cap,
-                                    &got, terr, sizeof terr);
-        if (r == ENG_TMPL_ENOSPC && tries == 0 && got > cap) {
-            cap = got;
-            continue;
-        }
-        if (r == ENG_TMPL_EROLE) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
-            rc = SCH_E_BAD_ROLE;
-        } else if (r == ENG_TMPL_ENOMEM) {
-            rc = SCH_E_NOMEM;
-        } else if (r != 0) {
-            snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
-            rc = SCH_E_BAD_VALUE;
-        }
-        break;
-    }
+    char terr[PL_ERR_LEN];
+    int rc = 0, r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, prior,
+                                         rt, terr, sizeof terr);
     free(m);
-    if (rc) {
-        free(p);
-        return rc;
+    if (r == ENG_TMPL_EROLE) {
+        snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
+        rc = SCH_E_BAD_ROLE;
+    } else if (r == ENG_TMPL_ENOMEM) {
+        rc = SCH_E_NOMEM;
+    } else if (r != 0) {
+        snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
+        rc = SCH_E_BAD_VALUE;
     }
-    *ids = p;
-    *n = got;
+    if (rc) return rc;
+    *ids = rt->ids;
+    *n = rt->n_ids;
+    rt->ids = NULL;
+    rt->n_ids = 0;
     return 0;
 }
 
@@ -398,8 +386,15 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     return x;
 }
 
-int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_turn **turn,
-                        wk_out **out) {
+/* User messages of a turn: its index in the conversation (1 = first). */
+static int wk_turn_index(const sch_turn *t) {
+    int k = 0;
+    for (size_t i = 0; i < t->n_messages; i++) k += t->messages[i].role == SCH_ROLE_USER;
+    return k ? k : 1;
+}
+
+int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_history *hist,
+                        wk_turn **turn, wk_out **out) {
     *turn = NULL;
     *out = NULL;
     char msg[512];
@@ -421,8 +416,12 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_tur
     size_t ns_len = 0;
     int32_t *ids = NULL;
     int n_ids = 0, rc = 0;
+    eng_tmpl_turn rt;
+    memset(&rt, 0, sizeof rt);
     code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
-    if (!code) code = wk_prompt(w, &t, &ids, &n_ids, msg, sizeof msg);
+    if (!code)
+        code = wk_prompt(w, &t, wk_history_prior(hist, ns, ns_len), &ids, &n_ids, &rt, msg,
+                         sizeof msg);
     if (!code && (int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
         snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
                  n_ids, t.params.max_tokens, w->eng.n_ctx);
@@ -441,7 +440,21 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, wk_tur
         *turn = wk_turn_new(w, rec, gen, &meta, &t, ns, ns_len, ids, n_ids, now_ms);
         ids = NULL; /* the turn's now, or freed */
         rc = *turn ? 0 : SCH_E_NOMEM;
+        if (*turn) {
+            wk_turn *x = *turn;
+            x->rt = rt; /* the render's text and specials, for the next turn's history */
+            memset(&rt, 0, sizeof rt);
+            x->n_msgs = t.prompt_tokens ? 0 : (int)t.n_messages;
+            x->turn_index = wk_turn_index(&t);
+            x->n_spliced = x->rt.n_spliced;
+            if (x->n_spliced) {
+                WK_ADD(w->met.ctr.turns_spliced, 1);
+                WK_ADD(w->met.ctr.prefix_splice, (uint64_t)x->n_spliced);
+                if (x->rt.mismatch) WK_ADD(w->met.ctr.retok_mismatch, 1);
+            }
+        }
     }
+    eng_tmpl_turn_free(&rt);
     free(ids);
     sch_turn_free(&t);
     return rc;

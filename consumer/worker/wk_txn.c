@@ -63,7 +63,6 @@
 
 #include "wk_internal.h"
 
-#define WK_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
 #define WK_TXN_RETRIES 3 /* tries of a retriable send_offsets / commit */
 
 const double wk_ovh_bounds_ms[WK_OVH_N - 1] = {1,   2,   5,   10,  20,   50,  100,

@@ -178,6 +178,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     pthread_mutex_init(&w->met.lag_mu, NULL);
     pthread_mutex_init(&w->prod.chp_mu, NULL);
     w->cfg = cfg;
+    w->convs.hist_max = (size_t)wk_config_int(cfg, "worker.history_mib") << 20;
     const char *inj = getenv("PARLEY_TEST_CHUNK_FATAL_AFTER"); /* fault injection for tests */
     if (inj) w->prod.test_fatal_at = strtol(inj, NULL, 10);
     if ((inj = getenv("PARLEY_TEST_TXN_FATAL_AFTER"))) {

@@ -626,6 +626,77 @@ def test_stop_string_ends_the_reply_before_it(kafka_bootstrap, parley_bin, gemma
         env.stop_all()
 
 
+def test_history_splice_and_partial_blocks_reuse_every_computed_token(kafka_bootstrap, parley_bin,
+                                                                      gemma_model, tmp_path):
+    """Real model, transcript format, stop "\\nUser:": each next turn carries
+    the reply text the worker returned.  The worker splices the previous
+    turn's prompt and generated ids in (no re-tokenising), and the cache
+    resumes down to the token (partial last blocks): every turn after the
+    first is served at least the previous prompt and one reply id, and more
+    than the whole blocks of what the previous turn computed.  An edited
+    reply and another namespace are not spliced."""
+    env = Env(kafka_bootstrap, parley_bin, gemma_model, tmp_path, partitions=1)
+    p = ck.Producer({"bootstrap.servers": env.bootstrap})
+    rc = env.consumer("responses", "read_committed")
+    port = free_port()
+    users = ["Tell me about the capital of France.",
+             "What is the river that runs through it called?",
+             "And how long is that river, roughly?",
+             "Name one bridge over it, please."]
+
+    def ask(conv, k, messages, ns=None):
+        rec = {"v": 1, "conversation_id": conv, "turn_id": f"{conv}-t{k}", "messages": messages,
+               "params": {"max_tokens": 24, "temperature": 0.0, "stop": ["\nUser:"]}}
+        if ns:
+            rec["namespace"] = ns
+        p.produce(env.topics["turns"], key=conv, value=msgpack.packb(rec))
+        p.flush(10)
+        (m,) = collect(rc, 1, 120)
+        return msgpack.unpackb(m.value(), raw=False)
+
+    try:
+        env.start("hist", "--model.chat_template", "transcript", "--worker.http",
+                  f"127.0.0.1:{port}")
+        msgs, prev = [], None
+        for k, u in enumerate(users[:3]):
+            msgs.append({"role": "user", "content": u})
+            r = ask("hist-a", k, list(msgs))
+            u_ = r["usage"]
+            print(f"\nturn {k + 1}: prompt {u_['prompt_tokens']}, cached {u_['cached_tokens']}"
+                  + (f", previous prompt + reply "
+                     f"{prev['prompt_tokens'] + prev['completion_tokens']}"
+                     if prev else ""))
+            if prev:
+                # everything the previous turn computed (prompt + reply but its
+                # last sampled id) is served, less what the template changed
+                # after the reply ("\nUser: " follows it in both forms)
+                assert u_["cached_tokens"] >= prev["prompt_tokens"] + 1, (u_, prev)
+                # down to the token: beyond the last whole 16-token block of
+                # what the previous turn computed (unless that ends within a
+                # token of a block boundary)
+                computed = prev["prompt_tokens"] + prev["completion_tokens"] - 1
+                if computed % 16 >= 2:
+                    assert u_["cached_tokens"] > computed // 16 * 16, (u_, prev)
+            prev = u_
+            msgs.append({"role": "assistant", "content": r["text"]})
+        _, text = http_get(port, "/metrics")
+        assert metric(text, "parley_turns_spliced_total") == 2
+        assert metric(text, 'parley_cache_prefix_tokens_total{source="splice"}') > 0
+        assert metric(text, "parley_cache_partial_tokens_total") > 0
+        assert 'parley_ttft_by_turn_seconds_count{turn="3-4"} 1' in text
+        # an edited reply: no splice (the cache still serves the unchanged prefix)
+        edited = list(msgs[:-1]) + [{"role": "assistant", "content": msgs[-1]["content"] + " Ok."},
+                                    {"role": "user", "content": users[3]}]
+        ask("hist-a", 3, edited)
+        # the same conversation id in another namespace: no splice either
+        ask("hist-a", 4, list(msgs) + [{"role": "user", "content": users[3]}], ns="other")
+        _, text = http_get(port, "/metrics")
+        assert metric(text, "parley_turns_spliced_total") == 2
+    finally:
+        rc.close()
+        env.stop_all()
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_rebalance_stall_and_exactly_once_by_group_protocol(kafka_bootstrap, parley_bin, model, tmp_path,
                                                             protocol):

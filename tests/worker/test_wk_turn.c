@@ -83,7 +83,7 @@ static wk_record tw_rec(const char *key, const void *val, size_t len, const wk_h
 static void tw_expect_dead(struct wk_worker *w, const wk_record *r, int code, sch_dead *d) {
     wk_turn *t = (wk_turn *)1;
     wk_out *o = (wk_out *)1;
-    PT_EQ_INT(wk_turn_from_record(w, r, 7, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(w, r, 7, NULL, &t, &o), 0);
     PT_ASSERT(t == NULL);
     PT_ASSERT(o != NULL);
     PT_EQ_INT(o->dlq, 1);
@@ -123,7 +123,7 @@ PT_TEST(valid_turn_carries_record_and_params) {
     wk_record r = tw_rec("conv-1", b.data, b.len, h, 2);
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 5, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 5, NULL, &t, &o), 0);
     PT_ASSERT(o == NULL);
     PT_ASSERT(t != NULL);
     PT_ASSERT(t->w == &w);
@@ -166,7 +166,7 @@ PT_TEST(valid_turn_details) {
     wk_record r = tw_rec("c", b.data, b.len, h, 1);
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_ASSERT(t && !o);
     PT_EQ_STR(t->tp, "");
     PT_ASSERT(t->sampling.seed == 99);
@@ -187,7 +187,7 @@ PT_TEST(json_turn_and_json_reply) {
     wk_record r = tw_rec("cj", js, strlen(js), h, 2);
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_ASSERT(t && !o);
     PT_ASSERT(t->json_out);
     PT_EQ_INT(t->n_prompt, 3);
@@ -296,7 +296,7 @@ PT_TEST(expired_turn_gets_an_expired_result) {
         wk_record r = tw_rec("c", b.data, b.len, h, (size_t)json);
         wk_turn *t = NULL;
         wk_out *o = NULL;
-        PT_EQ_INT(wk_turn_from_record(&w, &r, 2, &t, &o), 0);
+        PT_EQ_INT(wk_turn_from_record(&w, &r, 2, NULL, &t, &o), 0);
         PT_ASSERT(!t && o);
         PT_EQ_INT(o->dlq, 0); /* a TurnResult, on the responses topic */
         PT_EQ_INT(o->json, json);
@@ -330,7 +330,7 @@ PT_TEST(namespace_modes) {
     wk_out *o;
 
     wk_record r = tw_rec("c", b.data, b.len, NULL, 0); /* field: the record names it */
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_ASSERT(t && !o);
     PT_EQ_STR(t->ns, "from-record");
     wk_turn_free(t);
@@ -354,20 +354,20 @@ PT_TEST(namespace_modes) {
     sch_dead_free(&d);
     wk_header good[] = {{WK_HEADER_NAMESPACE, "tenant-a", 8}};
     r = tw_rec("c", b.data, b.len, good, 1);
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_ASSERT(t && !o);
     PT_EQ_STR(t->ns, "tenant-a");
     wk_turn_free(t);
 
     w.ns_from = WK_NS_TOPIC; /* topic: the turns topic's name */
     r = tw_rec("c", b.data, b.len, good, 1);
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_EQ_STR(t->ns, "parley.turns");
     wk_turn_free(t);
 
     w.ns_from = WK_NS_FIXED; /* fixed: worker.namespace */
     w.ns_fixed = "fixed-ns";
-    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
     PT_EQ_STR(t->ns, "fixed-ns");
     wk_turn_free(t);
     sch_buf_free(&b);
@@ -416,7 +416,7 @@ PT_TEST(hostile_records_still_give_a_dead_letter) {
 static void tw_one_outcome(struct wk_worker *w, const wk_record *r) {
     wk_turn *t = NULL;
     wk_out *o = NULL;
-    PT_EQ_INT(wk_turn_from_record(w, r, 1, &t, &o), 0);
+    PT_EQ_INT(wk_turn_from_record(w, r, 1, NULL, &t, &o), 0);
     PT_ASSERT((t != NULL) != (o != NULL));
     if (o) {
         char err[256];
