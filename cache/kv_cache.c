@@ -24,6 +24,7 @@ void kv_cache_config_default(kv_cache_config *c) {
     c->ttl_s = 3600;
     c->write_queue_bytes = 8u << 20;
     c->max_tickets = 64;
+    c->partial_blocks = 1;
 }
 
 static int cfg_check(const kv_cache_config *cfg, const eng_kv_layout *l, char *err, size_t errlen) {
@@ -335,7 +336,7 @@ int kv_cache_lookup(kv_cache *c, const char *ns, size_t ns_len, const int32_t *t
     m->n_from_redis = best > walked ? best - walked : 0;
     /* The walk stopped at the deepest cached node and it is resumable: its
      * tail may hold the next tokens (the root's, for a short prefix). */
-    if (m->partial && c->B > 1 && best == w2 && n > 0) {
+    if (m->partial && c->cfg.partial_blocks && c->B > 1 && best == w2 && n > 0) {
         kv_node *deep =
             best ? node : kv_root_find_locked(c, ns, ns_len, kv_hash_seed(c->fp, ns, ns_len));
         match_tail_locked(c, deep, tokens + (size_t)best * c->B, n - 1 - best * c->B, m);
@@ -421,7 +422,7 @@ int kv_cache_insert(kv_cache *c, const char *ns, size_t ns_len, const eng_kvseq 
         node = child;
     }
     int rest = seq->n_tokens - nb * c->B;
-    if (rc == 0 && node->depth == nb && rest > 0 && nb < seq->n_blocks) {
+    if (c->cfg.partial_blocks && rc == 0 && node->depth == nb && rest > 0 && nb < seq->n_blocks) {
         /* the partial last block becomes the node's tail */
         void *gp = seq->blk[ENG_KV_GLOBAL] ? seq->blk[ENG_KV_GLOBAL][nb] : NULL;
         void *lp = seq->blk[ENG_KV_LOCAL] ? seq->blk[ENG_KV_LOCAL][nb] : NULL;

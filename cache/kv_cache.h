@@ -47,7 +47,7 @@
  * match stops at the full blocks.  Tails are LRU leaves like any other;
  * they are never written to Redis (an evicted tail is dropped: Redis holds
  * whole blocks only), so a prefix brought back from Redis resumes at its
- * last whole block.
+ * last whole block.  config.partial_blocks = 0 turns tails off.
  *
  * Sliding-window layers.  A resume at position p needs the local KV of
  * blocks i with (i+1)*B > p - W only (W = layout max_window, wb = ceil(W/B)
@@ -185,6 +185,8 @@ typedef struct kv_cache_config {
     /* memory for pending Redis writes (default 8 MiB, at least 4 values) */
     size_t write_queue_bytes;
     int max_tickets;    /* concurrent prefetch tickets (default 64) */
+    int partial_blocks; /* 1 (default): keep and serve partial last blocks ("Partial blocks");
+                         * 0: whole blocks only */
     int hash_mask_bits; /* TEST HOOK: keep only this many low bits of every h_k (0 = all 64) */
 } kv_cache_config;
 

@@ -6,7 +6,8 @@
 #ifndef WK_CLI_H
 #define WK_CLI_H
 
-int wk_cmd_bench(int argc, char **argv); /* parley bench (cmd_bench.c) */
+int wk_cmd_bench(int argc, char **argv);  /* parley bench (cmd_bench.c) */
+int wk_bench_chat(int argc, char **argv); /* parley bench --workload chat (cmd_bench_chat.c) */
 int wk_bench_engine(int argc,
                     char **argv);          /* parley bench --workload engine (cmd_bench_engine.c) */
 int wk_cmd_worker(int argc, char **argv);  /* parley worker (wk_cmd_worker.c) */

@@ -48,6 +48,10 @@ static const wk_prop wk_props[] = {
      "conversation computes only its new tokens."},
     {"cache.budget_mib", WK_PROP_INT, "256", 1, 1 << 24,
      "Host-RAM KV pool size (MiB); running sequences draw from it too."},
+    {"cache.partial_blocks", WK_PROP_BOOL, "true", 0, 0,
+     "Also keep the partial last block of every finished turn, so the next turn resumes down "
+     "to the token instead of recomputing up to `model.block_tokens` - 1 tokens (host RAM "
+     "only: Redis holds whole blocks)."},
     {"redis.addr", WK_PROP_STR, "", 0, 0,
      "Redis tier as host:port; empty = no Redis (host RAM only)."},
     {"redis.timeout_ms", WK_PROP_INT, "200", 1, 60000, "Redis connect and command timeout."},

@@ -81,6 +81,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
         kv_cache_config_default(&kc);
         kc.budget_bytes = (size_t)wk_config_int(cfg, "cache.budget_mib") << 20;
         kc.max_tokens = w->eng.n_ctx;
+        kc.partial_blocks = wk_config_bool(cfg, "cache.partial_blocks");
         kc.cmd_timeout_ms = (int)wk_config_int(cfg, "redis.timeout_ms");
         kc.ttl_s = (int)wk_config_int(cfg, "redis.ttl_s");
         char host[256] = "";

@@ -10,7 +10,8 @@
  * the turn path reads (limits, vocabulary, context, model name, id,
  * namespace mode, topic names); turns use prompt_tokens, so no tokenizer
  * is needed (rendering messages is covered by the template tests and
- * tests/py/test_worker_e2e.py).
+ * tests/py/test_worker_e2e.py).  Also a conversation's remembered turn
+ * (wk_history): what it keeps, and that it applies in its namespace only.
  */
 #define PTEST_MAIN
 #include "pl_hash.h"
@@ -474,4 +475,29 @@ PT_TEST(random_and_mutated_records_never_crash) {
         tw_one_outcome(&w, &r);
     }
     sch_buf_free(&b);
+}
+
+PT_TEST(history_keeps_its_turn_and_applies_in_its_namespace_only) {
+    char text[] = "<bos>User: hi\nAssistant:";
+    eng_tmpl_special sp = {0, 5, 2};
+    eng_tmpl_turn rt = {NULL, 0, text, strlen(text), &sp, 1, 0, 0, 0};
+    int32_t prompt[] = {2, 10, 11, 12}, gen[] = {13, 14};
+    wk_history *h = wk_history_new(&rt, 1, "tenant-a", prompt, 4, gen, 2, " yo", 3);
+    PT_ASSERT(h != NULL);
+    const eng_tmpl_prior *p = wk_history_prior(h, "tenant-a", 8);
+    PT_ASSERT(p != NULL);
+    PT_EQ_INT(p->n_msgs, 1);
+    PT_ASSERT(p->n_text == strlen(text) && !memcmp(p->text, text, p->n_text));
+    PT_ASSERT(p->n_spec == 1 && p->spec[0].off == 0 && p->spec[0].len == 5 && p->spec[0].id == 2);
+    PT_ASSERT(p->n_prompt == 4 && !memcmp(p->ids, prompt, sizeof prompt));
+    PT_ASSERT(p->n_gen == 2 && !memcmp(p->gen, gen, sizeof gen));
+    PT_ASSERT(p->n_reply == 3 && !memcmp(p->reply, " yo", 3));
+    PT_ASSERT(h->bytes >= sizeof *h + strlen(text) + 3 + 6 * sizeof(int32_t));
+    /* another tenant with the same conversation id gets nothing */
+    PT_ASSERT(wk_history_prior(h, "tenant-b", 8) == NULL);
+    PT_ASSERT(wk_history_prior(h, "tenant", 6) == NULL);
+    PT_ASSERT(wk_history_prior(NULL, "tenant-a", 8) == NULL);
+    free(h);
+    /* raw prompt_tokens turns have no history */
+    PT_ASSERT(wk_history_new(&rt, 0, "tenant-a", prompt, 4, gen, 2, "", 0) == NULL);
 }
