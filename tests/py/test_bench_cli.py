@@ -21,3 +21,30 @@ def test_bench_engine_batched_prompts_past_the_window(parley_bin, tmp_path):
     flat = json.dumps(figs)
     for key in ("prefill", "decode", "batch"):
         assert key in flat
+
+
+def test_bench_chat_runs_every_kind_of_run_on_the_real_model(parley_bin, gemma_model):
+    """`parley bench --workload chat` (consumer/cli/cmd_bench_chat.c), small:
+    every run finishes without failed turns; every later turn of the splice
+    run is spliced; the cache serves something in the runs that have it and
+    nothing without it; the runs with partial blocks lose fewer shared
+    tokens than the whole-blocks run."""
+    r = subprocess.run([str(parley_bin), "bench", "--workload", "chat", "--model", str(gemma_model),
+                        "--chat-template", "transcript", "--conversations", "2", "--turns", "4",
+                        "--reply", "12", "--threads", "1"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout[-3000:])
+    runs = {}
+    for block in r.stdout.split("\n== ")[1:]:
+        name = block.split(" ", 1)[0]
+        head = block.splitlines()[0]
+        assert "failed turns 0" in head, head
+        share = float(block.split("from cache ")[1].split(" = ")[1].split("%")[0])
+        spliced = int(block.split("turns 2..4: ")[2].split(" spliced")[0]) if name else 0
+        lost = int(block.split(", lost ")[1].split(" ")[0])
+        runs[name] = (share, spliced, lost)
+    assert set(runs) == {"splice", "retok", "before", "nocache"}
+    assert runs["splice"][1] == 6 and runs["retok"][1] == 0
+    assert runs["nocache"][0] == 0 and all(runs[k][0] > 0 for k in ("splice", "retok", "before"))
+    assert runs["splice"][2] < runs["before"][2] and runs["retok"][2] < runs["before"][2]
