@@ -360,17 +360,20 @@ int tmpl_render_flat(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *ms
 
 /* Encode text[from..n_text) of a flat render (tok_internal.h): each run of
  * text between special tokens WITHOUT special-token parsing, the special
- * tokens by id. */
+ * tokens by id.  When from falls inside a run, that run's rest continues
+ * ids encoded before: no SPM space prefix for it. */
 int tmpl_encode_flat(const eng_tok *t, const char *text, size_t n_text,
                      const eng_tmpl_special *spec, int n_spec, size_t from, tok_ids *out, char *err,
                      size_t errlen) {
     size_t pos = from;
     int i = 0;
     while (i < n_spec && spec[i].off < from) i++;
-    for (;; i++) {
+    int mid = from > 0 && !(i > 0 && spec[i - 1].off + spec[i - 1].len == from);
+    for (;; i++, mid = 0) {
         size_t end = i < n_spec ? spec[i].off : n_text;
         if (end > pos) {
-            int rc = tok_encode_ids(t, text + pos, end - pos, 0, out, err, errlen);
+            int rc = tok_encode_ids(t, text + pos, end - pos, mid ? TOK_ENC_CONTINUE : 0, out, err,
+                                    errlen);
             /* a tokenizer code becomes this module's, same class (pl_err.h) */
             if (rc) return pl_err_recode(rc, PL_ERR_TMPL, ENG_TMPL_EINVAL);
         }

@@ -47,13 +47,20 @@ static int prior_text_matches(const eng_tmpl_prior *p, const char *text, size_t 
 /* Walk the prior's generated ids along text from *pos (the next special
  * token is spec[*si]): each must spell the next bytes, a special id only as
  * the same template-owned special token, a text id only inside one text
- * run.  Returns the ids that matched; *pos and *si end after them. */
+ * run.  The run then backs off to a UTF-8 character boundary of the text
+ * (a model can stop inside a character, on byte tokens, and the rest must
+ * be encoded from whole characters).  Returns the ids that matched; *pos
+ * and *si end after them. */
 static int walk_generated(const eng_tok *t, const eng_tmpl_prior *p, const char *text,
                           size_t n_text, const eng_tmpl_special *spec, int n_spec, size_t *pos,
                           int *si) {
     char piece[256];
-    int j = 0;
+    size_t back_pos[8]; /* *pos and *si before each of the last ids tried */
+    int back_si[8], j = 0, si0 = *si;
+    size_t pos0 = *pos;
     for (; j < p->n_gen; j++) {
+        back_pos[j & 7] = *pos;
+        back_si[j & 7] = *si;
         int32_t id = p->gen[j];
         size_t run_end = *si < n_spec ? spec[*si].off : n_text;
         if (eng_tok_is_special(t, id)) {
@@ -66,6 +73,20 @@ static int walk_generated(const eng_tok *t, const eng_tmpl_prior *p, const char 
         if (eng_tok_piece(t, id, piece, sizeof piece, &n) != 0 || n == 0 || n > sizeof piece) break;
         if (*pos + n > run_end || memcmp(text + *pos, piece, n) != 0) break;
         *pos += n;
+    }
+    /* a continuation byte is never the start of a character: back off (at
+     * most 3 ids, each at least one byte) */
+    int backed = 0;
+    while (j > 0 && backed < 4 && *pos < n_text && ((uint8_t)text[*pos] & 0xC0) == 0x80) {
+        j--;
+        backed++;
+        *pos = back_pos[j & 7];
+        *si = back_si[j & 7];
+    }
+    if (j > 0 && *pos < n_text && ((uint8_t)text[*pos] & 0xC0) == 0x80) {
+        *pos = pos0; /* text that is not UTF-8: splice none of the generated ids */
+        *si = si0;
+        j = 0;
     }
     return j;
 }

@@ -195,11 +195,12 @@ unk:
     return tok_ids_push(out, t->unk);
 }
 
-int tok_spm_encode(const eng_tok *t, const char *text, size_t len, tok_scratch *sc, tok_ids *out) {
+int tok_spm_encode(const eng_tok *t, const char *text, size_t len, bool prefix, tok_scratch *sc,
+                   tok_ids *out) {
     if (len == 0) return 0;
     tok_buf *b = &sc->buf;
     b->n = 0;
-    if (t->add_space_prefix && tok_buf_put(b, "\xE2\x96\x81", 3)) return ENG_TOK_ENOMEM;
+    if (prefix && t->add_space_prefix && tok_buf_put(b, "\xE2\x96\x81", 3)) return ENG_TOK_ENOMEM;
     for (size_t i = 0; i < len; i++) {
         if (text[i] == ' ' ? tok_buf_put(b, "\xE2\x96\x81", 3) : tok_buf_put(b, text + i, 1))
             return ENG_TOK_ENOMEM;

@@ -18,10 +18,10 @@
 
 #include "tok_internal.h"
 
-static int encode_fragment(const eng_tok *t, const char *s, size_t n, tok_scratch *sc,
+static int encode_fragment(const eng_tok *t, const char *s, size_t n, bool prefix, tok_scratch *sc,
                            tok_ids *out) {
     if (n == 0) return 0;
-    return t->model == ENG_TOK_MODEL_SPM ? tok_spm_encode(t, s, n, sc, out)
+    return t->model == ENG_TOK_MODEL_SPM ? tok_spm_encode(t, s, n, prefix, sc, out)
                                          : tok_bpe_encode(t, s, n, sc, out);
 }
 
@@ -66,13 +66,17 @@ int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, to
                 i++;
                 continue;
             }
-            if ((rc = encode_fragment(t, clean + frag, i - frag, &sc, out))) goto err;
+            if ((rc = encode_fragment(t, clean + frag, i - frag,
+                                      frag > 0 || !(flags & TOK_ENC_CONTINUE), &sc, out)))
+                goto err;
             if ((rc = tok_ids_push(out, id))) goto err;
             i += t->text_len[id];
             frag = i;
         }
     }
-    if ((rc = encode_fragment(t, clean + frag, n - frag, &sc, out))) goto err;
+    if ((rc = encode_fragment(t, clean + frag, n - frag, frag > 0 || !(flags & TOK_ENC_CONTINUE),
+                              &sc, out)))
+        goto err;
     if ((flags & ENG_TOK_ADD_EOS) && (rc = tok_ids_push(out, t->eos))) goto err;
     if (clean != text) free(clean);
     tok_scratch_free(&sc);

@@ -8,7 +8,12 @@
  *   decode   the payload as an id list (some out of range): decode and the
  *            streaming detokeniser must agree and emit valid UTF-8 only
  *   template the payload split into role/content messages, rendered by every
- *            format to text and to ids
+ *            format to text and to ids; and rendered again with the turn
+ *            before its last assistant message as the prior
+ *            (eng_tmpl_render_turn), its generated ids the encoding of that
+ *            message (cut or ended by an end-of-turn id): the spliced ids
+ *            must decode exactly as the full render's ids, with exactly the
+ *            template's special tokens
  * Vocabularies are small in-memory ones built once (byte tokens, a few
  * merges, special tokens), so inputs reach every path quickly.
  */
@@ -176,6 +181,63 @@ static void fuzz_decode(eng_tok *t, const uint8_t *d, size_t n, int flags) {
     free(ids);
 }
 
+/* Decode ids with special tokens spelled (malloc'd, *len bytes), or NULL. */
+static char *decode_all(const eng_tok *t, const int32_t *ids, int n, size_t *len) {
+    size_t cap = (size_t)n * (eng_tok_max_piece(t) + 4) + 16;
+    char *out = malloc(cap);
+    if (out && eng_tok_decode(t, ids, n, ENG_TOK_DECODE_SPECIAL, out, cap, len, NULL, 0) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void fuzz_splice(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, int nm,
+                        uint8_t knob) {
+    int a = -1;
+    for (int i = 1; i < nm; i++)
+        if (!strcmp(m[i].role, "assistant")) a = i;
+    if (a < 1) return;
+    eng_tmpl_turn prev, cur;
+    if (eng_tmpl_render_turn(f, t, m, a, true, NULL, &prev, NULL, 0) != 0) return;
+    int32_t gen[65];
+    int ng = 0;
+    size_t cl = m[a].content_len < 200 ? m[a].content_len : 200;
+    if (eng_tok_encode(t, m[a].content, cl, 0, gen, 64, &ng, NULL, 0) != 0) ng = 0;
+    if (ng > (knob & 63)) ng = knob & 63; /* the model stopped early (by length) */
+    if (knob & 64) gen[ng++] = eng_tok_eos(t) >= 0 ? eng_tok_eos(t) : 0;
+    eng_tmpl_prior p = {a,          prev.text, prev.n_text, prev.spec,    prev.n_spec,     prev.ids,
+                        prev.n_ids, gen,       ng,          m[a].content, m[a].content_len};
+    int rc = eng_tmpl_render_turn(f, t, m, nm, true, &p, &cur, NULL, 0);
+    if (rc == 0) {
+        int nfull = 0;
+        eng_tmpl_render_ids(f, t, m, nm, true, NULL, 0, &nfull, NULL, 0);
+        int32_t *full = malloc(((size_t)nfull + 1) * sizeof *full);
+        if (!full || eng_tmpl_render_ids(f, t, m, nm, true, full, nfull, &nfull, NULL, 0) != 0)
+            abort();
+        size_t la = 0, lb = 0;
+        char *da = decode_all(t, cur.ids, cur.n_ids, &la), *db = decode_all(t, full, nfull, &lb);
+        if (!da || !db || la != lb || memcmp(da, db, la) != 0) {
+            fprintf(stderr, "DBG f=%d\nA[%.*s]\nB[%.*s]\n", (int)f, (int)la, da, (int)lb, db);
+            for (int i = 0; i < cur.n_ids; i++) fprintf(stderr, "%d ", cur.ids[i]);
+            fprintf(stderr, "\n");
+            for (int i = 0; i < nfull; i++) fprintf(stderr, "%d ", full[i]);
+            fprintf(stderr, "\nspliced %d gen %d\n", cur.n_spliced, cur.n_gen_spliced);
+            abort();
+        }
+        int k = 0;
+        for (int i = 0; i < cur.n_ids; i++) k += eng_tok_is_special(t, cur.ids[i]);
+        if (k != cur.n_spec || cur.n_spliced < (cur.n_spliced ? prev.n_ids : 0)) abort();
+        free(da);
+        free(db);
+        free(full);
+        eng_tmpl_turn_free(&cur);
+    } else if (rc != ENG_TMPL_EROLE && rc != ENG_TMPL_EVOCAB && rc != ENG_TMPL_ENOMEM) {
+        abort();
+    }
+    eng_tmpl_turn_free(&prev);
+}
+
 static void fuzz_template(const char *d, size_t n) {
     eng_tmpl_msg m[16];
     int nm = 0;
@@ -188,9 +250,11 @@ static void fuzz_template(const char *d, size_t n) {
         m[nm++] = (eng_tmpl_msg){r, strlen(r), d + pos, len};
         pos += len + 1;
     }
-    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_GEMMA2; f++) {
-        eng_tok *t =
-            (f == ENG_TMPL_LLAMA2 || f == ENG_TMPL_GEMMA || f == ENG_TMPL_GEMMA2) ? spm[0] : bpe[0];
+    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_TRANSCRIPT; f++) {
+        eng_tok *t = (f == ENG_TMPL_LLAMA2 || f == ENG_TMPL_GEMMA || f == ENG_TMPL_GEMMA2 ||
+                      f == ENG_TMPL_TRANSCRIPT)
+                         ? spm[0]
+                         : bpe[0];
         size_t need;
         int nid;
         char err[128];
@@ -201,6 +265,7 @@ static void fuzz_template(const char *d, size_t n) {
             eng_tmpl_render_ids((eng_tmpl_format)f, t, m, nm, true, NULL, 0, &nid, err, sizeof err);
         if (rc != 0 && rc != ENG_TMPL_ENOSPC && rc != ENG_TMPL_EROLE && rc != ENG_TMPL_EVOCAB)
             abort();
+        fuzz_splice((eng_tmpl_format)f, t, m, nm, n ? (uint8_t)d[n - 1] : 0);
     }
     eng_tmpl_format f;
     eng_tmpl_recognise(d, n, &f, NULL, 0);

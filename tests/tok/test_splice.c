@@ -301,3 +301,21 @@ PT_TEST(random_conversations_splice_spells_the_render) {
     PT_EQ_INT(stable_equal, stable);
     eng_tok_free(t);
 }
+
+PT_TEST(a_reply_stopped_inside_a_character_splices_whole_characters_only) {
+    eng_tok *t = vocab();
+    /* the model stopped (by length) on the first byte token of "é" */
+    eng_tmpl_msg m1[] = {M("user", "ab")};
+    int32_t gen[] = {id_of(t, "a"), id_of(t, "<0xC3>")};
+    prior_buf pb;
+    prior_make(&pb, ENG_TMPL_GEMMA, t, m1, 1, gen, 2, "a\xc3\xa9");
+    eng_tmpl_msg m2[] = {M("user", "ab"), M("assistant", "a\xc3\xa9"), M("user", "b")};
+    int32_t full[4096];
+    int nf;
+    eng_tmpl_turn o = next(ENG_TMPL_GEMMA, t, m2, 3, &pb.p, full, &nf);
+    PT_EQ_INT(o.n_gen_spliced, 1); /* "a"; "é" is encoded whole from the text */
+    PT_ASSERT(same(o.ids, o.n_ids, full, nf));
+    eng_tmpl_turn_free(&o);
+    eng_tmpl_turn_free(&pb.turn);
+    eng_tok_free(t);
+}

@@ -131,8 +131,10 @@ typedef struct tok_scratch {
 } tok_scratch;
 void tok_scratch_free(tok_scratch *s);
 
-/* Encode one valid-UTF-8 fragment (no special tokens) with the SPM model. */
-int tok_spm_encode(const eng_tok *t, const char *text, size_t len, tok_scratch *sc, tok_ids *out);
+/* Encode one valid-UTF-8 fragment (no special tokens) with the SPM model;
+ * prefix: prepend the vocabulary's space prefix when it has one. */
+int tok_spm_encode(const eng_tok *t, const char *text, size_t len, bool prefix, tok_scratch *sc,
+                   tok_ids *out);
 /* Encode one valid-UTF-8 fragment with the byte-level BPE model
  * (pre-tokenizes, then merges each piece). */
 int tok_bpe_encode(const eng_tok *t, const char *text, size_t len, tok_scratch *sc, tok_ids *out);
@@ -141,6 +143,11 @@ int tok_bpe_encode(const eng_tok *t, const char *text, size_t len, tok_scratch *
  * (-1 for a code point outside the alphabet). */
 uint32_t tok_byte_to_cp(uint8_t b);
 int tok_cp_to_byte(uint32_t cp);
+
+/* tok_encode_ids flag beside eng_tok.h's: the text continues a run whose
+ * start was encoded before (a splice), so its first fragment gets no SPM
+ * space prefix. */
+#define TOK_ENC_CONTINUE 0x100
 
 /* Encode into a growable id list (the core of eng_tok_encode). */
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
