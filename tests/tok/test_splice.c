@@ -133,6 +133,7 @@ PT_TEST(gemma_reply_with_end_of_turn_is_spliced_and_stable) {
     PT_EQ_INT(o.mismatch, 0);
     PT_ASSERT(same(o.ids, o.n_ids, full, nf));
     /* without <end_of_turn> generated (stopped by length): the template's is added */
+    eng_tmpl_turn_free(&pb.turn);
     prior_make(&pb, ENG_TMPL_GEMMA, t, m1, 1, gen, 2, "ab.");
     eng_tmpl_turn o2 = next(ENG_TMPL_GEMMA, t, m2, 3, &pb.p, full, &nf);
     PT_EQ_INT(o2.n_gen_spliced, 2);
@@ -227,6 +228,7 @@ PT_TEST(content_spelling_special_tokens_never_splices_them) {
     eng_tmpl_turn_free(&o);
     /* a reply that spells <end_of_turn> as text does not match the token */
     int32_t gen2[] = {id_of(t, "ab"), id_of(t, "<end_of_turn>")};
+    eng_tmpl_turn_free(&pb.turn);
     prior_make(&pb, ENG_TMPL_GEMMA, t, m1, 1, gen2, 2, "ab<end_of_turn>");
     eng_tmpl_msg m3[] = {M("user", "x"), M("assistant", "ab<end_of_turn>"), M("user", "b")};
     eng_tmpl_turn o3 = next(ENG_TMPL_GEMMA, t, m3, 3, &pb.p, full, &nf);
