@@ -15,6 +15,13 @@
  *             the weights once at the best measured pass: the roofline is
  *             a ceiling, and the median pass drops when other processes
  *             share the memory bus) and decode as a percentage of it;
+ *   macs      int8 multiply-accumulate throughput of the GEMM's instruction
+ *             mix at the ISA in use, on the model's thread count
+ *             (kern_macs.h; none for scalar, AMX probed as VNNI); the
+ *             compute roofline: prefill and batched decode tokens/s times
+ *             the GEMMs' MACs per token (eng_model_weight_macs; a prefill
+ *             token pays the output projection 1/prompt times; attention
+ *             not counted) as a percentage of the best probe pass;
  *   batch     --batch sequences, each with its own --batch-prompt-token
  *             prompt (prefilled once, untimed), decoding --gen steps
  *             together (one eng_forward with --batch steps per step):
@@ -49,6 +56,7 @@
 #include "eng_prof.h"
 #include "eng_sampler.h"
 #include "kern_isa.h"
+#include "kern_macs.h"
 #include "kern_membw.h"
 #include "kern_pool.h"
 #include "wk_cli.h"
@@ -76,6 +84,9 @@ typedef struct be_figs {
     double prefill_min, prefill_max; /* spread over repeats */
     double decode_min, decode_max;   /* spread over repeats */
     double roofline_tps, roofline_pct;
+    double macs_best, macs_median;          /* int8 GMAC/s of the compute probe (0: not probed) */
+    double macs_layers, macs_output;        /* GEMM MACs per token (eng_model_weight_macs) */
+    double prefill_pct, batch_pct;          /* prefill / batched decode as a share of the probe */
     double batch_tps, batch_min, batch_max; /* aggregate tok/s */
     int prof_decode_steps;                  /* decode steps the decode profile covers */
     double huge_mib;         /* MiB in transparent huge pages at the end, -1 unknown */
@@ -401,11 +412,15 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
            "\"prefill_tps\":%.3f,\"decode_tps\":%.4f,\"roofline_tps\":%.4f,\"roofline_pct\":%.2f,"
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
-           "\"batch_range\":[%.3f,%.3f],\"profile\":{\"decode_steps\":%d",
+           "\"batch_range\":[%.3f,%.3f],\"macs_gmacs\":%.3f,\"macs_best_gmacs\":%.3f,"
+           "\"macs_layers\":%.0f,\"macs_output\":%.0f,\"prefill_compute_pct\":%.2f,"
+           "\"batch_compute_pct\":%.2f,"
+           "\"profile\":{\"decode_steps\":%d",
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
            o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps,
            f->decode_tps, f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min,
-           f->prefill_max, f->decode_min, f->decode_max, f->batch_min, f->batch_max,
+           f->prefill_max, f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->macs_median,
+           f->macs_best, f->macs_layers, f->macs_output, f->prefill_pct, f->batch_pct,
            f->prof_decode_steps);
     if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
     if (f->have_prof[BE_PROF_DECODE])
@@ -432,6 +447,17 @@ static void be_print_table(const be_figs *f, const be_opts *o) {
         char lbl[64];
         snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o->batch);
         printf("  %-34s %12.1f %10.1f .. %-10.1f\n", lbl, f->batch_tps, f->batch_min, f->batch_max);
+    }
+    if (f->macs_best > 0) {
+        printf("  %-34s %12.1f\n", "int8 GMAC/s (probe, median)", f->macs_median);
+        printf("  %-34s %12.1f\n", "  best pass (the compute roofline's)", f->macs_best);
+        printf("  %-34s %12.1f\n", "GEMM MMACs per token, layers", f->macs_layers / 1e6);
+        printf("  %-34s %12.1f\n", "  and output projection", f->macs_output / 1e6);
+        printf("  %-34s %11.1f%%\n", "prefill / compute roofline", f->prefill_pct);
+        if (o->batch > 0)
+            printf("  %-34s %11.1f%%\n", "batch decode / compute roofline", f->batch_pct);
+    } else {
+        printf("  %-34s %12s\n", "int8 compute probe", "none for this ISA");
     }
 }
 
@@ -482,24 +508,34 @@ static int be_parse(int argc, char **argv, be_opts *o) {
     return 0;
 }
 
-/* Bandwidth on a pool of the model's size (the model's own pool is private). */
-static int be_membw(const be_opts *o, int threads, be_figs *f) {
+/* The machine's limits on a pool of the model's size (the model's own pool
+ * is private): read bandwidth (kern_membw.h), then int8 MAC throughput
+ * (kern_macs.h). */
+static int be_probes(const be_opts *o, int threads, const char *isa, be_figs *f) {
     kern_pool *p = NULL;
     char err[PL_ERR_LEN];
-    kern_membw_result r;
+    kern_membw_result bw;
+    kern_macs_result mc;
     if (kern_pool_create(threads, &p) != 0) {
         fprintf(stderr, "bench: cannot create %d threads\n", threads);
         return -1;
     }
+    fprintf(stderr, "bench: memory bandwidth (%d MiB, %d threads)\n", o->membw_mib, threads);
     int rc =
-        kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &r, err, sizeof err);
+        kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &bw, err, sizeof err);
+    if (rc == 0) {
+        fprintf(stderr, "bench: int8 MAC throughput (%s, %d threads)\n", isa, threads);
+        rc = kern_macs_measure(p, 200000, 4 * o->repeat + 1, &mc, err, sizeof err);
+    }
     kern_pool_destroy(p);
     if (rc != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
-    f->bw_best = r.best_gbs;
-    f->bw_median = r.median_gbs;
+    f->bw_best = bw.best_gbs;
+    f->bw_median = bw.median_gbs;
+    f->macs_best = mc.best_gmacs;
+    f->macs_median = mc.median_gmacs;
     return 0;
 }
 
@@ -553,8 +589,7 @@ int wk_bench_engine(int argc, char **argv) {
         goto out;
     }
     have_alloc = 1;
-    fprintf(stderr, "bench: memory bandwidth (%d MiB, %d threads)\n", o.membw_mib, threads);
-    if (be_membw(&o, threads, &f) != 0) goto out;
+    if (be_probes(&o, threads, isa, &f) != 0) goto out;
     fprintf(stderr, "bench: single stream\n");
     if (be_single(m, &o, &alloc, &f) != 0) goto out;
     if (o.batch > 0) {
@@ -563,6 +598,12 @@ int wk_bench_engine(int argc, char **argv) {
     }
     f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
     f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
+    eng_model_weight_macs(m, &f.macs_layers, &f.macs_output);
+    if (f.macs_best > 0) { /* prefill: output projection for the chunk's last token only */
+        double pre = f.macs_layers + f.macs_output / (o.prompt > 0 ? o.prompt : 1);
+        f.prefill_pct = 100 * f.prefill_tps * pre / (f.macs_best * 1e9);
+        f.batch_pct = 100 * f.batch_tps * (f.macs_layers + f.macs_output) / (f.macs_best * 1e9);
+    }
     f.huge_mib = be_huge_mib();
     be_print_table(&f, &o);
     be_print_prof(&f, &o);

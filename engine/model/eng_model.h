@@ -85,6 +85,12 @@ int eng_model_n_threads(const eng_model *m);
  * the embedding table (one row per token) or the norms.  The numerator of
  * the memory-bandwidth roofline. */
 size_t eng_model_weight_bytes(const eng_model *m);
+/* Multiply-accumulates per token of those linear layers (rows x cols
+ * summed, attention not counted): *layers for the transformer layers,
+ * *output for the output projection (a prefill chunk runs it for its last
+ * token only, a decode step for every sequence).  The numerator of the
+ * compute roofline. */
+void eng_model_weight_macs(const eng_model *m, double *layers, double *output);
 /* Bytes the loaded weights occupy in RAM: every linear layer's pack (or
  * fp32 array), the embedding table in its lookup form, norms, biases and
  * rope tables.  Not the KV cache or scratch buffers. */

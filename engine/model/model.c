@@ -588,6 +588,21 @@ size_t eng_model_resident_bytes(const eng_model *m) {
     return n;
 }
 
+static double weight_macs(const eng_weight *w) {
+    return w->packed || w->f ? (double)w->rows * (double)w->cols : 0;
+}
+
+void eng_model_weight_macs(const eng_model *m, double *layers, double *output) {
+    double n = 0;
+    for (int i = 0; i < m->cfg.n_layer; i++) {
+        const eng_layer *L = &m->layers[i];
+        n += weight_macs(&L->wqkv) + weight_macs(&L->wo) + weight_macs(&L->wgu) +
+             weight_macs(&L->wdown);
+    }
+    *layers = n;
+    *output = weight_macs(&m->out);
+}
+
 size_t eng_model_weight_bytes(const eng_model *m) {
     size_t n = weight_bytes(&m->out);
     for (int i = 0; i < m->cfg.n_layer; i++) {

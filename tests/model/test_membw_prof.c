@@ -1,7 +1,8 @@
 /*
  * test_membw_prof.c -- the benchmark's instruments: the profiling backend
  * wrapper (eng_prof.h) on tiny synthetic models and the memory-bandwidth
- * measurement (kern_membw.h) on a small buffer.
+ * measurement (kern_membw.h) on a small buffer, and the int8 MAC
+ * throughput probe (kern_macs.h) at each ISA level.
  *
  * The wrapper must be invisible to the numbers (same logits bit for bit as
  * an unprofiled run), count every GEMM against the right weight (one call
@@ -18,6 +19,7 @@
 #include "eng_model.h"
 #include "eng_model_int.h" /* white-box: the backend table and the weight packs */
 #include "eng_prof.h"
+#include "kern_macs.h"
 #include "kern_membw.h"
 #include "kern_pool.h"
 #include "tiny_model.h"
@@ -190,5 +192,33 @@ PT_TEST(membw_positive_on_small_buffer) {
     PT_EQ_INT(kern_membw_measure(p, 1000, 3, &r, err, sizeof err), -1);
     PT_ASSERT(err[0] != 0);
     PT_EQ_INT(kern_membw_measure(p, (size_t)1 << 20, 0, &r, err, sizeof err), -1);
+    kern_pool_destroy(p);
+}
+
+PT_TEST(macs_probe_per_isa_and_refusals) {
+    char err[256] = "";
+    kern_pool *p = NULL;
+    kern_macs_result r = {0};
+    PT_EQ_INT(kern_pool_create(2, &p), 0);
+    PT_EQ_INT(kern_macs_measure(p, 2000, 3, &r, err, sizeof err), 0);
+    PT_EQ_INT(r.threads, 2);
+    PT_EQ_INT(r.repeats, 3);
+    PT_ASSERT(r.isa != KERN_ISA_AMX); /* the tile path is probed as VNNI */
+    if (kern_isa_best() >= KERN_ISA_AVX2)
+        PT_ASSERT(r.best_gmacs > 0 && r.median_gmacs > 0 && r.best_gmacs >= r.median_gmacs);
+    /* capped at AVX2 the AVX2 mix is measured; at scalar there is no probe */
+    kern_isa_set_max(KERN_ISA_AVX2);
+    PT_EQ_INT(kern_macs_measure(NULL, 2000, 1, &r, err, sizeof err), 0);
+    PT_EQ_INT(r.threads, 1);
+    if (kern_isa_detect() >= KERN_ISA_AVX2) PT_ASSERT(r.isa == KERN_ISA_AVX2 && r.best_gmacs > 0);
+    kern_isa_set_max(KERN_ISA_SCALAR);
+    PT_EQ_INT(kern_macs_measure(p, 2000, 1, &r, err, sizeof err), 0);
+    PT_ASSERT(r.best_gmacs == 0 && r.isa == KERN_ISA_SCALAR);
+    kern_isa_set_max(KERN_ISA_AMX);
+    /* bad arguments are refused with a message */
+    err[0] = 0;
+    PT_EQ_INT(kern_macs_measure(p, 10, 3, &r, err, sizeof err), -1);
+    PT_ASSERT(err[0] != 0);
+    PT_EQ_INT(kern_macs_measure(p, 2000, 0, &r, err, sizeof err), -1);
     kern_pool_destroy(p);
 }

@@ -21,6 +21,9 @@ def test_bench_engine_batched_prompts_past_the_window(parley_bin, tmp_path):
     flat = json.dumps(figs)
     for key in ("prefill", "decode", "batch"):
         assert key in flat
+    # the compute roofline next to the bandwidth one (0 where the ISA has no probe)
+    for key in ("macs_best_gmacs", "prefill_compute_pct", "batch_compute_pct", "macs_layers"):
+        assert key in figs, key
 
 
 def test_bench_chat_runs_every_kind_of_run_on_the_real_model(parley_bin, gemma_model):
