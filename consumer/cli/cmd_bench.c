@@ -26,20 +26,18 @@
  * `--workload chat` (real text through the tokenizer, chat template and
  * splicing) is to cmd_bench_chat.c.
  */
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cli_opt.h"
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "kv_cache.h"
-#include "kv_hash.h"
 #include "wk_cli.h"
-#include "kv_sched_ops.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -84,13 +82,6 @@ typedef struct bench_run {
 } bench_run;
 
 static double bench_now(void) { return pl_mono_s(); }
-
-static uint64_t bench_mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
 
 /* Deterministic value in [lo, hi] for (seed, conv, turn, what). */
 static int bench_draw(const bench_opts *o, int conv, int turn, int what, int lo, int hi) {
@@ -179,19 +170,6 @@ static void bench_on_done(void *user, uint64_t id, const eng_sched_result *r) {
     if (conv_submit(c) != 0) conv_end(run);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    if (!n) return 0;
-    int i = (int)ceil(p * n) - 1;
-    if (i < 0) i = 0;
-    if (i >= n) i = n - 1;
-    return v[i];
-}
-
 /* TTFT p50/p99 per turn group: single turns up to 8, then doubling groups. */
 static void print_ttft(const bench_run *run) {
     const bench_opts *o = run->o;
@@ -207,11 +185,11 @@ static void print_ttft(const bench_run *run) {
                 double x = run->ttft[(size_t)c * o->turns + t];
                 if (x >= 0) v[n++] = x;
             }
-        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
         char name[32];
         if (hi - lo == 1) snprintf(name, sizeof name, "%d", lo + 1);
         else snprintf(name, sizeof name, "%d-%d", lo + 1, hi);
-        printf("  %27s %8.1f %8.1f %4d\n", name, pct(v, n, 0.5), pct(v, n, 0.99), n);
+        printf("  %27s %8.1f %8.1f %4d\n", name, bench_pct(v, n, 0.5), bench_pct(v, n, 0.99), n);
         lo = hi;
     }
     free(v);
@@ -278,7 +256,6 @@ static void bench_report(const bench_run *r, const eng_sched_stats *st, kv_cache
 
 static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     double tps = -1;
-    char err[PL_ERR_LEN];
     bench_run run;
     memset(&run, 0, sizeof run);
     run.o = o;
@@ -286,7 +263,6 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.cv, NULL);
     kv_cache *kc = NULL;
-    eng_sched_cache_ops ops;
     eng_sched_config cfg;
     eng_sched_config_default(&cfg);
     cfg.max_running = o->max_running;
@@ -295,24 +271,7 @@ static double bench_run_one(eng_model *m, const bench_opts *o, int cache_on) {
     cfg.fairness_ms = o->fairness_ms;
     cfg.kv_budget_bytes = (size_t)o->kv_mib << 20;
     cfg.max_queue = o->convs + 16;
-    if (cache_on) {
-        kv_cache_config kcfg;
-        kv_cache_config_default(&kcfg);
-        kcfg.budget_bytes = (size_t)o->kv_mib << 20;
-        kcfg.max_tokens = 1 << 20;
-        kv_fp_inputs fi = {eng_model_config(m)->arch_name, eng_model_digest(m), "bench",
-                           ENG_KV_QUANT_VERSION, (uint32_t)o->block};
-        if (kv_cache_create(&kcfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &kc, err,
-                            sizeof err) != 0) {
-            fprintf(stderr, "bench: cache: %s\n", err);
-            goto done;
-        }
-        kv_sched_ops_init(&ops, kc);
-    }
-    if (eng_sched_create(m, &cfg, cache_on ? &ops : NULL, &run.s, err, sizeof err) != 0) {
-        fprintf(stderr, "bench: scheduler: %s\n", err);
-        goto done;
-    }
+    if (bench_sched_open(m, &cfg, cache_on, o->block, "bench", 1, &kc, &run.s) != 0) goto done;
     if (bench_run_alloc(&run) != 0) goto done;
     double t0 = bench_now();
     int started = 0;

@@ -35,20 +35,18 @@
  * partial last block without partial-block reuse (a re-tokenised reply
  * that changed shares fewer ids: compare the runs' shares).
  */
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "cli_opt.h"
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "eng_template.h"
 #include "eng_tok.h"
 #include "kv_cache.h"
-#include "kv_hash.h"
-#include "kv_sched_ops.h"
 #include "pl_err.h"
 #include "pl_time.h"
 #include "wk_cli.h"
@@ -133,13 +131,6 @@ typedef struct cb_run {
     int convs_done, errors;  /* conversations finished, turns failed */
 } cb_run;
 
-static uint64_t cb_mix(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 /* ---------------------------------------------------------------- corpus */
 
 /* Split text into sentences: ends at ". ", "? ", "! " or a blank line;
@@ -213,7 +204,7 @@ static int corpus_load(cb_corpus *c, const cb_opts *o) {
 
 /* The user message of (conv, turn): 1..3 consecutive sentences. */
 static char *user_message(const cb_run *run, int conv, int turn) {
-    uint64_t h = cb_mix(run->o->seed ^ cb_mix((uint64_t)conv << 32 | (uint64_t)turn));
+    uint64_t h = bench_mix(run->o->seed ^ bench_mix((uint64_t)conv << 32 | (uint64_t)turn));
     int k = 1 + (int)(h % 3), at = (int)((h >> 8) % (uint64_t)run->corpus->n);
     size_t len = 0;
     for (int i = 0; i < k; i++) len += strlen(run->corpus->s[(at + i) % run->corpus->n]) + 1;
@@ -286,7 +277,7 @@ static int conv_submit(cb_conv *c) {
     eng_sampler_params_default(&q.sampling);
     q.sampling.temperature = 0.8f;
     q.sampling.top_k = 40;
-    q.sampling.seed = cb_mix(run->o->seed ^ ((uint64_t)c->idx << 16 | (uint64_t)c->turn));
+    q.sampling.seed = bench_mix(run->o->seed ^ ((uint64_t)c->idx << 16 | (uint64_t)c->turn));
     q.sampling.n_stop = run->n_eog;
     memcpy(q.sampling.stop, run->eog, (size_t)run->n_eog * sizeof run->eog[0]);
     q.max_tokens = run->o->reply;
@@ -401,17 +392,6 @@ static void cb_on_done(void *user, uint64_t id, const eng_sched_result *r) {
 
 /* ---------------------------------------------------------------- report */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    if (!n) return 0;
-    int i = (int)ceil(p * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
-
 static void cb_report(const cb_run *run, const char *name, double wall) {
     const cb_opts *o = run->o;
     long P = 0, C = 0, P2 = 0, C2 = 0, lost = 0, shared = 0;
@@ -459,10 +439,10 @@ static void cb_report(const cb_run *run, const char *name, double wall) {
             ls += x->shared > x->cached ? x->shared - x->cached : 0;
         }
         if (!n) continue;
-        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
         printf("  %4d %6.1f%% %9.1f %9.1f %9.1f %7.1f %5.1f %8d %9d\n", t + 1,
-               p ? 100.0 * cc / p : 0, pct(v, n, 0.5), pct(v, n, 0.9), (double)(p - cc) / n,
-               (double)p / n, (double)ls / n, sp, mm);
+               p ? 100.0 * cc / p : 0, bench_pct(v, n, 0.5), bench_pct(v, n, 0.9),
+               (double)(p - cc) / n, (double)p / n, (double)ls / n, sp, mm);
     }
     free(v);
     fflush(stdout);
@@ -491,7 +471,6 @@ static void run_free(cb_run *run) {
 static int cb_run_one(eng_model *m, const eng_tok *tok, eng_tmpl_format fmt, const cb_opts *o,
                       const cb_corpus *corpus, const char *name) {
     int cache_on = strcmp(name, "nocache") != 0, rc = -1;
-    char err[PL_ERR_LEN];
     cb_run run;
     memset(&run, 0, sizeof run);
     run.o = o;
@@ -501,43 +480,24 @@ static int cb_run_one(eng_model *m, const eng_tok *tok, eng_tmpl_format fmt, con
     run.splice = !strcmp(name, "splice");
     run.partial = strcmp(name, "before") != 0;
     run.stop = o->stop ? o->stop : fmt == ENG_TMPL_TRANSCRIPT ? "\nUser:" : "";
-    for (int32_t i = 0; i < eng_tok_n_vocab(tok) && run.n_eog < 16; i++)
-        if (eng_tok_is_eog(tok, i)) run.eog[run.n_eog++] = i;
+    run.n_eog = eng_tok_eog_ids(tok, run.eog, 16);
     pthread_mutex_init(&run.mu, NULL);
     pthread_cond_init(&run.cv, NULL);
     kv_cache *kc = NULL;
-    eng_sched_cache_ops ops;
     eng_sched_config cfg;
     eng_sched_config_default(&cfg);
     cfg.max_running = o->max_running;
     cfg.step_tokens = o->step_tokens;
     cfg.kv_budget_bytes = (size_t)o->kv_mib << 20;
     cfg.max_queue = o->convs + 16;
-    if (cache_on) {
-        kv_cache_config kcfg;
-        kv_cache_config_default(&kcfg);
-        kcfg.budget_bytes = (size_t)o->kv_mib << 20;
-        kcfg.max_tokens = 1 << 20;
-        kcfg.partial_blocks = run.partial;
-        kv_fp_inputs fi = {eng_model_config(m)->arch_name, eng_model_digest(m), "bench-chat",
-                           ENG_KV_QUANT_VERSION, (uint32_t)o->block};
-        if (kv_cache_create(&kcfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &kc, err,
-                            sizeof err) != 0) {
-            fprintf(stderr, "bench: cache: %s\n", err);
-            goto done;
-        }
-        kv_sched_ops_init(&ops, kc);
-    }
     run.scratch_cap = eng_tok_stream_cap(tok);
     run.scratch = malloc(run.scratch_cap);
     run.conv = calloc((size_t)o->convs, sizeof *run.conv);
     run.tt = calloc((size_t)o->convs * o->turns, sizeof *run.tt);
     if (!run.scratch || !run.conv || !run.tt) goto done;
     for (size_t i = 0; i < (size_t)o->convs * o->turns; i++) run.tt[i].ttft_ms = -1;
-    if (eng_sched_create(m, &cfg, cache_on ? &ops : NULL, &run.s, err, sizeof err) != 0) {
-        fprintf(stderr, "bench: scheduler: %s\n", err);
+    if (bench_sched_open(m, &cfg, cache_on, o->block, "bench-chat", run.partial, &kc, &run.s) != 0)
         goto done;
-    }
     double t0 = pl_mono_s();
     for (int c = 0; c < o->convs; c++) {
         cb_conv *x = &run.conv[c];

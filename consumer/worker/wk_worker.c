@@ -44,8 +44,7 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     w->eng.n_vocab = mc->n_vocab;
     long long mx = wk_config_int(cfg, "model.max_context");
     w->eng.n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
-    for (int32_t i = 0; i < w->eng.n_vocab && w->eng.n_eog < WK_MAX_EOG; i++)
-        if (eng_tok_is_eog(w->eng.tok, i)) w->eng.eog[w->eng.n_eog++] = i;
+    w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
     const char *name = wk_config_str(cfg, "model.name");
     if (!*name) {
         const char *b = strrchr(path, '/');

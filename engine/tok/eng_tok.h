@@ -193,6 +193,9 @@ bool eng_tok_is_special(const eng_tok *t, int32_t id); /* CONTROL, USER_DEFINED 
  * present in the vocabulary (<|eot_id|>, <|im_end|>, <end_of_turn>,
  * <|end_of_text|>, <|endoftext|>, </s>, <|eom_id|>). */
 bool eng_tok_is_eog(const eng_tok *t, int32_t id);
+/* The end-of-generation ids in ascending order, at most cap of them into
+ * out (a sampler's stop list); returns how many were written. */
+int eng_tok_eog_ids(const eng_tok *t, int32_t *out, int cap);
 /* Longest token piece in bytes (sizing stream buffers). */
 size_t eng_tok_max_piece(const eng_tok *t);
 

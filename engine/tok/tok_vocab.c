@@ -411,6 +411,13 @@ bool eng_tok_is_eog(const eng_tok *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->eog[id];
 }
 
+int eng_tok_eog_ids(const eng_tok *t, int32_t *out, int cap) {
+    int n = 0;
+    for (int32_t i = 0; i < t->n_vocab && n < cap; i++)
+        if (t->eog[i]) out[n++] = i;
+    return n;
+}
+
 const char *eng_tok_text(const eng_tok *t, int32_t id) {
     if (id < 0 || id >= t->n_vocab) return NULL;
     return t->text_pool + t->text_off[id];
