@@ -166,7 +166,6 @@ typedef struct wk_turn {
     eng_tmpl_turn rt;             /* the prompt's render: text and specials (ids: prompt) */
     int n_msgs;                   /* messages rendered (0: raw prompt_tokens, no history) */
     int turn_index;               /* user messages in the turn: 1 for a first turn */
-    int n_spliced;                /* prompt ids spliced from the conversation's history */
     wk_history *hist;             /* built in wk_on_done: the conversation's next history */
     eng_sampler_params sampling;  /* sampling parameters incl. stop ids */
     int max_tokens;               /* generation limit */

@@ -446,10 +446,9 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
             memset(&rt, 0, sizeof rt);
             x->n_msgs = t.prompt_tokens ? 0 : (int)t.n_messages;
             x->turn_index = wk_turn_index(&t);
-            x->n_spliced = x->rt.n_spliced;
-            if (x->n_spliced) {
+            if (x->rt.n_spliced) {
                 WK_ADD(w->met.ctr.turns_spliced, 1);
-                WK_ADD(w->met.ctr.prefix_splice, (uint64_t)x->n_spliced);
+                WK_ADD(w->met.ctr.prefix_splice, (uint64_t)x->rt.n_spliced);
                 if (x->rt.mismatch) WK_ADD(w->met.ctr.retok_mismatch, 1);
             }
         }
