@@ -399,7 +399,7 @@ int wk_cmd_bench(int argc, char **argv) {
             return wk_bench_chat(argc, argv);
     int rc = bench_parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
+    eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = o.block};
     eng_model *m = NULL;
     char err[PL_ERR_LEN];
     if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {

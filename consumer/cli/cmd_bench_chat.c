@@ -599,7 +599,7 @@ int wk_bench_chat(int argc, char **argv) {
     char err[PL_ERR_LEN];
     int rc = 1;
     if (corpus_load(&corpus, &o) != 0) goto out;
-    eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
+    eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = o.block};
     if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0 ||
         eng_tok_load(eng_model_gguf(m), &tok, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

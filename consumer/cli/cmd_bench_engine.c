@@ -65,16 +65,18 @@
 
 /* Options. */
 typedef struct be_opts {
-    const char *model; /* GGUF path */
-    int threads;       /* compute threads (0: all CPUs) */
-    const char *isa;   /* ISA cap name or NULL */
-    int prompt, gen;   /* single-stream prompt tokens, decode steps (also batched) */
-    int batch;         /* batched decode sequences (0: skip) */
-    int batch_prompt;  /* prompt tokens of each batched sequence */
-    int repeat;        /* timed repeats (medians) */
-    int block;         /* KV block tokens */
-    int membw_mib;     /* bandwidth buffer MiB */
-    int json;          /* 1: JSON object on the last line */
+    const char *model;   /* GGUF path */
+    int threads;         /* compute threads (0: all CPUs) */
+    const char *isa;     /* ISA cap name or NULL */
+    int prompt, gen;     /* single-stream prompt tokens, decode steps (also batched) */
+    int batch;           /* batched decode sequences (0: skip) */
+    int batch_prompt;    /* prompt tokens of each batched sequence */
+    int repeat;          /* timed repeats (medians) */
+    int block;           /* KV block tokens */
+    int membw_mib;       /* bandwidth buffer MiB */
+    int json;            /* 1: JSON object on the last line */
+    const char *backend; /* --backend auto|cpu|cuda, or NULL */
+    const char *weights; /* --weights native|int8, or NULL */
 } be_opts;
 
 /* Everything measured (JSON and the table read it). */
@@ -407,6 +409,8 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     be_json_str(o->model, strlen(o->model));
     printf(",\"arch\":");
     be_json_str(c->arch_name, strlen(c->arch_name));
+    printf(",\"backend\":\"%s\",\"weights\":\"%s\"", eng_model_backend_name(m),
+           o->weights ? o->weights : "native");
     printf(",\"isa\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"prompt\":%d,\"gen\":%d,"
            "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
@@ -491,6 +495,10 @@ static int be_parse(int argc, char **argv, be_opts *o) {
          "bandwidth buffer MiB (default 1024)", NULL},
         {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL,
          "also print one JSON object on the last line", NULL},
+        {"--backend", NULL, CLI_STR, &o->backend, 0, 0, "NAME",
+         "auto, cpu or cuda (default auto: cuda when built and a GPU is present)", NULL},
+        {"--weights", NULL, CLI_STR, &o->weights, 0, 0, "FORM",
+         "native (4-bit tensors stay 4-bit, default) or int8", NULL},
     };
     const cli_cmd cmd = {
         .name = "bench",
@@ -540,7 +548,13 @@ static int be_probes(const be_opts *o, int threads, const char *isa, be_figs *f)
 }
 
 int wk_bench_engine(int argc, char **argv) {
-    be_opts o = {NULL, 0, NULL, 512, 32, 64, 32, 5, 16, 1024, 0};
+    be_opts o = {.prompt = 512,
+                 .gen = 32,
+                 .batch = 64,
+                 .batch_prompt = 32,
+                 .repeat = 5,
+                 .block = 16,
+                 .membw_mib = 1024};
     int rc = be_parse(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     if (o.isa) {
@@ -552,7 +566,12 @@ int wk_bench_engine(int argc, char **argv) {
         kern_isa_set_max(cap); /* before loading: weights are packed for the ISA */
     }
     const char *isa = kern_isa_name(kern_isa_best());
-    eng_load_opts lo = {ENG_PREC_INT8, o.threads, o.block};
+    eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = o.block};
+    if ((o.backend && eng_backend_kind_parse(o.backend, &lo.backend) != 0) ||
+        (o.weights && eng_weights_parse(o.weights, &lo.weights) != 0)) {
+        fprintf(stderr, "bench: bad --backend or --weights (auto|cpu|cuda, native|int8)\n");
+        return 2;
+    }
     eng_model *m = NULL;
     eng_kv_allocator alloc;
     int have_alloc = 0;
@@ -575,10 +594,11 @@ int wk_bench_engine(int argc, char **argv) {
     }
     size_t wbytes = eng_model_weight_bytes(m);
     int threads = eng_model_n_threads(m);
-    printf("parley bench engine: model %.*s (%s, %d layers, n_embd %d, vocab %d), int8, "
-           "weights %.1f MiB per step, load %.2f s\n",
+    printf("parley bench engine: model %.*s (%s, %d layers, n_embd %d, vocab %d), int8 (%s "
+           "weights), %s backend, weights %.1f MiB per step, load %.2f s\n",
            (int)name_len, name, c->arch_name, c->n_layer, c->n_embd, c->n_vocab,
-           (double)wbytes / 1048576.0, be_now() - t0);
+           o.weights ? o.weights : "native", eng_model_backend_name(m), (double)wbytes / 1048576.0,
+           be_now() - t0);
     printf("isa %s (machine best %s), %d threads; prompt %d, gen %d, batch %d x %d-token "
            "prompts; medians of %d repeats; greedy argmax (untimed)\n",
            isa, kern_isa_name(kern_isa_detect()), threads, o.prompt, o.gen, o.batch, o.batch_prompt,

@@ -25,6 +25,13 @@ static const wk_prop wk_props[] = {
      "A turn naming another model goes to the DLQ with `E_UNKNOWN_MODEL`."},
     {"model.threads", WK_PROP_INT, "0", 0, 1024, "Compute threads; 0 = one per online CPU."},
     {"model.block_tokens", WK_PROP_INT, "16", 1, 256, "KV block size B in tokens."},
+    {"model.backend", WK_PROP_STR, "auto", 0, 0,
+     "Where the model computes: `cpu`, `cuda`, or `auto` (CUDA when this build has the CUDA "
+     "backend and a GPU answers, else the CPU)."},
+    {"model.weights", WK_PROP_STR, "native", 0, 0,
+     "How 4-bit tensors are held: `native` keeps Q4_0, IQ4_NL and Q4_K weights 4-bit (W4A8 "
+     "kernels: about half the bytes a decode step reads), `int8` requantises them to int8 like "
+     "every other weight."},
     {"model.chat_template", WK_PROP_STR, "", 0, 0,
      "Chat template name (llama2, llama3, gemma, gemma2, chatml, transcript); empty = detect from "
      "the model's tokenizer.chat_template, or for a file without one its architecture's format "

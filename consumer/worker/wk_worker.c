@@ -29,9 +29,16 @@ static bool wk_user_sets(const wk_config *cfg, const char *name) {
 static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
-    eng_load_opts lo = {ENG_PREC_INT8, (int)wk_config_int(cfg, "model.threads"),
-                        (int)wk_config_int(cfg, "model.block_tokens")};
+    eng_load_opts lo = {.prec = ENG_PREC_INT8,
+                        .n_threads = (int)wk_config_int(cfg, "model.threads"),
+                        .block_tokens = (int)wk_config_int(cfg, "model.block_tokens")};
     const char *path = wk_config_str(cfg, "model.path");
+    if (eng_backend_kind_parse(wk_config_str(cfg, "model.backend"), &lo.backend) != 0)
+        return pl_errf(err, errlen, WK_EMODEL, "model.backend must be auto, cpu or cuda, not '%s'",
+                       wk_config_str(cfg, "model.backend"));
+    if (eng_weights_parse(wk_config_str(cfg, "model.weights"), &lo.weights) != 0)
+        return pl_errf(err, errlen, WK_EMODEL, "model.weights must be native or int8, not '%s'",
+                       wk_config_str(cfg, "model.weights"));
     if (eng_model_load(path, &lo, &w->eng.model, e, sizeof e) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
     if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)

@@ -1,80 +1,138 @@
 /*
  * backend_cpu.c -- the CPU backend: fills eng_backend's table with the
- * kernels/cpu GEMMs and element-wise ops (quantise, RMSNorm, RoPE, gating,
- * residual add, softmax: kern_ops.h), each threaded on the backend's
- * kern_pool (the ctx) with the ISA chosen at run time (kern_isa_best());
- * attention lives in backend_cpu_attn.c.  The wrappers only translate the
- * engine's enums and argument order to the kernels'.
+ * kernels/cpu code (element-wise ops of kern_ops.h here; weights, linear
+ * and embed in backend_cpu_weight.c; kv_store and attention in
+ * backend_cpu_attn.c), each threaded on the borrowed kern_pool with the ISA
+ * chosen at run time (kern_isa_best()).  Backend memory is host memory:
+ * alloc is a 64-byte aligned allocation and upload / download / copy are
+ * memcpy.  The wrappers only translate the engine's enums and argument
+ * order to the kernels'.
  */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend_cpu_int.h"
 #include "eng_config.h"
-#include "kern_gemm.h"
+#include "eng_err.h"
+#include "eng_model.h"
 #include "kern_ops.h"
-#include "kern_pool.h"
 
-static void cpu_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
-                        const struct kern_wpack *w, float *C, int ldc) {
-    kern_gemm_q8(ctx, kern_isa_best(), M, A, lda, a_scale, lds, w, C, ldc);
+static void *cpu_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
 }
 
-static void cpu_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W, float *C,
-                         int ldc) {
-    kern_gemm_f32(ctx, kern_isa_best(), M, N, K, A, W, C, ldc);
+static void cpu_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
 }
 
-static void cpu_quantize_rows(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
-                              float *scale) {
-    kern_quantize_rows(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale);
+static void cpu_upload(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
 }
 
-static void cpu_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
-                                int ldq, float *scale, int lds) {
-    kern_quantize_blocks(ctx, kern_isa_best(), M, K, x, ldx, q, ldq, scale, lds);
+static int cpu_download(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
+    return 0;
 }
+
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static kern_pool *cpu_pool(void *ctx) { return ((cpu_be *)ctx)->pool; }
 
 static void cpu_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w, float eps,
                         float *y, int ldy) {
-    kern_rmsnorm(ctx, kern_isa_best(), M, n, x, ldx, w, eps, y, ldy);
+    kern_rmsnorm(cpu_pool(ctx), kern_isa_best(), M, n, x, ldx, w, eps, y, ldy);
+}
+
+/* Per token: its n_head heads are n_head consecutive rows of hd. */
+static void cpu_rmsnorm_heads(void *ctx, int T, int n_head, int hd, float *x, int ld,
+                              const float *w, float eps) {
+    for (int t = 0; t < T; t++) {
+        float *r = x + (size_t)t * ld;
+        kern_rmsnorm(cpu_pool(ctx), kern_isa_best(), n_head, hd, r, hd, w, eps, r, hd);
+    }
 }
 
 static void cpu_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
                      const int32_t *pos, const float *inv_freq, int type) {
-    kern_rope_freq(ctx, kern_isa_best(), n_tok, n_head, head_dim, x, ldx, pos, inv_freq,
+    kern_rope_freq(cpu_pool(ctx), kern_isa_best(), n_tok, n_head, head_dim, x, ldx, pos, inv_freq,
                    type == ENG_ROPE_NEOX ? KERN_ROPE_NEOX : KERN_ROPE_NORM);
 }
 
 static void cpu_glu(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh,
                     int act) {
-    kern_glu(ctx, kern_isa_best(), M, F, gu, ldgu, h, ldh,
+    kern_glu(cpu_pool(ctx), kern_isa_best(), M, F, gu, ldgu, h, ldh,
              act == ENG_GLU_GELU_TANH ? KERN_GLU_GELU_TANH : KERN_GLU_SILU);
 }
 
 static void cpu_add(void *ctx, int M, int n, float *y, int ldy, const float *x, int ldx) {
-    kern_add(ctx, kern_isa_best(), M, n, y, ldy, x, ldx);
+    kern_add(cpu_pool(ctx), kern_isa_best(), M, n, y, ldy, x, ldx);
+}
+
+static void cpu_softcap(void *ctx, float *x, size_t n, float cap) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i] / cap) * cap;
 }
 
 /* One row, always on the calling thread (attention calls it inside its
- * own pool tasks with ctx NULL). */
+ * own pool tasks). */
 void eng_cpu_softmax(void *ctx, float *x, int n) {
     (void)ctx;
     kern_softmax(kern_isa_best(), x, n);
 }
 
-void eng_backend_cpu_init(eng_backend *b, struct kern_pool *pool) {
+static int cpu_argmax(void *ctx, const float *logits, int R, int V, int ld, int32_t *out) {
+    (void)ctx;
+    for (int r = 0; r < R; r++) {
+        const float *l = logits + (size_t)r * ld;
+        int best = 0;
+        for (int i = 1; i < V; i++) /* NaN counts as -inf, as in the sampler */
+            if (l[i] > l[best] || (isnan(l[best]) && !isnan(l[i]))) best = i;
+        out[r] = best;
+    }
+    return 0;
+}
+
+static void cpu_destroy(void *ctx) { free(ctx); }
+
+int eng_backend_cpu_create(eng_backend *b, struct kern_pool *pool, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
+    cpu_be *c = calloc(1, sizeof *c);
+    if (!c) return pl_errf(err, errlen, ENG_ENOMEM, "cpu backend: out of memory");
+    c->pool = pool;
     b->name = "cpu";
-    b->ctx = pool;
-    b->n_threads = kern_pool_size(pool);
-    b->gemm_q8 = cpu_gemm_q8;
-    b->gemm_f32 = cpu_gemm_f32;
-    b->quantize_rows = cpu_quantize_rows;
-    b->quantize_blocks = cpu_quantize_blocks;
+    b->ctx = c;
+    b->n_threads = pool ? kern_pool_size(pool) : 1;
+    b->caps = ENG_BE_CAP_HOSTMEM | ENG_BE_CAP_ARGMAX;
+    b->alloc = cpu_alloc;
+    b->free = cpu_free;
+    b->upload = cpu_upload;
+    b->download = cpu_download;
+    b->copy = cpu_copy;
+    b->weight_upload = eng_cpu_weight_upload;
+    b->weight_free = eng_cpu_weight_free;
+    b->weight_bytes = eng_cpu_weight_bytes;
+    b->weight_read_bytes = eng_cpu_weight_read_bytes;
+    b->linear_ws = eng_cpu_linear_ws;
+    b->linear = eng_cpu_linear;
+    b->embed = eng_cpu_embed;
     b->rmsnorm = cpu_rmsnorm;
+    b->rmsnorm_heads = cpu_rmsnorm_heads;
     b->rope = cpu_rope;
     b->glu = cpu_glu;
     b->add = cpu_add;
-    b->softmax = eng_cpu_softmax;
+    b->softcap = cpu_softcap;
+    b->kv_store = eng_cpu_kv_store;
     b->attention = eng_cpu_attention;
+    b->argmax = cpu_argmax;
+    b->destroy = cpu_destroy;
+    return 0;
 }

@@ -1,6 +1,11 @@
 /*
- * backend_cpu_attn.c -- the CPU backend's attention over paged int8 or fp32
- * KV (the eng_backend attention slot; contract in eng_backend.h).
+ * backend_cpu_attn.c -- the CPU backend's KV store and attention over
+ * paged int8 or fp32 KV (the eng_backend kv_store and attention slots;
+ * contract in eng_backend.h, block layout in eng_kv.h).
+ *
+ * kv_store writes each new token's K and V rows into its block slot: int8
+ * layouts quantise K with one scale per k_group values of a head and V
+ * with one per head (kern_quantize_rows), fp32 layouts copy.
  *
  * The work of one call splits into tasks of (descriptor, KV head, a run of
  * up to qt consecutive query tokens, a subset of the query heads sharing
@@ -29,9 +34,11 @@
  * the stack).
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "backend_cpu_int.h"
 #include "kern_attn.h"
+#include "kern_ops.h"
 #include "kern_pool.h"
 
 #define CPU_ATTN_PAIRS 256          /* (token, head) pairs per task to aim for */
@@ -107,9 +114,40 @@ static void cpu_attn_task(void *arg, int task, int thread) {
     kern_attn(&kv, &q, hd, j->s->scale);
 }
 
+void eng_cpu_kv_store(void *ctx, const eng_kv_layout *l, int n_head, int layer, const float *qkv,
+                      int ld, const eng_kv_span *spans, int n_spans) {
+    kern_pool *pool = ((cpu_be *)ctx)->pool;
+    kern_isa isa = kern_isa_best();
+    int B = l->block_tokens, nkvh = l->n_head_kv, hd = l->head_dim;
+    int nq = n_head * hd, nkv = nkvh * hd;
+    for (int s = 0; s < n_spans; s++) {
+        const eng_kv_span *sp = &spans[s];
+        for (int t = 0; t < sp->n_tok; t++) {
+            int p = sp->pos0 + t, slot = p % B;
+            void *blk = sp->blocks[p / B];
+            const float *k = qkv + (size_t)(sp->t0 + t) * ld + nq, *v = k + nkv;
+            if (l->kv_fp32) {
+                memcpy((float *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, k,
+                       nkv * sizeof(float));
+                memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v,
+                       nkv * sizeof(float));
+                continue;
+            }
+            int kg = l->k_group, nks = nkvh * l->k_scales; /* K: one scale per kg values */
+            kern_quantize_rows(pool, isa, nks, kg, k, kg,
+                               (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, kg,
+                               eng_kv_layer_kscale(l, blk, layer) + (size_t)slot * nks);
+            kern_quantize_rows(pool, isa, nkvh, hd, v, hd,
+                               (int8_t *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, hd,
+                               eng_kv_layer_vscale(l, blk, layer) + (size_t)slot * nkvh);
+        }
+    }
+}
+
 void eng_cpu_attention(void *ctx, const eng_attn_shape *s, const eng_attn_desc *d, int n_desc) {
     if (n_desc <= 0) return;
-    int G = s->n_head / s->kv->n_head_kv, nthr = kern_pool_size(ctx);
+    kern_pool *pool = ((cpu_be *)ctx)->pool;
+    int G = s->n_head / s->kv->n_head_kv, nthr = kern_pool_size(pool);
     long want = nthr > 1 ? (long)CPU_ATTN_TASKS_PER_THREAD * nthr : 1;
     cpu_attn_job j = {s, d, n_desc, G, CPU_ATTN_PAIRS / G > 1 ? CPU_ATTN_PAIRS / G : 1, 1};
     long n = cpu_attn_count(&j);
@@ -126,5 +164,5 @@ void eng_cpu_attention(void *ctx, const eng_attn_shape *s, const eng_attn_desc *
         if (!j.hs) j.hs = (int)((want + n - 1) / n) < G ? (int)((want + n - 1) / n) : G;
         n = cpu_attn_count(&j);
     }
-    kern_pool_run(ctx, cpu_attn_task, &j, (int)n);
+    kern_pool_run(pool, cpu_attn_task, &j, (int)n);
 }

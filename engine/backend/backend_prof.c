@@ -3,13 +3,14 @@
  *
  * eng_prof_start copies the model's backend table into a heap state, then
  * points every slot of m->be at a wrapper here and m->be.ctx at that state;
- * a wrapper reads the clock, calls the saved slot with the saved context,
- * reads the clock again and adds the difference to the slot's counter.
+ * a wrapper of a compute op reads the clock, calls the saved slot with the
+ * saved context, reads the clock again and adds the difference to the op's
+ * counter; the other slots (memory, weights, KV tier) just forward.
  * eng_prof_stop copies the saved table back, so the model runs exactly the
- * kernels it ran before.  A model is being profiled iff its gemm_q8 slot is
+ * kernels it ran before.  A model is being profiled iff its linear slot is
  * this file's wrapper: no global state.
  *
- * The static assertions below pin the table's shape: a slot added to
+ * The static assertion below pins the table's shape: a slot added to
  * eng_backend without a wrapper here would otherwise be called with this
  * file's context and crash, so the build fails instead.
  */
@@ -27,12 +28,12 @@
 #include "pl_time.h"
 
 typedef void (*prof_any_fn)(void);
-_Static_assert(offsetof(eng_backend, attention) - offsetof(eng_backend, gemm_q8) ==
-                   9 * sizeof(prof_any_fn),
+#define PROF_N_FN 24 /* function slots of eng_backend, alloc .. destroy */
+_Static_assert(sizeof(eng_backend) ==
+                   offsetof(eng_backend, alloc) + PROF_N_FN * sizeof(prof_any_fn),
                "eng_backend slots changed: update backend_prof.c");
-_Static_assert(sizeof(eng_backend) == offsetof(eng_backend, attention) + sizeof(prof_any_fn),
-               "eng_backend slots changed: update backend_prof.c");
-_Static_assert(offsetof(eng_backend, gemm_q8) <= offsetof(eng_backend, n_threads) + sizeof(void *),
+_Static_assert(offsetof(eng_backend, destroy) ==
+                   offsetof(eng_backend, alloc) + (PROF_N_FN - 1) * sizeof(prof_any_fn),
                "eng_backend slots changed: update backend_prof.c");
 
 /* Profiler state of one model (m->be.ctx while profiling). */
@@ -51,108 +52,117 @@ static double prof_add(prof_state *s, int slot, double t0) {
     return dt;
 }
 
-/* Weight kind of an int8 pack or fp32 matrix of the model. */
-static int prof_weight_kind(const eng_model *m, const kern_wpack *pk, const float *f) {
+/* Weight kind of a weight handle of the model. */
+static int prof_weight_kind(const eng_model *m, const eng_bweight *w) {
     for (int i = 0; i < m->cfg.n_layer; i++) {
         const eng_layer *L = &m->layers[i];
-        if (pk ? pk == &L->wqkv.pk : f == L->wqkv.f) return ENG_PROF_W_QKV;
-        if (pk ? pk == &L->wo.pk : f == L->wo.f) return ENG_PROF_W_O;
-        if (pk ? pk == &L->wgu.pk : f == L->wgu.f) return ENG_PROF_W_GATE_UP;
-        if (pk ? pk == &L->wdown.pk : f == L->wdown.f) return ENG_PROF_W_DOWN;
+        if (w == L->wqkv.bw) return ENG_PROF_W_QKV;
+        if (w == L->wo.bw) return ENG_PROF_W_O;
+        if (w == L->wgu.bw) return ENG_PROF_W_GATE_UP;
+        if (w == L->wdown.bw) return ENG_PROF_W_DOWN;
     }
-    if (pk ? pk == &m->out.pk : f == m->out.f) return ENG_PROF_W_OUTPUT;
+    if (w == m->out.bw) return ENG_PROF_W_OUTPUT;
     return ENG_PROF_W_OTHER;
 }
 
-static void prof_weight_add(prof_state *s, int kind, double dt, double bytes, int M) {
-    s->r.weight_s[kind] += dt;
-    s->r.weight_calls[kind]++;
-    s->r.weight_bytes[kind] += bytes;
-    s->r.weight_rows[kind] += M;
+/* ---- forwarded slots ---- */
+
+#define S ((prof_state *)ctx)
+#define O (S->orig)
+
+static void *prof_alloc(void *ctx, size_t bytes) { return O.alloc(O.ctx, bytes); }
+static void prof_free(void *ctx, void *p) { O.free(O.ctx, p); }
+static int prof_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweight **out,
+                              char *err, size_t errlen) {
+    return O.weight_upload(O.ctx, d, native, out, err, errlen);
+}
+static void prof_weight_free(void *ctx, eng_bweight *w) { O.weight_free(O.ctx, w); }
+static size_t prof_weight_bytes(void *ctx, const eng_bweight *w) {
+    return O.weight_bytes(O.ctx, w);
+}
+static size_t prof_weight_read_bytes(void *ctx, const eng_bweight *w) {
+    return O.weight_read_bytes(O.ctx, w);
+}
+static size_t prof_linear_ws(void *ctx, int M, int K) { return O.linear_ws(O.ctx, M, K); }
+static int prof_argmax(void *ctx, const float *logits, int R, int V, int ld, int32_t *out) {
+    return O.argmax(O.ctx, logits, R, V, ld, out);
+}
+static void prof_kv_invalidate(void *ctx, const void *blk) { O.kv_invalidate(O.ctx, blk); }
+static void prof_kv_stats(void *ctx, eng_backend_kv_stats *out) { O.kv_stats(O.ctx, out); }
+static void prof_destroy(void *ctx) { O.destroy(O.ctx); }
+
+/* ---- timed slots ---- */
+
+/* Time one call of the original slot `call` under `slot`. */
+#define PROF_TIMED(slot, call)    \
+    do {                          \
+        double t0_ = pl_mono_s(); \
+        call;                     \
+        prof_add(S, slot, t0_);   \
+    } while (0)
+
+static void prof_upload(void *ctx, void *dst, const void *src, size_t n) {
+    PROF_TIMED(ENG_PROF_TRANSFER, O.upload(O.ctx, dst, src, n));
+}
+static int prof_download(void *ctx, void *dst, const void *src, size_t n) {
+    int rc;
+    PROF_TIMED(ENG_PROF_TRANSFER, rc = O.download(O.ctx, dst, src, n));
+    return rc;
+}
+static void prof_copy(void *ctx, void *dst, const void *src, size_t n) {
+    PROF_TIMED(ENG_PROF_TRANSFER, O.copy(O.ctx, dst, src, n));
 }
 
-static void prof_gemm_q8(void *ctx, int M, const int8_t *A, int lda, const float *a_scale, int lds,
-                         const struct kern_wpack *w, float *C, int ldc) {
-    prof_state *s = ctx;
+static void prof_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
+                        int ldc, void *ws) {
     double t0 = pl_mono_s();
-    s->orig.gemm_q8(s->orig.ctx, M, A, lda, a_scale, lds, w, C, ldc);
-    double dt = prof_add(s, ENG_PROF_GEMM_Q8, t0);
-    prof_weight_add(s, prof_weight_kind(s->m, w, NULL), dt, (double)kern_wpack_bytes(w), M);
+    O.linear(O.ctx, M, x, ldx, w, C, ldc, ws);
+    double dt = prof_add(S, ENG_PROF_LINEAR, t0);
+    int kind = prof_weight_kind(S->m, w);
+    S->r.weight_s[kind] += dt;
+    S->r.weight_calls[kind]++;
+    S->r.weight_bytes[kind] += (double)O.weight_read_bytes(O.ctx, w);
+    S->r.weight_rows[kind] += M;
 }
-
-static void prof_gemm_f32(void *ctx, int M, int N, int K, const float *A, const float *W, float *C,
-                          int ldc) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.gemm_f32(s->orig.ctx, M, N, K, A, W, C, ldc);
-    double dt = prof_add(s, ENG_PROF_GEMM_F32, t0);
-    prof_weight_add(s, prof_weight_kind(s->m, NULL, W), dt, (double)N * K * sizeof(float), M);
+static void prof_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul,
+                       float *x, int ldx) {
+    PROF_TIMED(ENG_PROF_EMBED, O.embed(O.ctx, w, tok, T, mul, x, ldx));
 }
-
-static void prof_quantize(void *ctx, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
-                          float *scale) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.quantize_rows(s->orig.ctx, M, K, x, ldx, q, ldq, scale);
-    prof_add(s, ENG_PROF_QUANTIZE, t0);
-}
-
-/* Block quantisation (the GEMM inputs) counts under the same "quantize" slot. */
-static void prof_quantize_blocks(void *ctx, int M, int K, const float *x, int ldx, int8_t *q,
-                                 int ldq, float *scale, int lds) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.quantize_blocks(s->orig.ctx, M, K, x, ldx, q, ldq, scale, lds);
-    prof_add(s, ENG_PROF_QUANTIZE, t0);
-}
-
 static void prof_rmsnorm(void *ctx, int M, int n, const float *x, int ldx, const float *w,
                          float eps, float *y, int ldy) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.rmsnorm(s->orig.ctx, M, n, x, ldx, w, eps, y, ldy);
-    prof_add(s, ENG_PROF_RMSNORM, t0);
+    PROF_TIMED(ENG_PROF_RMSNORM, O.rmsnorm(O.ctx, M, n, x, ldx, w, eps, y, ldy));
 }
-
+static void prof_rmsnorm_heads(void *ctx, int T, int n_head, int hd, float *x, int ld,
+                               const float *w, float eps) {
+    PROF_TIMED(ENG_PROF_RMSNORM, O.rmsnorm_heads(O.ctx, T, n_head, hd, x, ld, w, eps));
+}
 static void prof_rope(void *ctx, int n_tok, int n_head, int head_dim, float *x, int ldx,
                       const int32_t *pos, const float *inv_freq, int type) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.rope(s->orig.ctx, n_tok, n_head, head_dim, x, ldx, pos, inv_freq, type);
-    prof_add(s, ENG_PROF_ROPE, t0);
+    PROF_TIMED(ENG_PROF_ROPE, O.rope(O.ctx, n_tok, n_head, head_dim, x, ldx, pos, inv_freq, type));
 }
-
 static void prof_glu(void *ctx, int M, int F, const float *gu, int ldgu, float *h, int ldh,
                      int act) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.glu(s->orig.ctx, M, F, gu, ldgu, h, ldh, act);
-    prof_add(s, ENG_PROF_GLU, t0);
+    PROF_TIMED(ENG_PROF_GLU, O.glu(O.ctx, M, F, gu, ldgu, h, ldh, act));
 }
-
 static void prof_addv(void *ctx, int M, int n, float *y, int ldy, const float *x, int ldx) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.add(s->orig.ctx, M, n, y, ldy, x, ldx);
-    prof_add(s, ENG_PROF_ADD, t0);
+    PROF_TIMED(ENG_PROF_ADD, O.add(O.ctx, M, n, y, ldy, x, ldx));
 }
-
-static void prof_softmax(void *ctx, float *x, int n) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.softmax(s->orig.ctx, x, n);
-    prof_add(s, ENG_PROF_SOFTMAX, t0);
+static void prof_softcap(void *ctx, float *x, size_t n, float cap) {
+    PROF_TIMED(ENG_PROF_SOFTCAP, O.softcap(O.ctx, x, n, cap));
 }
-
+static void prof_kv_store(void *ctx, const eng_kv_layout *l, int n_head, int layer,
+                          const float *qkv, int ld, const eng_kv_span *spans, int n_spans) {
+    PROF_TIMED(ENG_PROF_KV_STORE, O.kv_store(O.ctx, l, n_head, layer, qkv, ld, spans, n_spans));
+}
 static void prof_attention(void *ctx, const eng_attn_shape *sh, const eng_attn_desc *d,
                            int n_desc) {
-    prof_state *s = ctx;
-    double t0 = pl_mono_s();
-    s->orig.attention(s->orig.ctx, sh, d, n_desc);
-    prof_add(s, ENG_PROF_ATTENTION, t0);
+    PROF_TIMED(ENG_PROF_ATTENTION, O.attention(O.ctx, sh, d, n_desc));
 }
 
-int eng_prof_active(const eng_model *m) { return m && m->be.gemm_q8 == prof_gemm_q8; }
+#undef S
+#undef O
+
+int eng_prof_active(const eng_model *m) { return m && m->be.linear == prof_linear; }
 
 int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     if (!m || eng_prof_active(m)) {
@@ -167,16 +177,30 @@ int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     s->m = m;
     eng_backend *b = &m->be;
     b->ctx = s;
-    b->gemm_q8 = prof_gemm_q8;
-    b->gemm_f32 = prof_gemm_f32;
-    b->quantize_rows = prof_quantize;
-    b->quantize_blocks = prof_quantize_blocks;
+    b->alloc = prof_alloc;
+    b->free = prof_free;
+    b->upload = prof_upload;
+    b->download = prof_download;
+    b->copy = prof_copy;
+    b->weight_upload = prof_weight_upload;
+    b->weight_free = prof_weight_free;
+    b->weight_bytes = prof_weight_bytes;
+    b->weight_read_bytes = prof_weight_read_bytes;
+    b->linear_ws = prof_linear_ws;
+    b->linear = prof_linear;
+    b->embed = prof_embed;
     b->rmsnorm = prof_rmsnorm;
+    b->rmsnorm_heads = prof_rmsnorm_heads;
     b->rope = prof_rope;
     b->glu = prof_glu;
     b->add = prof_addv;
-    b->softmax = prof_softmax;
+    b->softcap = prof_softcap;
+    b->kv_store = prof_kv_store;
     b->attention = prof_attention;
+    b->argmax = s->orig.argmax ? prof_argmax : NULL;
+    b->kv_invalidate = s->orig.kv_invalidate ? prof_kv_invalidate : NULL;
+    b->kv_stats = s->orig.kv_stats ? prof_kv_stats : NULL;
+    b->destroy = s->orig.destroy ? prof_destroy : NULL;
     s->t0 = pl_mono_s();
     return 0;
 }
@@ -195,9 +219,9 @@ int eng_prof_stop(eng_model *m, eng_prof_report *r) {
 }
 
 const char *eng_prof_slot_name(int slot) {
-    static const char *const names[ENG_PROF_N_SLOTS] = {"gemm_q8", "gemm_f32", "quantize_rows",
-                                                        "rmsnorm", "rope",     "glu",
-                                                        "add",     "softmax",  "attention"};
+    static const char *const names[ENG_PROF_N_SLOTS] = {
+        "linear", "embed",   "rmsnorm",  "rope",      "glu",
+        "add",    "softcap", "kv_store", "attention", "transfer"};
     return slot >= 0 && slot < ENG_PROF_N_SLOTS ? names[slot] : "?";
 }
 

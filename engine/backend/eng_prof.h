@@ -10,16 +10,18 @@
  * the call (CLOCK_MONOTONIC around it) and forward to the original, and
  * eng_prof_stop puts the original back and returns the totals.
  *
- * GEMM attribution.  gemm_q8 / gemm_f32 calls are attributed to the weight
- * they multiply by identity (the weight pointer is compared with the model's
- * layers): fused Q|K|V, attention output, fused gate|up, down, and the output
- * projection; the same calls also add the weight's bytes (packed values +
- * scales), so bytes / seconds is the GEMM's effective read bandwidth.
+ * GEMM attribution.  linear() calls (input quantisation + GEMM on int8
+ * models) are attributed to the weight they multiply by identity (the
+ * weight handle is compared with the model's layers): fused Q|K|V,
+ * attention output, fused gate|up, down, and the output projection; the
+ * same calls also add the bytes the backend reads for the weight
+ * (weight_read_bytes: packed values + scales), so bytes / seconds is the
+ * GEMM's effective read bandwidth.
  *
  * Layout.  eng_prof_report holds plain arrays indexed by eng_prof_slot and
  * eng_prof_weight; the names come from eng_prof_slot_name /
  * eng_prof_weight_name.  "Other" time of a step = elapsed_s - sum of slots
- * (the forward pass's own work: embedding lookup, KV bookkeeping, copies).
+ * (the forward pass's own work: KV bookkeeping, descriptors).
  *
  * Threading.  Profiling changes the model's backend table, which the model
  * otherwise never changes after load: start and stop must not run while
@@ -40,18 +42,18 @@
 
 #include "eng_model.h"
 
-/* Backend slots, in eng_backend order (ENG_PROF_QUANTIZE counts both
- * quantize_rows and quantize_blocks). */
+/* Timed backend ops. */
 typedef enum {
-    ENG_PROF_GEMM_Q8 = 0,
-    ENG_PROF_GEMM_F32,
-    ENG_PROF_QUANTIZE, /* quantize_rows + quantize_blocks */
-    ENG_PROF_RMSNORM,
-    ENG_PROF_ROPE,
-    ENG_PROF_GLU,
-    ENG_PROF_ADD,
-    ENG_PROF_SOFTMAX,
-    ENG_PROF_ATTENTION,
+    ENG_PROF_LINEAR = 0, /* linear (quantise + GEMM) */
+    ENG_PROF_EMBED,      /* embed */
+    ENG_PROF_RMSNORM,    /* rmsnorm + rmsnorm_heads */
+    ENG_PROF_ROPE,       /* rope */
+    ENG_PROF_GLU,        /* glu */
+    ENG_PROF_ADD,        /* add */
+    ENG_PROF_SOFTCAP,    /* softcap */
+    ENG_PROF_KV_STORE,   /* kv_store */
+    ENG_PROF_ATTENTION,  /* attention */
+    ENG_PROF_TRANSFER,   /* upload + download + copy */
     ENG_PROF_N_SLOTS
 } eng_prof_slot;
 
@@ -86,8 +88,8 @@ int eng_prof_stop(eng_model *m, eng_prof_report *r);
 /* 1 while m is being profiled. */
 int eng_prof_active(const eng_model *m);
 
-/* "gemm_q8", "gemm_f32", "quantize_rows", "rmsnorm", "rope", "glu", "add",
- * "softmax", "attention"; "?" out of range. */
+/* "linear", "embed", "rmsnorm", "rope", "glu", "add", "softcap", "kv_store",
+ * "attention", "transfer"; "?" out of range. */
 const char *eng_prof_slot_name(int slot);
 /* "qkv", "o", "gate_up", "down", "output", "other"; "?" out of range. */
 const char *eng_prof_weight_name(int w);

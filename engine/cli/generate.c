@@ -42,6 +42,8 @@ typedef struct gen_args {
     long seed;             /* --seed */
     long last_n;           /* --repeat-last-n */
     int fp32;              /* --fp32 */
+    const char *backend;   /* --backend auto|cpu|cuda */
+    const char *weights;   /* --weights native|int8 */
     int ignore_eos;        /* --ignore-eos */
     int print_ids;         /* --print-ids */
     int print_prompt_ids;  /* --print-prompt-ids */
@@ -125,6 +127,10 @@ static int gen_parse(int argc, char **argv, gen_args *g) {
          "compute threads (default: all CPUs)", NULL},
         {"--fp32", NULL, CLI_FLAG, &g->fp32, 0, 0, NULL, "fp32 reference path (default int8)",
          NULL},
+        {"--backend", NULL, CLI_STR, &g->backend, 0, 0, "NAME",
+         "auto, cpu or cuda (default auto: cuda when built and a GPU is present)", NULL},
+        {"--weights", NULL, CLI_STR, &g->weights, 0, 0, "FORM",
+         "native (4-bit tensors stay 4-bit, default) or int8", NULL},
         {"--isa", NULL, CLI_FN, NULL, 0, 0, "NAME",
          "highest kernel level: scalar, avx2, avx512vnni, amx\n"
          "(default: the best this CPU supports; env PARLEY_ISA)",
@@ -189,7 +195,14 @@ static int gen_prompt(const gen_args *g, gen_run *r, int cap) {
 /* Load the model and tokenizer, build the prompt, the sampler and the KV
  * sequence.  Returns 0 or the exit status (message printed). */
 static int gen_setup(const gen_args *g, gen_run *r) {
-    eng_load_opts lo = {g->fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, (int)g->threads, (int)g->block};
+    eng_load_opts lo = {.prec = g->fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8,
+                        .n_threads = (int)g->threads,
+                        .block_tokens = (int)g->block};
+    if ((g->backend && eng_backend_kind_parse(g->backend, &lo.backend) != 0) ||
+        (g->weights && eng_weights_parse(g->weights, &lo.weights) != 0)) {
+        fprintf(stderr, "generate: bad --backend or --weights (auto|cpu|cuda, native|int8)\n");
+        return 2;
+    }
     double t0 = gen_now();
     if (eng_model_load(g->path, &lo, &r->m, r->err, sizeof r->err) != 0) {
         fprintf(stderr, "generate: %s\n", r->err);
@@ -298,9 +311,9 @@ static void gen_report(const gen_args *g, const gen_run *r) {
     fflush(stdout); /* the reply before the figures on stderr */
     /* decode steps = tokens generated after the first (which came from prefill) */
     int n_dec = r->n_out > 1 ? r->n_out - 1 : 0;
-    fprintf(stderr, "model: %s, %s, %d threads, kernels %s, load %.2f s\n", g->path,
-            g->fp32 ? "fp32" : "int8", eng_model_n_threads(r->m), kern_isa_name(kern_isa_best()),
-            r->t_load);
+    fprintf(stderr, "model: %s, %s, %s backend, %d threads, kernels %s, load %.2f s\n", g->path,
+            g->fp32 ? "fp32" : "int8", eng_model_backend_name(r->m), eng_model_n_threads(r->m),
+            kern_isa_name(kern_isa_best()), r->t_load);
     fprintf(stderr, "prefill: %d tokens in %.3f s (%.2f tok/s)\n", r->n_prompt, r->t_prefill,
             r->n_prompt / (r->t_prefill > 0 ? r->t_prefill : 1e-9));
     fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, r->t_decode,

@@ -222,6 +222,16 @@ int eng_gguf_quant_to_f32(int type, const void *src, int64_t n, float *dst);
  * clamped to -127).  0, or ENG_GGUF_EINVAL (other type, partial block,
  * non-finite scale). */
 int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float *bscale);
+/* The 16 int8 values every eng_gguf_quant_codes code of a Q4_0 (-8..7) or
+ * IQ4_NL (its code book) tensor is one of; NULL for other types. */
+const int8_t *eng_gguf_quant_lut(int type);
+/* Q4_K as stored, for n values (a multiple of 256): codes u[n] in 0..15,
+ * per 32 values the 6-bit scale sc[n/32] and min mn[n/32], per 256 values
+ * d[n/256] and dmin[n/256] (fp16, as float): value = d*sc*u - dmin*mn
+ * (eng_gguf_row_to_f32 computes exactly (d*sc)*u - dmin*mn in float).
+ * 0, or ENG_GGUF_EINVAL (n not a multiple of 256, non-finite d/dmin). */
+int eng_gguf_q4k_codes(const void *src, int64_t n, uint8_t *u, uint8_t *sc, uint8_t *mn, float *d,
+                       float *dmin);
 /* 1 when eng_gguf_row_to_f32 converts the type, else 0. */
 int eng_gguf_type_convertible(int ggml_type);
 /* The convertible types' names, for error messages ("f32, f16, ..."). */

@@ -53,7 +53,11 @@
  * computes with exactly the file's weights; Q8_0's -128 becomes -127, the
  * kernels' operand range).  The other formats carry a min (q4_1, q5_1,
  * q2_K..q5_K) or 16-value sub-block scales (q3_K, q6_K, q2_K) or 8-bit
- * scale products (iq4_xs) and are requantised by the loader.
+ * scale products (iq4_xs) and are requantised by the loader.  Q4_0 and
+ * IQ4_NL codes are each one of 16 values (eng_gguf_quant_lut), so a backend
+ * may keep them as 4-bit indices; eng_gguf_q4k_codes hands Q4_K over as the
+ * file stores it (codes, 6-bit scales and mins, fp16 d and dmin) for
+ * backends that keep it 4-bit.
  *
  * Threading: pure functions of their arguments, called concurrently by the
  * loader's pool.  Nothing is allocated.
@@ -294,6 +298,30 @@ int eng_gguf_quant_codes(int type, const void *src, int64_t n, int8_t *q, float 
             default: v = q5(p + 2, p + 6, i) - 16; break;
             }
             q[i] = (int8_t)(v < -127 ? -127 : v); /* a file's q8_0 -128: kernels take -127.. */
+        }
+    }
+    return 0;
+}
+
+const int8_t *eng_gguf_quant_lut(int type) {
+    static const int8_t q4_0[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+    return type == ENG_GGML_TYPE_Q4_0 ? q4_0 : type == ENG_GGML_TYPE_IQ4_NL ? kv_iq4 : NULL;
+}
+
+int eng_gguf_q4k_codes(const void *src, int64_t n, uint8_t *u, uint8_t *sc, uint8_t *mn, float *d,
+                       float *dmin) {
+    if (n < 0 || n % 256) return ENG_GGUF_EINVAL;
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 256; b++, p += 144, u += 256) {
+        if (h2f(p, &d[b]) || h2f(p + 2, &dmin[b])) return ENG_GGUF_EINVAL;
+        const uint8_t *qs = p + 16;
+        for (int s = 0; s < 8; s++) {
+            int a, m;
+            k4_scale_min(p + 4, s, &a, &m);
+            sc[b * 8 + s] = (uint8_t)a;
+            mn[b * 8 + s] = (uint8_t)m;
+            for (int l = 0; l < 32; l++)
+                u[s * 32 + l] = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
         }
     }
     return 0;

@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eng_backend.h"
 #include "eng_config.h"
 #include "eng_gguf.h"
 #include "eng_kv.h"
@@ -62,10 +63,22 @@ typedef struct eng_model eng_model; /* opaque; immutable after load */
 
 typedef enum { ENG_PREC_INT8 = 0, ENG_PREC_FP32 = 1 } eng_precision;
 
+/* How int8 loads hold 4-bit source tensors (model.weights). */
+typedef enum {
+    ENG_WEIGHTS_NATIVE = 0, /* keep Q4_0 / IQ4_NL / Q4_K 4-bit where the backend can (W4A8) */
+    ENG_WEIGHTS_INT8 = 1    /* every weight int8 (Q4_K requantised per 32 values) */
+} eng_weights;
+
+/* "native", "int8"; parse one of them (0, or -1 for anything else). */
+const char *eng_weights_name(eng_weights w);
+int eng_weights_parse(const char *s, eng_weights *out);
+
 typedef struct eng_load_opts {
-    eng_precision prec; /* int8 (serving) or fp32 (reference) */
-    int n_threads;      /* worker threads of the model's pool; <= 0: one per online CPU */
-    int block_tokens;   /* KV block size B; <= 0: 16 */
+    eng_precision prec;       /* int8 (serving) or fp32 (reference) */
+    int n_threads;            /* worker threads of the model's pool; <= 0: one per online CPU */
+    int block_tokens;         /* KV block size B; <= 0: 16 */
+    eng_backend_kind backend; /* where it computes (model.backend); 0 = auto */
+    eng_weights weights;      /* 4-bit weights kept 4-bit or made int8; 0 = native */
 } eng_load_opts;
 
 /* Load path.  Refuses unsupported architectures / tensor types / shapes
@@ -104,6 +117,8 @@ size_t eng_model_resident_bytes(const eng_model *m);
  * change the numbers (e.g. general.name, the vocab) is not included: the
  * cache fingerprint hashes the tokenizer separately. */
 uint64_t eng_model_digest(const eng_model *m);
+/* The backend the model computes on ("cpu", "cuda"). */
+const char *eng_model_backend_name(const eng_model *m);
 
 /* Which logits a step wants. */
 enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };

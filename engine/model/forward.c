@@ -11,13 +11,16 @@
  * projection, (gemma3) post-norm, residual; finally the output norm and
  * projection for the rows whose logits were asked for.
  *
- * The int8 and fp32 paths are this same code: only linear() picks the
- * backend's gemm_q8 (after quantising the input rows with one scale per
- * 32-value block) or gemm_f32, and the KV store quantises (K one scale per
- * 32 values of a head, V one per token per head: eng_kv.h) or copies.
- * Attention always reads K/V back from the blocks (after this step's tokens
- * were written), so a token's result does not depend on how the sequence
- * was chunked.
+ * Every step of that is one op of the model's backend table
+ * (eng_backend.h) on buffers in backend memory: the step's scratch comes
+ * from the backend's alloc, the token ids and positions are uploaded, and
+ * the logits downloaded into the callers' rows.  The int8 and fp32 paths
+ * are this same code: the backend's linear() is W8A8 on an int8 model (the
+ * CPU backend quantises each input row with one scale per 32 values) and
+ * fp32 on an fp32 one, and kv_store quantises (K one scale per 32 values of
+ * a head, V one per token per head: eng_kv.h) or copies.  Attention always
+ * reads K/V back from the blocks (after this step's tokens were written),
+ * so a token's result does not depend on how the sequence was chunked.
  *
  * KV-sharing layers (kv_src[l] != l) have no K/V rows in their QKV matrix:
  * they compute Q only and attend over their source layer's KV, which the
@@ -30,12 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_model_int.h"
 #include "eng_err.h"
+#include "eng_model_int.h"
 
 #define FWD_MAX_TOKENS (1 << 20) /* tokens in one step, all sequences together */
 
-/* Scratch of one step (one allocation). */
+/* Scratch of one step (one allocation of backend memory). */
 typedef struct fwd_buf {
     float *x;            /* [T][E] residual stream */
     float *xn;           /* [T][E] normed input of a block */
@@ -44,54 +47,19 @@ typedef struct fwd_buf {
     float *gu;           /* [T][2 n_ff] gate | up */
     float *hff;          /* [T][n_ff] gated hidden */
     float *tmp;          /* [T][E] block output before the residual */
-    int8_t *xq;          /* [T][max Kp] quantised GEMM input, rows padded to the pack's Kp */
-    float *xs;           /* [T][max Kp / 32] its block scales, rows max Kp / 32 apart */
-    int lds;             /* row stride of xs (max Kp / 32) */
-    int32_t *pos;        /* [T] position of every token */
     float *lx;           /* [R][E] rows that produce logits */
     float *lbuf;         /* [R][n_vocab] their logits */
-    eng_attn_desc *desc; /* [n_steps] */
+    int32_t *tok;        /* [T] token ids */
+    int32_t *pos;        /* [T] position of every token */
+    void *ws;            /* linear()'s workspace for T rows of the widest input */
+    eng_attn_desc *desc; /* [n_steps] (host) */
+    eng_kv_span *span;   /* [n_steps] (host) */
 } fwd_buf;
 
-/* C[T][w->rows] (row stride ldc) = A[T][w->cols] . W^T, int8 or fp32. */
+/* C[T][w->rows] (row stride ldc) = A[T][w->cols] . W^T. */
 static void linear(eng_model *m, fwd_buf *b, const float *A, int T, const eng_weight *w, float *C,
                    int ldc) {
-    const eng_backend *be = &m->be;
-    if (m->prec == ENG_PREC_INT8) {
-        be->quantize_blocks(be->ctx, T, w->cols, A, w->cols, b->xq, w->pk.Kp, b->xs, b->lds);
-        be->gemm_q8(be->ctx, T, b->xq, w->pk.Kp, b->xs, b->lds, &w->pk, C, ldc);
-    } else {
-        be->gemm_f32(be->ctx, T, w->rows, w->cols, A, w->f, C, ldc);
-    }
-}
-
-/* Write the K and V rows of this step's tokens of one sequence into its blocks. */
-static void store_kv(eng_model *m, const eng_kvseq *kv, int layer, const float *qkv, int ld,
-                     int n_tok) {
-    const eng_kv_layout *l = &m->kv;
-    const eng_config *c = &m->cfg;
-    int B = l->block_tokens, nkvh = c->n_head_kv, hd = c->head_dim;
-    int nq = c->n_head * hd, nkv = nkvh * hd;
-    void **tab = kv->blk[l->layer_kind[layer]];
-    for (int t = 0; t < n_tok; t++) {
-        int p = kv->n_tokens + t, slot = p % B;
-        void *blk = tab[p / B];
-        const float *k = qkv + (size_t)t * ld + nq, *v = k + nkv;
-        if (l->kv_fp32) {
-            memcpy((float *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, k,
-                   nkv * sizeof(float));
-            memcpy((float *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, v,
-                   nkv * sizeof(float));
-        } else {
-            int kg = l->k_group, nks = nkvh * l->k_scales; /* K: one scale per kg values */
-            m->be.quantize_rows(m->be.ctx, nks, kg, k, kg,
-                                (int8_t *)eng_kv_layer_k(l, blk, layer) + (size_t)slot * nkv, kg,
-                                eng_kv_layer_kscale(l, blk, layer) + (size_t)slot * nks);
-            m->be.quantize_rows(m->be.ctx, nkvh, hd, v, hd,
-                                (int8_t *)eng_kv_layer_v(l, blk, layer) + (size_t)slot * nkv, hd,
-                                eng_kv_layer_vscale(l, blk, layer) + (size_t)slot * nkvh);
-        }
-    }
+    m->be.linear(m->be.ctx, T, A, w->cols, w->bw, C, ldc, b->ws);
 }
 
 static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_steps, int T, int l,
@@ -107,19 +75,20 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
     be->rmsnorm(be->ctx, T, E, b->x, E, L->attn_norm, c->norm_eps, b->xn, E);
     linear(m, b, b->xn, T, &L->wqkv, b->qkv, ld);
     if (L->bqkv) be->add(be->ctx, T, ld, b->qkv, ld, L->bqkv, 0); /* bias: one row, stride 0 */
-    if (c->has_qk_norm)
-        for (int t = 0; t < T; t++) {
-            float *q = b->qkv + (size_t)t * ld;
-            be->rmsnorm(be->ctx, c->n_head, hd, q, hd, L->q_norm, c->norm_eps, q, hd);
-            if (owner)
-                be->rmsnorm(be->ctx, c->n_head_kv, hd, q + nq, hd, L->k_norm, c->norm_eps, q + nq,
-                            hd);
-        }
+    if (c->has_qk_norm) {
+        be->rmsnorm_heads(be->ctx, T, c->n_head, hd, b->qkv, ld, L->q_norm, c->norm_eps);
+        if (owner)
+            be->rmsnorm_heads(be->ctx, T, c->n_head_kv, hd, b->qkv + nq, ld, L->k_norm,
+                              c->norm_eps);
+    }
     be->rope(be->ctx, T, c->n_head, hd, b->qkv, ld, b->pos, freq, c->rope_type);
     if (owner) be->rope(be->ctx, T, c->n_head_kv, hd, b->qkv + nq, ld, b->pos, freq, c->rope_type);
     for (int s = 0, t0 = 0; s < n_steps; t0 += steps[s].n_tokens, s++) {
         eng_kvseq *kv = steps[s].kv;
-        if (owner) store_kv(m, kv, l, b->qkv + (size_t)t0 * ld, ld, steps[s].n_tokens);
+        b->span[s] = (eng_kv_span){.blocks = kv->blk[m->kv.layer_kind[l]],
+                                   .pos0 = kv->n_tokens,
+                                   .t0 = t0,
+                                   .n_tok = steps[s].n_tokens};
         b->desc[s] = (eng_attn_desc){.q = b->qkv + (size_t)t0 * ld,
                                      .ldq = ld,
                                      .out = b->att + (size_t)t0 * nq,
@@ -130,6 +99,7 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
                                      .blocks = kv->blk[m->kv.layer_kind[l]],
                                      .layer = l};
     }
+    if (owner) be->kv_store(be->ctx, &m->kv, c->n_head, l, b->qkv, ld, b->span, n_steps);
     be->attention(be->ctx, shape, b->desc, n_steps);
     linear(m, b, b->att, T, &L->wo, b->tmp, E);
     if (L->post_attn_norm)
@@ -184,30 +154,27 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
     return 0;
 }
 
-/* Lay the scratch buffers out in mem (NULL: only size them); returns the bytes needed. */
-static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int n_steps, char *mem) {
+/* Lay the step's backend buffers out in mem (NULL: only size them); returns the bytes needed. */
+static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, char *mem) {
     const eng_config *c = &m->cfg;
     size_t E = c->n_embd, nq = (size_t)c->n_head * c->head_dim, F = c->n_ff, V = c->n_vocab;
     size_t nqkv = nq + 2 * (size_t)c->n_head_kv * c->head_dim, kmax = E;
     if (nq > kmax) kmax = nq;
     if (F > kmax) kmax = F;
-    kmax = (kmax + 31) / 32 * 32; /* quantised rows are padded to the packs' Kp */
-    b->lds = (int)(kmax / 32);
-    size_t nf[] = {T * E, T * E, T * nqkv,        T * nq,        T * 2 * F,
-                   T * F, T * E, T * (kmax / 32), (size_t)R * E, (size_t)R * V};
-    float **dst[] = {&b->x,   &b->xn,  &b->qkv, &b->att, &b->gu,
-                     &b->hff, &b->tmp, &b->xs,  &b->lx,  &b->lbuf};
+    size_t nf[] = {T * E, T * E, T * nqkv,      T * nq,       T * 2 * F,
+                   T * F, T * E, (size_t)R * E, (size_t)R * V};
+    float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->gu, &b->hff, &b->tmp, &b->lx, &b->lbuf};
     size_t off = 0;
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
         if (mem) *dst[i] = (float *)(mem + off);
         off += (nf[i] + 15) / 16 * 16 * sizeof(float); /* 64-byte aligned regions */
     }
-    if (mem) b->desc = (eng_attn_desc *)(mem + off);
-    off += ((size_t)n_steps * sizeof(eng_attn_desc) + 63) / 64 * 64;
+    if (mem) b->tok = (int32_t *)(mem + off);
+    off += ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
     if (mem) b->pos = (int32_t *)(mem + off);
     off += ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
-    if (mem) b->xq = (int8_t *)(mem + off);
-    off += ((size_t)T * kmax + 63) / 64 * 64;
+    if (mem) b->ws = mem + off;
+    off += (m->be.linear_ws(m->be.ctx, T, (int)kmax) + 63) / 64 * 64;
     return off;
 }
 
@@ -215,11 +182,12 @@ static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int n_ste
  * it (grown as needed: decode steps then touch no fresh pages), else a
  * private allocation.  NULL if out of memory. */
 static char *fwd_scratch_get(eng_model *m, size_t bytes, int *cached) {
+    const eng_backend *be = &m->be;
     *cached = 0;
     if (pthread_mutex_trylock(&m->scratch_mu) == 0) {
         if (m->scratch_bytes < bytes) {
-            free(m->scratch);
-            m->scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            if (m->scratch) be->free(be->ctx, m->scratch);
+            m->scratch = be->alloc(be->ctx, bytes);
             m->scratch_bytes = m->scratch ? bytes : 0;
         }
         if (m->scratch) {
@@ -228,12 +196,33 @@ static char *fwd_scratch_get(eng_model *m, size_t bytes, int *cached) {
         }
         pthread_mutex_unlock(&m->scratch_mu);
     }
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    return be->alloc(be->ctx, bytes);
 }
 
 static void fwd_scratch_put(eng_model *m, char *mem, int cached) {
     if (cached) pthread_mutex_unlock(&m->scratch_mu);
-    else free(mem);
+    else m->be.free(m->be.ctx, mem);
+}
+
+/* Host-side arrays of one step (one malloc). */
+typedef struct fwd_host {
+    int *before;         /* [n_steps] block counts before eng_kvseq_reserve */
+    int32_t *tok, *pos;  /* [T] token ids and positions, uploaded to the backend */
+    eng_attn_desc *desc; /* [n_steps] */
+    eng_kv_span *span;   /* [n_steps] */
+} fwd_host;
+
+static void *fwd_host_alloc(fwd_host *h, int T, int n_steps) {
+    size_t n = (size_t)n_steps, t = (size_t)T;
+    char *p = malloc(n * (sizeof(eng_attn_desc) + sizeof(eng_kv_span) + sizeof(int)) +
+                     2 * t * sizeof(int32_t));
+    if (!p) return NULL;
+    h->desc = (eng_attn_desc *)p;
+    h->span = (eng_kv_span *)(h->desc + n);
+    h->before = (int *)(h->span + n);
+    h->tok = (int32_t *)(h->before + n);
+    h->pos = h->tok + t;
+    return p;
 }
 
 int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_t errlen) {
@@ -243,49 +232,39 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     const eng_config *c = &m->cfg;
     const eng_backend *be = &m->be;
     int E = c->n_embd, V = c->n_vocab;
+    fwd_host h;
+    void *hmem = fwd_host_alloc(&h, T, n_steps);
+    if (!hmem) return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory");
 
     /* KV blocks for every new token, all or nothing */
-    int *before = malloc((size_t)n_steps * sizeof *before);
-    if (!before) return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory");
     for (int s = 0; s < n_steps; s++) {
-        if (eng_kvseq_reserve(steps[s].kv, steps[s].n_tokens, &before[s]) != 0) {
-            while (--s >= 0) eng_kvseq_unreserve(steps[s].kv, before[s]);
-            free(before);
+        if (eng_kvseq_reserve(steps[s].kv, steps[s].n_tokens, &h.before[s]) != 0) {
+            while (--s >= 0) eng_kvseq_unreserve(steps[s].kv, h.before[s]);
+            free(hmem);
             return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of KV blocks");
         }
     }
     fwd_buf b;
     int cached;
-    char *mem = fwd_scratch_get(m, fwd_layout(m, &b, T, R, n_steps, NULL), &cached);
+    char *mem = fwd_scratch_get(m, fwd_layout(m, &b, T, R, NULL), &cached);
     if (!mem) {
-        for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, before[s]);
-        free(before);
+        for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, h.before[s]);
+        free(hmem);
         return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory for %d tokens", T);
     }
-    fwd_layout(m, &b, T, R, n_steps, mem);
+    fwd_layout(m, &b, T, R, mem);
+    b.desc = h.desc;
+    b.span = h.span;
 
-    /* embeddings and positions */
+    /* token ids, positions, embeddings */
     for (int s = 0, t = 0; s < n_steps; s++)
         for (int i = 0; i < steps[s].n_tokens; i++, t++) {
-            int32_t tok = steps[s].tokens[i];
-            float *x = b.x + (size_t)t * E;
-            b.pos[t] = steps[s].kv->n_tokens + i;
-            if (m->out_tied && m->prec == ENG_PREC_INT8) {
-                kern_wpack_row_f32(&m->out.pk, tok, c->embd_scale,
-                                   x); /* the table is the output's pack */
-            } else if (m->embd.bscale) {
-                const int8_t *q = m->embd.q + (size_t)tok * E;
-                const float *bs = m->embd.bscale + (size_t)tok * (E / 32);
-                for (int k = 0; k < E; k++) x[k] = (float)q[k] * bs[k / 32] * c->embd_scale;
-            } else if (m->prec == ENG_PREC_INT8) {
-                const int8_t *q = m->embd.q + (size_t)tok * E;
-                float sc = m->embd.scale[tok] * c->embd_scale;
-                for (int k = 0; k < E; k++) x[k] = (float)q[k] * sc;
-            } else {
-                const float *f = m->embd.f + (size_t)tok * E;
-                for (int k = 0; k < E; k++) x[k] = f[k] * c->embd_scale;
-            }
+            h.tok[t] = steps[s].tokens[i];
+            h.pos[t] = steps[s].kv->n_tokens + i;
         }
+    be->upload(be->ctx, b.tok, h.tok, (size_t)T * sizeof(int32_t));
+    be->upload(be->ctx, b.pos, h.pos, (size_t)T * sizeof(int32_t));
+    be->embed(be->ctx, m->embd.bw, b.tok, T, c->embd_scale, b.x, E);
 
     eng_attn_shape shape = {.kv = &m->kv, .n_head = c->n_head, .scale = c->attn_scale};
     for (int l = 0; l < c->n_layer; l++) forward_layer(m, &b, steps, n_steps, T, l, &shape);
@@ -294,30 +273,37 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     if (R > 0) {
         int r = 0;
         for (int s = 0, t = 0; s < n_steps; t += steps[s].n_tokens, s++) {
-            if (steps[s].logits == ENG_LOGITS_ALL)
-                for (int i = 0; i < steps[s].n_tokens; i++)
-                    memcpy(b.lx + (size_t)r++ * E, b.x + (size_t)(t + i) * E, E * sizeof(float));
-            else if (steps[s].logits == ENG_LOGITS_LAST)
-                memcpy(b.lx + (size_t)r++ * E, b.x + (size_t)(t + steps[s].n_tokens - 1) * E,
-                       E * sizeof(float));
+            int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens
+                                                      : steps[s].logits == ENG_LOGITS_LAST;
+            int from = steps[s].logits == ENG_LOGITS_ALL ? t : t + steps[s].n_tokens - 1;
+            if (n)
+                be->copy(be->ctx, b.lx + (size_t)r * E, b.x + (size_t)from * E,
+                         (size_t)n * E * sizeof(float));
+            r += n;
         }
         be->rmsnorm(be->ctx, R, E, b.lx, E, m->out_norm, c->norm_eps, b.lx, E);
         linear(m, &b, b.lx, R, &m->out, b.lbuf, V);
-        if (c->final_logit_softcap > 0) {
-            float cap = c->final_logit_softcap;
-            for (size_t i = 0; i < (size_t)R * V; i++) b.lbuf[i] = tanhf(b.lbuf[i] / cap) * cap;
-        }
+        if (c->final_logit_softcap > 0)
+            be->softcap(be->ctx, b.lbuf, (size_t)R * V, c->final_logit_softcap);
         r = 0;
-        for (int s = 0; s < n_steps; s++) {
+        for (int s = 0; s < n_steps && rc == 0; s++) {
             int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens
                                                       : steps[s].logits == ENG_LOGITS_LAST;
-            if (n) memcpy(steps[s].out, b.lbuf + (size_t)r * V, (size_t)n * V * sizeof(float));
+            if (n)
+                rc = be->download(be->ctx, steps[s].out, b.lbuf + (size_t)r * V,
+                                  (size_t)n * V * sizeof(float));
             r += n;
         }
     }
-    for (int s = 0; s < n_steps; s++)
-        eng_kvseq_commit(steps[s].kv, steps[s].tokens, steps[s].n_tokens);
+    if (rc == 0) {
+        for (int s = 0; s < n_steps; s++)
+            eng_kvseq_commit(steps[s].kv, steps[s].tokens, steps[s].n_tokens);
+    } else {
+        for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, h.before[s]);
+        rc =
+            pl_errf(err, errlen, ENG_EIO, "forward: the %s backend failed (code %d)", be->name, rc);
+    }
     fwd_scratch_put(m, mem, cached);
-    free(before);
-    return 0;
+    free(hmem);
+    return rc;
 }

@@ -98,7 +98,7 @@ static double turn(kv_cache *c, const eng_kv_layout *l, const char *ns, const in
 
 /* Prefill vs Redis fetch for prefixes of n tokens with the real model. */
 static void break_even(const char *host, int port, const char *path) {
-    eng_load_opts o = {ENG_PREC_INT8, 2, 16};
+    eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = 2, .block_tokens = 16};
     eng_model *m;
     char err[256];
     if (eng_model_load(path, &o, &m, err, sizeof err)) {

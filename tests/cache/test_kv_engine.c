@@ -48,7 +48,7 @@ static int setup(void) {
         fprintf(stderr, "mkmodel: %s\n", err);
         return 0;
     }
-    eng_load_opts o = {ENG_PREC_INT8, 2, B};
+    eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = 2, .block_tokens = B};
     int rc = eng_model_load(model_path, &o, &model, err, sizeof err);
     unlink(model_path);
     return rc == 0;

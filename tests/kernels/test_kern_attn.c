@@ -354,8 +354,8 @@ static void check_backend(int f32) {
     kern_pool *pool;
     PT_EQ_INT(kern_pool_create(3, &pool), 0);
     eng_backend b3, b1;
-    eng_backend_cpu_init(&b3, pool);
-    eng_backend_cpu_init(&b1, NULL);
+    PT_EQ_INT(eng_backend_cpu_create(&b3, pool, NULL, 0), 0);
+    PT_EQ_INT(eng_backend_cpu_create(&b1, NULL, NULL, 0), 0);
     eng_attn_shape shape = {.kv = &l, .n_head = c.n_head, .scale = 0.125f};
     b3.attention(b3.ctx, &shape, d, 4);
 
@@ -380,6 +380,8 @@ static void check_backend(int f32) {
     }
     PT_EQ_MEM(Oa, O3, sizeof(float) * rows * nq);
 
+    eng_backend_free(&b3);
+    eng_backend_free(&b1);
     kern_pool_destroy(pool);
     for (int i = 0; i < 4; i++) {
         for (int b = 0; b < seqs[i].n_blocks; b++) free(seqs[i].blocks[b]);

@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
     if (chunk <= 0) chunk = prefill > 0 ? prefill : 1;
     char err[512];
     eng_model *m = NULL;
-    eng_load_opts o = {fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, threads, block};
+    eng_load_opts o = {
+        .prec = fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, .n_threads = threads, .block_tokens = block};
     if (eng_model_load(argv[1], &o, &m, err, sizeof err) != 0) {
         fprintf(stderr, "eng_logits: %s\n", err);
         return 1;

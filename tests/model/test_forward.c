@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "eng_model.h"
+#include "backend_cpu_int.h"
 #include "eng_model_int.h" /* white-box: which weight format was chosen */
 #include "tiny_model.h"
 
@@ -63,7 +64,7 @@ static eng_model *load(const tiny_spec *s, eng_precision prec, char *path, size_
         fprintf(stderr, "write: %s\n", err);
         return NULL;
     }
-    eng_load_opts o = {prec, 2, 4};
+    eng_load_opts o = {.prec = prec, .n_threads = 2, .block_tokens = 4};
     eng_model *m = NULL;
     if (eng_model_load(path, &o, &m, err, sizeof err) != 0) fprintf(stderr, "load: %s\n", err);
     return m;
@@ -143,9 +144,11 @@ PT_TEST(q8_0_block_scales_close_to_fp32) {
     eng_model *q = load(&llama_q8_spec, ENG_PREC_INT8, p1, sizeof p1);
     eng_model *f = load(&llama_q8_spec, ENG_PREC_FP32, p2, sizeof p2);
     PT_ASSERT(q && f);
-    PT_ASSERT(q->layers[0].wqkv.pk.bscale && !q->layers[0].wqkv.pk.scale);
+    const eng_bweight *qkv = q->layers[0].wqkv.bw; /* the CPU backend's form */
+    PT_ASSERT(qkv->n_runs == 1 && qkv->runs[0].pk.bscale && !qkv->runs[0].pk.scale);
     /* the embedding keeps its Q8_0 block scales: its own arrays, or (tied) the output's pack */
-    PT_ASSERT(q->out_tied ? q->out.pk.bscale != NULL && !q->embd.q : q->embd.bscale != NULL);
+    const eng_bweight *e = q->embd.bw;
+    PT_ASSERT(q->out_tied ? e->runs[0].pk.bscale != NULL && !e->q : e->bscale != NULL);
     int V = eng_model_config(q)->n_vocab, N = 32;
     float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
     init_prompt();
@@ -282,7 +285,7 @@ PT_TEST(bad_input_refused_and_digest) {
     PT_ASSERT(eng_model_digest(m) != eng_model_digest(m4));
     eng_model_free(m), eng_model_free(m2), eng_model_free(m3), eng_model_free(m4);
     eng_model *none = NULL;
-    eng_load_opts o = {ENG_PREC_INT8, 1, 16};
+    eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = 1, .block_tokens = 16};
     PT_ASSERT(eng_model_load("/nonexistent/x.gguf", &o, &none, err, sizeof err) != 0);
     PT_ASSERT(none == NULL && err[0]);
     unlink(path);

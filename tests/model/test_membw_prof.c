@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "eng_model.h"
+#include "backend_cpu_int.h"
 #include "eng_model_int.h" /* white-box: the backend table and the weight packs */
 #include "eng_prof.h"
 #include "kern_macs.h"
@@ -45,7 +46,7 @@ static eng_model *load(eng_precision prec, char *path, size_t cap) {
         fprintf(stderr, "write: %s\n", err);
         return NULL;
     }
-    eng_load_opts o = {prec, 2, 4};
+    eng_load_opts o = {.prec = prec, .n_threads = 2, .block_tokens = 4};
     eng_model *m = NULL;
     if (eng_model_load(path, &o, &m, err, sizeof err) != 0) fprintf(stderr, "load: %s\n", err);
     return m;
@@ -107,8 +108,7 @@ PT_TEST(prof_int8_counts_and_restores) {
 
     /* two eng_forward calls (prefill, decode): one GEMM per weight per layer
      * per call, the output projection once per call */
-    PT_EQ_INT(r.slot_calls[ENG_PROF_GEMM_Q8], 2 * (4 * L + 1));
-    PT_EQ_INT(r.slot_calls[ENG_PROF_GEMM_F32], 0);
+    PT_EQ_INT(r.slot_calls[ENG_PROF_LINEAR], 2 * (4 * L + 1));
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_QKV], 2 * L);
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_O], 2 * L);
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_GATE_UP], 2 * L);
@@ -117,23 +117,27 @@ PT_TEST(prof_int8_counts_and_restores) {
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_OTHER], 0);
     PT_EQ_INT(r.slot_calls[ENG_PROF_ATTENTION], 2 * L);
     PT_ASSERT(r.slot_calls[ENG_PROF_RMSNORM] >= 2 * L);
-    PT_ASSERT(r.slot_calls[ENG_PROF_QUANTIZE] >= 2 * 4 * L);
+    PT_EQ_INT(r.slot_calls[ENG_PROF_EMBED], 2);
+    PT_EQ_INT(r.slot_calls[ENG_PROF_KV_STORE], 2 * L);
+    PT_ASSERT(r.slot_calls[ENG_PROF_TRANSFER] >= 2 * 3); /* ids, positions, logits per call */
     /* rows: prefill 2 x NTOK tokens, decode 2; the output projection reads
      * one row (the last position) per sequence per call */
     PT_NEAR(r.weight_rows[ENG_PROF_W_QKV], (double)L * (2 * NTOK + 2), 0);
     PT_NEAR(r.weight_rows[ENG_PROF_W_OUTPUT], 4, 0);
     double qkv_bytes = 0;
-    for (int i = 0; i < L; i++) qkv_bytes += (double)kern_wpack_bytes(&m->layers[i].wqkv.pk);
+    for (int i = 0; i < L; i++)
+        qkv_bytes += (double)kern_wpack_bytes(&m->layers[i].wqkv.bw->runs[0].pk);
     PT_NEAR(r.weight_bytes[ENG_PROF_W_QKV], 2 * qkv_bytes, 0);
-    PT_NEAR(r.weight_bytes[ENG_PROF_W_OUTPUT], 2.0 * (double)kern_wpack_bytes(&m->out.pk), 0);
+    PT_NEAR(r.weight_bytes[ENG_PROF_W_OUTPUT],
+            2.0 * (double)kern_wpack_bytes(&m->out.bw->runs[0].pk), 0);
     double sum = 0, wsum = 0;
     for (int s = 0; s < ENG_PROF_N_SLOTS; s++) {
         PT_ASSERT(r.slot_s[s] >= 0);
         sum += r.slot_s[s];
     }
     for (int w = 0; w < ENG_PROF_N_WEIGHTS; w++) wsum += r.weight_s[w];
-    PT_ASSERT(r.slot_s[ENG_PROF_GEMM_Q8] > 0);
-    PT_NEAR(wsum, r.slot_s[ENG_PROF_GEMM_Q8], 1e-9);
+    PT_ASSERT(r.slot_s[ENG_PROF_LINEAR] > 0);
+    PT_NEAR(wsum, r.slot_s[ENG_PROF_LINEAR], 1e-9);
     PT_ASSERT(r.elapsed_s >= sum);
 
     /* stop without start: refused, report zeroed */
@@ -160,8 +164,7 @@ PT_TEST(prof_fp32_attributes_float_gemms) {
     PT_EQ_INT(run(m, 1, out), 0);
     eng_prof_report r;
     PT_EQ_INT(eng_prof_stop(m, &r), 0);
-    PT_EQ_INT(r.slot_calls[ENG_PROF_GEMM_Q8], 0);
-    PT_EQ_INT(r.slot_calls[ENG_PROF_GEMM_F32], 2 * (4 * L + 1));
+    PT_EQ_INT(r.slot_calls[ENG_PROF_LINEAR], 2 * (4 * L + 1));
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_DOWN], 2 * L);
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_OUTPUT], 2);
     PT_EQ_INT(r.weight_calls[ENG_PROF_W_OTHER], 0);

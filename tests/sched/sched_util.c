@@ -25,7 +25,7 @@ eng_model *su_model(const char *preset, int window, int threads) {
     if (eng_mkmodel(&mo, err, sizeof err) != 0) {
         fprintf(stderr, "su_model: %s\n", err);
     } else {
-        eng_load_opts o = {ENG_PREC_INT8, threads, 16};
+        eng_load_opts o = {.prec = ENG_PREC_INT8, .n_threads = threads, .block_tokens = 16};
         if (eng_model_load(path, &o, &m, err, sizeof err) != 0) {
             fprintf(stderr, "su_model: %s\n", err);
             m = NULL;

@@ -1,0 +1,246 @@
+/*
+ * backend_cpu_weight.c -- the CPU backend's weights: taking a weight from
+ * the loader (weight_upload: packing runs of rows for the GEMM, keeping
+ * fp32 values or an untied embedding's rows), linear() and embed().  The
+ * forms a weight is held in are described in backend_cpu_int.h.
+ *
+ * linear() on an int8 weight quantises the input rows once (one scale per
+ * 32 values, kern_quantize_blocks, into the caller's workspace) and runs
+ * kern_gemm_q8 for each packed run into that run's columns of C.  Every
+ * output of the GEMM depends only on its own weight row, so splitting a
+ * weight into runs changes no bit of the result.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu_int.h"
+#include "eng_err.h"
+#include "eng_model.h"
+#include "kern_ops.h"
+
+#define CPU_KB 32 /* inputs per activation / weight scale block */
+
+static kern_pool *cpu_pool(void *ctx) { return ((cpu_be *)ctx)->pool; }
+
+static int is_i8(eng_wfmt f) { return f == ENG_WFMT_I8_ROW || f == ENG_WFMT_I8_B32; }
+
+/* Check the parts of d: they cover its rows in order, each with the arrays its format needs. */
+static int check_desc(const eng_wdesc *d, char *err, size_t errlen) {
+    const char *name = d->name ? d->name : "weight";
+    if (d->rows < 1 || d->cols < 1 || d->n_parts < 1 || !d->parts || !d->use)
+        return pl_errf(err, errlen, ENG_EINVAL, "%s: bad shape %d x %d or no parts", name, d->rows,
+                       d->cols);
+    int next = 0;
+    for (int i = 0; i < d->n_parts; i++) {
+        const eng_wpart *p = &d->parts[i];
+        if (p->row0 != next || p->rows < 1 || p->row0 + p->rows > d->rows)
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d does not continue the rows", name,
+                           i);
+        next += p->rows;
+        int ok = p->fmt == ENG_WFMT_F32      ? p->f != NULL
+                 : p->fmt == ENG_WFMT_I8_ROW ? p->q && p->scale
+                 : p->fmt == ENG_WFMT_I8_B32 ? p->q && p->bscale && d->cols % CPU_KB == 0
+                                             : 0;
+        if (!ok)
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d: format %d unsupported here", name,
+                           i, (int)p->fmt);
+        if ((p->fmt == ENG_WFMT_F32) != (d->parts[0].fmt == ENG_WFMT_F32))
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: fp32 and int8 parts mixed", name);
+    }
+    if (next != d->rows)
+        return pl_errf(err, errlen, ENG_EINVAL, "%s: parts cover %d of %d rows", name, next,
+                       d->rows);
+    return 0;
+}
+
+/* Concatenate parts [p0, p1) (all in one int8 format) into row-major arrays. */
+static int gather_i8(const eng_wdesc *d, int p0, int p1, int8_t **q, float **scale,
+                     float **bscale) {
+    int rows = 0, cols = d->cols, nb = cols / CPU_KB;
+    for (int i = p0; i < p1; i++) rows += d->parts[i].rows;
+    int bs = d->parts[p0].fmt == ENG_WFMT_I8_B32;
+    *q = malloc((size_t)rows * cols);
+    *scale = bs ? NULL : malloc((size_t)rows * sizeof(float));
+    *bscale = bs ? malloc((size_t)rows * nb * sizeof(float)) : NULL;
+    if (!*q || (bs ? !*bscale : !*scale)) return -1;
+    for (int i = p0, r = 0; i < p1; r += d->parts[i].rows, i++) {
+        const eng_wpart *p = &d->parts[i];
+        memcpy(*q + (size_t)r * cols, p->q, (size_t)p->rows * cols);
+        if (bs) memcpy(*bscale + (size_t)r * nb, p->bscale, (size_t)p->rows * nb * sizeof(float));
+        else memcpy(*scale + r, p->scale, (size_t)p->rows * sizeof(float));
+    }
+    return 0;
+}
+
+/* Pack parts [p0, p1) (one int8 format) as run r. */
+static int pack_run(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *err, size_t errlen) {
+    int8_t *q = NULL;
+    float *scale = NULL, *bscale = NULL;
+    const eng_wpart *p = &d->parts[p0];
+    r->row0 = p->row0;
+    r->rows = 0;
+    r->kind = CPU_RUN_I8;
+    for (int i = p0; i < p1; i++) r->rows += d->parts[i].rows;
+    int rc = 0;
+    char sub[PL_ERR_LEN];
+    if (p1 - p0 == 1) {
+        rc = kern_wpack_init(&r->pk, r->rows, d->cols, p->q,
+                             p->fmt == ENG_WFMT_I8_ROW ? p->scale : NULL,
+                             p->fmt == ENG_WFMT_I8_B32 ? p->bscale : NULL, sub, sizeof sub);
+    } else if (gather_i8(d, p0, p1, &q, &scale, &bscale) != 0) {
+        rc = -1;
+        snprintf(sub, sizeof sub, "out of memory");
+    } else {
+        rc = kern_wpack_init(&r->pk, r->rows, d->cols, q, scale, bscale, sub, sizeof sub);
+    }
+    free(q);
+    free(scale);
+    free(bscale);
+    if (rc != 0)
+        return pl_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", d->name ? d->name : "weight",
+                       sub);
+    return 0;
+}
+
+int eng_cpu_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweight **out, char *err,
+                          size_t errlen) {
+    (void)ctx;
+    (void)native; /* no 4-bit form yet: every part arrives as int8 or fp32 */
+    *out = NULL;
+    int rc = check_desc(d, err, errlen);
+    if (rc) return rc;
+    eng_bweight *w = calloc(1, sizeof *w);
+    if (!w) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");
+    w->rows = d->rows, w->cols = d->cols, w->use = d->use;
+    const char *name = d->name ? d->name : "weight";
+    if (d->parts[0].fmt == ENG_WFMT_F32) { /* fp32: the values, for linear and embed alike */
+        w->f = malloc((size_t)d->rows * d->cols * sizeof(float));
+        if (!w->f) goto oom;
+        for (int i = 0; i < d->n_parts; i++)
+            memcpy(w->f + (size_t)d->parts[i].row0 * d->cols, d->parts[i].f,
+                   (size_t)d->parts[i].rows * d->cols * sizeof(float));
+        *out = w;
+        return 0;
+    }
+    if (!(d->use & ENG_WUSE_LINEAR)) { /* an untied embedding: rows for lookups */
+        for (int i = 1; i < d->n_parts; i++)
+            if (d->parts[i].fmt != d->parts[0].fmt) {
+                eng_cpu_weight_free(ctx, w);
+                return pl_errf(err, errlen, ENG_EINVAL, "%s: embedding parts in mixed formats",
+                               name);
+            }
+        if (gather_i8(d, 0, d->n_parts, &w->q, &w->scale, &w->bscale) != 0) goto oom;
+        *out = w;
+        return 0;
+    }
+    w->runs = calloc((size_t)d->n_parts, sizeof *w->runs);
+    if (!w->runs) goto oom;
+    for (int p0 = 0; p0 < d->n_parts;) { /* one run per stretch of parts in one format */
+        int p1 = p0 + 1;
+        while (p1 < d->n_parts && is_i8(d->parts[p1].fmt) && d->parts[p1].fmt == d->parts[p0].fmt)
+            p1++;
+        if ((rc = pack_run(d, p0, p1, &w->runs[w->n_runs], err, errlen)) != 0) {
+            eng_cpu_weight_free(ctx, w);
+            return rc;
+        }
+        w->n_runs++;
+        p0 = p1;
+    }
+    *out = w;
+    return 0;
+oom:
+    eng_cpu_weight_free(ctx, w);
+    return pl_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", name);
+}
+
+void eng_cpu_weight_free(void *ctx, eng_bweight *w) {
+    (void)ctx;
+    if (!w) return;
+    for (int i = 0; i < w->n_runs; i++) kern_wpack_free(&w->runs[i].pk);
+    free(w->runs);
+    free(w->f);
+    free(w->q);
+    free(w->scale);
+    free(w->bscale);
+    free(w);
+}
+
+size_t eng_cpu_weight_read_bytes(void *ctx, const eng_bweight *w) {
+    (void)ctx;
+    if (!(w->use & ENG_WUSE_LINEAR)) return 0;
+    if (w->f) return (size_t)w->rows * w->cols * sizeof(float);
+    size_t n = 0;
+    for (int i = 0; i < w->n_runs; i++) n += kern_wpack_bytes(&w->runs[i].pk);
+    return n;
+}
+
+size_t eng_cpu_weight_bytes(void *ctx, const eng_bweight *w) {
+    size_t v = (size_t)w->rows * w->cols;
+    if (w->f) return v * sizeof(float);
+    size_t n = eng_cpu_weight_read_bytes(ctx, w);
+    if (w->q) n += v;
+    if (w->scale) n += (size_t)w->rows * sizeof(float);
+    if (w->bscale) n += v / CPU_KB * sizeof(float);
+    return n;
+}
+
+/* The int8 input of M rows of K: rows of Kp bytes, then their block scales. */
+static size_t ws_q_bytes(int M, int K) {
+    size_t Kp = ((size_t)K + CPU_KB - 1) / CPU_KB * CPU_KB;
+    return ((size_t)M * Kp + 63) / 64 * 64;
+}
+
+size_t eng_cpu_linear_ws(void *ctx, int M, int K) {
+    (void)ctx;
+    size_t nb = ((size_t)K + CPU_KB - 1) / CPU_KB;
+    return ws_q_bytes(M, K) + (size_t)M * nb * sizeof(float);
+}
+
+void eng_cpu_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
+                    int ldc, void *ws) {
+    kern_pool *p = cpu_pool(ctx);
+    kern_isa isa = kern_isa_best();
+    if (w->f) { /* one call, or one per row when x's rows are not packed (same sums) */
+        if (ldx == w->cols) kern_gemm_f32(p, isa, M, w->rows, w->cols, x, w->f, C, ldc);
+        else
+            for (int m = 0; m < M; m++)
+                kern_gemm_f32(p, isa, 1, w->rows, w->cols, x + (size_t)m * ldx, w->f,
+                              C + (size_t)m * ldc, ldc);
+        return;
+    }
+    int K = w->cols, Kp = (K + CPU_KB - 1) / CPU_KB * CPU_KB, lds = Kp / CPU_KB;
+    int8_t *xq = ws;
+    float *xs = (float *)((char *)ws + ws_q_bytes(M, K));
+    kern_quantize_blocks(p, isa, M, K, x, ldx, xq, Kp, xs, lds);
+    for (int i = 0; i < w->n_runs; i++) {
+        const cpu_wrun *r = &w->runs[i];
+        kern_gemm_q8(p, isa, M, xq, Kp, xs, lds, &r->pk, C + r->row0, ldc);
+    }
+}
+
+void eng_cpu_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul, float *x,
+                   int ldx) {
+    (void)ctx;
+    int E = w->cols;
+    for (int t = 0; t < T; t++) {
+        int row = tok[t];
+        float *xr = x + (size_t)t * ldx;
+        if (w->f) {
+            const float *f = w->f + (size_t)row * E;
+            for (int k = 0; k < E; k++) xr[k] = f[k] * mul;
+        } else if (w->n_runs) { /* a tied int8 table: read back from its pack */
+            const cpu_wrun *r = w->runs;
+            while (row >= r->row0 + r->rows) r++;
+            kern_wpack_row_f32(&r->pk, row - r->row0, mul, xr);
+        } else if (w->bscale) {
+            const int8_t *q = w->q + (size_t)row * E;
+            const float *bs = w->bscale + (size_t)row * (E / CPU_KB);
+            for (int k = 0; k < E; k++) xr[k] = (float)q[k] * bs[k / CPU_KB] * mul;
+        } else {
+            const int8_t *q = w->q + (size_t)row * E;
+            float sc = w->scale[row] * mul;
+            for (int k = 0; k < E; k++) xr[k] = (float)q[k] * sc;
+        }
+    }
+}
