@@ -211,6 +211,14 @@ void kv_cache_destroy(kv_cache *c);
  * the kind is exhausted and returns NULL when nothing is evictable. */
 eng_kv_allocator kv_cache_allocator(kv_cache *c);
 
+/* Call fn(user, blk) whenever the pool hands a block out anew (to a
+ * sequence, a Redis fetch or a partial-block copy): its host bytes are
+ * about to change outside the forward pass, so a backend holding a copy of
+ * it (a device KV tier: eng_model_kv_invalidate) drops that copy.  fn runs
+ * under the cache's lock: it must not call back into the cache.  Set it
+ * before the cache is used; fn NULL removes it. */
+void kv_cache_set_alloc_hook(kv_cache *c, void (*fn)(void *user, const void *blk), void *user);
+
 /* Result of a lookup.  The caller provides the arrays (cap entries each).
  * Every non-NULL pointer returned is one reference owned by the match. */
 typedef struct kv_match {

@@ -130,6 +130,8 @@ struct kv_cache {
     void **fetch_replies;        /* fetcher scratch: redisReply per block (fetcher thread only) */
     kv_value_view *fetch_views;  /* fetcher scratch: decoded payload views per block */
     int *fetch_ok;               /* fetcher scratch: 1 where the block's value is valid */
+    void (*alloc_hook)(void *user, const void *blk); /* kv_cache_set_alloc_hook, or NULL */
+    void *alloc_hook_user;                           /* its argument */
 
     pthread_mutex_t mu;        /* guards everything below */
     pthread_cond_t writer_cv;  /* writer queue non-empty or stopping */

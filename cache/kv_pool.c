@@ -198,7 +198,16 @@ void *kv_pool_alloc_locked(kv_cache *c, int kind) {
     b->ref = 1;
     b->node = NULL;
     c->st.blocks_used[kind]++;
-    return c->slab[kind] + (size_t)idx * c->bbytes[kind];
+    void *blk = c->slab[kind] + (size_t)idx * c->bbytes[kind];
+    if (c->alloc_hook) c->alloc_hook(c->alloc_hook_user, blk);
+    return blk;
+}
+
+void kv_cache_set_alloc_hook(kv_cache *c, void (*fn)(void *user, const void *blk), void *user) {
+    pthread_mutex_lock(&c->mu);
+    c->alloc_hook = fn;
+    c->alloc_hook_user = user;
+    pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- the eng_kv_allocator view ---- */

@@ -269,6 +269,33 @@ static void wk_metrics_cache(FILE *f, kv_cache *cache) {
               (double)ks.redis_writes);
 }
 
+/* The model backend's own KV tier (device memory: the CUDA backend), when it has one. */
+static void wk_metrics_device(FILE *f, wk_worker *w) {
+    eng_backend_kv_stats d;
+    if (!w->eng.model || eng_model_kv_stats(w->eng.model, &d) != 0) return;
+    fprintf(f,
+            "# HELP parley_cache_device_lookups_total KV blocks attention read, device tier.\n"
+            "# TYPE parley_cache_device_lookups_total counter\n"
+            "parley_cache_device_lookups_total %llu\n"
+            "# HELP parley_cache_device_hits_total Of which already in device memory.\n"
+            "# TYPE parley_cache_device_hits_total counter\n"
+            "parley_cache_device_hits_total %llu\n",
+            (unsigned long long)d.lookups, (unsigned long long)d.hits);
+    wk_metric(f, "parley_cache_device_uploads_total", "counter",
+              "KV blocks moved up from host RAM to device memory.", (double)d.uploads);
+    wk_metric(f, "parley_cache_device_upload_bytes_total", "counter", "Bytes of those uploads.",
+              (double)d.upload_bytes);
+    wk_metric(f, "parley_cache_device_writeback_bytes_total", "counter",
+              "KV bytes written through from device to host RAM.", (double)d.writeback_bytes);
+    wk_metric(f, "parley_cache_device_evictions_total", "counter",
+              "KV blocks dropped from device memory (LRU; host RAM keeps them).",
+              (double)d.evictions);
+    wk_metric(f, "parley_cache_device_blocks", "gauge", "KV blocks held in device memory.",
+              (double)d.resident);
+    wk_metric(f, "parley_cache_device_capacity_blocks", "gauge",
+              "KV blocks device memory can hold.", (double)d.capacity);
+}
+
 /* Write the metrics page into a malloc'd buffer. */
 static char *wk_metrics_text(wk_worker *w, size_t *len) {
     char *buf = NULL;
@@ -280,6 +307,7 @@ static char *wk_metrics_text(wk_worker *w, size_t *len) {
     wk_metrics_sched(f, w);
     wk_metrics_prefix(f, w);
     if (w->eng.cache) wk_metrics_cache(f, w->eng.cache);
+    wk_metrics_device(f, w);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -26,6 +26,8 @@ static bool wk_user_sets(const wk_config *cfg, const char *name) {
     return false;
 }
 
+static void wk_kv_invalidate(void *model, const void *blk) { eng_model_kv_invalidate(model, blk); }
+
 static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     char e[512];
@@ -127,6 +129,8 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
                             &w->eng.cache, e, sizeof e) != 0)
             return pl_errf(err, errlen, WK_EINVAL, "cache: %s", e);
         kv_sched_ops_init(&w->eng.ops, w->eng.cache);
+        /* a device KV tier drops its copy of a block the pool hands out anew */
+        kv_cache_set_alloc_hook(w->eng.cache, wk_kv_invalidate, w->eng.model);
     }
     eng_sched_config sc;
     eng_sched_config_default(&sc);

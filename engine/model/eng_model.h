@@ -120,6 +120,14 @@ uint64_t eng_model_digest(const eng_model *m);
 /* The backend the model computes on ("cpu", "cuda"). */
 const char *eng_model_backend_name(const eng_model *m);
 
+/* The host bytes of KV block blk changed outside eng_forward (a cache
+ * refilled or re-allocated it): a backend keeping its own copy of the block
+ * (a device KV tier) drops it.  No-op on the CPU backend.  Thread-safe. */
+void eng_model_kv_invalidate(eng_model *m, const void *blk);
+/* The backend's own KV tier counters (eng_backend_kv_stats); returns 0, or
+ * -1 (out zeroed) when the backend has no such tier (the CPU). */
+int eng_model_kv_stats(const eng_model *m, eng_backend_kv_stats *out);
+
 /* Which logits a step wants. */
 enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };
 

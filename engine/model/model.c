@@ -242,6 +242,17 @@ int eng_model_n_threads(const eng_model *m) { return kern_pool_size(m->pool); }
 uint64_t eng_model_digest(const eng_model *m) { return m->digest; }
 const char *eng_model_backend_name(const eng_model *m) { return m->be.name; }
 
+void eng_model_kv_invalidate(eng_model *m, const void *blk) {
+    if (m->be.kv_invalidate) m->be.kv_invalidate(m->be.ctx, blk);
+}
+
+int eng_model_kv_stats(const eng_model *m, eng_backend_kv_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!m->be.kv_stats) return -1;
+    m->be.kv_stats(m->be.ctx, out);
+    return 0;
+}
+
 static size_t weight_read(const eng_model *m, const eng_weight *w) {
     return w->bw ? m->be.weight_read_bytes(m->be.ctx, w->bw) : 0;
 }

@@ -375,6 +375,45 @@ PT_TEST(allocator_null_when_everything_pinned) {
     kv_cache_destroy(c);
 }
 
+/* The alloc hook sees every block the pool hands out, reused ones included. */
+typedef struct hook_log {
+    int n;            /* calls */
+    const void *last; /* last block */
+} hook_log;
+
+static void hook_fn(void *user, const void *blk) {
+    hook_log *h = user;
+    h->n++;
+    h->last = blk;
+}
+
+PT_TEST(alloc_hook_sees_every_handout) {
+    eng_kv_layout l;
+    PT_EQ_INT(kvt_layout(&l, 4, 2, 0), 0);
+    kv_cache *c = mk(&l, 4 * l.block_bytes[0], 0);
+    PT_ASSERT(c);
+    hook_log h = {0, NULL};
+    kv_cache_set_alloc_hook(c, hook_fn, &h);
+    eng_kv_allocator a = kv_cache_allocator(c);
+    void *b0 = a.alloc(a.ctx, ENG_KV_GLOBAL), *b1 = a.alloc(a.ctx, ENG_KV_GLOBAL);
+    PT_ASSERT(b0 && b1);
+    PT_EQ_INT(h.n, 2);
+    PT_ASSERT(h.last == b1);
+    a.release(a.ctx, ENG_KV_GLOBAL, b0);
+    void *b2 = a.alloc(a.ctx, ENG_KV_GLOBAL); /* the freed block, handed out anew */
+    PT_EQ_INT(h.n, 3);
+    PT_ASSERT(h.last == b2);
+    PT_ASSERT(a.alloc(a.ctx, ENG_KV_LOCAL) == NULL); /* nothing handed out: no call */
+    PT_EQ_INT(h.n, 3);
+    kv_cache_set_alloc_hook(c, NULL, NULL);
+    void *b3 = a.alloc(a.ctx, ENG_KV_GLOBAL);
+    PT_EQ_INT(h.n, 3);
+    a.release(a.ctx, ENG_KV_GLOBAL, b1);
+    a.release(a.ctx, ENG_KV_GLOBAL, b2);
+    a.release(a.ctx, ENG_KV_GLOBAL, b3);
+    kv_cache_destroy(c);
+}
+
 PT_TEST(create_rejects_bad_config) {
     eng_kv_layout l;
     PT_EQ_INT(kvt_layout(&l, 4, 2, 0), 0);
