@@ -132,9 +132,36 @@ step_apt() {
     as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# llama.cpp's CMake flags for this CPU: every x86 extension the CPU has
+# (AVX2, FMA, F16C, BMI2, AVX-512 and its VNNI/VBMI/BF16, AVX-VNNI) except
+# AMX.  ggml's AMX matmul (llama-cpp-python 0.3.36) stops with SIGILL on
+# `tilezero` on AMX machines here (its tile configuration is not loaded on
+# the worker threads: llama.cpp PR #26954), so the default -march=native
+# build crashes every test that runs llama.cpp; the reference only has to
+# be llama.cpp as it runs correctly on the machine.
+llama_cmake_args() {
+    local flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) " a="-DGGML_NATIVE=OFF"
+    has() { case $flags in *" $1 "*) return 0 ;; esac; return 1; }
+    [ "$(uname -m)" = x86_64 ] || { echo "-DGGML_NATIVE=ON"; return; }
+    has avx && a="$a -DGGML_AVX=ON"
+    has avx2 && a="$a -DGGML_AVX2=ON"
+    has fma && a="$a -DGGML_FMA=ON"
+    has f16c && a="$a -DGGML_F16C=ON"
+    has bmi2 && a="$a -DGGML_BMI2=ON"
+    has avx_vnni && a="$a -DGGML_AVX_VNNI=ON"
+    has avx512f && a="$a -DGGML_AVX512=ON"
+    has avx512vbmi && a="$a -DGGML_AVX512_VBMI=ON"
+    has avx512_vnni && a="$a -DGGML_AVX512_VNNI=ON"
+    has avx512_bf16 && a="$a -DGGML_AVX512_BF16=ON"
+    echo "$a -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+}
+
 step_venv() {
     local req=$PARLEY_SRC/deploy/requirements-test.txt stamp=$VENV/.parley-requirements.sha256 want
-    want=$(sha256sum "$req" | cut -d' ' -f1)
+    local llama_req llama_args rest
+    llama_req=$(grep -m1 '^llama-cpp-python==' "$req")
+    llama_args=$(llama_cmake_args)
+    want=$( (cat "$req"; echo "$llama_args") | sha256sum | cut -d' ' -f1)
     if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         log "venv: $VENV matches requirements-test.txt"
         return 0
@@ -144,8 +171,17 @@ step_venv() {
         mkdir -p "$PARLEY_DEPS"
         python3 -m venv "$VENV" || die "python3 -m venv failed (Debian needs python3-venv)"
     fi
-    log "venv: installing requirements-test.txt (llama-cpp-python compiles from source: slow when cold)"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
+    log "venv: installing requirements-test.txt"
+    rest=$(mktemp)
+    grep -v '^llama-cpp-python==' "$req" >"$rest"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$rest" || { rm -f "$rest"; die "venv: pip install failed"; }
+    rm -f "$rest"
+    # llama.cpp compiles from source (slow when cold), never from pip's wheel
+    # cache: a wheel built with other flags (AMX) would come back
+    log "venv: building $llama_req with CMAKE_ARGS=$llama_args"
+    "$VENV/bin/python" -m pip uninstall -q -y llama-cpp-python >/dev/null 2>&1 || true
+    CMAKE_ARGS=$llama_args "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        --no-cache-dir "$llama_req" || die "venv: $llama_req failed to build"
     "$VENV/bin/python" -c 'import pytest, msgpack, confluent_kafka, redis, numpy, gguf, torch, transformers, tokenizers, llama_cpp, openai, yamllint, kubernetes_validate, prometheus_client, promql_parser, grafana_foundation_sdk' ||
         die "venv: imports fail after install"
     echo "$want" >"$stamp"
