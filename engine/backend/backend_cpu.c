@@ -111,7 +111,7 @@ int eng_backend_cpu_create(eng_backend *b, struct kern_pool *pool, char *err, si
     b->name = "cpu";
     b->ctx = c;
     b->n_threads = pool ? kern_pool_size(pool) : 1;
-    b->caps = ENG_BE_CAP_HOSTMEM | ENG_BE_CAP_ARGMAX;
+    b->caps = ENG_BE_CAP_HOSTMEM | ENG_BE_CAP_ARGMAX | ENG_BE_CAP_W4;
     b->alloc = cpu_alloc;
     b->free = cpu_free;
     b->upload = cpu_upload;

@@ -6,9 +6,15 @@
  *
  * linear() on an int8 weight quantises the input rows once (one scale per
  * 32 values, kern_quantize_blocks, into the caller's workspace) and runs
- * kern_gemm_q8 for each packed run into that run's columns of C.  Every
- * output of the GEMM depends only on its own weight row, so splitting a
- * weight into runs changes no bit of the result.
+ * kern_gemm_q8 or kern_gemm_w4 for each packed run into that run's columns
+ * of C.  Every output of the GEMM depends only on its own weight row, so
+ * splitting a weight into runs changes no bit of the result.
+ *
+ * Native loads (weight_upload's native = 1) keep 4-bit parts 4-bit: a Q4_K
+ * part as kern_w4's affine kind (the file's codes, scales and mins), an
+ * int8 block-scaled part that comes with a 16-value code book (Q4_0,
+ * IQ4_NL) as the LUT kind -- which computes exactly what the int8 pack of
+ * the same codes computes, bit for bit, from half the bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +29,18 @@
 
 static kern_pool *cpu_pool(void *ctx) { return ((cpu_be *)ctx)->pool; }
 
-static int is_i8(eng_wfmt f) { return f == ENG_WFMT_I8_ROW || f == ENG_WFMT_I8_B32; }
+/* How a part is held: CPU_RUN_I8, or CPU_RUN_W4 for 4-bit parts of native loads. */
+static int part_kind(const eng_wpart *p, int native) {
+    if (p->fmt == ENG_WFMT_Q4_K) return CPU_RUN_W4;
+    return native && p->fmt == ENG_WFMT_I8_B32 && p->lut ? CPU_RUN_W4 : CPU_RUN_I8;
+}
+
+/* 1 when parts a and b can share one packed run. */
+static int same_run(const eng_wpart *a, const eng_wpart *b, int native) {
+    if (part_kind(a, native) != part_kind(b, native) || a->fmt != b->fmt) return 0;
+    return part_kind(a, native) == CPU_RUN_I8 || a->fmt == ENG_WFMT_Q4_K ||
+           memcmp(a->lut, b->lut, 16) == 0;
+}
 
 /* Check the parts of d: they cover its rows in order, each with the arrays its format needs. */
 static int check_desc(const eng_wdesc *d, char *err, size_t errlen) {
@@ -41,7 +58,9 @@ static int check_desc(const eng_wdesc *d, char *err, size_t errlen) {
         int ok = p->fmt == ENG_WFMT_F32      ? p->f != NULL
                  : p->fmt == ENG_WFMT_I8_ROW ? p->q && p->scale
                  : p->fmt == ENG_WFMT_I8_B32 ? p->q && p->bscale && d->cols % CPU_KB == 0
-                                             : 0;
+                 : p->fmt == ENG_WFMT_Q4_K   ? p->u4 && p->sc && p->mn && p->d && p->dmin &&
+                                                 d->cols % 256 == 0 && (d->use & ENG_WUSE_LINEAR)
+                                           : 0;
         if (!ok)
             return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d: format %d unsupported here", name,
                            i, (int)p->fmt);
@@ -73,18 +92,75 @@ static int gather_i8(const eng_wdesc *d, int p0, int p1, int8_t **q, float **sca
     return 0;
 }
 
-/* Pack parts [p0, p1) (one int8 format) as run r. */
-static int pack_run(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *err, size_t errlen) {
+/* Concatenate Q4_K parts [p0, p1) into one allocation: u[rows][cols],
+ * sc, mn [rows][cols / 32] (bytes), d, dmin [rows][cols / 256] (floats). */
+static int gather_q4k(const eng_wdesc *d, int p0, int p1, uint8_t **u, float **dd) {
+    size_t rows = 0, cols = (size_t)d->cols;
+    for (int i = p0; i < p1; i++) rows += (size_t)d->parts[i].rows;
+    size_t n = rows * cols, nb = n / CPU_KB, ns = n / 256;
+    *u = malloc(n + 2 * nb);
+    *dd = malloc(2 * ns * sizeof(float));
+    if (!*u || !*dd) return -1;
+    for (int i = p0, r = 0; i < p1; r += d->parts[i].rows, i++) {
+        const eng_wpart *p = &d->parts[i];
+        size_t pr = (size_t)p->rows, o = (size_t)r;
+        memcpy(*u + o * cols, p->u4, pr * cols);
+        memcpy(*u + n + o * (cols / CPU_KB), p->sc, pr * (cols / CPU_KB));
+        memcpy(*u + n + nb + o * (cols / CPU_KB), p->mn, pr * (cols / CPU_KB));
+        memcpy(*dd + o * (cols / 256), p->d, pr * (cols / 256) * sizeof(float));
+        memcpy(*dd + ns + o * (cols / 256), p->dmin, pr * (cols / 256) * sizeof(float));
+    }
+    return 0;
+}
+
+/* Pack 4-bit parts [p0, p1) (one kind) as run r. */
+static int pack_w4(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *sub, size_t sublen) {
+    const eng_wpart *p = &d->parts[p0];
+    size_t n = (size_t)r->rows * d->cols;
+    if (p->fmt == ENG_WFMT_Q4_K) {
+        uint8_t *u = NULL;
+        float *dd = NULL;
+        int rc = -1;
+        if (p1 - p0 == 1)
+            rc = kern_w4pack_init_affine(&r->w4, r->rows, d->cols, p->u4, p->sc, p->mn, p->d,
+                                         p->dmin, sub, sublen);
+        else if (gather_q4k(d, p0, p1, &u, &dd) == 0)
+            rc = kern_w4pack_init_affine(&r->w4, r->rows, d->cols, u, u + n, u + n + n / CPU_KB, dd,
+                                         dd + n / 256, sub, sublen);
+        else snprintf(sub, sublen, "out of memory");
+        free(u);
+        free(dd);
+        return rc;
+    }
+    int8_t *q = NULL;
+    float *scale = NULL, *bscale = NULL;
+    int rc = -1;
+    if (p1 - p0 == 1)
+        rc = kern_w4pack_init_lut(&r->w4, r->rows, d->cols, p->q, p->bscale, p->lut, sub, sublen);
+    else if (gather_i8(d, p0, p1, &q, &scale, &bscale) == 0)
+        rc = kern_w4pack_init_lut(&r->w4, r->rows, d->cols, q, bscale, p->lut, sub, sublen);
+    else snprintf(sub, sublen, "out of memory");
+    free(q);
+    free(scale);
+    free(bscale);
+    return rc;
+}
+
+/* Pack parts [p0, p1) (one run's format) as run r. */
+static int pack_run(const eng_wdesc *d, int p0, int p1, int native, cpu_wrun *r, char *err,
+                    size_t errlen) {
     int8_t *q = NULL;
     float *scale = NULL, *bscale = NULL;
     const eng_wpart *p = &d->parts[p0];
     r->row0 = p->row0;
     r->rows = 0;
-    r->kind = CPU_RUN_I8;
+    r->kind = part_kind(p, native);
     for (int i = p0; i < p1; i++) r->rows += d->parts[i].rows;
     int rc = 0;
     char sub[PL_ERR_LEN];
-    if (p1 - p0 == 1) {
+    if (r->kind == CPU_RUN_W4) {
+        rc = pack_w4(d, p0, p1, r, sub, sizeof sub);
+    } else if (p1 - p0 == 1) {
         rc = kern_wpack_init(&r->pk, r->rows, d->cols, p->q,
                              p->fmt == ENG_WFMT_I8_ROW ? p->scale : NULL,
                              p->fmt == ENG_WFMT_I8_B32 ? p->bscale : NULL, sub, sizeof sub);
@@ -106,7 +182,6 @@ static int pack_run(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *err, 
 int eng_cpu_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweight **out, char *err,
                           size_t errlen) {
     (void)ctx;
-    (void)native; /* no 4-bit form yet: every part arrives as int8 or fp32 */
     *out = NULL;
     int rc = check_desc(d, err, errlen);
     if (rc) return rc;
@@ -138,9 +213,8 @@ int eng_cpu_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweight
     if (!w->runs) goto oom;
     for (int p0 = 0; p0 < d->n_parts;) { /* one run per stretch of parts in one format */
         int p1 = p0 + 1;
-        while (p1 < d->n_parts && is_i8(d->parts[p1].fmt) && d->parts[p1].fmt == d->parts[p0].fmt)
-            p1++;
-        if ((rc = pack_run(d, p0, p1, &w->runs[w->n_runs], err, errlen)) != 0) {
+        while (p1 < d->n_parts && same_run(&d->parts[p0], &d->parts[p1], native)) p1++;
+        if ((rc = pack_run(d, p0, p1, native, &w->runs[w->n_runs], err, errlen)) != 0) {
             eng_cpu_weight_free(ctx, w);
             return rc;
         }
@@ -157,7 +231,10 @@ oom:
 void eng_cpu_weight_free(void *ctx, eng_bweight *w) {
     (void)ctx;
     if (!w) return;
-    for (int i = 0; i < w->n_runs; i++) kern_wpack_free(&w->runs[i].pk);
+    for (int i = 0; i < w->n_runs; i++) {
+        kern_wpack_free(&w->runs[i].pk);
+        kern_w4pack_free(&w->runs[i].w4);
+    }
     free(w->runs);
     free(w->f);
     free(w->q);
@@ -171,7 +248,9 @@ size_t eng_cpu_weight_read_bytes(void *ctx, const eng_bweight *w) {
     if (!(w->use & ENG_WUSE_LINEAR)) return 0;
     if (w->f) return (size_t)w->rows * w->cols * sizeof(float);
     size_t n = 0;
-    for (int i = 0; i < w->n_runs; i++) n += kern_wpack_bytes(&w->runs[i].pk);
+    for (int i = 0; i < w->n_runs; i++)
+        n += w->runs[i].kind == CPU_RUN_W4 ? kern_w4pack_bytes(&w->runs[i].w4)
+                                           : kern_wpack_bytes(&w->runs[i].pk);
     return n;
 }
 
@@ -215,7 +294,9 @@ void eng_cpu_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight
     kern_quantize_blocks(p, isa, M, K, x, ldx, xq, Kp, xs, lds);
     for (int i = 0; i < w->n_runs; i++) {
         const cpu_wrun *r = &w->runs[i];
-        kern_gemm_q8(p, isa, M, xq, Kp, xs, lds, &r->pk, C + r->row0, ldc);
+        if (r->kind == CPU_RUN_W4)
+            kern_gemm_w4(p, isa, M, xq, Kp, xs, lds, &r->w4, C + r->row0, ldc);
+        else kern_gemm_q8(p, isa, M, xq, Kp, xs, lds, &r->pk, C + r->row0, ldc);
     }
 }
 
@@ -232,7 +313,8 @@ void eng_cpu_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, f
         } else if (w->n_runs) { /* a tied int8 table: read back from its pack */
             const cpu_wrun *r = w->runs;
             while (row >= r->row0 + r->rows) r++;
-            kern_wpack_row_f32(&r->pk, row - r->row0, mul, xr);
+            if (r->kind == CPU_RUN_W4) kern_w4pack_row_f32(&r->w4, row - r->row0, mul, xr);
+            else kern_wpack_row_f32(&r->pk, row - r->row0, mul, xr);
         } else if (w->bscale) {
             const int8_t *q = w->q + (size_t)row * E;
             const float *bs = w->bscale + (size_t)row * (E / CPU_KB);

@@ -13,27 +13,37 @@
  *     from F32/F16/BF16 tensors; block-format tensors keep 32-value block
  *     scales (Q8_0, Q4_0, Q5_0, IQ4_NL codes kept exactly, the others
  *     requantised per 32 values: more accurate than per channel -- see
- *     model.c); activations quantised on the fly, symmetric, one scale per
- *     32 values of a GEMM input row (kern_gemm.h); int32 accumulation with
- *     the scales applied in the GEMM epilogue; norms, softmax, RoPE and
- *     residuals in fp32.  KV stored int8, K with one scale per 32 values of
- *     a head, V one per token per head (eng_kv.h); attention dequantises
- *     K/V on the fly and accumulates in fp32.
+ *     model_load.c); with model.weights = native (the default) a backend
+ *     that can (the CPU: ENG_BE_CAP_W4) keeps Q4_0 / IQ4_NL codes as 4-bit
+ *     indices (the same numbers, half the bytes) and Q4_K tensors exactly as
+ *     the file stores them (codes, scales and mins: W4A8, no requantisation);
+ *     activations quantised on the fly, symmetric, one scale per 32 values
+ *     of a GEMM input row (kern_gemm.h); int32 accumulation with the scales
+ *     applied in the GEMM epilogue; norms, softmax, RoPE and residuals in
+ *     fp32.  KV stored int8, K with one scale per 32 values of a head, V
+ *     one per token per head (eng_kv.h); attention dequantises K/V on the
+ *     fly and accumulates in fp32.
  *   ENG_PREC_FP32: the same forward code with float weights (dequantised at
  *     load), float GEMMs and fp32 KV blocks (eng_kv_layout.kv_fp32 = 1).
- *   Within one precision the result for a token does not depend on how the
- *   tokens are batched or chunked (per-row quantisation, fixed summation
- *   order), so chunked prefill reproduces one-shot prefill.
+ *   Within one precision and backend the result for a token does not depend
+ *   on how the tokens are batched or chunked (per-row quantisation, fixed
+ *   summation order), so chunked prefill reproduces one-shot prefill.
+ *
+ * Backends.  Every op of the forward pass goes through the model's backend
+ * table (eng_backend.h): model.backend picks the CPU (always built, the
+ * reference) or CUDA (when built; auto takes it when a GPU answers).  The
+ * CUDA backend is checked against the CPU by tolerance, not bit for bit.
  *
  * Data layout.  Q/K/V projections are fused into one [n_q+2*n_kv][n_embd]
  * matrix per layer (Q only for layers that share KV), gate/up into one
- * [2*n_ff][n_embd] matrix.  int8 weights are repacked at load for the
- * GEMM (kern_gemm.h); a tied output projection gets its own packed copy of
- * the embedding matrix (the table itself stays row-major for lookups).
+ * [2*n_ff][n_embd] matrix, each handed to the backend once at load as one
+ * part per source tensor (the CPU packs the parts for its GEMM; kern_gemm.h,
+ * kern_w4.h); a tied output projection is the embedding's own weight, its
+ * rows read back from the pack for lookups.
  *
  * Threading.  A model's weights are immutable after load; it owns a thread pool of
- * n_threads workers (kern_pool) that eng_forward uses for every GEMM and
- * for attention.  eng_forward may be called from several threads on
+ * n_threads workers (kern_pool) that converts weights at load and that the
+ * CPU backend computes on.  eng_forward may be called from several threads on
  * distinct sequences; calls then take turns on the pool.
  *
  * Ownership.  The model owns its weights, pool and the GGUF mapping

@@ -62,6 +62,7 @@
 typedef struct load_weight {
     int rows, cols; /* the fused weight's shape */
     int bs;         /* int8 with 32-value block scales (every source a block format) */
+    int use;        /* ENG_WUSE_* of the weight */
     int8_t *q;      /* int8 values [rows][cols] (int8 loads) */
     float *scale;   /* per-row scales [rows] (per-channel int8), or NULL */
     float *bscale;  /* 32-block scales [rows][cols / 32] (bs), or NULL */
@@ -213,7 +214,7 @@ static int lw_part(eng_model *m, load_weight *w, const eng_gguf_tensor *t, int r
     if (w->f) {
         p->fmt = ENG_WFMT_F32;
         p->f = w->f + (size_t)row0 * cols;
-    } else if (w->bs && m->native && (m->be.caps & ENG_BE_CAP_W4) &&
+    } else if (w->bs && m->native && (m->be.caps & ENG_BE_CAP_W4) && (w->use & ENG_WUSE_LINEAR) &&
                t->type == ENG_GGML_TYPE_Q4_K && cols % 256 == 0) {
         size_t n = (size_t)rows * cols;
         p->fmt = ENG_WFMT_Q4_K;
@@ -283,6 +284,7 @@ static int load_weight_fused(eng_model *m, eng_weight *dst, const char *what, in
         lw_free(&w);
         return pl_errf(err, errlen, ENG_ENOMEM, "out of memory loading %s", what);
     }
+    w.use = use;
     for (int i = 0, r = 0; i < n; r += rows[i], i++)
         if ((rc = load_rows(m, &w, r, names[i], rows[i], err, errlen)) != 0) {
             lw_free(&w);

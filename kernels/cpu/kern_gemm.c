@@ -258,19 +258,22 @@ static kern_q8_tile_fn kern_q8_pick(kern_isa isa) {
     }
 }
 
-static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
-    const kern_wpack *w = j->base.w;
-    if (M <= 0) return;
-    j->M = M;
-    j->n_mt = (M + KERN_TILE_M - 1) / KERN_TILE_M;
-    j->fn = kern_q8_pick(isa);
+int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt) {
+    *n_mt = (M + KERN_TILE_M - 1) / KERN_TILE_M;
     /* about 8 tasks per thread, 1..8 groups (128 channels) each */
     int threads = p ? kern_pool_size(p) : 1;
     long want = 8L * threads;
-    long gpt = ((long)w->n_groups * j->n_mt + want - 1) / want;
-    j->gpt = gpt < 1 ? 1 : gpt > 8 ? 8 : (int)gpt;
-    int n_gt = (w->n_groups + j->gpt - 1) / j->gpt;
-    kern_pool_run(p, kern_q8_task, j, n_gt * j->n_mt);
+    long g = ((long)n_groups * *n_mt + want - 1) / want;
+    *gpt = g < 1 ? 1 : g > 8 ? 8 : (int)g;
+    return (n_groups + *gpt - 1) / *gpt * *n_mt;
+}
+
+static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
+    if (M <= 0) return;
+    j->M = M;
+    j->fn = kern_q8_pick(isa);
+    int n_tasks = kern_gemm_split(p, M, j->base.w->n_groups, &j->n_mt, &j->gpt);
+    kern_pool_run(p, kern_q8_task, j, n_tasks);
 }
 
 void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,

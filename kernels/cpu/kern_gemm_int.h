@@ -48,6 +48,14 @@ void kern_q8_tile_avx2(const kern_q8_tile *t);       /* kern_gemm_avx2.c */
 void kern_q8_tile_avx512vnni(const kern_q8_tile *t); /* kern_gemm_avx512.c */
 void kern_q8_tile_amx(const kern_q8_tile *t);        /* kern_gemm_amx.c */
 
+/* The driver's work split, shared by the packed GEMMs (kern_gemm_q8,
+ * kern_gemm_w4): M rows in *n_mt tiles of up to KERN_TILE_M rows, n_groups
+ * 16-channel groups in runs of *gpt (1..8) per task, about 8 tasks per
+ * thread of p (NULL: one thread).  Returns the task count; task i covers
+ * group run i / *n_mt and row tile i % *n_mt (group-major, so consecutive
+ * tasks share weights). */
+int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt);
+
 /* fp16 bits -> float (exact), and float -> fp16 bits (round to nearest even). */
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);

@@ -1,10 +1,10 @@
 /*
  * kern_isa_emu.c -- test-only emulation build of the AVX-512 VNNI and AMX
- * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc); see
- * kern_isa_emu.h.
+ * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc) and of
+ * the W4A8 AVX-512 VNNI tile kernel (kern_w4_avx512.inc); see kern_isa_emu.h.
  *
  * _mm512_* come from SIMDe (portable implementations, native AVX2 underneath
- * since this file is compiled with -mavx2 -mfma -mf16c), plus four that
+ * since this file is compiled with -mavx2 -mfma -mf16c), plus five that
  * SIMDe 0.7.4 lacks, defined below.  The AMX tile instructions are emulated
  * here after the Intel SDM (LDTILECFG, TILEZERO, TILELOADD, TILESTORED,
  * TDPBSSD, TILERELEASE): eight tiles of up to 16 rows x 64 bytes with the
@@ -42,6 +42,14 @@ static inline simde__m512 kern_emu_cvtph_ps(simde__m256i a) {
     return simde_mm512_loadu_ps(f);
 }
 
+static inline simde__m512i kern_emu_cvtepu8_epi32(simde__m128i a) {
+    uint8_t u[16];
+    int32_t i[16];
+    simde_mm_storeu_si128(u, a);
+    for (int k = 0; k < 16; k++) i[k] = u[k];
+    return simde_mm512_loadu_si512(i);
+}
+
 /* Masked stores write only the selected lanes (like the hardware). */
 static inline void kern_emu_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
     float f[16];
@@ -59,10 +67,12 @@ static inline void kern_emu_mask_storeu_epi32(void *p, simde__mmask16 k, simde__
 
 #undef _mm512_cvtepi32_ps
 #undef _mm512_cvtph_ps
+#undef _mm512_cvtepu8_epi32
 #undef _mm512_mask_storeu_ps
 #undef _mm512_mask_storeu_epi32
 #define _mm512_cvtepi32_ps(a) kern_emu_cvtepi32_ps(a)
 #define _mm512_cvtph_ps(a) kern_emu_cvtph_ps(a)
+#define _mm512_cvtepu8_epi32(a) kern_emu_cvtepu8_epi32(a)
 #define _mm512_mask_storeu_ps(p, k, a) kern_emu_mask_storeu_ps(p, k, a)
 #define _mm512_mask_storeu_epi32(p, k, a) kern_emu_mask_storeu_epi32(p, k, a)
 
@@ -206,3 +216,7 @@ long kern_amx_emu_take_ops(void) {
 #define KERN_AMX_TARGET
 #define KERN_AMX_FN kern_q8_tile_amx_emu
 #include "kern_gemm_amx.inc"
+
+#define KERN_W4V_TARGET
+#define KERN_W4V_FN kern_w4_tile_avx512vnni_emu
+#include "kern_w4_avx512.inc"

@@ -3,7 +3,7 @@
  * runs the engine on a token sequence and writes every position's logits.
  *
  *   eng_logits MODEL.gguf IDS.bin OUT.bin [--fp32] [--chunk C] [--prefill P]
- *              [--threads T] [--block B] [--greedy N]
+ *              [--threads T] [--block B] [--greedy N] [--weights native|int8]
  *
  * IDS.bin holds int32 little-endian token ids.  The first P ids (default:
  * all) are prefilled in chunks of C (default P); the rest are fed one token
@@ -23,10 +23,11 @@ int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(
             stderr,
-            "usage: eng_logits MODEL IDS.bin OUT.bin [--fp32] [--chunk C] [--prefill P] [--threads T] [--block B] [--greedy N]\n");
+            "usage: eng_logits MODEL IDS.bin OUT.bin [--fp32] [--chunk C] [--prefill P] [--threads T] [--block B] [--greedy N] [--weights native|int8]\n");
         return 2;
     }
     int fp32 = 0, chunk = 0, prefill = -1, threads = 2, block = 16, greedy = 0;
+    eng_weights weights = ENG_WEIGHTS_NATIVE;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--fp32")) fp32 = 1;
         else if (i + 1 < argc && !strcmp(argv[i], "--chunk")) chunk = atoi(argv[++i]);
@@ -34,6 +35,9 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--block")) block = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--greedy")) greedy = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--weights") &&
+                 eng_weights_parse(argv[i + 1], &weights) == 0)
+            i++;
         else {
             fprintf(stderr, "eng_logits: bad argument %s\n", argv[i]);
             return 2;
@@ -55,8 +59,10 @@ int main(int argc, char **argv) {
     if (chunk <= 0) chunk = prefill > 0 ? prefill : 1;
     char err[512];
     eng_model *m = NULL;
-    eng_load_opts o = {
-        .prec = fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8, .n_threads = threads, .block_tokens = block};
+    eng_load_opts o = {.prec = fp32 ? ENG_PREC_FP32 : ENG_PREC_INT8,
+                       .n_threads = threads,
+                       .block_tokens = block,
+                       .weights = weights};
     if (eng_model_load(argv[1], &o, &m, err, sizeof err) != 0) {
         fprintf(stderr, "eng_logits: %s\n", err);
         return 1;

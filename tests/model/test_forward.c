@@ -55,19 +55,24 @@ static const tiny_spec gemma_spec = {.arch = "gemma3",
                                      .kv_src = {0, 0, 2, 3},
                                      .seed = 2};
 
-static eng_model *load(const tiny_spec *s, eng_precision prec, char *path, size_t cap) {
+static eng_model *load_w(const tiny_spec *s, eng_precision prec, eng_weights wf, char *path,
+                         size_t cap) {
     char err[256] = "";
-    snprintf(path, cap, "%s/parley_fwd_%d_%s_%llu_%d.gguf",
+    snprintf(path, cap, "%s/parley_fwd_%d_%s_%llu_%d_%d.gguf",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), s->arch,
-             (unsigned long long)s->seed, s->q8_0);
+             (unsigned long long)s->seed, s->q8_0, s->q4);
     if (tiny_model_write(path, s, err, sizeof err) != 0) {
         fprintf(stderr, "write: %s\n", err);
         return NULL;
     }
-    eng_load_opts o = {.prec = prec, .n_threads = 2, .block_tokens = 4};
+    eng_load_opts o = {.prec = prec, .n_threads = 2, .block_tokens = 4, .weights = wf};
     eng_model *m = NULL;
     if (eng_model_load(path, &o, &m, err, sizeof err) != 0) fprintf(stderr, "load: %s\n", err);
     return m;
+}
+
+static eng_model *load(const tiny_spec *s, eng_precision prec, char *path, size_t cap) {
+    return load_w(s, prec, ENG_WEIGHTS_NATIVE, path, cap);
 }
 
 static int32_t prompt[NTOK + 16];
@@ -290,4 +295,90 @@ PT_TEST(bad_input_refused_and_digest) {
     PT_ASSERT(none == NULL && err[0]);
     unlink(path);
     unlink(path2);
+}
+
+/* ---- 4-bit weights kept 4-bit (model.weights = native) ---- */
+
+/* llama with Q4_0 weights everywhere */
+static const tiny_spec llama_q4_0_spec = {.arch = "llama",
+                                          .n_layer = 2,
+                                          .n_embd = 64,
+                                          .n_head = 4,
+                                          .n_head_kv = 2,
+                                          .head_dim = 16,
+                                          .n_ff = 96,
+                                          .n_vocab = 256,
+                                          .seed = 5,
+                                          .q4 = TINY_Q4_0};
+
+/* llama with Q4_K weights (256-wide rows), attn_v Q8_0: a Q4_K_M-like mix */
+static const tiny_spec llama_q4_k_spec = {.arch = "llama",
+                                          .n_layer = 2,
+                                          .n_embd = 256,
+                                          .n_head = 4,
+                                          .n_head_kv = 2,
+                                          .head_dim = 64,
+                                          .n_ff = 512,
+                                          .n_vocab = 256,
+                                          .seed = 6,
+                                          .q4 = TINY_Q4_K};
+
+static double rel_err(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    return sqrt(num / den);
+}
+
+PT_TEST(native_q4_0_is_4bit_and_bit_identical_to_int8) {
+    char p1[512], p2[512];
+    eng_model *n = load_w(&llama_q4_0_spec, ENG_PREC_INT8, ENG_WEIGHTS_NATIVE, p1, sizeof p1);
+    eng_model *q = load_w(&llama_q4_0_spec, ENG_PREC_INT8, ENG_WEIGHTS_INT8, p2, sizeof p2);
+    PT_ASSERT(n && q);
+    const eng_bweight *wn = n->layers[0].wqkv.bw, *wq = q->layers[0].wqkv.bw;
+    PT_ASSERT(wn->n_runs == 1 && wn->runs[0].kind == CPU_RUN_W4);
+    PT_ASSERT(wq->n_runs == 1 && wq->runs[0].kind == CPU_RUN_I8);
+    PT_ASSERT(n->embd.bw->runs[0].kind == CPU_RUN_W4); /* tied: rows read from the 4-bit pack */
+    PT_ASSERT(eng_model_weight_bytes(n) * 10 < eng_model_weight_bytes(q) * 6);
+    PT_ASSERT(eng_model_digest(n) == eng_model_digest(q)); /* the same numbers */
+    int V = eng_model_config(n)->n_vocab, N = 24;
+    float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
+    init_prompt();
+    PT_EQ_INT(run_chunks(n, N, 5, a), 0);
+    PT_EQ_INT(run_chunks(q, N, N, b), 0);
+    PT_EQ_MEM(a, b, sizeof(float) * N * V);
+    free(a), free(b);
+    eng_model_free(n), eng_model_free(q);
+    unlink(p1);
+}
+
+PT_TEST(native_q4_k_keeps_the_files_weights) {
+    char p1[512], p2[512], p3[512];
+    eng_model *n = load_w(&llama_q4_k_spec, ENG_PREC_INT8, ENG_WEIGHTS_NATIVE, p1, sizeof p1);
+    eng_model *q = load_w(&llama_q4_k_spec, ENG_PREC_INT8, ENG_WEIGHTS_INT8, p2, sizeof p2);
+    eng_model *f = load_w(&llama_q4_k_spec, ENG_PREC_FP32, ENG_WEIGHTS_NATIVE, p3, sizeof p3);
+    PT_ASSERT(n && q && f);
+    /* fused Q|K|V: Q4_K q and k in one 4-bit run, the Q8_0 v in an int8 run */
+    const eng_bweight *w = n->layers[1].wqkv.bw;
+    PT_EQ_INT(w->n_runs, 2);
+    PT_ASSERT(w->runs[0].kind == CPU_RUN_W4 && w->runs[0].rows == 256 + 128);
+    PT_ASSERT(w->runs[1].kind == CPU_RUN_I8 && w->runs[1].row0 == 384);
+    PT_ASSERT(n->layers[0].wdown.bw->runs[0].kind == CPU_RUN_W4);
+    PT_ASSERT(eng_model_digest(n) != eng_model_digest(q)); /* other numbers than the int8 load */
+    int V = eng_model_config(n)->n_vocab, N = 24;
+    float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V),
+          *c = malloc(sizeof(float) * N * V), *d = malloc(sizeof(float) * N * V);
+    init_prompt();
+    PT_EQ_INT(run_chunks(n, N, N, a), 0);
+    PT_EQ_INT(run_chunks(n, N, 3, d), 0); /* chunking changes nothing */
+    PT_EQ_MEM(a, d, sizeof(float) * N * V);
+    PT_EQ_INT(run_chunks(q, N, N, b), 0);
+    PT_EQ_INT(run_chunks(f, N, N, c), 0);
+    /* the fp32 reference computes with the file's weights: the native load
+     * differs from it by activation quantisation only, the int8 load by
+     * that and the weights' requantisation too */
+    double en = rel_err(a, c, (size_t)N * V), eq = rel_err(b, c, (size_t)N * V);
+    PT_ASSERT_MSG(en < 0.05 && en < eq, "native %g, int8 %g vs fp32", en, eq);
+    free(a), free(b), free(c), free(d);
+    eng_model_free(n), eng_model_free(q), eng_model_free(f);
+    unlink(p1);
 }

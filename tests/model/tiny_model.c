@@ -18,6 +18,66 @@ typedef struct tiny_t {
     int norm;      /* 1: values near 1 (norm weights) */
 } tiny_t;
 
+/* Q4_0 block of 32 values: d = amax / 7 (f16), code = round(x / d) + 8 in 0..15. */
+static void tiny_q4_0(const float *x, unsigned char blk[18]) {
+    float amax = 0;
+    for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(x[k]));
+    uint16_t dh = eng_f32_to_f16(amax / 7.0f);
+    float d = eng_f16_to_f32(dh);
+    blk[0] = (unsigned char)(dh & 0xff), blk[1] = (unsigned char)(dh >> 8);
+    for (int k = 0; k < 16; k++) {
+        int lo = d > 0 ? (int)lrintf(x[k] / d) + 8 : 8,
+            hi = d > 0 ? (int)lrintf(x[k + 16] / d) + 8 : 8;
+        lo = lo < 0 ? 0 : lo > 15 ? 15 : lo, hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+        blk[2 + k] = (unsigned char)(lo | hi << 4);
+    }
+}
+
+/* Q4_K super-block of 256 values (144 bytes), value = d*sc*q - dmin*mn:
+ * per 32 values scale (max - min') / 15 and offset -min' (min' = min(min,
+ * 0)), both 6-bit multiples of d = max scale / 63 and dmin = max offset / 63. */
+static void tiny_q4_k(const float *x, unsigned char blk[144]) {
+    float sca[8], off[8], msc = 0, moff = 0;
+    for (int s = 0; s < 8; s++) {
+        float lo = 0, hi = -INFINITY;
+        for (int k = 0; k < 32; k++) lo = fminf(lo, x[s * 32 + k]), hi = fmaxf(hi, x[s * 32 + k]);
+        sca[s] = (hi - lo) / 15, off[s] = -lo;
+        msc = fmaxf(msc, sca[s]), moff = fmaxf(moff, off[s]);
+    }
+    uint16_t dh = eng_f32_to_f16(msc / 63), mh = eng_f32_to_f16(moff / 63);
+    float d = eng_f16_to_f32(dh), dmin = eng_f16_to_f32(mh);
+    int sc[8], mn[8];
+    memset(blk, 0, 144);
+    blk[0] = (unsigned char)(dh & 0xff), blk[1] = (unsigned char)(dh >> 8);
+    blk[2] = (unsigned char)(mh & 0xff), blk[3] = (unsigned char)(mh >> 8);
+    for (int s = 0; s < 8; s++) {
+        sc[s] = d > 0 ? (int)lrintf(sca[s] / d) : 0;
+        mn[s] = dmin > 0 ? (int)lrintf(off[s] / dmin) : 0;
+        sc[s] = sc[s] > 63 ? 63 : sc[s], mn[s] = mn[s] > 63 ? 63 : mn[s];
+        float step = d * (float)sc[s], base = dmin * (float)mn[s];
+        for (int k = 0; k < 32; k++) {
+            int q = step > 0 ? (int)lrintf((x[s * 32 + k] + base) / step) : 0;
+            q = q < 0 ? 0 : q > 15 ? 15 : q;
+            blk[16 + 32 * (s / 2) + k] |= (unsigned char)(q << (4 * (s % 2)));
+        }
+    }
+    unsigned char *sb = blk + 4; /* the 6-bit packing eng_gguf decodes */
+    for (int j = 0; j < 4; j++) {
+        sb[j] = (unsigned char)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+        sb[j + 4] = (unsigned char)((mn[j] & 63) | (mn[j + 4] >> 4) << 6);
+        sb[j + 8] = (unsigned char)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+}
+
+/* The type tensor t of spec s is stored in. */
+static int tiny_type(const tiny_spec *s, const char *name, int n_dims, int64_t cols) {
+    if (n_dims != 2) return ENG_GGML_TYPE_F32;
+    if (s->q4 == TINY_Q4_0) return ENG_GGML_TYPE_Q4_0;
+    if (s->q4 == TINY_Q4_K)
+        return cols % 256 == 0 && !strstr(name, "attn_v") ? ENG_GGML_TYPE_Q4_K : ENG_GGML_TYPE_Q8_0;
+    return s->q8_0 ? ENG_GGML_TYPE_Q8_0 : ENG_GGML_TYPE_F32;
+}
+
 static uint64_t tiny_rng(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -96,9 +156,8 @@ int tiny_model_write(const char *path, const tiny_spec *s, char *err, size_t err
     }
 #undef KEY
     for (int i = 0; i < nt; i++)
-        eng_gguf_writer_add_tensor(
-            w, t[i].name, s->q8_0 && t[i].n_dims == 2 ? ENG_GGML_TYPE_Q8_0 : ENG_GGML_TYPE_F32,
-            t[i].n_dims, t[i].ne);
+        eng_gguf_writer_add_tensor(w, t[i].name, tiny_type(s, t[i].name, t[i].n_dims, t[i].ne[0]),
+                                   t[i].n_dims, t[i].ne);
     if (!(f = fopen(path, "wb"))) goto out;
     eng_gguf_writer_begin(w, f);
     uint64_t x = s->seed;
@@ -112,7 +171,18 @@ int tiny_model_write(const char *path, const tiny_spec *s, char *err, size_t err
             float u = (float)((double)(tiny_rng(&x) >> 11) / 9007199254740992.0 * 2 - 1);
             buf[j] = (t[i].norm ? 1.0f : 0.0f) + amp * u;
         }
-        if (s->q8_0 && t[i].n_dims == 2) { /* as llama.cpp: d = amax/127 (f16), q = round(x/d) */
+        int type = tiny_type(s, t[i].name, t[i].n_dims, t[i].ne[0]);
+        if (type == ENG_GGML_TYPE_Q4_0 || type == ENG_GGML_TYPE_Q4_K) {
+            unsigned char blk[144];
+            int bl = type == ENG_GGML_TYPE_Q4_0 ? 32 : 256;
+            for (size_t b = 0; b < n / (size_t)bl; b++) {
+                if (bl == 32) tiny_q4_0(buf + b * 32, blk);
+                else tiny_q4_k(buf + b * 256, blk);
+                eng_gguf_writer_write(w, blk, bl == 32 ? 18 : 144);
+            }
+            continue;
+        }
+        if (type == ENG_GGML_TYPE_Q8_0) { /* as llama.cpp: d = amax/127 (f16), q = round(x/d) */
             for (size_t b = 0; b < n / 32; b++) {
                 unsigned char blk[34];
                 float amax = 0;

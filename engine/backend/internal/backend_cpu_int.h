@@ -8,11 +8,12 @@
  *
  * A weight (struct eng_bweight) is held in the form its uses need:
  *   - linear on an int8 model: one packed run per stretch of rows that
- *     share a format (kern_gemm.h's kern_wpack; 4-bit runs kern_w4.h when
- *     the load asked for native weights), so that linear() quantises the
- *     input once and runs one GEMM per run into its columns of C.  Adjacent
- *     parts in the same format are one run (today's fused Q|K|V is one
- *     pack unless its parts differ);
+ *     share a format (kern_gemm.h's kern_wpack; on native loads a Q4_K part
+ *     or a part whose codes fit a 16-value code book is a 4-bit run,
+ *     kern_w4.h), so that linear() quantises the input once and runs one
+ *     GEMM per run into its columns of C.  Adjacent parts in the same
+ *     format are one run (a fused Q|K|V is one pack unless its parts
+ *     differ, e.g. Q4_K q and k beside a Q6_K v in Q4_K_M files);
  *   - fp32 models: the values [rows][cols] (linear and embed);
  *   - an embedding that is not also a linear weight (untied): its int8
  *     rows and scales row-major, looked up by row;
@@ -26,6 +27,7 @@
 #include "eng_backend.h"
 #include "kern_gemm.h"
 #include "kern_pool.h"
+#include "kern_w4.h"
 
 /* The CPU backend's context. */
 typedef struct cpu_be {
@@ -33,13 +35,17 @@ typedef struct cpu_be {
 } cpu_be;
 
 /* Formats of a packed run. */
-enum { CPU_RUN_I8 = 0 /* kern_wpack: per-channel or 32-block scales */ };
+enum {
+    CPU_RUN_I8 = 0, /* kern_wpack: per-channel or 32-block scales */
+    CPU_RUN_W4 = 1  /* kern_w4pack: 4-bit LUT (Q4_0, IQ4_NL) or affine (Q4_K) */
+};
 
 /* One packed stretch of rows of a linear weight. */
 typedef struct cpu_wrun {
     int row0, rows; /* rows of the weight it holds */
     int kind;       /* CPU_RUN_* */
     kern_wpack pk;  /* CPU_RUN_I8: the packed values */
+    kern_w4pack w4; /* CPU_RUN_W4: the packed 4-bit values */
 } cpu_wrun;
 
 struct eng_bweight {

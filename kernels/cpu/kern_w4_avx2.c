@@ -1,0 +1,311 @@
+/*
+ * kern_w4_avx2.c -- the AVX2 tile kernel of the W4A8 GEMM
+ * (kern_w4_tile_avx2; interface in kern_w4_int.h, numerics in kern_w4.h).
+ *
+ * A 64-byte load of nibbles is two pack lines (low / high nibbles), each
+ * as two ymm of 8 channels x 4 inputs (kern_gemm_avx2.c's halves); the
+ * codes come out with an and / a shift.
+ *
+ * AFFINE.  maddubs multiplies unsigned by signed bytes, which is exactly
+ * u (0..15) x a: no sign trick.  A pair sum is at most 2 * 15 * 127, so
+ * the 8 quads of a block add up in int16 (16 * 15 * 127 = 30480 < 32767)
+ * and widen to int32 with one madd per block instead of one per quad.
+ *
+ * LUT.  The codes are looked up (pshufb) as the values w and as |w|, and
+ * multiplied like kern_gemm_avx2.c does: maddubs(|w|, sign(a, w)), madd
+ * with ones, int32 sums.
+ *
+ * Paths.  Tiles of up to KERN_W4_FUSED_MAX_MR rows (decode), or without
+ * scratch, unpack in registers and use each line at once (the weights
+ * stream once).  Larger tiles unpack one group per tile into the scratch:
+ * LUT as int8 values in kern_wpack's exact line layout, run by
+ * kern_gemm_q8's own AVX2 tile kernel over a one-group view of the buffer
+ * (so its results are kern_gemm_q8's by construction); AFFINE as codes,
+ * with the blocks' float scales, run by 4-row register blocks here.  The
+ * float accumulators live in a small array touched once per block.
+ */
+#include "kern_w4_int.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define KERN_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define KERN_INLINE static inline __attribute__((always_inline))
+#define KERN_W4X_UNROLL _Pragma("GCC unroll 8")
+
+/* Sum of the 32 signed bytes at p (exact). */
+KERN_AVX2 KERN_INLINE int32_t kern_w4x_bsum(const int8_t *p) {
+    __m256i x =
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), _mm256_set1_epi8((char)0x80));
+    __m256i s = _mm256_sad_epu8(x, _mm256_setzero_si256());
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
+    return _mm_cvtsi128_si32(h) - 32 * 128;
+}
+
+/* The 4 activation bytes at p in every 32-bit lane. */
+KERN_AVX2 KERN_INLINE __m256i kern_w4x_quad(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Scales of channels 8h..8h+7 of group g, block b: LUT s1 = block scale;
+ * AFFINE s1 = ws = d * sc, s2 = wm = dmin * mn. */
+KERN_AVX2 KERN_INLINE void kern_w4x_scales(const kern_w4pack *w, size_t g, int b, int h, __m256 *s1,
+                                           __m256 *s2) {
+    size_t nb = (size_t)w->n_blocks;
+    if (w->kind != KERN_W4_AFFINE) {
+        *s1 = _mm256_cvtph_ps(
+            _mm_loadu_si128((const __m128i *)(w->bscale + (g * nb + b) * 16 + 8 * h)));
+        *s2 = *s1;
+        return;
+    }
+    const uint8_t *p = w->scmn + (g * nb + b) * 32 + 8 * h;
+    const uint16_t *q = w->dd + (g * (nb / KERN_W4_SUPER) + b / KERN_W4_SUPER) * 32 + 8 * h;
+    __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    __m256 mn =
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 16))));
+    *s1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)q)), sc);
+    *s2 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q + 16))), mn);
+}
+
+/* One block of 8 channels of one row folded into f[0..7] (kern_w4.h's
+ * order): s the int32 block sums, a_sum the row's block sum, as its scale. */
+KERN_AVX2 KERN_INLINE void kern_w4x_fold(int aff, float *f, __m256i s, int32_t a_sum, float as,
+                                         __m256 s1, __m256 s2) {
+    __m256 va = _mm256_set1_ps(as);
+    __m256 x = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(s1, va), _mm256_loadu_ps(f));
+    if (aff) x = _mm256_fnmadd_ps(_mm256_set1_ps((float)a_sum), _mm256_mul_ps(s2, va), x);
+    _mm256_storeu_ps(f, x);
+}
+
+/* Writes the tile rows r0.. (MR of them) of group gi from f. */
+KERN_AVX2 KERN_INLINE void kern_w4x_store(const int MR, const kern_w4_tile *t, int r0, int gi,
+                                          float f[4][16]) {
+    int cols = t->ncol - gi * KERN_PACK_NC;
+    if (cols > KERN_PACK_NC) cols = KERN_PACK_NC;
+    for (int r = 0; r < MR; r++)
+        memcpy(t->C + (size_t)(r0 + r) * t->ldc + (size_t)gi * KERN_PACK_NC, f[r],
+               (size_t)cols * sizeof(float));
+}
+
+/* Fused path: MR rows (from r0) x group gi, nibbles unpacked in registers
+ * as they are loaded. */
+KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, int r0, int gi) {
+    const kern_w4pack *w = t->w;
+    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
+    const size_t g = (size_t)(t->g0 + gi);
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m128i l = _mm_loadu_si128((const __m128i *)w->lut);
+    const __m256i tv = _mm256_broadcastsi128_si256(l);
+    const __m256i ta = _mm256_broadcastsi128_si256(_mm_abs_epi8(l));
+    const uint8_t *wg = w->nib + g * nb * KERN_W4_NIB_BYTES;
+    const int8_t *a[4];
+    const float *as[4];
+    float f[4][16];
+    KERN_W4X_UNROLL
+    for (int r = 0; r < MR; r++) {
+        a[r] = t->A + (size_t)(r0 + r) * t->lda;
+        as[r] = t->a_scale + (size_t)(r0 + r) * t->lds;
+    }
+    memset(f, 0, sizeof f);
+    for (int b = 0; b < nb; b++) {
+        __m256i acc[4][2]; /* AFFINE: int16 pair sums; LUT: int32 */
+        KERN_W4X_UNROLL
+        for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) KERN_W4X_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256i x = _mm256_loadu_si256(
+                (const __m256i *)(wg + (size_t)b * KERN_W4_NIB_BYTES + 64 * i + 32 * h));
+            __m256i lo = _mm256_and_si256(x, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            __m256i wl = _mm256_shuffle_epi8(tv, lo), wh = _mm256_shuffle_epi8(tv, hi);
+            __m256i al = _mm256_shuffle_epi8(ta, lo), ah = _mm256_shuffle_epi8(ta, hi);
+            KERN_W4X_UNROLL
+            for (int r = 0; r < MR; r++) {
+                __m256i a0 = kern_w4x_quad(a[r] + 32 * b + 8 * i);
+                __m256i a1 = kern_w4x_quad(a[r] + 32 * b + 8 * i + 4);
+                if (aff) {
+                    __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0),
+                                                 _mm256_maddubs_epi16(hi, a1));
+                    acc[r][h] = _mm256_add_epi16(acc[r][h], p);
+                    continue;
+                }
+                __m256i p0 = _mm256_maddubs_epi16(al, _mm256_sign_epi8(a0, wl));
+                __m256i p1 = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(a1, wh));
+                acc[r][h] =
+                    _mm256_add_epi32(acc[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones),
+                                                                 _mm256_madd_epi16(p1, ones)));
+            }
+        }
+        int32_t asum[4] = {0};
+        if (aff) {
+            KERN_W4X_UNROLL
+            for (int r = 0; r < MR; r++) asum[r] = kern_w4x_bsum(a[r] + 32 * b);
+        }
+        KERN_W4X_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 s1, s2;
+            kern_w4x_scales(w, g, b, h, &s1, &s2);
+            KERN_W4X_UNROLL
+            for (int r = 0; r < MR; r++) {
+                __m256i s = aff ? _mm256_madd_epi16(acc[r][h], ones) : acc[r][h];
+                kern_w4x_fold(aff, f[r] + 8 * h, s, asum[r], as[r][b], s1, s2);
+            }
+        }
+    }
+    kern_w4x_store(MR, t, r0, gi, f);
+}
+
+/* Buffered AFFINE path: MR rows x group gi over the codes and scales
+ * unpacked in the scratch (kern_w4x_unpack) and the rows' block sums. */
+KERN_AVX2 KERN_INLINE void kern_w4x_buf(const int MR, const kern_w4_tile *t, int r0, int gi) {
+    const kern_w4pack *w = t->w;
+    const int nb = w->n_blocks;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *ln = kern_w4_scr_lines(t->scratch);
+    const float *wsm = kern_w4_scr_wsm(t->scratch, w);
+    const int32_t *asum = kern_w4_scr_asum(t->scratch, w) + (size_t)r0 * nb;
+    const int8_t *a[4];
+    const float *as[4];
+    float f[4][16];
+    KERN_W4X_UNROLL
+    for (int r = 0; r < MR; r++) {
+        a[r] = t->A + (size_t)(r0 + r) * t->lda;
+        as[r] = t->a_scale + (size_t)(r0 + r) * t->lds;
+    }
+    memset(f, 0, sizeof f);
+    for (int b = 0; b < nb; b++) {
+        __m256i acc[4][2];
+        KERN_W4X_UNROLL
+        for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+        for (int q = 0; q < 8; q++) {
+            const uint8_t *lq = ln + (size_t)b * KERN_PACK_BLOCK_BYTES + 64 * q;
+            __m256i w0 = _mm256_load_si256((const __m256i *)lq);
+            __m256i w1 = _mm256_load_si256((const __m256i *)(lq + 32));
+            KERN_W4X_UNROLL
+            for (int r = 0; r < MR; r++) {
+                __m256i av = kern_w4x_quad(a[r] + 32 * b + 4 * q);
+                acc[r][0] = _mm256_add_epi16(acc[r][0], _mm256_maddubs_epi16(w0, av));
+                acc[r][1] = _mm256_add_epi16(acc[r][1], _mm256_maddubs_epi16(w1, av));
+            }
+        }
+        KERN_W4X_UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 s1 = _mm256_load_ps(wsm + (size_t)b * 32 + 8 * h);
+            __m256 s2 = _mm256_load_ps(wsm + (size_t)b * 32 + 16 + 8 * h);
+            KERN_W4X_UNROLL
+            for (int r = 0; r < MR; r++)
+                kern_w4x_fold(1, f[r] + 8 * h, _mm256_madd_epi16(acc[r][h], ones),
+                              asum[(size_t)r * nb + b], as[r][b], s1, s2);
+        }
+    }
+    kern_w4x_store(MR, t, r0, gi, f);
+}
+
+/* Unpacks group gi of the tile into the scratch lines: LUT as int8 values,
+ * AFFINE as codes plus the blocks' ws / wm. */
+KERN_AVX2 static void kern_w4x_unpack(const kern_w4_tile *t, int gi) {
+    const kern_w4pack *w = t->w;
+    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
+    const size_t g = (size_t)(t->g0 + gi);
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i tv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w->lut));
+    const uint8_t *src = w->nib + g * nb * KERN_W4_NIB_BYTES;
+    uint8_t *ln = kern_w4_scr_lines(t->scratch);
+    float *wsm = kern_w4_scr_wsm(t->scratch, w);
+    for (int b = 0; b < nb; b++) {
+        uint8_t *dst = ln + (size_t)b * KERN_PACK_BLOCK_BYTES;
+        for (int i = 0; i < 4; i++)
+            for (int h = 0; h < 2; h++) {
+                __m256i x = _mm256_loadu_si256(
+                    (const __m256i *)(src + (size_t)b * KERN_W4_NIB_BYTES + 64 * i + 32 * h));
+                __m256i lo = _mm256_and_si256(x, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                if (!aff) lo = _mm256_shuffle_epi8(tv, lo), hi = _mm256_shuffle_epi8(tv, hi);
+                _mm256_store_si256((__m256i *)(dst + 128 * i + 32 * h), lo);
+                _mm256_store_si256((__m256i *)(dst + 128 * i + 64 + 32 * h), hi);
+            }
+        if (!aff) continue;
+        for (int h = 0; h < 2; h++) {
+            __m256 s1, s2;
+            kern_w4x_scales(w, g, b, h, &s1, &s2);
+            _mm256_store_ps(wsm + (size_t)b * 32 + 8 * h, s1);
+            _mm256_store_ps(wsm + (size_t)b * 32 + 16 + 8 * h, s2);
+        }
+    }
+}
+
+/* Buffered LUT path: group gi unpacked to int8 lines, then kern_gemm_q8's
+ * AVX2 tile kernel over a one-group block-scaled kern_wpack view of them
+ * (the pack's fp16 block scales of the group are that view's scales). */
+KERN_AVX2 static void kern_w4x_lut_q8(const kern_w4_tile *t, int gi) {
+    const kern_w4pack *w = t->w;
+    const int nb = w->n_blocks, g = t->g0 + gi;
+    kern_w4x_unpack(t, gi);
+    int cols = t->ncol - gi * KERN_PACK_NC;
+    if (cols > KERN_PACK_NC) cols = KERN_PACK_NC;
+    kern_wpack pk = {.N = cols,
+                     .K = w->K,
+                     .Kp = w->K,
+                     .n_groups = 1,
+                     .n_blocks = nb,
+                     .q8 = (int8_t *)kern_w4_scr_lines(t->scratch),
+                     .bscale = w->bscale + (size_t)g * nb * KERN_PACK_NC};
+    kern_q8_tile qt = {.mr = t->mr,
+                       .g0 = 0,
+                       .ng = 1,
+                       .ncol = cols,
+                       .A = t->A,
+                       .lda = t->lda,
+                       .a_scale = t->a_scale,
+                       .lds = t->lds,
+                       .w = &pk,
+                       .C = t->C + (size_t)gi * KERN_PACK_NC,
+                       .ldc = t->ldc};
+    kern_q8_tile_avx2(&qt);
+}
+
+KERN_AVX2 static void kern_w4x_rows(int buf, const kern_w4_tile *t, int r0, int rows, int gi) {
+    if (buf) {
+        if (rows == 4) kern_w4x_buf(4, t, r0, gi);
+        else if (rows == 3) kern_w4x_buf(3, t, r0, gi);
+        else if (rows == 2) kern_w4x_buf(2, t, r0, gi);
+        else kern_w4x_buf(1, t, r0, gi);
+    } else {
+        if (rows == 4) kern_w4x_fused(4, t, r0, gi);
+        else if (rows == 3) kern_w4x_fused(3, t, r0, gi);
+        else if (rows == 2) kern_w4x_fused(2, t, r0, gi);
+        else kern_w4x_fused(1, t, r0, gi);
+    }
+}
+
+KERN_AVX2 void kern_w4_tile_avx2(const kern_w4_tile *t) {
+    const kern_w4pack *w = t->w;
+    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
+    int buf = t->scratch && t->mr > KERN_W4_FUSED_MAX_MR;
+    if (buf && aff) {
+        int32_t *asum = kern_w4_scr_asum(t->scratch, w);
+        for (int r = 0; r < t->mr; r++)
+            for (int b = 0; b < nb; b++)
+                asum[(size_t)r * nb + b] = kern_w4x_bsum(t->A + (size_t)r * t->lda + 32 * b);
+    }
+    for (int gi = 0; gi < t->ng; gi++) {
+        if (buf && !aff) {
+            kern_w4x_lut_q8(t, gi);
+            continue;
+        }
+        if (buf) kern_w4x_unpack(t, gi);
+        for (int r = 0; r < t->mr; r += 4)
+            kern_w4x_rows(buf, t, r, t->mr - r < 4 ? t->mr - r : 4, gi);
+    }
+}
+
+#else /* not x86-64: never selected (kern_isa_best() is scalar) */
+
+void kern_w4_tile_avx2(const kern_w4_tile *t) { kern_w4_tile_scalar(t); }
+
+#endif
