@@ -9,7 +9,9 @@ sequences of BOS + LEN-1 tokens, teacher-forced.  The fp32 reference is
 parley's fp32 path (tests/py/test_real_model.py checks it against
 transformers within 1e-4).  On the same positions it compares:
 
-  parley int8                 (tests/model/eng_logits, default path)
+  parley int8                 (tests/model/eng_logits, default path: 4-bit
+                               tensors kept as the file has them, W4A8)
+  parley int8, int8 weights   (--weights int8: Q4_K requantised to int8)
   llama.cpp on the file       (llama-cpp-python, logits_all, the file's own
                                q4_K/q5_0/q6_K/q8_0 kernels)
 
@@ -58,11 +60,11 @@ class Stats:
         return self.top1 / self.n, self.kl / self.n, float(np.exp(self.nll / self.n))
 
 
-def parley_logits(exe, model, ids, tmp, fp32):
+def parley_logits(exe, model, ids, tmp, fp32, extra=()):
     ids_f, out_f = os.path.join(tmp, "ids.bin"), os.path.join(tmp, "out.bin")
     np.asarray(ids, np.int32).tofile(ids_f)
-    r = subprocess.run([exe, model, ids_f, out_f] + (["--fp32"] if fp32 else []), capture_output=True,
-                       text=True, timeout=1800)
+    r = subprocess.run([exe, model, ids_f, out_f] + (["--fp32"] if fp32 else []) + list(extra),
+                       capture_output=True, text=True, timeout=1800)
     if r.returncode:
         sys.exit("eng_logits failed: " + r.stderr)
     out = np.fromfile(out_f, np.float32).reshape(len(ids), -1)
@@ -81,18 +83,21 @@ def measure(model, seqs, length, build):
     need = seqs * (length - 1)
     if len(toks) < need:
         sys.exit("only %d tokens of licence text, need %d" % (len(toks), need))
-    st = {"parley int8": Stats(), "llama.cpp": Stats(), "parley fp32": Stats()}
+    st = {"parley int8": Stats(), "int8 weights": Stats(), "llama.cpp": Stats(),
+          "parley fp32": Stats()}
     with tempfile.TemporaryDirectory() as tmp:
         for s in range(seqs):
             ids = [llm.token_bos()] + toks[s * (length - 1):(s + 1) * (length - 1)]
             targets = np.asarray(ids[1:])
             ref = log_softmax(parley_logits(exe, model, ids, tmp, True)[:-1])
             i8 = log_softmax(parley_logits(exe, model, ids, tmp, False)[:-1])
+            i8w = log_softmax(parley_logits(exe, model, ids, tmp, False, ["--weights", "int8"])[:-1])
             llm.reset()
             llm.eval(ids)
             lc = log_softmax(np.asarray(llm.scores[:len(ids)], np.float32)[:-1])
             st["parley fp32"].add(ref, ref, targets)
             st["parley int8"].add(ref, i8, targets)
+            st["int8 weights"].add(ref, i8w, targets)
             st["llama.cpp"].add(ref, lc, targets)
     return {k: v.row() for k, v in st.items()}, st["parley int8"].n
 
