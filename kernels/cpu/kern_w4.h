@@ -50,24 +50,25 @@
  * within float rounding of kern_gemm_w4_affine_ref and of the float GEMM
  * of the dequantised weights.
  *
- * Kernels.  Decode-sized tiles (up to 3 rows) unpack each 64-byte load in
- * registers and use it at once: the weights stream in once, front to
- * back.  Larger tiles unpack a group's (AVX-512: two groups') nibbles once
- * per tile into a per-thread buffer in kern_wpack's line layout and run
- * int8 micro-kernels of 4 rows over it (AVX2 LUT: kern_gemm_q8's own tile
- * kernel), so the unpack is paid once per 64 rows.  AVX-512 puts the
- * weight bytes in vpdpbusd's unsigned operand (affine u as is; LUT codes
- * map to lut + 128, and 128 * A_b is subtracted) and broadcasts the
- * activations as the signed one; AVX2 multiplies u by a with maddubs
- * (no sign trick, int16 sums of a block cannot overflow: 16 * 15 * 127)
- * and the LUT kind as kern_gemm_q8 does.  The AMX level runs the AVX-512
- * VNNI kernel.
+ * Kernels.  Tiles of up to 4 rows (decode) unpack each 64-byte load of
+ * nibbles in registers and use it at once: the weights stream in once,
+ * front to back.  Larger tiles (prefill) walk K in chunks of 8 blocks:
+ * a chunk of a group pair is unpacked once per tile into an L1-sized
+ * buffer on the kernel's stack in kern_wpack's line layout and register
+ * blocks of 4 rows run over it (the unpack is paid once per 64 rows; the
+ * float accumulators wait in the buffer between chunks, so each output is
+ * still folded blocks 0, 1, .. in order).  AVX-512 puts the weight bytes
+ * in vpdpbusd's unsigned operand (AFFINE u as is; LUT codes map to
+ * lut + 128, and 128 * A_b is subtracted once per block) and broadcasts
+ * the activations as the signed one.  AVX2 multiplies u by a with
+ * maddubs (no sign trick; a block's int16 sums cannot overflow:
+ * 16 * 15 * 127) and the LUT values as kern_gemm_q8 does (sign trick).
+ * The AMX level runs the AVX-512 VNNI kernel.
  *
  * Threading.  kern_gemm_w4 runs on the given pool (NULL: the calling
- * thread), tasks split as kern_gemm_q8's (kern_gemm_split); for M > 3 it
- * allocates one unpack buffer per thread for the call (about 1.5 KiB per
- * 32 inputs; without the memory it takes the register path: same bits).
- * Packs are read-only after init and may be shared by concurrent calls.
+ * thread), tasks split as kern_gemm_q8's (kern_gemm_split); it allocates
+ * nothing (a prefill tile uses about 44 KiB of its thread's stack).  Packs
+ * are read-only after init and may be shared by concurrent calls.
  *
  * Failure.  The init functions return -1 with a message (bad shape, a code
  * or scale out of range, out of memory) and leave the pack empty; the
