@@ -248,8 +248,8 @@ void kern_w4_tile_scalar(const kern_w4_tile *t) {
                     }
                     float ws, wm;
                     kern_w4_affine_scales(w, g, c, b, &ws, &wm);
-                    f[c] = fmaf((float)s[c], ws * as[b], f[c]);
-                    f[c] = fmaf(-(float)asum, wm * as[b], f[c]);
+                    float t = fmaf((float)s[c], ws, -((float)asum * wm));
+                    f[c] = fmaf(t, as[b], f[c]);
                 }
             }
             memcpy(t->C + (size_t)i * t->ldc + (size_t)gi * KERN_PACK_NC, f,

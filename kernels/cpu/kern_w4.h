@@ -42,13 +42,16 @@
  *           (value = lut[code], bs the fp16 block scale): exactly what
  *           kern_gemm_q8 computes on kern_wpack_init(W, bscale) of the
  *           same codes, bit for bit;
- *   AFFINE  f = 0; for b: { f = fmaf((float)S_b, ws * as, f);
- *                           f = fmaf(-(float)A_b, wm * as, f); }  C = f
+ *   AFFINE  f = 0; for b: { t = fmaf((float)S_b, ws, -((float)A_b * wm));
+ *                           f = fmaf(t, as, f); }  C = f
  *           (value = u, ws = d * (float)sc, wm = dmin * (float)mn -- both
- *           exact in float -- and each product with as rounded first).
- * The affine form is sum_k a*as*((d*sc)*u - dmin*mn) regrouped per block,
- * within float rounding of kern_gemm_w4_affine_ref and of the float GEMM
- * of the dequantised weights.
+ *           exact in float -- and the product A_b * wm rounded first).
+ * The affine form is sum_k a*as*((d*sc)*u - dmin*mn) regrouped per block:
+ * the block's weight-side sum t (the min subtracted inside the block, one
+ * fma and one multiply), then one fma with the activation scale -- one
+ * vector operation fewer per output and block than folding the two terms
+ * into f separately.  Within float rounding of kern_gemm_w4_affine_ref
+ * and of the float GEMM of the dequantised weights.
  *
  * Kernels.  Tiles of up to 4 rows (decode) unpack each 64-byte load of
  * nibbles in registers and use it at once: the weights stream in once,

@@ -78,9 +78,13 @@ KERN_AVX2 KERN_INLINE void kern_w4x_scales(const kern_w4pack *w, size_t g, int b
  * order): s the int32 block sums, a_sum the row's block sum, as its scale. */
 KERN_AVX2 KERN_INLINE void kern_w4x_fold(int aff, float *f, __m256i s, int32_t a_sum, float as,
                                          __m256 s1, __m256 s2) {
-    __m256 va = _mm256_set1_ps(as);
-    __m256 x = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(s1, va), _mm256_loadu_ps(f));
-    if (aff) x = _mm256_fnmadd_ps(_mm256_set1_ps((float)a_sum), _mm256_mul_ps(s2, va), x);
+    __m256 va = _mm256_set1_ps(as), x = _mm256_cvtepi32_ps(s);
+    if (aff) { /* t = S * ws - (A * wm), then f += t * as */
+        __m256 m = _mm256_mul_ps(_mm256_set1_ps((float)a_sum), s2);
+        x = _mm256_fmadd_ps(_mm256_fmsub_ps(x, s1, m), va, _mm256_loadu_ps(f));
+    } else { /* f += S * (bs * as) */
+        x = _mm256_fmadd_ps(x, _mm256_mul_ps(s1, va), _mm256_loadu_ps(f));
+    }
     _mm256_storeu_ps(f, x);
 }
 
