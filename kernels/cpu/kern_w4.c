@@ -7,9 +7,8 @@
  * The driver splits the work exactly as kern_gemm_q8's (kern_gemm_split):
  * tasks of up to KERN_TILE_M rows x a few 16-channel groups, group-major,
  * about 8 per thread (an M = 1 GEMM of 2048 channels gives both cores
- * dozens of tasks, each streaming its groups front to back).  For M above
- * KERN_W4_FUSED_MAX_MR it allocates one unpack buffer per pool thread for
- * the call; the ISA kernels live in kern_w4_avx2.c and kern_w4_avx512.c.
+ * dozens of tasks, each streaming its groups front to back).  The ISA
+ * kernels live in kern_w4_avx2.c and kern_w4_avx512.c.
  */
 #include "kern_w4_int.h"
 #include "pl_err.h"
@@ -249,8 +248,8 @@ void kern_w4_tile_scalar(const kern_w4_tile *t) {
                     }
                     float ws, wm;
                     kern_w4_affine_scales(w, g, c, b, &ws, &wm);
-                    f[c] = fmaf((float)s[c], ws * as[b], f[c]);
-                    f[c] = fmaf(-(float)asum, wm * as[b], f[c]);
+                    float t = fmaf((float)s[c], ws, -((float)asum * wm));
+                    f[c] = fmaf(t, as[b], f[c]);
                 }
             }
             memcpy(t->C + (size_t)i * t->ldc + (size_t)gi * KERN_PACK_NC, f,
@@ -267,11 +266,10 @@ typedef struct kern_w4_job {
     int n_mt;           /* row tiles */
     int gpt;            /* groups per task */
     kern_w4_tile_fn fn; /* tile kernel */
-    uint8_t *scratch;   /* one buffer per pool thread, or NULL */
-    size_t scr_bytes;   /* bytes of each */
 } kern_w4_job;
 
 static void kern_w4_task(void *arg, int task, int thread) {
+    (void)thread;
     const kern_w4_job *j = arg;
     kern_w4_tile t = j->base;
     int gt = task / j->n_mt, mt = task % j->n_mt;
@@ -284,7 +282,6 @@ static void kern_w4_task(void *arg, int task, int thread) {
     t.A += (size_t)m0 * t.lda;
     t.a_scale += (size_t)m0 * t.lds;
     t.C += (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
-    t.scratch = j->scratch ? j->scratch + (size_t)thread * j->scr_bytes : NULL;
     j->fn(&t);
 }
 
@@ -300,10 +297,5 @@ void kern_gemm_w4(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, c
               : isa == KERN_ISA_AVX2     ? kern_w4_tile_avx2
                                          : kern_w4_tile_scalar};
     int n_tasks = kern_gemm_split(p, M, w->n_groups, &j.n_mt, &j.gpt);
-    if (isa >= KERN_ISA_AVX2 && M > KERN_W4_FUSED_MAX_MR) {
-        j.scr_bytes = kern_w4_scratch_bytes(w);
-        j.scratch = aligned_alloc(64, j.scr_bytes * (size_t)kern_pool_size(p)); /* NULL: fused */
-    }
     kern_pool_run(p, kern_w4_task, &j, n_tasks);
-    free(j.scratch);
 }

@@ -42,32 +42,36 @@
  *           (value = lut[code], bs the fp16 block scale): exactly what
  *           kern_gemm_q8 computes on kern_wpack_init(W, bscale) of the
  *           same codes, bit for bit;
- *   AFFINE  f = 0; for b: { f = fmaf((float)S_b, ws * as, f);
- *                           f = fmaf(-(float)A_b, wm * as, f); }  C = f
+ *   AFFINE  f = 0; for b: { t = fmaf((float)S_b, ws, -((float)A_b * wm));
+ *                           f = fmaf(t, as, f); }  C = f
  *           (value = u, ws = d * (float)sc, wm = dmin * (float)mn -- both
- *           exact in float -- and each product with as rounded first).
- * The affine form is sum_k a*as*((d*sc)*u - dmin*mn) regrouped per block,
- * within float rounding of kern_gemm_w4_affine_ref and of the float GEMM
- * of the dequantised weights.
+ *           exact in float -- and the product A_b * wm rounded first).
+ * The affine form is sum_k a*as*((d*sc)*u - dmin*mn) regrouped per block:
+ * the block's weight-side sum t (the min subtracted inside the block, one
+ * fma and one multiply), then one fma with the activation scale -- one
+ * vector operation fewer per output and block than folding the two terms
+ * into f separately.  Within float rounding of kern_gemm_w4_affine_ref
+ * and of the float GEMM of the dequantised weights.
  *
- * Kernels.  Decode-sized tiles (up to 3 rows) unpack each 64-byte load in
- * registers and use it at once: the weights stream in once, front to
- * back.  Larger tiles unpack a group's (AVX-512: two groups') nibbles once
- * per tile into a per-thread buffer in kern_wpack's line layout and run
- * int8 micro-kernels of 4 rows over it (AVX2 LUT: kern_gemm_q8's own tile
- * kernel), so the unpack is paid once per 64 rows.  AVX-512 puts the
- * weight bytes in vpdpbusd's unsigned operand (affine u as is; LUT codes
- * map to lut + 128, and 128 * A_b is subtracted) and broadcasts the
- * activations as the signed one; AVX2 multiplies u by a with maddubs
- * (no sign trick, int16 sums of a block cannot overflow: 16 * 15 * 127)
- * and the LUT kind as kern_gemm_q8 does.  The AMX level runs the AVX-512
- * VNNI kernel.
+ * Kernels.  Tiles of up to 4 rows (decode) unpack each 64-byte load of
+ * nibbles in registers and use it at once: the weights stream in once,
+ * front to back.  Larger tiles (prefill) walk K in chunks of 8 blocks:
+ * a chunk of a group pair is unpacked once per tile into an L1-sized
+ * buffer on the kernel's stack in kern_wpack's line layout and register
+ * blocks of 4 rows run over it (the unpack is paid once per 64 rows; the
+ * float accumulators wait in the buffer between chunks, so each output is
+ * still folded blocks 0, 1, .. in order).  AVX-512 puts the weight bytes
+ * in vpdpbusd's unsigned operand (AFFINE u as is; LUT codes map to
+ * lut + 128, and 128 * A_b is subtracted once per block) and broadcasts
+ * the activations as the signed one.  AVX2 multiplies u by a with
+ * maddubs (no sign trick; a block's int16 sums cannot overflow:
+ * 16 * 15 * 127) and the LUT values as kern_gemm_q8 does (sign trick).
+ * The AMX level runs the AVX-512 VNNI kernel.
  *
  * Threading.  kern_gemm_w4 runs on the given pool (NULL: the calling
- * thread), tasks split as kern_gemm_q8's (kern_gemm_split); for M > 3 it
- * allocates one unpack buffer per thread for the call (about 1.5 KiB per
- * 32 inputs; without the memory it takes the register path: same bits).
- * Packs are read-only after init and may be shared by concurrent calls.
+ * thread), tasks split as kern_gemm_q8's (kern_gemm_split); it allocates
+ * nothing (a prefill tile uses about 44 KiB of its thread's stack).  Packs
+ * are read-only after init and may be shared by concurrent calls.
  *
  * Failure.  The init functions return -1 with a message (bad shape, a code
  * or scale out of range, out of memory) and leave the pack empty; the

@@ -15,14 +15,16 @@
  * multiplied like kern_gemm_avx2.c does: maddubs(|w|, sign(a, w)), madd
  * with ones, int32 sums.
  *
- * Paths.  Tiles of up to KERN_W4_FUSED_MAX_MR rows (decode), or without
- * scratch, unpack in registers and use each line at once (the weights
- * stream once).  Larger tiles unpack one group per tile into the scratch:
- * LUT as int8 values in kern_wpack's exact line layout, run by
- * kern_gemm_q8's own AVX2 tile kernel over a one-group view of the buffer
- * (so its results are kern_gemm_q8's by construction); AFFINE as codes,
- * with the blocks' float scales, run by 4-row register blocks here.  The
- * float accumulators live in a small array touched once per block.
+ * Paths (kern_w4_int.h).  Tiles of up to KERN_W4_FUSED_MAX_MR rows
+ * (decode) unpack in registers and use each line at once (the weights
+ * stream once), one group at a time.  Larger tiles: per pass and chunk of
+ * KERN_W4_KC blocks, each group's chunk is unpacked into the kern_w4_buf
+ * (LUT as int8 values in kern_wpack's line layout, AFFINE as codes, with
+ * the blocks' float scales) and register blocks of up to 4 rows run over
+ * it; the float accumulators live in the buffer, touched once per block.
+ * Plain intrinsics: at M = 64, K = 2048 (one thread, weights in L2) the
+ * LUT kind runs as fast as kern_gemm_q8's assembly kernel, AFFINE about
+ * 1.5 times faster (one maddubs + one add per 32 MACs).
  */
 #include "kern_w4_int.h"
 
@@ -76,9 +78,13 @@ KERN_AVX2 KERN_INLINE void kern_w4x_scales(const kern_w4pack *w, size_t g, int b
  * order): s the int32 block sums, a_sum the row's block sum, as its scale. */
 KERN_AVX2 KERN_INLINE void kern_w4x_fold(int aff, float *f, __m256i s, int32_t a_sum, float as,
                                          __m256 s1, __m256 s2) {
-    __m256 va = _mm256_set1_ps(as);
-    __m256 x = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(s1, va), _mm256_loadu_ps(f));
-    if (aff) x = _mm256_fnmadd_ps(_mm256_set1_ps((float)a_sum), _mm256_mul_ps(s2, va), x);
+    __m256 va = _mm256_set1_ps(as), x = _mm256_cvtepi32_ps(s);
+    if (aff) { /* t = S * ws - (A * wm), then f += t * as */
+        __m256 m = _mm256_mul_ps(_mm256_set1_ps((float)a_sum), s2);
+        x = _mm256_fmadd_ps(_mm256_fmsub_ps(x, s1, m), va, _mm256_loadu_ps(f));
+    } else { /* f += S * (bs * as) */
+        x = _mm256_fmadd_ps(x, _mm256_mul_ps(s1, va), _mm256_loadu_ps(f));
+    }
     _mm256_storeu_ps(f, x);
 }
 
@@ -116,29 +122,31 @@ KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, i
         __m256i acc[4][2]; /* AFFINE: int16 pair sums; LUT: int32 */
         KERN_W4X_UNROLL
         for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-        for (int i = 0; i < 4; i++) KERN_W4X_UNROLL
-        for (int h = 0; h < 2; h++) {
-            __m256i x = _mm256_loadu_si256(
-                (const __m256i *)(wg + (size_t)b * KERN_W4_NIB_BYTES + 64 * i + 32 * h));
-            __m256i lo = _mm256_and_si256(x, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-            __m256i wl = _mm256_shuffle_epi8(tv, lo), wh = _mm256_shuffle_epi8(tv, hi);
-            __m256i al = _mm256_shuffle_epi8(ta, lo), ah = _mm256_shuffle_epi8(ta, hi);
+        for (int i = 0; i < 4; i++) {
             KERN_W4X_UNROLL
-            for (int r = 0; r < MR; r++) {
-                __m256i a0 = kern_w4x_quad(a[r] + 32 * b + 8 * i);
-                __m256i a1 = kern_w4x_quad(a[r] + 32 * b + 8 * i + 4);
-                if (aff) {
-                    __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0),
-                                                 _mm256_maddubs_epi16(hi, a1));
-                    acc[r][h] = _mm256_add_epi16(acc[r][h], p);
-                    continue;
+            for (int h = 0; h < 2; h++) {
+                __m256i x = _mm256_loadu_si256(
+                    (const __m256i *)(wg + (size_t)b * KERN_W4_NIB_BYTES + 64 * i + 32 * h));
+                __m256i lo = _mm256_and_si256(x, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+                __m256i wl = _mm256_shuffle_epi8(tv, lo), wh = _mm256_shuffle_epi8(tv, hi);
+                __m256i al = _mm256_shuffle_epi8(ta, lo), ah = _mm256_shuffle_epi8(ta, hi);
+                KERN_W4X_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    __m256i a0 = kern_w4x_quad(a[r] + 32 * b + 8 * i);
+                    __m256i a1 = kern_w4x_quad(a[r] + 32 * b + 8 * i + 4);
+                    if (aff) {
+                        __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a0),
+                                                     _mm256_maddubs_epi16(hi, a1));
+                        acc[r][h] = _mm256_add_epi16(acc[r][h], p);
+                        continue;
+                    }
+                    __m256i p0 = _mm256_maddubs_epi16(al, _mm256_sign_epi8(a0, wl));
+                    __m256i p1 = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(a1, wh));
+                    acc[r][h] =
+                        _mm256_add_epi32(acc[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones),
+                                                                     _mm256_madd_epi16(p1, ones)));
                 }
-                __m256i p0 = _mm256_maddubs_epi16(al, _mm256_sign_epi8(a0, wl));
-                __m256i p1 = _mm256_maddubs_epi16(ah, _mm256_sign_epi8(a1, wh));
-                acc[r][h] =
-                    _mm256_add_epi32(acc[r][h], _mm256_add_epi32(_mm256_madd_epi16(p0, ones),
-                                                                 _mm256_madd_epi16(p1, ones)));
             }
         }
         int32_t asum[4] = {0};
@@ -160,65 +168,73 @@ KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, i
     kern_w4x_store(MR, t, r0, gi, f);
 }
 
-/* Buffered AFFINE path: MR rows x group gi over the codes and scales
- * unpacked in the scratch (kern_w4x_unpack) and the rows' block sums. */
-KERN_AVX2 KERN_INLINE void kern_w4x_buf(const int MR, const kern_w4_tile *t, int r0, int gi) {
-    const kern_w4pack *w = t->w;
-    const int nb = w->n_blocks;
+/* Buffered path: MR rows (from r0) x one group (pass column 16p..) over
+ * the chunk of kc blocks from b0 unpacked in bf (LUT: int8 values, sign
+ * trick and int32 sums per quad; AFFINE: codes, int16 sums per block). */
+KERN_AVX2 KERN_INLINE void kern_w4x_buf(const int MR, const kern_w4_tile *t, kern_w4_buf *bf,
+                                        int r0, int p, int b0, int kc) {
+    const int aff = t->w->kind == KERN_W4_AFFINE;
     const __m256i ones = _mm256_set1_epi16(1);
-    const uint8_t *ln = kern_w4_scr_lines(t->scratch);
-    const float *wsm = kern_w4_scr_wsm(t->scratch, w);
-    const int32_t *asum = kern_w4_scr_asum(t->scratch, w) + (size_t)r0 * nb;
     const int8_t *a[4];
     const float *as[4];
-    float f[4][16];
     KERN_W4X_UNROLL
     for (int r = 0; r < MR; r++) {
-        a[r] = t->A + (size_t)(r0 + r) * t->lda;
-        as[r] = t->a_scale + (size_t)(r0 + r) * t->lds;
+        a[r] = t->A + (size_t)(r0 + r) * t->lda + 32 * b0;
+        as[r] = t->a_scale + (size_t)(r0 + r) * t->lds + b0;
     }
-    memset(f, 0, sizeof f);
-    for (int b = 0; b < nb; b++) {
+    for (int b = 0; b < kc; b++) {
         __m256i acc[4][2];
         KERN_W4X_UNROLL
         for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
         for (int q = 0; q < 8; q++) {
-            const uint8_t *lq = ln + (size_t)b * KERN_PACK_BLOCK_BYTES + 64 * q;
+            const uint8_t *lq = bf->lines[0][b] + 64 * q;
             __m256i w0 = _mm256_load_si256((const __m256i *)lq);
             __m256i w1 = _mm256_load_si256((const __m256i *)(lq + 32));
+            if (aff) {
+                KERN_W4X_UNROLL
+                for (int r = 0; r < MR; r++) {
+                    __m256i av = kern_w4x_quad(a[r] + 32 * b + 4 * q);
+                    acc[r][0] = _mm256_add_epi16(acc[r][0], _mm256_maddubs_epi16(w0, av));
+                    acc[r][1] = _mm256_add_epi16(acc[r][1], _mm256_maddubs_epi16(w1, av));
+                }
+                continue;
+            }
+            __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
             KERN_W4X_UNROLL
             for (int r = 0; r < MR; r++) {
                 __m256i av = kern_w4x_quad(a[r] + 32 * b + 4 * q);
-                acc[r][0] = _mm256_add_epi16(acc[r][0], _mm256_maddubs_epi16(w0, av));
-                acc[r][1] = _mm256_add_epi16(acc[r][1], _mm256_maddubs_epi16(w1, av));
+                __m256i p0 = _mm256_maddubs_epi16(u0, _mm256_sign_epi8(av, w0));
+                __m256i p1 = _mm256_maddubs_epi16(u1, _mm256_sign_epi8(av, w1));
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(p0, ones));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(p1, ones));
             }
         }
         KERN_W4X_UNROLL
         for (int h = 0; h < 2; h++) {
-            __m256 s1 = _mm256_load_ps(wsm + (size_t)b * 32 + 8 * h);
-            __m256 s2 = _mm256_load_ps(wsm + (size_t)b * 32 + 16 + 8 * h);
+            __m256 s1 = _mm256_load_ps(bf->wsm[0][b] + 8 * h);
+            __m256 s2 = _mm256_load_ps(bf->wsm[0][b] + 16 + 8 * h);
             KERN_W4X_UNROLL
-            for (int r = 0; r < MR; r++)
-                kern_w4x_fold(1, f[r] + 8 * h, _mm256_madd_epi16(acc[r][h], ones),
-                              asum[(size_t)r * nb + b], as[r][b], s1, s2);
+            for (int r = 0; r < MR; r++) {
+                __m256i s = aff ? _mm256_madd_epi16(acc[r][h], ones) : acc[r][h];
+                kern_w4x_fold(aff, bf->f[r0 + r] + 16 * p + 8 * h, s, aff ? bf->asum[r0 + r][b] : 0,
+                              as[r][b], s1, s2);
+            }
         }
     }
-    kern_w4x_store(MR, t, r0, gi, f);
 }
 
-/* Unpacks group gi of the tile into the scratch lines: LUT as int8 values,
- * AFFINE as codes plus the blocks' ws / wm. */
-KERN_AVX2 static void kern_w4x_unpack(const kern_w4_tile *t, int gi) {
+/* Unpacks blocks b0 .. b0+kc-1 of group gi of the tile into bf->lines[0]
+ * (LUT as int8 values, AFFINE as codes) and bf->wsm[0]. */
+KERN_AVX2 static void kern_w4x_unpack(const kern_w4_tile *t, kern_w4_buf *bf, int gi, int b0,
+                                      int kc) {
     const kern_w4pack *w = t->w;
-    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
+    const int aff = w->kind == KERN_W4_AFFINE;
     const size_t g = (size_t)(t->g0 + gi);
     const __m256i m4 = _mm256_set1_epi8(15);
     const __m256i tv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w->lut));
-    const uint8_t *src = w->nib + g * nb * KERN_W4_NIB_BYTES;
-    uint8_t *ln = kern_w4_scr_lines(t->scratch);
-    float *wsm = kern_w4_scr_wsm(t->scratch, w);
-    for (int b = 0; b < nb; b++) {
-        uint8_t *dst = ln + (size_t)b * KERN_PACK_BLOCK_BYTES;
+    const uint8_t *src = w->nib + (g * w->n_blocks + b0) * KERN_W4_NIB_BYTES;
+    for (int b = 0; b < kc; b++) {
+        uint8_t *dst = bf->lines[0][b];
         for (int i = 0; i < 4; i++)
             for (int h = 0; h < 2; h++) {
                 __m256i x = _mm256_loadu_si256(
@@ -229,79 +245,66 @@ KERN_AVX2 static void kern_w4x_unpack(const kern_w4_tile *t, int gi) {
                 _mm256_store_si256((__m256i *)(dst + 128 * i + 32 * h), lo);
                 _mm256_store_si256((__m256i *)(dst + 128 * i + 64 + 32 * h), hi);
             }
-        if (!aff) continue;
         for (int h = 0; h < 2; h++) {
             __m256 s1, s2;
-            kern_w4x_scales(w, g, b, h, &s1, &s2);
-            _mm256_store_ps(wsm + (size_t)b * 32 + 8 * h, s1);
-            _mm256_store_ps(wsm + (size_t)b * 32 + 16 + 8 * h, s2);
+            kern_w4x_scales(w, g, b0 + b, h, &s1, &s2);
+            _mm256_store_ps(bf->wsm[0][b] + 8 * h, s1);
+            _mm256_store_ps(bf->wsm[0][b] + 16 + 8 * h, s2);
         }
     }
 }
 
-/* Buffered LUT path: group gi unpacked to int8 lines, then kern_gemm_q8's
- * AVX2 tile kernel over a one-group block-scaled kern_wpack view of them
- * (the pack's fp16 block scales of the group are that view's scales). */
-KERN_AVX2 static void kern_w4x_lut_q8(const kern_w4_tile *t, int gi) {
-    const kern_w4pack *w = t->w;
-    const int nb = w->n_blocks, g = t->g0 + gi;
-    kern_w4x_unpack(t, gi);
-    int cols = t->ncol - gi * KERN_PACK_NC;
-    if (cols > KERN_PACK_NC) cols = KERN_PACK_NC;
-    kern_wpack pk = {.N = cols,
-                     .K = w->K,
-                     .Kp = w->K,
-                     .n_groups = 1,
-                     .n_blocks = nb,
-                     .q8 = (int8_t *)kern_w4_scr_lines(t->scratch),
-                     .bscale = w->bscale + (size_t)g * nb * KERN_PACK_NC};
-    kern_q8_tile qt = {.mr = t->mr,
-                       .g0 = 0,
-                       .ng = 1,
-                       .ncol = cols,
-                       .A = t->A,
-                       .lda = t->lda,
-                       .a_scale = t->a_scale,
-                       .lds = t->lds,
-                       .w = &pk,
-                       .C = t->C + (size_t)gi * KERN_PACK_NC,
-                       .ldc = t->ldc};
-    kern_q8_tile_avx2(&qt);
+KERN_AVX2 static void kern_w4x_buf_rows(const kern_w4_tile *t, kern_w4_buf *bf, int r0, int rows,
+                                        int p, int b0, int kc) {
+    if (rows == 4) kern_w4x_buf(4, t, bf, r0, p, b0, kc);
+    else if (rows == 3) kern_w4x_buf(3, t, bf, r0, p, b0, kc);
+    else if (rows == 2) kern_w4x_buf(2, t, bf, r0, p, b0, kc);
+    else kern_w4x_buf(1, t, bf, r0, p, b0, kc);
 }
 
-KERN_AVX2 static void kern_w4x_rows(int buf, const kern_w4_tile *t, int r0, int rows, int gi) {
-    if (buf) {
-        if (rows == 4) kern_w4x_buf(4, t, r0, gi);
-        else if (rows == 3) kern_w4x_buf(3, t, r0, gi);
-        else if (rows == 2) kern_w4x_buf(2, t, r0, gi);
-        else kern_w4x_buf(1, t, r0, gi);
-    } else {
-        if (rows == 4) kern_w4x_fused(4, t, r0, gi);
-        else if (rows == 3) kern_w4x_fused(3, t, r0, gi);
-        else if (rows == 2) kern_w4x_fused(2, t, r0, gi);
-        else kern_w4x_fused(1, t, r0, gi);
+/* The buffered path for the whole tile: passes of up to KERN_W4_GB groups,
+ * K in chunks, one group at a time, rows in register blocks of up to 4. */
+KERN_AVX2 static void kern_w4x_buffered(const kern_w4_tile *t, kern_w4_buf *bf) {
+    const int nb = t->w->n_blocks, aff = t->w->kind == KERN_W4_AFFINE;
+    for (int gb = 0; gb < t->ng; gb += KERN_W4_GB) {
+        int ngb = t->ng - gb < KERN_W4_GB ? t->ng - gb : KERN_W4_GB;
+        for (int r = 0; r < t->mr; r++) memset(bf->f[r], 0, sizeof(float) * 16 * ngb);
+        for (int b0 = 0; b0 < nb; b0 += KERN_W4_KC) {
+            int kc = nb - b0 < KERN_W4_KC ? nb - b0 : KERN_W4_KC;
+            if (aff)
+                for (int r = 0; r < t->mr; r++)
+                    for (int b = 0; b < kc; b++)
+                        bf->asum[r][b] = kern_w4x_bsum(t->A + (size_t)r * t->lda + 32 * (b0 + b));
+            for (int p = 0; p < ngb; p++) {
+                kern_w4x_unpack(t, bf, gb + p, b0, kc);
+                for (int r = 0; r < t->mr; r += 4)
+                    kern_w4x_buf_rows(t, bf, r, t->mr - r < 4 ? t->mr - r : 4, p, b0, kc);
+            }
+        }
+        for (int r = 0; r < t->mr; r++) {
+            int cols = t->ncol - 16 * gb < 16 * ngb ? t->ncol - 16 * gb : 16 * ngb;
+            memcpy(t->C + (size_t)r * t->ldc + 16 * (size_t)gb, bf->f[r],
+                   sizeof(float) * (size_t)cols);
+        }
     }
 }
 
+KERN_AVX2 static void kern_w4x_fused_rows(const kern_w4_tile *t, int rows, int gi) {
+    if (rows == 4) kern_w4x_fused(4, t, 0, gi);
+    else if (rows == 3) kern_w4x_fused(3, t, 0, gi);
+    else if (rows == 2) kern_w4x_fused(2, t, 0, gi);
+    else kern_w4x_fused(1, t, 0, gi);
+}
+
+/* Decode-sized tiles: the fused path, one group at a time; larger tiles:
+ * the buffered path. */
 KERN_AVX2 void kern_w4_tile_avx2(const kern_w4_tile *t) {
-    const kern_w4pack *w = t->w;
-    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
-    int buf = t->scratch && t->mr > KERN_W4_FUSED_MAX_MR;
-    if (buf && aff) {
-        int32_t *asum = kern_w4_scr_asum(t->scratch, w);
-        for (int r = 0; r < t->mr; r++)
-            for (int b = 0; b < nb; b++)
-                asum[(size_t)r * nb + b] = kern_w4x_bsum(t->A + (size_t)r * t->lda + 32 * b);
+    if (t->mr > KERN_W4_FUSED_MAX_MR) {
+        kern_w4_buf bf;
+        kern_w4x_buffered(t, &bf);
+        return;
     }
-    for (int gi = 0; gi < t->ng; gi++) {
-        if (buf && !aff) {
-            kern_w4x_lut_q8(t, gi);
-            continue;
-        }
-        if (buf) kern_w4x_unpack(t, gi);
-        for (int r = 0; r < t->mr; r += 4)
-            kern_w4x_rows(buf, t, r, t->mr - r < 4 ? t->mr - r : 4, gi);
-    }
+    for (int gi = 0; gi < t->ng; gi++) kern_w4x_fused_rows(t, t->mr, gi);
 }
 
 #else /* not x86-64: never selected (kern_isa_best() is scalar) */

@@ -1,7 +1,7 @@
 /*
  * kern_w4_int.h -- internal to kernels/cpu: the tile kernels of the W4A8
  * GEMM (kern_w4.h), one per ISA, what the driver (kern_w4.c) hands them,
- * and the per-thread unpack buffer they share.
+ * and the working buffer of their prefill path.
  *
  * A tile is up to KERN_TILE_M rows of A times ng consecutive 16-channel
  * groups of a kern_w4pack; the kernel writes columns 0 .. ncol-1 of its
@@ -9,14 +9,13 @@
  * kern_w4.h defines (the unit tests compare every path with
  * kern_w4_tile_scalar bit for bit).
  *
- * Scratch.  Tiles of more than KERN_W4_FUSED_MAX_MR rows unpack weights
- * into the thread's scratch (kern_w4_scratch_bytes(w) bytes, 64-byte
- * aligned; t->scratch NULL means none: the kernel then unpacks in
- * registers for every row count, same bits).  Layout, nb = n_blocks:
- *   lines  uint8 [2][nb][512]   two groups' blocks in kern_wpack's line
- *                               layout (the kernel's choice of byte per code)
- *   wsm    float [2][nb][32]    AFFINE: ws then wm of 16 channels per block
- *   asum   int32 [KERN_TILE_M][nb]  the tile rows' block sums A_b
+ * Paths.  Tiles of up to KERN_W4_FUSED_MAX_MR rows unpack the nibbles in
+ * registers and use them at once (decode).  Larger tiles take passes of up
+ * to KERN_W4_GB groups; each pass walks K in chunks of KERN_W4_KC blocks,
+ * unpacks a chunk of a group pair into a kern_w4_buf on the kernel's stack
+ * (in L1), runs register blocks of rows over it, and keeps the pass's
+ * float accumulators in the buffer between chunks (the fold order per
+ * output stays blocks 0, 1, ..).
  */
 #ifndef KERN_W4_INT_H
 #define KERN_W4_INT_H
@@ -28,7 +27,9 @@
 
 #define KERN_W4_NIB_BYTES 256  /* packed bytes of one (group, block) */
 #define KERN_W4_SUPER 8        /* blocks per AFFINE super-block (256 inputs) */
-#define KERN_W4_FUSED_MAX_MR 3 /* tiles up to this many rows unpack in registers */
+#define KERN_W4_FUSED_MAX_MR 4 /* tiles up to this many rows unpack in registers */
+#define KERN_W4_KC 8           /* blocks per chunk of the buffered path */
+#define KERN_W4_GB 8           /* groups per pass of the buffered path */
 
 typedef struct kern_w4_tile {
     int mr;               /* rows of A in the tile, 1 .. KERN_TILE_M */
@@ -41,27 +42,20 @@ typedef struct kern_w4_tile {
     const kern_w4pack *w; /* the packed weights */
     float *C;             /* element (row 0, channel 16 * g0); rows ldc apart */
     int ldc;              /* row stride of C in floats */
-    void *scratch;        /* this thread's unpack buffer (layout above), or NULL */
 } kern_w4_tile;
+
+/* The buffered path's working set (about 44 KiB, on the kernel's stack). */
+typedef struct kern_w4_buf {
+    _Alignas(64) uint8_t lines[2][KERN_W4_KC][KERN_PACK_BLOCK_BYTES]; /* a group pair's chunk */
+    _Alignas(64) float wsm[2][KERN_W4_KC][32]; /* its scales: LUT bs, AFFINE ws then wm */
+    _Alignas(64) float f[KERN_TILE_M][KERN_W4_GB * KERN_PACK_NC]; /* the pass's accumulators */
+    int32_t asum[KERN_TILE_M][KERN_W4_KC];                        /* the rows' chunk block sums */
+} kern_w4_buf;
 
 typedef void (*kern_w4_tile_fn)(const kern_w4_tile *t);
 
 void kern_w4_tile_scalar(const kern_w4_tile *t);     /* kern_w4.c */
 void kern_w4_tile_avx2(const kern_w4_tile *t);       /* kern_w4_avx2.c */
 void kern_w4_tile_avx512vnni(const kern_w4_tile *t); /* kern_w4_avx512.c */
-
-/* Bytes of one thread's scratch for pack w (a multiple of 64). */
-static inline size_t kern_w4_scratch_bytes(const kern_w4pack *w) {
-    return (size_t)w->n_blocks * (2 * 512 + 2 * 32 * sizeof(float) + KERN_TILE_M * sizeof(int32_t));
-}
-
-/* The three parts of a scratch buffer s for pack w. */
-static inline uint8_t *kern_w4_scr_lines(void *s) { return (uint8_t *)s; }
-static inline float *kern_w4_scr_wsm(void *s, const kern_w4pack *w) {
-    return (float *)((uint8_t *)s + (size_t)w->n_blocks * 2 * 512);
-}
-static inline int32_t *kern_w4_scr_asum(void *s, const kern_w4pack *w) {
-    return (int32_t *)((uint8_t *)s + (size_t)w->n_blocks * (2 * 512 + 2 * 32 * sizeof(float)));
-}
 
 #endif
