@@ -409,8 +409,9 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     be_json_str(o->model, strlen(o->model));
     printf(",\"arch\":");
     be_json_str(c->arch_name, strlen(c->arch_name));
-    printf(",\"backend\":\"%s\",\"weights\":\"%s\"", eng_model_backend_name(m),
-           o->weights ? o->weights : "native");
+    printf(",\"backend\":\"%s\",\"weights\":\"%s\",\"resident_bytes\":%zu",
+           eng_model_backend_name(m), o->weights ? o->weights : "native",
+           eng_model_resident_bytes(m));
     printf(",\"isa\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"prompt\":%d,\"gen\":%d,"
            "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"

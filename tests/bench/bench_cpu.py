@@ -8,11 +8,14 @@ Not part of the test suite (a benchmark, numbers only).  Usage:
       --model /tmp/llama-1b.gguf [--model /tmp/cai-1b.gguf] \\
       --llama-cpp /tmp/llama-1b.gguf [--threads 2] [--prompt 512] [--gen 32] \\
       [--batch 64] [--batch-prompt 32] [--repeat 5] [--isa avx2,amx]
+      [--weights native,int8]
 
 parley: `parley bench --workload engine --json` once per model and ISA
 level (default: the machine's best level and avx2; PARLEY_ISA=scalar is
-very slow, name it with --isa to include it); the figures are the JSON
-object on its last line, its readable report is echoed.
+very slow, name it with --isa to include it) and weight form (--weights:
+native keeps 4-bit tensors 4-bit, int8 requantises them; default native);
+the figures are the JSON object on its last line, its readable report is
+echoed.
 
 llama.cpp: llama-cpp-python's low-level API (llama_batch_init /
 llama_decode), measured the way parley measures itself:
@@ -73,11 +76,11 @@ def machine_isas():
     return isas
 
 
-def run_parley(a, model, isa):
+def run_parley(a, model, isa, weights):
     cmd = [a.parley, "bench", "--workload", "engine", "--model", model, "--threads",
            str(a.threads), "--isa", isa, "--prompt", str(a.prompt), "--gen", str(a.gen),
            "--batch", str(a.batch), "--batch-prompt", str(a.batch_prompt), "--repeat",
-           str(a.repeat), "--json"]
+           str(a.repeat), "--weights", weights, "--json"]
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -219,20 +222,23 @@ def fmt(x, spec, width, suffix=""):
 
 
 def print_table(a, parley, llama):
-    """parley: {(model, isa): json}; llama: {model: figures}."""
+    """parley: {(model, isa, weights): json}; llama: {model: figures}."""
     print("\n== parley vs llama.cpp "
           f"({a.threads} threads, prompt {a.prompt}, gen {a.gen}, batch {a.batch}, "
           f"medians of {a.repeat})")
-    hdr = f"{'model':<22} {'isa':<10} {'figure':<26} {'parley':>10} {'llama.cpp':>10} " \
+    hdr = f"{'model':<22} {'isa':<10} {'weights':<7} {'figure':<26} {'parley':>10} {'llama.cpp':>10} " \
           f"{'ratio':>7}  {'target':<17} {'met':<4}"
     print(hdr)
     print("-" * len(hdr))
     rows = []
-    for (model, isa), j in parley.items():
+    for (model, isa, weights), j in parley.items():
         ll = llama.get(model)
         name = os.path.basename(model)
         figs = [
             ("membw GB/s", j["membw_gbs"], None, None, None),
+            ("resident MiB (llama.cpp: file)", j["resident_bytes"] / 1048576.0,
+             os.path.getsize(model) / 1048576.0, None, None),
+            ("weight MiB read per step", j["weight_bytes"] / 1048576.0, None, None, None),
             (f"prefill-{a.prompt} tok/s", j["prefill_tps"], ll and ll["prefill_tps"], 2.0, "x"),
             ("decode tok/s", j["decode_tps"], ll and ll["decode_tps"], 1.2, "x"),
             ("decode % roofline", j["roofline_pct"], None, 80.0, "%"),
@@ -250,12 +256,13 @@ def print_table(a, parley, llama):
                 met = "yes" if pv >= target else "NO"
             else:
                 tgt, met = "", ""
-            print(f"{name:<22} {j['isa']:<10} {fig:<26} {fmt(pv, '.2f', 10)} "
+            print(f"{name:<22} {j['isa']:<10} {weights:<7} {fig:<26} {fmt(pv, '.2f', 10)} "
                   f"{fmt(lv, '.2f', 10)} {fmt(ratio, '.2f', 7, 'x')}  {tgt:<17} {met:<4}")
-            rows.append({"model": name, "isa": j["isa"], "figure": fig, "parley": pv,
+            rows.append({"model": name, "isa": j["isa"], "weights": weights, "figure": fig,
+                         "parley": pv,
                          "llama_cpp": lv, "ratio": ratio, "met": met})
     for model, ll in llama.items():  # llama.cpp models parley did not run
-        if any(m == model for m, _ in parley):
+        if any(m == model for m, _, _ in parley):
             continue
         for fig, key in (("prefill tok/s", "prefill_tps"), ("decode tok/s", "decode_tps"),
                          ("batch tok/s", "batch_tps")):
@@ -273,6 +280,8 @@ def main():
                     help="GGUF to run with llama.cpp too (repeatable)")
     ap.add_argument("--isa", help="comma-separated ISA levels for parley "
                     "(default: the machine's best and avx2)")
+    ap.add_argument("--weights", default="native",
+                    help="comma-separated weight forms for parley: native, int8 (default native)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=32)
@@ -302,13 +311,14 @@ def main():
         pass
     parley, llama = {}, {}
     for m in a.model:
-        seen = set()
-        for isa in isas:
-            j = run_parley(a, m, isa)
-            if j["isa"] in seen:  # the cap resolved to a level already measured
-                continue
-            seen.add(j["isa"])
-            parley[(m, j["isa"])] = j
+        for weights in [w.strip() for w in a.weights.split(",") if w.strip()]:
+            seen = set()
+            for isa in isas:
+                j = run_parley(a, m, isa, weights)
+                if j["isa"] in seen:  # the cap resolved to a level already measured
+                    continue
+                seen.add(j["isa"])
+                parley[(m, j["isa"], weights)] = j
     for m in a.llama_cpp:
         print(f"$ llama.cpp (llama-cpp-python) on {m}", flush=True)
         llama[m] = bench_llama_cpp(a, m)
