@@ -69,6 +69,33 @@
  * the extra wait reordering can cost a request is at most fairness_ms plus
  * one step.
  *
+ * ** Speculative decoding (scheduler.speculative = ngram) **
+ * A decoding sequence may feed, after its last token, up to spec_tokens
+ * tokens drafted by prompt lookup (eng_spec.h: the longest suffix n-gram
+ * of prompt + generated tokens that occurred before, continued), as one
+ * verify chunk through the chunked-prefill path with ENG_LOGITS_ALL.  The
+ * sampler accepts the drafts that agree with the model (greedy: the
+ * argmax; sampling: the rejection rule of eng_sampler_verify, which keeps
+ * the output distribution) and adds the model's own next token, so a step
+ * yields 1..spec_tokens + 1 tokens of the same text drafting off would
+ * give (greedy: token for token).  Then the KV is cut back to the kept
+ * tokens (eng_kvseq_truncate), so the cache, preemption and every later
+ * step see exactly the sequence of a run without drafts.
+ * When: a step drafts only while it is memory-bound -- while
+ *     decoding sequences * (spec_tokens + 1) <= spec_max_batch_tokens
+ * (and within step_tokens): then the extra rows ride on the weight pass the
+ * step makes anyway.  Past it the step is compute-bound and every drafted
+ * token costs its full compute, paid for rejected drafts too, so drafting
+ * is off for the whole step.  A sequence drafts only when prompt lookup
+ * finds a match, never past max_tokens, and never so far that a sliding
+ * window could not be cut back (eng_spec_max_draft).  Drafted tokens count
+ * against step_tokens; under memory pressure a step first drops its
+ * drafts, then preempts.  Stop tokens among accepted drafts end the
+ * request there; every emitted token gets its on_token (with the logits
+ * of its own position).
+ * Basis (`parley bench --workload spec --cost`, Gemma 3 270M Q4_K_M, 2
+ * threads, AMX, this project's 2-core test machine): SPEC_BASIS.
+ *
  * ** Data layout **
  * A request owns one token array (prompt, then generated tokens), an
  * eng_kvseq while running (n_tokens = tokens whose KV is stored; the rest
@@ -111,6 +138,7 @@
 #include "eng_kv.h"
 #include "eng_model.h"
 #include "eng_sampler.h"
+#include "eng_spec.h"
 
 #define ENG_SCHED_EINVAL (-801)  /* bad argument */
 #define ENG_SCHED_ENOMEM (-802)  /* host memory */
@@ -175,6 +203,16 @@ typedef struct eng_sched_cache_ops {
     void (*prefetch_release)(void *ctx, int ticket);
 } eng_sched_cache_ops;
 
+/* scheduler.speculative: how decode steps draft tokens (eng_spec.h). */
+enum { ENG_SCHED_SPEC_OFF = 0, ENG_SCHED_SPEC_NGRAM = 1 };
+
+/* A drafter replacing prompt lookup (tests; a draft model some day): write
+ * up to k guesses continuing toks[0..n_toks) (the first n_prompt are the
+ * prompt) into out and return how many (0 = none).  Called on the loop
+ * thread. */
+typedef int (*eng_sched_draft_fn)(void *ctx, const int32_t *toks, int n_toks, int n_prompt,
+                                  int32_t *out, int k);
+
 /* Scheduler configuration. */
 typedef struct eng_sched_config {
     int max_running; /* sequences in a batch at most (default 64) */
@@ -184,7 +222,14 @@ typedef struct eng_sched_config {
     int prefetch_wait_ms; /* longest wait for a request's prefetch before admitting it (default 50) */
     size_t kv_budget_bytes; /* no cache: KV bytes for all sequences (default 256 MiB) */
     double local_share; /* no cache: local blocks per global block of the budget (default 0.5) */
-    int max_queue; /* waiting + running requests at most; submit refuses beyond (default 4096) */
+    int max_queue;   /* waiting + running requests at most; submit refuses beyond (default 4096) */
+    int speculative; /* ENG_SCHED_SPEC_OFF or _NGRAM: draft and verify (default NGRAM) */
+    int spec_tokens; /* drafted tokens per sequence and step at most, k (default 6; 1..64) */
+    int spec_ngram_min, spec_ngram_max; /* n-gram sizes prompt lookup matches (default 2..4) */
+    /* draft only while decoding sequences * (spec_tokens + 1) <= this (default 16) */
+    int spec_max_batch_tokens;
+    eng_sched_draft_fn draft_fn; /* NULL: prompt lookup; else this drafter */
+    void *draft_ctx;             /* passed to draft_fn */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
@@ -238,7 +283,10 @@ typedef struct eng_sched_stats {
     uint64_t cached_tokens;       /* of which served from the cache */
     uint64_t prefill_tokens;      /* tokens prefilled (incl. recomputation after preemption) */
     uint64_t decode_tokens;       /* decode tokens fed */
-    uint64_t generated_tokens;    /* tokens sampled */
+    uint64_t generated_tokens;    /* tokens sampled (accepted drafts included) */
+    uint64_t spec_steps;          /* verify chunks run (a sequence's decode step with a draft) */
+    uint64_t spec_drafted;        /* drafted tokens fed for verification */
+    uint64_t spec_accepted;       /* of which accepted (acceptance rate = accepted / drafted) */
     uint64_t preemptions;         /* sequences preempted */
     uint64_t oom_retries;         /* eng_forward ENOMEM retries */
     double step_ms_total;         /* time inside eng_forward + sampling */
