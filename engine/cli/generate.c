@@ -73,6 +73,7 @@ typedef struct gen_run {
     float *spec_logits;                 /* --speculative: logits of a verify chunk's rows */
     eng_ngram *ngram;                   /* --speculative: the prompt-lookup index */
     long drafted, accepted, verify;     /* --speculative: drafted / accepted tokens, steps */
+    int spec_k;                         /* --speculative: the next draft's length limit */
     int n_prompt;                       /* prompt ids in ids */
     int n_out;                          /* generated ids after them */
     double t_load, t_prefill, t_decode; /* seconds */
@@ -251,6 +252,7 @@ static int gen_setup(const gen_args *g, gen_run *r) {
         return 2;
     }
     if (g->spec) {
+        r->spec_k = (int)g->spec_tokens;
         if (eng_ngram_new((int)g->ngram_min, (int)g->ngram_max, &r->ngram, r->err, sizeof r->err) !=
             0) {
             fprintf(stderr, "generate: %s\n", r->err);
@@ -294,7 +296,7 @@ static int gen_prefill(const gen_args *g, gen_run *r) {
 static int gen_step(const gen_args *g, gen_run *r, int n) {
     int V = eng_model_config(r->m)->n_vocab, k = 0, acc = 0;
     if (g->spec) {
-        k = (int)g->spec_tokens;
+        k = r->spec_k;
         if (k > g->n_gen - r->n_out - 1) k = (int)g->n_gen - r->n_out - 1;
         k = eng_spec_max_draft(eng_model_kv_layout(r->m), r->kv.n_tokens, k);
         k = k > 0 ? eng_ngram_draft(r->ngram, r->ids, n, k, r->ids + n) : 0;
@@ -310,6 +312,7 @@ static int gen_step(const gen_args *g, gen_run *r, int n) {
                             (int)g->n_gen - r->n_out, &acc);
     r->drafted += k;
     r->accepted += acc;
+    r->spec_k = eng_spec_next_k(r->spec_k, k, acc, (int)g->spec_tokens);
     r->verify++;
     if (eng_kvseq_truncate(&r->kv, n + e - 1) != 0) {
         snprintf(r->err, sizeof r->err, "cannot cut the KV back after verification");

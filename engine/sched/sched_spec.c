@@ -31,6 +31,8 @@ static int toks_reserve(sched_req *r, int n) {
 
 int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
     /* a verify step emits up to k + 1 tokens: stay within max_tokens */
+    if (r->spec_k < 1) r->spec_k = k; /* a new request starts at spec_tokens */
+    if (k > r->spec_k) k = r->spec_k;
     int left = r->max_tokens - r->n_gen - 1;
     if (k > left) k = left;
     k = eng_spec_max_draft(s->layout, r->kv.n_tokens, k);
@@ -65,6 +67,7 @@ void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int
     s->st.spec_drafted += (uint64_t)k;
     s->st.spec_accepted += (uint64_t)acc;
     pthread_mutex_unlock(&s->mu);
+    r->spec_k = eng_spec_next_k(r->spec_k, k, acc, s->cfg.spec_tokens);
     if (!r->first_tok_us) r->first_tok_us = now;
     for (int i = 0; i < e; i++)
         sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab);

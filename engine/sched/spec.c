@@ -184,3 +184,9 @@ int eng_spec_verify(eng_sampler *s, const float *logits, int n_vocab, int32_t *t
     toks[n_toks + e] = eng_sampler_sample(s, logits + (size_t)e * n_vocab, toks, n_toks + e);
     return e + 1;
 }
+
+int eng_spec_next_k(int k, int drafted, int accepted, int k_max) {
+    if (drafted > 0) k = accepted >= drafted ? k + 2 : k - 1;
+    if (k > k_max) k = k_max;
+    return k < 1 ? 1 : k;
+}

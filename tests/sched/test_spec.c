@@ -17,6 +17,8 @@
  *                           memory, and still find the right continuation
  *   max_draft_simulated     eng_spec_max_draft = the longest draft whose
  *                           chunk the KV rules let truncate, for many B, W
+ *   next_k                  the draft-length limit: +2 on a fully accepted
+ *                           draft, -1 on a rejection, within 1..k_max
  *   verify_greedy           accepts while the argmax agrees, emits the
  *                           argmax at the first mismatch or after the
  *                           last draft; stops at a stop token and at
@@ -198,6 +200,21 @@ PT_TEST(max_draft_simulated) {
                 PT_EQ_INT(eng_spec_max_draft(&l, n_kv, 40), want);
                 PT_EQ_INT(eng_spec_max_draft(&l, n_kv, 3), want < 3 ? want : 3);
             }
+}
+
+PT_TEST(next_k) {
+    PT_EQ_INT(eng_spec_next_k(6, 6, 6, 6), 6); /* capped */
+    PT_EQ_INT(eng_spec_next_k(3, 3, 3, 6), 5);
+    PT_EQ_INT(eng_spec_next_k(5, 2, 2, 6), 6); /* a short draft fully accepted still grows */
+    PT_EQ_INT(eng_spec_next_k(6, 6, 5, 6), 5);
+    PT_EQ_INT(eng_spec_next_k(1, 1, 0, 6), 1); /* floor */
+    PT_EQ_INT(eng_spec_next_k(4, 0, 0, 6), 4); /* nothing drafted: unchanged */
+    PT_EQ_INT(eng_spec_next_k(9, 0, 0, 6), 6);
+    int k = 6; /* a run of misses shrinks to one token, a run of hits regrows */
+    for (int i = 0; i < 8; i++) k = eng_spec_next_k(k, k, 0, 6);
+    PT_EQ_INT(k, 1);
+    for (int i = 0; i < 3; i++) k = eng_spec_next_k(k, k, k, 6);
+    PT_EQ_INT(k, 6);
 }
 
 /* Logits rows whose argmax is best[i]. */
