@@ -8,7 +8,8 @@
  *   chunk c   one sequence feeding c tokens with ENG_LOGITS_ALL (a verify
  *             chunk of a c - 1 token draft; c = 1 is a plain decode step);
  *   batch b   b sequences feeding one token each (batched decode).
- * Each figure is the median of --repeat calls, each cut back with
+ * Each figure is the median of --repeat calls (and the fastest call, the
+ * one least disturbed on a shared machine), each cut back with
  * eng_kvseq_truncate, as a multiple of the single decode step: where it
  * stays near 1 extra tokens ride on the same weight pass.
  *
@@ -99,8 +100,10 @@ static double bs_median(double *v, int n) {
 /* ---- step costs ---- */
 
 /* Median seconds of `rep` eng_forward calls of st[0..n), each undone by
- * truncating every sequence back to base[i] tokens. */
-static double bs_time(eng_model *m, eng_seq_step *st, int n, const int *base, int rep) {
+ * truncating every sequence back to base[i] tokens; *best (may be NULL)
+ * gets the fastest call. */
+static double bs_time(eng_model *m, eng_seq_step *st, int n, const int *base, int rep,
+                      double *best) {
     double t[64];
     char err[PL_ERR_LEN];
     if (rep > 64) rep = 64;
@@ -117,12 +120,15 @@ static double bs_time(eng_model *m, eng_seq_step *st, int n, const int *base, in
                 return -1;
             }
     }
-    return bs_median(t, rep);
+    double med = bs_median(t, rep);
+    if (best) *best = t[0]; /* sorted */
+    return med;
 }
 
-/* The chunk / batch cost table; figures into chunk[c], batch[b] (seconds,
- * index 1..max). */
-static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch) {
+/* The chunk / batch cost table; medians into chunk[c], batch[b], fastest
+ * calls into chunk_min / batch_min (seconds, index 1..max). */
+static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch, double *chunk_min,
+                   double *batch_min) {
     int V = eng_model_config(m)->n_vocab, M = o->max_chunk, rc = -1;
     char err[PL_ERR_LEN] = "out of memory";
     eng_kv_allocator a;
@@ -146,7 +152,8 @@ static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch)
     for (int c = 1; c <= M; c++) {
         eng_seq_step s = {&kv[0], ids + o->context, c, c == 1 ? ENG_LOGITS_LAST : ENG_LOGITS_ALL,
                           out};
-        if (bs_time(m, &s, 1, base, warm) < 0 || (chunk[c] = bs_time(m, &s, 1, base, rep)) < 0)
+        if (bs_time(m, &s, 1, base, warm, NULL) < 0 ||
+            (chunk[c] = bs_time(m, &s, 1, base, rep, &chunk_min[c])) < 0)
             goto done;
     }
     for (int b = 1; b <= M; b++) {
@@ -155,7 +162,7 @@ static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch)
                               ENG_LOGITS_LAST, out + (size_t)i * V};
             st[i] = s;
         }
-        if ((batch[b] = bs_time(m, st, b, base, rep)) < 0) goto done;
+        if ((batch[b] = bs_time(m, st, b, base, rep, &batch_min[b])) < 0) goto done;
     }
     rc = 0;
 done:
@@ -325,8 +332,8 @@ out:
 
 /* ---- report ---- */
 
-static void bs_report(const bs_opts *o, const double *chunk, const double *batch, bs_prompt *ps,
-                      int n) {
+static void bs_report(const bs_opts *o, const double *chunk, const double *batch,
+                      const double *chunk_min, const double *batch_min, bs_prompt *ps, int n) {
     double sum[2] = {0, 0}, tok = 0, dr = 0, ac = 0;
     for (int i = 0; i < n; i++) {
         tok += ps[i].n_gen > 1 ? ps[i].n_gen - 1 : 0;
@@ -344,7 +351,11 @@ static void bs_report(const bs_opts *o, const double *chunk, const double *batch
     printf("{\"workload\":\"spec\",\"k\":%d,\"max_batch_tokens\":%d,\"ngram\":[%d,%d]", o->k,
            o->max_batch, o->ng_min, o->ng_max);
     if (o->cost) {
-        printf(",\"chunk_s\":[");
+        printf(",\"chunk_min_s\":[");
+        for (int c = 1; c <= o->max_chunk; c++) printf("%s%.6f", c > 1 ? "," : "", chunk_min[c]);
+        printf("],\"batch_min_s\":[");
+        for (int b = 1; b <= o->max_chunk; b++) printf("%s%.6f", b > 1 ? "," : "", batch_min[b]);
+        printf("],\"chunk_s\":[");
         for (int c = 1; c <= o->max_chunk; c++) printf("%s%.6f", c > 1 ? "," : "", chunk[c]);
         printf("],\"batch_s\":[");
         for (int b = 1; b <= o->max_chunk; b++) printf("%s%.6f", b > 1 ? "," : "", batch[b]);
@@ -416,20 +427,22 @@ int wk_bench_spec(int argc, char **argv) {
         return 1;
     }
     int rc = 1, n = 0;
-    double chunk[65] = {0}, batch[65] = {0};
+    double chunk[65] = {0}, batch[65] = {0}, chunk_min[65] = {0}, batch_min[65] = {0};
     static bs_prompt ps[BS_MAX_PROMPTS];
     printf("parley bench spec: %s, %d threads; k %d, spec_max_batch_tokens %d, n-grams %d..%d; "
            "medians of %d\n",
            o.model, eng_model_n_threads(m), o.k, o.max_batch, o.ng_min, o.ng_max, o.repeat);
     if (o.cost) {
-        if (bs_cost(m, &o, chunk, batch) != 0) goto out;
-        printf("step cost after %d context tokens, x one decode step (%.2f ms):\n", o.context,
-               chunk[1] * 1e3);
-        printf("  %6s %12s %10s %12s %10s\n", "tokens", "chunk ms", "x decode", "batch ms",
-               "x decode");
+        if (bs_cost(m, &o, chunk, batch, chunk_min, batch_min) != 0) goto out;
+        printf("step cost after %d context tokens, x one decode step (median %.2f ms, fastest "
+               "%.2f ms; the fastest calls are the least disturbed by other processes):\n",
+               o.context, chunk[1] * 1e3, chunk_min[1] * 1e3);
+        printf("  %6s %10s %9s %9s %10s %9s %9s\n", "tokens", "chunk ms", "x median", "x fastest",
+               "batch ms", "x median", "x fastest");
         for (int c = 1; c <= o.max_chunk; c++)
-            printf("  %6d %12.2f %10.2f %12.2f %10.2f\n", c, chunk[c] * 1e3, chunk[c] / chunk[1],
-                   batch[c] * 1e3, batch[c] / chunk[1]);
+            printf("  %6d %10.2f %9.2f %9.2f %10.2f %9.2f %9.2f\n", c, chunk[c] * 1e3,
+                   chunk[c] / chunk[1], chunk_min[c] / chunk_min[1], batch[c] * 1e3,
+                   batch[c] / chunk[1], batch_min[c] / chunk_min[1]);
         fflush(stdout);
     }
     if (o.prompts) {
@@ -440,7 +453,7 @@ int wk_bench_spec(int argc, char **argv) {
         if (bs_load_prompts(o.prompts, tok, ps, &n) != 0 || !n) goto out;
         if (bs_prompts(m, &o, tok, ps, n) != 0) goto out;
     }
-    bs_report(&o, chunk, batch, ps, n);
+    bs_report(&o, chunk, batch, chunk_min, batch_min, ps, n);
     rc = 0;
 out:
     for (int i = 0; i < n; i++) free(ps[i].ids);

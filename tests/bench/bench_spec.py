@@ -11,15 +11,18 @@ Not part of the test suite (a benchmark, numbers only).  Usage:
 
 parley: `parley bench --workload spec` (cmd_bench_spec.c): first --cost
 (the verify-chunk and batched-decode step costs behind the scheduler's
-drafting rule), then each set through the scheduler, every prompt run with
-drafting off and on alternately, --repeat times after a warm-up; decode
+drafting rule; 15 calls each, median and fastest), then each prompt of each set through the scheduler (one
+`parley bench` per prompt), drafting off and on alternately, --repeat
+times after a warm-up; decode
 tok/s = (generated - 1) / (end - first token), greedy, to --gen tokens or
 the end-of-generation token.  Both runs must give the same tokens (the
-bench fails otherwise).  The set's figure is its decode tokens over the
-sum of the prompts' median times.
+bench fails otherwise).  A set's figure (all three engines) is its decode
+tokens over the sum of its prompts' median times.
 
 llama.cpp: llama-cpp-python's low-level API (tests/bench/bench_cpu.py's
-LlamaCpp): the same prompt ids (from parley's JSON) prefilled in one call,
+LlamaCpp), right after parley's runs of the same prompt (so both see the
+same machine load): the same prompt ids (from parley's JSON) prefilled in
+one call,
 then the same number of greedy single-token llama_decode calls as parley
 generated (EOS ignored, so the count matches); timed: the decode calls and
 the argmax (parley's figure includes its sampling and scheduler too),
@@ -80,40 +83,36 @@ def run_parley(a, args):
     return json.loads(lines[-1])
 
 
-def run_set(a, name, prompts):
+def run_prompt(a, prompt):
+    """One prompt through `parley bench --workload spec`; its JSON entry."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n%%\n".join(prompts) + "\n")
+        f.write(prompt + "\n")
     try:
-        print(f"\n== set {name}: {len(prompts)} prompts", flush=True)
-        return run_parley(a, ["--prompts", f.name, "--gen", str(a.gen)])
+        return run_parley(a, ["--prompts", f.name, "--gen", str(a.gen)])["prompts"][0]
     finally:
         os.unlink(f.name)
 
 
-def llama_cpp_set(a, L, js):
-    """Plain greedy decode of each prompt's ids for parley's token count;
-    returns (tokens, seconds summed over the prompts' medians)."""
+def llama_cpp_prompt(a, L, p):
+    """Plain greedy decode of the prompt's ids for parley's token count;
+    the median seconds of the n_gen - 1 decode steps."""
     lc = L.lc
-    tok_total, sec_total = 0, 0.0
-    for p in js["prompts"]:
-        ids, n = p["ids"], p["n_gen"]
-        L.context(len(ids) + n + 16, max(len(ids), 64), 1)
-        times = []
-        for r in range(a.repeat + 1):  # 0: warm-up
-            lc.llama_memory_clear(L.mem, True)
-            L.decode([(t, i, 0, i == len(ids) - 1) for i, t in enumerate(ids)])
+    ids, n = p["ids"], p["n_gen"]
+    L.context(len(ids) + n + 16, max(len(ids), 64), 1)
+    times = []
+    for r in range(a.repeat + 1):  # 0: warm-up
+        lc.llama_memory_clear(L.mem, True)
+        L.decode([(t, i, 0, i == len(ids) - 1) for i, t in enumerate(ids)])
+        tok = L.argmax(1)[0]
+        t0 = time.perf_counter()
+        for s in range(n - 1):
+            L.decode([(tok, len(ids) + s, 0, True)])
             tok = L.argmax(1)[0]
-            t0 = time.perf_counter()
-            for s in range(n - 1):
-                L.decode([(tok, len(ids) + s, 0, True)])
-                tok = L.argmax(1)[0]
-            if r:
-                times.append(time.perf_counter() - t0)
-        med = statistics.median(times)
-        print(f"  llama.cpp: {len(ids)} ids, {n} generated: {(n - 1) / med:.1f} tok/s", flush=True)
-        tok_total += n - 1
-        sec_total += med
-    return tok_total, sec_total
+        if r:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    print(f"  llama.cpp: {len(ids)} ids, {n} generated: {(n - 1) / med:.1f} tok/s", flush=True)
+    return med
 
 
 def main():
@@ -129,9 +128,10 @@ def main():
     a = ap.parse_args()
     print(f"load average at start: {' '.join(loadavg())}", flush=True)
     if not a.no_cost:
-        run_parley(a, ["--cost"])
-    sets = {"quoting": run_set(a, "quoting", QUOTING), "open": run_set(a, "open", OPEN)}
-    llama = {}
+        # more calls than the sets' repeats: the fastest is the figure least
+        # disturbed by other processes
+        run_parley(a, ["--cost", "--repeat", str(max(15, a.repeat))])
+    L = None
     if not a.no_llama_cpp:
         import llama_cpp as lc
         from bench_cpu import LlamaCpp
@@ -141,12 +141,19 @@ def main():
         except AttributeError:
             pass
         L = LlamaCpp(lc, a.model, a.threads)
-        try:
-            for name, js in sets.items():
-                print(f"\n== llama.cpp, set {name}", flush=True)
-                t, s = llama_cpp_set(a, L, js)
-                llama[name] = t / s
-        finally:
+    # per prompt: parley (off and on), then llama.cpp on the same ids, so
+    # the three see the same machine load
+    sets = {}
+    try:
+        for name, prompts in (("quoting", QUOTING), ("open", OPEN)):
+            print(f"\n== set {name}: {len(prompts)} prompts", flush=True)
+            sets[name] = []
+            for prompt in prompts:
+                p = run_prompt(a, prompt)
+                p["llama_s"] = llama_cpp_prompt(a, L, p) if L else None
+                sets[name].append(p)
+    finally:
+        if L:
             L.close()
     print(f"\nload average at end: {' '.join(loadavg())}")
     print(f"\n== single-stream decode tok/s, {os.path.basename(a.model)}, {a.threads} threads, "
@@ -155,13 +162,15 @@ def main():
           f"{'tok/step':>9} {'llama.cpp':>10}"
     print(hdr)
     print("-" * len(hdr))
-    for name, js in sets.items():
-        dr = sum(p["drafted"] for p in js["prompts"])
-        ac = sum(p["accepted"] for p in js["prompts"])
-        vs = sum(p["verify_steps"] for p in js["prompts"])
-        ll = llama.get(name)
-        print(f"{name:<9} {js['off_tps']:>11.1f} {js['on_tps']:>10.1f} "
-              f"{js['on_tps'] / js['off_tps']:>6.2f}x {100 * js['acceptance']:>6.1f}% "
+    for name, ps in sets.items():
+        tok = sum(p["n_gen"] - 1 for p in ps)
+        off = tok / sum(p["off_s"] for p in ps)
+        on = tok / sum(p["on_s"] for p in ps)
+        dr = sum(p["drafted"] for p in ps)
+        ac = sum(p["accepted"] for p in ps)
+        vs = sum(p["verify_steps"] for p in ps)
+        ll = tok / sum(p["llama_s"] for p in ps) if all(p["llama_s"] for p in ps) else None
+        print(f"{name:<9} {off:>11.1f} {on:>10.1f} {on / off:>6.2f}x {100 * ac / max(dr, 1):>6.1f}% "
               f"{(ac + vs) / vs if vs else 0:>9.2f} {'-' if ll is None else f'{ll:.1f}':>10}")
 
 
