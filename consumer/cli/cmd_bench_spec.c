@@ -4,14 +4,16 @@
  *
  * Step costs (--cost): the basis of the scheduler's drafting rule
  * (eng_sched.h, "Speculative decoding").  After a --context-token prompt,
- * the wall time of one eng_forward call
- *   chunk c   one sequence feeding c tokens with ENG_LOGITS_ALL (a verify
- *             chunk of a c - 1 token draft; c = 1 is a plain decode step);
- *   batch b   b sequences feeding one token each (batched decode).
- * Each figure is the median of --repeat calls (and the fastest call, the
- * one least disturbed on a shared machine), each cut back with
- * eng_kvseq_truncate, as a multiple of the single decode step: where it
- * stays near 1 extra tokens ride on the same weight pass.
+ * for n = 1..--max-chunk, the wall time of three eng_forward calls made in
+ * turn --repeat times (so they see the same load on a shared machine):
+ *   decode    one sequence feeding one token (the unit);
+ *   chunk n   one sequence feeding n tokens with ENG_LOGITS_ALL (a verify
+ *             chunk of an n - 1 token draft);
+ *   batch n   n sequences feeding one token each (batched decode).
+ * Every call is cut back with eng_kvseq_truncate.  Printed: medians, and
+ * chunk and batch as multiples of the decode step of the same row (median;
+ * the fastest calls' ratio beside it): where a multiple stays near 1 the
+ * extra tokens ride on the same weight pass.
  *
  * Prompts (--prompts FILE): single-stream generation through the
  * scheduler, as a worker runs it.  FILE holds prompts separated by lines
@@ -99,36 +101,29 @@ static double bs_median(double *v, int n) {
 
 /* ---- step costs ---- */
 
-/* Median seconds of `rep` eng_forward calls of st[0..n), each undone by
- * truncating every sequence back to base[i] tokens; *best (may be NULL)
- * gets the fastest call. */
-static double bs_time(eng_model *m, eng_seq_step *st, int n, const int *base, int rep,
-                      double *best) {
-    double t[64];
+/* Seconds of one eng_forward call of st[0..n), undone by truncating every
+ * sequence back to base[i] tokens; -1 on failure (message printed). */
+static double bs_once(eng_model *m, eng_seq_step *st, int n, const int *base) {
     char err[PL_ERR_LEN];
-    if (rep > 64) rep = 64;
-    for (int r = 0; r < rep; r++) {
-        double t0 = pl_mono_s();
-        if (eng_forward(m, st, n, err, sizeof err) != 0) {
-            fprintf(stderr, "bench: forward: %s\n", err);
+    double t0 = pl_mono_s();
+    if (eng_forward(m, st, n, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: forward: %s\n", err);
+        return -1;
+    }
+    double t = pl_mono_s() - t0;
+    for (int i = 0; i < n; i++)
+        if (eng_kvseq_truncate(st[i].kv, base[i]) != 0) {
+            fprintf(stderr, "bench: cannot truncate (context past the window?)\n");
             return -1;
         }
-        t[r] = pl_mono_s() - t0;
-        for (int i = 0; i < n; i++)
-            if (eng_kvseq_truncate(st[i].kv, base[i]) != 0) {
-                fprintf(stderr, "bench: cannot truncate (context past the window?)\n");
-                return -1;
-            }
-    }
-    double med = bs_median(t, rep);
-    if (best) *best = t[0]; /* sorted */
-    return med;
+    return t;
 }
 
-/* The chunk / batch cost table; medians into chunk[c], batch[b], fastest
- * calls into chunk_min / batch_min (seconds, index 1..max). */
-static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch, double *chunk_min,
-                   double *batch_min) {
+/* The cost table, row n = 1..max_chunk: a plain decode step, a chunk of
+ * n tokens and a batch of n sequences, called in turn (so the three see
+ * the same load); medians into f[0][n] (decode), f[1][n] (chunk), f[2][n]
+ * (batch), fastest calls into f[3..5][n] (seconds). */
+static int bs_cost(eng_model *m, const bs_opts *o, double (*f)[65]) {
     int V = eng_model_config(m)->n_vocab, M = o->max_chunk, rc = -1;
     char err[PL_ERR_LEN] = "out of memory";
     eng_kv_allocator a;
@@ -148,21 +143,29 @@ static int bs_cost(eng_model *m, const bs_opts *o, double *chunk, double *batch,
         if (eng_forward(m, &s, 1, err, sizeof err) != 0) goto done;
         base[n_init] = o->context;
     }
-    int warm = 2, rep = o->repeat < 3 ? 3 : o->repeat;
-    for (int c = 1; c <= M; c++) {
-        eng_seq_step s = {&kv[0], ids + o->context, c, c == 1 ? ENG_LOGITS_LAST : ENG_LOGITS_ALL,
-                          out};
-        if (bs_time(m, &s, 1, base, warm, NULL) < 0 ||
-            (chunk[c] = bs_time(m, &s, 1, base, rep, &chunk_min[c])) < 0)
-            goto done;
-    }
-    for (int b = 1; b <= M; b++) {
-        for (int i = 0; i < b; i++) {
+    int rep = o->repeat < 3 ? 3 : o->repeat;
+    double t[3][64];
+    if (rep > 64) rep = 64;
+    for (int n = 1; n <= M; n++) {
+        eng_seq_step dec = {&kv[0], ids + o->context, 1, ENG_LOGITS_LAST, out};
+        eng_seq_step chunk = {&kv[0], ids + o->context, n,
+                              n == 1 ? ENG_LOGITS_LAST : ENG_LOGITS_ALL, out};
+        for (int i = 0; i < n; i++) {
             eng_seq_step s = {&kv[i], ids + (size_t)i * (o->context + M) + o->context, 1,
                               ENG_LOGITS_LAST, out + (size_t)i * V};
             st[i] = s;
         }
-        if ((batch[b] = bs_time(m, st, b, base, rep, &batch_min[b])) < 0) goto done;
+        for (int r = -2; r < rep; r++) { /* -2, -1: warm-up */
+            double td = bs_once(m, &dec, 1, base), tc = bs_once(m, &chunk, 1, base),
+                   tb = bs_once(m, st, n, base);
+            if (td < 0 || tc < 0 || tb < 0) goto done;
+            if (r < 0) continue;
+            t[0][r] = td, t[1][r] = tc, t[2][r] = tb;
+        }
+        for (int k = 0; k < 3; k++) {
+            f[k][n] = bs_median(t[k], rep);
+            f[k + 3][n] = t[k][0]; /* sorted */
+        }
     }
     rc = 0;
 done:
@@ -332,8 +335,7 @@ out:
 
 /* ---- report ---- */
 
-static void bs_report(const bs_opts *o, const double *chunk, const double *batch,
-                      const double *chunk_min, const double *batch_min, bs_prompt *ps, int n) {
+static void bs_report(const bs_opts *o, double (*f)[65], bs_prompt *ps, int n) {
     double sum[2] = {0, 0}, tok = 0, dr = 0, ac = 0;
     for (int i = 0; i < n; i++) {
         tok += ps[i].n_gen > 1 ? ps[i].n_gen - 1 : 0;
@@ -351,15 +353,13 @@ static void bs_report(const bs_opts *o, const double *chunk, const double *batch
     printf("{\"workload\":\"spec\",\"k\":%d,\"max_batch_tokens\":%d,\"ngram\":[%d,%d]", o->k,
            o->max_batch, o->ng_min, o->ng_max);
     if (o->cost) {
-        printf(",\"chunk_min_s\":[");
-        for (int c = 1; c <= o->max_chunk; c++) printf("%s%.6f", c > 1 ? "," : "", chunk_min[c]);
-        printf("],\"batch_min_s\":[");
-        for (int b = 1; b <= o->max_chunk; b++) printf("%s%.6f", b > 1 ? "," : "", batch_min[b]);
-        printf("],\"chunk_s\":[");
-        for (int c = 1; c <= o->max_chunk; c++) printf("%s%.6f", c > 1 ? "," : "", chunk[c]);
-        printf("],\"batch_s\":[");
-        for (int b = 1; b <= o->max_chunk; b++) printf("%s%.6f", b > 1 ? "," : "", batch[b]);
-        printf("]");
+        static const char *const key[6] = {"decode_s",     "chunk_s",     "batch_s",
+                                           "decode_min_s", "chunk_min_s", "batch_min_s"};
+        for (int k = 0; k < 6; k++) {
+            printf(",\"%s\":[", key[k]);
+            for (int c = 1; c <= o->max_chunk; c++) printf("%s%.6f", c > 1 ? "," : "", f[k][c]);
+            printf("]");
+        }
     }
     printf(",\"prompts\":[");
     for (int i = 0; i < n; i++) {
@@ -427,22 +427,23 @@ int wk_bench_spec(int argc, char **argv) {
         return 1;
     }
     int rc = 1, n = 0;
-    double chunk[65] = {0}, batch[65] = {0}, chunk_min[65] = {0}, batch_min[65] = {0};
+    static double f[6][65]; /* bs_cost's figures */
     static bs_prompt ps[BS_MAX_PROMPTS];
     printf("parley bench spec: %s, %d threads; k %d, spec_max_batch_tokens %d, n-grams %d..%d; "
            "medians of %d\n",
            o.model, eng_model_n_threads(m), o.k, o.max_batch, o.ng_min, o.ng_max, o.repeat);
     if (o.cost) {
-        if (bs_cost(m, &o, chunk, batch, chunk_min, batch_min) != 0) goto out;
-        printf("step cost after %d context tokens, x one decode step (median %.2f ms, fastest "
-               "%.2f ms; the fastest calls are the least disturbed by other processes):\n",
-               o.context, chunk[1] * 1e3, chunk_min[1] * 1e3);
-        printf("  %6s %10s %9s %9s %10s %9s %9s\n", "tokens", "chunk ms", "x median", "x fastest",
-               "batch ms", "x median", "x fastest");
-        for (int c = 1; c <= o.max_chunk; c++)
-            printf("  %6d %10.2f %9.2f %9.2f %10.2f %9.2f %9.2f\n", c, chunk[c] * 1e3,
-                   chunk[c] / chunk[1], chunk_min[c] / chunk_min[1], batch[c] * 1e3,
-                   batch[c] / chunk[1], batch_min[c] / chunk_min[1]);
+        if (bs_cost(m, &o, f) != 0) goto out;
+        printf("step cost after %d context tokens: one decode step, a chunk of n tokens "
+               "(ENG_LOGITS_ALL) and a batch of n sequences, called in turn; x = / the decode "
+               "step of the same row (median; fastest call in brackets)\n",
+               o.context);
+        printf("  %6s %10s %10s %16s %10s %16s\n", "n", "decode ms", "chunk ms", "x decode",
+               "batch ms", "x decode");
+        for (int n = 1; n <= o.max_chunk; n++)
+            printf("  %6d %10.2f %10.2f %7.2f (%6.2f) %10.2f %7.2f (%6.2f)\n", n, f[0][n] * 1e3,
+                   f[1][n] * 1e3, f[1][n] / f[0][n], f[4][n] / f[3][n], f[2][n] * 1e3,
+                   f[2][n] / f[0][n], f[5][n] / f[3][n]);
         fflush(stdout);
     }
     if (o.prompts) {
@@ -453,7 +454,7 @@ int wk_bench_spec(int argc, char **argv) {
         if (bs_load_prompts(o.prompts, tok, ps, &n) != 0 || !n) goto out;
         if (bs_prompts(m, &o, tok, ps, n) != 0) goto out;
     }
-    bs_report(&o, chunk, batch, chunk_min, batch_min, ps, n);
+    bs_report(&o, f, ps, n);
     rc = 0;
 out:
     for (int i = 0; i < n; i++) free(ps[i].ids);
