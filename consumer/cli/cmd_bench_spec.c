@@ -381,7 +381,7 @@ static int bs_workload(void *ctx, const cli_opt *opt, const char *v, char *err, 
 }
 
 int wk_bench_spec(int argc, char **argv) {
-    bs_opts o = {NULL, NULL, 0, 0, 256, 16, 128, 5, 6, 16, 2, 4, 0};
+    bs_opts o = {NULL, NULL, 0, 0, 256, 16, 128, 5, 6, 8, 2, 4, 0};
     const cli_opt opts[] = {
         {"--workload", NULL, CLI_FN, NULL, 0, 0, "spec", "this benchmark", bs_workload},
         {"--model", NULL, CLI_STR, &o.model, 0, 0, "FILE", "GGUF model (required)", NULL},
@@ -401,7 +401,7 @@ int wk_bench_spec(int argc, char **argv) {
         {"--spec-tokens", NULL, CLI_INT, &o.k, 1, 64, "K", "drafted tokens per step (default 6)",
          NULL},
         {"--spec-max-batch-tokens", NULL, CLI_INT, &o.max_batch, 0, 1 << 16, "N",
-         "scheduler.spec_max_batch_tokens (default 16)", NULL},
+         "scheduler.spec_max_batch_tokens (default 8)", NULL},
         {"--ngram-min", NULL, CLI_INT, &o.ng_min, 1, ENG_SPEC_NGRAM_MAX, "N",
          "shortest n-gram matched (default 2)", NULL},
         {"--ngram-max", NULL, CLI_INT, &o.ng_max, 1, ENG_SPEC_NGRAM_MAX, "N",

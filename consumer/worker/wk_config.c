@@ -52,11 +52,14 @@ static const wk_prop wk_props[] = {
      "(see `scheduler.spec_max_batch_tokens`)."},
     {"scheduler.spec_tokens", WK_PROP_INT, "6", 1, 64,
      "Drafted tokens per sequence and step at most (k): a verify step yields 1..k+1 tokens."},
-    {"scheduler.spec_max_batch_tokens", WK_PROP_INT, "16", 0, 65536,
-     "Draft only while decoding sequences * (`scheduler.spec_tokens` + 1) <= this: above it "
-     "the step is compute-bound and drafts cost their full compute. Also the rows of logits "
-     "the scheduler keeps for verification (n_vocab floats each: 16 MiB at 16 for Gemma 3's "
-     "262k vocabulary). 0 = never draft."},
+    {"scheduler.spec_max_batch_tokens", WK_PROP_INT, "8", 0, 65536,
+     "Decode rows of a drafting step at most (each decoding sequence's last token plus its "
+     "draft): with n sequences decoding each drafts at most this / n - 1 tokens, so drafting "
+     "stops once n > this / 2, where the step is compute-bound and drafts cost their full "
+     "compute. 8 is where a step's rows cost about twice a single decode step on 2 cores "
+     "(`parley bench --workload spec --cost`); raise it where the step stays memory-bound "
+     "longer. Also the rows of logits kept for verification (n_vocab floats each: 8 MiB at 8 "
+     "for Gemma 3's 262k vocabulary). 0 = never draft."},
     {"scheduler.spec_ngram_min", WK_PROP_INT, "2", 1, 8,
      "Shortest n-gram prompt lookup matches (a shorter match drafts nothing)."},
     {"scheduler.spec_ngram_max", WK_PROP_INT, "4", 1, 8,

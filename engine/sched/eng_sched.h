@@ -81,20 +81,38 @@
  * give (greedy: token for token).  Then the KV is cut back to the kept
  * tokens (eng_kvseq_truncate), so the cache, preemption and every later
  * step see exactly the sequence of a run without drafts.
- * When: a step drafts only while it is memory-bound -- while
- *     decoding sequences * (spec_tokens + 1) <= spec_max_batch_tokens
- * (and within step_tokens): then the extra rows ride on the weight pass the
- * step makes anyway.  Past it the step is compute-bound and every drafted
- * token costs its full compute, paid for rejected drafts too, so drafting
- * is off for the whole step.  A sequence drafts only when prompt lookup
- * finds a match, never past max_tokens, and never so far that a sliding
- * window could not be cut back (eng_spec_max_draft).  Drafted tokens count
- * against step_tokens; under memory pressure a step first drops its
- * drafts, then preempts.  Stop tokens among accepted drafts end the
- * request there; every emitted token gets its on_token (with the logits
- * of its own position).
- * Basis (`parley bench --workload spec --cost`, Gemma 3 270M Q4_K_M, 2
- * threads, AMX, this project's 2-core test machine): SPEC_BASIS.
+ * When: only while the step is memory-bound.  A step's decode rows (each
+ * decoding sequence's last token plus its draft) share
+ * spec_max_batch_tokens: with n decoding sequences each drafts at most
+ * min(spec_tokens, spec_max_batch_tokens / n - 1) tokens, so one sequence
+ * gets full drafts, a few get shorter ones, and once n exceeds
+ * spec_max_batch_tokens / 2 nobody drafts: the step is then
+ * compute-bound, where every drafted token costs its full compute --
+ * rejected ones too -- while a batch of real sequences already fills the
+ * arithmetic units.  Within that, a sequence drafts only when prompt lookup
+ * finds a match, no longer than its own limit (eng_spec_next_k), never
+ * past max_tokens, and never so far that a sliding window could not be cut
+ * back (eng_spec_max_draft).  Drafted tokens count against step_tokens;
+ * under memory pressure a step first drops its drafts, then preempts.
+ * Stop tokens among accepted drafts end the request there; every emitted
+ * token gets its on_token (with the logits of its own position).
+ * Basis: `parley bench --workload spec --cost` (Gemma 3 270M Q4_K_M, 2
+ * threads, the project's 2-core test machine, 2026-12-05, load average
+ * about 2 from other work; medians of 15, each against a decode step
+ * timed beside it): a chunk of n tokens costs 1.19 / 1.41 / 1.73 / 1.85 /
+ * 2.28 / 2.26 decode steps at n = 2 / 4 / 6 / 8 / 10 / 16, a batch of n
+ * sequences 1.23 / 1.45 / 1.77 / 2.01 / 2.30 / 2.63.  Each extra row costs
+ * about 0.12 of a decode step, so up to about 8 rows the weight pass the
+ * step pays anyway is still half or more of its time; beyond that the
+ * step is mostly arithmetic.  Hence spec_max_batch_tokens = 8 and
+ * spec_tokens = 6 (one sequence: a 7-token chunk at 1.86x, which pays off
+ * from about one accepted token per step).  A machine with more arithmetic
+ * per byte of bandwidth stays memory-bound to more rows: measure and raise
+ * it.  Drafting is on by default: it changes no greedy token and no
+ * sampling distribution, and single-stream decode on that machine went
+ * from 71.9 to 172.0 tok/s on prompts that quote their context (79%
+ * of drafts accepted) and from 76.6 to 115.1 tok/s on open-ended ones
+ * (tests/bench/bench_spec.py; the small model repeats itself).
  *
  * ** Data layout **
  * A request owns one token array (prompt, then generated tokens), an
@@ -226,7 +244,8 @@ typedef struct eng_sched_config {
     int speculative; /* ENG_SCHED_SPEC_OFF or _NGRAM: draft and verify (default NGRAM) */
     int spec_tokens; /* drafted tokens per sequence and step at most, k (default 6; 1..64) */
     int spec_ngram_min, spec_ngram_max; /* n-gram sizes prompt lookup matches (default 2..4) */
-    /* draft only while decoding sequences * (spec_tokens + 1) <= this (default 16) */
+    /* decode rows (last tokens + drafts) of a drafting step at most: each of
+     * n decoding sequences drafts <= this / n - 1 tokens (default 8) */
     int spec_max_batch_tokens;
     eng_sched_draft_fn draft_fn; /* NULL: prompt lookup; else this drafter */
     void *draft_ctx;             /* passed to draft_fn */

@@ -44,7 +44,7 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->spec_tokens = 6;
     c->spec_ngram_min = 2;
     c->spec_ngram_max = 4;
-    c->spec_max_batch_tokens = 16;
+    c->spec_max_batch_tokens = 8;
 }
 
 /* ---- delivery thread ---- */
@@ -181,11 +181,12 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
         goto err;
     }
     /* the verify chunks of a drafting step: at most spec_max_batch_tokens
-     * rows (and the step's budget); none when not even one chunk fits */
+     * rows (and the step's budget); none when not even a one-token draft
+     * fits */
     if (s->cfg.speculative != ENG_SCHED_SPEC_OFF) {
         int rows = s->cfg.spec_max_batch_tokens < s->cfg.step_tokens ? s->cfg.spec_max_batch_tokens
                                                                      : s->cfg.step_tokens;
-        if (rows >= s->cfg.spec_tokens + 1) {
+        if (rows >= 2) {
             s->spec_logits = malloc((size_t)rows * (size_t)s->n_vocab * sizeof(float));
             if (!s->spec_logits) {
                 pl_errf(err, errlen, rc, "sched: out of memory for %d rows of logits", rows);

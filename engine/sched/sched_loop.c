@@ -264,15 +264,19 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
 
 /* ---- one step ---- */
 
-/* 1 if this step may draft: speculative decoding is on and the decoding
- * sequences with a full draft each stay within spec_max_batch_tokens (the
- * memory-bound regime, eng_sched.h) and the step's token budget. */
-static int sched_may_draft(const eng_sched *s) {
+/* The draft each decoding sequence of this step may feed at most: the
+ * step's decode rows (last tokens and drafts) share spec_max_batch_tokens
+ * (the memory-bound regime, eng_sched.h; also the rows of spec_logits) and
+ * the step's token budget, up to spec_tokens each.  0: no drafting. */
+static int sched_draft_limit(const eng_sched *s) {
     if (s->cfg.speculative == ENG_SCHED_SPEC_OFF) return 0;
-    long n_dec = 0, per = (long)s->cfg.spec_tokens + 1;
+    long n_dec = 0;
     for (const sched_req *r = s->running; r && n_dec < s->cfg.max_running; r = r->next)
         n_dec += r->n_toks - r->kv.n_tokens == 1;
-    return n_dec * per <= s->spec_rows && n_dec * per <= s->cfg.step_tokens;
+    if (!n_dec) return 0;
+    long rows = s->spec_rows < s->cfg.step_tokens ? s->spec_rows : s->cfg.step_tokens;
+    long k = rows / n_dec - 1;
+    return (int)(k < s->cfg.spec_tokens ? (k > 0 ? k : 0) : s->cfg.spec_tokens);
 }
 
 /* Build the batch; returns its size.  Prefill chunks never make a step
@@ -282,10 +286,10 @@ static int sched_may_draft(const eng_sched *s) {
 static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
     int n = 0, budget = s->cfg.step_tokens, rows = 0;
     *n_drafted = 0;
-    if (draft) draft = sched_may_draft(s);
+    int limit = draft ? sched_draft_limit(s) : 0;
     for (sched_req *r = s->running; r && n < s->cfg.max_running; r = r->next)
         if (r->n_toks - r->kv.n_tokens == 1) {
-            int k = draft ? sched_spec_draft(s, r, s->cfg.spec_tokens) : 0;
+            int k = limit ? sched_spec_draft(s, r, limit) : 0;
             eng_seq_step *st = &s->steps[n];
             st->kv = &r->kv;
             st->tokens = r->toks + r->kv.n_tokens;

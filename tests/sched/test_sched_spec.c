@@ -14,8 +14,9 @@
  *                            max_tokens is never exceeded
  *   rejects_every_draft      a drafter that is always wrong: same tokens,
  *                            nothing accepted, one token per verify step
- *   rule_turns_drafting_off  more decoding sequences than
- *                            spec_max_batch_tokens / (k + 1): no drafts
+ *   rule_turns_drafting_off  n decoding sequences draft at most
+ *                            spec_max_batch_tokens / n - 1 tokens each;
+ *                            none once that is 0
  *   preemption_tiny_budget   drafting under a KV budget that forces
  *                            preemption: same tokens, budget never
  *                            exceeded, every block back
@@ -262,25 +263,21 @@ PT_TEST(rule_turns_drafting_off) {
     su_coll_init(&ref, NREQ, 0);
     run(mk(ENG_SCHED_SPEC_OFF, 6, 64, 0, NULL, NULL), &ref, NREQ, GEN, -1, &st);
     oracle o = {&ref, 0};
-    su_coll_init(&c, NREQ, 0);
-    run(mk(ENG_SCHED_SPEC_NGRAM, 6, 28, 0, oracle_draft, &o), &c, NREQ, GEN, -1, &st);
-    uint64_t all = st.spec_drafted;
-    su_coll_free(&c);
-    /* 4 sequences * (6 + 1) > 14: no step with all four decoding drafts
-     * (the four start together: the batching window) */
-    su_coll_init(&c, NREQ, 0);
-    run(mk(ENG_SCHED_SPEC_NGRAM, 6, 14, 0, oracle_draft, &o), &c, NREQ, GEN, -1, &st);
-    for (int i = 0; i < NREQ; i++) same(&ref.reqs[i], &c.reqs[i], 0);
-    fprintf(stderr, "  drafted: %llu with 28 tokens, %llu with 14\n", (unsigned long long)all,
-            (unsigned long long)st.spec_drafted);
-    PT_ASSERT(all > 0 && st.spec_drafted * 4 < all);
-    su_coll_free(&c);
-    /* a threshold below one chunk: never */
-    su_coll_init(&c, NREQ, 0);
-    run(mk(ENG_SCHED_SPEC_NGRAM, 6, 6, 0, oracle_draft, &o), &c, NREQ, GEN, -1, &st);
-    PT_EQ_INT(st.spec_drafted, 0);
-    for (int i = 0; i < NREQ; i++) same(&ref.reqs[i], &c.reqs[i], 0);
-    su_coll_free(&c);
+    /* the four start together (the batching window) and, drafting the
+     * reference, finish together: every decode step has four sequences */
+    const int thr[] = {28, 14, 8, 7, 1}, per[] = {6, 2, 1, 0, 0};
+    for (int t = 0; t < 5; t++) {
+        su_coll_init(&c, NREQ, 0);
+        run(mk(ENG_SCHED_SPEC_NGRAM, 6, thr[t], 0, oracle_draft, &o), &c, NREQ, GEN, -1, &st);
+        for (int i = 0; i < NREQ; i++) same(&ref.reqs[i], &c.reqs[i], 0);
+        fprintf(stderr, "  spec_max_batch_tokens %d: %llu drafted in %llu verify steps\n", thr[t],
+                (unsigned long long)st.spec_drafted, (unsigned long long)st.spec_steps);
+        /* 4 sequences share thr rows: thr / 4 - 1 drafted tokens each */
+        PT_ASSERT(st.spec_drafted <= (uint64_t)per[t] * st.spec_steps);
+        if (per[t]) PT_ASSERT(st.spec_drafted > 0);
+        else PT_EQ_INT(st.spec_drafted, 0);
+        su_coll_free(&c);
+    }
     su_coll_free(&ref);
 }
 

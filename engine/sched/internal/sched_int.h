@@ -134,9 +134,10 @@ void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const c
  * want_logits). */
 void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits);
 
-/* sched_spec.c: draft up to k tokens for decoding sequence r into
- * r->toks[n_toks..] (not counted in n_toks), within its token limit and
- * what the KV can be truncated back from.  Returns how many (0: none). */
+/* sched_spec.c: draft up to k tokens (the step's limit) for decoding
+ * sequence r into r->toks[n_toks..] (not counted in n_toks), within r's
+ * own draft length, its token limit and what the KV can be truncated back
+ * from.  Returns how many (0: none). */
 int sched_spec_draft(eng_sched *s, sched_req *r, int k);
 
 /* sched_spec.c: after the forward pass, judge r's verify chunk of 1 + k
