@@ -30,9 +30,9 @@ static int toks_reserve(sched_req *r, int n) {
 }
 
 int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
-    /* a verify step emits up to k + 1 tokens: stay within max_tokens */
     if (r->spec_k < 1) r->spec_k = s->cfg.spec_tokens; /* a new request starts at the max */
     if (k > r->spec_k) k = r->spec_k;
+    /* a verify step emits up to k + 1 tokens: stay within max_tokens */
     int left = r->max_tokens - r->n_gen - 1;
     if (k > left) k = left;
     k = eng_spec_max_draft(s->layout, r->kv.n_tokens, k);
