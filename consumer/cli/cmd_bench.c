@@ -24,7 +24,9 @@
  * decode, batched decode, bandwidth roofline, kernel profile): it is
  * handed to cmd_bench_engine.c with the whole command line, as
  * `--workload chat` (real text through the tokenizer, chat template and
- * splicing) is to cmd_bench_chat.c.
+ * splicing) is to cmd_bench_chat.c, and `--workload spec` (speculative
+ * decoding: verify-step costs, drafting off vs on per prompt) to
+ * cmd_bench_spec.c.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -336,7 +338,7 @@ static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, 
 static int bench_parse(int argc, char **argv, bench_opts *o) {
     const char *workload = NULL;
     const cli_opt opts[] = {
-        {"--workload", NULL, CLI_STR, &workload, 0, 0, "multiturn|engine|chat",
+        {"--workload", NULL, CLI_STR, &workload, 0, 0, "multiturn|engine|chat|spec",
          "the benchmark (required)", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "FILE", "GGUF model (required)", NULL},
         {"--conversations", NULL, CLI_INT, &o->convs, 1, 100000, "C",
@@ -375,7 +377,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         .synopsis =
             "bench --workload multiturn --model FILE [options]\n"
             "bench --workload engine --model FILE [options]  (see --workload engine --help)\n"
-            "bench --workload chat --model FILE [options]  (see --workload chat --help)",
+            "bench --workload chat --model FILE [options]  (see --workload chat --help)\n"
+            "bench --workload spec --model FILE [options]  (see --workload spec --help)",
         .about = "multiturn options:\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
@@ -383,7 +386,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
     int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!workload || strcmp(workload, "multiturn") || !o->model) {
-        fprintf(stderr, "bench: --workload multiturn|engine|chat and --model FILE are required\n");
+        fprintf(stderr,
+                "bench: --workload multiturn|engine|chat|spec and --model FILE are required\n");
         cli_usage(&cmd, stderr);
         return 2;
     }
@@ -397,6 +401,8 @@ int wk_cmd_bench(int argc, char **argv) {
             return wk_bench_engine(argc, argv);
         else if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "chat"))
             return wk_bench_chat(argc, argv);
+        else if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "spec"))
+            return wk_bench_spec(argc, argv);
     int rc = bench_parse(argc, argv, &o);
     if (rc >= 0) return rc;
     eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = o.block};

@@ -10,6 +10,7 @@ int wk_cmd_bench(int argc, char **argv);  /* parley bench (cmd_bench.c) */
 int wk_bench_chat(int argc, char **argv); /* parley bench --workload chat (cmd_bench_chat.c) */
 int wk_bench_engine(int argc,
                     char **argv);          /* parley bench --workload engine (cmd_bench_engine.c) */
+int wk_bench_spec(int argc, char **argv);  /* parley bench --workload spec (cmd_bench_spec.c) */
 int wk_cmd_worker(int argc, char **argv);  /* parley worker (wk_cmd_worker.c) */
 int wk_cmd_chat(int argc, char **argv);    /* parley chat (wk_chat.c) */
 int wk_cmd_load(int argc, char **argv);    /* parley load (wk_load.c) */

@@ -50,6 +50,27 @@ static const wk_prop wk_props[] = {
      "Longest wait for a turn's Redis prefetch before admitting it."},
     {"scheduler.kv_budget_mib", WK_PROP_INT, "256", 1, 1 << 24,
      "KV memory for running sequences when the cache is disabled (MiB)."},
+    {"scheduler.speculative", WK_PROP_STR, "ngram", 0, 0,
+     "Speculative decoding: `ngram` drafts up to `scheduler.spec_tokens` tokens per decoding "
+     "sequence by prompt lookup (the continuation of the longest recent n-gram of the "
+     "conversation that occurred before) and verifies them in the same forward step; `off` "
+     "decodes one token per step. Lossless: greedy replies are identical token for token, "
+     "sampled ones keep their distribution. Drafting runs only while the step is memory-bound "
+     "(see `scheduler.spec_max_batch_tokens`)."},
+    {"scheduler.spec_tokens", WK_PROP_INT, "6", 1, 64,
+     "Drafted tokens per sequence and step at most (k): a verify step yields 1..k+1 tokens."},
+    {"scheduler.spec_max_batch_tokens", WK_PROP_INT, "8", 0, 65536,
+     "Decode rows of a drafting step at most (each decoding sequence's last token plus its "
+     "draft): with n sequences decoding each drafts at most this / n - 1 tokens, so drafting "
+     "stops once n > this / 2, where the step is compute-bound and drafts cost their full "
+     "compute. 8 is where a step's rows cost about twice a single decode step on 2 cores "
+     "(`parley bench --workload spec --cost`); raise it where the step stays memory-bound "
+     "longer. Also the rows of logits kept for verification (n_vocab floats each: 8 MiB at 8 "
+     "for Gemma 3's 262k vocabulary). 0 = never draft."},
+    {"scheduler.spec_ngram_min", WK_PROP_INT, "2", 1, 8,
+     "Shortest n-gram prompt lookup matches (a shorter match drafts nothing)."},
+    {"scheduler.spec_ngram_max", WK_PROP_INT, "4", 1, 8,
+     "Longest n-gram prompt lookup tries first (must be >= `scheduler.spec_ngram_min`)."},
     {"cache.enabled", WK_PROP_BOOL, "true", 0, 0,
      "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
      "conversation computes only its new tokens."},
@@ -425,6 +446,17 @@ int wk_config_validate(const wk_config *c, char *err, size_t errlen) {
                        "configuration key 'worker.resume_kv_pct': %lld must be below "
                        "worker.pause_kv_pct (%lld)",
                        lo, hi);
+    const char *spec = wk_config_str(c, "scheduler.speculative");
+    if (strcmp(spec, "off") && strcmp(spec, "ngram"))
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration key 'scheduler.speculative': '%s' is not one of off, ngram",
+                       spec);
+    if (wk_config_int(c, "scheduler.spec_ngram_min") > wk_config_int(c, "scheduler.spec_ngram_max"))
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL,
+                       "configuration key 'scheduler.spec_ngram_min': %lld must not exceed "
+                       "scheduler.spec_ngram_max (%lld)",
+                       wk_config_int(c, "scheduler.spec_ngram_min"),
+                       wk_config_int(c, "scheduler.spec_ngram_max"));
     rc = wk_config_check_redis(c, err, errlen);
     if (rc) return rc;
 kafka:;

@@ -211,6 +211,18 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
     wk_metric(f, "parley_sched_steps_total", "counter", "Forward steps.", (double)st.steps);
     wk_metric(f, "parley_sched_preemptions_total", "counter", "Preemptions.",
               (double)st.preemptions);
+    wk_metric(f, "parley_sched_spec_verify_steps_total", "counter",
+              "Speculative decoding: decode steps of a sequence that verified a draft.",
+              (double)st.spec_steps);
+    wk_metric(f, "parley_sched_spec_drafted_tokens_total", "counter",
+              "Speculative decoding: drafted tokens fed for verification.",
+              (double)st.spec_drafted);
+    wk_metric(f, "parley_sched_spec_accepted_tokens_total", "counter",
+              "Speculative decoding: drafted tokens accepted (emitted as generated tokens).",
+              (double)st.spec_accepted);
+    wk_metric(f, "parley_sched_spec_acceptance_ratio", "gauge",
+              "Speculative decoding: accepted / drafted tokens since start (0 before any draft).",
+              st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
     fprintf(f, "# HELP parley_sched_batch_steps_total Steps by batch size bucket [2^i, 2^(i+1)).\n"
                "# TYPE parley_sched_batch_steps_total counter\n");
     for (int i = 0; i < ENG_SCHED_HIST; i++)

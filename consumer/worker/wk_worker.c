@@ -140,6 +140,17 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.fairness_ms = (int)wk_config_int(cfg, "scheduler.fairness_ms");
     sc.prefetch_wait_ms = (int)wk_config_int(cfg, "scheduler.prefetch_wait_ms");
     sc.kv_budget_bytes = (size_t)wk_config_int(cfg, "scheduler.kv_budget_mib") << 20;
+    const char *spec = wk_config_str(cfg, "scheduler.speculative");
+    if (!strcmp(spec, "off")) sc.speculative = ENG_SCHED_SPEC_OFF;
+    else if (!strcmp(spec, "ngram")) sc.speculative = ENG_SCHED_SPEC_NGRAM;
+    else
+        return pl_errf(err, errlen, WK_EINVAL,
+                       "configuration key 'scheduler.speculative': '%s' is not one of off, ngram",
+                       spec);
+    sc.spec_tokens = (int)wk_config_int(cfg, "scheduler.spec_tokens");
+    sc.spec_max_batch_tokens = (int)wk_config_int(cfg, "scheduler.spec_max_batch_tokens");
+    sc.spec_ngram_min = (int)wk_config_int(cfg, "scheduler.spec_ngram_min");
+    sc.spec_ngram_max = (int)wk_config_int(cfg, "scheduler.spec_ngram_max");
     long long mi = wk_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,

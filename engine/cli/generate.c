@@ -11,6 +11,11 @@
  * --print-prompt-ids.  Timings go to stderr:
  *   prefill: N tokens in S s (R tok/s)
  *   decode:  N tokens in S s (R tok/s)
+ * With --speculative ngram each decode step drafts by prompt lookup and
+ * verifies the draft in one chunk (eng_spec.h: the scheduler's drafter and
+ * verification rule); greedy output is the same token for token, and a
+ * line reports the drafts:
+ *   speculative: ngram k K, D drafted, A accepted (P%), S verify steps
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,7 @@
 #include "eng_cli.h"
 #include "eng_model.h"
 #include "eng_sampler.h"
+#include "eng_spec.h"
 #include "eng_tok.h"
 #include "pl_err.h"
 #include "pl_time.h"
@@ -49,6 +55,10 @@ typedef struct gen_args {
     int print_prompt_ids;  /* --print-prompt-ids */
     int quiet;             /* --quiet */
     int no_bos;            /* --no-bos */
+    int spec;              /* --speculative ngram (1) or off (0) */
+    long spec_tokens;      /* --spec-tokens: drafted tokens per step at most */
+    long ngram_min;        /* --ngram-min */
+    long ngram_max;        /* --ngram-max */
     eng_sampler_params sp; /* --temp, --top-k, --top-p, --repeat-penalty (the rest after parsing) */
 } gen_args;
 
@@ -62,6 +72,10 @@ typedef struct gen_run {
     int kv_init;                        /* kv is initialised */
     int32_t *ids;                       /* prompt then generated ids */
     float *logits;                      /* n_vocab logits of the last position */
+    float *spec_logits;                 /* --speculative: logits of a verify chunk's rows */
+    eng_ngram *ngram;                   /* --speculative: the prompt-lookup index */
+    long drafted, accepted, verify;     /* --speculative: drafted / accepted tokens, steps */
+    int spec_k;                         /* --speculative: the next draft's length limit */
     int n_prompt;                       /* prompt ids in ids */
     int n_out;                          /* generated ids after them */
     double t_load, t_prefill, t_decode; /* seconds */
@@ -98,10 +112,20 @@ static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, si
     return 0;
 }
 
+/* --speculative off|ngram. */
+static int gen_spec(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
+    gen_args *g = ctx;
+    if (!strcmp(val, "off")) g->spec = 0;
+    else if (!strcmp(val, "ngram")) g->spec = 1;
+    else return pl_errf(err, errlen, -1, "off or ngram");
+    return 0;
+}
+
 /* Parse argv into g; returns -1 to run, else the exit status. */
 static int gen_parse(int argc, char **argv, gen_args *g) {
     memset(g, 0, sizeof *g);
     g->n_gen = 32, g->block = 16, g->chunk = 512, g->last_n = 64;
+    g->spec_tokens = 6, g->ngram_min = 2, g->ngram_max = 4;
     eng_sampler_params_default(&g->sp);
     const cli_opt opts[] = {
         {"--prompt", NULL, CLI_STR, &g->prompt, 0, 0, "TEXT",
@@ -144,10 +168,18 @@ static int gen_parse(int argc, char **argv, gen_args *g) {
         {"--print-prompt-ids", NULL, CLI_FLAG, &g->print_prompt_ids, 0, 0, NULL,
          "print the prompt's ids (\"prompt ids: ...\" line) before the reply", NULL},
         {"--quiet", NULL, CLI_FLAG, &g->quiet, 0, 0, NULL, "print no reply text", NULL},
+        {"--speculative", NULL, CLI_FN, NULL, 0, 0, "off|ngram",
+         "draft by prompt lookup and verify drafts in one step (default off)", gen_spec},
+        {"--spec-tokens", NULL, CLI_LONG, &g->spec_tokens, 1, 64, "K",
+         "drafted tokens per step at most (default 6)", NULL},
+        {"--ngram-min", NULL, CLI_LONG, &g->ngram_min, 1, ENG_SPEC_NGRAM_MAX, "N",
+         "shortest n-gram prompt lookup matches (default 2)", NULL},
+        {"--ngram-max", NULL, CLI_LONG, &g->ngram_max, 1, ENG_SPEC_NGRAM_MAX, "N",
+         "longest n-gram prompt lookup matches (default 4)", NULL},
     };
     const cli_cmd cmd = {
         "generate", "generate MODEL.gguf [options]", NULL, opts, CLI_NOPTS(opts), NULL, 1, 0, NULL};
-    int n_pos = 0, pr = cli_parse(&cmd, argc, argv, NULL, &g->path, &n_pos);
+    int n_pos = 0, pr = cli_parse(&cmd, argc, argv, g, &g->path, &n_pos);
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!g->path || (!!g->prompt + !!g->ids + !!g->n_random) != 1) {
         fprintf(stderr,
@@ -232,6 +264,19 @@ static int gen_setup(const gen_args *g, gen_run *r) {
         fprintf(stderr, "generate: %s\n", r->err);
         return 2;
     }
+    if (g->spec) {
+        r->spec_k = (int)g->spec_tokens;
+        if (eng_ngram_new((int)g->ngram_min, (int)g->ngram_max, &r->ngram, r->err, sizeof r->err) !=
+            0) {
+            fprintf(stderr, "generate: %s\n", r->err);
+            return 2;
+        }
+        r->spec_logits = malloc((size_t)(g->spec_tokens + 1) * c->n_vocab * sizeof(float));
+        if (!r->spec_logits) {
+            fprintf(stderr, "generate: out of memory\n");
+            return 1;
+        }
+    }
     if (eng_kv_allocator_malloc(&r->alloc, eng_model_kv_layout(r->m)) != 0 ||
         eng_kvseq_init(&r->kv, eng_model_kv_layout(r->m), &r->alloc, r->err, sizeof r->err) != 0) {
         fprintf(stderr, "generate: cannot set up the KV cache\n");
@@ -258,6 +303,37 @@ static int gen_prefill(const gen_args *g, gen_run *r) {
     return 0;
 }
 
+/* One decode step after tokens r->ids[0..n) (the KV holds n - 1): feed
+ * the last token, with a prompt-lookup draft under --speculative, and put
+ * the tokens it yields at r->ids[n..]; returns their count (>= 1) or -1. */
+static int gen_step(const gen_args *g, gen_run *r, int n) {
+    int V = eng_model_config(r->m)->n_vocab, k = 0, acc = 0;
+    if (g->spec) {
+        k = r->spec_k;
+        if (k > g->n_gen - r->n_out - 1) k = (int)g->n_gen - r->n_out - 1;
+        k = eng_spec_max_draft(eng_model_kv_layout(r->m), r->kv.n_tokens, k);
+        k = k > 0 ? eng_ngram_draft(r->ngram, r->ids, n, k, r->ids + n) : 0;
+    }
+    eng_seq_step st = {&r->kv, &r->ids[n - 1], 1 + k, k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST,
+                       k ? r->spec_logits : r->logits};
+    if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) return -1;
+    if (!k) {
+        r->ids[n] = eng_sampler_sample(r->smp, r->logits, r->ids, n);
+        return 1;
+    }
+    int e = eng_spec_verify(r->smp, r->spec_logits, V, r->ids, n, r->ids + n, k,
+                            (int)g->n_gen - r->n_out, &acc);
+    r->drafted += k;
+    r->accepted += acc;
+    r->spec_k = eng_spec_next_k(r->spec_k, k, acc, (int)g->spec_tokens);
+    r->verify++;
+    if (eng_kvseq_truncate(&r->kv, n + e - 1) != 0) {
+        snprintf(r->err, sizeof r->err, "cannot cut the KV back after verification");
+        return -1;
+    }
+    return e;
+}
+
 /* Sample up to n_gen tokens, streaming their text unless --quiet.  0 or 1. */
 static int gen_decode(const gen_args *g, gen_run *r) {
     eng_tok_stream ts;
@@ -269,19 +345,27 @@ static int gen_decode(const gen_args *g, gen_run *r) {
     }
     int32_t *out = r->ids + r->n_prompt;
     double td = gen_now();
-    for (r->n_out = 0; r->n_out < g->n_gen;) {
-        int32_t next = eng_sampler_sample(r->smp, r->logits, r->ids, r->n_prompt + r->n_out);
-        out[r->n_out++] = next;
-        size_t np = 0;
-        if (r->tok && !g->quiet && eng_tok_stream_push(&ts, next, piece, pcap, &np) == 0) {
-            fwrite(piece, 1, np, stdout);
-            fflush(stdout);
+    r->n_out = 0;
+    int e = 0;
+    if (g->n_gen > 0) {
+        out[0] = eng_sampler_sample(r->smp, r->logits, r->ids, r->n_prompt);
+        e = 1;
+    }
+    while (e > 0) {
+        int stop = 0;
+        for (int i = 0; i < e && !stop; i++) {
+            int32_t next = out[r->n_out++];
+            size_t np = 0;
+            if (r->tok && !g->quiet && eng_tok_stream_push(&ts, next, piece, pcap, &np) == 0) {
+                fwrite(piece, 1, np, stdout);
+                fflush(stdout);
+            }
+            stop = eng_sampler_is_stop(r->smp, next) ||
+                   (!g->ignore_eos && r->tok && eng_tok_is_eog(r->tok, next)) ||
+                   r->n_out == g->n_gen;
         }
-        if (eng_sampler_is_stop(r->smp, next) ||
-            (!g->ignore_eos && r->tok && eng_tok_is_eog(r->tok, next)) || r->n_out == g->n_gen)
-            break;
-        eng_seq_step st = {&r->kv, &out[r->n_out - 1], 1, ENG_LOGITS_LAST, r->logits};
-        if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) {
+        if (stop) break;
+        if ((e = gen_step(g, r, r->n_prompt + r->n_out)) < 0) {
             fprintf(stderr, "generate: %s\n", r->err);
             free(piece);
             return 1;
@@ -318,6 +402,11 @@ static void gen_report(const gen_args *g, const gen_run *r) {
             r->n_prompt / (r->t_prefill > 0 ? r->t_prefill : 1e-9));
     fprintf(stderr, "decode: %d tokens in %.3f s (%.2f tok/s)\n", n_dec, r->t_decode,
             n_dec / (r->t_decode > 0 ? r->t_decode : 1e-9));
+    if (g->spec)
+        fprintf(stderr,
+                "speculative: ngram k %ld, %ld drafted, %ld accepted (%.1f%%), %ld verify steps\n",
+                g->spec_tokens, r->drafted, r->accepted,
+                r->drafted ? 100.0 * (double)r->accepted / (double)r->drafted : 0.0, r->verify);
 }
 
 static void gen_free(gen_run *r) {
@@ -328,6 +417,8 @@ static void gen_free(gen_run *r) {
     eng_model_free(r->m);
     free(r->ids);
     free(r->logits);
+    free(r->spec_logits);
+    eng_ngram_free(r->ngram);
 }
 
 int eng_cmd_generate(int argc, char **argv) {

@@ -13,6 +13,18 @@
  * probability mass reaches top_p (>= 1 = all; at least one token), sample
  * from the renormalised distribution.
  *
+ * Speculative verification (eng_sampler_verify).  A drafted token d is
+ * judged against the same distribution p a call to eng_sampler_sample would
+ * draw from (same penalty, temperature, top-k, top-p).  Greedy: d is
+ * accepted iff it is the argmax, and the argmax is returned either way.
+ * Sampling: the draft is a point mass q = delta(d), so the standard
+ * rejection rule of speculative sampling (accept with probability
+ * min(1, p(d) / q(d)) = p(d); on rejection draw from max(p - q, 0)
+ * renormalised, which is p with d removed) makes the returned token
+ * distributed exactly as p, whatever d was.  It consumes one or two RNG
+ * draws (eng_sampler_sample: one), so a sampled stream with drafting is a
+ * different draw from the same distribution, not the same tokens.
+ *
  * Determinism.  The RNG is xoshiro256** seeded through splitmix64 from the
  * seed: the same seed, logits and history give the same tokens on every
  * machine (ties in the sort are broken by token id).
@@ -61,6 +73,15 @@ void eng_sampler_reseed(eng_sampler *s, uint64_t seed);
  * so far (history may be NULL when n_history is 0). Returns the token id. */
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
                            int n_history);
+
+/* Judge drafted token `draft` at a position whose logits are logits (see
+ * "Speculative verification" above; history as for eng_sampler_sample).
+ * Returns the token to emit there and sets *accepted to 1 when it is the
+ * draft (accepted), 0 when the draft was rejected and the returned token
+ * is the model's own choice (greedy: the argmax; sampling: a draw from p
+ * without the draft). */
+int32_t eng_sampler_verify(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history, int32_t draft, int *accepted);
 
 /* 1 if tok is one of the stop tokens. */
 int eng_sampler_is_stop(const eng_sampler *s, int32_t tok);

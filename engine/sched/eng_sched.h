@@ -69,6 +69,51 @@
  * the extra wait reordering can cost a request is at most fairness_ms plus
  * one step.
  *
+ * ** Speculative decoding (scheduler.speculative = ngram) **
+ * A decoding sequence may feed, after its last token, up to spec_tokens
+ * tokens drafted by prompt lookup (eng_spec.h: the longest suffix n-gram
+ * of prompt + generated tokens that occurred before, continued), as one
+ * verify chunk through the chunked-prefill path with ENG_LOGITS_ALL.  The
+ * sampler accepts the drafts that agree with the model (greedy: the
+ * argmax; sampling: the rejection rule of eng_sampler_verify, which keeps
+ * the output distribution) and adds the model's own next token, so a step
+ * yields 1..spec_tokens + 1 tokens of the same text drafting off would
+ * give (greedy: token for token).  Then the KV is cut back to the kept
+ * tokens (eng_kvseq_truncate), so the cache, preemption and every later
+ * step see exactly the sequence of a run without drafts.
+ * When: only while the step is memory-bound.  A step's decode rows (each
+ * decoding sequence's last token plus its draft) share
+ * spec_max_batch_tokens: with n decoding sequences each drafts at most
+ * min(spec_tokens, spec_max_batch_tokens / n - 1) tokens, so one sequence
+ * gets full drafts, a few get shorter ones, and once n exceeds
+ * spec_max_batch_tokens / 2 nobody drafts: the step is then
+ * compute-bound, where every drafted token costs its full compute --
+ * rejected ones too -- while a batch of real sequences already fills the
+ * arithmetic units.  Within that, a sequence drafts only when prompt lookup
+ * finds a match, no longer than its own limit (eng_spec_next_k), never
+ * past max_tokens, and never so far that a sliding window could not be cut
+ * back (eng_spec_max_draft).  Drafted tokens count against step_tokens;
+ * under memory pressure a step first drops its drafts, then preempts.
+ * Stop tokens among accepted drafts end the request there; every emitted
+ * token gets its on_token (with the logits of its own position).
+ * Basis: `parley bench --workload spec --cost` (Gemma 3 270M Q4_K_M, 2
+ * threads, the project's 2-core test machine, 2026-12-05, load average
+ * about 2 from other work; medians of 15, each against a decode step
+ * timed beside it): a chunk of n tokens costs 1.19 / 1.41 / 1.73 / 1.85 /
+ * 2.28 / 2.26 decode steps at n = 2 / 4 / 6 / 8 / 10 / 16, a batch of n
+ * sequences 1.23 / 1.45 / 1.77 / 2.01 / 2.30 / 2.63.  Each extra row costs
+ * about 0.12 of a decode step, so up to about 8 rows the weight pass the
+ * step pays anyway is still half or more of its time; beyond that the
+ * step is mostly arithmetic.  Hence spec_max_batch_tokens = 8 and
+ * spec_tokens = 6 (one sequence: a 7-token chunk at 1.86x, which pays off
+ * from about one accepted token per step).  A machine with more arithmetic
+ * per byte of bandwidth stays memory-bound to more rows: measure and raise
+ * it.  Drafting is on by default: it changes no greedy token and no
+ * sampling distribution, and single-stream decode on that machine went
+ * from 71.9 to 172.0 tok/s on prompts that quote their context (79%
+ * of drafts accepted) and from 76.6 to 115.1 tok/s on open-ended ones
+ * (tests/bench/bench_spec.py; the small model repeats itself).
+ *
  * ** Data layout **
  * A request owns one token array (prompt, then generated tokens), an
  * eng_kvseq while running (n_tokens = tokens whose KV is stored; the rest
@@ -111,6 +156,7 @@
 #include "eng_kv.h"
 #include "eng_model.h"
 #include "eng_sampler.h"
+#include "eng_spec.h"
 
 #define ENG_SCHED_EINVAL (-801)  /* bad argument */
 #define ENG_SCHED_ENOMEM (-802)  /* host memory */
@@ -175,6 +221,16 @@ typedef struct eng_sched_cache_ops {
     void (*prefetch_release)(void *ctx, int ticket);
 } eng_sched_cache_ops;
 
+/* scheduler.speculative: how decode steps draft tokens (eng_spec.h). */
+enum { ENG_SCHED_SPEC_OFF = 0, ENG_SCHED_SPEC_NGRAM = 1 };
+
+/* A drafter replacing prompt lookup (tests; a draft model some day): write
+ * up to k guesses continuing toks[0..n_toks) (the first n_prompt are the
+ * prompt) into out and return how many (0 = none).  Called on the loop
+ * thread. */
+typedef int (*eng_sched_draft_fn)(void *ctx, const int32_t *toks, int n_toks, int n_prompt,
+                                  int32_t *out, int k);
+
 /* Scheduler configuration. */
 typedef struct eng_sched_config {
     int max_running; /* sequences in a batch at most (default 64) */
@@ -184,7 +240,15 @@ typedef struct eng_sched_config {
     int prefetch_wait_ms; /* longest wait for a request's prefetch before admitting it (default 50) */
     size_t kv_budget_bytes; /* no cache: KV bytes for all sequences (default 256 MiB) */
     double local_share; /* no cache: local blocks per global block of the budget (default 0.5) */
-    int max_queue; /* waiting + running requests at most; submit refuses beyond (default 4096) */
+    int max_queue;   /* waiting + running requests at most; submit refuses beyond (default 4096) */
+    int speculative; /* ENG_SCHED_SPEC_OFF or _NGRAM: draft and verify (default NGRAM) */
+    int spec_tokens; /* drafted tokens per sequence and step at most, k (default 6; 1..64) */
+    int spec_ngram_min, spec_ngram_max; /* n-gram sizes prompt lookup matches (default 2..4) */
+    /* decode rows (last tokens + drafts) of a drafting step at most: each of
+     * n decoding sequences drafts <= this / n - 1 tokens (default 8) */
+    int spec_max_batch_tokens;
+    eng_sched_draft_fn draft_fn; /* NULL: prompt lookup; else this drafter */
+    void *draft_ctx;             /* passed to draft_fn */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
@@ -238,7 +302,10 @@ typedef struct eng_sched_stats {
     uint64_t cached_tokens;       /* of which served from the cache */
     uint64_t prefill_tokens;      /* tokens prefilled (incl. recomputation after preemption) */
     uint64_t decode_tokens;       /* decode tokens fed */
-    uint64_t generated_tokens;    /* tokens sampled */
+    uint64_t generated_tokens;    /* tokens sampled (accepted drafts included) */
+    uint64_t spec_steps;          /* verify chunks run (a sequence's decode step with a draft) */
+    uint64_t spec_drafted;        /* drafted tokens fed for verification */
+    uint64_t spec_accepted;       /* of which accepted (acceptance rate = accepted / drafted) */
     uint64_t preemptions;         /* sequences preempted */
     uint64_t oom_retries;         /* eng_forward ENOMEM retries */
     double step_ms_total;         /* time inside eng_forward + sampling */

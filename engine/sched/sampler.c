@@ -8,7 +8,9 @@
  * selection (64, 256, ...) until its prefix holds top_p of the mass (the
  * normaliser summed over the whole vocabulary); plain temperature sampling
  * draws from the whole vocabulary in id order with no sort.  Greedy is a
- * single scan.
+ * single scan.  eng_sampler_sample and eng_sampler_verify share every step
+ * (penalty, argmax, the candidate distribution, the draw), so a draft is
+ * judged against exactly the distribution a plain call samples from.
  * Scratch (penalised logits, candidate ids, probabilities) is allocated
  * once per sampler.
  */
@@ -165,8 +167,9 @@ static int all_candidates(eng_sampler *s) {
     return s->n_vocab;
 }
 
-int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
-                           int n_history) {
+/* Repetition penalty (and NaN -> -inf) of logits into s->logit. */
+static void sampler_penalise(eng_sampler *s, const float *logits, const int32_t *history,
+                             int n_history) {
     int V = s->n_vocab;
     float *lg = s->logit;
     for (int i = 0; i < V; i++) lg[i] = logits[i] == logits[i] ? logits[i] : -INFINITY;
@@ -183,12 +186,23 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *h
         for (int i = from; i < n_history; i++)
             if (history[i] >= 0 && history[i] < V) s->seen[history[i]] = 0;
     }
-    if (s->p.temperature <= 0) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (lg[i] > lg[best]) best = i;
-        return best;
-    }
+}
+
+/* Greedy choice over s->logit (ties: lowest id). */
+static int32_t sampler_argmax(const eng_sampler *s) {
+    const float *lg = s->logit;
+    int best = 0;
+    for (int i = 1; i < s->n_vocab; i++)
+        if (lg[i] > lg[best]) best = i;
+    return best;
+}
+
+/* The sampling distribution over s->logit (temperature > 0): candidates
+ * s->idx[0..n) with unnormalised probabilities s->prob[0..n), their sum in
+ * *sum.  Returns n. */
+static int sampler_dist(eng_sampler *s, double *sum_out) {
+    int V = s->n_vocab;
+    float *lg = s->logit;
     float inv_t = 1.0f / s->p.temperature;
     float mx = -INFINITY;
     for (int i = 0; i < V; i++) {
@@ -230,12 +244,56 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *h
         }
         n = V;
     }
-    /* uniform double in [0, 1) from the top 53 bits */
-    double u = (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);
-    double r = u * sum, c = 0;
+    *sum_out = sum;
+    return n;
+}
+
+/* Uniform double in [0, 1) from the top 53 bits of the next draw. */
+static double sampler_uniform(eng_sampler *s) {
+    return (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Draw from candidates [0, n) of mass `mass`, skipping id `skip` (-1: none). */
+static int32_t sampler_draw(eng_sampler *s, int n, double mass, int32_t skip) {
+    double r = sampler_uniform(s) * mass, c = 0;
+    int32_t last = s->idx[0];
     for (int i = 0; i < n; i++) {
+        if (s->idx[i] == skip) continue;
+        last = s->idx[i];
         c += s->prob[i];
         if (r < c) return s->idx[i];
     }
-    return s->idx[n - 1];
+    return last;
+}
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history) {
+    sampler_penalise(s, logits, history, n_history);
+    if (s->p.temperature <= 0) return sampler_argmax(s);
+    double sum;
+    int n = sampler_dist(s, &sum);
+    return sampler_draw(s, n, sum, -1);
+}
+
+int32_t eng_sampler_verify(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history, int32_t draft, int *accepted) {
+    sampler_penalise(s, logits, history, n_history);
+    if (s->p.temperature <= 0) {
+        int32_t best = sampler_argmax(s);
+        *accepted = best == draft;
+        return best;
+    }
+    double sum, pd = 0;
+    int n = sampler_dist(s, &sum);
+    for (int i = 0; i < n; i++)
+        if (s->idx[i] == draft) pd = s->prob[i];
+    /* accept with probability p(draft) = pd / sum */
+    if (pd > 0 && (sampler_uniform(s) * sum < pd || sum - pd <= 0)) {
+        *accepted = 1;
+        return draft;
+    }
+    /* rejected: the residual max(p - q, 0) with q the point mass on the
+     * draft is p without the draft, renormalised */
+    *accepted = 0;
+    return sampler_draw(s, n, sum - pd, draft);
 }

@@ -40,6 +40,11 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->kv_budget_bytes = (size_t)256 << 20;
     c->local_share = 0.5;
     c->max_queue = 4096;
+    c->speculative = ENG_SCHED_SPEC_NGRAM;
+    c->spec_tokens = 6;
+    c->spec_ngram_min = 2;
+    c->spec_ngram_max = 4;
+    c->spec_max_batch_tokens = 8;
 }
 
 /* ---- delivery thread ---- */
@@ -97,6 +102,18 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
     if (c->max_queue < 1 || !(c->local_share >= 0.0 && c->local_share <= 16.0)) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL,
                        "sched: max_queue must be >= 1 and local_share in [0, 16]");
+    }
+    if (c->speculative != ENG_SCHED_SPEC_OFF && c->speculative != ENG_SCHED_SPEC_NGRAM) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: speculative must be off or ngram");
+    }
+    if (c->speculative != ENG_SCHED_SPEC_OFF &&
+        (c->spec_tokens < 1 || c->spec_tokens > 64 || c->spec_max_batch_tokens < 0 ||
+         c->spec_max_batch_tokens > (1 << 16) || c->spec_ngram_min < 1 ||
+         c->spec_ngram_max < c->spec_ngram_min || c->spec_ngram_max > ENG_SPEC_NGRAM_MAX)) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: spec_tokens must be in 1..64, spec_max_batch_tokens in 0..65536 "
+                       "and 1 <= spec_ngram_min <= spec_ngram_max <= %d",
+                       ENG_SPEC_NGRAM_MAX);
     }
     return 0;
 }
@@ -163,6 +180,21 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
         pl_errf(err, errlen, rc, "sched: out of memory");
         goto err;
     }
+    /* the verify chunks of a drafting step: at most spec_max_batch_tokens
+     * rows (and the step's budget); none when not even a one-token draft
+     * fits */
+    if (s->cfg.speculative != ENG_SCHED_SPEC_OFF) {
+        int rows = s->cfg.spec_max_batch_tokens < s->cfg.step_tokens ? s->cfg.spec_max_batch_tokens
+                                                                     : s->cfg.step_tokens;
+        if (rows >= 2) {
+            s->spec_logits = malloc((size_t)rows * (size_t)s->n_vocab * sizeof(float));
+            if (!s->spec_logits) {
+                pl_errf(err, errlen, rc, "sched: out of memory for %d rows of logits", rows);
+                goto err;
+            }
+            s->spec_rows = rows;
+        }
+    }
     rc = ENG_SCHED_ETHREAD;
     if (pthread_create(&s->deliv_th, NULL, sched_deliv_main, s) != 0) {
         pl_errf(err, errlen, rc, "sched: cannot start the delivery thread");
@@ -214,6 +246,7 @@ void eng_sched_free(eng_sched *s) {
     sched_budget_free(s->budget);
     free(s->steps);
     free(s->step_req);
+    free(s->spec_logits);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->dmu);

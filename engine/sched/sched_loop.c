@@ -119,9 +119,15 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
      * request still ends and its memory is freed. */
     if (e) sched_deliver(s, e);
     eng_sampler_free(r->sampler);
+    eng_ngram_free(r->ngram);
     free(r->toks);
     free(r->logits);
     free(r);
+}
+
+void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg) {
+    list_remove(&s->running, r);
+    sched_finish(s, r, why, msg);
 }
 
 /* Move running request r back to the waiting list (its KV parked in the
@@ -258,20 +264,42 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
 
 /* ---- one step ---- */
 
+/* The draft each decoding sequence of this step may feed at most: the
+ * step's decode rows (last tokens and drafts) share spec_max_batch_tokens
+ * (the memory-bound regime, eng_sched.h; also the rows of spec_logits) and
+ * the step's token budget, up to spec_tokens each.  0: no drafting. */
+static int sched_draft_limit(const eng_sched *s) {
+    if (s->cfg.speculative == ENG_SCHED_SPEC_OFF) return 0;
+    long n_dec = 0;
+    for (const sched_req *r = s->running; r && n_dec < s->cfg.max_running; r = r->next)
+        n_dec += r->n_toks - r->kv.n_tokens == 1;
+    if (!n_dec) return 0;
+    long rows = s->spec_rows < s->cfg.step_tokens ? s->spec_rows : s->cfg.step_tokens;
+    long k = rows / n_dec - 1;
+    return (int)(k < s->cfg.spec_tokens ? (k > 0 ? k : 0) : s->cfg.spec_tokens);
+}
+
 /* Build the batch; returns its size.  Prefill chunks never make a step
- * exceed step_tokens beyond the decode tokens. */
-static int sched_build(eng_sched *s, int *n_decode) {
-    int n = 0, budget = s->cfg.step_tokens;
+ * exceed step_tokens beyond the decode tokens.  With draft, decoding
+ * sequences feed their drafts too (a verify chunk, ENG_LOGITS_ALL into
+ * spec_logits); *n_drafted gets the drafted tokens. */
+static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
+    int n = 0, budget = s->cfg.step_tokens, rows = 0;
+    *n_drafted = 0;
+    int limit = draft ? sched_draft_limit(s) : 0;
     for (sched_req *r = s->running; r && n < s->cfg.max_running; r = r->next)
         if (r->n_toks - r->kv.n_tokens == 1) {
+            int k = limit ? sched_spec_draft(s, r, limit) : 0;
             eng_seq_step *st = &s->steps[n];
             st->kv = &r->kv;
             st->tokens = r->toks + r->kv.n_tokens;
-            st->n_tokens = 1;
-            st->logits = ENG_LOGITS_LAST;
-            st->out = r->logits;
+            st->n_tokens = 1 + k;
+            st->logits = k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST;
+            st->out = k ? s->spec_logits + (size_t)rows * s->n_vocab : r->logits;
+            rows += k ? k + 1 : 0;
+            *n_drafted += k;
             s->step_req[n++] = r;
-            budget--;
+            budget -= 1 + k;
         }
     *n_decode = n;
     for (sched_req *r = s->running; r && n < s->cfg.max_running && budget > 0; r = r->next) {
@@ -318,6 +346,22 @@ static int append_token(sched_req *r, int32_t tok) {
     return 0;
 }
 
+void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits) {
+    if (!r->on_token) return;
+    sched_event *e = calloc(1, sizeof *e);
+    if (!e) return;
+    e->id = r->id;
+    e->user = r->user;
+    e->on_token = r->on_token;
+    e->token = r->toks[r->n_prompt + index];
+    e->index = index;
+    if (r->want_logits) {
+        e->logits = malloc((size_t)s->n_vocab * sizeof(float));
+        if (e->logits) memcpy(e->logits, logits, (size_t)s->n_vocab * sizeof(float));
+    }
+    sched_deliver(s, e);
+}
+
 /* Sample from step i's logits and report the token. */
 static void sched_sample(eng_sched *s, sched_req *r, int64_t now) {
     int32_t tok = eng_sampler_sample(r->sampler, r->logits, r->toks, r->n_toks);
@@ -327,21 +371,7 @@ static void sched_sample(eng_sched *s, sched_req *r, int64_t now) {
         return;
     }
     if (!r->first_tok_us) r->first_tok_us = now;
-    if (r->on_token) {
-        sched_event *e = calloc(1, sizeof *e);
-        if (e) {
-            e->id = r->id;
-            e->user = r->user;
-            e->on_token = r->on_token;
-            e->token = tok;
-            e->index = r->n_gen - 1;
-            if (r->want_logits) {
-                e->logits = malloc((size_t)s->n_vocab * sizeof(float));
-                if (e->logits) memcpy(e->logits, r->logits, (size_t)s->n_vocab * sizeof(float));
-            }
-            sched_deliver(s, e);
-        }
-    }
+    sched_token_event(s, r, r->n_gen - 1, r->logits);
     if (eng_sampler_is_stop(r->sampler, tok)) {
         list_remove(&s->running, r);
         sched_finish(s, r, ENG_SCHED_STOP, NULL);
@@ -360,23 +390,29 @@ static int hist_bucket(uint64_t v) {
 /* Run one step over the running sequences.  Returns 1 if a forward ran. */
 static int sched_step(eng_sched *s) {
     char err[PL_ERR_LEN];
-    int n, n_decode;
+    int n, n_decode, n_drafted, draft = 1;
+    /* short of memory, drafts go first, then the youngest sequences */
     for (;;) {
-        n = sched_build(s, &n_decode);
+        n = sched_build(s, &n_decode, draft, &n_drafted);
         if (!n) return 0;
-        if (sched_fits(s, n) || !s->running->next) break;
+        if (sched_fits(s, n)) break;
+        if (n_drafted) {
+            draft = 0;
+            continue;
+        }
+        if (!s->running->next) break;
         sched_preempt(s, youngest_running(s));
     }
     int64_t t0 = eng_sched_now_us();
     int rc;
     for (;;) {
         rc = eng_forward(s->model, s->steps, n, err, sizeof err);
-        if (rc != ENG_ENOMEM || !s->running || !s->running->next) break;
+        if (rc != ENG_ENOMEM || !s->running || (!n_drafted && !s->running->next)) break;
         pthread_mutex_lock(&s->mu);
         s->st.oom_retries++;
         pthread_mutex_unlock(&s->mu);
-        sched_preempt(s, youngest_running(s));
-        n = sched_build(s, &n_decode);
+        if (!n_drafted) sched_preempt(s, youngest_running(s));
+        n = sched_build(s, &n_decode, 0, &n_drafted);
         if (!n) return 0;
     }
     if (rc != 0) {
@@ -393,6 +429,9 @@ static int sched_step(eng_sched *s) {
         if (s->steps[i].logits == ENG_LOGITS_LAST) { /* may end and free the request */
             sampled++;
             sched_sample(s, s->step_req[i], now);
+        } else if (s->steps[i].logits == ENG_LOGITS_ALL) { /* a verify chunk; may end it too */
+            sched_spec_commit(s, s->step_req[i], s->steps[i].n_tokens - 1, s->steps[i].out, now,
+                              &sampled);
         }
     }
     double ms = (eng_sched_now_us() - t0) / 1e3;

@@ -332,6 +332,13 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         ovh = metric(text, "parley_turn_overhead_seconds_count")
         assert w1_results - 1 <= ovh <= w1_results, (ovh, w1_results)  # expired: never ran
         assert metric(text, "parley_turn_overhead_seconds_sum") > 0
+        # speculative decoding (scheduler.speculative defaults to ngram)
+        drafted = metric(text, "parley_sched_spec_drafted_tokens_total")
+        accepted = metric(text, "parley_sched_spec_accepted_tokens_total")
+        assert 0 <= accepted <= drafted
+        assert metric(text, "parley_sched_spec_verify_steps_total") <= drafted
+        ratio = metric(text, "parley_sched_spec_acceptance_ratio")
+        assert (drafted == 0 and ratio == 0) or abs(ratio - accepted / drafted) < 1e-6
         lag = [l for l in text.splitlines() if l.startswith("parley_consumer_lag{")]
         assert lag and all(l.endswith(" 0") for l in lag), lag  # everything committed
         if w1_results > 4:

@@ -189,3 +189,125 @@ PT_TEST(top_p_prefix_wider_than_first_selection) {
     PT_NEAR((double)top / n, want / in, 0.02);
     eng_sampler_free(s);
 }
+
+/* ---- eng_sampler_verify: the rejection rule keeps the distribution ---- */
+
+/* The sampling distribution p over V ids, written from the documented
+ * order of operations (eng_sampler.h) in double precision: penalty over
+ * the distinct history ids, temperature, top-k, top-p (ties by id). */
+static void oracle_probs(const float *logits, int V, const eng_sampler_params *sp,
+                         const int32_t *hist, int nh, double *p) {
+    double lg[16], e[16];
+    int order[16];
+    for (int i = 0; i < V; i++) {
+        lg[i] = logits[i];
+        int seen = 0;
+        for (int h = 0; h < nh; h++) seen |= hist[h] == i;
+        if (seen && sp->repetition_penalty != 1.0f)
+            lg[i] = lg[i] > 0 ? lg[i] / sp->repetition_penalty : lg[i] * sp->repetition_penalty;
+        lg[i] /= sp->temperature;
+        order[i] = i;
+    }
+    for (int i = 0; i < V; i++) /* descending logit, ascending id */
+        for (int j = i + 1; j < V; j++)
+            if (lg[order[j]] > lg[order[i]] ||
+                (lg[order[j]] == lg[order[i]] && order[j] < order[i])) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    double tot = 0;
+    for (int i = 0; i < V; i++) tot += e[i] = exp(lg[i] - lg[order[0]]);
+    int keep = V;
+    if (sp->top_k > 0 && sp->top_k < V) keep = sp->top_k;
+    else if (sp->top_p < 1.0f) {
+        double acc = 0;
+        for (int r = 0; r < V; r++) {
+            acc += e[order[r]] / tot;
+            if (acc >= sp->top_p) {
+                keep = r + 1;
+                break;
+            }
+        }
+    }
+    double z = 0;
+    for (int i = 0; i < V; i++) p[i] = 0;
+    for (int r = 0; r < keep; r++) z += e[order[r]];
+    for (int r = 0; r < keep; r++) p[order[r]] = e[order[r]] / z;
+}
+
+/* For several sampling settings and drafts (likely, unlikely, outside
+ * top-k, out of the vocabulary), N verify calls with a fixed seed: the
+ * emitted ids' frequencies match p (total variation below 0.01; sampling
+ * noise at N = 200000 and V = 8 is about 0.002, and the usual mistakes --
+ * accepting the draft too often, or resampling from p including the draft
+ * after a rejection -- are off by 0.1 or more), and the acceptance
+ * frequency matches p(draft) within 0.006. */
+PT_TEST(verify_keeps_the_distribution) {
+    enum { V = 8, N = 200000 };
+    const float l[V] = {1.0f, 2.2f, 0.3f, -0.5f, 1.9f, 0.0f, -2.0f, 1.2f};
+    const int32_t hist[3] = {4, 1, 4};
+    struct {
+        float temp, top_p, pen;
+        int top_k, nh;
+    } cfg[] = {{1.0f, 1.0f, 1.0f, 0, 0},
+               {0.7f, 1.0f, 1.0f, 4, 0},
+               {1.3f, 0.8f, 1.0f, 0, 0},
+               {0.9f, 1.0f, 1.4f, 0, 3},
+               {1.1f, 0.95f, 1.2f, 5, 3}};
+    const int32_t drafts[] = {1, 2, 6, 4, 99};
+    double worst_tv = 0;
+    for (int c = 0; c < 5; c++) {
+        eng_sampler_params sp;
+        eng_sampler_params_default(&sp);
+        sp.temperature = cfg[c].temp;
+        sp.top_p = cfg[c].top_p;
+        sp.top_k = cfg[c].top_k;
+        sp.repetition_penalty = cfg[c].pen;
+        sp.seed = 1000 + (uint64_t)c;
+        double p[V];
+        oracle_probs(l, V, &sp, hist, cfg[c].nh, p);
+        for (int d = 0; d < 5; d++) {
+            eng_sampler *s = mk(&sp, V);
+            PT_ASSERT(s);
+            long cnt[V] = {0}, acc = 0;
+            for (int i = 0; i < N; i++) {
+                int ok = -1;
+                int32_t t = eng_sampler_verify(s, l, hist, cfg[c].nh, drafts[d], &ok);
+                PT_ASSERT(t >= 0 && t < V && (ok == 0 || ok == 1));
+                PT_ASSERT(!ok || t == drafts[d]);
+                cnt[t]++;
+                acc += ok;
+            }
+            eng_sampler_free(s);
+            double tv = 0;
+            for (int v = 0; v < V; v++) tv += 0.5 * fabs((double)cnt[v] / N - p[v]);
+            double pd = drafts[d] < V ? p[drafts[d]] : 0;
+            PT_ASSERT_MSG(tv < 0.01, "config %d draft %d: total variation %.4f", c, drafts[d], tv);
+            PT_NEAR((double)acc / N, pd, 0.006);
+            worst_tv = tv > worst_tv ? tv : worst_tv;
+        }
+    }
+    fprintf(stderr, "  worst total variation %.4f (bound 0.01)\n", worst_tv);
+}
+
+/* Greedy verification: accepted iff the draft is the (penalised) argmax,
+ * which is returned either way; no RNG is consumed. */
+PT_TEST(verify_greedy_is_argmax) {
+    const float l[4] = {2.0f, 1.9f, -1.0f, 0.5f};
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.repetition_penalty = 1.5f;
+    eng_sampler *s = mk(&p, 4);
+    int ok = -1;
+    PT_EQ_INT(eng_sampler_verify(s, l, NULL, 0, 0, &ok), 0);
+    PT_EQ_INT(ok, 1);
+    PT_EQ_INT(eng_sampler_verify(s, l, NULL, 0, 3, &ok), 0);
+    PT_EQ_INT(ok, 0);
+    int32_t hist[1] = {0}; /* penalised: 2.0 / 1.5 < 1.9 */
+    PT_EQ_INT(eng_sampler_verify(s, l, hist, 1, 0, &ok), 1);
+    PT_EQ_INT(ok, 0);
+    PT_EQ_INT(eng_sampler_verify(s, l, hist, 1, 1, &ok), 1);
+    PT_EQ_INT(ok, 1);
+    eng_sampler_free(s);
+}

@@ -51,8 +51,10 @@ typedef struct sched_req {
     void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
     void *user;                                                      /* callback argument */
     int kv_live;                                                     /* kv is initialised */
-    eng_kvseq kv;  /* the sequence's KV (running only) */
-    float *logits; /* n_vocab floats (running only) */
+    eng_kvseq kv;     /* the sequence's KV (running only) */
+    float *logits;    /* n_vocab floats (running only) */
+    eng_ngram *ngram; /* prompt-lookup index of toks, made at the first draft (NULL before) */
+    int spec_k;       /* the next draft's length limit (eng_spec_next_k), 1..spec_tokens */
 } sched_req;
 
 /* A callback event on the delivery queue. */
@@ -107,6 +109,8 @@ struct eng_sched {
     uint64_t admit_counter; /* loop: first-admission sequence */
     uint64_t run_counter;   /* loop: admission sequence (incl. resumes) */
     eng_seq_step *steps;    /* loop: batch under construction (max_running) */
+    float *spec_logits;     /* loop: verify chunks' logits, spec_rows rows of n_vocab */
+    int spec_rows;          /* rows of spec_logits (0: drafting never fits a step) */
     sched_req **step_req;   /* loop: request of each step */
 
     pthread_mutex_t dmu;       /* guards the delivery queue */
@@ -121,6 +125,27 @@ struct eng_sched {
 
 /* sched_loop.c: the loop thread's body. */
 void *sched_loop_main(void *arg);
+
+/* sched_loop.c: end running request r (taken off the running list first). */
+void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg);
+
+/* sched_loop.c: queue the token event of generated token `index` of r
+ * (r->toks[n_prompt + index]) with its logits row (copied with
+ * want_logits). */
+void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits);
+
+/* sched_spec.c: draft up to k tokens (the step's limit) for decoding
+ * sequence r into r->toks[n_toks..] (not counted in n_toks), within r's
+ * own draft length, its token limit and what the KV can be truncated back
+ * from.  Returns how many (0: none). */
+int sched_spec_draft(eng_sched *s, sched_req *r, int k);
+
+/* sched_spec.c: after the forward pass, judge r's verify chunk of 1 + k
+ * tokens (logits in rows), emit the tokens, truncate the KV to what was
+ * kept, count, and end r on a stop token or its limit.  *emitted gets the
+ * tokens emitted. */
+void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int64_t now,
+                       uint64_t *emitted);
 
 /* sched.c: queue an event for the delivery thread (takes ownership). */
 void sched_deliver(eng_sched *s, sched_event *e);

@@ -1,0 +1,89 @@
+/*
+ * sched_spec.c -- speculative decoding inside the scheduler's step: the
+ * draft a decoding sequence feeds with its last token, and what happens to
+ * the verify chunk's logits after the forward pass (eng_spec.h has the
+ * method, eng_sched.h the rule of when a step drafts).
+ *
+ * A draft is written into the request's token array just past n_toks, so
+ * the step's tokens [last, d1..dk] are contiguous without a copy;
+ * verification then overwrites those entries with the tokens it emits, and
+ * n_toks grows by their number.  The KV is cut back to n_toks - 1 tokens
+ * (every emitted token but the last is stored; the last is fed next step,
+ * as after a plain decode step), so the sequence, the prefix cache's view
+ * of it and preemption never see a rejected token.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+/* Room for n tokens in r->toks.  Returns 0 or -1. */
+static int toks_reserve(sched_req *r, int n) {
+    if (n <= r->cap_toks) return 0;
+    int cap = r->cap_toks;
+    while (cap < n) cap *= 2;
+    int32_t *t = realloc(r->toks, (size_t)cap * sizeof *t);
+    if (!t) return -1;
+    r->toks = t;
+    r->cap_toks = cap;
+    return 0;
+}
+
+int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
+    if (r->spec_k < 1) r->spec_k = s->cfg.spec_tokens; /* a new request starts at the max */
+    if (k > r->spec_k) k = r->spec_k;
+    /* a verify step emits up to k + 1 tokens: stay within max_tokens */
+    int left = r->max_tokens - r->n_gen - 1;
+    if (k > left) k = left;
+    k = eng_spec_max_draft(s->layout, r->kv.n_tokens, k);
+    if (k <= 0 || toks_reserve(r, r->n_toks + k + 1) != 0) return 0;
+    int32_t *out = r->toks + r->n_toks;
+    int got;
+    if (s->cfg.draft_fn) {
+        got = s->cfg.draft_fn(s->cfg.draft_ctx, r->toks, r->n_toks, r->n_prompt, out, k);
+    } else {
+        if (!r->ngram &&
+            eng_ngram_new(s->cfg.spec_ngram_min, s->cfg.spec_ngram_max, &r->ngram, NULL, 0) != 0)
+            return 0;
+        got = eng_ngram_draft(r->ngram, r->toks, r->n_toks, k, out);
+    }
+    if (got > k) got = k;
+    /* eng_forward refuses ids outside the vocabulary (for the whole batch) */
+    for (int i = 0; i < got; i++)
+        if (out[i] < 0 || out[i] >= s->n_vocab) got = i;
+    return got > 0 ? got : 0;
+}
+
+void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int64_t now,
+                       uint64_t *emitted) {
+    int acc, n0 = r->n_toks;
+    int e = eng_spec_verify(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, k,
+                            r->max_tokens - r->n_gen, &acc);
+    r->n_toks += e;
+    r->n_gen += e;
+    *emitted += (uint64_t)e;
+    pthread_mutex_lock(&s->mu);
+    s->st.spec_steps++;
+    s->st.spec_drafted += (uint64_t)k;
+    s->st.spec_accepted += (uint64_t)acc;
+    pthread_mutex_unlock(&s->mu);
+    r->spec_k = eng_spec_next_k(r->spec_k, k, acc, s->cfg.spec_tokens);
+    if (!r->first_tok_us) r->first_tok_us = now;
+    for (int i = 0; i < e; i++)
+        sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab);
+    if (eng_kvseq_truncate(&r->kv, r->n_toks - 1) != 0) {
+        /* eng_spec_max_draft keeps this from happening; should it anyway,
+         * drop the KV and let the sequence recompute it as a prefill */
+        char err[PL_ERR_LEN];
+        eng_kvseq_free(&r->kv);
+        r->kv_live = 0;
+        if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, err, sizeof err) != 0) {
+            sched_end_running(s, r, ENG_SCHED_ERROR, err);
+            return;
+        }
+        r->kv_live = 1;
+    }
+    if (eng_sampler_is_stop(r->sampler, r->toks[r->n_toks - 1]))
+        sched_end_running(s, r, ENG_SCHED_STOP, NULL);
+    else if (r->n_gen >= r->max_tokens) sched_end_running(s, r, ENG_SCHED_LENGTH, NULL);
+}
