@@ -418,7 +418,7 @@ int wk_bench_spec(int argc, char **argv) {
     if (pr != CLI_OK) return pr == CLI_HELP ? 0 : 2;
     if (!o.model || (!o.cost && !o.prompts) || o.ng_min > o.ng_max)
         return cli_fail(&cmd, "need --model and --cost and/or --prompts (and ngram min <= max)");
-    eng_load_opts lo = {ENG_PREC_INT8, o.threads, 16};
+    eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = 16};
     eng_model *m = NULL;
     eng_tok *tok = NULL;
     char err[PL_ERR_LEN];
