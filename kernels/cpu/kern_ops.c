@@ -102,6 +102,8 @@ static void kern_softmax_scalar(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
+static int kern_argmax_scalar(const float *x, int n);
+
 const kern_ops_rowfns kern_ops_rows_scalar = {
     .quant = kern_quant_row_scalar,
     .quant_blocks = kern_quant_blocks_scalar,
@@ -110,6 +112,7 @@ const kern_ops_rowfns kern_ops_rows_scalar = {
     .glu = kern_glu_row_scalar,
     .add = kern_add_row_scalar,
     .softmax = kern_softmax_scalar,
+    .argmax = kern_argmax_scalar,
 };
 
 /* ---- references ---- */
@@ -167,6 +170,16 @@ void kern_add_ref(int M, int n, float *y, int ldy, const float *x, int ldx) {
 }
 
 void kern_softmax_ref(float *x, int n) { kern_softmax_scalar(x, n); }
+
+static int kern_argmax_scalar(const float *x, int n) {
+    int best = 0;
+    float bv = x[0] == x[0] ? x[0] : -INFINITY;
+    for (int i = 1; i < n; i++)
+        if (x[i] > bv) bv = x[i], best = i; /* NaN never compares greater */
+    return best;
+}
+
+int kern_argmax_ref(const float *x, int n) { return kern_argmax_scalar(x, n); }
 
 /* ---- drivers ---- */
 
@@ -397,4 +410,8 @@ void kern_add(kern_pool *p, kern_isa isa, int M, int n, float *y, int ldy, const
 void kern_softmax(kern_isa isa, float *x, int n) {
     if (n <= 0) return;
     kern_ops_pick(isa)->softmax(x, n);
+}
+
+int kern_argmax(kern_isa isa, const float *x, int n) {
+    return n <= 1 ? 0 : kern_ops_pick(isa)->argmax(x, n);
 }

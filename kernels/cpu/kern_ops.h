@@ -133,4 +133,11 @@ void kern_add(kern_pool *p, kern_isa isa, int M, int n, float *y, int ldy, const
 void kern_softmax_ref(float *x, int n);
 void kern_softmax(kern_isa isa, float *x, int n);
 
+/* Index of the largest of n >= 1 floats, NaN counted as -inf, the lowest
+ * index among equals (0 when every value is NaN or -inf): the greedy
+ * sampler's pick over a vocabulary of logits.  Exact, so every ISA path
+ * returns the reference's index (calling thread). */
+int kern_argmax_ref(const float *x, int n);
+int kern_argmax(kern_isa isa, const float *x, int n);
+
 #endif

@@ -269,6 +269,47 @@ KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
     for (; i < n; i++) x[i] *= inv;
 }
 
+/* ---- argmax ---- */
+
+/* Per lane the first index of the lane's largest value (NaN made -inf, so
+ * the comparison is strict and never true for NaN), then across lanes the
+ * largest value and, among lanes holding it, the lowest index: the first
+ * occurrence of the maximum, as the scalar scan finds it. */
+KERN_AVX2 static int kern_argmax_avx2(const float *x, int n) {
+    if (n < 16) {
+        int best = 0;
+        float bv = x[0] == x[0] ? x[0] : -INFINITY;
+        for (int i = 1; i < n; i++)
+            if (x[i] > bv) bv = x[i], best = i;
+        return best;
+    }
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 v0 = _mm256_loadu_ps(x);
+    __m256 bv = _mm256_blendv_ps(v0, ninf, _mm256_cmp_ps(v0, v0, _CMP_UNORD_Q));
+    __m256i bi = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), idx = bi;
+    const __m256i eight = _mm256_set1_epi32(8);
+    int i = 8;
+    for (; i + 8 <= n; i += 8) {
+        idx = _mm256_add_epi32(idx, eight);
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 gt = _mm256_cmp_ps(v, bv, _CMP_GT_OQ); /* false for NaN */
+        bv = _mm256_blendv_ps(bv, v, gt);
+        bi = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(bi), _mm256_castsi256_ps(idx), gt));
+    }
+    float val[8];
+    int32_t at[8];
+    _mm256_storeu_ps(val, bv);
+    _mm256_storeu_si256((__m256i *)at, bi);
+    int best = at[0];
+    float bestv = val[0];
+    for (int l = 1; l < 8; l++)
+        if (val[l] > bestv || (val[l] == bestv && at[l] < best)) bestv = val[l], best = at[l];
+    for (; i < n; i++)
+        if (x[i] > bestv) bestv = x[i], best = i;
+    return best;
+}
+
 const kern_ops_rowfns kern_ops_rows_avx2 = {
     .quant = kern_quant_row_avx2,
     .quant_blocks = kern_quant_blocks_avx2,
@@ -277,5 +318,6 @@ const kern_ops_rowfns kern_ops_rows_avx2 = {
     .glu = kern_glu_row_avx2,
     .add = kern_add_row_avx2,
     .softmax = kern_softmax_avx2,
+    .argmax = kern_argmax_avx2,
 };
 #endif

@@ -33,6 +33,8 @@ typedef struct kern_ops_rowfns {
     void (*add)(float *y, const float *x, int n);
     /* In-place softmax of n floats. */
     void (*softmax)(float *x, int n);
+    /* kern_argmax of n >= 1 floats. */
+    int (*argmax)(const float *x, int n);
 } kern_ops_rowfns;
 
 /* The portable rows (kern_ops.c): the references' arithmetic. */

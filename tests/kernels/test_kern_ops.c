@@ -422,3 +422,30 @@ PT_TEST(rows_identical_alone_or_in_a_threaded_batch) {
         }
     kern_pool_destroy(p);
 }
+
+/* argmax: every ISA returns the reference's index, on ties, NaN, -inf and tails. */
+PT_TEST(argmax_every_isa_equals_reference) {
+    enum { MAXN = 300 };
+    static float x[MAXN];
+    uint64_t st = 77;
+    for (int iter = 0; iter < 400; iter++) {
+        int n = 1 + (int)(iter * 7 % MAXN);
+        for (int i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            int r = (int)(st >> 33) % 64; /* few distinct values: many ties */
+            x[i] = (float)(r % 16) - 8.0f;
+            if (r == 60) x[i] = NAN;
+            if (r == 61) x[i] = -INFINITY;
+            if (iter % 5 == 0) x[i] = (r & 1) ? NAN : -INFINITY; /* nothing finite */
+        }
+        int ref = kern_argmax_ref(x, n);
+        PT_ASSERT(ref >= 0 && ref < n);
+        for (int i = 0; i < n; i++) { /* the first of the largest, NaN as -inf */
+            float v = x[i] == x[i] ? x[i] : -INFINITY, b = x[ref] == x[ref] ? x[ref] : -INFINITY;
+            PT_ASSERT(v <= b);
+            if (i < ref) PT_ASSERT(v < b);
+        }
+        for (int isa = 0; isa <= (int)kern_isa_best(); isa++)
+            PT_ASSERT_MSG(kern_argmax((kern_isa)isa, x, n) == ref, "isa %d n %d", isa, n);
+    }
+}

@@ -311,3 +311,67 @@ PT_TEST(verify_greedy_is_argmax) {
     PT_EQ_INT(ok, 1);
     eng_sampler_free(s);
 }
+
+/* The kept set of top-p as the rule defines it, by brute force: a full sort
+ * (descending logit, ascending id) and the smallest prefix whose mass
+ * (expf of logit / T - max, the normaliser summed in id order) reaches p. */
+static int topp_keep_brute(const float *l, int V, float temp, float top_p) {
+    static float lg[1 << 16];
+    static int32_t ord[1 << 16];
+    float inv = 1.0f / temp, mx = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        lg[i] = (l[i] == l[i] ? l[i] : -INFINITY) * inv;
+        if (lg[i] > mx) mx = lg[i];
+        ord[i] = i;
+    }
+    for (int i = 1; i < V; i++) /* insertion sort: stable, so ties keep ascending ids */
+        for (int j = i; j > 0 && lg[ord[j]] > lg[ord[j - 1]]; j--) {
+            int32_t t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    double total = 0, acc = 0;
+    for (int i = 0; i < V; i++) total += expf(lg[i] - mx);
+    for (int i = 0; i < V; i++) {
+        acc += expf(lg[ord[i]] - mx);
+        if (acc / total >= top_p) return i + 1;
+    }
+    return V;
+}
+
+PT_TEST(top_p_threshold_selection_keeps_the_rule_exactly) {
+    /* logits with many ties, +0 / -0, -inf and NaN, flat and peaked: top-p
+     * draws exactly what top-k of the brute-force kept size draws from the
+     * same seed (same candidates in the same order, same probabilities) */
+    enum { V = 3000 };
+    static float l[V];
+    uint64_t st = 5;
+    for (int iter = 0; iter < 24; iter++) {
+        float spread = iter % 3 == 0 ? 0.05f : iter % 3 == 1 ? 1.0f : 20.0f;
+        for (int i = 0; i < V; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            int r = (int)(st >> 33) % 200;
+            l[i] = (float)(r % 50) * spread / 50.0f;
+            if (r == 190) l[i] = -0.0f;
+            if (r == 191) l[i] = 0.0f;
+            if (r == 192) l[i] = -INFINITY;
+            if (r == 193) l[i] = NAN;
+        }
+        float temp = iter % 2 ? 0.7f : 1.3f, top_p = iter % 4 < 2 ? 0.9f : 0.5f;
+        int keep = topp_keep_brute(l, V, temp, top_p);
+        eng_sampler_params pp, pk;
+        eng_sampler_params_default(&pp);
+        pp.temperature = temp, pp.top_p = top_p, pp.seed = 100 + (uint64_t)iter;
+        pk = pp;
+        pk.top_p = 1, pk.top_k = keep;
+        eng_sampler *a = mk(&pp, V), *b = mk(&pk, V);
+        PT_ASSERT(a && b);
+        for (int d = 0; d < 50; d++) {
+            int32_t x = eng_sampler_sample(a, l, NULL, 0), y = eng_sampler_sample(b, l, NULL, 0);
+            PT_ASSERT_MSG(x == y, "iter %d draw %d: top-p %d, top-k %d (keep %d)", iter, d, x, y,
+                          keep);
+        }
+        eng_sampler_free(a);
+        eng_sampler_free(b);
+    }
+}
