@@ -318,7 +318,7 @@ static void reply_append(cb_conv *c, const char *p, size_t n) {
             c->n_reply = (size_t)(at - c->reply);
             c->reply[c->n_reply] = 0;
             c->stopped = 1;
-            eng_sched_stop(c->run->s, c->req);
+            eng_sched_stop(c->run->s, c->req, c->n_gen); /* through this token */
         }
     }
 }
@@ -326,6 +326,7 @@ static void reply_append(cb_conv *c, const char *p, size_t n) {
 static void cb_on_token(void *user, uint64_t id, int32_t token, int index, const float *lg) {
     cb_conv *c = user;
     (void)id, (void)index, (void)lg;
+    if (c->stopped) return; /* generated after the stop string */
     if (c->n_gen == c->cap_gen) {
         int cap = c->cap_gen ? 2 * c->cap_gen : 64;
         int32_t *x = realloc(c->gen, (size_t)cap * sizeof *x);

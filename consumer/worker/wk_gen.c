@@ -9,7 +9,8 @@
  * result's text.  Stop strings end generation through eng_sched_stop, and
  * the reply ends where the first stop string begins (the stop string and
  * anything after it are not part of it; the tokens list keeps every
- * generated id).  So that no chunk streams text the stop string later cuts,
+ * generated id up to the one that completed the stop string, and none the
+ * loop generated after it before it saw the stop).  So that no chunk streams text the stop string later cuts,
  * a streaming turn with stop strings holds back its last (longest stop - 1)
  * bytes, backed off to a UTF-8 character boundary, until the next chunk or
  * the last one.
@@ -146,6 +147,7 @@ done:
 static void wk_on_token(void *user, uint64_t id, int32_t token, int index, const float *logits) {
     wk_turn *t = user;
     wk_worker *w = t->w;
+    if (t->stopped) return; /* generated after the stop string: not the turn's */
     size_t n = 0;
     size_t before = t->text_len;
     if (eng_tok_stream_push(&t->ts, token, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 &&
@@ -171,7 +173,8 @@ static void wk_on_token(void *user, uint64_t id, int32_t token, int index, const
                 t->text_len = (size_t)(at - t->text);
                 t->text[t->text_len] = 0;
                 t->stopped = 1;
-                eng_sched_stop(w->eng.sched, id);
+                t->stop_keep = index + 1;
+                eng_sched_stop(w->eng.sched, id, t->stop_keep);
                 break;
             }
         }
@@ -260,9 +263,20 @@ static void wk_done_push(wk_turn *t) {
     pthread_mutex_unlock(&w->convs.mu);
 }
 
-static void wk_on_done(void *user, uint64_t id, const eng_sched_result *r) {
+static void wk_on_done(void *user, uint64_t id, const eng_sched_result *res) {
     wk_turn *t = user;
     wk_worker *w = t->w;
+    /* A turn that met a stop string ends there even when the loop ended the
+     * request on its own (length, a stop token) before it saw the flag: the
+     * ids past the one that completed the stop string are not the turn's. */
+    eng_sched_result stopped_res;
+    const eng_sched_result *r = res;
+    if (t->stopped && (res->n_tokens > t->stop_keep || res->finish == ENG_SCHED_LENGTH)) {
+        stopped_res = *res;
+        if (stopped_res.n_tokens > t->stop_keep) stopped_res.n_tokens = t->stop_keep;
+        stopped_res.finish = ENG_SCHED_STOP;
+        r = &stopped_res;
+    }
     size_t n = 0;
     if (eng_tok_stream_flush(&t->ts, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 && n &&
         !t->stopped)

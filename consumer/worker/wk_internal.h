@@ -187,6 +187,7 @@ typedef struct wk_turn {
     int n_ctoks, cap_ctoks;    /* used / allocated */
     uint64_t seq;              /* next chunk seq */
     int stopped;               /* a stop string was seen */
+    int stop_keep;             /* generated ids up to the one completing the stop string */
     int32_t *final_toks;       /* prompt + reply ids (for the Redis handoff) */
     int n_final;               /* entries */
     sch_buf result;            /* encoded TurnResult once done */

@@ -347,11 +347,17 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
  * ENG_SCHED_ENOENT (unknown or already finishing). */
 int eng_sched_cancel(eng_sched *s, uint64_t id);
 
-/* End a request with finish reason stop at the next step, keeping the
- * tokens generated so far: for stop conditions found outside the scheduler
- * (e.g. the worker's detokenizer sees a stop string in on_token).  Returns
- * 0 or ENG_SCHED_ENOENT (unknown or already finishing). */
-int eng_sched_stop(eng_sched *s, uint64_t id);
+/* End a request with finish reason stop at the next step: for stop
+ * conditions found outside the scheduler (e.g. the worker's detokenizer
+ * sees a stop string in on_token).  n_keep >= 0 keeps the first n_keep
+ * generated tokens -- the ones up to and including the token that met the
+ * condition -- and drops what the loop generated after them before it saw
+ * the flag (a step or, with speculative decoding, a verified draft): they
+ * leave the result and their KV is cut before the sequence goes into the
+ * cache, so what a stopped turn leaves behind does not depend on timing.
+ * n_keep < 0 keeps every token generated so far.  Returns 0 or
+ * ENG_SCHED_ENOENT (unknown or already finishing). */
+int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep);
 
 /* Snapshot of the counters. */
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out);

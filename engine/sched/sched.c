@@ -353,8 +353,9 @@ nomem:
     return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
 }
 
-/* Flag request id for the loop (SCHED_END_CANCEL or SCHED_END_STOP). */
-static int sched_flag(eng_sched *s, uint64_t id, int how) {
+/* Flag request id for the loop (SCHED_END_CANCEL or SCHED_END_STOP, which
+ * keeps `keep` generated tokens, -1 all). */
+static int sched_flag(eng_sched *s, uint64_t id, int how, int keep) {
     if (!s) return ENG_SCHED_EINVAL;
     int rc = ENG_SCHED_ENOENT;
     pthread_mutex_lock(&s->mu);
@@ -362,6 +363,7 @@ static int sched_flag(eng_sched *s, uint64_t id, int how) {
         if (q->id == id) {
             if (!q->cancel) {
                 q->cancel = how;
+                q->stop_keep = keep;
                 rc = 0;
                 pthread_cond_signal(&s->cv);
             }
@@ -371,9 +373,13 @@ static int sched_flag(eng_sched *s, uint64_t id, int how) {
     return rc;
 }
 
-int eng_sched_cancel(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_CANCEL); }
+int eng_sched_cancel(eng_sched *s, uint64_t id) {
+    return sched_flag(s, id, SCHED_END_CANCEL, -1);
+}
 
-int eng_sched_stop(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_STOP); }
+int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep) {
+    return sched_flag(s, id, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
+}
 
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out) {
     pthread_mutex_lock(&s->mu);

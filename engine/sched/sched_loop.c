@@ -450,6 +450,19 @@ static int sched_step(eng_sched *s) {
 
 /* ---- the loop ---- */
 
+/* eng_sched_stop's n_keep: drop the generated tokens past `keep` and cut
+ * the KV back to the tokens before the last kept one (as a request that
+ * stopped on its own holds it).  Should the cut be refused (a sliding-window
+ * block it needs is already released), the KV stays whole: it is still
+ * the KV of the tokens it records, only longer. */
+static void sched_trim(sched_req *r, int keep) {
+    if (keep < 0 || keep >= r->n_gen) return;
+    r->n_gen = keep;
+    r->n_toks = r->n_prompt + keep;
+    int kv_keep = r->n_toks > 0 ? r->n_toks - 1 : 0;
+    if (r->kv_live && r->kv.n_tokens > kv_keep) (void)eng_kvseq_truncate(&r->kv, kv_keep);
+}
+
 /* End waiting/running requests that were cancelled or passed their deadline,
  * or all of them (cancel_all). */
 static void sched_reap(eng_sched *s, int64_t now, int cancel_all) {
@@ -460,11 +473,13 @@ static void sched_reap(eng_sched *s, int64_t now, int cancel_all) {
             sched_req *next = r->next;
             pthread_mutex_lock(&s->mu);
             int flag = cancel_all ? SCHED_END_CANCEL : r->cancel;
+            int keep = r->stop_keep;
             pthread_mutex_unlock(&s->mu);
             eng_sched_finish why = ENG_SCHED_EXPIRED;
             if (flag == SCHED_END_CANCEL) why = ENG_SCHED_CANCELLED;
             else if (flag == SCHED_END_STOP) why = ENG_SCHED_STOP;
             if (flag || (r->deadline_us && now >= r->deadline_us)) {
+                if (flag == SCHED_END_STOP) sched_trim(r, keep);
                 list_remove(lists[l], r);
                 sched_finish(s, r, why, NULL);
             }

@@ -296,8 +296,8 @@ PT_TEST(deadline_and_cancel) {
         nanosleep(&ts, NULL);
     }
     PT_EQ_INT(eng_sched_cancel(s, c.reqs[2].id), 0);
-    PT_EQ_INT(eng_sched_stop(s, c.reqs[4].id), 0);
-    PT_EQ_INT(eng_sched_stop(s, c.reqs[4].id), ENG_SCHED_ENOENT); /* already finishing */
+    PT_EQ_INT(eng_sched_stop(s, c.reqs[4].id, -1), 0);
+    PT_EQ_INT(eng_sched_stop(s, c.reqs[4].id, -1), ENG_SCHED_ENOENT); /* already finishing */
     /* 3: normal */
     su_request(&c, 3, &r, prompt, P, 5);
     PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[3].id, err, sizeof err), 0);

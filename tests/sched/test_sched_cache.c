@@ -16,6 +16,10 @@
  *                         (cache-aware order: all of them with an unbounded
  *                         fairness, none with bound 0) but never once the
  *                         cold one has waited the bound (plus one step)
+ *   stop_keeps_n          eng_sched_stop(n_keep) after the loop ran past
+ *                         the stop: the result has n_keep tokens and the
+ *                         cache holds the KV of the prompt and n_keep - 1
+ *                         of them, down to the token, nothing after
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -34,21 +38,24 @@ static eng_model *model(void) {
     return g_model;
 }
 
-static kv_cache *mk_cache(size_t budget) {
+static kv_cache *mk_cache_on(eng_model *m, size_t budget) {
     kv_cache_config cfg;
     kv_cache_config_default(&cfg);
     cfg.budget_bytes = budget;
     cfg.local_share = 1.0;
-    kv_fp_inputs fi = {"llama", eng_model_digest(model()), "test", 1, B};
+    kv_fp_inputs fi = {"llama", eng_model_digest(m), "test", 1, B};
     kv_cache *c = NULL;
     char err[256];
-    if (kv_cache_create(&cfg, eng_model_kv_layout(model()), kv_fingerprint(&fi), &c, err,
+    if (kv_cache_create(&cfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &c, err,
                         sizeof err) != 0)
         fprintf(stderr, "  cache: %s\n", err);
     return c;
 }
 
-static eng_sched *mk_sched(kv_cache *kc, int max_running, int step_tokens, int fairness_ms) {
+static kv_cache *mk_cache(size_t budget) { return mk_cache_on(model(), budget); }
+
+static eng_sched *mk_sched_on(eng_model *m, kv_cache *kc, int max_running, int step_tokens,
+                              int fairness_ms) {
     eng_sched_config cfg;
     eng_sched_config_default(&cfg);
     cfg.max_running = max_running;
@@ -58,9 +65,13 @@ static eng_sched *mk_sched(kv_cache *kc, int max_running, int step_tokens, int f
     if (kc && kv_sched_ops_init(&ops, kc) != 0) return NULL;
     eng_sched *s = NULL;
     char err[256];
-    if (eng_sched_create(model(), &cfg, kc ? &ops : NULL, &s, err, sizeof err) != 0)
+    if (eng_sched_create(m, &cfg, kc ? &ops : NULL, &s, err, sizeof err) != 0)
         fprintf(stderr, "  create: %s\n", err);
     return s;
+}
+
+static eng_sched *mk_sched(kv_cache *kc, int max_running, int step_tokens, int fairness_ms) {
+    return mk_sched_on(model(), kc, max_running, step_tokens, fairness_ms);
 }
 
 PT_TEST(turn_reuse) {
@@ -244,4 +255,53 @@ PT_TEST(ordering_fairness) {
     kv_cache_destroy(kc);
     eng_model_free(g_model);
     g_model = NULL;
+}
+
+PT_TEST(stop_keeps_n) {
+    /* the preset's 1024-token window: no local block is released within
+     * this request, so the cut back to n_keep always applies */
+    eng_model *m = su_model("cai-tiny", 0, 2);
+    PT_ASSERT(m);
+    kv_cache *kc = mk_cache_on(m, (size_t)8 << 20);
+    PT_ASSERT(kc);
+    eng_sched *s = mk_sched_on(m, kc, 4, 512, 200);
+    PT_ASSERT(s);
+    enum { P = 40, KEEP = 6, SEEN = 12 };
+    int32_t prompt[P];
+    su_tokens(prompt, P, NV, 4242);
+    su_coll c;
+    su_coll_init(&c, 1, 0);
+    eng_sched_request r;
+    su_request(&c, 0, &r, prompt, P, 400);
+    char err[256];
+    PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err), 0);
+    int seen = 0;
+    for (int i = 0; i < 30000 && seen < SEEN; i++) { /* the loop is past KEEP */
+        pthread_mutex_lock(&c.mu);
+        seen = c.reqs[0].n_tokens;
+        pthread_mutex_unlock(&c.mu);
+        struct timespec ts = {0, 1000000};
+        if (seen < SEEN) nanosleep(&ts, NULL);
+    }
+    PT_ASSERT(seen >= SEEN);
+    PT_EQ_INT(eng_sched_stop(s, c.reqs[0].id, KEEP), 0);
+    PT_EQ_INT(su_wait(&c, 1, 30000), 0);
+    const su_req *q = &c.reqs[0];
+    PT_EQ_INT(q->res.finish, ENG_SCHED_STOP);
+    PT_EQ_INT(q->res.n_tokens, KEEP);
+    PT_EQ_MEM(q->res_tokens, q->tokens, (size_t)KEEP * sizeof(int32_t));
+    /* the cache serves the prompt and KEEP - 1 generated tokens (the last
+     * kept one was never fed), however far the loop had run */
+    int32_t query[P + SEEN];
+    memcpy(query, prompt, sizeof prompt);
+    memcpy(query + P, q->tokens, (size_t)SEEN * sizeof(int32_t));
+    void *arr[2 * (P + SEEN)];
+    kv_match km = {arr, arr + P + SEEN, P + SEEN, 0, 0, 0, 1, 0};
+    PT_EQ_INT(kv_cache_lookup(kc, "", 0, query, P + SEEN, -1, &km), 0);
+    PT_EQ_INT(km.n_tokens, P + KEEP - 1);
+    kv_match_release(kc, &km);
+    eng_sched_free(s);
+    su_coll_free(&c);
+    kv_cache_destroy(kc);
+    eng_model_free(m);
 }

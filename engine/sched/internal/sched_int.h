@@ -27,6 +27,7 @@ typedef struct sched_req {
     struct sched_req *live_next; /* link in the live list (under mu) */
     int state;                   /* SCHED_INBOX / WAITING / RUNNING */
     int cancel;                  /* 0, or SCHED_END_* set by eng_sched_cancel / _stop (under mu) */
+    int stop_keep;               /* generated tokens eng_sched_stop keeps, -1 all (under mu) */
     int32_t *toks;               /* prompt followed by generated tokens */
     int n_toks, cap_toks;        /* used / allocated entries of toks */
     int n_prompt;                /* prompt length */
