@@ -17,8 +17,9 @@
  *
  * Paths (kern_w4_int.h).  Tiles of up to KERN_W4_FUSED_MAX_MR rows
  * (decode) unpack in registers and use each line at once (the weights
- * stream once), one group at a time.  Larger tiles: per pass and chunk of
- * KERN_W4_KC blocks, each group's chunk is unpacked into the kern_w4_buf
+ * stream once, prefetched KERN_W4_PF blocks ahead), one group at a time.
+ * Larger tiles: per pass and chunk of KERN_W4_KC blocks, each group's
+ * chunk is unpacked into the kern_w4_buf
  * (LUT as int8 values in kern_wpack's line layout, AFFINE as codes, with
  * the blocks' float scales) and register blocks of up to 4 rows run over
  * it; the float accumulators live in the buffer, touched once per block.
@@ -119,7 +120,11 @@ KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, i
     }
     memset(f, 0, sizeof f);
     for (int b = 0; b < nb; b++) {
-        __m256i acc[4][2]; /* AFFINE: int16 pair sums; LUT: int32 */
+        __m256i acc[4][2];         /* AFFINE: int16 pair sums; LUT: int32 */
+        if (b + KERN_W4_PF < nb) { /* the group's stream, KERN_W4_PF blocks ahead */
+            const char *pf = (const char *)(wg + (size_t)(b + KERN_W4_PF) * KERN_W4_NIB_BYTES);
+            for (int i = 0; i < 4; i++) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
+        }
         KERN_W4X_UNROLL
         for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {

@@ -30,6 +30,7 @@
 #define KERN_W4_FUSED_MAX_MR 4 /* tiles up to this many rows unpack in registers */
 #define KERN_W4_KC 8           /* blocks per chunk of the buffered path */
 #define KERN_W4_GB 8           /* groups per pass of the buffered path */
+#define KERN_W4_PF 8           /* blocks ahead the fused path prefetches a group's nibbles */
 
 typedef struct kern_w4_tile {
     int mr;               /* rows of A in the tile, 1 .. KERN_TILE_M */

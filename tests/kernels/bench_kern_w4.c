@@ -3,9 +3,14 @@
  * kinds) against the int8 block-scaled GEMM (kern_gemm_q8) on the same
  * shapes: not a test (no ctest registration), a measuring tool.
  *
- * Usage:  bench_kern_w4 [threads [repeats [N K ...]]]
- *   threads  pool size (default 2); repeats  timed runs per figure (5)
- *   N K      weight shapes (default 2048 2048 and 8192 2048)
+ * Usage:  bench_kern_w4 [threads [repeats [rotate_mb [N K ...]]]]
+ *   threads    pool size (default 2); repeats  timed runs per figure (5)
+ *   rotate_mb  0 (default): every call reads the same weights, which then
+ *              stay in the last-level cache when they fit; > 0: each pack
+ *              is copied until the copies hold at least rotate_mb MB and
+ *              the calls cycle through them (a working set larger than the
+ *              cache makes the M = 1 figures DRAM streaming)
+ *   N K        weight shapes (default 2048 2048 and 8192 2048)
  * For each shape, M in {1, 64, 512} and ISA avx2 / avx512vnni (those the
  * machine has; the kernels' isa argument caps the level), it prints the
  * median over the runs of GMAC/s and of GB/s of weight bytes streamed
@@ -36,20 +41,67 @@ static unsigned bench_seed = 12345;
 static unsigned bench_rand(void) { return bench_seed = bench_seed * 1103515245u + 12345u; }
 
 typedef struct bench_case {
-    kern_pool *p;     /* pool */
-    kern_isa isa;     /* level cap */
-    int M, K;         /* rows, inputs */
-    const int8_t *A;  /* activations [M][K] */
-    const float *as;  /* [M][K/32] */
-    float *C;         /* [M][N] */
-    int N;            /* channels */
-    const void *pack; /* kern_wpack or kern_w4pack */
-    int w4;           /* pack is a kern_w4pack */
+    kern_pool *p;      /* pool */
+    kern_isa isa;      /* level cap */
+    int M, K;          /* rows, inputs */
+    const int8_t *A;   /* activations [M][K] */
+    const float *as;   /* [M][K/32] */
+    float *C;          /* [M][N] */
+    int N;             /* channels */
+    const void *packs; /* n copies of a kern_wpack or a kern_w4pack (an array) */
+    int n;             /* copies */
+    int w4;            /* the packs are kern_w4pack */
+    int *next;         /* the copy the next call reads */
 } bench_case;
 
 static void bench_call(const bench_case *c) {
-    if (c->w4) kern_gemm_w4(c->p, c->isa, c->M, c->A, c->K, c->as, c->K / 32, c->pack, c->C, c->N);
-    else kern_gemm_q8(c->p, c->isa, c->M, c->A, c->K, c->as, c->K / 32, c->pack, c->C, c->N);
+    int i = (*c->next)++ % c->n;
+    if (c->w4)
+        kern_gemm_w4(c->p, c->isa, c->M, c->A, c->K, c->as, c->K / 32,
+                     (const kern_w4pack *)c->packs + i, c->C, c->N);
+    else
+        kern_gemm_q8(c->p, c->isa, c->M, c->A, c->K, c->as, c->K / 32,
+                     (const kern_wpack *)c->packs + i, c->C, c->N);
+}
+
+/* A copy of n bytes at src (NULL for NULL), freeable with free(). */
+static void *bench_dup(const void *src, size_t n) {
+    if (!src) return NULL;
+    void *d = kern_huge_alloc(n);
+    if (!d) {
+        fprintf(stderr, "out of memory copying weights\n");
+        exit(1);
+    }
+    return memcpy(d, src, n);
+}
+
+/* copies[0] = *q (shared), copies[1..n-1] deep copies. */
+static void bench_copy_q8(kern_wpack *copies, const kern_wpack *q, int n) {
+    size_t gb = (size_t)q->n_groups * q->n_blocks;
+    for (int i = 0; i < n; i++) {
+        copies[i] = *q;
+        if (!i) continue;
+        copies[i].q8 = bench_dup(q->q8, gb * 512);
+        copies[i].bscale = bench_dup(q->bscale, gb * 16 * sizeof(uint16_t));
+        copies[i].scale = NULL;
+    }
+}
+
+static void bench_copy_w4(kern_w4pack *copies, const kern_w4pack *w, int n) {
+    size_t gb = (size_t)w->n_groups * w->n_blocks;
+    for (int i = 0; i < n; i++) {
+        copies[i] = *w;
+        if (!i) continue;
+        copies[i].nib = bench_dup(w->nib, gb * 256);
+        copies[i].bscale = bench_dup(w->bscale, gb * 16 * sizeof(uint16_t));
+        copies[i].scmn = bench_dup(w->scmn, gb * 32);
+        copies[i].dd = bench_dup(w->dd, gb / 8 * 32 * sizeof(uint16_t));
+    }
+}
+
+/* Copies of a pack of `bytes` to hold at least rotate_mb MB (1 when 0). */
+static int bench_n_copies(double rotate_mb, size_t bytes) {
+    return rotate_mb <= 0 ? 1 : (int)(rotate_mb * 1e6 / (double)bytes) + 1;
 }
 
 /* Median seconds per call over `repeats` runs of about 0.1 s. */
@@ -70,14 +122,15 @@ static double bench_time(const bench_case *c, int repeats) {
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2, repeats = argc > 2 ? atoi(argv[2]) : 5;
+    double rotate_mb = argc > 3 ? atof(argv[3]) : 0;
     int def[] = {2048, 2048, 8192, 2048}, *shapes = def, n_shapes = 2;
-    if (argc > 4) {
-        n_shapes = (argc - 3) / 2;
+    if (argc > 5) {
+        n_shapes = (argc - 4) / 2;
         shapes = malloc(sizeof(int) * 2 * (size_t)n_shapes);
-        for (int i = 0; i < 2 * n_shapes; i++) shapes[i] = atoi(argv[3 + i]);
+        for (int i = 0; i < 2 * n_shapes; i++) shapes[i] = atoi(argv[4 + i]);
     }
     if (threads < 1 || repeats < 1 || repeats > 64) {
-        fprintf(stderr, "usage: bench_kern_w4 [threads [repeats (1..64) [N K ...]]]\n");
+        fprintf(stderr, "usage: bench_kern_w4 [threads [repeats (1..64) [rotate_mb [N K ...]]]]\n");
         return 2;
     }
     kern_pool *p;
@@ -86,6 +139,8 @@ int main(int argc, char **argv) {
     char err[128];
     printf("threads %d, median of %d runs; GMAC/s (GB/s of weights); ratio = W4 / int8 speed\n",
            threads, repeats);
+    if (rotate_mb > 0)
+        printf("calls cycle through copies of each pack, >= %.0f MB each\n", rotate_mb);
     for (int s = 0; s < n_shapes; s++) {
         int N = shapes[2 * s], K = shapes[2 * s + 1], nb = K / 32;
         if (N < 1 || K < 256 || K % 256) {
@@ -116,6 +171,13 @@ int main(int argc, char **argv) {
         printf("\nweights %d x %d: int8 %.2f MB, W4 LUT %.2f MB, W4 AFFINE %.2f MB\n", N, K,
                kern_wpack_bytes(&q8) / 1e6, kern_w4pack_bytes(&lut) / 1e6,
                kern_w4pack_bytes(&aff) / 1e6);
+        int nq = bench_n_copies(rotate_mb, kern_wpack_bytes(&q8));
+        int nl = bench_n_copies(rotate_mb, kern_w4pack_bytes(&lut));
+        int na = bench_n_copies(rotate_mb, kern_w4pack_bytes(&aff));
+        kern_wpack *cq = malloc(sizeof *cq * nq);
+        kern_w4pack *cl = malloc(sizeof *cl * nl), *ca = malloc(sizeof *ca * na);
+        bench_copy_q8(cq, &q8, nq), bench_copy_w4(cl, &lut, nl), bench_copy_w4(ca, &aff, na);
+        int next = 0;
         for (int mi = 0; mi < 3; mi++) {
             int M = Ms[mi];
             int8_t *A = malloc((size_t)M * K);
@@ -125,11 +187,11 @@ int main(int argc, char **argv) {
             for (int i = 0; i < M * nb; i++) as[i] = 0.02f;
             for (int isa = KERN_ISA_AVX2; isa <= KERN_ISA_AVX512VNNI; isa++) {
                 if (kern_isa_best() < (kern_isa)isa) continue;
-                bench_case c = {p, (kern_isa)isa, M, K, A, as, C, N, &q8, 0};
+                bench_case c = {p, (kern_isa)isa, M, K, A, as, C, N, cq, nq, 0, &next};
                 double tq = bench_time(&c, repeats);
-                c.pack = &lut, c.w4 = 1;
+                c.packs = cl, c.n = nl, c.w4 = 1;
                 double tl = bench_time(&c, repeats);
-                c.pack = &aff;
+                c.packs = ca, c.n = na;
                 double ta = bench_time(&c, repeats);
                 double macs = (double)M * N * K / 1e9;
                 printf("M %4d %-10s int8 %6.1f (%5.1f)  LUT %6.1f (%5.1f) x%.2f  AFFINE %6.1f "
@@ -141,7 +203,10 @@ int main(int argc, char **argv) {
             }
             free(A), free(as), free(C);
         }
-        kern_wpack_free(&q8), kern_w4pack_free(&lut), kern_w4pack_free(&aff);
+        for (int i = 0; i < nq; i++) kern_wpack_free(&cq[i]); /* [0] is q8 */
+        for (int i = 0; i < nl; i++) kern_w4pack_free(&cl[i]);
+        for (int i = 0; i < na; i++) kern_w4pack_free(&ca[i]);
+        free(cq), free(cl), free(ca);
         free(W), free(U), free(sc), free(mn), free(bs), free(d);
     }
     if (shapes != def) free(shapes);
