@@ -11,12 +11,15 @@
  * defines PARLEY_HAVE_CUDA); otherwise backend.c's stubs answer.
  *
  * Environment (read at create): PARLEY_CUDA_KV_MIB, the device KV tier's
- * budget in MiB; PARLEY_CUDA_GEMM=gemv|lt forces one int8 GEMM path (tests
- * and benchmarks; default: by M, kern_cuda_gemm_pick).
+ * budget in MiB; PARLEY_CUDA_WEIGHTS=channel|block, how int8 weights are
+ * held (backend_cuda_weight.c; default channel); PARLEY_CUDA_GEMM=gemv|lt
+ * forces one path of the per-channel GEMM (tests and benchmarks; default:
+ * by M, kern_cuda_gemm_pick).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend_cuda_int.h"
 #include "eng_config.h"
@@ -213,11 +216,14 @@ int eng_backend_cuda_create(eng_backend *b, int device, int n_threads, char *err
                        "cuda backend: %s", sub);
     }
     kern_cuda_get_info(be->kc, &be->info);
-    be->n_threads = n_threads > 0 ? n_threads : 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    be->n_threads = n_threads > 0 ? n_threads : ncpu > 32 ? 32 : ncpu > 0 ? (int)ncpu : 1;
     const char *gp = getenv("PARLEY_CUDA_GEMM");
     be->gemm_path = gp && !strcmp(gp, "gemv") ? KERN_CUDA_GEMM_GEMV
                     : gp && !strcmp(gp, "lt") ? KERN_CUDA_GEMM_LT
                                               : KERN_CUDA_GEMM_AUTO;
+    const char *wf = getenv("PARLEY_CUDA_WEIGHTS");
+    be->wform = wf && !strcmp(wf, "block") ? CUDA_WFORM_BLOCK : CUDA_WFORM_CHANNEL;
     const char *mib = getenv("PARLEY_CUDA_KV_MIB");
     if (mib && atol(mib) > 0) be->kv_budget = (size_t)atol(mib) << 20;
     be->up.cap = CUDA_UP_BYTES;

@@ -16,6 +16,9 @@
  *   kern_cuda_quantize     kern_quantize_rows (one scale per row), bit for bit
  *   kern_cuda_linear_i8    W8A8: int32 sums (dp4a GEMV for M <= 8, cuBLASLt
  *                          IMMA above) then C = sum * x_scale * w_scale
+ *   kern_cuda_linear_b32   the CPU's W8A8 with 32-value blocks (kern_gemm_q8),
+ *                          bit for bit
+ *   kern_cuda_quantize_blocks  kern_quantize_blocks, bit for bit
  *   kern_cuda_gemm_f32     cuBLAS SGEMM (fp32 reference models)
  *   kern_cuda_kv_store     the CPU backend's kv_store, bit for bit
  *   kern_cuda_attention    kern_attn over device block copies
@@ -80,6 +83,7 @@ typedef struct kern_cuda_stats {
     uint64_t lt;          /* ... by cuBLASLt */
     uint64_t lt_fallback; /* ... that cuBLASLt refused, done by the GEMV instead */
     uint64_t lt_plans;    /* cuBLASLt heuristic queries (plan-cache misses) */
+    uint64_t tiled;       /* 32-value-block GEMMs by the tiled dp4a kernel */
 } kern_cuda_stats;
 
 /* Devices visible (0 without a driver or device). */
@@ -149,6 +153,10 @@ void kern_cuda_embed(kern_cuda *c, const kern_cuda_etab *e, const int32_t *tok, 
  * apart (K .. ldq-1 zeroed), scale[m]. */
 void kern_cuda_quantize(kern_cuda *c, int M, int K, const float *x, int ldx, int8_t *q, int ldq,
                         float *scale);
+/* One scale per 32 values, exactly as kern_quantize_blocks_ref: q rows ldq
+ * bytes apart (K .. ldq-1 zeroed), scale[m * lds + b] for b < ceil(K / 32). */
+void kern_cuda_quantize_blocks(kern_cuda *c, int M, int K, const float *x, int ldx, int8_t *q,
+                               int ldq, float *scale, int lds);
 /* out[r] (device) = index of the largest of V values of row r (rows ld
  * apart): the lowest such index; NaN counts below -inf (the CPU backend's rule). */
 void kern_cuda_argmax(kern_cuda *c, const float *x, int R, int V, int ld, int32_t *out);
@@ -169,6 +177,25 @@ typedef struct kern_cuda_w8 {
  * falling back to the GEMV if it refuses).  Returns the path taken. */
 int kern_cuda_linear_i8(kern_cuda *c, int M, const int8_t *xq, const float *xs,
                         const kern_cuda_w8 *w, float *C, int ldc, int path);
+/* An int8 weight in the CPU's form (kern_gemm.h): 32-value blocks. */
+typedef struct kern_cuda_w8b {
+    int N, K;            /* output channels x inputs */
+    int Np, Kp;          /* kern_cuda_pad_n(N), K rounded up to 32 */
+    const int8_t *q;     /* [Np][Kp], zeros in the padding */
+    const float *bscale; /* [Np][Kp / 32] block scales, or NULL: per-channel scale */
+    const float *scale;  /* [Np] per-channel scales when bscale is NULL */
+} kern_cuda_w8b;
+
+/* The CPU's W8A8 on the device, bit for bit: xq rows of Kp bytes
+ * quantised per 32 values (kern_cuda_quantize_blocks, xs[m * (Kp / 32) + b]);
+ * for every output f = 0; for b in order: f = fmaf((float)S_b, s_b, f) with
+ * S_b the int32 sum over block b and s_b = bscale[n][b] * xs[m][b] (block
+ * scales) or xs[m][b] (per-channel, then C = f * scale[n]).  A dp4a GEMV
+ * for M <= KERN_CUDA_GEMV_MAX_M, a tiled dp4a GEMM above (no tensor cores:
+ * the accurate path, not the fast one). */
+void kern_cuda_linear_b32(kern_cuda *c, int M, const int8_t *xq, const float *xs,
+                          const kern_cuda_w8b *w, float *C, int ldc);
+
 /* The raw int32 sums D[m][n], n < Np (rows ldd >= Np apart, ldd a multiple
  * of 4); returns the path taken. */
 int kern_cuda_gemm_i32(kern_cuda *c, int M, const int8_t *xq, const kern_cuda_w8 *w, int32_t *D,

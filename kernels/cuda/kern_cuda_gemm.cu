@@ -276,6 +276,122 @@ extern "C" int kern_cuda_linear_i8(kern_cuda *c, int M, const int8_t *xq, const 
     return KERN_CUDA_GEMM_GEMV;
 }
 
+/* ---- the CPU's form: 32-value blocks ------------------------------------------------------ */
+
+/* One warp per output channel; per pass 32 lanes x 16 bytes = 16 blocks,
+ * whose sums lanes 2j, 2j+1 hold; every lane then folds them into f in
+ * block order (the CPU's fmaf sequence, so the result is bit for bit). */
+__global__ void kc_gemv_b32_kernel(int M, int N, int Kp, const int8_t *__restrict__ W,
+                                   const float *__restrict__ bscale,
+                                   const float *__restrict__ scale, const int8_t *__restrict__ xq,
+                                   const float *__restrict__ xs, float *C, int ldc) {
+    int lane = threadIdx.x & 31;
+    int n = blockIdx.x * KC_GEMV_WARPS + (threadIdx.x >> 5);
+    if (n >= N) return;
+    int nb = Kp / 32, k16 = Kp / 16;
+    const int4 *w4 = (const int4 *)(W + (size_t)n * Kp);
+    const float *wb = bscale ? bscale + (size_t)n * nb : NULL;
+    float f[KERN_CUDA_GEMV_MAX_M];
+#pragma unroll
+    for (int m = 0; m < KERN_CUDA_GEMV_MAX_M; m++) f[m] = 0;
+    for (int i0 = 0; i0 < k16; i0 += 32) {
+        int i = i0 + lane, b0 = i0 / 2, nbi = nb - b0 < 16 ? nb - b0 : 16;
+        int4 w = i < k16 ? __ldg(w4 + i) : make_int4(0, 0, 0, 0);
+        float ws = lane < nbi && wb ? wb[b0 + lane] : 1.0f;
+#pragma unroll
+        for (int m = 0; m < KERN_CUDA_GEMV_MAX_M; m++) {
+            if (m >= M) break;
+            int s = 0;
+            if (i < k16) {
+                int4 x = __ldg((const int4 *)(xq + (size_t)m * Kp) + i);
+                s = __dp4a(w.x, x.x, s);
+                s = __dp4a(w.y, x.y, s);
+                s = __dp4a(w.z, x.z, s);
+                s = __dp4a(w.w, x.w, s);
+            }
+            s += __shfl_xor_sync(0xffffffffu, s, 1); /* lanes 2j, 2j+1: block b0 + j */
+            float sc = lane < nbi ? xs[(size_t)m * nb + b0 + lane] : 0.0f;
+            if (wb) sc = ws * sc;
+            for (int j = 0; j < nbi; j++)
+                f[m] = fmaf((float)__shfl_sync(0xffffffffu, s, 2 * j),
+                            __shfl_sync(0xffffffffu, sc, j), f[m]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < KERN_CUDA_GEMV_MAX_M; m++) {
+        if (m >= M) break;
+        if (lane == 0) C[(size_t)m * ldc + n] = wb ? f[m] : f[m] * scale[n];
+    }
+}
+
+#define KC_T 64 /* the tiled kernel's output tile: KC_T x KC_T, 4 x 4 per thread */
+
+/* Tiled: each thread owns 4 x 4 outputs and sums every block in order. */
+__global__ void kc_gemm_b32_kernel(int M, int N, int Kp, const int8_t *__restrict__ W,
+                                   const float *__restrict__ bscale,
+                                   const float *__restrict__ scale, const int8_t *__restrict__ xq,
+                                   const float *__restrict__ xs, float *C, int ldc) {
+    __shared__ int As[KC_T][9], Ws[KC_T][9]; /* a block's 32 bytes per row, padded */
+    __shared__ float Asc[KC_T], Wsc[KC_T];
+    int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    int m0 = blockIdx.y * KC_T, n0 = blockIdx.x * KC_T, nb = Kp / 32;
+    float f[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[i][j] = 0;
+    for (int b = 0; b < nb; b++) {
+        for (int t = tid; t < KC_T * 8; t += 256) {
+            int r = t / 8, w = t % 8, m = m0 + r, n = n0 + r;
+            As[r][w] = m < M ? ((const int *)(xq + (size_t)m * Kp + (size_t)b * 32))[w] : 0;
+            Ws[r][w] = n < N ? ((const int *)(W + (size_t)n * Kp + (size_t)b * 32))[w] : 0;
+        }
+        if (tid < KC_T) Asc[tid] = m0 + tid < M ? xs[(size_t)(m0 + tid) * nb + b] : 0.0f;
+        else if (tid < 2 * KC_T)
+            Wsc[tid - KC_T] =
+                bscale && n0 + tid - KC_T < N ? bscale[(size_t)(n0 + tid - KC_T) * nb + b] : 1.0f;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int *a = As[ty * 4 + i], *w = Ws[tx * 4 + j];
+                int s = 0;
+#pragma unroll
+                for (int k = 0; k < 8; k++) s = __dp4a(a[k], w[k], s);
+                float sc = bscale ? Wsc[tx * 4 + j] * Asc[ty * 4 + i] : Asc[ty * 4 + i];
+                f[i][j] = fmaf((float)s, sc, f[i][j]);
+            }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+            if (m < M && n < N) C[(size_t)m * ldc + n] = bscale ? f[i][j] : f[i][j] * scale[n];
+        }
+}
+
+extern "C" void kern_cuda_linear_b32(kern_cuda *c, int M, const int8_t *xq, const float *xs,
+                                     const kern_cuda_w8b *w, float *C, int ldc) {
+    if (M <= 0 || c->status) return;
+    kern_cuda_bind(c);
+    if (M <= KERN_CUDA_GEMV_MAX_M) {
+        c->st.gemv++;
+        kc_gemv_b32_kernel<<<kc_blocks((size_t)w->N, KC_GEMV_WARPS), 32 * KC_GEMV_WARPS, 0,
+                             c->stream>>>(M, w->N, w->Kp, w->q, w->bscale, w->scale, xq, xs, C,
+                                          ldc);
+        kc_launched(c, "int8 GEMV (blocks)");
+        return;
+    }
+    c->st.tiled++;
+    dim3 grid((unsigned)((w->N + KC_T - 1) / KC_T), (unsigned)((M + KC_T - 1) / KC_T));
+    kc_gemm_b32_kernel<<<grid, 256, 0, c->stream>>>(M, w->N, w->Kp, w->q, w->bscale, w->scale, xq,
+                                                    xs, C, ldc);
+    kc_launched(c, "int8 GEMM (blocks)");
+}
+
 extern "C" void kern_cuda_gemm_f32(kern_cuda *c, int M, int N, int K, const float *x, int ldx,
                                    const float *W, float *C, int ldc) {
     if (M <= 0 || N <= 0 || c->status) return;

@@ -8,8 +8,9 @@
  * (kern_cuda_rows_shape); the rest are one thread per output element.
  * Numerics follow the CPU references (kern_ops.h): quantisation and the
  * embedding lookup are bit for bit (IEEE division, round-half-even,
- * the same multiplication order); the others agree to float rounding
- * (sums reduced in another order, device expf / sincosf / tanhf).
+ * the same multiplication order); RMSNorm sums squares in double as the
+ * CPU does (in another order, so its float scale almost always matches);
+ * the others agree to float rounding (device expf / sincosf / tanhf).
  */
 #include <float.h>
 #include <math.h>
@@ -18,7 +19,8 @@
 
 #define KC_THREADS 256
 
-/* Sum (or max) of v over the block's threads (blockDim a multiple of 32, <= 1024). */
+/* Sum (or max, of values >= 0) of v over the block's threads (blockDim a
+ * multiple of 32, <= 1024). */
 __device__ float kc_block_reduce(float v, int is_max) {
     __shared__ float part[32];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -26,9 +28,25 @@ __device__ float kc_block_reduce(float v, int is_max) {
     __syncthreads(); /* part may still be read by a previous call */
     if (lane == 0) part[warp] = v;
     __syncthreads();
-    float r = lane < nw ? part[lane] : (is_max ? 0.0f : 0.0f);
+    float r = lane < nw ? part[lane] : 0.0f;
     r = is_max ? kc_warp_max(r) : kc_warp_sum(r);
     return r;
+}
+
+__device__ __forceinline__ double kc_warp_dsum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum of v over the block's threads, in double. */
+__device__ double kc_block_dsum(double v) {
+    __shared__ double part[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = kc_warp_dsum(v);
+    __syncthreads();
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    return kc_warp_dsum(lane < nw ? part[lane] : 0.0);
 }
 
 __global__ void kc_rmsnorm_kernel(int rows, int per, int n, const float *x, int ld, int inner,
@@ -46,10 +64,12 @@ __global__ void kc_rmsnorm_kernel(int rows, int per, int n, const float *x, int 
     if (r >= rows) return; /* uniform per warp (warp rows) or per block */
     const float *xr = x + (size_t)(r / per) * ld + (size_t)(r % per) * inner;
     float *yr = y + (size_t)(r / per) * ldy + (size_t)(r % per) * inner;
-    float ss = 0;
-    for (int i = tid; i < n; i += nthr) ss += xr[i] * xr[i];
-    ss = warp_rows ? kc_warp_sum(ss) : kc_block_reduce(ss, 0);
-    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    /* the sum of squares in double, as the CPU's kernels: float rounding
+     * differences there become differing int8 codes downstream */
+    double ss = 0;
+    for (int i = tid; i < n; i += nthr) ss += (double)xr[i] * xr[i];
+    ss = warp_rows ? kc_warp_dsum(ss) : kc_block_dsum(ss);
+    float inv = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = tid; i < n; i += nthr) yr[i] = xr[i] * inv * w[i];
 }
 
@@ -199,6 +219,41 @@ extern "C" void kern_cuda_quantize(kern_cuda *c, int M, int K, const float *x, i
     kern_cuda_bind(c);
     kc_quantize_kernel<<<M, KC_THREADS, 0, c->stream>>>(K, x, ldx, q, ldq, scale);
     kc_launched(c, "quantize");
+}
+
+/* One warp per (row, 32-value block): kc_quantize_kernel's rule per block. */
+__global__ void kc_quantize_blocks_kernel(int M, int K, const float *x, int ldx, int8_t *q, int ldq,
+                                          float *scale, int lds) {
+    int lane = threadIdx.x & 31, nb = (K + 31) / 32;
+    long pair = (long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (pair >= (long)M * nb) return;
+    int m = (int)(pair / nb), b = (int)(pair % nb), k = b * 32 + lane;
+    const float *xr = x + (size_t)m * ldx;
+    int8_t *qr = q + (size_t)m * ldq;
+    float v = k < K ? xr[k] : 0.0f;
+    float amax = kc_warp_max(k < K ? fabsf(v) : 0.0f); /* fmaxf skips NaN */
+    float inv = __fdiv_rn(127.0f, amax);
+    int zero = !(inv <= FLT_MAX);
+    if (lane == 0) scale[(size_t)m * lds + b] = zero ? 0.0f : __fdiv_rn(amax, 127.0f);
+    int8_t o = 0;
+    if (k < K && !zero) {
+        float r = rintf(__fmul_rn(v, inv));
+        r = r > 127.0f ? 127.0f : !(r >= -127.0f) ? -127.0f : r;
+        o = (int8_t)r;
+    }
+    if (k < ldq) qr[k] = o;
+    if (b == nb - 1) /* the padding past the last block */
+        for (int p = nb * 32 + lane; p < ldq; p += 32) qr[p] = 0;
+}
+
+extern "C" void kern_cuda_quantize_blocks(kern_cuda *c, int M, int K, const float *x, int ldx,
+                                          int8_t *q, int ldq, float *scale, int lds) {
+    if (M <= 0 || K <= 0 || c->status) return;
+    kern_cuda_bind(c);
+    size_t pairs = (size_t)M * ((K + 31) / 32);
+    kc_quantize_blocks_kernel<<<kc_blocks(pairs, KC_THREADS / 32), KC_THREADS, 0, c->stream>>>(
+        M, K, x, ldx, q, ldq, scale, lds);
+    kc_launched(c, "quantize_blocks");
 }
 
 /* (a, ia) ranks above (b, ib): larger value, NaN below everything, then lower index. */

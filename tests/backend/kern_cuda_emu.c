@@ -232,9 +232,9 @@ void kern_cuda_rmsnorm(kern_cuda *c, int rows, int per, int n, const float *x, i
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)(r / per) * ld + (size_t)(r % per) * inner;
         float *yr = y + (size_t)(r / per) * ldy + (size_t)(r % per) * inner;
-        float ss = 0;
-        for (int i = 0; i < n; i++) ss += xr[i] * xr[i];
-        float inv = 1.0f / sqrtf(ss / (float)n + eps);
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        float inv = 1.0f / sqrtf((float)(ss / n) + eps);
         for (int i = 0; i < n; i++) yr[i] = xr[i] * inv * w[i];
     }
 }
@@ -346,6 +346,24 @@ void kern_cuda_quantize(kern_cuda *c, int M, int K, const float *x, int ldx, int
     }
 }
 
+void kern_cuda_quantize_blocks(kern_cuda *c, int M, int K, const float *x, int ldx, int8_t *q,
+                               int ldq, float *scale, int lds) {
+    if (M <= 0 || K <= 0 || c->status) return;
+    int nb = (K + 31) / 32;
+    if (!dev_ok(c, x, ((size_t)(M - 1) * ldx + K) * 4, "quantize_blocks x", 0) ||
+        !dev_ok(c, q, (size_t)M * ldq, "quantize_blocks q", 0) ||
+        !dev_ok(c, scale, ((size_t)(M - 1) * lds + nb) * 4, "quantize_blocks scale", 0))
+        return;
+    for (int m = 0; m < M; m++) {
+        int8_t *qr = q + (size_t)m * ldq;
+        for (int b = 0; b < nb; b++) {
+            int n = K - b * 32 < 32 ? K - b * 32 : 32;
+            scale[(size_t)m * lds + b] = quant(x + (size_t)m * ldx + b * 32, n, qr + b * 32);
+        }
+        memset(qr + K, 0, (size_t)(ldq - K));
+    }
+}
+
 static int better(float a, int ia, float b, int ib) {
     int na = isnan(a), nb = isnan(b);
     if (na != nb) return nb;
@@ -431,6 +449,38 @@ int kern_cuda_linear_i8(kern_cuda *c, int M, const int8_t *xq, const float *xs,
         }
     if (!inplace) free(D);
     return path;
+}
+
+void kern_cuda_linear_b32(kern_cuda *c, int M, const int8_t *xq, const float *xs,
+                          const kern_cuda_w8b *w, float *C, int ldc) {
+    if (M <= 0 || c->status) return;
+    int nb = w->Kp / 32;
+    if (w->Kp % 32 || w->Np < w->N || ((uintptr_t)xq & 15)) {
+        kern_cuda_fail(c, KERN_CUDA_EINVAL, "emu: bad 32-block GEMM operands");
+        return;
+    }
+    if (!dev_ok(c, xq, (size_t)M * w->Kp, "gemm_b32 x", 0) ||
+        !dev_ok(c, xs, (size_t)M * nb * 4, "gemm_b32 xs", 0) ||
+        !dev_ok(c, w->q, (size_t)w->Np * w->Kp, "gemm_b32 w", 0) ||
+        (w->bscale ? !dev_ok(c, w->bscale, (size_t)w->Np * nb * 4, "gemm_b32 bscale", 0)
+                   : !dev_ok(c, w->scale, (size_t)w->Np * 4, "gemm_b32 scale", 0)) ||
+        !dev_ok(c, C, ((size_t)(M - 1) * ldc + w->N) * 4, "gemm_b32 C", 0))
+        return;
+    M <= KERN_CUDA_GEMV_MAX_M ? c->st.gemv++ : c->st.tiled++;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < w->N; n++) {
+            float f = 0;
+            for (int b = 0; b < nb; b++) {
+                int32_t s = 0;
+                const int8_t *a = xq + (size_t)m * w->Kp + b * 32,
+                             *q = w->q + (size_t)n * w->Kp + b * 32;
+                for (int k = 0; k < 32; k++) s += a[k] * q[k];
+                float sc = xs[(size_t)m * nb + b];
+                if (w->bscale) sc = w->bscale[(size_t)n * nb + b] * sc;
+                f = fmaf((float)s, sc, f);
+            }
+            C[(size_t)m * ldc + n] = w->bscale ? f : f * w->scale[n];
+        }
 }
 
 void kern_cuda_gemm_f32(kern_cuda *c, int M, int N, int K, const float *x, int ldx, const float *W,

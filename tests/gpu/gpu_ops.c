@@ -10,7 +10,8 @@
  * rmsnorm_heads, rope (norm, neox), glu (SiLU, GELU-tanh), add (rows and
  * the ldx-0 bias), softcap, embed (bit for bit), linear (int8: error of
  * both backends against the float GEMM of the dequantised weights, the
- * device's per-token W8A8 next to the CPU's 32-value blocks; fp32),
+ * device's per-token W8A8 next to the CPU's 32-value blocks, and the
+ * device's block form bit for bit equal to the CPU; fp32),
  * argmax (bit for bit, ties / NaN / -inf), kv_store (host block bytes bit
  * for bit after the write-back), attention (int8 and fp32 KV, MHA / GQA /
  * MQA, decode with key splits, prefill, sliding windows, dead blocks NULL)
@@ -335,11 +336,25 @@ static int t_linear(void) {
               {1000, 650, 1, f_row, "I8_ROW 1000x650"},
               {300, 257, 1, f_f32, "F32 300x257"}};
     static const int Ms[] = {1, 5, 8, 9, 64, 300};
+    /* the block form (a backend made with PARLEY_CUDA_WEIGHTS=block) is the CPU's arithmetic */
+    eng_backend gb;
+    char err[256];
+    setenv("PARLEY_CUDA_WEIGHTS", "block", 1);
+    int brc = eng_backend_cuda_create(&gb, 0, 4, err, sizeof err);
+    unsetenv("PARLEY_CUDA_WEIGHTS");
+    GPU_CHECK(brc == 0, "create: %s", err);
     for (size_t wi = 0; wi < 3; wi++) {
         rw w;
         rw_make(&w, ws[wi].N, ws[wi].K, ws[wi].parts, ws[wi].fmt);
-        eng_bweight *wc, *wg;
+        eng_bweight *wc, *wg, *wb;
         GPU_CHECK(!upload2(&w, ENG_WUSE_LINEAR, &wc, &wg), "upload");
+        eng_wdesc bd = {.name = "test",
+                        .rows = w.rows,
+                        .cols = w.cols,
+                        .use = ENG_WUSE_LINEAR,
+                        .n_parts = w.n_parts,
+                        .parts = w.parts};
+        GPU_CHECK(gb.weight_upload(gb.ctx, &bd, 0, &wb, err, sizeof err) == 0, "%s", err);
         for (size_t mi = 0; mi < 6; mi++) {
             int M = Ms[mi], N = w.rows, K = w.cols, ldx = K + 5, ldc = N + 3;
             float *x = rnd((size_t)M * ldx, 1);
@@ -356,9 +371,21 @@ static int t_linear(void) {
             float *a = down(&g_cpu, cc, (size_t)M * ldc * 4),
                   *b = down(&g_gpu, cg, (size_t)M * ldc * 4);
             GPU_CHECK(a && b, "download failed");
+            void *wsb2 = up(&gb, NULL, wsg + 64);
+            float *xb = up(&gb, x, (size_t)M * ldx * 4), *cb = up(&gb, NULL, (size_t)M * ldc * 4);
+            gb.linear(gb.ctx, M, xb, ldx, wb, cb, ldc, wsb2);
+            float *bb = down(&gb, cb, (size_t)M * ldc * 4);
+            GPU_CHECK(bb, "download failed");
             double ec = rel_to(a, ldc, R, M, N), eg = rel_to(b, ldc, R, M, N);
-            printf("    linear %s M %3d: RMS error vs float GEMM: cpu %.3f%%, cuda %.3f%%\n",
-                   ws[wi].name, M, 100 * ec, 100 * eg);
+            double eb = rel_to(bb, ldc, R, M, N);
+            int same = !memcmp(a, bb, (size_t)M * ldc * 4);
+            printf("    linear %s M %3d: RMS error vs float GEMM: cpu %.3f%%, cuda channel %.3f%%, "
+                   "cuda block %.3f%%%s\n",
+                   ws[wi].name, M, 100 * ec, 100 * eg, 100 * eb, same ? " (= cpu, bit-exact)" : "");
+            GPU_CHECK(wi == 2 || same, "block form differs from the CPU (%g)",
+                      gpu_max_rel(bb, a, (size_t)M * ldc));
+            free(bb);
+            bfree(&gb, wsb2), bfree(&gb, xb), bfree(&gb, cb);
             if (M == 64) {
                 char k[64];
                 snprintf(k, sizeof k, "linear_err_%s", wi == 0 ? "b32" : wi == 1 ? "row" : "f32");
@@ -370,8 +397,10 @@ static int t_linear(void) {
             bfree(&g_cpu, cc), bfree(&g_gpu, cg);
         }
         g_cpu.weight_free(g_cpu.ctx, wc), g_gpu.weight_free(g_gpu.ctx, wg);
+        gb.weight_free(gb.ctx, wb);
         rw_free(&w);
     }
+    eng_backend_free(&gb);
     return 0;
 }
 
@@ -638,6 +667,7 @@ static int t_attention(void) {
         {2, 2, 128, 0, 2, 3, {37, 1, 16}, {100, 2999, 0}, {0}}, /* prefill chunks + decode */
         {2, 2, 128, 0, 0, 1, {200}, {50}, {0}},                 /* windowed prefill */
         {4, 1, 64, 0, 2, 1, {33}, {0}, {0}},                    /* MHA prefill from 0 */
+        {2, 2, 32, 0, 2, 1, {16}, {0}, {0}},                    /* tiny-llama-like: head_dim 32 */
         {2, 3, 80, 0, 2, 1, {5}, {400}, {0}},                   /* head_dim 80: one K scale */
         {2, 4, 128, 1, 2, 2, {1, 20}, {2999, 500}, {0}},        /* fp32 KV */
         {1, 4, 256, 1, 0, 1, {9}, {1000}, {0}},                 /* fp32 KV, local, hd 256 */

@@ -50,6 +50,12 @@
 #define CUDA_TIER_CHUNK ((size_t)256 << 20) /* device memory per tier allocation */
 #define CUDA_KV_SHARE 0.4                   /* default tier budget: share of free memory */
 
+/* How int8 linear weights are held and multiplied. */
+enum {
+    CUDA_WFORM_CHANNEL = 0, /* folded per channel, activations per token: IMMA / GEMV (default) */
+    CUDA_WFORM_BLOCK = 1    /* the CPU's 32-value blocks, bit for bit: dp4a kernels */
+};
+
 /* A bump allocator over a pinned host buffer and its device counterpart. */
 typedef struct cuda_arena {
     uint8_t *host; /* pinned host memory */
@@ -101,6 +107,7 @@ typedef struct cuda_be {
     pthread_mutex_t mu;       /* serialises every slot */
     int n_threads;            /* host threads for loading */
     int gemm_path;            /* KERN_CUDA_GEMM_* forced by PARLEY_CUDA_GEMM, else AUTO */
+    int wform;                /* CUDA_WFORM_*: how int8 weights are held (PARLEY_CUDA_WEIGHTS) */
     cuda_arena up;            /* host -> device staging */
     cuda_arena wb;            /* KV write-back staging (mapped) */
     cuda_wb_rec *wbr;         /* pending write-backs */
@@ -126,7 +133,8 @@ typedef struct cuda_be {
 struct eng_bweight {
     int rows, cols;     /* output channels x input dim */
     int use;            /* ENG_WUSE_* */
-    kern_cuda_w8 w8;    /* int8 linear weight (q NULL when none) */
+    kern_cuda_w8 w8;    /* int8 linear weight, per channel (q NULL when none) */
+    kern_cuda_w8b w8b;  /* ... in 32-value blocks (CUDA_WFORM_BLOCK; q NULL when none) */
     float *f;           /* fp32 weights [rows][cols] (device), else NULL */
     kern_cuda_etab emb; /* embedding table (cols 0 when none) */
     int8_t *eq;         /* its int8 values (device), when separate */
