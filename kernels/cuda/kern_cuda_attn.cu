@@ -142,7 +142,7 @@ __global__ void kc_attn_kernel(kern_cuda_attn a) {
     float acc[KC_ATTN_MAX_DIMS], m = -INFINITY, l = 0;
 #pragma unroll
     for (int i = 0; i < KC_ATTN_MAX_DIMS; i++) acc[i] = 0;
-    for (int c0 = ka / chunk * chunk; c0 <= kb; c0 += chunk) {
+    for (int c0 = ka / chunk * chunk; ka <= kb && c0 <= kb; c0 += chunk) { /* none if empty */
         __syncthreads(); /* the previous chunk is consumed (and qs written) */
         int j0 = ka > c0 ? ka - c0 : 0, j1 = kb < c0 + chunk - 1 ? kb - c0 : chunk - 1;
         for (int idx = threadIdx.x; idx < chunk * words; idx += blockDim.x) {
