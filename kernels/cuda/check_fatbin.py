@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """check_fatbin.py -- show which GPU code a CUDA object or static library
-holds, and fail unless it holds a cubin assembled for the wanted arch.
+holds, and fail unless it holds a cubin assembled for the wanted arch (and,
+with --ptx, PTX for the wanted virtual arch in every object that has GPU
+code).
 
 The CUDA wheels parley builds with carry no cuobjdump, so this reads the
 formats directly: an ar archive (or one ELF object) -> its .nv_fatbin
@@ -8,8 +10,10 @@ section -> the fat binary's entries (kind 1 = PTX, 2 = cubin ELF; each
 header names the SM number) -> for each cubin, the .note.nv.tkinfo note in
 which ptxas records its command line ("-arch sm_90a ...").
 
-usage: check_fatbin.py FILE [--arch sm_90a]
-Exit 0 when some cubin was assembled with "-arch <arch>", 1 otherwise.
+usage: check_fatbin.py FILE [--arch sm_90a] [--ptx compute_80]
+Exit 0 when some cubin was assembled with "-arch <arch>" and (with --ptx)
+every object holding GPU code also holds PTX for that compute capability;
+1 otherwise.
 """
 
 import argparse
@@ -94,7 +98,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--ptx", default=None, help="also require PTX for this arch, e.g. compute_80")
     args = ap.parse_args()
+    want_ptx = int(args.ptx.split("_")[1]) if args.ptx else None
+    missing_ptx = []
     data = open(args.file, "rb").read()
     objects = list(ar_members(data)) if data.startswith(b"!<arch>\n") else [(args.file, data)]
     found = False
@@ -104,6 +111,7 @@ def main() -> int:
         fat = elf_sections(obj).get(".nv_fatbin")
         if not fat:
             continue
+        has_ptx = False
         for kind, sm, payload in fatbin_entries(fat):
             if kind == KIND_ELF:
                 opts = ptxas_options(payload)
@@ -112,9 +120,16 @@ def main() -> int:
                 print(f"{name}: cubin sm_{sm}, ptxas options '{opts}'"
                       + (f"  <- {args.arch}" if ok else ""))
             elif kind == KIND_PTX:
-                print(f"{name}: PTX for compute_{sm} ({len(payload)} bytes, JIT fallback)")
+                has_ptx |= sm == want_ptx
+                print(f"{name}: PTX for compute_{sm} ({len(payload)} bytes, JIT fallback)"
+                      + (f"  <- {args.ptx}" if sm == want_ptx else ""))
+        if want_ptx is not None and not has_ptx:
+            missing_ptx.append(name)
     if not found:
         print(f"no cubin assembled for {args.arch} in {args.file}", file=sys.stderr)
+        return 1
+    if missing_ptx:
+        print(f"no PTX for {args.ptx} in: {', '.join(missing_ptx)}", file=sys.stderr)
         return 1
     return 0
 

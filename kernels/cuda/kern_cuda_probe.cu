@@ -3,10 +3,11 @@
  * kernel (dp4a, int32 products accumulated in int64) with its scalar
  * reference, and a host entry point that also opens cuBLAS and cuBLASLt.
  *
- * Built for sm_90a only (see kernels/cuda/CMakeLists.txt).  When the build
- * asks for exactly that, PARLEY_CUDA_EXPECT_SM90A is defined and the device
- * pass refuses to compile for anything else, so a successful build is
- * itself the proof that the object holds sm_90a code.
+ * Built for sm_90a (cubin) and compute_80 (PTX), see
+ * kernels/cuda/CMakeLists.txt.  When the build asks for sm_90a,
+ * PARLEY_CUDA_EXPECT_SM90A is defined and the compute_90 device pass
+ * refuses to compile without the arch-specific features, so a successful
+ * build is itself the proof that the Hopper object is sm_90a code.
  */
 #include "kern_cuda_probe.h"
 
@@ -15,7 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#if defined(PARLEY_CUDA_EXPECT_SM90A) && defined(__CUDA_ARCH__) && \
+#if defined(PARLEY_CUDA_EXPECT_SM90A) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && \
     !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "kern_cuda_probe.cu must be compiled for sm_90a (arch-specific Hopper features)"
 #endif

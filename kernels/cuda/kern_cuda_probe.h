@@ -22,13 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_cuda_err.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define KERN_CUDA_ENODEV (-1010) /* no CUDA device visible */
-#define KERN_CUDA_EFAIL (-1011)  /* a CUDA, cuBLAS or comparison failure */
-#define KERN_CUDA_EINVAL (-1001) /* bad argument */
 
 /* Facts the probe gathered; all zero when the call failed early. */
 typedef struct kern_cuda_probe_info {
