@@ -373,9 +373,7 @@ static int sched_flag(eng_sched *s, uint64_t id, int how, int keep) {
     return rc;
 }
 
-int eng_sched_cancel(eng_sched *s, uint64_t id) {
-    return sched_flag(s, id, SCHED_END_CANCEL, -1);
-}
+int eng_sched_cancel(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_CANCEL, -1); }
 
 int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep) {
     return sched_flag(s, id, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);

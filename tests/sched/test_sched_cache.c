@@ -46,8 +46,8 @@ static kv_cache *mk_cache_on(eng_model *m, size_t budget) {
     kv_fp_inputs fi = {"llama", eng_model_digest(m), "test", 1, B};
     kv_cache *c = NULL;
     char err[256];
-    if (kv_cache_create(&cfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &c, err,
-                        sizeof err) != 0)
+    if (kv_cache_create(&cfg, eng_model_kv_layout(m), kv_fingerprint(&fi), &c, err, sizeof err) !=
+        0)
         fprintf(stderr, "  cache: %s\n", err);
     return c;
 }
