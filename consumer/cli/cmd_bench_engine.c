@@ -158,7 +158,10 @@ static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int
     eng_seq_step st = {kv, ids, n, ENG_LOGITS_LAST, logits};
     if (pp && eng_prof_start(m, err, sizeof err) != 0) goto perr;
     *t_pre = be_forward(m, &st, 1);
-    if (pp) eng_prof_stop(m, pp);
+    if (pp) {
+        eng_prof_stop(m, pp);
+        pp->elapsed_s = *t_pre; /* the step is eng_forward's time, not the bench's */
+    }
     if (*t_pre < 0) return -1;
     int32_t tok = be_argmax(logits, V);
     if (pd && eng_prof_start(m, err, sizeof err) != 0) goto perr;
@@ -173,7 +176,10 @@ static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int
         *t_dec += t;
         tok = be_argmax(logits, V);
     }
-    if (pd) eng_prof_stop(m, pd);
+    if (pd) {
+        eng_prof_stop(m, pd);
+        pd->elapsed_s = *t_dec; /* without the argmax between the steps */
+    }
     return 0;
 perr:
     fprintf(stderr, "bench: %s\n", err);
@@ -296,6 +302,7 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
         }
         if (prof) {
             eng_prof_stop(m, &f->prof[BE_PROF_BATCH]);
+            f->prof[BE_PROF_BATCH].elapsed_s = t; /* without the 64 argmaxes after it */
             f->have_prof[BE_PROF_BATCH] = 1;
         }
         if (t < 0) goto out;
