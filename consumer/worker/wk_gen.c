@@ -10,10 +10,10 @@
  * the reply ends where the first stop string begins (the stop string and
  * anything after it are not part of it; the tokens list keeps every
  * generated id up to the one that completed the stop string, and none the
- * loop generated after it before it saw the stop).  So that no chunk streams text the stop string later cuts,
- * a streaming turn with stop strings holds back its last (longest stop - 1)
- * bytes, backed off to a UTF-8 character boundary, until the next chunk or
- * the last one.
+ * loop generated after it before it saw the stop).  So that no chunk
+ * streams text the stop string later cuts, a streaming turn with stop
+ * strings holds back its last (longest stop - 1) bytes, backed off to a
+ * UTF-8 character boundary, until the next chunk or the last one.
  */
 #include <pthread.h>
 #include <stdlib.h>
