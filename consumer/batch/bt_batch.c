@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "bt_io.h"
+#include "cm_startup.h"
 #include "gw_openai.h"
 #include "pl_err.h"
 #include "wk_cli.h"
@@ -65,6 +66,7 @@ typedef struct bt_run {
     wk_client_topics topics;                         /* turns / responses */
     uint64_t window;                                 /* turns in flight at most */
     uint64_t timeout_s;                              /* per request */
+    uint64_t startup_s;                              /* bound on the start-up waits */
     uint64_t progress_s;                             /* plain progress interval */
     uint64_t max_tokens;                             /* cap of max_tokens */
     bt_item *items;                                  /* requests to answer */
@@ -309,8 +311,8 @@ static void bt_progress(bt_run *r, int final) {
  * on a fresh batch the offsets are the topics' ends now, saved first. */
 static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk =
-        wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1, 10000, err, errlen);
+    rd_kafka_t *rk = wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1,
+                                                 cm_startup_left_ms(), err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
     if (!rk) return NULL;
     if (fresh) {
@@ -325,8 +327,12 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
         for (int i = 0; i < a->cnt; i++) {
             int64_t lo, hi;
             if (rd_kafka_query_watermark_offsets(rk, a->elems[i].topic, a->elems[i].partition, &lo,
-                                                 &hi, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                goto err;
+                                                 &hi, cm_startup_left_ms()) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (!cm_startup_expired()) goto err;
+                cm_startup_errf(err, errlen, -1);
+                goto err_quiet;
+            }
             a->elems[i].offset = hi;
         }
         r->st.from = a;
@@ -391,6 +397,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     r->seen.fd = -1;
     r->window = 64;
     r->timeout_s = 600;
+    r->startup_s = 30;
     r->progress_s = 10;
     r->max_tokens = 4096;
     r->dlq = "parley.dlq";
@@ -414,6 +421,8 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "turns in flight at most (default 64)", NULL},
         {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N",
          "per request (default 600)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &r->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
         {"--progress-s", NULL, CLI_U64, &r->progress_s, 1, 86400, "N",
          "progress line interval (default 10)", NULL},
         {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N",
@@ -425,7 +434,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
             "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
             "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
             "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
-            "         [--max-tokens-cap N] [--progress-s N]",
+            "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]",
         .about =
             "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
             "same command after a crash: it resumes, and the output ends with exactly one\n"
@@ -522,9 +531,12 @@ int wk_cmd_batch(int argc, char **argv) {
             "(batch %s%s)\n",
             r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
-        if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, 10000, err, sizeof err)) ||
+        cm_startup_begin("batch", "--startup-timeout-s", (int64_t)r.startup_s * 1000);
+        if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, cm_startup_left_ms(), err,
+                                            sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
+        cm_startup_end();
         if (have && bt_catch_up(&r, rk) != 0) goto out;
     }
     double last = wk_client_mono_ms();

@@ -35,8 +35,12 @@ static const parley_cmd parley_cmds[] = {
     {"load", "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
     {"gateway", "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", wk_cmd_gateway},
     {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", wk_cmd_batch},
-    {"demo", "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
-    {"bench", "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
+    {"topics", "create the turns, tokens, responses and DLQ topics on a Kafka cluster",
+     wk_cmd_topics},
+    {"demo", "embedded demo: in-process Kafka, the real worker, Gemma 3 270M (else synthetic)",
+     wk_cmd_demo},
+    {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec",
+     wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 

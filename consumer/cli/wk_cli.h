@@ -17,5 +17,6 @@ int wk_cmd_load(int argc, char **argv);    /* parley load (wk_load.c) */
 int wk_cmd_demo(int argc, char **argv);    /* parley demo (wk_demo.c) */
 int wk_cmd_gateway(int argc, char **argv); /* parley gateway (gw_cmd.c) */
 int wk_cmd_batch(int argc, char **argv);   /* parley batch (bt_batch.c) */
+int wk_cmd_topics(int argc, char **argv);  /* parley topics (wk_topics.c) */
 
 #endif

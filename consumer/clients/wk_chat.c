@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
@@ -42,6 +43,7 @@ typedef struct chat_opts {
     uint64_t max_tokens;     /* params.max_tokens */
     double temperature;      /* params.temperature */
     uint64_t timeout_ms;     /* per-turn wait for the result */
+    uint64_t startup_s;      /* bound on the start-up waits (metadata, end offsets) */
 } chat_opts;
 
 /* Streaming state of the turn in flight. */
@@ -227,6 +229,7 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     o->max_tokens = 128;
     o->temperature = 0.7;
     o->timeout_ms = 60000;
+    o->startup_s = 30;
     wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)wk_client_epoch_ms(),
              (unsigned)getpid());
@@ -246,13 +249,16 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
          "params.temperature (default 0.7)", NULL},
         {"--timeout-ms", NULL, CLI_U64, &o->timeout_ms, 1, 86400000, "N",
          "per-turn wait for the result (default 60000)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
     };
     const cli_cmd cmd = {
         .name = "chat",
         .synopsis = "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
                     "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
                     "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
-                    "         [--max-tokens N] [--temperature T] [--timeout-ms N]",
+                    "         [--max-tokens N] [--temperature T] [--timeout-ms N]\n"
+                    "         [--startup-timeout-s N]",
         .about = "\nChat with parley workers over Kafka.  Sends the whole history every turn,\n"
                  "streams the reply from the tokens topic, takes the TurnResult from the\n"
                  "responses topic (read_committed) and prints cache and latency figures.\n"
@@ -289,12 +295,17 @@ int wk_cmd_chat(int argc, char **argv) {
     }
     int interactive = !o.file && isatty(STDIN_FILENO);
     if (o.system && wk_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
-    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, 5000, err, sizeof err)) ||
-        !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, 5000, err, sizeof err)) ||
-        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, 5000, err, sizeof err))) {
+    cm_startup_begin("chat", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
+    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err,
+                                        sizeof err)) ||
+        !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, cm_startup_left_ms(), err,
+                                     sizeof err)) ||
+        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
+                                     sizeof err))) {
         fprintf(stderr, "chat: %s\n", err);
         goto err;
     }
+    cm_startup_end();
     if (interactive) printf("parley chat: conversation %s (end with Ctrl-D)\n", o.conv);
     for (;;) {
         if (interactive) {

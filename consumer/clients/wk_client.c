@@ -12,6 +12,7 @@
 #include <string.h>
 #include <math.h>
 #include <time.h>
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -88,6 +89,9 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     }
     /* Learn the topic's leaders now: the first turn's latency must not
      * include the producer's lazy metadata lookup. */
+    char what[600];
+    snprintf(what, sizeof what, "the metadata of topic %.200s from %.300s", topic, brokers);
+    cm_startup_wait(what);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e =
@@ -97,11 +101,24 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     if (md) rd_kafka_metadata_destroy(md);
     if (rkt) rd_kafka_topic_destroy(rkt);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
+        wk_client_kafka_errf(err, errlen, brokers, topic, e);
         rd_kafka_destroy(rk);
         return NULL;
     }
     return rk;
+}
+
+void wk_client_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
+                          rd_kafka_resp_err_t e) {
+    if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        pl_errf(err, errlen, -1,
+                "topic %s: %s: create the topics with `parley topics --brokers %.200s` "
+                "(see parley topics --help)",
+                topic, rd_kafka_err2str(e), brokers);
+    else if (cm_startup_expired() || e == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+             e == RD_KAFKA_RESP_ERR__TRANSPORT)
+        cm_startup_errf(err, errlen, -1);
+    else pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
 }
 
 int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
@@ -142,22 +159,26 @@ out:
 
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
-static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *topic,
-                                                    int timeout_ms, char *err, size_t errlen,
+static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *brokers,
+                                                    const char *topic, int timeout_ms, char *err,
+                                                    size_t errlen,
                                                     rd_kafka_topic_partition_list_t *into) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_partition_list_t *parts = NULL;
+    char what[400];
+    snprintf(what, sizeof what, "the metadata and end offsets of topic %.300s", topic);
+    cm_startup_wait(what);
     rd_kafka_resp_err_t e =
         rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pl_errf(err, errlen, -1, "metadata of %s: %s", topic, rd_kafka_err2str(e));
+        wk_client_kafka_errf(err, errlen, brokers, topic, e);
         goto err;
     }
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
-        pl_errf(err, errlen, -1, "topic %s: %s", topic,
-                md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err)
-                                                        : "no partitions");
+        if (md->topic_cnt == 1 && md->topics[0].err)
+            wk_client_kafka_errf(err, errlen, brokers, topic, md->topics[0].err);
+        else pl_errf(err, errlen, -1, "topic %s: no partitions", topic);
         goto err;
     }
     parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
@@ -166,8 +187,10 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
         int64_t lo = 0, hi = 0;
         e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
-                    rd_kafka_err2str(e));
+            if (cm_startup_expired()) cm_startup_errf(err, errlen, -1);
+            else
+                pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
+                        rd_kafka_err2str(e));
             goto err;
         }
         rd_kafka_topic_partition_list_add(parts, topic, p)->offset = hi;
@@ -188,12 +211,12 @@ rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int com
 }
 
 /* One try at the end offsets of every partition of every topic. */
-static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *const *topics,
-                                                        size_t n, int timeout_ms, char *err,
-                                                        size_t errlen) {
+static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *brokers,
+                                                        const char *const *topics, size_t n,
+                                                        int timeout_ms, char *err, size_t errlen) {
     rd_kafka_topic_partition_list_t *all = rd_kafka_topic_partition_list_new(16);
     for (size_t i = 0; i < n; i++)
-        if (!reader_ends(rk, topics[i], timeout_ms, err, errlen, all)) {
+        if (!reader_ends(rk, brokers, topics[i], timeout_ms, err, errlen, all)) {
             rd_kafka_topic_partition_list_destroy(all);
             return NULL;
         }
@@ -228,7 +251,11 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
      * timeout_ms, then report the last error. */
     double give_up = wk_client_mono_ms() + timeout_ms;
     rd_kafka_topic_partition_list_t *parts;
-    while (!(parts = reader_ends_all(rk, topics, n_topics, timeout_ms, err, errlen))) {
+    for (;;) {
+        int left = (int)(give_up - wk_client_mono_ms());
+        if ((parts =
+                 reader_ends_all(rk, brokers, topics, n_topics, left > 1 ? left : 1, err, errlen)))
+            break;
         if (wk_client_mono_ms() >= give_up) {
             rd_kafka_destroy(rk);
             return NULL;

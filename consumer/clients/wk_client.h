@@ -98,9 +98,17 @@ double wk_client_mono_ms(void);
 
 /* An idempotent producer for `brokers` (linger 1 ms) that has already
  * fetched the metadata of `topic` (within timeout_ms; the topic must
- * exist).  NULL with a message on failure. */
+ * exist).  NULL with a message on failure (wk_client_kafka_errf's).  The
+ * clients pass cm_startup_left_ms(): start-up waits are bounded by their
+ * --startup-timeout-s (cm_startup.h), and so are the readers below. */
 rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int timeout_ms,
                                    char *err, size_t errlen);
+
+/* The message for Kafka error e about topic at brokers: a missing topic
+ * names the `parley topics` command that creates it; a timeout (or the
+ * start-up deadline passed) is cm_startup_errf's give-up line. */
+void wk_client_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
+                          rd_kafka_resp_err_t e);
 
 /* Encode `t` and produce it to `topic`, key = conversation id, header
  * content-type.  Serves delivery callbacks without blocking.  Returns 0 or

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_client.h"
@@ -63,6 +64,7 @@ typedef struct load_opts {
     uint64_t tok_max;        /* ... max */
     double temperature;      /* params.temperature */
     uint64_t timeout_s;      /* whole run */
+    uint64_t startup_s;      /* bound on the start-up waits (metadata, end offsets) */
     uint64_t grace_ms;       /* listening for duplicates after the end */
     uint64_t seed;           /* random seed */
     int stream;              /* ask for TokenChunks, measure TTFT */
@@ -262,6 +264,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     o->tok_max = 32;
     o->temperature = 0.7;
     o->timeout_s = 120;
+    o->startup_s = 30;
     o->grace_ms = 1000;
     o->seed = wk_client_epoch_ms();
     wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
@@ -280,6 +283,8 @@ static int load_parse(int argc, char **argv, load_opts *o) {
          load_range_opt},
         {"--timeout-s", NULL, CLI_U64, &o->timeout_s, 1, 86400, "N",
          "whole-run deadline (default 120)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
         {"--stream", NULL, CLI_FLAG, &o->stream, 0, 0, NULL, "ask for TokenChunks and measure TTFT",
          NULL},
         {"--grace-ms", NULL, CLI_U64, &o->grace_ms, 0, 600000, "N",
@@ -295,6 +300,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
         .name = "load",
         .synopsis = "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
                     "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
+                    "         [--startup-timeout-s N]\n"
                     "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
                     "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
                     "         --responses-topic T]",
@@ -443,13 +449,17 @@ int wk_cmd_load(int argc, char **argv) {
         r.ready[c] = c;
     }
     r.r_len = o.convs;
-    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, 5000, err, sizeof err)) ||
-        (o.stream &&
-         !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, 5000, err, sizeof err))) ||
-        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, 5000, err, sizeof err))) {
+    cm_startup_begin("load", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
+    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err,
+                                        sizeof err)) ||
+        (o.stream && !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0,
+                                                  cm_startup_left_ms(), err, sizeof err))) ||
+        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
+                                     sizeof err))) {
         fprintf(stderr, "load: %s\n", err);
         goto err;
     }
+    cm_startup_end();
     double t0 = wk_client_mono_ms(), deadline = t0 + (double)o.timeout_s * 1000.0;
     double next_arrival = t0 + load_exp_ms(&r);
     uint64_t arrivals = 0, pending = 0;

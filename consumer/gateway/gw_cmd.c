@@ -6,7 +6,8 @@
  * On start it prints one line `gateway: listening on http://HOST:PORT`
  * (stdout, flushed), which tells scripts the port when gateway.listen
  * names port 0.  Exit status: 0 clean shutdown, 1 runtime failure (Kafka
- * unreachable, address in use), 2 configuration error.
+ * unreachable within gateway.startup_timeout_ms, a topic missing, address
+ * in use), 2 configuration error.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -18,6 +19,7 @@
 
 #include "gw_http.h"
 #include "cli_opt.h"
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_config.h"
@@ -56,6 +58,10 @@ static const wk_prop gw_props[] = {
     {"gateway.timeout_ms", WK_PROP_INT, "60000", 100, 3600000,
      "Wait this long for a committed reply, then answer 504; also the turn's `deadline_ms`, "
      "so a worker that has not started it by then drops it."},
+    {"gateway.startup_timeout_ms", WK_PROP_INT, "30000", 1000, 3600000,
+     "Longest start-up: the waits for Kafka before the gateway listens (the turns topic's "
+     "metadata, the end offsets of the topics it reads) must end within it, else it exits "
+     "with status 1 and one line naming what it waited for."},
     {"gateway.max_tokens", WK_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
 };
@@ -179,13 +185,16 @@ int wk_cmd_gateway(int argc, char **argv) {
                             sizeof err))
         goto bad;
     hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
-    hc.timeout_ms = 10000;
     rc = 1;
+    cm_startup_begin("gateway", "gateway.startup_timeout_ms",
+                     wk_config_int(cfg, "gateway.startup_timeout_ms"));
+    hc.timeout_ms = cm_startup_left_ms();
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
         !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
     }
+    cm_startup_end();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = gw_on_signal;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "gw_openai.h"
+#include "cm_startup.h"
 #include "pl_err.h"
 
 #define GW_BUCKETS 4096 /* hash buckets of the waiter table */
@@ -177,7 +178,7 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
     if (!(h->producer = wk_client_producer_new(conf->brokers, conf->topics.turns, conf->timeout_ms,
                                                err, errlen)) ||
         !(h->reader = wk_client_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1,
-                                                  conf->timeout_ms, err, errlen)))
+                                                  cm_startup_left_ms(), err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
         pl_errf(err, errlen, -1, "cannot start the reader thread");

@@ -51,7 +51,7 @@ typedef struct gw_hub_conf {
     const char *brokers;     /* bootstrap servers */
     wk_client_topics topics; /* turns, tokens, responses */
     const char *dlq;         /* DeadLetter topic to watch, or NULL/"" */
-    int timeout_ms;          /* start-up metadata timeout */
+    int timeout_ms;          /* start-up metadata timeout (the readers: cm_startup_left_ms) */
 } gw_hub_conf;
 
 /* Connect, assign the reader, start its thread.  0 or -1 (err). */

@@ -139,6 +139,10 @@ static const wk_prop wk_props[] = {
      "this percentage of the pool (must be below `worker.pause_kv_pct`)."},
     {"worker.chunk_tokens", WK_PROP_INT, "4", 1, 4096,
      "Tokens per TokenChunk for streaming turns."},
+    {"worker.startup_timeout_ms", WK_PROP_INT, "60000", 1000, 3600000,
+     "Longest start-up: every wait for Kafka before the worker serves (metadata, "
+     "init_transactions, the group probe, subscribe) must end within it, else the worker "
+     "exits with status 1 and one line naming what it waited for."},
     {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
      "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
     {"worker.namespace_from", WK_PROP_STR, "field", 0, 0,

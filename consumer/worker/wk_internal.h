@@ -267,8 +267,10 @@ typedef struct wk_engine {
     eng_tmpl_format fmt;     /* chat template */
     int n_vocab;             /* vocabulary size */
     int n_ctx;               /* longest prompt + max_tokens */
-    int32_t eog[WK_MAX_EOG]; /* end-of-generation ids */
+    int32_t eog[WK_MAX_EOG]; /* end-of-generation ids (the template's end-of-turn token too) */
     int n_eog;               /* entries */
+    const char *turn_stop;   /* the template's end-of-turn text (eng_tmpl_end_of_turn), a stop
+                              * string of every turn; NULL when it ends with a token */
     kv_cache *cache;         /* prefix cache (NULL = off) */
     eng_sched_cache_ops ops; /* scheduler view of the cache */
     eng_sched *sched;        /* scheduler */
@@ -435,11 +437,16 @@ int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, c
 void wk_http_stop(struct wk_http *h);
 
 /* wk_kafka.c: the three Kafka handles (consumer subscribed, transactional
- * producer initialised).  Returns 0, WK_EKAFKA (a handle that cannot be
+ * producer initialised), every wait within the start-up deadline
+ * (cm_startup.h; a missing topic is logged with the command that creates
+ * it, and start-up goes on).  Returns 0, WK_EKAFKA (a handle that cannot be
  * made, a kafka.* property librdkafka refuses, init_transactions or
- * subscribe failing) or WK_EREFUSED (the cluster refuses the worker),
- * with a message. */
+ * subscribe failing), WK_EREFUSED (the cluster refuses the worker) or
+ * WK_ETIMEDOUT (the deadline passed), with a message. */
 int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
+/* Log that topic does not exist (reason: Kafka's words), with the
+ * `parley topics` command that creates the worker's topics.  Any thread. */
+void wk_kafka_topic_missing(const struct wk_worker *w, const char *topic, const char *reason);
 /* A new transactional producer (transactional.id parley-<worker id>), not
  * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
 int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);

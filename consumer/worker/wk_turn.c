@@ -25,7 +25,19 @@
 
 int64_t wk_unix_ms(void) { return pl_unix_ms(); }
 
+/* Rank of a level name: info 0, warn 1, error 2 (others: 0). */
+static int wk_log_rank(const char *level) {
+    return !strcmp(level, "error") ? 2 : !strcmp(level, "warn") ? 1 : 0;
+}
+
+static int wk_log_min; /* lines of a lower rank are dropped */
+
+void wk_log_set_level(const char *level) {
+    __atomic_store_n(&wk_log_min, wk_log_rank(level), __ATOMIC_RELAXED);
+}
+
 void wk_log(const char *level, const char *event, const char *fmt, ...) {
+    if (wk_log_rank(level) < __atomic_load_n(&wk_log_min, __ATOMIC_RELAXED)) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -371,13 +383,23 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t->created_ms ? (int64_t)t->created_ms : ts > 0 ? ts : now_ms;
     bool ok = x->conv_id && x->turn_id && x->ns;
-    if (t->params.n_stop) {
-        x->stop = calloc(t->params.n_stop, sizeof *x->stop);
+    /* the request's stop strings, and the template's end of turn unless the
+     * request names it already */
+    const char *eot = w->eng.turn_stop;
+    for (size_t i = 0; eot && i < t->params.n_stop; i++)
+        if (t->params.stop[i].len == strlen(eot) &&
+            !memcmp(t->params.stop[i].ptr, eot, strlen(eot)))
+            eot = NULL;
+    int want = (int)t->params.n_stop + (eot != NULL);
+    if (want) {
+        x->stop = calloc((size_t)want, sizeof *x->stop);
         for (size_t i = 0; x->stop && i < t->params.n_stop; i++) {
             x->stop[i] = wk_dup(t->params.stop[i].ptr, t->params.stop[i].len);
             if (x->stop[i]) x->n_stop++;
         }
-        ok = ok && x->n_stop == (int)t->params.n_stop;
+        if (x->stop && eot && x->n_stop == (int)t->params.n_stop)
+            if ((x->stop[x->n_stop] = wk_dup(eot, strlen(eot)))) x->n_stop++;
+        ok = ok && x->n_stop == want;
     }
     if (!ok) {
         wk_turn_free(x);

@@ -54,6 +54,14 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     long long mx = wk_config_int(cfg, "model.max_context");
     w->eng.n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
     w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
+    /* the template's own end of turn ends every turn, whatever the client
+     * sends: its closing token as an end of generation, its text as a stop */
+    eng_tmpl_turn_end te = eng_tmpl_end_of_turn(w->eng.fmt);
+    int32_t te_id = te.token ? eng_tok_find(w->eng.tok, te.token, strlen(te.token)) : -1;
+    int have = 0;
+    for (int i = 0; i < w->eng.n_eog; i++) have |= w->eng.eog[i] == te_id;
+    if (te_id >= 0 && !have && w->eng.n_eog < WK_MAX_EOG) w->eng.eog[w->eng.n_eog++] = te_id;
+    w->eng.turn_stop = te.text;
     const char *name = wk_config_str(cfg, "model.name");
     if (!*name) {
         const char *b = strrchr(path, '/');
