@@ -336,6 +336,8 @@ typedef struct wk_txn_state {
                                  * fatal error on txp (0: never) */
     int test_fatal_landed;         /* 1: inject after that transaction committed, 0: before */
     int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
+    long test_hold_after;          /* PARLEY_TEST_TXN_HOLD=AFTER:MS: commits before the hold */
+    int64_t test_hold_ms;          /* ... how long that transaction stays open (0: done/none) */
 } wk_txn_state;
 
 /* The two producers (made in wk_kafka.c). */

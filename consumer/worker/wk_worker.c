@@ -218,6 +218,11 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     }
     if ((inj = getenv("PARLEY_TEST_REBUILD_DELAY_MS")))
         w->txn.test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
+    if ((inj = getenv("PARLEY_TEST_TXN_HOLD"))) { /* AFTER:MS */
+        char *end;
+        w->txn.test_hold_after = strtol(inj, &end, 10);
+        if (*end == ':') w->txn.test_hold_ms = strtoll(end + 1, NULL, 10);
+    }
     const char *id = wk_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);

@@ -33,7 +33,7 @@ ck = pytest.importorskip("confluent_kafka")
 redis_py = pytest.importorskip("redis")
 
 from test_worker_e2e import (  # noqa: E402  (helpers only: no test functions)
-    Env, collect, drain, free_port, http_get, metric, model, produce_turn)
+    Env, collect, free_port, http_get, metric, model, produce_turn, read_to_end)
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
 
@@ -148,7 +148,7 @@ def test_tls_acl_user_hands_kv_to_redis(kafka_bootstrap, parley_bin, model, tmp_
         env.start("t2", *redis_flags(secure_redis), "--worker.http", f"127.0.0.1:{port}",
                   env=secret_env)
         produce_turn(env, convs, 1, max_tokens=6)
-        second = answered(collect(rc, convs, 90) + drain(rc, 1))
+        second = answered(collect(rc, convs, 90) + read_to_end(rc))
         rc.close()
         assert len(second) == convs, env.log("t2")[-2000:]
         assert all(r["worker"] == "t2" for r in second)

@@ -177,6 +177,34 @@ PT_TEST(valid_turn_details) {
     sch_buf_free(&b);
 }
 
+/* The template's end-of-turn text (transcript: "\nUser:") is a stop string
+ * of every turn, whatever the record asks: added after the record's own,
+ * never twice; a template that ends turns with a token adds none. */
+PT_TEST(template_end_of_turn_is_a_stop_of_every_turn) {
+    struct wk_worker w;
+    tw_worker(&w);
+    const char *cases[][2] = {{NULL, NULL}, {"END", NULL}, {"\nUser:", NULL}};
+    for (int tmpl = 0; tmpl <= 1; tmpl++) {
+        w.eng.turn_stop = tmpl ? "\nUser:" : NULL;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            sch_buf b;
+            tw_opts op = {.stop = cases[i][0]};
+            tw_encode(&b, "c", "t", tw_toks, 1, &op);
+            wk_record r = tw_rec("c", b.data, b.len, NULL, 0);
+            wk_turn *t = NULL;
+            wk_out *o = NULL;
+            PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
+            PT_ASSERT(t && !o);
+            int own = cases[i][0] != NULL, dup = own && !strcmp(cases[i][0], "\nUser:");
+            PT_EQ_INT(t->n_stop, own + (tmpl && !dup));
+            if (own) PT_EQ_STR(t->stop[0], cases[i][0]);
+            if (tmpl) PT_EQ_STR(t->stop[t->n_stop - 1], "\nUser:");
+            wk_turn_free(t);
+            sch_buf_free(&b);
+        }
+    }
+}
+
 PT_TEST(json_turn_and_json_reply) {
     struct wk_worker w;
     tw_worker(&w);
