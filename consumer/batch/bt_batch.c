@@ -9,8 +9,10 @@
  *   {"id": "batch_req_<turn id>", "custom_id": "...",
  *    "response": {"status_code": 200, "request_id": "<turn id>",
  *                 "body": {chat.completion}}, "error": null}
- * A request the fleet refused gets its HTTP status and an OpenAI error
- * body in `response`; a line that cannot be parsed, names another method
+ * A request the fleet refused, and a body the gateway would refuse (a
+ * field parley does not honour, a value out of range: gw_openai.h), gets
+ * its HTTP status and an OpenAI error body in `response` (request_id null
+ * when nothing was sent); a line that cannot be parsed, names another method
  * or url, repeats a custom_id or gets no reply in --timeout-s gets
  * `"response": null, "error": {"code", "message"}` (a line without a
  * usable custom_id is reported with "custom_id": null and its "line"
@@ -111,10 +113,23 @@ static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, c
     return bt_write(r, h, j, 1);
 }
 
+/* A body the gateway would refuse: the line carries the same HTTP status
+ * and OpenAI error object a gateway client gets (nothing was sent). */
+static int bt_refuse(bt_run *r, uint64_t h, const char *custom_id, const gw_fault *f) {
+    char rid[96];
+    snprintf(rid, sizeof rid, "batch_req_refused_%016llx", (unsigned long long)h);
+    json_t *body =
+        gw_error_json(f->message, "invalid_request_error", f->param[0] ? f->param : NULL, f->code);
+    return bt_write(r, h,
+                    json_pack("{ss ss s{sI sn so} sn}", "id", rid, "custom_id", custom_id,
+                              "response", "status_code", (json_int_t)f->status, "request_id",
+                              "body", body, "error"),
+                    1);
+}
+
 /* Parse one input line into an item, or write its error line. */
 static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
-    char err[PL_ERR_LEN * 2]; /* as the gateway's: request messages quote values */
-    const char *param;
+    char err[PL_ERR_LEN];
     json_error_t je;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (strspn(line, " \t") == len) return 0;
@@ -182,11 +197,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     }
     bt_item *it = &r->items[r->n];
     memset(it, 0, sizeof *it);
-    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, err,
-                          sizeof err, &param) != 0) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "body: %s", err);
-        rc = bt_fail(r, h, id, line_no, "invalid_request", msg);
+    gw_fault f;
+    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) !=
+        0) {
+        /* as the gateway answers the same body: its status and error object */
+        rc = bt_refuse(r, h, id, &f);
         json_decref(j);
         return rc;
     }

@@ -319,7 +319,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     const gw_http_opts *o = s->o;
     /* err quotes a model name of up to 256 bytes */
     char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
-    const char *ns, *param = NULL;
+    const char *ns;
     if (gw_auth(s, c, &ns) != 0)
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
                         "invalid_request_error", NULL, "invalid_api_key");
@@ -328,9 +328,10 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
     }
     gw_chat ch;
-    if (gw_chat_parse(rq->body ? rq->body : "", rq->len, o->max_tokens, &ch, err, sizeof err,
-                      &param) != 0)
-        return gw_error(s, c, 400, err, "invalid_request_error", param, NULL);
+    gw_fault f;
+    if (gw_chat_parse(rq->body ? rq->body : "", rq->len, o->max_tokens, &ch, &f) != 0)
+        return gw_error(s, c, f.status, f.message, "invalid_request_error",
+                        f.param[0] ? f.param : NULL, f.code);
     enum MHD_Result rc;
     if (!gw_model_ok(o, ch.model)) {
         pl_errf(err, sizeof err, -1, "The model '%.256s' does not exist", ch.model);

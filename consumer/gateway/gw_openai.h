@@ -9,14 +9,24 @@
  * field the gateway reads is type- and range-checked here; a request that
  * fails gets one message naming the field (OpenAI's `param`).
  *
- * Accepted fields: model (required), messages (required; role system,
- * developer (= system), user, assistant; content a string or an array of
- * {"type": "text", "text": ...} parts), max_tokens / max_completion_tokens
- * (the latter wins), temperature (0..2), top_p (0 < p <= 1), seed (>= 0),
- * stop (string or array of at most 16), stream, stream_options
- * .include_usage, user, n (1 only), and the common extensions top_k and
- * repetition_penalty.  A JSON null is the field's absence; unknown fields
- * are ignored.
+ * Fields.  Every field of OpenAI's request is known to gw_request.c's
+ * table, with what the gateway does with it: parsed and honoured, or
+ * accepted only at its default value (null, false, 0, n = 1, {"type":
+ * "text"}, ...: a request that asks for nothing is honoured trivially),
+ * else refused with 400, `param` naming the field and code
+ * `unsupported_parameter` (or `unsupported_value` for a field parley
+ * supports with other values).  A field that is not in OpenAI's spec is
+ * refused too (code `unknown_parameter`): parley never answers a request
+ * as if it had honoured something it ignored.  The README's table lists
+ * every field.  Honoured now: model (required), messages (required; role
+ * system, developer (= system), user, assistant; content a string or an
+ * array of {"type": "text", "text": ...} parts; `name` as the model's
+ * chat template shows it: not at all), max_tokens /
+ * max_completion_tokens (the latter wins), temperature (0..2), top_p
+ * (0 < p <= 1), seed (>= 0), stop (string or array of at most 16),
+ * stream, stream_options.include_usage, user and safety_identifier
+ * (identifiers, kept nowhere), and the common extensions top_k and
+ * repetition_penalty.  A JSON null is the field's absence.
  *
  * Conversation affinity: gw_conv_hash() is FNV-1a 64 over the opening
  * messages (every message up to and including the first user message:
@@ -30,9 +40,9 @@
  * points into it and is valid until gw_chat_free.  The json_t results of
  * the builders are new references owned by the caller (json_decref).
  *
- * Failure behaviour.  gw_chat_parse returns 0 or -1 with err set to a
- * message and *param to the offending field (NULL for the body as a
- * whole); it never aborts on any input.  Builders return NULL only when
+ * Failure behaviour.  gw_chat_parse returns 0 or -1 with a gw_fault: the
+ * HTTP status, a message naming the field, OpenAI's `param` (the field;
+ * "" for the body as a whole) and `code`; it never aborts on any input.  Builders return NULL only when
  * out of memory.
  */
 #ifndef GW_OPENAI_H
@@ -50,6 +60,14 @@
 #define GW_MAX_ID 256        /* model / conversation id bytes */
 #define GW_MAX_MESSAGES 4096 /* messages per request (the wire limit) */
 
+/* Why a request was refused: OpenAI's error object and its status. */
+typedef struct gw_fault {
+    int status;         /* HTTP status (400) */
+    char message[1024]; /* what is wrong, naming the field */
+    char param[160];    /* OpenAI `param`: the field ("" = the body) */
+    const char *code;   /* OpenAI `code` (static string) or NULL */
+} gw_fault;
+
 /* A parsed, validated chat-completions request. */
 typedef struct gw_chat {
     json_t *root;              /* the request document (owns every string) */
@@ -66,13 +84,11 @@ typedef struct gw_chat {
 
 /* Parse `body` (len bytes) as a chat-completions request.  max_tokens_cap
  * bounds max_tokens (and is its default when lower than 256).  Returns 0
- * or -1 (err, *param set; out is then empty and needs no free). */
-int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, char *err,
-                  size_t errlen, const char **param);
+ * or -1 (*f filled; out is then empty and needs no free). */
+int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
 
 /* Parse an already decoded request object (gw_chat takes a reference). */
-int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, char *err, size_t errlen,
-                      const char **param);
+int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
 
 /* Release what gw_chat_parse made (an empty gw_chat is fine). */
 void gw_chat_free(gw_chat *c);

@@ -2,8 +2,8 @@
 (cai-tiny): 200 requests, the batch command killed -9 midway and rerun;
 the output ends with exactly 200 lines, each custom_id once, each body
 the committed TurnResult's reply; a malformed line gets an error line.
-Failures (malformed line, unknown model, wrong url, repeated custom_id)
-land in the error file; progress is a plain line per interval off a
+Failures (malformed line, unknown model, wrong url, a body the gateway
+would refuse, repeated custom_id) land in the error file; progress is a plain line per interval off a
 terminal and a redrawn bar on one."""
 
 import json
@@ -134,7 +134,11 @@ def test_batch_errors_and_progress(kafka_bootstrap, parley_bin, tmp_path):
         assert by_id["bad-model"]["response"]["status_code"] == 404
         assert by_id["bad-model"]["response"]["body"]["error"]["code"] == "model_not_found"
         assert by_id["bad-url"]["error"]["code"] == "invalid_request"
-        assert "messages" in by_id["bad-body"]["error"]["message"]
+        # a body the gateway would refuse: the gateway's status and error object
+        bad = by_id["bad-body"]
+        assert bad["error"] is None and bad["response"]["status_code"] == 400
+        assert bad["response"]["body"]["error"]["param"] == "messages"
+        assert "messages" in bad["response"]["body"]["error"]["message"]
         assert by_id[None]["line"] == 3 and by_id[None]["error"]["code"] == "invalid_request"
         errs = [json.loads(ln) for ln in (tmp_path / "out.jsonl.errors.jsonl").read_text()
                 .splitlines()]

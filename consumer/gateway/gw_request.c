@@ -1,0 +1,444 @@
+/*
+ * gw_request.c -- OpenAI request bodies -> a validated gw_chat (see
+ * gw_openai.h for the rules).
+ *
+ * Every field of OpenAI's chat-completions request is in gw_fields with
+ * what the gateway does with it: GW_F_READ fields are parsed by
+ * gw_chat_from_json and honoured; the others are accepted only at their
+ * default value (GW_DEF_*: a request that asks for nothing is honoured
+ * trivially) and refused otherwise, with `param` naming the field.  A
+ * field the table does not know is not OpenAI's (or is newer than this
+ * gateway) and is refused as well, so nothing a client asks for is
+ * silently dropped.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gw_openai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fill *f (400, param p, code) and return -1.  fmt is printf-style. */
+static int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    f->status = 400;
+    snprintf(f->param, sizeof f->param, "%s", p ? p : "");
+    f->code = code;
+    return -1;
+}
+
+/* What a field's value may be when parley does not implement the field:
+ * its default, which asks for nothing. */
+typedef enum gw_def {
+    GW_F_READ = 0,    /* parsed and honoured by gw_chat_from_json */
+    GW_DEF_NULL,      /* null only */
+    GW_DEF_FALSE,     /* null or false */
+    GW_DEF_ZERO,      /* null or the number 0 */
+    GW_DEF_EMPTY,     /* null or {} */
+    GW_DEF_STR,       /* null or one of the strings in `ok` ("a|b") */
+    GW_DEF_TEXT_ONLY, /* null or ["text"] (modalities) */
+    GW_DEF_TEXT_FMT   /* null or {"type": "text"} (response_format) */
+} gw_def;
+
+/* One field of the request. */
+typedef struct gw_field {
+    const char *name; /* JSON member */
+    gw_def def;       /* GW_F_READ, or the value accepted */
+    const char *ok;   /* GW_DEF_STR: accepted strings, '|'-separated */
+    const char *why;  /* why other values are refused */
+} gw_field;
+
+/* OpenAI's chat-completions request fields (and the two extensions),
+ * alphabetical. */
+static const gw_field gw_fields[] = {
+    {"audio", GW_DEF_NULL, NULL, "audio output is not supported"},
+    {"frequency_penalty", GW_DEF_ZERO, NULL,
+     "frequency_penalty is not supported (parley has repetition_penalty)"},
+    {"function_call", GW_DEF_STR, "none", "functions are not supported"},
+    {"functions", GW_DEF_NULL, NULL, "functions are not supported"},
+    {"logit_bias", GW_DEF_EMPTY, NULL, "logit_bias is not supported"},
+    {"logprobs", GW_DEF_FALSE, NULL, "logprobs are not supported yet"},
+    {"max_completion_tokens", GW_F_READ, NULL, NULL},
+    {"max_tokens", GW_F_READ, NULL, NULL},
+    {"messages", GW_F_READ, NULL, NULL},
+    {"metadata", GW_DEF_EMPTY, NULL,
+     "metadata belongs to stored completions (store), which "
+     "parley does not keep"},
+    {"modalities", GW_DEF_TEXT_ONLY, NULL, "only the text modality is supported"},
+    {"model", GW_F_READ, NULL, NULL},
+    {"n", GW_F_READ, NULL, NULL},
+    {"parallel_tool_calls", GW_DEF_NULL, NULL, "tools are not supported yet"},
+    {"prediction", GW_DEF_NULL, NULL, "predicted outputs are not supported"},
+    {"presence_penalty", GW_DEF_ZERO, NULL,
+     "presence_penalty is not supported (parley has repetition_penalty)"},
+    {"prompt_cache_key", GW_DEF_NULL, NULL,
+     "prompt_cache_key is not supported: parley keys its cache by prefix and routes a "
+     "conversation by its opening messages or the X-Parley-Conversation header"},
+    {"reasoning_effort", GW_DEF_NULL, NULL, "the models parley serves do not reason"},
+    {"repetition_penalty", GW_F_READ, NULL, NULL},
+    {"response_format", GW_DEF_TEXT_FMT, NULL, "structured outputs are not supported yet"},
+    {"safety_identifier", GW_F_READ, NULL, NULL},
+    {"seed", GW_F_READ, NULL, NULL},
+    {"service_tier", GW_DEF_STR, "auto|default", "parley has one service tier"},
+    {"stop", GW_F_READ, NULL, NULL},
+    {"store", GW_DEF_FALSE, NULL, "parley does not store completions"},
+    {"stream", GW_F_READ, NULL, NULL},
+    {"stream_options", GW_F_READ, NULL, NULL},
+    {"temperature", GW_F_READ, NULL, NULL},
+    {"tool_choice", GW_DEF_STR, "none", "tools are not supported yet"},
+    {"tools", GW_DEF_NULL, NULL, "tools are not supported yet"},
+    {"top_k", GW_F_READ, NULL, NULL},
+    {"top_logprobs", GW_DEF_NULL, NULL, "logprobs are not supported yet"},
+    {"top_p", GW_F_READ, NULL, NULL},
+    {"user", GW_F_READ, NULL, NULL},
+    {"verbosity", GW_DEF_STR, "medium", "verbosity is not supported"},
+    {"web_search_options", GW_DEF_NULL, NULL, "web search is not supported"},
+};
+#define GW_NFIELDS (sizeof gw_fields / sizeof gw_fields[0])
+
+static const gw_field *gw_field_of(const char *name) {
+    for (size_t i = 0; i < GW_NFIELDS; i++)
+        if (!strcmp(gw_fields[i].name, name)) return &gw_fields[i];
+    return NULL;
+}
+
+/* s is one of the '|'-separated strings in ok. */
+static int gw_str_in(const char *s, size_t n, const char *ok) {
+    for (const char *p = ok; *p;) {
+        size_t k = strcspn(p, "|");
+        if (k == n && !memcmp(p, s, n)) return 1;
+        p += k + (p[k] == '|');
+    }
+    return 0;
+}
+
+/* v is the default value of field fd (nothing asked for). */
+static int gw_at_default(const gw_field *fd, json_t *v) {
+    if (json_is_null(v)) return 1;
+    switch (fd->def) {
+    case GW_DEF_FALSE: return json_is_false(v);
+    case GW_DEF_ZERO: return json_is_number(v) && json_number_value(v) == 0;
+    case GW_DEF_EMPTY: return json_is_object(v) && json_object_size(v) == 0;
+    case GW_DEF_STR:
+        return json_is_string(v) && gw_str_in(json_string_value(v), json_string_length(v), fd->ok);
+    case GW_DEF_TEXT_ONLY: {
+        json_t *m = json_array_get(v, 0);
+        return json_is_array(v) && json_array_size(v) == 1 && json_is_string(m) &&
+               !strcmp(json_string_value(m), "text");
+    }
+    case GW_DEF_TEXT_FMT: {
+        json_t *t = json_object_get(v, "type");
+        return json_is_object(v) && json_object_size(v) == 1 && json_is_string(t) &&
+               !strcmp(json_string_value(t), "text");
+    }
+    default: return 0;
+    }
+}
+
+/* Every member of the request is a known field, and each one parley does
+ * not implement is at its default. */
+static int gw_fields_check(json_t *o, gw_fault *f) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        const gw_field *fd = gw_field_of(k);
+        if (!fd)
+            return gw_fail(f, k, "unknown_parameter",
+                           "Unrecognized request argument supplied: %.100s (not a field of "
+                           "OpenAI's chat completions request)",
+                           k);
+        if (fd->def != GW_F_READ && !gw_at_default(fd, v))
+            return gw_fail(f, k, "unsupported_parameter",
+                           "%s: %s; parley refuses what it "
+                           "cannot honour",
+                           k, fd->why);
+    }
+    return 0;
+}
+
+/* A string with no C0 control or DEL, 1..GW_MAX_ID bytes. */
+static int gw_id_ok(const char *s, size_t n) {
+    if (n == 0 || n > GW_MAX_ID) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+    return 1;
+}
+
+/* Content of message i: a string, or text parts joined. */
+static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f) {
+    char p[64];
+    snprintf(p, sizeof p, "messages[%zu].content", i);
+    if (json_is_string(v)) {
+        out->ptr = json_string_value(v);
+        out->len = json_string_length(v);
+    } else if (json_is_array(v)) {
+        size_t total = 0, k;
+        json_t *part;
+        json_array_foreach(v, k, part) {
+            json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
+            if (!json_is_object(part) || !json_is_string(ty) ||
+                strcmp(json_string_value(ty), "text") != 0 || !json_is_string(tx))
+                return gw_fail(f, p, "unsupported_value",
+                               "%s: only content parts of type \"text\" with a string \"text\" "
+                               "are supported",
+                               p);
+            if (json_object_size(part) != 2)
+                return gw_fail(f, p, "unsupported_parameter",
+                               "%s: a text part has only \"type\" and \"text\"", p);
+            total += json_string_length(tx);
+            if (total > 256 * 1024) break;
+        }
+        if (total <= 256 * 1024) {
+            char *buf = malloc(total + 1), **np;
+            if (!buf || !(np = realloc(c->parts, (c->n_parts + 1) * sizeof *np))) {
+                free(buf);
+                return gw_fail(f, NULL, NULL, "out of memory");
+            }
+            c->parts = np;
+            c->parts[c->n_parts++] = buf;
+            size_t off = 0;
+            json_array_foreach(v, k, part) {
+                json_t *tx = json_object_get(part, "text");
+                memcpy(buf + off, json_string_value(tx), json_string_length(tx));
+                off += json_string_length(tx);
+            }
+            buf[off] = 0;
+            out->ptr = buf;
+        }
+        out->len = total;
+    } else {
+        return gw_fail(f, p, NULL, "%s must be a string or an array of text parts", p);
+    }
+    if (out->len > 256 * 1024)
+        return gw_fail(f, p, NULL, "%s: content longer than 262144 bytes", p);
+    return 0;
+}
+
+/* The members of message i other than role and content: name (a string;
+ * parley's chat templates, like the models' own, do not show it) and
+ * OpenAI's assistant-message fields at their defaults; anything else is
+ * refused. */
+static int gw_message_fields(json_t *msg, size_t i, gw_fault *f) {
+    const char *k;
+    json_t *v;
+    char p[96];
+    json_object_foreach(msg, k, v) {
+        snprintf(p, sizeof p, "messages[%zu].%.40s", i, k);
+        if (!strcmp(k, "role") || !strcmp(k, "content")) continue;
+        if (!strcmp(k, "name")) {
+            if (!json_is_null(v) && !json_is_string(v))
+                return gw_fail(f, p, NULL, "%s must be a string", p);
+        } else if (!strcmp(k, "refusal") || !strcmp(k, "audio") || !strcmp(k, "function_call") ||
+                   !strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id")) {
+            if (!json_is_null(v) &&
+                !(!strcmp(k, "tool_calls") && json_is_array(v) && json_array_size(v) == 0))
+                return gw_fail(f, p, "unsupported_parameter",
+                               "%s is not supported yet; parley refuses what it cannot honour", p);
+        } else {
+            return gw_fail(f, p, "unknown_parameter", "%s is not a field of OpenAI's chat messages",
+                           p);
+        }
+    }
+    return 0;
+}
+
+static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
+    if (!json_is_array(m) || json_array_size(m) == 0)
+        return gw_fail(f, "messages", NULL, "messages must be a non-empty array");
+    if (json_array_size(m) > GW_MAX_MESSAGES)
+        return gw_fail(f, "messages", NULL, "messages: more than 4096 messages");
+    if (!(c->msgs = calloc(json_array_size(m), sizeof *c->msgs)))
+        return gw_fail(f, NULL, NULL, "out of memory");
+    size_t i;
+    json_t *msg;
+    json_array_foreach(m, i, msg) {
+        json_t *role = json_object_get(msg, "role");
+        char p[64];
+        snprintf(p, sizeof p, "messages[%zu].role", i);
+        if (!json_is_object(msg) || !json_is_string(role))
+            return gw_fail(f, p, NULL, "messages[%zu] must be an object with a string \"role\"", i);
+        const char *r = json_string_value(role);
+        sch_message *out = &c->msgs[i];
+        if (!strcmp(r, "system") || !strcmp(r, "developer")) out->role = SCH_ROLE_SYSTEM;
+        else if (!strcmp(r, "user")) out->role = SCH_ROLE_USER;
+        else if (!strcmp(r, "assistant")) out->role = SCH_ROLE_ASSISTANT;
+        else
+            return gw_fail(f, p, NULL,
+                           "%s must be system, developer, user or assistant, not \"%.40s\"", p, r);
+        if (gw_message_fields(msg, i, f) != 0 ||
+            gw_content(c, i, json_object_get(msg, "content"), &out->content, f) != 0)
+            return -1;
+        c->n_msgs = i + 1;
+    }
+    return 0;
+}
+
+/* An optional integer field in [lo, hi]: 1 present, 0 absent, -1 bad. */
+static int gw_int(json_t *o, const char *k, long long lo, long long hi, long long *out,
+                  gw_fault *f) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return gw_fail(f, k, NULL, "%s must be an integer in %lld..%lld", k, lo, hi);
+    *out = json_integer_value(v);
+    return 1;
+}
+
+/* An optional number field in [lo, hi] (lo excluded when open_lo). */
+static int gw_num(json_t *o, const char *k, double lo, double hi, int open_lo, double *out,
+                  gw_fault *f) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    double d = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!isfinite(d) || d < lo || d > hi || (open_lo && d == lo))
+        return gw_fail(f, k, NULL, "%s must be a number in %s%g, %g]", k, open_lo ? "(" : "[", lo,
+                       hi);
+    *out = d;
+    return 1;
+}
+
+static int gw_stop(gw_chat *c, json_t *s, gw_fault *f) {
+    size_t n = 0;
+    if (!s || json_is_null(s)) return 0;
+    json_t *one[1] = {s};
+    if (json_is_string(s)) {
+        n = 1;
+    } else if (json_is_array(s)) {
+        n = json_array_size(s);
+        if (n > GW_MAX_STOP) return gw_fail(f, "stop", NULL, "stop: at most 16 stop strings");
+    } else {
+        return gw_fail(f, "stop", NULL, "stop must be a string or an array of strings");
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_is_string(s) ? one[0] : json_array_get(s, i);
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256)
+            return gw_fail(f, "stop", NULL, "stop: each stop string must be 1..256 bytes");
+        c->stop[i].ptr = json_string_value(v);
+        c->stop[i].len = json_string_length(v);
+    }
+    c->turn.params.stop = c->stop;
+    c->turn.params.n_stop = n;
+    return 0;
+}
+
+/* stream and stream_options. */
+static int gw_stream(gw_chat *c, json_t *o, gw_fault *f) {
+    json_t *st = json_object_get(o, "stream");
+    if (st && !json_is_null(st) && !json_is_boolean(st))
+        return gw_fail(f, "stream", NULL, "stream must be a boolean");
+    c->stream = json_is_true(st);
+    c->turn.stream = c->stream;
+    json_t *so = json_object_get(o, "stream_options");
+    if (!so || json_is_null(so)) return 0;
+    if (!json_is_object(so)) return gw_fail(f, "stream_options", NULL, "must be an object");
+    const char *k;
+    json_t *v;
+    json_object_foreach(so, k, v) {
+        char p[96];
+        snprintf(p, sizeof p, "stream_options.%.60s", k);
+        if (!json_is_null(v) && !json_is_boolean(v))
+            return gw_fail(f, p, NULL, "%s must be a boolean", p);
+        if (!strcmp(k, "include_usage")) c->include_usage = json_is_true(v);
+        else if (!strcmp(k, "include_obfuscation")) {
+            if (json_is_true(v))
+                return gw_fail(f, p, "unsupported_value",
+                               "%s: parley does not pad stream events (set it false or leave "
+                               "it out)",
+                               p);
+        } else {
+            return gw_fail(f, p, "unknown_parameter", "%s is not an OpenAI stream option", p);
+        }
+    }
+    return 0;
+}
+
+/* user and safety_identifier: identifiers of the end user (abuse
+ * monitoring), which parley keeps nowhere. */
+static int gw_ident(json_t *o, const char *k, gw_fault *f) {
+    json_t *v = json_object_get(o, k);
+    if (v && !json_is_null(v) && (!json_is_string(v) || json_string_length(v) > 256))
+        return gw_fail(f, k, NULL, "%s must be a string of at most 256 bytes", k);
+    return 0;
+}
+
+int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+    long long iv;
+    double dv;
+    int r;
+    memset(c, 0, sizeof *c);
+    memset(f, 0, sizeof *f);
+    sch_turn_init(&c->turn);
+    if (!json_is_object(o)) return gw_fail(f, NULL, NULL, "the request body must be a JSON object");
+    c->root = json_incref(o);
+    if (gw_fields_check(o, f) != 0) goto err;
+    json_t *model = json_object_get(o, "model");
+    if (!json_is_string(model) || !gw_id_ok(json_string_value(model), json_string_length(model))) {
+        gw_fail(f, "model", NULL,
+                "model must be a string of 1..256 bytes without control characters");
+        goto err;
+    }
+    memcpy(c->model, json_string_value(model), json_string_length(model) + 1);
+    c->turn.model = (sch_str){c->model, strlen(c->model)};
+    if (gw_messages(c, json_object_get(o, "messages"), f) != 0) goto err;
+    c->turn.messages = c->msgs;
+    c->turn.n_messages = c->n_msgs;
+    c->turn.params.max_tokens = cap < 256 ? cap : 256;
+    if ((r = gw_int(o, "max_tokens", 1, cap, &iv, f)) < 0) goto err;
+    if (r) c->turn.params.max_tokens = (uint32_t)iv;
+    if ((r = gw_int(o, "max_completion_tokens", 1, cap, &iv, f)) < 0) goto err;
+    if (r) c->turn.params.max_tokens = (uint32_t)iv;
+    if ((r = gw_num(o, "temperature", 0, 2, 0, &dv, f)) < 0) goto err;
+    if (r) c->turn.params.temperature = dv;
+    if ((r = gw_num(o, "top_p", 0, 1, 1, &dv, f)) < 0) goto err;
+    if (r) c->turn.params.top_p = dv;
+    if ((r = gw_num(o, "repetition_penalty", 0, 100, 1, &dv, f)) < 0) goto err;
+    if (r) c->turn.params.repetition_penalty = dv;
+    if ((r = gw_int(o, "top_k", 0, 2147483647LL, &iv, f)) < 0) goto err;
+    if (r) c->turn.params.top_k = (uint32_t)iv;
+    if ((r = gw_int(o, "seed", 0, INT64_MAX, &iv, f)) < 0) goto err;
+    if (r) {
+        c->turn.params.has_seed = true;
+        c->turn.params.seed = (uint64_t)iv;
+    }
+    json_t *n = json_object_get(o, "n");
+    if (n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1)) {
+        gw_fail(f, "n", json_is_integer(n) ? "unsupported_value" : NULL,
+                "n must be 1: several choices per request are not supported yet");
+        goto err;
+    }
+    if (gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
+        gw_ident(o, "user", f) != 0 || gw_ident(o, "safety_identifier", f) != 0)
+        goto err;
+    return 0;
+err:
+    gw_chat_free(c);
+    return -1;
+}
+
+int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+    json_error_t je;
+    memset(c, 0, sizeof *c);
+    memset(f, 0, sizeof *f);
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!o)
+        return gw_fail(f, NULL, NULL, "the request body is not valid JSON: %s (line %d column %d)",
+                       je.text, je.line, je.column);
+    int rc = gw_chat_from_json(o, cap, c, f);
+    json_decref(o);
+    return rc;
+}
+
+void gw_chat_free(gw_chat *c) {
+    if (c->root) json_decref(c->root);
+    for (size_t i = 0; i < c->n_parts; i++) free(c->parts[i]);
+    free(c->parts);
+    free(c->msgs);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,177 @@
+/*
+ * test_gw_request.c -- gw_chat_parse without a server: what the gateway
+ * and the batch runner accept and refuse.  Every OpenAI request field
+ * parley does not implement is accepted at its default value (null,
+ * false, 0, {"type": "text"}, ...) and refused otherwise with 400, the
+ * field as `param` and code unsupported_parameter; a field that is not
+ * OpenAI's is refused with unknown_parameter; the fields parley honours
+ * are parsed into the ChatTurn; hostile bodies never crash.
+ */
+#define PTEST_MAIN
+#include "gw_openai.h"
+#include "ptest.h"
+
+#define TG_CAP 4096 /* max_tokens cap */
+
+/* Parse {"model": "m", "messages": [{"role": "user", "content": "hi"}], <extra>}. */
+static int tg_parse(const char *extra, gw_chat *c, gw_fault *f) {
+    char body[4096];
+    snprintf(body, sizeof body,
+             "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s%s}",
+             extra && *extra ? ", " : "", extra ? extra : "");
+    return gw_chat_parse(body, strlen(body), TG_CAP, c, f);
+}
+
+/* extra is accepted. */
+static void tg_ok(const char *extra) {
+    gw_chat c;
+    gw_fault f;
+    int rc = tg_parse(extra, &c, &f);
+    PT_ASSERT_MSG(rc == 0, "refused %s: %s (param %s)", extra, f.message, f.param);
+    gw_chat_free(&c);
+}
+
+/* extra is refused with 400, param and code. */
+static void tg_refused(const char *extra, const char *param, const char *code) {
+    gw_chat c;
+    gw_fault f;
+    int rc = tg_parse(extra, &c, &f);
+    PT_ASSERT_MSG(rc == -1, "accepted %s", extra);
+    PT_EQ_INT(f.status, 400);
+    PT_EQ_STR(f.param, param);
+    if (code) PT_EQ_STR(f.code, code);
+    else PT_ASSERT_MSG(!f.code, "code %s for %s", f.code, extra);
+    PT_ASSERT(strstr(f.message, param) != NULL || !*param);
+}
+
+PT_TEST(unsupported_fields_refused_unless_default) {
+    /* field: a default value, a value asking for something */
+    static const char *const cases[][3] = {
+        {"audio", "null", "{\"voice\": \"alloy\", \"format\": \"wav\"}"},
+        {"frequency_penalty", "0", "0.5"},
+        {"presence_penalty", "0.0", "-1"},
+        {"function_call", "\"none\"", "\"auto\""},
+        {"functions", "null", "[{\"name\": \"f\"}]"},
+        {"logit_bias", "{}", "{\"42\": 100}"},
+        {"logprobs", "false", "true"},
+        {"top_logprobs", "null", "2"},
+        {"metadata", "{}", "{\"k\": \"v\"}"},
+        {"modalities", "[\"text\"]", "[\"text\", \"audio\"]"},
+        {"parallel_tool_calls", "null", "true"},
+        {"prediction", "null", "{\"type\": \"content\", \"content\": \"x\"}"},
+        {"prompt_cache_key", "null", "\"k\""},
+        {"reasoning_effort", "null", "\"low\""},
+        {"response_format", "{\"type\": \"text\"}", "{\"type\": \"json_object\"}"},
+        {"service_tier", "\"auto\"", "\"flex\""},
+        {"store", "false", "true"},
+        {"tool_choice", "\"none\"", "\"auto\""},
+        {"tools", "null", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
+        {"verbosity", "\"medium\"", "\"low\""},
+        {"web_search_options", "null", "{}"},
+    };
+    char buf[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(buf, sizeof buf, "\"%s\": %s", cases[i][0], cases[i][1]);
+        tg_ok(buf);
+        snprintf(buf, sizeof buf, "\"%s\": %s", cases[i][0], cases[i][2]);
+        tg_refused(buf, cases[i][0], "unsupported_parameter");
+        snprintf(buf, sizeof buf, "\"%s\": null", cases[i][0]); /* null is absence */
+        tg_ok(buf);
+    }
+    /* a wrong type is not the default either */
+    tg_refused("\"logprobs\": 1", "logprobs", "unsupported_parameter");
+    tg_refused("\"response_format\": {\"type\": \"text\", \"x\": 1}", "response_format",
+               "unsupported_parameter");
+}
+
+PT_TEST(unknown_fields_refused) {
+    tg_refused("\"temprature\": 0.5", "temprature", "unknown_parameter");
+    tg_refused("\"best_of\": 2", "best_of", "unknown_parameter");
+    tg_refused("\"stream_options\": {\"include_usage\": true, \"x\": true}", "stream_options.x",
+               "unknown_parameter");
+    tg_refused("\"stream_options\": {\"include_obfuscation\": true}",
+               "stream_options.include_obfuscation", "unsupported_value");
+    tg_ok("\"stream_options\": {\"include_obfuscation\": false, \"include_usage\": true}");
+}
+
+PT_TEST(n_above_one_refused) {
+    tg_ok("\"n\": 1");
+    tg_refused("\"n\": 2", "n", "unsupported_value");
+    tg_refused("\"n\": \"2\"", "n", NULL);
+}
+
+PT_TEST(message_fields) {
+    gw_chat c;
+    gw_fault f;
+    const char *named = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"name\": "
+                        "\"ann\", \"content\": \"hi\"}]}";
+    PT_EQ_INT(gw_chat_parse(named, strlen(named), TG_CAP, &c, &f), 0);
+    gw_chat_free(&c);
+    static const char *const bad[][3] = {
+        {"{\"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": [{\"id\": \"c\"}]}",
+         "messages[0].tool_calls", "unsupported_parameter"},
+        {"{\"role\": \"user\", \"content\": \"x\", \"weight\": 1}", "messages[0].weight",
+         "unknown_parameter"},
+        {"{\"role\": \"tool\", \"content\": \"x\", \"tool_call_id\": \"c\"}", "messages[0].role",
+         NULL},
+        {"{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}",
+         "messages[0].content", "unsupported_value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"model\": \"m\", \"messages\": [%s]}", bad[i][0]);
+        PT_EQ_INT(gw_chat_parse(body, strlen(body), TG_CAP, &c, &f), -1);
+        PT_EQ_STR(f.param, bad[i][1]);
+        if (bad[i][2]) PT_EQ_STR(f.code, bad[i][2]);
+    }
+}
+
+PT_TEST(honoured_fields_parsed) {
+    gw_chat c;
+    gw_fault f;
+    PT_EQ_INT(tg_parse("\"max_completion_tokens\": 7, \"temperature\": 0.5, \"top_p\": 0.9, "
+                       "\"seed\": 3, \"stop\": [\"a\", \"b\"], \"stream\": true, \"top_k\": 4, "
+                       "\"repetition_penalty\": 1.1, \"user\": \"u\", \"safety_identifier\": "
+                       "\"s\", \"stream_options\": {\"include_usage\": true}",
+                       &c, &f),
+              0);
+    PT_EQ_INT(c.turn.params.max_tokens, 7);
+    PT_ASSERT(c.turn.params.temperature == 0.5 && c.turn.params.top_p == 0.9);
+    PT_ASSERT(c.turn.params.has_seed && c.turn.params.seed == 3);
+    PT_EQ_INT(c.turn.params.n_stop, 2);
+    PT_EQ_INT(c.turn.params.top_k, 4);
+    PT_ASSERT(c.stream && c.turn.stream && c.include_usage);
+    PT_EQ_STR(c.model, "m");
+    PT_EQ_INT(c.turn.n_messages, 1);
+    gw_chat_free(&c);
+    tg_refused("\"temperature\": 3", "temperature", NULL);
+    tg_refused("\"max_tokens\": 5000", "max_tokens", NULL);
+    tg_refused("\"user\": 5", "user", NULL);
+}
+
+PT_TEST(hostile_bodies) {
+    gw_chat c;
+    gw_fault f;
+    const char *const bodies[] = {"",
+                                  "{",
+                                  "[1]",
+                                  "null",
+                                  "{\"model\": 1}",
+                                  "{\"model\": \"m\", \"model\": \"m\"}",
+                                  "{\"model\": \"m\"}"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        PT_EQ_INT(gw_chat_parse(bodies[i], strlen(bodies[i]), TG_CAP, &c, &f), -1);
+        PT_EQ_INT(f.status, 400);
+    }
+    /* random bytes and mutations of a full request: never a crash */
+    const char *full = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": "
+                       "[{\"type\": \"text\", \"text\": \"hi\"}]}], \"n\": 1, \"tools\": null, "
+                       "\"stop\": [\"x\"], \"stream_options\": {\"include_usage\": true}}";
+    char buf[512];
+    for (int it = 0; it < 20000; it++) {
+        size_t n = strlen(full);
+        memcpy(buf, full, n);
+        for (int k = 0; k < 1 + (int)(pt_rand() % 4); k++) buf[pt_rand() % n] = (char)pt_rand();
+        if (gw_chat_parse(buf, n, TG_CAP, &c, &f) == 0) gw_chat_free(&c);
+    }
+}
