@@ -230,7 +230,16 @@ static void pool_release_cb(void *ctx, int kind, void *blk) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A second holder of an allocated block (a forked sequence). */
+static void pool_retain_cb(void *ctx, int kind, void *blk) {
+    kv_cache *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    kv_blk *b = kv_pool_hdr(c, kind, blk);
+    if (b && b->ref > 0) kv_pool_ref_locked(c, kind, blk);
+    pthread_mutex_unlock(&c->mu);
+}
+
 eng_kv_allocator kv_cache_allocator(kv_cache *c) {
-    eng_kv_allocator a = {c, pool_alloc_cb, pool_release_cb};
+    eng_kv_allocator a = {c, pool_alloc_cb, pool_release_cb, pool_retain_cb};
     return a;
 }

@@ -33,6 +33,18 @@
 #           TLS).  env.sh puts their pkg-config directory first, so CMake
 #           links them; PARLEY_SYSTEM_LIBS=1 (when running setup.sh) skips
 #           this step and leaves Debian's packages in use.
+#   llguidance $PARLEY_DEPS/llguidance-<ver>: the structured-output library
+#           (JSON schema / regex / Lark constraints, C API llguidance.h) as a
+#           static library, built by cargo from the crates.io archive
+#           llguidance-<ver>.crate (sha256 pinned; the Cargo.lock it ships
+#           pins every dependency's checksum: `cargo fetch --locked`, then an
+#           --offline build).  Needs cargo/rustc >= the crate's rust-version:
+#           the one on PATH, else Debian's cargo-web + rustc-web (installed
+#           here when root).  Installs lib/libllguidance.a,
+#           include/llguidance.h and lib/pkgconfig/llguidance.pc (the Rust
+#           runtime's system libraries in Libs); env.sh puts that directory
+#           on PKG_CONFIG_PATH.  Without it parley refuses constrained
+#           requests (response_format other than text).
 #   promtool $PARLEY_DEPS/promtool-<ver>/promtool: Prometheus's promtool
 #           (check metrics / check rules / test rules for deploy/prometheus),
 #           built by `go install` from the Go module proxy at a pinned
@@ -41,9 +53,10 @@
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
-# CUDACXX, PARLEY_PROMTOOL; `source` it before building or starting services.
+# CUDACXX, PARLEY_PROMTOOL, PARLEY_LLGUIDANCE_PREFIX; `source` it before
+# building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs model promtool;
+# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs llguidance model promtool;
 # default all of them).  Exits non-zero, naming the step, when a step fails.
 set -euo pipefail
 
@@ -80,6 +93,10 @@ CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
              nvidia-cublas==13.1.0.3 nvidia-cuda-cccl==13.0.85)
 
+LLGUIDANCE_VERSION=1.9.1
+LLGUIDANCE_CRATE_SHA256=04ede1356c8ee73a0d29ef573dbeb2123a1667cfc3ebfc7e2c41346a6e92c3c8
+LLGUIDANCE_RUST_MIN=1.87 # the crate's rust-version
+
 PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0
 
@@ -87,6 +104,7 @@ VENV=$PARLEY_DEPS/venv
 LIBS_PREFIX=$PARLEY_DEPS/libs-rdkafka$RDKAFKA_VERSION-hiredis$HIREDIS_VERSION
 KAFKA_HOME=$PARLEY_DEPS/kafka-$KAFKA_VERSION
 CUDA_PREFIX=$PARLEY_DEPS/cuda13
+LLGUIDANCE_PREFIX=$PARLEY_DEPS/llguidance-$LLGUIDANCE_VERSION
 CUDA_ROOT=$CUDA_PREFIX/nvidia/cu13
 
 log() { printf '[setup] %s\n' "$*"; }
@@ -416,6 +434,90 @@ step_libs() {
     echo "$want" >"$stamp"
 }
 
+# llguidance from its crates.io archive: the .crate checked against its
+# sha256, its dependencies fetched at the versions and checksums of the
+# Cargo.lock it ships (cargo fetch --locked), then built offline as a static
+# library.  The Rust toolchain: cargo on PATH if new enough, else Debian's
+# cargo-web/rustc-web (bookworm-security carries 1.96: /usr/bin/cargo and
+# /usr/bin/rustc), else the step fails naming what is missing.
+llguidance_cargo() {
+    local c v
+    for c in "$(command -v cargo 2>/dev/null)" /usr/bin/cargo; do
+        [ -n "$c" ] && [ -x "$c" ] || continue
+        v=$("$c" --version 2>/dev/null | awk '{print $2}')
+        [ -n "$v" ] || continue
+        [ "$(printf '%s\n%s\n' "$LLGUIDANCE_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$LLGUIDANCE_RUST_MIN" ] || continue
+        "$(dirname "$c")/rustc" --version >/dev/null 2>&1 || continue
+        echo "$c"
+        return 0
+    done
+    return 1
+}
+
+step_llguidance() {
+    local stamp=$LLGUIDANCE_PREFIX/.parley-complete want cargo src=$PARLEY_DEPS/src
+    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native url got
+    want="llguidance $LLGUIDANCE_VERSION $LLGUIDANCE_CRATE_SHA256 v1"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$LLGUIDANCE_PREFIX/lib/libllguidance.a" ]; then
+        log "llguidance: $LLGUIDANCE_VERSION present"
+        return 0
+    fi
+    if ! cargo=$(llguidance_cargo); then
+        log "llguidance: no cargo >= $LLGUIDANCE_RUST_MIN on PATH; installing Debian's cargo-web rustc-web"
+        export DEBIAN_FRONTEND=noninteractive
+        { as_root apt-get update -q && as_root apt-get install -y -q --no-install-recommends cargo-web rustc-web; } ||
+            die "llguidance: needs cargo and rustc >= $LLGUIDANCE_RUST_MIN (Debian: cargo-web rustc-web; or rustup)"
+        cargo=$(llguidance_cargo) ||
+            die "llguidance: needs cargo and rustc >= $LLGUIDANCE_RUST_MIN; cargo-web/rustc-web did not provide them"
+    fi
+    log "llguidance: using $cargo ($("$cargo" --version))"
+    mkdir -p "$src/dl"
+    if [ ! -f "$src/dl/$crate" ]; then
+        url=https://static.crates.io/crates/llguidance/$crate
+        log "llguidance: fetching $url"
+        if command -v curl >/dev/null; then
+            curl -fsSL --retry 3 -o "$src/dl/$crate.tmp" "$url"
+        else
+            python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
+                "$url" "$src/dl/$crate.tmp"
+        fi || { rm -f "$src/dl/$crate.tmp"; die "llguidance: cannot download $url"; }
+        mv "$src/dl/$crate.tmp" "$src/dl/$crate"
+    fi
+    got=$(sha256sum "$src/dl/$crate" | cut -d' ' -f1)
+    [ "$got" = "$LLGUIDANCE_CRATE_SHA256" ] ||
+        { rm -f "$src/dl/$crate"; die "llguidance: $crate has sha256 $got, want $LLGUIDANCE_CRATE_SHA256"; }
+    dir=$src/llguidance-$LLGUIDANCE_VERSION
+    rm -rf "$dir" && tar -xzf "$src/dl/$crate" -C "$src"
+    [ -f "$dir/Cargo.lock" ] && [ -f "$dir/llguidance.h" ] ||
+        die "llguidance: $crate lacks Cargo.lock or llguidance.h"
+    log "llguidance: fetching its locked dependencies (crates.io)"
+    (cd "$dir" && "$cargo" fetch --locked -q) || die "llguidance: cargo fetch --locked failed"
+    log "llguidance: building the static library (minutes when cold)"
+    # staticlib only (the manifest also lists cdylib and rlib); rustc prints
+    # the system libraries a C program linking it needs
+    (cd "$dir" && CARGO_TARGET_DIR=$dir/target "$cargo" rustc --offline --locked --release --lib \
+        --crate-type staticlib -j 2 -- --print native-static-libs) >"$src/llguidance-build.log" 2>&1 ||
+        die "llguidance: cargo build failed (log $src/llguidance-build.log)"
+    native=$(sed -n 's/.*native-static-libs: //p' "$src/llguidance-build.log" | tail -n1)
+    [ -f "$dir/target/release/libllguidance.a" ] || die "llguidance: no libllguidance.a after the build"
+    rm -rf "$LLGUIDANCE_PREFIX"
+    mkdir -p "$LLGUIDANCE_PREFIX/lib/pkgconfig" "$LLGUIDANCE_PREFIX/include"
+    cp "$dir/target/release/libllguidance.a" "$LLGUIDANCE_PREFIX/lib/"
+    cp "$dir/llguidance.h" "$LLGUIDANCE_PREFIX/include/"
+    cp "$dir/LICENSE" "$LLGUIDANCE_PREFIX/LICENSE"
+    cat >"$LLGUIDANCE_PREFIX/lib/pkgconfig/llguidance.pc" <<EOF
+prefix=$LLGUIDANCE_PREFIX
+Name: llguidance
+Description: Structured outputs for LLMs (pinned by parley: crates.io llguidance $LLGUIDANCE_VERSION)
+Version: $LLGUIDANCE_VERSION
+Cflags: -I\${prefix}/include
+Libs: -L\${prefix}/lib -lllguidance ${native:--lpthread -ldl -lm}
+EOF
+    rm -rf "$dir/target"
+    echo "$want" >"$stamp"
+    log "llguidance: $LLGUIDANCE_PREFIX ($(stat -c %s "$LLGUIDANCE_PREFIX/lib/libllguidance.a") bytes)"
+}
+
 write_env() {
     local tmp=$PARLEY_DEPS/env.sh.tmp
     mkdir -p "$PARLEY_DEPS"
@@ -437,17 +539,24 @@ export PARLEY_LIBS_PREFIX='$LIBS_PREFIX'
 export PKG_CONFIG_PATH='$LIBS_PREFIX/lib/pkgconfig'\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
 EOF
     fi
+    if [ -f "$LLGUIDANCE_PREFIX/.parley-complete" ]; then
+        cat >>"$tmp" <<EOF
+# The pinned llguidance (setup.sh llguidance): structured outputs.
+export PARLEY_LLGUIDANCE_PREFIX='$LLGUIDANCE_PREFIX'
+export PKG_CONFIG_PATH='$LLGUIDANCE_PREFIX/lib/pkgconfig'\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
+EOF
+    fi
     mv "$tmp" "$PARLEY_DEPS/env.sh"
 }
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs model promtool)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs llguidance model promtool)
     for s in "${steps[@]}"; do
         case $s in
-            apt|venv|kafka|cuda|libs|model|promtool) timed "$s" ;;
+            apt|venv|kafka|cuda|libs|llguidance|model|promtool) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (apt venv kafka cuda libs model promtool)" ;;
+            *) die "unknown step '$s' (apt venv kafka cuda libs llguidance model promtool)" ;;
         esac
     done
     write_env

@@ -144,8 +144,10 @@ done:
     t->n_ctoks = 0;
 }
 
-static void wk_on_token(void *user, uint64_t id, int32_t token, int index, const float *logits) {
+static void wk_on_token(void *user, uint64_t id, const eng_sched_token *ev) {
     wk_turn *t = user;
+    int32_t token = ev->token;
+    int index = ev->index;
     wk_worker *w = t->w;
     if (t->stopped) return; /* generated after the stop string: not the turn's */
     size_t n = 0;

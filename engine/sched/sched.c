@@ -77,7 +77,9 @@ static void *sched_deliv_main(void *arg) {
             e->res.error = e->error;
             if (e->on_done) e->on_done(e->user, e->id, &e->res);
         } else if (e->on_token) {
-            e->on_token(e->user, e->id, e->token, e->index, e->logits);
+            e->tok.logits = e->logits;
+            e->tok.top = e->top;
+            e->on_token(e->user, e->id, &e->tok);
         }
         free(e->logits);
         free(e->res_tokens);

@@ -89,7 +89,7 @@ void sched_budget_free(sched_budget *b) {
 }
 
 eng_kv_allocator sched_budget_allocator(sched_budget *b) {
-    eng_kv_allocator a = {b, budget_alloc, budget_release};
+    eng_kv_allocator a = {b, budget_alloc, budget_release, NULL};
     return a;
 }
 

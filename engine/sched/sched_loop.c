@@ -353,8 +353,8 @@ void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logit
     e->id = r->id;
     e->user = r->user;
     e->on_token = r->on_token;
-    e->token = r->toks[r->n_prompt + index];
-    e->index = index;
+    e->tok.token = r->toks[r->n_prompt + index];
+    e->tok.index = index;
     if (r->want_logits) {
         e->logits = malloc((size_t)s->n_vocab * sizeof(float));
         if (e->logits) memcpy(e->logits, logits, (size_t)s->n_vocab * sizeof(float));

@@ -142,7 +142,7 @@ PT_TEST(reserve_is_all_or_nothing) {
     PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
     budget b = {.left = 5};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, &l), 0);
-    eng_kv_allocator a = {&b, b_alloc, b_release};
+    eng_kv_allocator a = {&b, b_alloc, b_release, NULL};
     eng_kvseq s;
     PT_EQ_INT(eng_kvseq_init(&s, &l, &a, NULL, 0), 0);
     int before;

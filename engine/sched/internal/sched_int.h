@@ -48,10 +48,10 @@ typedef struct sched_req {
     int cached_tokens;           /* tokens adopted from the cache at first admission */
     int preemptions;             /* times preempted */
     int want_logits;             /* copy logits into token events */
-    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
-    void *user;                                                      /* callback argument */
-    int kv_live;                                                     /* kv is initialised */
+    void (*on_token)(void *, uint64_t, const eng_sched_token *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *); /* completion callback */
+    void *user;                                                  /* callback argument */
+    int kv_live;                                                 /* kv is initialised */
     eng_kvseq kv;     /* the sequence's KV (running only) */
     float *logits;    /* n_vocab floats (running only) */
     eng_ngram *ngram; /* prompt-lookup index of toks, made at the first draft (NULL before) */
@@ -60,15 +60,15 @@ typedef struct sched_req {
 
 /* A callback event on the delivery queue. */
 typedef struct sched_event {
-    struct sched_event *next;                                        /* queue link */
-    int is_done;                                                     /* 0 token, 1 completion */
-    uint64_t id;                                                     /* request id */
-    void *user;                                                      /* callback argument */
-    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
-    int32_t token;                                                   /* token event: the token */
-    int index;                                                       /* token event: its index */
-    float *logits;          /* token event: logits copy or NULL (owned) */
+    struct sched_event *next;                                    /* queue link */
+    int is_done;                                                 /* 0 token, 1 completion */
+    uint64_t id;                                                 /* request id */
+    void *user;                                                  /* callback argument */
+    void (*on_token)(void *, uint64_t, const eng_sched_token *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *); /* completion callback */
+    eng_sched_token tok; /* token event (its logits / top point into this event) */
+    eng_sampler_lp top[ENG_SAMPLER_TOP_MAX]; /* token event: logprob alternatives */
+    float *logits;                           /* token event: logits copy or NULL (owned) */
     eng_sched_result res;   /* completion: result (tokens / error point into this event) */
     int32_t *res_tokens;    /* completion: owned copy of the tokens */
     char error[PL_ERR_LEN]; /* completion: error text */
