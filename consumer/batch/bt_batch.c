@@ -4,8 +4,8 @@
  * request.
  *
  * Input lines: {"custom_id": "...", "method": "POST", "url":
- * "/v1/chat/completions", "body": {chat completion request}} (blank lines
- * are skipped).  Output lines, as OpenAI's batch output:
+ * "/v1/chat/completions" or "/v1/completions", "body": {the request, with
+ * the gateway's rules: gw_openai.h}} (blank lines are skipped).  Output lines, as OpenAI's batch output:
  *   {"id": "batch_req_<turn id>", "custom_id": "...",
  *    "response": {"status_code": 200, "request_id": "<turn id>",
  *                 "body": {chat.completion}}, "error": null}
@@ -179,9 +179,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     const char *method = json_string_value(json_object_get(j, "method"));
     const char *url = json_string_value(json_object_get(j, "url"));
     int rc;
-    if (!method || strcmp(method, "POST") || !url || strcmp(url, "/v1/chat/completions")) {
+    int legacy = url && !strcmp(url, "/v1/completions");
+    if (!method || strcmp(method, "POST") || !url ||
+        (strcmp(url, "/v1/chat/completions") && !legacy)) {
         rc = bt_fail(r, h, id, line_no, "invalid_request",
-                     "method must be POST and url /v1/chat/completions");
+                     "method must be POST and url /v1/chat/completions or /v1/completions");
         json_decref(j);
         return rc;
     }
@@ -198,8 +200,8 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     bt_item *it = &r->items[r->n];
     memset(it, 0, sizeof *it);
     gw_fault f;
-    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) !=
-        0) {
+    if ((legacy ? gw_cmpl_from_json : gw_chat_from_json)(
+            json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) != 0) {
         /* as the gateway answers the same body: its status and error object */
         rc = bt_refuse(r, h, id, &f);
         json_decref(j);
@@ -244,18 +246,19 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     int failed = 0;
     if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
+        char pbuf[32];
         int st = gw_result_status(res, &type, &code);
         resp = json_pack(
             "{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id, "body",
             gw_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
-                          NULL, code));
+                          gw_result_param(res, pbuf, sizeof pbuf), code));
         failed = 1;
     } else {
         char id[96];
-        snprintf(id, sizeof id, "chatcmpl-%s", it->turn_id);
-        resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body",
-                         gw_completion_json(res, id, it->chat.model, wk_client_epoch_ms() / 1000));
+        snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
+        resp =
+            json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
+                      "body", gw_completion_json(res, &it->chat, id, wk_client_epoch_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];

@@ -32,8 +32,42 @@ void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
     snprintf(out, 20, "oa-%016llx", (unsigned long long)h);
 }
 
-const char *gw_finish_reason(const sch_result *r) {
-    return r->finish_reason == SCH_FINISH_LENGTH ? "length" : "stop";
+void gw_prompt_hash(const sch_turn *t, char out[20]) {
+    uint64_t h = GW_FNV_SEED;
+    if (t->prompt.ptr) h = gw_fnv64(h, t->prompt.ptr, t->prompt.len);
+    else h = gw_fnv64(h, t->prompt_tokens, t->n_prompt_tokens * sizeof *t->prompt_tokens);
+    snprintf(out, 20, "oc-%016llx", (unsigned long long)h);
+}
+
+int gw_result_choices(const sch_result *r) { return 1 + (int)r->n_choices; }
+
+void gw_result_choice(const sch_result *r, int k, gw_choice *out) {
+    memset(out, 0, sizeof *out);
+    out->index = k;
+    if (k == 0) {
+        out->text = r->text;
+        out->n_tokens = r->n_tokens;
+        out->finish = r->finish_reason;
+        out->logprobs = r->logprobs;
+        out->n_logprobs = r->n_logprobs;
+        out->tool_calls = r->tool_calls;
+        out->n_tool_calls = r->n_tool_calls;
+    } else if (k >= 1 && (size_t)k <= r->n_choices) {
+        const sch_choice *c = &r->choices[k - 1];
+        out->text = c->text;
+        out->n_tokens = c->n_tokens;
+        out->finish = c->finish_reason;
+        out->logprobs = c->logprobs;
+        out->n_logprobs = c->n_logprobs;
+        out->tool_calls = c->tool_calls;
+        out->n_tool_calls = c->n_tool_calls;
+    }
+    if (!out->text.ptr) out->text = (sch_str){"", 0};
+}
+
+const char *gw_finish_name(const gw_choice *c) {
+    if (c->n_tool_calls) return "tool_calls";
+    return c->finish == SCH_FINISH_LENGTH ? "length" : "stop";
 }
 
 static json_t *gw_usage_json(const sch_result *r) {
@@ -43,43 +77,163 @@ static json_t *gw_usage_json(const sch_result *r) {
                      "cached_tokens", (json_int_t)r->cached_tokens);
 }
 
-json_t *gw_completion_json(const sch_result *r, const char *id, const char *model,
+/* The UTF-8 bytes OpenAI's `bytes` lists for an entry: its raw bytes when
+ * the wire kept them (a partial character), else its text's. */
+static json_t *gw_bytes_json(const sch_logprob *e) {
+    const sch_str *b = e->bytes.ptr ? &e->bytes : &e->token;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < b->len; i++)
+        json_array_append_new(a, json_integer((unsigned char)b->ptr[i]));
+    return a;
+}
+
+static json_t *gw_lp_one(const sch_logprob *e) {
+    return json_pack("{ss# sf so}", "token", e->token.ptr ? e->token.ptr : "", (int)e->token.len,
+                     "logprob", e->logprob, "bytes", gw_bytes_json(e));
+}
+
+json_t *gw_logprobs_content(const sch_logprob *lp, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *top = json_array(), *e = gw_lp_one(&lp[i]);
+        for (size_t j = 0; top && j < lp[i].n_top; j++)
+            json_array_append_new(top, gw_lp_one(&lp[i].top[j]));
+        if (!e || !top) {
+            json_decref(e);
+            json_decref(top);
+            json_decref(a);
+            return NULL;
+        }
+        json_object_set_new(e, "top_logprobs", top);
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+json_t *gw_logprobs_legacy(json_t *content, size_t text_from) {
+    json_t *toks = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = text_from, i, j;
+    json_t *e, *t;
+    json_array_foreach(content, i, e) {
+        json_t *tok = json_object_get(e, "token"), *top = json_object();
+        json_array_foreach(json_object_get(e, "top_logprobs"), j, t) {
+            const char *key = json_string_value(json_object_get(t, "token"));
+            if (top && key && !json_object_get(top, key)) /* two ids may spell one text */
+                json_object_set(top, key, json_object_get(t, "logprob"));
+        }
+        json_array_append(toks, tok);
+        json_array_append(vals, json_object_get(e, "logprob"));
+        json_array_append_new(tops, top ? top : json_null());
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(tok);
+    }
+    return json_pack("{so so so so}", "tokens", toks, "token_logprobs", vals, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
+json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("{ss# ss s{ss# ss#}}", "id", t[i].id.ptr,
+                                           (int)t[i].id.len, "type", "function", "function", "name",
+                                           t[i].name.ptr, (int)t[i].name.len, "arguments",
+                                           t[i].arguments.ptr ? t[i].arguments.ptr : "",
+                                           (int)t[i].arguments.len));
+    return a;
+}
+
+/* One entry of `choices` of the complete response. */
+static json_t *gw_choice_json(const gw_chat *q, const gw_choice *c) {
+    json_t *lp = json_null();
+    if (q->logprobs) {
+        json_t *content = gw_logprobs_content(c->logprobs, c->n_logprobs);
+        lp = q->legacy ? gw_logprobs_legacy(content, 0)
+                       : json_pack("{sO sn}", "content", content, "refusal");
+        json_decref(content);
+    }
+    if (q->legacy) {
+        json_t *text;
+        if (q->echo) {
+            size_t pn = q->turn.prompt.len;
+            char *buf = malloc(pn + c->text.len + 1);
+            if (!buf) {
+                json_decref(lp);
+                return NULL;
+            }
+            memcpy(buf, q->turn.prompt.ptr, pn);
+            memcpy(buf + pn, c->text.ptr, c->text.len);
+            text = json_stringn(buf, pn + c->text.len);
+            free(buf);
+        } else {
+            text = json_stringn(c->text.ptr, c->text.len);
+        }
+        return json_pack("{so sI so ss}", "text", text, "index", (json_int_t)c->index, "logprobs",
+                         lp, "finish_reason", gw_finish_name(c));
+    }
+    json_t *msg = json_pack("{ss sn}", "role", "assistant", "refusal");
+    if (msg && c->n_tool_calls && !c->text.len) json_object_set_new(msg, "content", json_null());
+    else if (msg) json_object_set_new(msg, "content", json_stringn(c->text.ptr, c->text.len));
+    if (msg && c->n_tool_calls)
+        json_object_set_new(msg, "tool_calls", gw_tool_calls_json(c->tool_calls, c->n_tool_calls));
+    return json_pack("{sI so so ss}", "index", (json_int_t)c->index, "message", msg, "logprobs", lp,
+                     "finish_reason", gw_finish_name(c));
+}
+
+json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id,
                            uint64_t created_s) {
-    json_t *msg = json_pack("{ss s:s#}", "role", "assistant", "content",
-                            r->text.ptr ? r->text.ptr : "", (int)r->text.len);
-    json_t *usage = gw_usage_json(r);
-    if (!msg || !usage) {
-        json_decref(msg);
+    json_t *choices = json_array(), *usage = gw_usage_json(r);
+    for (int k = 0; choices && k < gw_result_choices(r); k++) {
+        gw_choice c;
+        gw_result_choice(r, k, &c);
+        json_t *j = gw_choice_json(q, &c);
+        if (!j) {
+            json_decref(choices);
+            choices = NULL;
+            break;
+        }
+        json_array_append_new(choices, j);
+    }
+    if (!choices || !usage) {
+        json_decref(choices);
         json_decref(usage);
         return NULL;
     }
-    return json_pack("{ss ss sI ss s[{sI so ss so}] so}", "id", id, "object", "chat.completion",
-                     "created", (json_int_t)created_s, "model", model, "choices", "index",
-                     (json_int_t)0, "message", msg, "finish_reason", gw_finish_reason(r),
-                     "logprobs", json_null(), "usage", usage);
+    return json_pack("{ss ss sI ss so so}", "id", id, "object",
+                     q->legacy ? "text_completion" : "chat.completion", "created",
+                     (json_int_t)created_s, "model", q->model, "choices", choices, "usage", usage);
 }
 
-json_t *gw_chunk_json(const char *id, const char *model, uint64_t created_s, int role,
-                      const char *text, size_t len, const char *finish, const sch_result *r) {
-    json_t *delta = json_object(), *choices = json_array();
-    json_t *o = json_pack("{ss ss sI ss}", "id", id, "object", "chat.completion.chunk", "created",
-                          (json_int_t)created_s, "model", model);
-    if (!delta || !choices || !o) goto err;
-    if (role) json_object_set_new(delta, "role", json_string("assistant"));
-    if (text) json_object_set_new(delta, "content", json_stringn(text, len));
-    if (!r || finish) {
-        json_t *ch =
-            json_pack("{sI sO so so}", "index", (json_int_t)0, "delta", delta, "logprobs",
-                      json_null(), "finish_reason", finish ? json_string(finish) : json_null());
+json_t *gw_chunk_json(const gw_chat *q, const char *id, uint64_t created_s, const gw_delta *d,
+                      const sch_result *usage) {
+    json_t *choices = json_array();
+    json_t *o = json_pack("{ss ss sI ss}", "id", id, "object",
+                          q->legacy ? "text_completion" : "chat.completion.chunk", "created",
+                          (json_int_t)created_s, "model", q->model);
+    if (!choices || !o) goto err;
+    if (d) {
+        json_t *ch, *lp = json_null();
+        if (q->legacy && d->logprobs) lp = gw_logprobs_legacy(d->logprobs, d->text_from);
+        json_t *fin = d->finish ? json_string(d->finish) : json_null();
+        if (q->legacy) {
+            ch = json_pack("{ss# sI so so}", "text", d->text ? d->text : "", (int)d->len, "index",
+                           (json_int_t)d->index, "logprobs", lp, "finish_reason", fin);
+        } else {
+            json_t *delta = json_object();
+            if (delta && d->role) json_object_set_new(delta, "role", json_string("assistant"));
+            if (delta && d->text)
+                json_object_set_new(delta, "content", json_stringn(d->text, d->len));
+            if (delta && d->tool_calls) json_object_set(delta, "tool_calls", d->tool_calls);
+            if (delta && d->logprobs) lp = json_pack("{sO sn}", "content", d->logprobs, "refusal");
+            ch = json_pack("{sI so so so}", "index", (json_int_t)d->index, "delta", delta,
+                           "logprobs", lp, "finish_reason", fin);
+        }
         if (!ch) goto err;
         json_array_append_new(choices, ch);
     }
-    json_decref(delta);
     json_object_set_new(o, "choices", choices);
-    if (r) json_object_set_new(o, "usage", gw_usage_json(r));
+    if (usage) json_object_set_new(o, "usage", gw_usage_json(usage));
     return o;
 err:
-    json_decref(delta);
     json_decref(choices);
     json_decref(o);
     return NULL;
@@ -89,6 +243,20 @@ json_t *gw_error_json(const char *message, const char *type, const char *param, 
     return json_pack("{s{ss ss so so}}", "error", "message", message, "type", type, "param",
                      param ? json_string(param) : json_null(), "code",
                      code ? json_string(code) : json_null());
+}
+
+const char *gw_result_param(const sch_result *r, char *buf, size_t n) {
+    /* worker messages about a request field start "params.<field>" */
+    const char *m = r->error_message.ptr;
+    if (!m || strncmp(m, "params.", 7) || !n) return NULL;
+    size_t k = strcspn(m + 7, ".: ([");
+    if (!k || k >= n) return NULL;
+    memcpy(buf, m + 7, k);
+    buf[k] = 0;
+    if (!strcmp(buf, "n") || !strcmp(buf, "tool_choice") || !strcmp(buf, "tools") ||
+        !strcmp(buf, "response_format") || !strcmp(buf, "logprobs"))
+        return buf;
+    return NULL;
 }
 
 int gw_result_status(const sch_result *r, const char **type, const char **code) {

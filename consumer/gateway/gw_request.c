@@ -64,7 +64,7 @@ static const gw_field gw_fields[] = {
     {"function_call", GW_DEF_STR, "none", "functions are not supported"},
     {"functions", GW_DEF_NULL, NULL, "functions are not supported"},
     {"logit_bias", GW_DEF_EMPTY, NULL, "logit_bias is not supported"},
-    {"logprobs", GW_DEF_FALSE, NULL, "logprobs are not supported yet"},
+    {"logprobs", GW_F_READ, NULL, NULL},
     {"max_completion_tokens", GW_F_READ, NULL, NULL},
     {"max_tokens", GW_F_READ, NULL, NULL},
     {"messages", GW_F_READ, NULL, NULL},
@@ -83,7 +83,7 @@ static const gw_field gw_fields[] = {
      "conversation by its opening messages or the X-Parley-Conversation header"},
     {"reasoning_effort", GW_DEF_NULL, NULL, "the models parley serves do not reason"},
     {"repetition_penalty", GW_F_READ, NULL, NULL},
-    {"response_format", GW_DEF_TEXT_FMT, NULL, "structured outputs are not supported yet"},
+    {"response_format", GW_F_READ, NULL, NULL},
     {"safety_identifier", GW_F_READ, NULL, NULL},
     {"seed", GW_F_READ, NULL, NULL},
     {"service_tier", GW_DEF_STR, "auto|default", "parley has one service tier"},
@@ -95,7 +95,7 @@ static const gw_field gw_fields[] = {
     {"tool_choice", GW_DEF_STR, "none", "tools are not supported yet"},
     {"tools", GW_DEF_NULL, NULL, "tools are not supported yet"},
     {"top_k", GW_F_READ, NULL, NULL},
-    {"top_logprobs", GW_DEF_NULL, NULL, "logprobs are not supported yet"},
+    {"top_logprobs", GW_F_READ, NULL, NULL},
     {"top_p", GW_F_READ, NULL, NULL},
     {"user", GW_F_READ, NULL, NULL},
     {"verbosity", GW_DEF_STR, "medium", "verbosity is not supported"},
@@ -103,9 +103,38 @@ static const gw_field gw_fields[] = {
 };
 #define GW_NFIELDS (sizeof gw_fields / sizeof gw_fields[0])
 
-static const gw_field *gw_field_of(const char *name) {
-    for (size_t i = 0; i < GW_NFIELDS; i++)
-        if (!strcmp(gw_fields[i].name, name)) return &gw_fields[i];
+/* OpenAI's legacy completions request fields (and the two extensions). */
+static const gw_field gw_cmpl_fields[] = {
+    {"best_of", GW_DEF_STR, NULL, "best_of is not supported (use n and pick)"},
+    {"echo", GW_F_READ, NULL, NULL},
+    {"frequency_penalty", GW_DEF_ZERO, NULL,
+     "frequency_penalty is not supported (parley has repetition_penalty)"},
+    {"logit_bias", GW_DEF_EMPTY, NULL, "logit_bias is not supported"},
+    {"logprobs", GW_F_READ, NULL, NULL},
+    {"max_tokens", GW_F_READ, NULL, NULL},
+    {"model", GW_F_READ, NULL, NULL},
+    {"n", GW_F_READ, NULL, NULL},
+    {"presence_penalty", GW_DEF_ZERO, NULL,
+     "presence_penalty is not supported (parley has repetition_penalty)"},
+    {"prompt", GW_F_READ, NULL, NULL},
+    {"repetition_penalty", GW_F_READ, NULL, NULL},
+    {"seed", GW_F_READ, NULL, NULL},
+    {"stop", GW_F_READ, NULL, NULL},
+    {"stream", GW_F_READ, NULL, NULL},
+    {"stream_options", GW_F_READ, NULL, NULL},
+    {"suffix", GW_DEF_STR, "",
+     "suffix (text after the insertion) is not supported: the models parley serves have no "
+     "fill-in-the-middle format"},
+    {"temperature", GW_F_READ, NULL, NULL},
+    {"top_k", GW_F_READ, NULL, NULL},
+    {"top_p", GW_F_READ, NULL, NULL},
+    {"user", GW_F_READ, NULL, NULL},
+};
+#define GW_NCMPL (sizeof gw_cmpl_fields / sizeof gw_cmpl_fields[0])
+
+static const gw_field *gw_field_of(const gw_field *tab, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(tab[i].name, name)) return &tab[i];
     return NULL;
 }
 
@@ -122,6 +151,7 @@ static int gw_str_in(const char *s, size_t n, const char *ok) {
 /* v is the default value of field fd (nothing asked for). */
 static int gw_at_default(const gw_field *fd, json_t *v) {
     if (json_is_null(v)) return 1;
+    if (!strcmp(fd->name, "best_of")) return json_is_integer(v) && json_integer_value(v) == 1;
     switch (fd->def) {
     case GW_DEF_FALSE: return json_is_false(v);
     case GW_DEF_ZERO: return json_is_number(v) && json_number_value(v) == 0;
@@ -144,16 +174,17 @@ static int gw_at_default(const gw_field *fd, json_t *v) {
 
 /* Every member of the request is a known field, and each one parley does
  * not implement is at its default. */
-static int gw_fields_check(json_t *o, gw_fault *f) {
+static int gw_fields_check(json_t *o, int legacy, gw_fault *f) {
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
-        const gw_field *fd = gw_field_of(k);
+        const gw_field *fd = legacy ? gw_field_of(gw_cmpl_fields, GW_NCMPL, k)
+                                    : gw_field_of(gw_fields, GW_NFIELDS, k);
         if (!fd)
             return gw_fail(f, k, "unknown_parameter",
                            "Unrecognized request argument supplied: %.100s (not a field of "
-                           "OpenAI's chat completions request)",
-                           k);
+                           "OpenAI's %s request)",
+                           k, legacy ? "completions" : "chat completions");
         if (fd->def != GW_F_READ && !gw_at_default(fd, v))
             return gw_fail(f, k, "unsupported_parameter",
                            "%s: %s; parley refuses what it "
@@ -161,6 +192,19 @@ static int gw_fields_check(json_t *o, gw_fault *f) {
                            k, fd->why);
     }
     return 0;
+}
+
+/* Keep a malloc'd string with the request (freed by gw_chat_free); NULL
+ * when out of memory (s is freed then). */
+static char *gw_keep(gw_chat *c, char *s) {
+    char **np = s ? realloc(c->parts, (c->n_parts + 1) * sizeof *np) : NULL;
+    if (!np) {
+        free(s);
+        return NULL;
+    }
+    c->parts = np;
+    c->parts[c->n_parts++] = s;
+    return s;
 }
 
 /* A string with no C0 control or DEL, 1..GW_MAX_ID bytes. */
@@ -359,6 +403,115 @@ static int gw_stream(gw_chat *c, json_t *o, gw_fault *f) {
     return 0;
 }
 
+/* response_format: text, json_object, json_schema {name, schema, strict,
+ * description}, and parley's extensions regex {regex} and grammar
+ * {grammar} (a Lark grammar).  The schema goes on the wire as compact
+ * JSON text.  strict: parley always enforces the schema (true or false). */
+static int gw_response_format(gw_chat *c, json_t *rf, gw_fault *f) {
+    static const char *P = "response_format";
+    sch_response_format *out = &c->turn.params.response_format;
+    if (!rf || json_is_null(rf)) return 0;
+    json_t *type = json_object_get(rf, "type");
+    if (!json_is_object(rf) || !json_is_string(type))
+        return gw_fail(f, P, NULL, "response_format must be an object with a string \"type\"");
+    const char *t = json_string_value(type), *k;
+    json_t *v;
+    const char *member = NULL; /* the one member beside type */
+    if (!strcmp(t, "text")) out->type = SCH_RF_TEXT;
+    else if (!strcmp(t, "json_object")) out->type = SCH_RF_JSON_OBJECT;
+    else if (!strcmp(t, "json_schema")) out->type = SCH_RF_JSON_SCHEMA, member = "json_schema";
+    else if (!strcmp(t, "regex")) out->type = SCH_RF_REGEX, member = "regex";
+    else if (!strcmp(t, "grammar")) out->type = SCH_RF_GRAMMAR, member = "grammar";
+    else
+        return gw_fail(f, "response_format.type", "unsupported_value",
+                       "response_format.type must be text, json_object, json_schema, regex or "
+                       "grammar, not \"%.40s\"",
+                       t);
+    json_object_foreach(rf, k, v) {
+        if (!strcmp(k, "type") || (member && !strcmp(k, member))) continue;
+        char p[96];
+        snprintf(p, sizeof p, "response_format.%.60s", k);
+        return gw_fail(f, p, "unknown_parameter", "%s is not a member of a %s response_format", p,
+                       t);
+    }
+    if (!member) return 0;
+    json_t *m = json_object_get(rf, member);
+    char p[64];
+    snprintf(p, sizeof p, "response_format.%s", member);
+    if (out->type != SCH_RF_JSON_SCHEMA) {
+        if (!json_is_string(m) || json_string_length(m) == 0)
+            return gw_fail(f, p, NULL, "%s must be a non-empty string", p);
+        out->spec = (sch_str){json_string_value(m), json_string_length(m)};
+        return 0;
+    }
+    if (!json_is_object(m)) return gw_fail(f, p, NULL, "%s must be an object", p);
+    json_object_foreach(m, k, v) {
+        char q[96];
+        snprintf(q, sizeof q, "response_format.json_schema.%.40s", k);
+        if (!strcmp(k, "name")) {
+            size_t n = json_string_length(v);
+            if (!json_is_string(v) || n == 0 || n > 64 ||
+                strspn(json_string_value(v), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                             "0123456789_-") != n)
+                return gw_fail(f, q, NULL, "%s must be 1..64 characters of a-z, A-Z, 0-9, _ and -",
+                               q);
+        } else if (!strcmp(k, "strict")) {
+            if (!json_is_null(v) && !json_is_boolean(v))
+                return gw_fail(f, q, NULL, "%s must be a boolean", q);
+        } else if (!strcmp(k, "description")) {
+            if (!json_is_null(v) && !json_is_string(v))
+                return gw_fail(f, q, NULL, "%s must be a string", q);
+        } else if (!strcmp(k, "schema")) {
+            if (!json_is_object(v)) return gw_fail(f, q, NULL, "%s must be an object", q);
+        } else {
+            return gw_fail(f, q, "unknown_parameter", "%s is not a member of json_schema", q);
+        }
+    }
+    if (!json_is_string(json_object_get(m, "name")))
+        return gw_fail(f, "response_format.json_schema.name", NULL,
+                       "response_format.json_schema.name is required");
+    json_t *schema = json_object_get(m, "schema");
+    if (!schema) { /* OpenAI: no schema is any JSON (parley: any JSON object) */
+        out->type = SCH_RF_JSON_OBJECT;
+        return 0;
+    }
+    char *txt = gw_keep(c, json_dumps(schema, JSON_COMPACT | JSON_ENSURE_ASCII));
+    if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+    out->spec = sch_str_c(txt);
+    return 0;
+}
+
+/* logprobs (bool) and top_logprobs (0..20, only with logprobs true). */
+static int gw_logprobs(gw_chat *c, json_t *o, gw_fault *f) {
+    json_t *lp = json_object_get(o, "logprobs"), *top = json_object_get(o, "top_logprobs");
+    if (lp && !json_is_null(lp) && !json_is_boolean(lp))
+        return gw_fail(f, "logprobs", NULL, "logprobs must be a boolean");
+    if (top && !json_is_null(top)) {
+        if (!json_is_integer(top) || json_integer_value(top) < 0 ||
+            json_integer_value(top) > SCH_MAX_TOP_LOGPROBS)
+            return gw_fail(f, "top_logprobs", NULL, "top_logprobs must be an integer in 0..%d",
+                           SCH_MAX_TOP_LOGPROBS);
+        if (!json_is_true(lp))
+            return gw_fail(f, "top_logprobs", NULL, "top_logprobs needs logprobs set to true");
+        c->turn.params.top_logprobs = (uint32_t)json_integer_value(top);
+    }
+    c->turn.params.has_logprobs = json_is_true(lp);
+    c->logprobs = json_is_true(lp);
+    return 0;
+}
+
+/* n: choices, 1..SCH_MAX_N. */
+static int gw_n(gw_chat *c, json_t *n, gw_fault *f) {
+    if (!n || json_is_null(n)) return 0;
+    if (!json_is_integer(n) || json_integer_value(n) < 1)
+        return gw_fail(f, "n", NULL, "n must be an integer >= 1");
+    if (json_integer_value(n) > SCH_MAX_N)
+        return gw_fail(f, "n", "unsupported_value",
+                       "n: parley gives at most %d choices per request", SCH_MAX_N);
+    c->turn.params.n = (uint32_t)json_integer_value(n);
+    return 0;
+}
+
 /* user and safety_identifier: identifiers of the end user (abuse
  * monitoring), which parley keeps nowhere. */
 static int gw_ident(json_t *o, const char *k, gw_fault *f) {
@@ -368,16 +521,79 @@ static int gw_ident(json_t *o, const char *k, gw_fault *f) {
     return 0;
 }
 
-int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+/* A legacy completions prompt: one string (the ChatTurn's raw `prompt`)
+ * or one array of token ids (`prompt_tokens`); a string or token array in
+ * a one-element array is the same.  Several prompts are refused. */
+static int gw_prompt(gw_chat *c, json_t *p, gw_fault *f) {
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+        p = json_array_get(p, 0);
+    if (json_is_string(p)) {
+        if (json_string_length(p) == 0 || json_string_length(p) > 256 * 1024)
+            return gw_fail(f, "prompt", NULL, "prompt must be a string of 1..262144 bytes");
+        c->turn.prompt = (sch_str){json_string_value(p), json_string_length(p)};
+        return 0;
+    }
+    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0))) {
+        size_t n = json_array_size(p);
+        if (n > 131072) return gw_fail(f, "prompt", NULL, "prompt: more than 131072 tokens");
+        uint32_t *ids = malloc(n * sizeof *ids);
+        if (!ids || !gw_keep(c, (char *)ids)) return gw_fail(f, NULL, NULL, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(p, i);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > 2147483647LL)
+                return gw_fail(f, "prompt", NULL, "prompt: token ids are integers in 0..2^31-1");
+            ids[i] = (uint32_t)json_integer_value(v);
+        }
+        c->turn.prompt_tokens = ids;
+        c->turn.n_prompt_tokens = n;
+        return 0;
+    }
+    if (json_is_array(p) && json_array_size(p) > 1)
+        return gw_fail(f, "prompt", "unsupported_value",
+                       "prompt: one prompt per request (send the others as requests of their "
+                       "own)");
+    return gw_fail(f, "prompt", NULL, "prompt must be a non-empty string or an array of token ids");
+}
+
+/* The completions-only fields: logprobs (0..20 alternatives), echo. */
+static int gw_cmpl_fields_read(gw_chat *c, json_t *o, gw_fault *f) {
+    long long iv;
+    int r = gw_int(o, "logprobs", 0, SCH_MAX_TOP_LOGPROBS, &iv, f);
+    if (r < 0) return -1;
+    if (r) {
+        c->logprobs = 1;
+        c->turn.params.has_logprobs = true;
+        c->turn.params.top_logprobs = (uint32_t)iv;
+    }
+    json_t *echo = json_object_get(o, "echo");
+    if (echo && !json_is_null(echo) && !json_is_boolean(echo))
+        return gw_fail(f, "echo", NULL, "echo must be a boolean");
+    c->echo = json_is_true(echo);
+    if (c->echo && c->logprobs)
+        return gw_fail(f, "echo", "unsupported_value",
+                       "echo with logprobs would need the prompt's log-probabilities, which parley "
+                       "does not compute; ask for one or the other");
+    if (c->echo && !c->turn.prompt.ptr)
+        return gw_fail(f, "echo", "unsupported_value",
+                       "echo needs the prompt as text (parley does not detokenize token "
+                       "prompts)");
+    return 0;
+}
+
+/* The body of both endpoints (legacy: /v1/completions). */
+static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c, gw_fault *f) {
     long long iv;
     double dv;
     int r;
     memset(c, 0, sizeof *c);
     memset(f, 0, sizeof *f);
     sch_turn_init(&c->turn);
+    c->legacy = legacy;
     if (!json_is_object(o)) return gw_fail(f, NULL, NULL, "the request body must be a JSON object");
     c->root = json_incref(o);
-    if (gw_fields_check(o, f) != 0) goto err;
+    if (gw_fields_check(o, legacy, f) != 0) goto err;
     json_t *model = json_object_get(o, "model");
     if (!json_is_string(model) || !gw_id_ok(json_string_value(model), json_string_length(model))) {
         gw_fail(f, "model", NULL,
@@ -386,10 +602,15 @@ int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
     }
     memcpy(c->model, json_string_value(model), json_string_length(model) + 1);
     c->turn.model = (sch_str){c->model, strlen(c->model)};
-    if (gw_messages(c, json_object_get(o, "messages"), f) != 0) goto err;
-    c->turn.messages = c->msgs;
-    c->turn.n_messages = c->n_msgs;
-    c->turn.params.max_tokens = cap < 256 ? cap : 256;
+    if (legacy) {
+        if (gw_prompt(c, json_object_get(o, "prompt"), f) != 0) goto err;
+        c->turn.params.max_tokens = cap < 16 ? cap : 16; /* OpenAI's default for completions */
+    } else {
+        if (gw_messages(c, json_object_get(o, "messages"), f) != 0) goto err;
+        c->turn.messages = c->msgs;
+        c->turn.n_messages = c->n_msgs;
+        c->turn.params.max_tokens = cap < 256 ? cap : 256;
+    }
     if ((r = gw_int(o, "max_tokens", 1, cap, &iv, f)) < 0) goto err;
     if (r) c->turn.params.max_tokens = (uint32_t)iv;
     if ((r = gw_int(o, "max_completion_tokens", 1, cap, &iv, f)) < 0) goto err;
@@ -407,13 +628,11 @@ int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
         c->turn.params.has_seed = true;
         c->turn.params.seed = (uint64_t)iv;
     }
-    json_t *n = json_object_get(o, "n");
-    if (n && !json_is_null(n) && !(json_is_integer(n) && json_integer_value(n) == 1)) {
-        gw_fail(f, "n", json_is_integer(n) ? "unsupported_value" : NULL,
-                "n must be 1: several choices per request are not supported yet");
-        goto err;
-    }
-    if (gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
+    if (gw_n(c, json_object_get(o, "n"), f) != 0 ||
+        (legacy ? gw_cmpl_fields_read(c, o, f)
+                : gw_logprobs(c, o, f) ||
+                      gw_response_format(c, json_object_get(o, "response_format"), f)) != 0 ||
+        gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
         gw_ident(o, "user", f) != 0 || gw_ident(o, "safety_identifier", f) != 0)
         goto err;
     return 0;
@@ -422,7 +641,16 @@ err:
     return -1;
 }
 
-int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+    return gw_request_from_json(o, cap, 0, c, f);
+}
+
+int gw_cmpl_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+    return gw_request_from_json(o, cap, 1, c, f);
+}
+
+static int gw_parse(const char *body, size_t len, uint32_t cap, int legacy, gw_chat *c,
+                    gw_fault *f) {
     json_error_t je;
     memset(c, 0, sizeof *c);
     memset(f, 0, sizeof *f);
@@ -430,9 +658,25 @@ int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fau
     if (!o)
         return gw_fail(f, NULL, NULL, "the request body is not valid JSON: %s (line %d column %d)",
                        je.text, je.line, je.column);
-    int rc = gw_chat_from_json(o, cap, c, f);
+    int rc = gw_request_from_json(o, cap, legacy, c, f);
     json_decref(o);
     return rc;
+}
+
+int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+    return gw_parse(body, len, cap, 0, c, f);
+}
+
+int gw_cmpl_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+    return gw_parse(body, len, cap, 1, c, f);
+}
+
+void gw_chat_move(gw_chat *dst, gw_chat *src) {
+    *dst = *src;
+    /* the turn points at arrays inside the struct: at dst's now */
+    dst->turn.model = (sch_str){dst->model, strlen(dst->model)};
+    if (dst->turn.params.n_stop) dst->turn.params.stop = dst->stop;
+    memset(src, 0, sizeof *src);
 }
 
 void gw_chat_free(gw_chat *c) {

@@ -53,15 +53,12 @@ PT_TEST(unsupported_fields_refused_unless_default) {
         {"function_call", "\"none\"", "\"auto\""},
         {"functions", "null", "[{\"name\": \"f\"}]"},
         {"logit_bias", "{}", "{\"42\": 100}"},
-        {"logprobs", "false", "true"},
-        {"top_logprobs", "null", "2"},
         {"metadata", "{}", "{\"k\": \"v\"}"},
         {"modalities", "[\"text\"]", "[\"text\", \"audio\"]"},
         {"parallel_tool_calls", "null", "true"},
         {"prediction", "null", "{\"type\": \"content\", \"content\": \"x\"}"},
         {"prompt_cache_key", "null", "\"k\""},
         {"reasoning_effort", "null", "\"low\""},
-        {"response_format", "{\"type\": \"text\"}", "{\"type\": \"json_object\"}"},
         {"service_tier", "\"auto\"", "\"flex\""},
         {"store", "false", "true"},
         {"tool_choice", "\"none\"", "\"auto\""},
@@ -79,9 +76,7 @@ PT_TEST(unsupported_fields_refused_unless_default) {
         tg_ok(buf);
     }
     /* a wrong type is not the default either */
-    tg_refused("\"logprobs\": 1", "logprobs", "unsupported_parameter");
-    tg_refused("\"response_format\": {\"type\": \"text\", \"x\": 1}", "response_format",
-               "unsupported_parameter");
+    tg_refused("\"store\": 0", "store", "unsupported_parameter");
 }
 
 PT_TEST(unknown_fields_refused) {
@@ -94,10 +89,138 @@ PT_TEST(unknown_fields_refused) {
     tg_ok("\"stream_options\": {\"include_obfuscation\": false, \"include_usage\": true}");
 }
 
-PT_TEST(n_above_one_refused) {
+PT_TEST(n_choices) {
+    gw_chat c;
+    gw_fault f;
     tg_ok("\"n\": 1");
-    tg_refused("\"n\": 2", "n", "unsupported_value");
+    PT_EQ_INT(tg_parse("\"n\": 16", &c, &f), 0);
+    PT_EQ_INT(c.turn.params.n, 16);
+    gw_chat_free(&c);
+    tg_refused("\"n\": 17", "n", "unsupported_value");
+    tg_refused("\"n\": 0", "n", NULL);
     tg_refused("\"n\": \"2\"", "n", NULL);
+}
+
+PT_TEST(logprobs_fields) {
+    gw_chat c;
+    gw_fault f;
+    PT_EQ_INT(tg_parse("\"logprobs\": true, \"top_logprobs\": 20", &c, &f), 0);
+    PT_ASSERT(c.logprobs && c.turn.params.has_logprobs && c.turn.params.top_logprobs == 20);
+    gw_chat_free(&c);
+    PT_EQ_INT(tg_parse("\"logprobs\": true", &c, &f), 0);
+    PT_ASSERT(c.turn.params.has_logprobs && c.turn.params.top_logprobs == 0);
+    gw_chat_free(&c);
+    PT_EQ_INT(tg_parse("\"logprobs\": false, \"top_logprobs\": null", &c, &f), 0);
+    PT_ASSERT(!c.logprobs && !c.turn.params.has_logprobs);
+    gw_chat_free(&c);
+    tg_refused("\"top_logprobs\": 2", "top_logprobs", NULL); /* needs logprobs true */
+    tg_refused("\"logprobs\": true, \"top_logprobs\": 21", "top_logprobs", NULL);
+    tg_refused("\"logprobs\": 1", "logprobs", NULL);
+}
+
+PT_TEST(response_format_fields) {
+    gw_chat c;
+    gw_fault f;
+    PT_EQ_INT(tg_parse("\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+                       "{\"name\": \"person\", \"strict\": true, \"schema\": {\"type\": "
+                       "\"object\", \"properties\": {\"n\": {\"type\": \"string\"}}}}}",
+                       &c, &f),
+              0);
+    PT_EQ_INT(c.turn.params.response_format.type, SCH_RF_JSON_SCHEMA);
+    PT_EQ_STR(c.turn.params.response_format.spec.ptr,
+              "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\"}}}");
+    /* the schema text is heap-owned: it survives moving the request */
+    gw_chat moved;
+    gw_chat_move(&moved, &c);
+    PT_EQ_STR(moved.turn.params.response_format.spec.ptr,
+              "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\"}}}");
+    PT_EQ_STR(moved.turn.model.ptr, "m");
+    gw_chat_free(&moved);
+    static const struct {
+        const char *rf;
+        sch_rf type;
+        const char *spec;
+    } ok[] = {
+        {"{\"type\": \"text\"}", SCH_RF_TEXT, NULL},
+        {"{\"type\": \"json_object\"}", SCH_RF_JSON_OBJECT, NULL},
+        {"{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}", SCH_RF_JSON_OBJECT,
+         NULL},
+        {"{\"type\": \"regex\", \"regex\": \"(yes|no)\"}", SCH_RF_REGEX, "(yes|no)"},
+        {"{\"type\": \"grammar\", \"grammar\": \"start: \\\"a\\\"\"}", SCH_RF_GRAMMAR,
+         "start: \"a\""},
+    };
+    char buf[512];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(buf, sizeof buf, "\"response_format\": %s", ok[i].rf);
+        PT_ASSERT_MSG(tg_parse(buf, &c, &f) == 0, "%s: %s", ok[i].rf, f.message);
+        PT_EQ_INT(c.turn.params.response_format.type, ok[i].type);
+        if (ok[i].spec) PT_EQ_STR(c.turn.params.response_format.spec.ptr, ok[i].spec);
+        gw_chat_free(&c);
+    }
+    tg_refused("\"response_format\": {\"type\": \"xml\"}", "response_format.type",
+               "unsupported_value");
+    tg_refused("\"response_format\": {\"type\": \"json_object\", \"schema\": {}}",
+               "response_format.schema", "unknown_parameter");
+    tg_refused("\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+               "{\"schema\": {}}}",
+               "response_format.json_schema.name", NULL);
+    tg_refused("\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+               "{\"name\": \"a b\", \"schema\": {}}}",
+               "response_format.json_schema.name", NULL);
+    tg_refused("\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+               "{\"name\": \"a\", \"schema\": []}}",
+               "response_format.json_schema.schema", NULL);
+    tg_refused("\"response_format\": {\"type\": \"regex\", \"regex\": \"\"}",
+               "response_format.regex", NULL);
+    tg_refused("\"response_format\": \"json\"", "response_format", NULL);
+}
+
+/* Parse a /v1/completions body {"model": "m", <extra>}. */
+static int tg_cmpl(const char *extra, gw_chat *c, gw_fault *f) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"model\": \"m\", %s}", extra);
+    return gw_cmpl_parse(body, strlen(body), TG_CAP, c, f);
+}
+
+PT_TEST(completions_fields) {
+    gw_chat c;
+    gw_fault f;
+    PT_EQ_INT(tg_cmpl("\"prompt\": \"Once upon\", \"echo\": true, \"n\": 2", &c, &f), 0);
+    PT_ASSERT(c.legacy && c.echo && !c.turn.messages);
+    PT_EQ_STR(c.turn.prompt.ptr, "Once upon");
+    PT_EQ_INT(c.turn.params.max_tokens, 16); /* OpenAI's completions default */
+    PT_EQ_INT(c.turn.params.n, 2);
+    gw_chat_free(&c);
+    PT_EQ_INT(tg_cmpl("\"prompt\": [[1, 2, 3]], \"logprobs\": 5, \"suffix\": null, "
+                      "\"best_of\": 1",
+                      &c, &f),
+              0);
+    PT_EQ_INT(c.turn.n_prompt_tokens, 3);
+    PT_ASSERT(c.logprobs && c.turn.params.top_logprobs == 5 && !c.turn.prompt.ptr);
+    gw_chat_free(&c);
+    PT_EQ_INT(tg_cmpl("\"prompt\": [\"one\"], \"logprobs\": 0", &c, &f), 0);
+    PT_ASSERT(c.logprobs && c.turn.params.has_logprobs && c.turn.params.top_logprobs == 0);
+    gw_chat_free(&c);
+    static const char *const bad[][3] = {
+        {"\"prompt\": \"x\", \"suffix\": \"end\"", "suffix", "unsupported_parameter"},
+        {"\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1", "echo", "unsupported_value"},
+        {"\"prompt\": [1, 2], \"echo\": true", "echo", "unsupported_value"},
+        {"\"prompt\": [\"a\", \"b\"]", "prompt", "unsupported_value"},
+        {"\"prompt\": \"\"", "prompt", NULL},
+        {"\"prompt\": [-1]", "prompt", NULL},
+        {"\"prompt\": \"x\", \"best_of\": 3", "best_of", "unsupported_parameter"},
+        {"\"prompt\": \"x\", \"logprobs\": 21", "logprobs", NULL},
+        {"\"prompt\": \"x\", \"messages\": []", "messages", "unknown_parameter"},
+        {"\"prompt\": \"x\", \"response_format\": {\"type\": \"text\"}", "response_format",
+         "unknown_parameter"},
+        {"\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]", "messages",
+         "unknown_parameter"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        PT_ASSERT_MSG(tg_cmpl(bad[i][0], &c, &f) == -1, "accepted %s", bad[i][0]);
+        PT_EQ_STR(f.param, bad[i][1]);
+        if (bad[i][2]) PT_EQ_STR(f.code, bad[i][2]);
+    }
 }
 
 PT_TEST(message_fields) {
