@@ -223,6 +223,31 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prio
         *n = (int)t->n_prompt_tokens;
         return 0;
     }
+    if (t->prompt.ptr) { /* a raw prompt: the model's own encoding, no template */
+        int flags =
+            eng_tok_add_bos(w->eng.tok) && eng_tok_bos(w->eng.tok) >= 0 ? ENG_TOK_ADD_BOS : 0;
+        char terr[PL_ERR_LEN];
+        int cnt = eng_tok_count(w->eng.tok, t->prompt.ptr, t->prompt.len, flags, terr, sizeof terr);
+        int32_t *p = cnt > 0 ? malloc((size_t)cnt * sizeof *p) : NULL;
+        if (cnt == ENG_TOK_ENOMEM || (cnt > 0 && !p)) return SCH_E_NOMEM;
+        if (cnt <= 0 || eng_tok_encode(w->eng.tok, t->prompt.ptr, t->prompt.len, flags, p, cnt, n,
+                                       terr, sizeof terr) != 0) {
+            free(p);
+            snprintf(msg, msglen, "prompt: %s", cnt == 0 ? "encodes to no tokens" : terr);
+            return SCH_E_BAD_VALUE;
+        }
+        *ids = p;
+        return 0;
+    }
+    for (size_t i = 0; i < t->n_messages; i++) {
+        if (t->messages[i].role == SCH_ROLE_TOOL || t->messages[i].tool_calls.ptr) {
+            snprintf(msg, msglen,
+                     "messages[%zu]: tool calls and tool results are not supported by this "
+                     "worker yet",
+                     i);
+            return SCH_E_UNSUPPORTED;
+        }
+    }
     eng_tmpl_msg *m = malloc(t->n_messages * sizeof *m);
     if (!m) return SCH_E_NOMEM;
     for (size_t i = 0; i < t->n_messages; i++) {
@@ -341,6 +366,26 @@ static void wk_turn_sampling(const wk_worker *w, const sch_turn *t, eng_sampler_
     memcpy(s->stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
 }
 
+/* The spec 1.2 params this worker cannot honour yet: refused (never
+ * served as if honoured).  tool_choice "none" asks for no call and is
+ * honoured trivially (the tools are not shown to the model). */
+static int wk_turn_features(const wk_worker *w, const sch_turn *t, char *msg, size_t msglen) {
+    const sch_params *p = &t->params;
+    const char *what = NULL;
+    if (p->response_format.type != SCH_RF_TEXT) what = "response_format";
+    else if (p->has_logprobs) what = "logprobs";
+    else if (p->n != 1) what = "n";
+    else if (p->tools.ptr || p->tool_choice.ptr) {
+        const char *tc = p->tool_choice.ptr;
+        size_t n = p->tool_choice.len;
+        while (tc && n && (*tc == ' ' || *tc == '\n' || *tc == '\t' || *tc == '\r')) tc++, n--;
+        if (!(tc && n >= 6 && !memcmp(tc, "\"none\"", 6))) what = "tools";
+    }
+    if (!what) return 0;
+    snprintf(msg, msglen, "params.%s: not supported by this worker yet", what);
+    return SCH_E_UNSUPPORTED;
+}
+
 /* A wk_turn for a checked turn and its prompt ids (which it takes, also
  * on failure).  NULL when out of memory. */
 static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_rec_meta *m,
@@ -427,6 +472,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
                  n_ids, t.params.max_tokens, w->eng.n_ctx);
         code = SCH_E_CONTEXT_OVERFLOW;
     }
+    if (!code) code = wk_turn_features(w, &t, msg, sizeof msg);
     int64_t now_ms = wk_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
@@ -444,7 +490,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
             wk_turn *x = *turn;
             x->rt = rt; /* the render's text and specials, for the next turn's history */
             memset(&rt, 0, sizeof rt);
-            x->n_msgs = t.prompt_tokens ? 0 : (int)t.n_messages;
+            x->n_msgs = t.messages ? (int)t.n_messages : 0;
             x->turn_index = wk_turn_index(&t);
             if (x->rt.n_spliced) {
                 WK_ADD(w->met.ctr.turns_spliced, 1);

@@ -501,3 +501,52 @@ PT_TEST(history_keeps_its_turn_and_applies_in_its_namespace_only) {
     /* raw prompt_tokens turns have no history */
     PT_ASSERT(wk_history_new(&rt, 0, "tenant-a", prompt, 4, gen, 2, "", 0) == NULL);
 }
+
+PT_TEST(unhonoured_12_params_refused) {
+    /* spec 1.2 params this worker cannot honour: a DeadLetter E_UNSUPPORTED
+     * naming the field, never a turn served as if honoured */
+    struct wk_worker w;
+    tw_worker(&w);
+    static const char *const cases[][2] = {
+        {"\"response_format\":{\"type\":\"json_object\"}", "params.response_format"},
+        {"\"logprobs\":0", "params.logprobs"},
+        {"\"n\":2", "params.n"},
+        {"\"tools\":\"[]\"", "params.tools"},
+        {"\"tool_choice\":\"\\\"required\\\"\"", "params.tools"},
+    };
+    wk_header h[] = {
+        {SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE_JSON, strlen(SCH_CONTENT_TYPE_JSON)}};
+    char js[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(js, sizeof js,
+                 "{\"v\":1,\"conversation_id\":\"c\",\"turn_id\":\"t\",\"prompt_tokens\":[1],"
+                 "\"params\":{%s}}",
+                 cases[i][0]);
+        wk_record r = tw_rec("c", js, strlen(js), h, 1);
+        sch_dead d;
+        tw_expect_dead(&w, &r, SCH_E_UNSUPPORTED, &d);
+        PT_ASSERT_MSG(strstr(d.reason.ptr, cases[i][1]) != NULL, "%s: %s", cases[i][0],
+                      d.reason.ptr);
+        PT_EQ_STR(d.turn_id.ptr, "t");
+        sch_dead_free(&d);
+    }
+    /* their defaults, and tool_choice "none", are honoured trivially */
+    snprintf(js, sizeof js,
+             "{\"v\":1,\"conversation_id\":\"c\",\"turn_id\":\"t\",\"prompt_tokens\":[1],"
+             "\"params\":{\"response_format\":{\"type\":\"text\"},\"n\":1,\"tools\":\"[]\","
+             "\"tool_choice\":\"\\\"none\\\"\",\"parallel_tool_calls\":true}}");
+    wk_record r = tw_rec("c", js, strlen(js), h, 1);
+    wk_turn *t = NULL;
+    wk_out *o = NULL;
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
+    PT_ASSERT(t && !o);
+    wk_turn_free(t);
+    /* a tool message: refused too */
+    snprintf(js, sizeof js,
+             "{\"v\":1,\"conversation_id\":\"c\",\"turn_id\":\"t\",\"messages\":[{\"role\":"
+             "\"tool\",\"content\":\"18C\",\"tool_call_id\":\"c1\"}]}");
+    r = tw_rec("c", js, strlen(js), h, 1);
+    sch_dead d;
+    tw_expect_dead(&w, &r, SCH_E_UNSUPPORTED, &d);
+    sch_dead_free(&d);
+}
