@@ -199,7 +199,7 @@ int sch_choices_read(sch_ctx *c, const msgpack_object *root, sch_result *r) {
 
 static int sch_lp_entry_check(const char *path, const sch_logprob *e, int with_top, char *err,
                               size_t errlen) {
-    char p[112];
+    char p[160];
     int rc;
     if (e->id > INT32_MAX)
         return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "%s.id: %u above 2147483647", path, e->id);

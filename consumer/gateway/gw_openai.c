@@ -271,6 +271,11 @@ int gw_result_status(const sch_result *r, const char **type, const char **code) 
         *code = "model_not_found";
         return 404;
     }
+    if (!strcmp(name, "E_UNSUPPORTED")) { /* a field the worker cannot honour */
+        *type = "invalid_request_error";
+        *code = "unsupported_parameter";
+        return 400;
+    }
     if (!strcmp(name, "E_INTERNAL") || !*name) {
         *type = "server_error";
         return 500;

@@ -559,7 +559,7 @@ static int gw_prompt(gw_chat *c, json_t *p, gw_fault *f) {
 
 /* The completions-only fields: logprobs (0..20 alternatives), echo. */
 static int gw_cmpl_fields_read(gw_chat *c, json_t *o, gw_fault *f) {
-    long long iv;
+    long long iv = 0;
     int r = gw_int(o, "logprobs", 0, SCH_MAX_TOP_LOGPROBS, &iv, f);
     if (r < 0) return -1;
     if (r) {
@@ -584,8 +584,8 @@ static int gw_cmpl_fields_read(gw_chat *c, json_t *o, gw_fault *f) {
 
 /* The body of both endpoints (legacy: /v1/completions). */
 static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c, gw_fault *f) {
-    long long iv;
-    double dv;
+    long long iv = 0;
+    double dv = 0;
     int r;
     memset(c, 0, sizeof *c);
     memset(f, 0, sizeof *f);

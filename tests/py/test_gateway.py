@@ -178,13 +178,10 @@ UNSUPPORTED = [
     ("store", True),
     ("verbosity", "low"),
     ("web_search_options", {}),
-    ("logprobs", True),
-    ("top_logprobs", 2),
-    ("response_format", {"type": "json_object"}),
     ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
     ("tool_choice", "auto"),
     ("parallel_tool_calls", True),
-    ("n", 2),
+    ("n", 17),
 ]
 
 
