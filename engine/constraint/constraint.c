@@ -171,16 +171,16 @@ static char *cons_source(const eng_constraint_spec *spec, const char **type) {
         while (i < n && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) i++;
         size_t e = n; /* the options go before the closing brace, so positions
                        * in llguidance's messages stay the user's */
-        while (e > i && (t[e - 1] == ' ' || t[e - 1] == '\t' || t[e - 1] == '\n' ||
-                         t[e - 1] == '\r'))
+        while (e > i &&
+               (t[e - 1] == ' ' || t[e - 1] == '\t' || t[e - 1] == '\n' || t[e - 1] == '\r'))
             e--;
         int has_opts = 0;
         for (size_t j = 0; j + 12 <= n && !has_opts; j++)
             has_opts = !memcmp(t + j, "\"x-guidance\"", 12);
         if (i < n && t[i] == '{' && e > i + 1 && t[e - 1] == '}' && !has_opts) {
             size_t k = e - 1;
-            while (k > i + 1 && (t[k - 1] == ' ' || t[k - 1] == '\t' || t[k - 1] == '\n' ||
-                                 t[k - 1] == '\r'))
+            while (k > i + 1 &&
+                   (t[k - 1] == ' ' || t[k - 1] == '\t' || t[k - 1] == '\n' || t[k - 1] == '\r'))
                 k--;
             int empty = k == i + 1; /* "{ }" */
             memcpy(s, t, e - 1);
