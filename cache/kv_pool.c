@@ -231,12 +231,14 @@ static void pool_release_cb(void *ctx, int kind, void *blk) {
 }
 
 /* A second holder of an allocated block (a forked sequence). */
-static void pool_retain_cb(void *ctx, int kind, void *blk) {
+static int pool_retain_cb(void *ctx, int kind, void *blk) {
     kv_cache *c = ctx;
     pthread_mutex_lock(&c->mu);
     kv_blk *b = kv_pool_hdr(c, kind, blk);
-    if (b && b->ref > 0) kv_pool_ref_locked(c, kind, blk);
+    int ok = b && b->ref > 0;
+    if (ok) kv_pool_ref_locked(c, kind, blk);
     pthread_mutex_unlock(&c->mu);
+    return ok ? 0 : -1;
 }
 
 eng_kv_allocator kv_cache_allocator(kv_cache *c) {

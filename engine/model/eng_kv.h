@@ -128,9 +128,10 @@ typedef struct eng_kv_allocator {
     void *(*alloc)(void *ctx,
                    int kind); /* a block of block_bytes[kind], or NULL when out of budget */
     void (*release)(void *ctx, int kind, void *blk); /* drop the sequence's reference */
-    /* take one more reference to an allocated block (a fork shares it);
-     * NULL: blocks cannot be shared, forks copy them */
-    void (*retain)(void *ctx, int kind, void *blk);
+    /* take one more reference to an allocated block (a fork shares it):
+     * 0, or -1 when it cannot (the fork then copies that block); NULL:
+     * blocks are never shared, forks copy them */
+    int (*retain)(void *ctx, int kind, void *blk);
 } eng_kv_allocator;
 
 /* Fill a with a malloc-backed allocator for layout l (which must outlive it).

@@ -164,9 +164,11 @@
  * tokens with its choice index.  on_done is called once, after the last
  * choice ended, with every choice's result; cancel, deadlines and
  * eng_sched_stop apply to all choices, eng_sched_stop_choice to one.
- * Admission reserves n running slots (n <= max_running) and submit
- * counts n against max_queue and the KV the request could need (prompt
- * plus n x max_tokens).  eng_sched_stats.forks counts forked choices and
+ * Admission reserves n running slots (n <= max_running); submit counts n
+ * against max_queue and checks that one choice fits the KV budget alone
+ * (prompt plus max_tokens, as for n = 1: the choices need not all fit at
+ * once -- under memory pressure the youngest are preempted, and a fork
+ * that finds no block for its copy waits and recomputes the prompt).  eng_sched_stats.forks counts forked choices and
  * fork_tokens the prompt tokens they received without computing them:
  * prefill_tokens grows by the prompt once per request.
  *

@@ -11,6 +11,13 @@
  * (every emitted token but the last is stored; the last is fed next step,
  * as after a plain decode step), so the sequence, the prefix cache's view
  * of it and preemption never see a rejected token.
+ *
+ * A constrained sequence (eng_spec.h "Constraints") cuts its draft at the
+ * first token its constraint refuses -- which needs the constraint idle, so
+ * drafting waits for the mask in flight, counted as mask wait -- and
+ * starts the masks of the draft positions, computed while the verify chunk
+ * runs; after verification the emitted tokens are committed in order, and
+ * a constraint that completes inside them ends the sequence there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +58,67 @@ int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
     /* eng_forward refuses ids outside the vocabulary (for the whole batch) */
     for (int i = 0; i < got; i++)
         if (out[i] < 0 || out[i] >= s->n_vocab) got = i;
+    if (got > 0 && r->cons) {
+        /* only what the constraint accepts; its masks computed meanwhile */
+        const uint32_t *const *masks;
+        int n_masks;
+        int64_t waited = 0;
+        int ok = eng_constraint_wait(r->cons, &masks, &n_masks, &waited, NULL, 0) == 0;
+        pthread_mutex_lock(&s->mu);
+        s->st.mask_wait_ms += (double)waited / 1000.0;
+        pthread_mutex_unlock(&s->mu);
+        if (ok) {
+            int v = eng_constraint_validate(r->cons, out, got);
+            got = v < 0 ? 0 : v;
+        } else {
+            got = 0; /* the failure shows when the sequence samples */
+        }
+        if (got > ENG_CONSTRAINT_MAX_AHEAD) got = ENG_CONSTRAINT_MAX_AHEAD;
+        if (ok && got > 0 &&
+            eng_constraint_start(r->cons, s->pool, out, got, s->cfg.mask_budget_us) != 0)
+            got = 0;
+    }
     return got > 0 ? got : 0;
 }
 
 void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int64_t now,
                        uint64_t *emitted) {
     int acc, n0 = r->n_toks;
-    int e = eng_spec_verify(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, k,
-                            r->max_tokens - r->n_gen, &acc);
+    const uint32_t *const *masks = NULL;
+    int n_masks = 0;
+    if (r->cons) {
+        if (sched_cons_wait(s, r, &masks, &n_masks) != 0) return;
+        if (n_masks < k + 1) {
+            sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: draft masks missing");
+            return;
+        }
+    }
+    eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
+    int e = eng_spec_verify_ex(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, k,
+                               r->max_tokens - r->n_gen, masks, lp, &acc);
+    if (e < 1) {
+        sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: the mask allows no token");
+        return;
+    }
+    int cons_end = 0; /* 1: the constraint completed inside the emitted tokens */
+    char err[PL_ERR_LEN] = "";
+    if (r->cons) {
+        for (int i = 0; i < e; i++) {
+            int32_t t = r->toks[n0 + i];
+            if (eng_sampler_is_stop(r->sampler, t)) break; /* ends the sequence anyway */
+            if (eng_constraint_commit(r->cons, &t, 1, err, sizeof err) != 0) {
+                e = i; /* keep what was valid; the error ends it below */
+                cons_end = -1;
+                break;
+            }
+            if (eng_constraint_is_stopped(r->cons)) {
+                e = i + 1;
+                cons_end = 1;
+                break;
+            }
+        }
+        if (acc > e) acc = e;
+    }
     r->n_toks += e;
     r->n_gen += e;
     *emitted += (uint64_t)e;
@@ -70,20 +130,24 @@ void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int
     r->spec_k = eng_spec_next_k(r->spec_k, k, acc, s->cfg.spec_tokens);
     if (!r->first_tok_us) r->first_tok_us = now;
     for (int i = 0; i < e; i++)
-        sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab);
+        sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab,
+                          lp ? lp + i : NULL);
     if (eng_kvseq_truncate(&r->kv, r->n_toks - 1) != 0) {
         /* eng_spec_max_draft keeps this from happening; should it anyway,
          * drop the KV and let the sequence recompute it as a prefill */
-        char err[PL_ERR_LEN];
+        char kerr[PL_ERR_LEN];
         eng_kvseq_free(&r->kv);
         r->kv_live = 0;
-        if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, err, sizeof err) != 0) {
-            sched_end_running(s, r, ENG_SCHED_ERROR, err);
+        r->n_shared = 0;
+        if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, kerr, sizeof kerr) != 0) {
+            sched_end_running(s, r, ENG_SCHED_ERROR, kerr);
             return;
         }
         r->kv_live = 1;
     }
-    if (eng_sampler_is_stop(r->sampler, r->toks[r->n_toks - 1]))
+    if (cons_end < 0) sched_end_running(s, r, ENG_SCHED_ERROR, err);
+    else if (cons_end > 0 || (e > 0 && eng_sampler_is_stop(r->sampler, r->toks[r->n_toks - 1])))
         sched_end_running(s, r, ENG_SCHED_STOP, NULL);
     else if (r->n_gen >= r->max_tokens) sched_end_running(s, r, ENG_SCHED_LENGTH, NULL);
+    else if (r->cons) (void)sched_cons_next(s, r);
 }
