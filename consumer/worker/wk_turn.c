@@ -51,8 +51,14 @@ void wk_turn_free(wk_turn *t) {
     free(t->hist);
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->stop);
-    free(t->text);
-    free(t->ctoks);
+    for (int k = 0; t->ch && k < t->n_choices; k++) {
+        free(t->ch[k].text);
+        free(t->ch[k].ctoks);
+        free(t->ch[k].lp);
+        free(t->ch[k].tops);
+    }
+    free(t->ch);
+    free(t->ctext);
     free(t->final_toks);
     sch_buf_free(&t->result);
     free(t);
@@ -366,31 +372,101 @@ static void wk_turn_sampling(const wk_worker *w, const sch_turn *t, eng_sampler_
     memcpy(s->stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
 }
 
-/* The spec 1.2 params this worker cannot honour yet: refused (never
- * served as if honoured).  tool_choice "none" asks for no call and is
- * honoured trivially (the tools are not shown to the model). */
-static int wk_turn_features(const wk_worker *w, const sch_turn *t, char *msg, size_t msglen) {
+/* The engine's kind of a response_format. */
+static eng_constraint_kind wk_constraint_kind(sch_rf f) {
+    switch (f) {
+    case SCH_RF_JSON_OBJECT: return ENG_CONSTRAINT_JSON_OBJECT;
+    case SCH_RF_JSON_SCHEMA: return ENG_CONSTRAINT_JSON_SCHEMA;
+    case SCH_RF_REGEX: return ENG_CONSTRAINT_REGEX;
+    case SCH_RF_GRAMMAR: return ENG_CONSTRAINT_LARK;
+    default: return ENG_CONSTRAINT_NONE;
+    }
+}
+
+/* Compile spec once to check it (the scheduler compiles it again at
+ * submit): a constraint that does not compile is refused here, with the
+ * turn's record at hand for its DeadLetter. */
+static int wk_constraint_check(const wk_worker *w, const eng_constraint_spec *spec, char *msg,
+                               size_t msglen) {
+    if (!w->eng.cvocab) {
+        snprintf(msg, msglen, "params.response_format: %s", w->eng.cvocab_why);
+        return SCH_E_UNSUPPORTED;
+    }
+    eng_constraint *c = NULL;
+    char e[PL_ERR_LEN];
+    int rc = eng_constraint_new(w->eng.cvocab, spec, &c, e, sizeof e);
+    eng_constraint_free(c);
+    if (rc == 0) return 0;
+    snprintf(msg, msglen, "params.response_format (%s): %s", eng_constraint_kind_name(spec->kind),
+             e);
+    return rc == ENG_CONSTRAINT_ENOMEM     ? SCH_E_NOMEM
+           : rc == ENG_CONSTRAINT_EUNAVAIL ? SCH_E_UNSUPPORTED
+                                           : SCH_E_BAD_CONSTRAINT;
+}
+
+/* Msgpack values and bytes a reply's logprobs take at most per token with
+ * k alternatives (schemas/README.md 6b: a map of id, token, logprob,
+ * bytes, top; each alternative a map of four). */
+#define WK_LP_VALUES(k) (12 + 10 * (size_t)(k))
+#define WK_LP_BYTES(k, piece) (((size_t)(k) + 1) * (48 + 4 * (size_t)(piece)))
+
+/* What the turn asks beyond plain text generation (spec 1.2), against
+ * what this worker can do: choices within the batch, logprobs within the
+ * readers' record limits, a constraint that compiles; tools only with
+ * tool_choice none (not rendered, no call made).  0 or a code with msg;
+ * *spec gets the constraint. */
+static int wk_turn_features(const wk_worker *w, const sch_turn *t, eng_constraint_spec *spec,
+                            char *msg, size_t msglen) {
     const sch_params *p = &t->params;
-    const char *what = NULL;
-    if (p->response_format.type != SCH_RF_TEXT) what = "response_format";
-    else if (p->has_logprobs) what = "logprobs";
-    else if (p->n != 1) what = "n";
-    else if (p->tools.ptr || p->tool_choice.ptr) {
+    memset(spec, 0, sizeof *spec);
+    if (p->n > 1 && w->eng.max_running > 0 && p->n > (uint32_t)w->eng.max_running) {
+        snprintf(msg, msglen,
+                 "params.n: %u choices exceed this worker's scheduler.max_running (%d)", p->n,
+                 w->eng.max_running);
+        return SCH_E_UNSUPPORTED;
+    }
+    if (p->has_logprobs) {
+        size_t piece = w->eng.tok ? eng_tok_max_piece(w->eng.tok) : 64;
+        if (piece > 64) piece = 64;
+        size_t toks = (size_t)p->n * p->max_tokens;
+        size_t max_v = w->eng.lim.max_objects / 2 / WK_LP_VALUES(p->top_logprobs);
+        size_t max_b = w->eng.lim.max_total_bytes / 2 / WK_LP_BYTES(p->top_logprobs, piece);
+        size_t most = max_v < max_b ? max_v : max_b;
+        if (toks > most) {
+            snprintf(msg, msglen,
+                     "params.logprobs: %u alternatives for n (%u) x max_tokens (%u) tokens "
+                     "would not fit a record; at most %zu tokens in all",
+                     p->top_logprobs, p->n, p->max_tokens, most);
+            return SCH_E_OUT_OF_RANGE;
+        }
+    }
+    if (p->response_format.type != SCH_RF_TEXT) {
+        spec->kind = wk_constraint_kind(p->response_format.type);
+        spec->text = p->response_format.spec.ptr ? p->response_format.spec.ptr : "";
+        spec->len = p->response_format.spec.len;
+        int rc = wk_constraint_check(w, spec, msg, msglen);
+        if (rc) return rc;
+    }
+    if (p->tool_choice.ptr || p->tools.ptr) {
         const char *tc = p->tool_choice.ptr;
         size_t n = p->tool_choice.len;
         while (tc && n && (*tc == ' ' || *tc == '\n' || *tc == '\t' || *tc == '\r')) tc++, n--;
-        if (!(tc && n >= 6 && !memcmp(tc, "\"none\"", 6))) what = "tools";
+        int none = tc && n >= 6 && !memcmp(tc, "\"none\"", 6);
+        if (!none) {
+            snprintf(msg, msglen,
+                     "params.tools: tool calls are not supported by this worker yet "
+                     "(only tool_choice \"none\")");
+            return SCH_E_UNSUPPORTED;
+        }
     }
-    if (!what) return 0;
-    snprintf(msg, msglen, "params.%s: not supported by this worker yet", what);
-    return SCH_E_UNSUPPORTED;
+    return 0;
 }
 
 /* A wk_turn for a checked turn and its prompt ids (which it takes, also
  * on failure).  NULL when out of memory. */
 static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_rec_meta *m,
-                            const sch_turn *t, const char *ns, size_t ns_len, int32_t *ids,
-                            int n_ids, int64_t now_ms) {
+                            const sch_turn *t, const eng_constraint_spec *spec, const char *ns,
+                            size_t ns_len, int32_t *ids, int n_ids, int64_t now_ms) {
     wk_turn *x = calloc(1, sizeof *x);
     if (!x) {
         free(ids);
@@ -409,13 +485,22 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     sch_buf_init(&x->result);
     wk_turn_sampling(w, t, &x->sampling);
     x->max_tokens = (int)t->params.max_tokens;
+    x->logprobs = t->params.has_logprobs;
+    x->top_logprobs = (int)t->params.top_logprobs;
+    x->n_choices = (int)t->params.n;
+    x->ch = calloc((size_t)x->n_choices, sizeof *x->ch);
+    if (spec->kind != ENG_CONSTRAINT_NONE) {
+        x->ctext = wk_dup(spec->text, spec->len);
+        x->constraint = (eng_constraint_spec){spec->kind, x->ctext, spec->len};
+    }
     x->stream = t->stream;
     x->json_out = m->json_out;
     if (t->deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t->deadline_ms - now_ms) * 1000;
     int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t->created_ms ? (int64_t)t->created_ms : ts > 0 ? ts : now_ms;
-    bool ok = x->conv_id && x->turn_id && x->ns;
+    bool ok = x->conv_id && x->turn_id && x->ns && x->ch &&
+              (spec->kind == ENG_CONSTRAINT_NONE || x->ctext);
     if (t->params.n_stop) {
         x->stop = calloc(t->params.n_stop, sizeof *x->stop);
         for (size_t i = 0; x->stop && i < t->params.n_stop; i++) {
@@ -472,7 +557,9 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
                  n_ids, t.params.max_tokens, w->eng.n_ctx);
         code = SCH_E_CONTEXT_OVERFLOW;
     }
-    if (!code) code = wk_turn_features(w, &t, msg, sizeof msg);
+    eng_constraint_spec spec;
+    memset(&spec, 0, sizeof spec);
+    if (!code) code = wk_turn_features(w, &t, &spec, msg, sizeof msg);
     int64_t now_ms = wk_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
@@ -483,7 +570,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
         *out = wk_expired(w, rec, gen, meta.tp, &t, n_ids, meta.json_out);
         rc = *out ? 0 : SCH_E_NOMEM;
     } else {
-        *turn = wk_turn_new(w, rec, gen, &meta, &t, ns, ns_len, ids, n_ids, now_ms);
+        *turn = wk_turn_new(w, rec, gen, &meta, &t, &spec, ns, ns_len, ids, n_ids, now_ms);
         ids = NULL; /* the turn's now, or freed */
         rc = *turn ? 0 : SCH_E_NOMEM;
         if (*turn) {
