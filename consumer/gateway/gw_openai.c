@@ -15,7 +15,8 @@
 uint64_t gw_fnv64(uint64_t h, const void *p, size_t n) { return pl_fnv1a64(h, p, n); }
 
 static const char *gw_role_name(sch_role r) {
-    return r == SCH_ROLE_SYSTEM ? "system" : r == SCH_ROLE_USER ? "user" : "assistant";
+    const char *n = sch_role_name(r);
+    return n ? n : "assistant";
 }
 
 void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {

@@ -74,7 +74,7 @@ static const gw_field gw_fields[] = {
     {"modalities", GW_DEF_TEXT_ONLY, NULL, "only the text modality is supported"},
     {"model", GW_F_READ, NULL, NULL},
     {"n", GW_F_READ, NULL, NULL},
-    {"parallel_tool_calls", GW_DEF_NULL, NULL, "tools are not supported yet"},
+    {"parallel_tool_calls", GW_F_READ, NULL, NULL},
     {"prediction", GW_DEF_NULL, NULL, "predicted outputs are not supported"},
     {"presence_penalty", GW_DEF_ZERO, NULL,
      "presence_penalty is not supported (parley has repetition_penalty)"},
@@ -92,8 +92,8 @@ static const gw_field gw_fields[] = {
     {"stream", GW_F_READ, NULL, NULL},
     {"stream_options", GW_F_READ, NULL, NULL},
     {"temperature", GW_F_READ, NULL, NULL},
-    {"tool_choice", GW_DEF_STR, "none", "tools are not supported yet"},
-    {"tools", GW_DEF_NULL, NULL, "tools are not supported yet"},
+    {"tool_choice", GW_F_READ, NULL, NULL},
+    {"tools", GW_F_READ, NULL, NULL},
     {"top_k", GW_F_READ, NULL, NULL},
     {"top_logprobs", GW_F_READ, NULL, NULL},
     {"top_p", GW_F_READ, NULL, NULL},
@@ -279,16 +279,55 @@ static int gw_message_fields(json_t *msg, size_t i, gw_fault *f) {
         if (!strcmp(k, "name")) {
             if (!json_is_null(v) && !json_is_string(v))
                 return gw_fail(f, p, NULL, "%s must be a string", p);
-        } else if (!strcmp(k, "refusal") || !strcmp(k, "audio") || !strcmp(k, "function_call") ||
-                   !strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id")) {
-            if (!json_is_null(v) &&
-                !(!strcmp(k, "tool_calls") && json_is_array(v) && json_array_size(v) == 0))
+        } else if (!strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id")) {
+            continue; /* gw_message_tools */
+        } else if (!strcmp(k, "refusal") || !strcmp(k, "audio") || !strcmp(k, "function_call")) {
+            if (!json_is_null(v))
                 return gw_fail(f, p, "unsupported_parameter",
-                               "%s is not supported yet; parley refuses what it cannot honour", p);
+                               "%s is not supported; parley refuses what it cannot honour", p);
         } else {
             return gw_fail(f, p, "unknown_parameter", "%s is not a field of OpenAI's chat messages",
                            p);
         }
+    }
+    return 0;
+}
+
+/* An assistant message's tool_calls (OpenAI's array of {id, type
+ * "function", function: {name, arguments}}) as the wire's JSON text, and a
+ * tool message's tool_call_id. */
+static int gw_message_tools(gw_chat *c, json_t *msg, size_t i, sch_message *out, gw_fault *f) {
+    json_t *calls = json_object_get(msg, "tool_calls"), *id = json_object_get(msg, "tool_call_id");
+    char p[64];
+    if (calls && !json_is_null(calls) && !(json_is_array(calls) && !json_array_size(calls))) {
+        snprintf(p, sizeof p, "messages[%zu].tool_calls", i);
+        if (out->role != SCH_ROLE_ASSISTANT || !json_is_array(calls))
+            return gw_fail(f, p, NULL, "%s: an array, on assistant messages only", p);
+        size_t k;
+        json_t *call;
+        json_array_foreach(calls, k, call) {
+            json_t *fn = json_object_get(call, "function");
+            const char *type = json_string_value(json_object_get(call, "type"));
+            if (!json_is_object(call) || !json_is_string(json_object_get(call, "id")) ||
+                (type && strcmp(type, "function")) || !json_is_object(fn) ||
+                !json_is_string(json_object_get(fn, "name")) ||
+                !json_is_string(json_object_get(fn, "arguments")))
+                return gw_fail(f, p, NULL,
+                               "%s[%zu] must be {\"id\", \"type\": \"function\", \"function\": "
+                               "{\"name\", \"arguments\": a string}}",
+                               p, k);
+        }
+        char *txt = gw_keep(c, json_dumps(calls, JSON_COMPACT));
+        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+        out->tool_calls = sch_str_c(txt);
+    }
+    snprintf(p, sizeof p, "messages[%zu].tool_call_id", i);
+    if (out->role == SCH_ROLE_TOOL) {
+        if (!json_is_string(id) || !gw_id_ok(json_string_value(id), json_string_length(id)))
+            return gw_fail(f, p, NULL, "%s: a tool message needs the id of the call it answers", p);
+        out->tool_call_id = (sch_str){json_string_value(id), json_string_length(id)};
+    } else if (id && !json_is_null(id)) {
+        return gw_fail(f, p, NULL, "%s: on tool messages only", p);
     }
     return 0;
 }
@@ -313,12 +352,17 @@ static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
         if (!strcmp(r, "system") || !strcmp(r, "developer")) out->role = SCH_ROLE_SYSTEM;
         else if (!strcmp(r, "user")) out->role = SCH_ROLE_USER;
         else if (!strcmp(r, "assistant")) out->role = SCH_ROLE_ASSISTANT;
+        else if (!strcmp(r, "tool")) out->role = SCH_ROLE_TOOL;
         else
             return gw_fail(f, p, NULL,
-                           "%s must be system, developer, user or assistant, not \"%.40s\"", p, r);
-        if (gw_message_fields(msg, i, f) != 0 ||
-            gw_content(c, i, json_object_get(msg, "content"), &out->content, f) != 0)
+                           "%s must be system, developer, user, assistant or tool, not \"%.40s\"",
+                           p, r);
+        json_t *content = json_object_get(msg, "content");
+        if (gw_message_fields(msg, i, f) != 0 || gw_message_tools(c, msg, i, out, f) != 0)
             return -1;
+        if ((!content || json_is_null(content)) && out->tool_calls.ptr)
+            out->content = (sch_str){"", 0}; /* a reply that only called tools */
+        else if (gw_content(c, i, content, &out->content, f) != 0) return -1;
         c->n_msgs = i + 1;
     }
     return 0;
@@ -512,6 +556,90 @@ static int gw_n(gw_chat *c, json_t *n, gw_fault *f) {
     return 0;
 }
 
+/* tools (OpenAI's array of {type "function", function: {name,
+ * description, parameters, strict}}), tool_choice and parallel_tool_calls,
+ * as the wire's JSON text.  A tool_choice that calls for a function needs
+ * tools (the named one among them). */
+static int gw_tools(gw_chat *c, json_t *o, gw_fault *f) {
+    json_t *tools = json_object_get(o, "tools"), *choice = json_object_get(o, "tool_choice");
+    json_t *par = json_object_get(o, "parallel_tool_calls");
+    size_t i, n = json_array_size(tools);
+    json_t *t;
+    int have = tools && !json_is_null(tools);
+    if (have && (!json_is_array(tools) || n == 0 || n > 128))
+        return gw_fail(f, "tools", NULL, "tools must be an array of 1..128 tools");
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function"), *k;
+        const char *type = json_string_value(json_object_get(t, "type"));
+        const char *name = json_string_value(json_object_get(fn, "name")), *key;
+        char p[64];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(fn))
+            return gw_fail(f, p, NULL, "%s must be {\"type\": \"function\", \"function\": {...}}",
+                           p);
+        json_object_foreach(fn, key, k) {
+            int ok = !strcmp(key, "name") ||
+                     (!strcmp(key, "description") && (json_is_string(k) || json_is_null(k))) ||
+                     (!strcmp(key, "parameters") && (json_is_object(k) || json_is_null(k))) ||
+                     (!strcmp(key, "strict") && (json_is_boolean(k) || json_is_null(k)));
+            if (!ok)
+                return gw_fail(f, p, NULL,
+                               "%s.function.%.40s: not a string description, an object "
+                               "parameters or a boolean strict",
+                               p, key);
+        }
+        size_t nl = name ? strlen(name) : 0;
+        if (!nl || nl > 64 ||
+            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != nl)
+            return gw_fail(f, p, NULL,
+                           "%s.function.name must be 1..64 characters of a-z, A-Z, 0-9, _ and -",
+                           p);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(name, json_string_value(json_object_get(
+                                  json_object_get(json_array_get(tools, j), "function"), "name"))))
+                return gw_fail(f, "tools", NULL, "tools: the function '%s' twice", name);
+    }
+    if (have) {
+        char *txt = gw_keep(c, json_dumps(tools, JSON_COMPACT));
+        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+        c->turn.params.tools = sch_str_c(txt);
+    }
+    if (choice && !json_is_null(choice)) {
+        const char *s = json_string_value(choice);
+        const char *name =
+            json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
+        const char *type = json_string_value(json_object_get(choice, "type"));
+        int found = 0;
+        json_array_foreach(tools, i, t) found |=
+            name && !strcmp(name, json_string_value(
+                                      json_object_get(json_object_get(t, "function"), "name")));
+        if (s ? strcmp(s, "none") && strcmp(s, "auto") && strcmp(s, "required")
+              : !json_is_object(choice) || !type || strcmp(type, "function") || !name)
+            return gw_fail(f, "tool_choice", NULL,
+                           "tool_choice must be \"none\", \"auto\", \"required\" or "
+                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        if ((!s || strcmp(s, "none")) && !have)
+            return gw_fail(f, "tool_choice", NULL, "tool_choice needs tools");
+        if (name && !found)
+            return gw_fail(f, "tool_choice", NULL,
+                           "tool_choice names '%.64s', which is not "
+                           "among tools",
+                           name);
+        char *txt = gw_keep(c, json_dumps(choice, JSON_COMPACT | JSON_ENCODE_ANY));
+        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+        c->turn.params.tool_choice = sch_str_c(txt);
+    }
+    if (par && !json_is_null(par)) {
+        if (!json_is_boolean(par))
+            return gw_fail(f, "parallel_tool_calls", NULL, "parallel_tool_calls must be a boolean");
+        if (!have)
+            return gw_fail(f, "parallel_tool_calls", NULL,
+                           "parallel_tool_calls is only allowed with tools");
+        c->turn.params.parallel_tool_calls = json_is_true(par);
+    }
+    return 0;
+}
+
 /* user and safety_identifier: identifiers of the end user (abuse
  * monitoring), which parley keeps nowhere. */
 static int gw_ident(json_t *o, const char *k, gw_fault *f) {
@@ -630,7 +758,7 @@ static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c,
     }
     if (gw_n(c, json_object_get(o, "n"), f) != 0 ||
         (legacy ? gw_cmpl_fields_read(c, o, f)
-                : gw_logprobs(c, o, f) ||
+                : gw_logprobs(c, o, f) || gw_tools(c, o, f) ||
                       gw_response_format(c, json_object_get(o, "response_format"), f)) != 0 ||
         gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
         gw_ident(o, "user", f) != 0 || gw_ident(o, "safety_identifier", f) != 0)

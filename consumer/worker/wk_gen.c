@@ -100,6 +100,9 @@ static size_t wk_stream_safe_end(const wk_turn *t, const wk_choice *c) {
         if (sl > hold + 1) hold = sl - 1;
     }
     size_t end = c->text_len > hold ? c->text_len - hold : 0;
+    /* a turn with tools: not from where a call begins or may begin */
+    size_t tools_end = c->text ? wk_tools_stream_safe(&t->tools, c->text, c->text_len) : 0;
+    if (tools_end < end) end = tools_end;
     if (end < c->chunk_from) return c->chunk_from;
     while (end > c->chunk_from && end < c->text_len && ((unsigned char)c->text[end] & 0xC0) == 0x80)
         end--;
@@ -113,6 +116,7 @@ static void wk_chunk_emit(wk_turn *t, int k, int final, int last) {
     wk_worker *w = t->w;
     wk_choice *ch = &t->ch[k];
     size_t end = final ? ch->text_len : wk_stream_safe_end(t, ch);
+    if (end < ch->chunk_from) end = ch->chunk_from; /* (a final text shorter than streamed) */
     sch_chunk c;
     sch_chunk_init(&c);
     c.conversation_id = sch_str_c(t->conv_id);
@@ -325,6 +329,8 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
                 if (!s.has_error) s.finish_reason = wk_finish(o.finish);
                 s.logprobs = lps[0].lp;
                 s.n_logprobs = lps[0].lp ? nt : 0;
+                s.tool_calls = c->calls.calls;
+                s.n_tool_calls = c->calls.n;
             } else {
                 sch_choice *m = &more[k - 1];
                 m->index = (uint32_t)k;
@@ -334,6 +340,8 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
                 m->finish_reason = wk_finish(o.finish);
                 m->logprobs = lps[k].lp;
                 m->n_logprobs = lps[k].lp ? nt : 0;
+                m->tool_calls = c->calls.calls;
+                m->n_tool_calls = c->calls.n;
             }
         }
         if (n > 1) {
@@ -346,9 +354,10 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         s.error_code = code;
         s.error_message = sch_str_c(msg);
     }
-    if (s.has_error) { /* an error result carries no other choices or logprobs */
+    if (s.has_error) { /* an error result carries no other choices, logprobs or calls */
         s.n_choices = 0;
         s.n_logprobs = 0;
+        s.n_tool_calls = 0;
     }
     char err[PL_ERR_LEN];
     int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
@@ -398,6 +407,15 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *res) {
             !c->stopped)
             wk_text_append(c, w->eng.dscratch, n);
     }
+    if (t->tools.mode != WK_TOOLS_OFF) /* the calls, and the text is the rest */
+        for (int k = 0; k < t->n_choices; k++) {
+            wk_choice *c = &t->ch[k];
+            if (wk_tools_read(&t->tools, c->text ? c->text : "", c->text_len, t->turn_id, k,
+                              &c->calls) == 0) {
+                c->text_len = 0;
+                if (c->calls.content_len) wk_text_append(c, c->calls.content, c->calls.content_len);
+            }
+        }
     if (!__atomic_load_n(&t->orphan, __ATOMIC_ACQUIRE)) {
         if (t->stream)
             for (int k = 0; k < t->n_choices; k++) wk_chunk_emit(t, k, 1, k == t->n_choices - 1);

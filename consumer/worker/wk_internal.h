@@ -53,6 +53,7 @@
 #include "sch.h"
 #include "wk_config.h"
 #include "wk_offsets.h"
+#include "wk_tools.h"
 #include "wk_worker.h"
 
 #define WK_TRACEPARENT_MAX 128 /* longest traceparent header carried */
@@ -174,6 +175,7 @@ typedef struct wk_choice {
     int n_lp, cap_lp;          /* used / allocated */
     eng_sampler_lp *tops;      /* their alternatives, flat */
     int n_tops, cap_tops;      /* used / allocated */
+    wk_calls calls;            /* tool calls read from the reply (text is then the rest) */
 } wk_choice;
 
 /* A turn being served. */
@@ -208,6 +210,7 @@ typedef struct wk_turn {
     int logprobs;                   /* 1: per-token logprobs asked for */
     int top_logprobs;               /* alternatives per token (0..20) */
     int n_choices;                  /* choices (params.n, 1..16) */
+    wk_tools tools;                 /* tools and tool_choice (mode OFF: none) */
     uint64_t attempt;               /* this attempt's id */
     uint64_t sched_id;              /* scheduler request id (0 before submit) */
     /* Delivery-thread state: */

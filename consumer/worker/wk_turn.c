@@ -56,7 +56,9 @@ void wk_turn_free(wk_turn *t) {
         free(t->ch[k].ctoks);
         free(t->ch[k].lp);
         free(t->ch[k].tops);
+        wk_calls_free(&t->ch[k].calls);
     }
+    wk_tools_free(&t->tools);
     free(t->ch);
     free(t->ctext);
     free(t->final_toks);
@@ -209,8 +211,9 @@ static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, cons
  * the conversation's history spliced in where the rules allow (prior may
  * be NULL; rt gets the render, its ids moved to *ids).  Errors are an
  * sch_err code with msg. */
-static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prior, int32_t **ids,
-                     int *n, eng_tmpl_turn *rt, char *msg, size_t msglen) {
+static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
+                     const eng_tmpl_prior *prior, int32_t **ids, int *n, eng_tmpl_turn *rt,
+                     char *msg, size_t msglen) {
     *ids = NULL;
     memset(rt, 0, sizeof *rt);
     if (t->prompt_tokens) {
@@ -245,26 +248,32 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prio
         *ids = p;
         return 0;
     }
-    for (size_t i = 0; i < t->n_messages; i++) {
-        if (t->messages[i].role == SCH_ROLE_TOOL || t->messages[i].tool_calls.ptr) {
-            snprintf(msg, msglen,
-                     "messages[%zu]: tool calls and tool results are not supported by this "
-                     "worker yet",
-                     i);
-            return SCH_E_UNSUPPORTED;
+    /* tools shown, or earlier calls and results: written in the
+     * template's tool format (wk_tools.h) */
+    int tooled = tools->mode != WK_TOOLS_OFF;
+    for (size_t i = 0; i < t->n_messages; i++)
+        tooled |= t->messages[i].role == SCH_ROLE_TOOL || !!t->messages[i].tool_calls.ptr;
+    wk_tool_msgs tm;
+    memset(&tm, 0, sizeof tm);
+    eng_tmpl_msg *m = NULL;
+    int nm = (int)t->n_messages, rc = 0;
+    if (tooled) {
+        if ((rc = wk_tools_render(tools, w->eng.fmt, t->messages, t->n_messages, &tm, msg, msglen)))
+            return rc;
+        m = tm.m;
+        nm = tm.n;
+    } else {
+        if (!(m = malloc(t->n_messages * sizeof *m))) return SCH_E_NOMEM;
+        for (size_t i = 0; i < t->n_messages; i++) {
+            const char *role = sch_role_name(t->messages[i].role);
+            m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
+                                  t->messages[i].content.len};
         }
     }
-    eng_tmpl_msg *m = malloc(t->n_messages * sizeof *m);
-    if (!m) return SCH_E_NOMEM;
-    for (size_t i = 0; i < t->n_messages; i++) {
-        const char *role = sch_role_name(t->messages[i].role);
-        m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
-                              t->messages[i].content.len};
-    }
     char terr[PL_ERR_LEN];
-    int rc = 0, r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, prior,
-                                         rt, terr, sizeof terr);
-    free(m);
+    int r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, nm, true, prior, rt, terr, sizeof terr);
+    if (tooled) wk_tool_msgs_free(&tm);
+    else free(m);
     if (r == ENG_TMPL_EROLE) {
         snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
         rc = SCH_E_BAD_ROLE;
@@ -412,11 +421,11 @@ static int wk_constraint_check(const wk_worker *w, const eng_constraint_spec *sp
 
 /* What the turn asks beyond plain text generation (spec 1.2), against
  * what this worker can do: choices within the batch, logprobs within the
- * readers' record limits, a constraint that compiles; tools only with
- * tool_choice none (not rendered, no call made).  0 or a code with msg;
- * *spec gets the constraint. */
-static int wk_turn_features(const wk_worker *w, const sch_turn *t, eng_constraint_spec *spec,
-                            char *msg, size_t msglen) {
+ * readers' record limits, a constraint that compiles (a forced tool call's
+ * schema, *schema, malloc'd), no response_format beside tools the model
+ * may call.  0 or a code with msg; *spec gets the constraint. */
+static int wk_turn_features(const wk_worker *w, const sch_turn *t, const wk_tools *tools,
+                            eng_constraint_spec *spec, char **schema, char *msg, size_t msglen) {
     const sch_params *p = &t->params;
     memset(spec, 0, sizeof *spec);
     if (p->n > 1 && w->eng.max_running > 0 && p->n > (uint32_t)w->eng.max_running) {
@@ -440,24 +449,32 @@ static int wk_turn_features(const wk_worker *w, const sch_turn *t, eng_constrain
             return SCH_E_OUT_OF_RANGE;
         }
     }
+    if (tools->mode == WK_TOOLS_REQUIRED || tools->mode == WK_TOOLS_NAMED) {
+        /* the reply is the call: its schema is the constraint (a
+         * response_format does not apply to a reply that is a call) */
+        if (!(*schema = wk_tools_schema(tools))) return SCH_E_NOMEM;
+        spec->kind = ENG_CONSTRAINT_JSON_SCHEMA;
+        spec->text = *schema;
+        spec->len = strlen(*schema);
+        int rc = wk_constraint_check(w, spec, msg, msglen);
+        if (rc && !strncmp(msg, "params.response_format", 22)) { /* name the field it came from */
+            char m2[512];
+            snprintf(m2, sizeof m2, "params.tools%s", msg + 22);
+            snprintf(msg, msglen, "%s", m2);
+        }
+        return rc;
+    }
+    if (tools->mode == WK_TOOLS_AUTO && p->response_format.type != SCH_RF_TEXT) {
+        snprintf(msg, msglen,
+                 "params.response_format: not supported with tools the model may "
+                 "call (tool_choice auto); use tool_choice none or required");
+        return SCH_E_UNSUPPORTED;
+    }
     if (p->response_format.type != SCH_RF_TEXT) {
         spec->kind = wk_constraint_kind(p->response_format.type);
         spec->text = p->response_format.spec.ptr ? p->response_format.spec.ptr : "";
         spec->len = p->response_format.spec.len;
-        int rc = wk_constraint_check(w, spec, msg, msglen);
-        if (rc) return rc;
-    }
-    if (p->tool_choice.ptr || p->tools.ptr) {
-        const char *tc = p->tool_choice.ptr;
-        size_t n = p->tool_choice.len;
-        while (tc && n && (*tc == ' ' || *tc == '\n' || *tc == '\t' || *tc == '\r')) tc++, n--;
-        int none = tc && n >= 6 && !memcmp(tc, "\"none\"", 6);
-        if (!none) {
-            snprintf(msg, msglen,
-                     "params.tools: tool calls are not supported by this worker yet "
-                     "(only tool_choice \"none\")");
-            return SCH_E_UNSUPPORTED;
-        }
+        return wk_constraint_check(w, spec, msg, msglen);
     }
     return 0;
 }
@@ -548,9 +565,20 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     int n_ids = 0, rc = 0;
     eng_tmpl_turn rt;
     memset(&rt, 0, sizeof rt);
+    wk_tools tools;
+    memset(&tools, 0, sizeof tools);
+    char *schema = NULL; /* a forced tool call's schema */
     code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
     if (!code)
-        code = wk_prompt(w, &t, wk_history_prior(hist, ns, ns_len), &ids, &n_ids, &rt, msg,
+        code = wk_tools_parse(&t.params, wk_tools_format_of(w->eng.fmt), &tools, msg, sizeof msg);
+    if (!code && tools.mode != WK_TOOLS_OFF && !t.messages) {
+        snprintf(msg, sizeof msg,
+                 "params.tools: a turn with tools needs messages (the model "
+                 "is shown the tools in its chat template)");
+        code = SCH_E_UNSUPPORTED;
+    }
+    if (!code)
+        code = wk_prompt(w, &t, &tools, wk_history_prior(hist, ns, ns_len), &ids, &n_ids, &rt, msg,
                          sizeof msg);
     if (!code && (int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
         snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
@@ -559,7 +587,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     }
     eng_constraint_spec spec;
     memset(&spec, 0, sizeof spec);
-    if (!code) code = wk_turn_features(w, &t, &spec, msg, sizeof msg);
+    if (!code) code = wk_turn_features(w, &t, &tools, &spec, &schema, msg, sizeof msg);
     int64_t now_ms = wk_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
@@ -575,7 +603,9 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
         rc = *turn ? 0 : SCH_E_NOMEM;
         if (*turn) {
             wk_turn *x = *turn;
-            x->rt = rt; /* the render's text and specials, for the next turn's history */
+            x->rt = rt;       /* the render's text and specials, for the next turn's history */
+            x->tools = tools; /* the turn's now */
+            memset(&tools, 0, sizeof tools);
             memset(&rt, 0, sizeof rt);
             x->n_msgs = t.messages ? (int)t.n_messages : 0;
             x->turn_index = wk_turn_index(&t);
@@ -587,6 +617,8 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
         }
     }
     eng_tmpl_turn_free(&rt);
+    wk_tools_free(&tools);
+    free(schema);
     free(ids);
     sch_turn_free(&t);
     return rc;

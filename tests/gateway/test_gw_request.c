@@ -55,14 +55,11 @@ PT_TEST(unsupported_fields_refused_unless_default) {
         {"logit_bias", "{}", "{\"42\": 100}"},
         {"metadata", "{}", "{\"k\": \"v\"}"},
         {"modalities", "[\"text\"]", "[\"text\", \"audio\"]"},
-        {"parallel_tool_calls", "null", "true"},
         {"prediction", "null", "{\"type\": \"content\", \"content\": \"x\"}"},
         {"prompt_cache_key", "null", "\"k\""},
         {"reasoning_effort", "null", "\"low\""},
         {"service_tier", "\"auto\"", "\"flex\""},
         {"store", "false", "true"},
-        {"tool_choice", "\"none\"", "\"auto\""},
-        {"tools", "null", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
         {"verbosity", "\"medium\"", "\"low\""},
         {"web_search_options", "null", "{}"},
     };
@@ -232,11 +229,15 @@ PT_TEST(message_fields) {
     gw_chat_free(&c);
     static const char *const bad[][3] = {
         {"{\"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": [{\"id\": \"c\"}]}",
-         "messages[0].tool_calls", "unsupported_parameter"},
+         "messages[0].tool_calls", NULL},
+        {"{\"role\": \"assistant\", \"content\": \"x\", \"refusal\": \"no\"}",
+         "messages[0].refusal", "unsupported_parameter"},
+        {"{\"role\": \"tool\", \"content\": \"x\"}", "messages[0].tool_call_id", NULL},
+        {"{\"role\": \"user\", \"content\": \"x\", \"tool_call_id\": \"c\"}",
+         "messages[0].tool_call_id", NULL},
+        {"{\"role\": \"function\", \"content\": \"x\", \"name\": \"f\"}", "messages[0].role", NULL},
         {"{\"role\": \"user\", \"content\": \"x\", \"weight\": 1}", "messages[0].weight",
          "unknown_parameter"},
-        {"{\"role\": \"tool\", \"content\": \"x\", \"tool_call_id\": \"c\"}", "messages[0].role",
-         NULL},
         {"{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}",
          "messages[0].content", "unsupported_value"},
     };
@@ -247,6 +248,61 @@ PT_TEST(message_fields) {
         PT_EQ_STR(f.param, bad[i][1]);
         if (bad[i][2]) PT_EQ_STR(f.code, bad[i][2]);
     }
+}
+
+PT_TEST(tools_fields) {
+    gw_chat c;
+    gw_fault f;
+    const char *tools = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
+                        "\"get_weather\", \"description\": \"d\", \"parameters\": {\"type\": "
+                        "\"object\"}, \"strict\": true}}]";
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "%s, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+             "\"get_weather\"}}, \"parallel_tool_calls\": false",
+             tools);
+    PT_EQ_INT(tg_parse(buf, &c, &f), 0);
+    PT_ASSERT(strstr(c.turn.params.tools.ptr, "\"name\":\"get_weather\"") != NULL);
+    PT_EQ_STR(c.turn.params.tool_choice.ptr,
+              "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}");
+    PT_ASSERT(!c.turn.params.parallel_tool_calls);
+    gw_chat_free(&c);
+    snprintf(buf, sizeof buf, "%s, \"tool_choice\": \"required\"", tools);
+    PT_EQ_INT(tg_parse(buf, &c, &f), 0);
+    PT_EQ_STR(c.turn.params.tool_choice.ptr, "\"required\"");
+    PT_ASSERT(c.turn.params.parallel_tool_calls);
+    gw_chat_free(&c);
+    /* a conversation with a call and its result */
+    const char *conv =
+        "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, "
+        "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", "
+        "\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": "
+        "\"{}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"18C\"}]}";
+    PT_EQ_INT(gw_chat_parse(conv, strlen(conv), TG_CAP, &c, &f), 0);
+    PT_EQ_INT(c.turn.messages[1].role, SCH_ROLE_ASSISTANT);
+    PT_EQ_INT(c.turn.messages[1].content.len, 0);
+    PT_ASSERT(strstr(c.turn.messages[1].tool_calls.ptr, "get_weather") != NULL);
+    PT_EQ_INT(c.turn.messages[2].role, SCH_ROLE_TOOL);
+    PT_EQ_STR(c.turn.messages[2].tool_call_id.ptr, "c1");
+    gw_chat_free(&c);
+    static const char *const bad[][2] = {
+        {"\"tools\": []", "tools"},
+        {"\"tools\": [{\"type\": \"code\"}]", "tools[0]"},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]", "tools[0]"},
+        {"\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+         "\"parameters\": []}}]",
+         "tools[0]"},
+        {"\"tool_choice\": \"required\"", "tool_choice"},
+        {"\"tool_choice\": \"sometimes\"", "tool_choice"},
+        {"\"parallel_tool_calls\": true", "parallel_tool_calls"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) tg_refused(bad[i][0], bad[i][1], NULL);
+    snprintf(buf, sizeof buf,
+             "%s, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+             "\"other\"}}",
+             tools);
+    tg_refused(buf, "tool_choice", NULL);
+    tg_ok("\"tool_choice\": \"none\"");
 }
 
 PT_TEST(honoured_fields_parsed) {

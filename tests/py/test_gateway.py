@@ -178,9 +178,6 @@ UNSUPPORTED = [
     ("store", True),
     ("verbosity", "low"),
     ("web_search_options", {}),
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-    ("tool_choice", "auto"),
-    ("parallel_tool_calls", True),
     ("n", 17),
 ]
 

@@ -16,6 +16,10 @@ real Gemma 3 270M (transcript template), the real Kafka broker.
   once (the worker's parley_sched_prefill_tokens_total grows by the prompt
   once, parley_sched_fork_tokens_total by it twice).
 * POST /v1/completions: text, echo, legacy logprobs, streaming.
+* tools: tool_choice required (greedy and T=1) and a named function give
+  tool_calls whose arguments validate against the function's parameters;
+  streamed as OpenAI streams them; a call and its result go back to the
+  model; auto gives text or valid calls; bad tools are 400 naming tools.
 """
 import json
 import math
@@ -237,3 +241,99 @@ def test_completions(fleet):
     with pytest.raises(openai.BadRequestError) as err:
         c.completions.create(model="gemma", prompt="x", suffix="y", max_tokens=2)
     assert err.value.param == "suffix"
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}}
+ADD = {"type": "function", "function": {
+    "name": "add", "description": "Add two integers",
+    "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"], "additionalProperties": False}}}
+PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, ADD)}
+
+
+def check_calls(choice, names):
+    """A reply that finished with tool_calls: each call names one of names
+    and its arguments validate against the function's parameters."""
+    assert choice.finish_reason == "tool_calls", choice
+    assert choice.message.tool_calls, choice
+    for call in choice.message.tool_calls:
+        assert call.type == "function" and call.id.startswith("call_")
+        assert call.function.name in names
+        args = json.loads(call.function.arguments)
+        schema_gen.validator(PARAMS[call.function.name]).validate(args)
+    return choice.message.tool_calls
+
+
+def test_tools_required_and_named(fleet):
+    c = fleet["client"]
+    msgs = [{"role": "user", "content": "What is the weather in Paris, and what is 2 + 3?"}]
+    # greedy with parallel calls allowed (OpenAI's default); sampled with one
+    # call (a small model sampling an array of calls may go on adding calls
+    # until max_tokens: finish_reason length, the incomplete JSON as text)
+    for temperature, parallel in ((0, True), (1.0, False)):
+        r = c.chat.completions.create(model="gemma", max_tokens=120, temperature=temperature,
+                                      tools=[WEATHER, ADD], tool_choice="required",
+                                      parallel_tool_calls=parallel, messages=msgs)
+        check_calls(r.choices[0], {"get_weather", "add"})
+    r = c.chat.completions.create(model="gemma", max_tokens=120, temperature=0,
+                                  tools=[WEATHER, ADD], parallel_tool_calls=False,
+                                  tool_choice={"type": "function", "function": {"name": "add"}},
+                                  messages=msgs)
+    calls = check_calls(r.choices[0], {"add"})
+    assert len(calls) == 1
+    # the call and its result go back to the model; tool_choice none: text
+    msgs += [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": calls[0].id, "type": "function",
+         "function": {"name": "add", "arguments": calls[0].function.arguments}}]},
+        {"role": "tool", "tool_call_id": calls[0].id, "content": "5"}]
+    r = c.chat.completions.create(model="gemma", max_tokens=16, temperature=0,
+                                  tools=[WEATHER, ADD], tool_choice="none", messages=msgs,
+                                  stop=["\nUser:"])
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert not r.choices[0].message.tool_calls
+
+
+def test_tools_streamed_and_auto(fleet):
+    c = fleet["client"]
+    msgs = [{"role": "user", "content": "Weather in Oslo?"}]
+    calls, finish = {}, None
+    for chunk in c.chat.completions.create(model="gemma", max_tokens=120, temperature=0,
+                                           tools=[WEATHER], tool_choice="required", stream=True,
+                                           parallel_tool_calls=False, messages=msgs):
+        for cc in chunk.choices:
+            for d in cc.delta.tool_calls or []:
+                e = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+                e["id"] = d.id or e["id"]
+                if d.function:
+                    e["name"] += d.function.name or ""
+                    e["arguments"] += d.function.arguments or ""
+            finish = cc.finish_reason or finish
+    assert finish == "tool_calls" and calls, calls
+    for e in calls.values():
+        assert e["id"].startswith("call_") and e["name"] == "get_weather"
+        schema_gen.validator(PARAMS["get_weather"]).validate(json.loads(e["arguments"]))
+    # auto: the model chooses; either text or calls that validate
+    r = c.chat.completions.create(model="gemma", max_tokens=60, temperature=0, tools=[WEATHER],
+                                  stop=["\nUser:"], messages=msgs)
+    ch = r.choices[0]
+    if ch.message.tool_calls:
+        check_calls(ch, {"get_weather"})
+    else:
+        assert ch.finish_reason in ("stop", "length") and ch.message.content is not None
+    # a tool_choice naming no tool, tools with a bad schema
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="gemma", max_tokens=8, tools=[WEATHER], messages=msgs,
+                                  tool_choice={"type": "function", "function": {"name": "x"}})
+    assert e.value.param == "tool_choice"
+    bad = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "no-such-type"}}}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="gemma", max_tokens=8, tools=[bad],
+                                  tool_choice="required", messages=msgs)
+    assert e.value.param == "tools" and e.value.code == "E_BAD_CONSTRAINT", e.value.body
