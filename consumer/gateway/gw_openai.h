@@ -1,11 +1,14 @@
 /*
- * gw_openai.h -- OpenAI chat-completions JSON <-> parley wire records,
- * shared by `parley gateway` (HTTP) and `parley batch` (JSONL files).
+ * gw_openai.h -- OpenAI chat-completions (and legacy completions) JSON <->
+ * parley wire records, shared by `parley gateway` (HTTP) and `parley
+ * batch` (JSONL files).
  *
- * Purpose.  Parse and validate an OpenAI `POST /v1/chat/completions`
- * request body into a ChatTurn (sch_turn), and write the OpenAI response
- * shapes from a TurnResult: `chat.completion`, `chat.completion.chunk`
- * and the error object {"error": {message, type, param, code}}.  Every
+ * Purpose.  Parse and validate an OpenAI `POST /v1/chat/completions` or
+ * `POST /v1/completions` request body into a ChatTurn (sch_turn, spec
+ * 1.2), and write the OpenAI response shapes from a TurnResult:
+ * `chat.completion`, `chat.completion.chunk`, `text_completion` (and its
+ * chunks), with every choice, logprobs and tool calls, and the error
+ * object {"error": {message, type, param, code}}.  Every
  * field the gateway reads is type- and range-checked here; a request that
  * fails gets one message naming the field (OpenAI's `param`).
  *
@@ -18,15 +21,20 @@
  * supports with other values).  A field that is not in OpenAI's spec is
  * refused too (code `unknown_parameter`): parley never answers a request
  * as if it had honoured something it ignored.  The README's table lists
- * every field.  Honoured now: model (required), messages (required; role
- * system, developer (= system), user, assistant; content a string or an
- * array of {"type": "text", "text": ...} parts; `name` as the model's
- * chat template shows it: not at all), max_tokens /
+ * every field.  Honoured: model (required), messages (required; role
+ * system, developer (= system), user, assistant, tool; content a string
+ * or an array of {"type": "text", "text": ...} parts; assistant
+ * tool_calls and tool_call_id as the wire's JSON text / id; `name` as the
+ * model's chat template shows it: not at all), max_tokens /
  * max_completion_tokens (the latter wins), temperature (0..2), top_p
- * (0 < p <= 1), seed (>= 0), stop (string or array of at most 16),
- * stream, stream_options.include_usage, user and safety_identifier
- * (identifiers, kept nowhere), and the common extensions top_k and
- * repetition_penalty.  A JSON null is the field's absence.
+ * (0 < p <= 1), seed (>= 0), stop (string or array of at most 16), n
+ * (1..16), response_format (text, json_object, json_schema; extensions
+ * regex and grammar), logprobs / top_logprobs (0..20), tools,
+ * tool_choice, parallel_tool_calls, stream, stream_options.include_usage,
+ * user and safety_identifier (identifiers, kept nowhere), and the common
+ * extensions top_k and repetition_penalty; for /v1/completions prompt
+ * (one string or token array), echo, logprobs (0..20); suffix and
+ * best_of > 1 refused.  A JSON null is the field's absence.
  *
  * Conversation affinity: gw_conv_hash() is FNV-1a 64 over the opening
  * messages (every message up to and including the first user message:

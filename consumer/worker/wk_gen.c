@@ -14,6 +14,16 @@
  * streams text the stop string later cuts, a streaming turn with stop
  * strings holds back its last (longest stop - 1) bytes, backed off to a
  * UTF-8 character boundary, until the next chunk or the last one.
+ *
+ * Spec 1.2: every choice of an n > 1 turn has its own delivery state
+ * (wk_choice: text, detokenizer, stop strings stopped per choice, chunks
+ * naming their index, one seq counter over all); logprobs are kept as ids
+ * and numbers and written out with their texts (wk_reply.c); a turn with
+ * tools holds back streamed text from where a call may begin, and when it
+ * ends its calls are read from each choice's reply and the text becomes
+ * what lies outside them (wk_tools.h).  The TurnResult carries choice 0 in
+ * its own fields and the others in `choices`; a choice that failed fails
+ * the turn.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -17,6 +17,10 @@
  *                ownership, offsets, the batch, producer-rebuild stages
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
+ *   wk_reply.c   per-token logprobs in their wire form (texts looked up
+ *                when a chunk or result is encoded)
+ *   wk_tools.c   tool calls: tools shown in the template's format, calls
+ *                read back from replies (wk_tools.h)
  *
  * Life of a turn: the poll thread copies a consumed message into a
  * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out

@@ -6,7 +6,11 @@
  * (submission to the scheduler and streaming are in wk_gen.c).  Every
  * field of the record is treated as hostile: the schemas codec bounds the
  * structure, this file checks what only the worker can know (key, model,
- * vocabulary, context length, deadline, template roles, namespace).
+ * vocabulary, context length, deadline, template roles, namespace, and
+ * since spec 1.2: a response_format or forced tool call that compiles
+ * against the model's constraint vocabulary, tools of OpenAI's shape, n
+ * within the batch, logprobs within the readers' record limits; what it
+ * cannot honour is refused, never served as if honoured).
  * A record whose content-type is application/json is a ChatTurn written as
  * JSON: it goes through sch_turn_decode_json (the same field rules and
  * codes; bad JSON is a DeadLetter like bad msgpack).  A turn whose `accept`
