@@ -331,75 +331,79 @@ int64_t cons_clock_us(clockid_t ck) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Room for n masks. */
+/* Room for n masks (the pointers of the known ones follow a move). */
 static int cons_reserve(eng_constraint *c, int n) {
     if (n <= c->cap_masks) return 0;
     uint32_t *m = realloc(c->masks, (size_t)n * c->v->words * sizeof(uint32_t));
     if (!m) return -1;
     c->masks = m;
     c->cap_masks = n;
+    for (int i = 0; i < c->n_masks; i++) c->mptr[i] = c->masks + (size_t)i * c->v->words;
     return 0;
 }
 
-int cons_compute(eng_constraint *c, const int32_t *ahead, int n_ahead, int64_t budget_us,
-                 clockid_t ck, void (*mark)(eng_constraint *, int64_t), int64_t *cpu_total_us,
+int cons_advance(eng_constraint *c, int64_t budget_us, clockid_t ck,
+                 void (*mark)(eng_constraint *, int64_t), int64_t *cpu_total_us,
                  int64_t *cpu_max_us, int *n_done, char *msg, size_t msglen) {
-    *cpu_max_us = 0;
-    *cpu_total_us = 0;
-    *n_done = 0;
-    c->n_masks = 0;
-    if (cons_reserve(c, n_ahead + 1) != 0)
-        return pl_errf(msg, msglen, ENG_CONSTRAINT_ENOMEM, "constraint: out of memory for masks");
     size_t bytes = c->v->words * sizeof(uint32_t);
-    int consumed = 0, rc = 0;
-    for (int i = 0; i <= n_ahead; i++) {
-        uint32_t *dst = c->masks + (size_t)i * c->v->words;
-        int64_t t0 = cons_clock_us(ck);
-        if (mark) mark(c, t0);
-        int r = llg_matcher_compute_mask_into(c->m, dst, bytes);
-        int64_t dt = cons_clock_us(ck) - t0;
-        if (dt > *cpu_max_us) *cpu_max_us = dt;
-        *cpu_total_us += dt;
-        ++*n_done;
-        if (r != 0) {
-            rc = llg_matcher_is_cancelled(c->m) ? ENG_CONSTRAINT_EBUDGET
-                                                : cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH,
-                                                           "mask", llg_matcher_get_error(c->m));
-            break;
+    for (;;) {
+        if (c->n_masks == c->consumed) { /* the current state's mask is unknown */
+            int i = c->n_masks;
+            if (cons_reserve(c, i + 1) != 0)
+                return pl_errf(msg, msglen, ENG_CONSTRAINT_ENOMEM,
+                               "constraint: out of memory for masks");
+            uint32_t *dst = c->masks + (size_t)i * c->v->words;
+            int64_t t0 = cons_clock_us(ck);
+            if (mark) mark(c, t0);
+            int r = llg_matcher_compute_mask_into(c->m, dst, bytes);
+            int64_t dt = cons_clock_us(ck) - t0;
+            if (dt > *cpu_max_us) *cpu_max_us = dt;
+            *cpu_total_us += dt;
+            ++*n_done;
+            if ((r != 0 && llg_matcher_is_cancelled(c->m)) || (budget_us > 0 && dt > budget_us))
+                return pl_errf(
+                    msg, msglen, ENG_CONSTRAINT_EBUDGET,
+                    "constraint: computing a token mask took more than the time budget of %.1f "
+                    "ms of CPU",
+                    (double)budget_us / 1000.0);
+            if (r != 0)
+                return cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "mask",
+                                llg_matcher_get_error(c->m));
+            c->mptr[i] = dst;
+            c->n_masks = i + 1;
         }
-        if (budget_us > 0 && dt > budget_us) {
-            rc = ENG_CONSTRAINT_EBUDGET;
-            break;
+        if (c->consumed >= c->n_ahead) return 0;
+        int32_t t = c->ahead[c->consumed];
+        if (t < 0 || t >= c->v->n_vocab || !eng_constraint_allows(c->mptr[c->consumed], t)) {
+            c->n_ahead = c->consumed; /* the look-ahead ends at a refused token */
+            return 0;
         }
-        c->mptr[i] = dst;
-        if (i < n_ahead) {
-            if (llg_matcher_consume_token(c->m, (uint32_t)ahead[i]) != 0) {
-                rc = cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "look-ahead",
-                              llg_matcher_get_error(c->m));
-                break;
-            }
-            consumed++;
-        }
+        if (llg_matcher_consume_token(c->m, (uint32_t)t) != 0)
+            return cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "look-ahead",
+                            llg_matcher_get_error(c->m));
+        c->consumed++;
     }
-    if (rc == ENG_CONSTRAINT_EBUDGET)
-        pl_errf(msg, msglen, rc,
-                "constraint: computing a token mask took more than the time budget of %.1f ms",
-                (double)budget_us / 1000.0);
-    if (rc == 0 && consumed && llg_matcher_rollback(c->m, (size_t)consumed) != 0)
-        rc = cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "rollback", llg_matcher_get_error(c->m));
-    if (rc == 0) c->n_masks = n_ahead + 1;
-    return rc;
+}
+
+int cons_rollback(eng_constraint *c, char *msg, size_t msglen) {
+    int n = c->consumed;
+    c->consumed = 0;
+    c->n_ahead = 0;
+    if (n && llg_matcher_rollback(c->m, (size_t)n) != 0)
+        return cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "rollback",
+                        llg_matcher_get_error(c->m));
+    return 0;
 }
 
 int eng_constraint_mask(eng_constraint *c, const uint32_t **mask, char *err, size_t errlen) {
     if (!c || c->busy)
         return pl_errf(err, errlen, ENG_CONSTRAINT_EINVAL, "constraint: busy or missing");
     if (c->dead) return pl_errf(err, errlen, c->dead_code, "%s", c->dead_msg);
-    int64_t cpu, cpu_max;
-    int n;
+    int64_t cpu = 0, cpu_max = 0;
+    int n = 0;
     char msg[PL_ERR_LEN];
-    int rc = cons_compute(c, NULL, 0, 0, CLOCK_THREAD_CPUTIME_ID, NULL, &cpu, &cpu_max, &n, msg,
-                          sizeof msg);
+    c->n_ahead = 0;
+    int rc = cons_advance(c, 0, CLOCK_THREAD_CPUTIME_ID, NULL, &cpu, &cpu_max, &n, msg, sizeof msg);
     if (rc) {
         cons_kill(c, rc, msg);
         return pl_errf(err, errlen, rc, "%s", msg);
@@ -507,6 +511,10 @@ int eng_constraint_pool_new(int n_threads, eng_constraint_pool **out, char *err,
 }
 void eng_constraint_pool_free(eng_constraint_pool *p) { (void)p; }
 int eng_constraint_start(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
+                         int n_ahead, int64_t budget_us) {
+    return (void)c, (void)p, (void)ahead, (void)n_ahead, (void)budget_us, ENG_CONSTRAINT_EUNAVAIL;
+}
+int eng_constraint_ahead(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
                          int n_ahead, int64_t budget_us) {
     return (void)c, (void)p, (void)ahead, (void)n_ahead, (void)budget_us, ENG_CONSTRAINT_EUNAVAIL;
 }

@@ -3,9 +3,11 @@
  * (eng_constraint.h "Threads", "Time budget").
  *
  * A FIFO of started constraints under one mutex; each thread pops one,
- * computes its masks with cons_compute (recording, before each mask, its
- * own CPU clock and that clock's value so a waiter can read how much CPU
- * the running mask has used), and marks it done.  A waiter blocks on the
+ * advances it with cons_advance (recording, before each mask, its own CPU
+ * clock and that clock's value so a waiter can read how much CPU the
+ * running mask has used) -- over a look-ahead handed over meanwhile too
+ * (eng_constraint_ahead) -- and marks it done; the owner rolls the matcher
+ * back when it takes the job in eng_constraint_wait.  A waiter blocks on the
  * pool's done condition in slices no longer than the budget left (at most
  * 5 ms), and cancels a running mask whose CPU time passed the budget
  * (llg_cancel: the computation stops at its next check and the matcher
@@ -47,18 +49,26 @@ static void *pool_main(void *arg) {
         c->state = CONS_RUNNING;
         c->run_clock = ck;
         c->run_cpu0_us = cons_clock_us(ck);
-        pthread_mutex_unlock(&p->mu);
-        int64_t cpu, cpu_max;
-        int n_done;
+        int64_t cpu = 0, cpu_max = 0;
+        int n_done = 0, rc;
         char msg[PL_ERR_LEN] = "";
-        int rc = cons_compute(c, c->ahead, c->n_ahead, c->budget_us, ck, pool_mark, &cpu, &cpu_max,
-                              &n_done, msg, sizeof msg);
-        pthread_mutex_lock(&p->mu);
+        for (;;) {
+            pthread_mutex_unlock(&p->mu);
+            rc = cons_advance(c, c->budget_us, ck, pool_mark, &cpu, &cpu_max, &n_done, msg,
+                              sizeof msg);
+            pthread_mutex_lock(&p->mu);
+            /* a look-ahead that arrived while this ran continues the job */
+            if (rc || !c->n_pend || c->n_ahead) break;
+            memcpy(c->ahead, c->pend, (size_t)c->n_pend * sizeof *c->pend);
+            c->n_ahead = c->n_pend;
+            c->n_pend = 0;
+        }
+        c->n_pend = 0;
         p->st.masks += (uint64_t)n_done;
         p->st.mask_cpu_ms += (double)cpu / 1000.0;
         if ((double)cpu_max / 1000.0 > p->st.mask_cpu_max_ms)
             p->st.mask_cpu_max_ms = (double)cpu_max / 1000.0;
-        if (rc == ENG_CONSTRAINT_EBUDGET) p->st.over_budget++;
+        if (rc == ENG_CONSTRAINT_EBUDGET || (rc && c->cancelled)) p->st.over_budget++;
         c->job_rc = rc;
         snprintf(c->job_msg, sizeof c->job_msg, "%s", msg);
         c->state = CONS_DONE;
@@ -121,33 +131,68 @@ void eng_constraint_pool_stats_get(eng_constraint_pool *p, eng_constraint_pool_s
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Queue c's job (under p->mu). */
+static void pool_queue(eng_constraint_pool *p, eng_constraint *c) {
+    c->state = CONS_QUEUED;
+    c->qnext = NULL;
+    if (p->tail) p->tail->qnext = c;
+    else p->head = c;
+    p->tail = c;
+    pthread_cond_signal(&p->work_cv);
+}
+
 int eng_constraint_start(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
                          int n_ahead, int64_t budget_us) {
     if (!c || !p || c->busy || n_ahead < 0 || n_ahead > ENG_CONSTRAINT_MAX_AHEAD ||
         (n_ahead && !ahead))
         return ENG_CONSTRAINT_EINVAL;
     c->budget_us = budget_us;
-    c->n_masks = 0;
     c->busy = 1;
     if (c->dead) { /* nothing to compute: wait reports the failure */
         c->pool = NULL;
         return 0;
     }
+    /* a known mask of the current state is kept (n_masks 1), the rest of
+     * an earlier look-ahead is stale */
+    if (c->n_masks > 1) c->n_masks = 1;
     if (n_ahead) memcpy(c->ahead, ahead, (size_t)n_ahead * sizeof *ahead);
     c->n_ahead = n_ahead;
+    c->consumed = 0;
     pthread_mutex_lock(&p->mu);
     c->pool = p;
-    c->state = CONS_QUEUED;
     c->cancelled = 0;
     c->job_rc = 0;
     c->job_msg[0] = 0;
-    c->qnext = NULL;
-    if (p->tail) p->tail->qnext = c;
-    else p->head = c;
-    p->tail = c;
-    pthread_cond_signal(&p->work_cv);
+    c->n_pend = 0;
+    pool_queue(p, c);
     pthread_mutex_unlock(&p->mu);
     return 0;
+}
+
+int eng_constraint_ahead(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
+                         int n_ahead, int64_t budget_us) {
+    if (!c || !p || n_ahead < 1 || n_ahead > ENG_CONSTRAINT_MAX_AHEAD || !ahead)
+        return ENG_CONSTRAINT_EINVAL;
+    if (!c->busy) return eng_constraint_start(c, p, ahead, n_ahead, budget_us);
+    if (!c->pool) return 0; /* dead: wait reports it */
+    if (c->pool != p) return ENG_CONSTRAINT_EINVAL;
+    int rc = 0;
+    pthread_mutex_lock(&p->mu);
+    if (c->n_ahead || c->n_pend || c->consumed) {
+        rc = ENG_CONSTRAINT_EINVAL; /* one look-ahead per job */
+    } else if (c->state == CONS_QUEUED) {
+        memcpy(c->ahead, ahead, (size_t)n_ahead * sizeof *ahead);
+        c->n_ahead = n_ahead;
+    } else if (c->state == CONS_RUNNING) {
+        memcpy(c->pend, ahead, (size_t)n_ahead * sizeof *ahead);
+        c->n_pend = n_ahead;
+    } else if (c->state == CONS_DONE && c->job_rc == 0) { /* run again from the known mask */
+        memcpy(c->ahead, ahead, (size_t)n_ahead * sizeof *ahead);
+        c->n_ahead = n_ahead;
+        pool_queue(p, c);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
 }
 
 /* Take c's job back from the pool (under its lock): wait until done,
@@ -202,7 +247,7 @@ int eng_constraint_wait(eng_constraint *c, const uint32_t *const **masks, int *n
     if (c->busy && c->pool) {
         pool_join(c, 0);
         rc = c->job_rc;
-        if (rc == ENG_CONSTRAINT_EBUDGET || (rc && c->cancelled)) {
+        if (rc && c->cancelled) {
             rc = ENG_CONSTRAINT_EBUDGET;
             snprintf(msg, sizeof msg,
                      "constraint: computing a token mask took more than the time budget of %.1f "
@@ -212,11 +257,13 @@ int eng_constraint_wait(eng_constraint *c, const uint32_t *const **masks, int *n
             snprintf(msg, sizeof msg, "%s", c->job_msg);
         }
         c->pool = NULL;
+        if (!rc) rc = cons_rollback(c, msg, sizeof msg);
     } else if (!c->dead && c->n_masks < 1) { /* nothing started: compute here */
-        int64_t cpu, cpu_max;
-        int n;
-        rc = cons_compute(c, NULL, 0, c->budget_us, CLOCK_THREAD_CPUTIME_ID, NULL, &cpu, &cpu_max,
-                          &n, msg, sizeof msg);
+        int64_t cpu = 0, cpu_max = 0;
+        int n = 0;
+        c->n_ahead = c->consumed = 0;
+        rc = cons_advance(c, c->budget_us, CLOCK_THREAD_CPUTIME_ID, NULL, &cpu, &cpu_max, &n, msg,
+                          sizeof msg);
     }
     c->busy = 0;
     if (waited_us) *waited_us = pl_mono_us() - t0;

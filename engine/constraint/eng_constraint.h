@@ -66,8 +66,9 @@
  * A vocab is immutable after creation and thread-safe.  A constraint is
  * used by one thread at a time: eng_constraint_start hands it to a pool
  * thread, which computes the masks of its current state and, for a
- * speculative draft, of the states after each drafted token (consuming the
- * draft, then rolling it back); eng_constraint_wait takes it back.  Between
+ * speculative draft, of the states after each drafted token it allows
+ * (consuming the draft, then rolling it back); eng_constraint_wait takes
+ * it back.  Between
  * start and wait the owner must not call anything else on it (free may:
  * it cancels the job and waits for the thread).  The scheduler starts a
  * sequence's next mask right after committing its token, so the mask is
@@ -215,18 +216,31 @@ int eng_constraint_pool_new(int n_threads, eng_constraint_pool **out, char *err,
 void eng_constraint_pool_free(eng_constraint_pool *p);
 
 /* Queue the computation of masks for the current state and, with
- * n_ahead > 0, for the states after ahead[0], ahead[0..1], ...,
- * ahead[0..n_ahead) (a speculative draft the caller validated; at most
- * ENG_CONSTRAINT_MAX_AHEAD), each under budget_us of CPU time (<= 0: no
- * budget).  c must be idle; it is busy until eng_constraint_wait.  Returns
- * 0, ENG_CONSTRAINT_EINVAL or ENG_CONSTRAINT_ENOMEM. */
+ * n_ahead > 0, for the states after ahead[0], ahead[0..1], ... (a
+ * speculative draft, at most ENG_CONSTRAINT_MAX_AHEAD): the look-ahead
+ * stops at the first token the previous state's mask refuses, so it yields
+ * masks for the states after the longest allowed prefix of the draft and
+ * the state after it -- the draft is cut there.  Each mask under budget_us
+ * of CPU time (<= 0: no budget).  A mask of the current state already
+ * known (no commit since) is reused.  c must be idle; it is busy until
+ * eng_constraint_wait.  Returns 0 or ENG_CONSTRAINT_EINVAL. */
 int eng_constraint_start(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
+                         int n_ahead, int64_t budget_us);
+
+/* Give the job in flight a look-ahead (as eng_constraint_start's), without
+ * waiting for it: a queued job takes it, a running one continues with it
+ * after its current mask, a finished one runs again from its mask; an idle
+ * constraint starts a job.  One look-ahead per job.  Returns 0 or
+ * ENG_CONSTRAINT_EINVAL (the job has a look-ahead already). */
+int eng_constraint_ahead(eng_constraint *c, eng_constraint_pool *p, const int32_t *ahead,
                          int n_ahead, int64_t budget_us);
 
 /* Wait for the job eng_constraint_start queued (none started: compute the
  * current state's mask here, under the same budget as the last start).
- * On success *masks points at n_ahead + 1 masks (*n_masks), *waited_us
- * (may be NULL) gets the time this call blocked.  Returns 0,
+ * On success *masks points at *n_masks masks: the current state's and one
+ * per look-ahead token of the allowed prefix (so *n_masks - 1 draft
+ * tokens are allowed); the matcher is back at the current state.
+ * *waited_us (may be NULL) gets the time this call blocked.  Returns 0,
  * ENG_CONSTRAINT_EBUDGET (over the budget; the constraint is dead),
  * ENG_CONSTRAINT_EMATCH (llguidance's message) or ENG_CONSTRAINT_EINVAL. */
 int eng_constraint_wait(eng_constraint *c, const uint32_t *const **masks, int *n_masks,

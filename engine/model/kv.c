@@ -118,6 +118,7 @@ int eng_kv_allocator_malloc(eng_kv_allocator *a, const eng_kv_layout *l) {
     a->ctx = c;
     a->alloc = kv_malloc_alloc;
     a->release = kv_malloc_release;
+    a->retain = NULL; /* no reference counts: forks copy */
     return 0;
 }
 

@@ -136,10 +136,11 @@
  * follow) the request ends with finish reason stop at once, without an
  * end token; max_tokens still ends it with length (the output is then
  * incomplete).  With speculative decoding a constrained sequence's draft
- * is cut at the first token its constraint refuses, the masks of the
- * draft positions are computed while the verify chunk runs, and the
- * emitted tokens are committed in order (eng_spec.h "Constraints"): greedy
- * output is token for token that of constrained decoding without drafts.
+ * goes to its mask job, which computes the masks of the draft positions
+ * while the verify chunk runs and cuts the draft at the first token the
+ * constraint refuses; the emitted tokens are committed in order (eng_spec.h
+ * "Constraints"): greedy output is token for token that of constrained
+ * decoding without drafts.
  * The prefix cache is unaffected: a constraint changes sampling only,
  * never the KV.
  *

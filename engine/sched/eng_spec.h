@@ -42,15 +42,17 @@
  * sampler's.  Emission stops after a stop token or max_emit tokens.
  *
  * ** Constraints **
- * A constrained sequence (eng_constraint.h) drafts only what its
- * constraint accepts: the draft is cut at the first token the matcher
- * refuses (eng_constraint_validate), so a forbidden token never enters the
- * verify chunk.  Position i of the chunk is then judged under the mask of
- * the constraint's state after the accepted drafts before it (masks[i],
- * computed while the chunk runs), exactly the mask plain decoding would
- * use there: greedy output is token for token that of constrained decoding
- * without drafts.  The caller commits the emitted tokens to the matcher in
- * order afterwards.
+ * A constrained sequence (eng_constraint.h) has its draft cut at the first
+ * token its constraint refuses: the constraint's mask job looks ahead over
+ * the draft while the verify chunk runs (so drafting does not wait for the
+ * matcher), computing the mask of each position up to that token, and
+ * only the allowed prefix is verified (a refused token can never be
+ * accepted anyway: its masked probability is 0).  Position i is judged
+ * under the mask of the constraint's state after the drafts before it
+ * (masks[i]), exactly the mask plain decoding would use there: greedy
+ * output is token for token that of constrained decoding without drafts.
+ * The caller commits the emitted tokens to the matcher in order
+ * afterwards.
  *
  * ** Draft length **
  * A verify chunk of 1 + k tokens is not free where the forward pass is not

@@ -12,12 +12,15 @@
  * as after a plain decode step), so the sequence, the prefix cache's view
  * of it and preemption never see a rejected token.
  *
- * A constrained sequence (eng_spec.h "Constraints") cuts its draft at the
- * first token its constraint refuses -- which needs the constraint idle, so
- * drafting waits for the mask in flight, counted as mask wait -- and
- * starts the masks of the draft positions, computed while the verify chunk
- * runs; after verification the emitted tokens are committed in order, and
- * a constraint that completes inside them ends the sequence there.
+ * A constrained sequence (eng_spec.h "Constraints") hands its draft to
+ * its constraint's mask job (eng_constraint_ahead: the job already in
+ * flight for the current state continues over the draft, so drafting never
+ * waits), which computes the masks of the draft positions while the verify
+ * chunk runs and stops at the first token the constraint refuses: only the
+ * allowed prefix is verified, the rest of the chunk's rows are dropped
+ * with the KV cut.  After verification the emitted tokens are committed in
+ * order, and a constraint that completes inside them ends the sequence
+ * there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,26 +61,11 @@ int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
     /* eng_forward refuses ids outside the vocabulary (for the whole batch) */
     for (int i = 0; i < got; i++)
         if (out[i] < 0 || out[i] >= s->n_vocab) got = i;
-    if (got > 0 && r->cons) {
-        /* only what the constraint accepts; its masks computed meanwhile */
-        const uint32_t *const *masks;
-        int n_masks;
-        int64_t waited = 0;
-        int ok = eng_constraint_wait(r->cons, &masks, &n_masks, &waited, NULL, 0) == 0;
-        pthread_mutex_lock(&s->mu);
-        s->st.mask_wait_ms += (double)waited / 1000.0;
-        pthread_mutex_unlock(&s->mu);
-        if (ok) {
-            int v = eng_constraint_validate(r->cons, out, got);
-            got = v < 0 ? 0 : v;
-        } else {
-            got = 0; /* the failure shows when the sequence samples */
-        }
-        if (got > ENG_CONSTRAINT_MAX_AHEAD) got = ENG_CONSTRAINT_MAX_AHEAD;
-        if (ok && got > 0 &&
-            eng_constraint_start(r->cons, s->pool, out, got, s->cfg.mask_budget_us) != 0)
-            got = 0;
-    }
+    if (got > ENG_CONSTRAINT_MAX_AHEAD) got = ENG_CONSTRAINT_MAX_AHEAD;
+    /* the constraint looks ahead over the draft while the chunk runs (its
+     * job in flight takes it over: no wait here); a refused token cuts it */
+    if (got > 0 && r->cons)
+        (void)eng_constraint_ahead(r->cons, s->pool, out, got, s->cfg.mask_budget_us);
     return got > 0 ? got : 0;
 }
 
@@ -86,15 +74,13 @@ void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int
     int acc, n0 = r->n_toks;
     const uint32_t *const *masks = NULL;
     int n_masks = 0;
+    int kv = k; /* drafts verified: a constraint cut the draft at a refused token */
     if (r->cons) {
         if (sched_cons_wait(s, r, &masks, &n_masks) != 0) return;
-        if (n_masks < k + 1) {
-            sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: draft masks missing");
-            return;
-        }
+        if (kv > n_masks - 1) kv = n_masks - 1;
     }
     eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
-    int e = eng_spec_verify_ex(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, k,
+    int e = eng_spec_verify_ex(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, kv,
                                r->max_tokens - r->n_gen, masks, lp, &acc);
     if (e < 1) {
         sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: the mask allows no token");

@@ -48,7 +48,10 @@ struct eng_constraint {
     struct eng_constraint *qnext;            /* FIFO link */
     int state;                               /* CONS_* */
     int32_t ahead[ENG_CONSTRAINT_MAX_AHEAD]; /* draft to look ahead over */
-    int n_ahead;                             /* its length */
+    int n_ahead;                             /* its length (cut at a refused token) */
+    int consumed;                            /* look-ahead tokens the matcher has taken */
+    int32_t pend[ENG_CONSTRAINT_MAX_AHEAD];  /* a look-ahead given while the job runs */
+    int n_pend;                              /* its length (0: none) */
     clockid_t run_clock;                     /* CPU clock of the thread running it */
     int64_t run_cpu0_us;                     /* that clock when the current mask started */
     int cancelled;                           /* a waiter cancelled it for the budget */
@@ -70,17 +73,23 @@ struct eng_constraint_pool {
 /* CPU time of clock ck in microseconds. */
 int64_t cons_clock_us(clockid_t ck);
 
-/* Compute the masks of c's current state and of the states after ahead
- * prefixes into c->masks (the caller owns the matcher: a pool thread or
- * the owner), rolling the look-ahead back.  The CPU clock ck measures each
- * mask; `mark` (may be NULL) is called with the clock value at each
- * mask's start (the pool records it for waiters).  Returns 0 or an
- * ENG_CONSTRAINT_E* code with the message in msg; the constraint is not
- * marked dead here.  *cpu_total_us / *cpu_max_us get the CPU time spent in
- * all and on the slowest mask, *n_done the masks computed. */
-int cons_compute(eng_constraint *c, const int32_t *ahead, int n_ahead, int64_t budget_us,
-                 clockid_t ck, void (*mark)(eng_constraint *, int64_t), int64_t *cpu_total_us,
+/* Advance c's look-ahead job (the caller owns the matcher: a pool thread
+ * or the owner): compute the mask of the current look-ahead state when it
+ * is unknown (c->n_masks == c->consumed), step over the next look-ahead
+ * token when that mask allows it (c->consumed++), until the look-ahead is
+ * used up or a token is refused (which ends it: c->n_ahead = consumed).
+ * The CPU clock ck measures each mask; `mark` (may be NULL) gets the
+ * clock at each mask's start (the pool records it for waiters); the CPU
+ * time in all / of the slowest mask and the masks computed are added to
+ * the counters.  Returns 0 or an ENG_CONSTRAINT_E* code with its message;
+ * the constraint is not marked dead here. */
+int cons_advance(eng_constraint *c, int64_t budget_us, clockid_t ck,
+                 void (*mark)(eng_constraint *, int64_t), int64_t *cpu_total_us,
                  int64_t *cpu_max_us, int *n_done, char *msg, size_t msglen);
+
+/* Back to the state before the look-ahead (c->consumed tokens).  0 or
+ * ENG_CONSTRAINT_EMATCH. */
+int cons_rollback(eng_constraint *c, char *msg, size_t msglen);
 
 /* Mark c dead with code and message (idempotent: the first failure stays). */
 void cons_kill(eng_constraint *c, int code, const char *msg);
