@@ -515,8 +515,10 @@ PT_TEST(params_12_carried_or_refused) {
     /* spec 1.2 params: logprobs and n are carried to the scheduler; what the
      * worker cannot honour is a DeadLetter naming the field, never a turn
      * served as if honoured: a constraint without the constraint engine
-     * (this bare worker has no vocabulary), tools, n over max_running,
-     * logprobs that would not fit a record */
+     * (this bare worker has no vocabulary), tools that are not OpenAI's
+     * shape (E_BAD_CONSTRAINT), tools on a prompt_tokens turn (no messages
+     * to show them in), n over max_running, logprobs that would not fit a
+     * record */
     struct wk_worker w;
     tw_worker(&w);
     w.eng.max_running = 8;
@@ -541,8 +543,11 @@ PT_TEST(params_12_carried_or_refused) {
     } cases[] = {
         {"\"response_format\":{\"type\":\"json_object\"}", SCH_E_UNSUPPORTED,
          "params.response_format: no constraint engine here"},
-        {"\"tools\":\"[]\"", SCH_E_UNSUPPORTED, "params.tools"},
-        {"\"tool_choice\":\"\\\"required\\\"\"", SCH_E_UNSUPPORTED, "params.tools"},
+        {"\"tools\":\"[]\"", SCH_E_BAD_CONSTRAINT, "params.tools"},
+        {"\"tool_choice\":\"\\\"required\\\"\"", SCH_E_BAD_CONSTRAINT, "params.tool_choice"},
+        {"\"tools\":\"[{\\\"type\\\":\\\"function\\\",\\\"function\\\":{\\\"name\\\":"
+         "\\\"f\\\"}}]\"",
+         SCH_E_UNSUPPORTED, "params.tools: a turn with tools needs messages"},
         {"\"n\":9", SCH_E_UNSUPPORTED, "params.n"},
         {"\"logprobs\":20,\"n\":8,\"max_tokens\":1000", SCH_E_OUT_OF_RANGE, "params.logprobs"},
     };
@@ -564,12 +569,4 @@ PT_TEST(params_12_carried_or_refused) {
     PT_ASSERT(t && !o);
     PT_ASSERT(!t->logprobs && t->n_choices == 1);
     wk_turn_free(t);
-    /* a tool message: refused */
-    snprintf(js, sizeof js,
-             "{\"v\":1,\"conversation_id\":\"c\",\"turn_id\":\"t\",\"messages\":[{\"role\":"
-             "\"tool\",\"content\":\"18C\",\"tool_call_id\":\"c1\"}]}");
-    r = tw_rec("c", js, strlen(js), h, 1);
-    sch_dead d;
-    tw_expect_dead(&w, &r, SCH_E_UNSUPPORTED, &d);
-    sch_dead_free(&d);
 }
