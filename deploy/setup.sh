@@ -456,7 +456,7 @@ llguidance_cargo() {
 
 step_llguidance() {
     local stamp=$LLGUIDANCE_PREFIX/.parley-complete want cargo src=$PARLEY_DEPS/src
-    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native url got
+    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native url got rustc
     want="llguidance $LLGUIDANCE_VERSION $LLGUIDANCE_CRATE_SHA256 v1"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$LLGUIDANCE_PREFIX/lib/libllguidance.a" ]; then
         log "llguidance: $LLGUIDANCE_VERSION present"
@@ -471,6 +471,8 @@ step_llguidance() {
             die "llguidance: needs cargo and rustc >= $LLGUIDANCE_RUST_MIN; cargo-web/rustc-web did not provide them"
     fi
     log "llguidance: using $cargo ($("$cargo" --version))"
+    # the rustc beside that cargo, not an older one earlier on PATH
+    rustc=$(dirname "$cargo")/rustc
     mkdir -p "$src/dl"
     if [ ! -f "$src/dl/$crate" ]; then
         url=https://static.crates.io/crates/llguidance/$crate
@@ -491,11 +493,11 @@ step_llguidance() {
     [ -f "$dir/Cargo.lock" ] && [ -f "$dir/llguidance.h" ] ||
         die "llguidance: $crate lacks Cargo.lock or llguidance.h"
     log "llguidance: fetching its locked dependencies (crates.io)"
-    (cd "$dir" && "$cargo" fetch --locked -q) || die "llguidance: cargo fetch --locked failed"
+    (cd "$dir" && RUSTC=$rustc "$cargo" fetch --locked -q) || die "llguidance: cargo fetch --locked failed"
     log "llguidance: building the static library (minutes when cold)"
     # staticlib only (the manifest also lists cdylib and rlib); rustc prints
     # the system libraries a C program linking it needs
-    (cd "$dir" && CARGO_TARGET_DIR=$dir/target "$cargo" rustc --offline --locked --release --lib \
+    (cd "$dir" && RUSTC=$rustc CARGO_TARGET_DIR=$dir/target "$cargo" rustc --offline --locked --release --lib \
         --crate-type staticlib -j 2 -- --print native-static-libs) >"$src/llguidance-build.log" 2>&1 ||
         die "llguidance: cargo build failed (log $src/llguidance-build.log)"
     native=$(sed -n 's/.*native-static-libs: //p' "$src/llguidance-build.log" | tail -n1)

@@ -22,6 +22,18 @@
  * judged against exactly the distribution a plain call samples from.
  * Scratch (penalised logits, candidate ids, probabilities) is allocated
  * once per sampler.
+ *
+ * Masks: greedy under a mask scans only the allowed ids (the set bits,
+ * word by word) of the caller's or the penalised logits; sampling sets the
+ * forbidden logits of the penalised copy to -inf before the distribution
+ * is formed, so every mode draws from the allowed tokens only (a draw that
+ * rounding would put on a zero-mass token takes the last candidate with
+ * mass instead).  Logprobs come from one more pass over the decision
+ * logits (penalised, masked, temperature 1): the maximum and the sum of
+ * exponentials in double, and the best top_logprobs kept by insertion into
+ * a sorted array of at most 20; the chosen token's value is recomputed
+ * from its own logit (penalty and mask applied to it alone), so sampling's
+ * in-place tempering does not disturb it.
  */
 #include "eng_sampler.h"
 #include "kern_ops.h"
@@ -445,6 +457,14 @@ static void sampler_lp_dist(const float *lg, int n, const uint32_t *mask, eng_sa
     }
 }
 
+/* lp->logprob of chosen token t, given the normaliser lse. */
+static void sampler_lp_chosen(const eng_sampler *s, const float *logits, const int32_t *history,
+                              int n_history, const uint32_t *mask, int32_t t, double lse,
+                              eng_sampler_logprobs *lp) {
+    float v = sampler_decision_logit(s, logits, history, n_history, mask, t);
+    lp->logprob = v == -INFINITY ? -INFINITY : (float)((double)v - lse);
+}
+
 /* Fill lp for chosen token t (decision logits: the caller's through the
  * penalty and mask). */
 static void sampler_logprobs(eng_sampler *s, const float *dec, const float *logits,
@@ -452,8 +472,7 @@ static void sampler_logprobs(eng_sampler *s, const float *dec, const float *logi
                              eng_sampler_logprobs *lp) {
     double lse;
     sampler_lp_dist(dec, s->n_vocab, mask, lp, &lse);
-    float v = sampler_decision_logit(s, logits, history, n_history, mask, t);
-    lp->logprob = v == -INFINITY ? -INFINITY : (float)((double)v - lse);
+    sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
 }
 
 int eng_sampler_needs_logits(const eng_sampler *s) {
@@ -499,10 +518,7 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, const int
     int32_t t = sampler_draw(s, n, sum, -1);
     if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) /* every allowed logit was -inf */
         t = masked_argmax(logits, s->n_vocab, mask);
-    if (lp) {
-        float v = sampler_decision_logit(s, logits, history, n_history, mask, t);
-        lp->logprob = v == -INFINITY ? -INFINITY : (float)((double)v - lse);
-    }
+    if (lp) sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
     return t;
 }
 
@@ -541,10 +557,7 @@ int32_t eng_sampler_verify_masked(eng_sampler *s, const float *logits, const int
         t = sampler_draw(s, n, sum - pd, draft);
         if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) t = masked_argmax(logits, s->n_vocab, mask);
     }
-    if (lp) {
-        float v = sampler_decision_logit(s, logits, history, n_history, mask, t);
-        lp->logprob = v == -INFINITY ? -INFINITY : (float)((double)v - lse);
-    }
+    if (lp) sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
     return t;
 }
 

@@ -452,6 +452,7 @@ int sched_cons_wait(eng_sched *s, sched_req *r, const uint32_t *const **masks, i
 }
 
 int sched_cons_next(eng_sched *s, sched_req *r) {
+    r->n_cons_ahead = 0;
     if (eng_constraint_is_stopped(r->cons)) { /* complete: nothing but an end could follow */
         sched_end_running(s, r, ENG_SCHED_STOP, NULL);
         return 1;

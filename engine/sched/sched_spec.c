@@ -64,8 +64,11 @@ int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
     if (got > ENG_CONSTRAINT_MAX_AHEAD) got = ENG_CONSTRAINT_MAX_AHEAD;
     /* the constraint looks ahead over the draft while the chunk runs (its
      * job in flight takes it over: no wait here); a refused token cuts it */
-    if (got > 0 && r->cons)
-        (void)eng_constraint_ahead(r->cons, s->pool, out, got, s->cfg.mask_budget_us);
+    if (got > 0 && r->cons &&
+        eng_constraint_ahead(r->cons, s->pool, out, got, s->cfg.mask_budget_us) == 0) {
+        memcpy(r->cons_ahead, out, (size_t)got * sizeof *out);
+        r->n_cons_ahead = got;
+    }
     return got > 0 ? got : 0;
 }
 
@@ -78,6 +81,13 @@ void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int
     if (r->cons) {
         if (sched_cons_wait(s, r, &masks, &n_masks) != 0) return;
         if (kv > n_masks - 1) kv = n_masks - 1;
+        /* the masks are of the draft the job looked ahead over: should the
+         * step have been rebuilt with another, only the common part holds */
+        int same = 0;
+        while (same < kv && same < r->n_cons_ahead && r->cons_ahead[same] == r->toks[n0 + same])
+            same++;
+        kv = same;
+        r->n_cons_ahead = 0;
     }
     eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
     int e = eng_spec_verify_ex(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, kv,

@@ -74,8 +74,10 @@ typedef struct sched_req {
     int n_fork;            /* choices to fork at the first sample (n - 1 until then, then 0) */
     int n_shared;          /* leading KV blocks shared with other choices (forked), else 0 */
     eng_constraint *cons;  /* constraint (NULL: none); its next mask may be in flight */
-    int logprobs;          /* token events carry log-probabilities */
-    eng_sampler_logprobs *lp; /* logprobs: room for spec_tokens + 1 positions */
+    int32_t cons_ahead[ENG_CONSTRAINT_MAX_AHEAD]; /* the draft its mask job looks ahead over */
+    int n_cons_ahead;                             /* its length (0: none) */
+    int logprobs;                                 /* token events carry log-probabilities */
+    eng_sampler_logprobs *lp;                     /* logprobs: room for spec_tokens + 1 positions */
 } sched_req;
 
 /* 1 when r's sampling needs its whole logits row, not just the argmax: a
