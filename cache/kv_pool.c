@@ -230,7 +230,18 @@ static void pool_release_cb(void *ctx, int kind, void *blk) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A second holder of an allocated block (a forked sequence). */
+static int pool_retain_cb(void *ctx, int kind, void *blk) {
+    kv_cache *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    kv_blk *b = kv_pool_hdr(c, kind, blk);
+    int ok = b && b->ref > 0;
+    if (ok) kv_pool_ref_locked(c, kind, blk);
+    pthread_mutex_unlock(&c->mu);
+    return ok ? 0 : -1;
+}
+
 eng_kv_allocator kv_cache_allocator(kv_cache *c) {
-    eng_kv_allocator a = {c, pool_alloc_cb, pool_release_cb};
+    eng_kv_allocator a = {c, pool_alloc_cb, pool_release_cb, pool_retain_cb};
     return a;
 }

@@ -40,6 +40,18 @@
 #   cuda    $PARLEY_DEPS/cuda13: the CUDA 13.0 compiler, runtime, cuBLAS and
 #           CCCL from NVIDIA's PyPI wheels at exact versions, made to look
 #           like a toolkit (root $PARLEY_DEPS/cuda13/nvidia/cu13).
+#   llguidance $PARLEY_DEPS/llguidance-<ver>: the structured-output library
+#           (JSON schema / regex / Lark constraints, C API llguidance.h) as a
+#           static library, built by cargo from the crates.io archive
+#           llguidance-<ver>.crate (sha256 pinned; the Cargo.lock it ships
+#           pins every dependency's checksum: `cargo fetch --locked`, then an
+#           --offline build).  Needs cargo/rustc >= the crate's rust-version:
+#           the one on PATH, else Debian's cargo-web + rustc-web (installed
+#           here when root).  Installs lib/libllguidance.a,
+#           include/llguidance.h and lib/pkgconfig/llguidance.pc (the Rust
+#           runtime's system libraries in Libs); env.sh puts that directory
+#           on PKG_CONFIG_PATH.  Without it parley refuses constrained
+#           requests (response_format other than text).
 #   promtool $PARLEY_DEPS/promtool-<ver>/promtool: Prometheus's promtool
 #           (check metrics / check rules / test rules for deploy/prometheus),
 #           built by `go install` from the Go module proxy at a pinned
@@ -49,11 +61,11 @@
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
-# CUDACXX, PARLEY_PROMTOOL, PARLEY_GEMMA_MODEL and the pinned libraries'
-# PKG_CONFIG_PATH; `source` it before building or starting services.
+# CUDACXX, PARLEY_PROMTOOL, PARLEY_GEMMA_MODEL, PARLEY_LLGUIDANCE_PREFIX and the
+# pinned libraries' PKG_CONFIG_PATH; `source` it before building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: build apt libs model venv kafka
-# cuda promtool; default all but build, which apt includes).  Exits non-zero,
+# Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model venv
+# kafka cuda promtool; default all but build, which apt includes).  Exits non-zero,
 # naming the step and what it could not do, when a step fails.
 set -euo pipefail
 
@@ -90,6 +102,10 @@ CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
              nvidia-cublas==13.1.0.3 nvidia-cuda-cccl==13.0.85)
 
+LLGUIDANCE_VERSION=1.9.1
+LLGUIDANCE_CRATE_SHA256=04ede1356c8ee73a0d29ef573dbeb2123a1667cfc3ebfc7e2c41346a6e92c3c8
+LLGUIDANCE_RUST_MIN=1.87 # the crate's rust-version
+
 PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0
 # The Go toolchain that builds promtool (its go.mod asks for go >= 1.26.7):
@@ -101,6 +117,7 @@ VENV=$PARLEY_DEPS/venv
 LIBS_PREFIX=$PARLEY_DEPS/libs-rdkafka$RDKAFKA_VERSION-hiredis$HIREDIS_VERSION
 KAFKA_HOME=$PARLEY_DEPS/kafka-$KAFKA_VERSION
 CUDA_PREFIX=$PARLEY_DEPS/cuda13
+LLGUIDANCE_PREFIX=$PARLEY_DEPS/llguidance-$LLGUIDANCE_VERSION
 CUDA_ROOT=$CUDA_PREFIX/nvidia/cu13
 
 log() { printf '[setup] %s\n' "$*"; }
@@ -492,6 +509,61 @@ step_libs() {
     echo "$want" >"$stamp"
 }
 
+# llguidance from its crates.io archive: the .crate checked against its
+# sha256, its dependencies fetched at the versions and checksums of the
+# Cargo.lock it ships (cargo fetch --locked), then built offline as a static
+# library.  The Rust toolchain is Debian's cargo-web/rustc-web (bookworm
+# carries 1.96 as /usr/bin/cargo and /usr/bin/rustc), installed here: the
+# same toolchain on every machine, whatever rustup put on PATH.
+step_llguidance() {
+    local stamp=$LLGUIDANCE_PREFIX/.parley-complete want src=$PARLEY_DEPS/src
+    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native v
+    local cargo=/usr/bin/cargo rustc=/usr/bin/rustc
+    want="llguidance $LLGUIDANCE_VERSION $LLGUIDANCE_CRATE_SHA256 v1"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$LLGUIDANCE_PREFIX/lib/libllguidance.a" ]; then
+        log "llguidance: $LLGUIDANCE_VERSION present"
+        return 0
+    fi
+    apt_ensure cargo-web rustc-web build-essential curl ca-certificates
+    v=$("$rustc" --version 2>/dev/null | awk '{print $2}')
+    [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$LLGUIDANCE_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$LLGUIDANCE_RUST_MIN" ] ||
+        die "llguidance: needs rustc >= $LLGUIDANCE_RUST_MIN; $rustc is ${v:-missing} (Debian rustc-web)"
+    log "llguidance: using $("$cargo" --version) and rustc $v"
+    fetch "https://static.crates.io/crates/llguidance/$crate" "$src/dl/$crate" "$LLGUIDANCE_CRATE_SHA256"
+    dir=$src/llguidance-$LLGUIDANCE_VERSION
+    rm -rf "$dir" && tar -xzf "$src/dl/$crate" -C "$src"
+    [ -f "$dir/Cargo.lock" ] && [ -f "$dir/llguidance.h" ] ||
+        die "llguidance: $crate lacks Cargo.lock or llguidance.h"
+    log "llguidance: fetching its locked dependencies (crates.io)"
+    # a private CARGO_HOME: the registry cache stays out of the user's ~/.cargo
+    export CARGO_HOME=$src/cargo-home
+    (cd "$dir" && RUSTC=$rustc "$cargo" fetch --locked -q) || die "llguidance: cargo fetch --locked failed"
+    log "llguidance: building the static library (minutes when cold)"
+    # staticlib only (the manifest also lists cdylib and rlib); rustc prints
+    # the system libraries a C program linking it needs
+    (cd "$dir" && RUSTC=$rustc CARGO_TARGET_DIR=$dir/target "$cargo" rustc --offline --locked --release --lib \
+        --crate-type staticlib -j 2 -- --print native-static-libs) >"$src/llguidance-build.log" 2>&1 ||
+        die "llguidance: cargo build failed (log $src/llguidance-build.log)"
+    native=$(sed -n 's/.*native-static-libs: //p' "$src/llguidance-build.log" | tail -n1)
+    [ -f "$dir/target/release/libllguidance.a" ] || die "llguidance: no libllguidance.a after the build"
+    rm -rf "$LLGUIDANCE_PREFIX"
+    mkdir -p "$LLGUIDANCE_PREFIX/lib/pkgconfig" "$LLGUIDANCE_PREFIX/include"
+    cp "$dir/target/release/libllguidance.a" "$LLGUIDANCE_PREFIX/lib/"
+    cp "$dir/llguidance.h" "$LLGUIDANCE_PREFIX/include/"
+    cp "$dir/LICENSE" "$LLGUIDANCE_PREFIX/LICENSE"
+    cat >"$LLGUIDANCE_PREFIX/lib/pkgconfig/llguidance.pc" <<EOF
+prefix=$LLGUIDANCE_PREFIX
+Name: llguidance
+Description: Structured outputs for LLMs (pinned by parley: crates.io llguidance $LLGUIDANCE_VERSION)
+Version: $LLGUIDANCE_VERSION
+Cflags: -I\${prefix}/include
+Libs: -L\${prefix}/lib -lllguidance ${native:--lpthread -ldl -lm}
+EOF
+    rm -rf "$dir/target"
+    echo "$want" >"$stamp"
+    log "llguidance: $LLGUIDANCE_PREFIX ($(stat -c %s "$LLGUIDANCE_PREFIX/lib/libllguidance.a") bytes)"
+}
+
 write_env() {
     local tmp=$PARLEY_DEPS/env.sh.tmp
     mkdir -p "$PARLEY_DEPS"
@@ -513,17 +585,24 @@ export PARLEY_LIBS_PREFIX='$LIBS_PREFIX'
 export PKG_CONFIG_PATH='$LIBS_PREFIX/lib/pkgconfig'\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
 EOF
     fi
+    if [ -f "$LLGUIDANCE_PREFIX/.parley-complete" ]; then
+        cat >>"$tmp" <<EOF
+# The pinned llguidance (setup.sh llguidance): structured outputs.
+export PARLEY_LLGUIDANCE_PREFIX='$LLGUIDANCE_PREFIX'
+export PKG_CONFIG_PATH='$LLGUIDANCE_PREFIX/lib/pkgconfig'\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}
+EOF
+    fi
     mv "$tmp" "$PARLEY_DEPS/env.sh"
 }
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt libs model venv kafka cuda promtool)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt libs llguidance model venv kafka cuda promtool)
     for s in "${steps[@]}"; do
         case $s in
-            build|apt|libs|model|venv|kafka|cuda|promtool) timed "$s" ;;
+            build|apt|libs|llguidance|model|venv|kafka|cuda|promtool) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (build apt libs model venv kafka cuda promtool)" ;;
+            *) die "unknown step '$s' (build apt libs llguidance model venv kafka cuda promtool)" ;;
         esac
     done
     write_env

@@ -197,12 +197,16 @@ build_tree() { # build_tree DIR ONLY cmake-args...
     fi
 }
 if [ $DO_BUILD = 1 ]; then
+    # every tree needs llguidance (setup.sh builds it): a test build without
+    # constraints would only refuse them
     if need_tree build; then build_tree build "" -DCMAKE_BUILD_TYPE=Release -DPARLEY_CUDA=ON \
-        -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" -DCMAKE_CUDA_COMPILER="$CUDACXX"; fi
+        -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" -DCMAKE_CUDA_COMPILER="$CUDACXX" \
+        -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
     if need_tree build-asan; then build_tree build-asan "" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF; fi
+        -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
     if need_tree build-fuzz; then build_tree build-fuzz fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang -DPARLEY_FUZZ=ON -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF; fi
+        -DCMAKE_C_COMPILER=clang -DPARLEY_FUZZ=ON -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF \
+        -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
 else
     for d in build build-asan build-fuzz; do
         [ -f "$ROOT/$d/CTestTestfile.cmake" ] && TREE_OK[$d]=1 || TREE_OK[$d]=0

@@ -4,13 +4,15 @@
  * request.
  *
  * Input lines: {"custom_id": "...", "method": "POST", "url":
- * "/v1/chat/completions", "body": {chat completion request}} (blank lines
- * are skipped).  Output lines, as OpenAI's batch output:
+ * "/v1/chat/completions" or "/v1/completions", "body": {the request, with
+ * the gateway's rules: gw_openai.h}} (blank lines are skipped).  Output lines, as OpenAI's batch output:
  *   {"id": "batch_req_<turn id>", "custom_id": "...",
  *    "response": {"status_code": 200, "request_id": "<turn id>",
  *                 "body": {chat.completion}}, "error": null}
- * A request the fleet refused gets its HTTP status and an OpenAI error
- * body in `response`; a line that cannot be parsed, names another method
+ * A request the fleet refused, and a body the gateway would refuse (a
+ * field parley does not honour, a value out of range: gw_openai.h), gets
+ * its HTTP status and an OpenAI error body in `response` (request_id null
+ * when nothing was sent); a line that cannot be parsed, names another method
  * or url, repeats a custom_id or gets no reply in --timeout-s gets
  * `"response": null, "error": {"code", "message"}` (a line without a
  * usable custom_id is reported with "custom_id": null and its "line"
@@ -113,10 +115,23 @@ static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, c
     return bt_write(r, h, j, 1);
 }
 
+/* A body the gateway would refuse: the line carries the same HTTP status
+ * and OpenAI error object a gateway client gets (nothing was sent). */
+static int bt_refuse(bt_run *r, uint64_t h, const char *custom_id, const gw_fault *f) {
+    char rid[96];
+    snprintf(rid, sizeof rid, "batch_req_refused_%016llx", (unsigned long long)h);
+    json_t *body =
+        gw_error_json(f->message, "invalid_request_error", f->param[0] ? f->param : NULL, f->code);
+    return bt_write(r, h,
+                    json_pack("{ss ss s{sI sn so} sn}", "id", rid, "custom_id", custom_id,
+                              "response", "status_code", (json_int_t)f->status, "request_id",
+                              "body", body, "error"),
+                    1);
+}
+
 /* Parse one input line into an item, or write its error line. */
 static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
-    char err[PL_ERR_LEN * 2]; /* as the gateway's: request messages quote values */
-    const char *param;
+    char err[PL_ERR_LEN];
     json_error_t je;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (strspn(line, " \t") == len) return 0;
@@ -166,9 +181,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     const char *method = json_string_value(json_object_get(j, "method"));
     const char *url = json_string_value(json_object_get(j, "url"));
     int rc;
-    if (!method || strcmp(method, "POST") || !url || strcmp(url, "/v1/chat/completions")) {
+    int legacy = url && !strcmp(url, "/v1/completions");
+    if (!method || strcmp(method, "POST") || !url ||
+        (strcmp(url, "/v1/chat/completions") && !legacy)) {
         rc = bt_fail(r, h, id, line_no, "invalid_request",
-                     "method must be POST and url /v1/chat/completions");
+                     "method must be POST and url /v1/chat/completions or /v1/completions");
         json_decref(j);
         return rc;
     }
@@ -184,11 +201,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     }
     bt_item *it = &r->items[r->n];
     memset(it, 0, sizeof *it);
-    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, err,
-                          sizeof err, &param) != 0) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "body: %s", err);
-        rc = bt_fail(r, h, id, line_no, "invalid_request", msg);
+    gw_fault f;
+    if ((legacy ? gw_cmpl_from_json : gw_chat_from_json)(
+            json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) != 0) {
+        /* as the gateway answers the same body: its status and error object */
+        rc = bt_refuse(r, h, id, &f);
         json_decref(j);
         return rc;
     }
@@ -231,18 +248,19 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     int failed = 0;
     if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
+        char pbuf[32];
         int st = gw_result_status(res, &type, &code);
         resp = json_pack(
             "{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id, "body",
             gw_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
-                          NULL, code));
+                          gw_result_param(res, pbuf, sizeof pbuf), code));
         failed = 1;
     } else {
         char id[96];
-        snprintf(id, sizeof id, "chatcmpl-%s", it->turn_id);
-        resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body",
-                         gw_completion_json(res, id, it->chat.model, wk_client_epoch_ms() / 1000));
+        snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
+        resp =
+            json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
+                      "body", gw_completion_json(res, &it->chat, id, wk_client_epoch_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];

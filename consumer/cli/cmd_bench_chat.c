@@ -234,7 +234,7 @@ static int conv_push(cb_conv *c, const char *role, char *content) {
     return 0;
 }
 
-static void cb_on_token(void *user, uint64_t id, int32_t token, int index, const float *lg);
+static void cb_on_token(void *user, uint64_t id, const eng_sched_token *ev);
 static void cb_on_done(void *user, uint64_t id, const eng_sched_result *r);
 
 static int conv_submit(cb_conv *c) {
@@ -323,9 +323,10 @@ static void reply_append(cb_conv *c, const char *p, size_t n) {
     }
 }
 
-static void cb_on_token(void *user, uint64_t id, int32_t token, int index, const float *lg) {
+static void cb_on_token(void *user, uint64_t id, const eng_sched_token *ev) {
     cb_conv *c = user;
-    (void)id, (void)index, (void)lg;
+    int32_t token = ev->token;
+    (void)id;
     if (c->stopped) return; /* generated after the stop string */
     if (c->n_gen == c->cap_gen) {
         int cap = c->cap_gen ? 2 * c->cap_gen : 64;

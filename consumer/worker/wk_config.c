@@ -71,6 +71,17 @@ static const wk_prop wk_props[] = {
      "Shortest n-gram prompt lookup matches (a shorter match drafts nothing)."},
     {"scheduler.spec_ngram_max", WK_PROP_INT, "4", 1, 8,
      "Longest n-gram prompt lookup tries first (must be >= `scheduler.spec_ngram_min`)."},
+    {"scheduler.constraints", WK_PROP_BOOL, "true", 0, 0,
+     "Serve structured outputs (`response_format` json_object / json_schema / regex / "
+     "grammar, tools with `tool_choice` required or a named function): build the model's "
+     "vocabulary for the constraint engine (llguidance) at start (about a second for a "
+     "262k-token vocabulary). Off, or a build without llguidance: such turns are refused "
+     "with `E_UNSUPPORTED`, never served unconstrained."},
+    {"scheduler.mask_threads", WK_PROP_INT, "1", 1, 64,
+     "Threads computing constrained sequences' token masks while the forward step runs."},
+    {"scheduler.mask_budget_ms", WK_PROP_INT, "100", 0, 60000,
+     "CPU time one token mask may take; a constraint over it ends its turn with "
+     "`finish_reason: error` (0 = no limit)."},
     {"cache.enabled", WK_PROP_BOOL, "true", 0, 0,
      "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
      "conversation computes only its new tokens."},

@@ -143,6 +143,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     eng_sched_config sc;
     eng_sched_config_default(&sc);
     sc.max_running = (int)wk_config_int(cfg, "scheduler.max_running");
+    w->eng.max_running = sc.max_running;
     sc.step_tokens = (int)wk_config_int(cfg, "scheduler.step_tokens");
     sc.batch_window_us = (int)wk_config_int(cfg, "scheduler.batch_window_us");
     sc.fairness_ms = (int)wk_config_int(cfg, "scheduler.fairness_ms");
@@ -159,6 +160,17 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.spec_max_batch_tokens = (int)wk_config_int(cfg, "scheduler.spec_max_batch_tokens");
     sc.spec_ngram_min = (int)wk_config_int(cfg, "scheduler.spec_ngram_min");
     sc.spec_ngram_max = (int)wk_config_int(cfg, "scheduler.spec_ngram_max");
+    if (!wk_config_bool(cfg, "scheduler.constraints")) {
+        snprintf(w->eng.cvocab_why, sizeof w->eng.cvocab_why,
+                 "this worker runs with scheduler.constraints=false");
+    } else if (eng_constraint_vocab_new(w->eng.tok, w->eng.n_vocab, &w->eng.cvocab, e, sizeof e)) {
+        /* a build without llguidance: constrained turns are refused, the rest served */
+        snprintf(w->eng.cvocab_why, sizeof w->eng.cvocab_why, "constraints unavailable: %.200s", e);
+        wk_log("warn", "constraints_off", "err=\"%s\"", e);
+    }
+    sc.constraint_vocab = w->eng.cvocab;
+    sc.mask_threads = (int)wk_config_int(cfg, "scheduler.mask_threads");
+    sc.mask_budget_us = wk_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
     long long mi = wk_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
@@ -285,6 +297,7 @@ void wk_worker_free(wk_worker *w) {
         rd_kafka_destroy(w->cons);
     }
     eng_sched_free(w->eng.sched); /* cancels and delivers every callback */
+    eng_constraint_vocab_free(w->eng.cvocab);
     for (wk_turn *t = w->convs.done_head, *n; t; t = n) {
         n = t->dnext;
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */

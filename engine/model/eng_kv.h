@@ -40,6 +40,16 @@
  * (conservative by one token); the forward pass then releases it and stores
  * NULL in the local table.
  *
+ * Forking.  eng_kvseq_fork makes a second sequence continue from the same
+ * tokens (the choices of an n > 1 request, prefilled once): every full
+ * block is shared -- one more reference through alloc.retain, never
+ * written again by either sequence, because the forward pass writes only
+ * positions >= n_tokens -- and the partial last block, which both would
+ * write into, is copied.  An allocator without retain gets copies of the
+ * full blocks too (the prompt is still computed once).  Each sequence
+ * then releases its own references, so a shared block lives until its
+ * last holder drops it.
+ *
  * Threading: a layout is immutable after init and may be shared.  An
  * eng_kvseq belongs to one caller at a time (no internal locking); the
  * allocator callbacks may be called from the thread that calls eng_forward.
@@ -118,6 +128,10 @@ typedef struct eng_kv_allocator {
     void *(*alloc)(void *ctx,
                    int kind); /* a block of block_bytes[kind], or NULL when out of budget */
     void (*release)(void *ctx, int kind, void *blk); /* drop the sequence's reference */
+    /* take one more reference to an allocated block (a fork shares it):
+     * 0, or -1 when it cannot (the fork then copies that block); NULL:
+     * blocks are never shared, forks copy them */
+    int (*retain)(void *ctx, int kind, void *blk);
 } eng_kv_allocator;
 
 /* Fill a with a malloc-backed allocator for layout l (which must outlive it).
@@ -158,6 +172,14 @@ void eng_kvseq_free(eng_kvseq *s);
  * ENG_KV_ENOMEM. */
 int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk, void *const *lblk,
                            const int32_t *tokens);
+/* Make dst -- initialised, EMPTY, same layout and allocator as src --
+ * hold src's tokens and KV (see "Forking"): full blocks shared through
+ * alloc.retain (copied without it), the partial last block copied; dead
+ * local blocks stay NULL.  *n_shared (may be NULL) gets the leading blocks
+ * now shared.  Returns 0, ENG_KV_EINVAL (dst not empty, other layout or
+ * allocator) or ENG_KV_ENOMEM (dst left empty, nothing retained). */
+int eng_kvseq_fork(eng_kvseq *dst, const eng_kvseq *src, int *n_shared);
+
 /* Forget every token from n_tokens on, releasing whole blocks past it.
  * Fails with ENG_KV_EINVAL when n_tokens > s->n_tokens or when a local block
  * that a query at position n_tokens would attend has already been released. */

@@ -118,6 +118,7 @@ int eng_kv_allocator_malloc(eng_kv_allocator *a, const eng_kv_layout *l) {
     a->ctx = c;
     a->alloc = kv_malloc_alloc;
     a->release = kv_malloc_release;
+    a->retain = NULL; /* no reference counts: forks copy */
     return 0;
 }
 
@@ -204,6 +205,47 @@ int eng_kvseq_adopt_prefix(eng_kvseq *s, int n_tokens, void *const *gblk, void *
     if (n_tokens) memcpy(s->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     s->n_blocks = nb;
     s->n_tokens = n_tokens;
+    return 0;
+}
+
+int eng_kvseq_fork(eng_kvseq *dst, const eng_kvseq *src, int *n_shared) {
+    if (n_shared) *n_shared = 0;
+    if (!dst || !src || dst->n_tokens || dst->n_blocks || dst->layout != src->layout ||
+        dst->alloc.ctx != src->alloc.ctx || dst->alloc.alloc != src->alloc.alloc)
+        return ENG_KV_EINVAL;
+    const eng_kv_layout *l = src->layout;
+    int B = l->block_tokens, nb = src->n_blocks, full = src->n_tokens / B;
+    if (full > nb) return ENG_KV_EINVAL;
+    if (kv_grow(dst, nb) != 0) return ENG_KV_ENOMEM;
+    int shared = 0;
+    for (int i = 0; i < nb; i++) {
+        /* a block past the stored tokens (reserved, never written) is not forked */
+        if ((long)i * B >= src->n_tokens) break;
+        int share = i < full && dst->alloc.retain;
+        for (int k = 0; k < 2; k++) {
+            void *b = src->blk[k] ? src->blk[k][i] : NULL;
+            if (!b || !l->n_layers[k]) continue;
+            if (share && dst->alloc.retain(dst->alloc.ctx, k, b) == 0) {
+                dst->blk[k][i] = b;
+                continue;
+            }
+            share = 0;
+            void *c = dst->alloc.alloc(dst->alloc.ctx, k);
+            if (!c) {
+                dst->n_blocks = i + 1;
+                kv_release_from(dst, 0);
+                dst->n_blocks = 0;
+                return ENG_KV_ENOMEM;
+            }
+            memcpy(c, b, l->block_bytes[k]);
+            dst->blk[k][i] = c;
+        }
+        dst->n_blocks = i + 1;
+        if (share && shared == i) shared = i + 1; /* leading blocks only */
+    }
+    if (src->n_tokens) memcpy(dst->tokens, src->tokens, (size_t)src->n_tokens * sizeof(int32_t));
+    dst->n_tokens = src->n_tokens;
+    if (n_shared) *n_shared = shared;
     return 0;
 }
 

@@ -114,6 +114,65 @@
  * of drafts accepted) and from 76.6 to 115.1 tok/s on open-ended ones
  * (tests/bench/bench_spec.py; the small model repeats itself).
  *
+ * ** Constrained decoding (eng_constraint.h) **
+ * A request may carry a constraint (JSON schema, JSON object, regex, Lark
+ * grammar).  submit compiles it against the vocabulary given in the
+ * configuration (constraint_vocab); a spec that does not compile, that
+ * llguidance rejects or that is over a size limit is refused there with
+ * ENG_SCHED_ECONSTRAINT and llguidance's reason -- no callback, nothing
+ * queued -- and a constraint asked of a scheduler without a vocabulary (or
+ * a build without llguidance) with ENG_SCHED_ENOTSUP: never generated
+ * unconstrained.  The sampler draws each token under the mask of the
+ * sequence's constraint state.  Masks come from a pool of mask threads
+ * (mask_threads): the loop starts a sequence's next mask as soon as it has
+ * committed the token (and a new request's first mask when it takes it
+ * from the inbox), so the mask is computed while the next forward step
+ * runs, and waits for it only when it samples that sequence; the time the
+ * loop spends blocked there is eng_sched_stats.mask_wait_ms (the
+ * constraint's cost on the critical path), the pool's own CPU time
+ * mask_cpu_ms.  A mask that needs more than mask_budget_us of CPU time is
+ * cancelled and the request ends with finish reason error and a message
+ * saying so.  When the constraint is complete (only an end token could
+ * follow) the request ends with finish reason stop at once, without an
+ * end token; max_tokens still ends it with length (the output is then
+ * incomplete).  With speculative decoding a constrained sequence's draft
+ * goes to its mask job, which computes the masks of the draft positions
+ * while the verify chunk runs and cuts the draft at the first token the
+ * constraint refuses; the emitted tokens are committed in order (eng_spec.h
+ * "Constraints"): greedy output is token for token that of constrained
+ * decoding without drafts.
+ * The prefix cache is unaffected: a constraint changes sampling only,
+ * never the KV.
+ *
+ * ** Log-probabilities **
+ * With logprobs set, every token event carries the chosen token's
+ * log-probability and the top_logprobs (0..20) best alternatives with
+ * theirs, computed from the logits the sampler used: after the repetition
+ * penalty and the constraint mask, at temperature 1, before top-k / top-p
+ * (eng_sampler.h "Log-probabilities": the distribution over what the
+ * request could actually produce; a forbidden token is never listed).
+ *
+ * ** Several choices (n > 1) **
+ * A request with n = 2..16 choices is prefilled once; when its prompt's
+ * last logits arrive, the sequence is forked into n (eng_kvseq_fork: full
+ * KV blocks shared by reference, the partial last block copied; the
+ * constraint cloned) and each choice samples its first token from those
+ * same logits with its own sampler, seeded eng_sched_choice_seed(seed, i)
+ * (choice 0 keeps the request's seed, so it is the n = 1 run).  From then
+ * on the choices are separate sequences in the batch: each ends on its own
+ * (stop, length, error), may be preempted and resumed on its own
+ * (a resumed choice recomputes its KV like any sequence), and reports its
+ * tokens with its choice index.  on_done is called once, after the last
+ * choice ended, with every choice's result; cancel, deadlines and
+ * eng_sched_stop apply to all choices, eng_sched_stop_choice to one.
+ * Admission reserves n running slots (n <= max_running); submit counts n
+ * against max_queue and checks that one choice fits the KV budget alone
+ * (prompt plus max_tokens, as for n = 1: the choices need not all fit at
+ * once -- under memory pressure the youngest are preempted, and a fork
+ * that finds no block for its copy waits and recomputes the prompt).  eng_sched_stats.forks counts forked choices and
+ * fork_tokens the prompt tokens they received without computing them:
+ * prefill_tokens grows by the prompt once per request.
+ *
  * ** Data layout **
  * A request owns one token array (prompt, then generated tokens), an
  * eng_kvseq while running (n_tokens = tokens whose KV is stored; the rest
@@ -153,6 +212,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eng_constraint.h"
 #include "eng_kv.h"
 #include "eng_model.h"
 #include "eng_sampler.h"
@@ -163,13 +223,23 @@
 #define ENG_SCHED_ECLOSED (-807) /* the scheduler is closing or closed */
 #define ENG_SCHED_ENOENT (-805)  /* no such request (already finished) */
 #define ENG_SCHED_ETHREAD (-810) /* a thread could not be started */
+/* the request's constraint does not compile, is over a limit or was
+ * refused by llguidance (message says why) */
+#define ENG_SCHED_ECONSTRAINT (-811)
+/* the request asks for a constraint this scheduler cannot apply (no
+ * constraint_vocab configured, or a build without llguidance) */
+#define ENG_SCHED_ENOTSUP (-812)
+
+#define ENG_SCHED_N_MAX 16                    /* most choices of one request */
+#define ENG_SCHED_TOP_MAX ENG_SAMPLER_TOP_MAX /* most logprob alternatives per token */
 
 #define ENG_SCHED_NS_MAX 64 /* longest namespace in bytes */
 
 /* Why a request ended. */
 typedef enum eng_sched_finish {
-    ENG_SCHED_STOP =
-        0, /* a stop token was generated (it is included in the tokens), or eng_sched_stop */
+    /* a stop token was generated (it is included in the tokens), the
+     * constraint completed, or eng_sched_stop */
+    ENG_SCHED_STOP = 0,
     ENG_SCHED_LENGTH = 1,    /* max_tokens generated */
     ENG_SCHED_EXPIRED = 2,   /* the deadline passed before completion */
     ENG_SCHED_CANCELLED = 3, /* eng_sched_cancel, or close without drain */
@@ -249,12 +319,30 @@ typedef struct eng_sched_config {
     int spec_max_batch_tokens;
     eng_sched_draft_fn draft_fn; /* NULL: prompt lookup; else this drafter */
     void *draft_ctx;             /* passed to draft_fn */
+    /* the model's vocabulary for constraints (eng_constraint_vocab_new;
+     * the caller's, outliving the scheduler); NULL: constrained requests
+     * are refused with ENG_SCHED_ENOTSUP */
+    const eng_constraint_vocab *constraint_vocab;
+    int mask_threads;       /* threads computing constraint masks (default 1; 1..64) */
+    int64_t mask_budget_us; /* CPU time one mask may take (default 100000 = 100 ms; 0 = none) */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
 void eng_sched_config_default(eng_sched_config *c);
 
 struct eng_sched_result; /* below */
+
+/* One generated token as on_token sees it (valid during the callback). */
+typedef struct eng_sched_token {
+    int32_t token;             /* the token id */
+    int index;                 /* its position in its choice's output, from 0 */
+    int choice;                /* choice index (0 unless the request asked for n > 1) */
+    const float *logits;       /* n_vocab raw logits of its position with want_logits, else NULL */
+    int has_logprobs;          /* 1 when the request asked for logprobs */
+    float logprob;             /* the token's log-probability (has_logprobs) */
+    int n_top;                 /* alternatives in top (0..top_logprobs) */
+    const eng_sampler_lp *top; /* the most likely tokens, best first (n_top entries) */
+} eng_sched_token;
 
 /* One request's description (copied by submit). */
 typedef struct eng_sched_request {
@@ -266,29 +354,48 @@ typedef struct eng_sched_request {
     size_t ns_len;               /* bytes of ns (<= ENG_SCHED_NS_MAX) */
     int64_t deadline_us;         /* absolute eng_sched_now_us() deadline; 0 = none */
     int want_logits;             /* 1: pass each sampled position's logits to on_token */
-    /* Called on the delivery thread for every generated token, in order;
-     * index counts from 0; logits (n_vocab floats) only with want_logits. */
-    void (*on_token)(void *user, uint64_t id, int32_t token, int index, const float *logits);
+    /* constraint on the output (kind ENG_CONSTRAINT_NONE, as a zeroed
+     * request has: none); the text is copied (compiled) by submit */
+    eng_constraint_spec constraint;
+    int logprobs;     /* 1: token events carry log-probabilities */
+    int top_logprobs; /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
+    int n;            /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */
+    /* Called on the delivery thread for every generated token, in order
+     * per choice (choices interleave); may be NULL. */
+    void (*on_token)(void *user, uint64_t id, const eng_sched_token *t);
     /* Called exactly once on the delivery thread when the request ends. */
     void (*on_done)(void *user, uint64_t id, const struct eng_sched_result *r);
     void *user; /* passed back to the callbacks */
 } eng_sched_request;
 
-/* A finished request (valid during on_done only). */
-typedef struct eng_sched_result {
+/* How one choice of a request ended (valid during on_done only). */
+typedef struct eng_sched_choice {
     eng_sched_finish finish; /* why it ended */
-    const int32_t *tokens;   /* generated tokens */
-    int n_tokens;            /* completion tokens */
-    int prompt_tokens;       /* prompt length */
-    int cached_tokens;       /* prompt tokens served from the cache at first admission */
-    int preemptions;         /* times the request was preempted */
-    double queue_ms;         /* submit -> first admission */
-    double ttft_ms;          /* submit -> first token (0 if none) */
-    double total_ms;         /* submit -> end */
-    int64_t submit_us;       /* eng_sched_now_us() at submit */
-    int64_t admit_us;        /* at first admission (0 if never admitted) */
-    uint64_t admit_seq;      /* global order of first admission (1, 2, ...; 0 if never) */
+    const int32_t *tokens;   /* its generated tokens */
+    int n_tokens;            /* how many */
+    int preemptions;         /* times it was preempted */
+    double ttft_ms;          /* submit -> its first token (0 if none) */
     const char *error;       /* message when finish is ERROR, else "" */
+} eng_sched_choice;
+
+/* A finished request (valid during on_done only).  finish, tokens,
+ * n_tokens, preemptions and error are choice 0's. */
+typedef struct eng_sched_result {
+    eng_sched_finish finish;         /* why it ended */
+    const int32_t *tokens;           /* generated tokens */
+    int n_tokens;                    /* completion tokens */
+    int n_choices;                   /* choices (1 unless n > 1 was asked) */
+    const eng_sched_choice *choices; /* n_choices entries, by index */
+    int prompt_tokens;               /* prompt length */
+    int cached_tokens;               /* prompt tokens served from the cache at first admission */
+    int preemptions;                 /* times the request was preempted */
+    double queue_ms;                 /* submit -> first admission */
+    double ttft_ms;                  /* submit -> first token (0 if none) */
+    double total_ms;                 /* submit -> end */
+    int64_t submit_us;               /* eng_sched_now_us() at submit */
+    int64_t admit_us;                /* at first admission (0 if never admitted) */
+    uint64_t admit_seq;              /* global order of first admission (1, 2, ...; 0 if never) */
+    const char *error;               /* message when finish is ERROR, else "" */
 } eng_sched_result;
 
 #define ENG_SCHED_HIST 16 /* histogram buckets */
@@ -308,6 +415,13 @@ typedef struct eng_sched_stats {
     uint64_t spec_accepted;       /* of which accepted (acceptance rate = accepted / drafted) */
     uint64_t preemptions;         /* sequences preempted */
     uint64_t oom_retries;         /* eng_forward ENOMEM retries */
+    uint64_t constrained;         /* constrained requests submitted */
+    uint64_t masks;               /* constraint masks computed (pool) */
+    double mask_cpu_ms;           /* CPU time the mask threads spent on them */
+    double mask_wait_ms;          /* step time the loop spent blocked waiting for masks */
+    uint64_t mask_over_budget;    /* masks abandoned for mask_budget_us (request ended: error) */
+    uint64_t forks;               /* choices forked from a prefilled prompt (n - 1 per request) */
+    uint64_t fork_tokens;         /* prompt tokens those choices got without computing them */
     double step_ms_total;         /* time inside eng_forward + sampling */
     double step_ms_max;           /* slowest step */
     /* steps by sequences in the batch: bucket i = [2^i, 2^(i+1)) */
@@ -336,9 +450,12 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
 
 /* Queue a request; *id (may be NULL) gets its id (>= 1).  Validation
  * failures (bad tokens, parameters, too large for the KV budget) return
- * ENG_SCHED_EINVAL with a message and no callback is made.  Returns 0,
- * ENG_SCHED_EINVAL, ENG_SCHED_ENOMEM or ENG_SCHED_ECLOSED (also when
- * max_queue requests are in flight). */
+ * ENG_SCHED_EINVAL with a message and no callback is made; so do a
+ * constraint that does not compile (ENG_SCHED_ECONSTRAINT) and one this
+ * scheduler cannot apply (ENG_SCHED_ENOTSUP).  Returns 0, those,
+ * ENG_SCHED_ENOMEM or ENG_SCHED_ECLOSED (also when max_queue requests are
+ * in flight).  Compiling a constraint runs on the calling thread (bounded
+ * by llguidance's limits: milliseconds for ordinary schemas). */
 int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, char *err,
                      size_t errlen);
 
@@ -358,6 +475,16 @@ int eng_sched_cancel(eng_sched *s, uint64_t id);
  * n_keep < 0 keeps every token generated so far.  Returns 0 or
  * ENG_SCHED_ENOENT (unknown or already finishing). */
 int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep);
+
+/* eng_sched_stop for one choice of a request (choice < 0: all, as
+ * eng_sched_stop).  Returns 0 or ENG_SCHED_ENOENT (unknown request or
+ * choice, or that choice already finishing). */
+int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep);
+
+/* The seed of choice i of a request seeded `seed`: seed itself for choice
+ * 0, a splitmix64 derivation for the others (so a client can rerun one
+ * choice as a request of its own). */
+uint64_t eng_sched_choice_seed(uint64_t seed, int choice);
 
 /* Snapshot of the counters. */
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out);

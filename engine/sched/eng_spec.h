@@ -41,6 +41,19 @@
  * eng_sampler_verify keeps each position's distribution exactly the
  * sampler's.  Emission stops after a stop token or max_emit tokens.
  *
+ * ** Constraints **
+ * A constrained sequence (eng_constraint.h) has its draft cut at the first
+ * token its constraint refuses: the constraint's mask job looks ahead over
+ * the draft while the verify chunk runs (so drafting does not wait for the
+ * matcher), computing the mask of each position up to that token, and
+ * only the allowed prefix is verified (a refused token can never be
+ * accepted anyway: its masked probability is 0).  Position i is judged
+ * under the mask of the constraint's state after the drafts before it
+ * (masks[i]), exactly the mask plain decoding would use there: greedy
+ * output is token for token that of constrained decoding without drafts.
+ * The caller commits the emitted tokens to the matcher in order
+ * afterwards.
+ *
  * ** Draft length **
  * A verify chunk of 1 + k tokens is not free where the forward pass is not
  * purely bandwidth-bound (a small model on few cores: on the 2-core test
@@ -117,6 +130,16 @@ int eng_spec_max_draft(const eng_kv_layout *l, int n_kv, int k);
  * 0. */
 int eng_spec_verify(eng_sampler *s, const float *logits, int n_vocab, int32_t *toks, int n_toks,
                     const int32_t *draft, int k, int max_emit, int *n_accepted);
+
+/* eng_spec_verify with, per chunk position i (0..k), the token mask to
+ * sample under (masks NULL, or masks[i] NULL: unconstrained) and the
+ * log-probabilities of the token emitted there (lp NULL: not wanted; else
+ * k + 1 entries, their top_logprobs set by the caller).  A position whose
+ * mask allows no token ends emission before it, so the count returned may
+ * then be 0 (the caller treats that as a constraint failure). */
+int eng_spec_verify_ex(eng_sampler *s, const float *logits, int n_vocab, int32_t *toks, int n_toks,
+                       const int32_t *draft, int k, int max_emit, const uint32_t *const *masks,
+                       eng_sampler_logprobs *lp, int *n_accepted);
 
 /* A sequence's next draft-length limit after a verify step that drafted
  * `drafted` tokens and accepted `accepted` of them, from its limit k (see

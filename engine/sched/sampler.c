@@ -22,6 +22,18 @@
  * judged against exactly the distribution a plain call samples from.
  * Scratch (penalised logits, candidate ids, probabilities) is allocated
  * once per sampler.
+ *
+ * Masks: greedy under a mask scans only the allowed ids (the set bits,
+ * word by word) of the caller's or the penalised logits; sampling sets the
+ * forbidden logits of the penalised copy to -inf before the distribution
+ * is formed, so every mode draws from the allowed tokens only (a draw that
+ * rounding would put on a zero-mass token takes the last candidate with
+ * mass instead).  Logprobs come from one more pass over the decision
+ * logits (penalised, masked, temperature 1): the maximum and the sum of
+ * exponentials in double, and the best top_logprobs kept by insertion into
+ * a sorted array of at most 20; the chosen token's value is recomputed
+ * from its own logit (penalty and mask applied to it alone), so sampling's
+ * in-place tempering does not disturb it.
  */
 #include "eng_sampler.h"
 #include "kern_ops.h"
@@ -266,16 +278,6 @@ static int sampler_penalises(const eng_sampler *s, const int32_t *history, int n
     return s->p.repetition_penalty != 1.0f && history && n_history > 0;
 }
 
-/* The greedy pick: over the caller's logits when nothing is penalised
- * (kern_argmax counts NaN as -inf, as the copy would), else over the copy. */
-static int32_t sampler_greedy(eng_sampler *s, const float *logits, const int32_t *history,
-                              int n_history) {
-    if (!sampler_penalises(s, history, n_history))
-        return kern_argmax(kern_isa_best(), logits, s->n_vocab);
-    sampler_penalise(s, logits, history, n_history);
-    return sampler_argmax(s);
-}
-
 /* The sampling distribution over s->logit (temperature > 0): candidates
  * s->idx[0..n) with unnormalised probabilities s->prob[0..n), their sum in
  * *sum.  Returns n. */
@@ -330,47 +332,236 @@ static double sampler_uniform(eng_sampler *s) {
     return (double)(xoshiro_next(s->rng) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Draw from candidates [0, n) of mass `mass`, skipping id `skip` (-1: none). */
+/* Draw from candidates [0, n) of mass `mass`, skipping id `skip` (-1: none);
+ * rounding past the end gives the last candidate of non-zero mass. */
 static int32_t sampler_draw(eng_sampler *s, int n, double mass, int32_t skip) {
     double r = sampler_uniform(s) * mass, c = 0;
     int32_t last = s->idx[0];
     for (int i = 0; i < n; i++) {
         if (s->idx[i] == skip) continue;
-        last = s->idx[i];
+        if (s->prob[i] > 0) last = s->idx[i];
         c += s->prob[i];
         if (r < c) return s->idx[i];
     }
     return last;
 }
 
-int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
-                           int n_history) {
-    if (s->p.temperature <= 0) return sampler_greedy(s, logits, history, n_history);
-    sampler_penalise(s, logits, history, n_history);
-    double sum;
-    int n = sampler_dist(s, &sum);
-    return sampler_draw(s, n, sum, -1);
+/* ---- masks and log-probabilities ---- */
+
+void eng_sampler_mask_apply(float *logits, int n, const uint32_t *mask) {
+    for (int w = 0; w * 32 < n; w++) {
+        uint32_t m = mask[w];
+        if (m == 0xFFFFFFFFu) continue;
+        int end = n - w * 32 < 32 ? n - w * 32 : 32;
+        for (int b = 0; b < end; b++)
+            if (!(m >> b & 1u)) logits[w * 32 + b] = -INFINITY;
+    }
 }
 
-int32_t eng_sampler_verify(eng_sampler *s, const float *logits, const int32_t *history,
-                           int n_history, int32_t draft, int *accepted) {
+/* 1 when the mask allows some token below n. */
+static int mask_any(const uint32_t *mask, int n) {
+    int words = (n + 31) / 32;
+    for (int w = 0; w < words; w++) {
+        uint32_t m = mask[w];
+        if (w == words - 1 && n % 32) m &= (1u << (n % 32)) - 1;
+        if (m) return 1;
+    }
+    return 0;
+}
+
+/* NaN counts as -inf. */
+static float finite_or_ninf(float v) { return v == v ? v : -INFINITY; }
+
+/* Best allowed token of lg (ties: lowest id; NaN as -inf; all -inf: the
+ * lowest allowed id).  The mask allows some token below n. */
+static int32_t masked_argmax(const float *lg, int n, const uint32_t *mask) {
+    int32_t best = -1;
+    float bv = -INFINITY;
+    for (int w = 0; w * 32 < n; w++) {
+        uint32_t m = mask[w];
+        while (m) {
+            int id = w * 32 + __builtin_ctz(m);
+            m &= m - 1;
+            if (id >= n) break;
+            float v = finite_or_ninf(lg[id]);
+            if (best < 0 || v > bv) best = id, bv = v;
+        }
+    }
+    return best;
+}
+
+/* The logit token t is decided on at temperature 1: the caller's, NaN as
+ * -inf, the repetition penalty applied when t is in the penalised history,
+ * -inf when the mask forbids it. */
+static float sampler_decision_logit(const eng_sampler *s, const float *logits,
+                                    const int32_t *history, int n_history, const uint32_t *mask,
+                                    int32_t t) {
+    if (t < 0 || t >= s->n_vocab) return -INFINITY;
+    if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) return -INFINITY;
+    float v = finite_or_ninf(logits[t]);
+    if (sampler_penalises(s, history, n_history)) {
+        int from = s->p.repeat_last_n > 0 && n_history > s->p.repeat_last_n
+                       ? n_history - s->p.repeat_last_n
+                       : 0;
+        for (int i = from; i < n_history; i++)
+            if (history[i] == t) {
+                v = v > 0 ? v / s->p.repetition_penalty : v * s->p.repetition_penalty;
+                break;
+            }
+    }
+    return v;
+}
+
+/* Is (va, a) ranked before (vb, b): larger value, then lower id. */
+static int lp_before(float va, int32_t a, float vb, int32_t b) {
+    return va > vb || (va == vb && a < b);
+}
+
+/* Log-softmax facts of decision logits lg (already penalised; tokens the
+ * mask forbids excluded): the normaliser into *lse, the best
+ * lp->top_logprobs tokens into lp->top. */
+static void sampler_lp_dist(const float *lg, int n, const uint32_t *mask, eng_sampler_logprobs *lp,
+                            double *lse) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (!mask || (mask[i >> 5] >> (i & 31) & 1u)) {
+            float v = finite_or_ninf(lg[i]);
+            if (v > mx) mx = v;
+        }
+    double sum = 0;
+    int k = lp->top_logprobs < 0 ? 0 : lp->top_logprobs;
+    if (k > ENG_SAMPLER_TOP_MAX) k = ENG_SAMPLER_TOP_MAX;
+    float tv[ENG_SAMPLER_TOP_MAX];
+    int32_t ti[ENG_SAMPLER_TOP_MAX];
+    int nt = 0;
+    for (int i = 0; i < n; i++) {
+        if (mask && !(mask[i >> 5] >> (i & 31) & 1u)) continue;
+        float v = finite_or_ninf(lg[i]);
+        if (v == -INFINITY) continue;
+        sum += exp((double)v - (double)mx);
+        if (!k || (nt == k && !lp_before(v, i, tv[k - 1], ti[k - 1]))) continue;
+        int j = nt < k ? nt++ : k - 1; /* insert, keeping the k best in order */
+        while (j > 0 && lp_before(v, i, tv[j - 1], ti[j - 1])) {
+            tv[j] = tv[j - 1];
+            ti[j] = ti[j - 1];
+            j--;
+        }
+        tv[j] = v;
+        ti[j] = i;
+    }
+    *lse = mx == -INFINITY ? INFINITY : (double)mx + log(sum);
+    lp->n_top = nt;
+    for (int j = 0; j < nt; j++) {
+        lp->top[j].token = ti[j];
+        lp->top[j].logprob = (float)((double)tv[j] - *lse);
+    }
+}
+
+/* lp->logprob of chosen token t, given the normaliser lse. */
+static void sampler_lp_chosen(const eng_sampler *s, const float *logits, const int32_t *history,
+                              int n_history, const uint32_t *mask, int32_t t, double lse,
+                              eng_sampler_logprobs *lp) {
+    float v = sampler_decision_logit(s, logits, history, n_history, mask, t);
+    lp->logprob = v == -INFINITY ? -INFINITY : (float)((double)v - lse);
+}
+
+/* Fill lp for chosen token t (decision logits: the caller's through the
+ * penalty and mask). */
+static void sampler_logprobs(eng_sampler *s, const float *dec, const float *logits,
+                             const int32_t *history, int n_history, const uint32_t *mask, int32_t t,
+                             eng_sampler_logprobs *lp) {
+    double lse;
+    sampler_lp_dist(dec, s->n_vocab, mask, lp, &lse);
+    sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
+}
+
+int eng_sampler_needs_logits(const eng_sampler *s) {
+    return s->p.temperature > 0 || s->p.repetition_penalty != 1.0f;
+}
+
+/* The sampling path's decision logits into s->logit: penalised, NaN as
+ * -inf, forbidden tokens -inf; ready for sampler_dist. */
+static void sampler_prepare(eng_sampler *s, const float *logits, const int32_t *history,
+                            int n_history, const uint32_t *mask) {
+    sampler_penalise(s, logits, history, n_history);
+    if (mask) eng_sampler_mask_apply(s->logit, s->n_vocab, mask);
+}
+
+/* Greedy under a mask (penalty applied). */
+static int32_t sampler_greedy_masked(eng_sampler *s, const float *logits, const int32_t *history,
+                                     int n_history, const uint32_t *mask, const float **dec) {
+    *dec = logits;
+    if (sampler_penalises(s, history, n_history)) {
+        sampler_penalise(s, logits, history, n_history);
+        *dec = s->logit;
+    }
+    if (!mask)
+        return *dec == logits ? kern_argmax(kern_isa_best(), logits, s->n_vocab)
+                              : sampler_argmax(s);
+    return masked_argmax(*dec, s->n_vocab, mask);
+}
+
+int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, const int32_t *history,
+                                  int n_history, const uint32_t *mask, eng_sampler_logprobs *lp) {
+    if (mask && !mask_any(mask, s->n_vocab)) return -1;
     if (s->p.temperature <= 0) {
-        int32_t best = sampler_greedy(s, logits, history, n_history);
+        const float *dec;
+        int32_t t = sampler_greedy_masked(s, logits, history, n_history, mask, &dec);
+        if (lp) sampler_logprobs(s, dec, logits, history, n_history, mask, t, lp);
+        return t;
+    }
+    sampler_prepare(s, logits, history, n_history, mask);
+    double lse = 0;
+    if (lp) sampler_lp_dist(s->logit, s->n_vocab, NULL, lp, &lse);
+    double sum;
+    int n = sampler_dist(s, &sum);
+    int32_t t = sampler_draw(s, n, sum, -1);
+    if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) /* every allowed logit was -inf */
+        t = masked_argmax(logits, s->n_vocab, mask);
+    if (lp) sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
+    return t;
+}
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history) {
+    return eng_sampler_sample_masked(s, logits, history, n_history, NULL, NULL);
+}
+
+int32_t eng_sampler_verify_masked(eng_sampler *s, const float *logits, const int32_t *history,
+                                  int n_history, const uint32_t *mask, int32_t draft, int *accepted,
+                                  eng_sampler_logprobs *lp) {
+    *accepted = 0;
+    if (mask && !mask_any(mask, s->n_vocab)) return -1;
+    if (s->p.temperature <= 0) {
+        const float *dec;
+        int32_t best = sampler_greedy_masked(s, logits, history, n_history, mask, &dec);
         *accepted = best == draft;
+        if (lp) sampler_logprobs(s, dec, logits, history, n_history, mask, best, lp);
         return best;
     }
-    sampler_penalise(s, logits, history, n_history);
+    sampler_prepare(s, logits, history, n_history, mask);
+    double lse = 0;
+    if (lp) sampler_lp_dist(s->logit, s->n_vocab, NULL, lp, &lse);
     double sum, pd = 0;
     int n = sampler_dist(s, &sum);
     for (int i = 0; i < n; i++)
         if (s->idx[i] == draft) pd = s->prob[i];
+    int32_t t;
     /* accept with probability p(draft) = pd / sum */
     if (pd > 0 && (sampler_uniform(s) * sum < pd || sum - pd <= 0)) {
         *accepted = 1;
-        return draft;
+        t = draft;
+    } else {
+        /* rejected: the residual max(p - q, 0) with q the point mass on the
+         * draft is p without the draft, renormalised */
+        t = sampler_draw(s, n, sum - pd, draft);
+        if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) t = masked_argmax(logits, s->n_vocab, mask);
     }
-    /* rejected: the residual max(p - q, 0) with q the point mass on the
-     * draft is p without the draft, renormalised */
-    *accepted = 0;
-    return sampler_draw(s, n, sum - pd, draft);
+    if (lp) sampler_lp_chosen(s, logits, history, n_history, mask, t, lse, lp);
+    return t;
+}
+
+int32_t eng_sampler_verify(eng_sampler *s, const float *logits, const int32_t *history,
+                           int n_history, int32_t draft, int *accepted) {
+    return eng_sampler_verify_masked(s, logits, history, n_history, NULL, draft, accepted, NULL);
 }

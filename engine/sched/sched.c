@@ -45,6 +45,16 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->spec_ngram_min = 2;
     c->spec_ngram_max = 4;
     c->spec_max_batch_tokens = 8;
+    c->mask_threads = 1;
+    c->mask_budget_us = 100000;
+}
+
+uint64_t eng_sched_choice_seed(uint64_t seed, int choice) {
+    if (choice <= 0) return seed;
+    uint64_t z = seed + (uint64_t)choice * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 /* ---- delivery thread ---- */
@@ -73,14 +83,26 @@ static void *sched_deliv_main(void *arg) {
         if (!s->dq) s->dq_tail = NULL;
         pthread_mutex_unlock(&s->dmu);
         if (e->is_done) {
-            e->res.tokens = e->res_tokens;
-            e->res.error = e->error;
+            if (e->grp) {
+                e->res.choices = e->grp->res;
+                e->res.tokens = e->grp->res[0].tokens;
+                e->res.error = e->grp->res[0].error;
+            } else {
+                e->res.tokens = e->res_tokens;
+                e->res.error = e->error;
+                e->one.tokens = e->res_tokens;
+                e->one.error = e->error;
+                e->res.choices = &e->one;
+            }
             if (e->on_done) e->on_done(e->user, e->id, &e->res);
         } else if (e->on_token) {
-            e->on_token(e->user, e->id, e->token, e->index, e->logits);
+            e->tok.logits = e->logits;
+            e->tok.top = e->top;
+            e->on_token(e->user, e->id, &e->tok);
         }
         free(e->logits);
         free(e->res_tokens);
+        sched_group_free(e->grp);
         free(e);
     }
 }
@@ -114,6 +136,12 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
                        "sched: spec_tokens must be in 1..64, spec_max_batch_tokens in 0..65536 "
                        "and 1 <= spec_ngram_min <= spec_ngram_max <= %d",
                        ENG_SPEC_NGRAM_MAX);
+    }
+    if (c->constraint_vocab && (c->mask_threads < 1 || c->mask_threads > 64)) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: mask_threads must be in 1..64");
+    }
+    if (c->mask_budget_us < 0) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: mask_budget_us must be >= 0");
     }
     return 0;
 }
@@ -195,6 +223,15 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
             s->spec_rows = rows;
         }
     }
+    if (s->cfg.constraint_vocab) {
+        int crc = eng_constraint_pool_new(s->cfg.mask_threads, &s->pool, err, errlen);
+        if (crc) {
+            rc = crc == ENG_CONSTRAINT_ENOMEM     ? ENG_SCHED_ENOMEM
+                 : crc == ENG_CONSTRAINT_EUNAVAIL ? ENG_SCHED_ENOTSUP
+                                                  : ENG_SCHED_ETHREAD;
+            goto err;
+        }
+    }
     rc = ENG_SCHED_ETHREAD;
     if (pthread_create(&s->deliv_th, NULL, sched_deliv_main, s) != 0) {
         pl_errf(err, errlen, rc, "sched: cannot start the delivery thread");
@@ -240,9 +277,11 @@ void eng_sched_free(eng_sched *s) {
         sched_event *n = e->next;
         free(e->logits);
         free(e->res_tokens);
+        sched_group_free(e->grp);
         free(e);
         e = n;
     }
+    eng_constraint_pool_free(s->pool);
     sched_budget_free(s->budget);
     free(s->steps);
     free(s->step_req);
@@ -274,7 +313,21 @@ static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, 
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: namespace longer than %d bytes",
                        ENG_SCHED_NS_MAX);
     }
-    /* Could it run alone?  Otherwise it would wait forever. */
+    int n = r->n > 0 ? r->n : 1;
+    if (r->n < 0 || n > ENG_SCHED_N_MAX || n > s->cfg.max_running) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: n = %d choices outside 1..%d (and max_running %d)", r->n,
+                       ENG_SCHED_N_MAX, s->cfg.max_running);
+    }
+    if (r->logprobs < 0 || r->logprobs > 1 || r->top_logprobs < 0 ||
+        r->top_logprobs > ENG_SCHED_TOP_MAX || (r->top_logprobs && !r->logprobs)) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                       "sched: logprobs must be 0 or 1 and top_logprobs in 0..%d (with logprobs)",
+                       ENG_SCHED_TOP_MAX);
+    }
+    /* Could it run alone?  Otherwise it would wait forever.  (Each choice
+     * of an n > 1 request is a sequence of its own, preempted and resumed
+     * alone: each must fit, not all at once.) */
     long need[2];
     sched_blocks_for(s, 0, r->n_prompt + r->max_tokens, need);
     if (s->layout->n_layers[1]) {
@@ -305,10 +358,43 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     memcpy(q->toks, r->prompt, (size_t)r->n_prompt * sizeof *q->toks);
     q->n_toks = q->n_prompt = r->n_prompt;
     q->max_tokens = r->max_tokens;
+    q->sp = r->sampling;
     if (eng_sampler_new(&r->sampling, s->n_vocab, &q->sampler, err, errlen) != 0) {
         free(q->toks);
         free(q);
         return ENG_SCHED_EINVAL;
+    }
+    int n = r->n > 0 ? r->n : 1;
+    if (n > 1) {
+        q->grp = sched_group_new(n);
+        q->n_fork = n - 1;
+        if (!q->grp) goto nomem;
+    }
+    q->logprobs = r->logprobs;
+    if (r->logprobs) {
+        int pos = (s->cfg.speculative != ENG_SCHED_SPEC_OFF ? s->cfg.spec_tokens : 0) + 1;
+        q->lp = calloc((size_t)pos, sizeof *q->lp);
+        if (!q->lp) goto nomem;
+        for (int i = 0; i < pos; i++) q->lp[i].top_logprobs = r->top_logprobs;
+    }
+    if (r->constraint.kind != ENG_CONSTRAINT_NONE) {
+        int crc;
+        if (!s->pool) {
+            rc =
+                pl_errf(err, errlen, ENG_SCHED_ENOTSUP,
+                        "sched: a %s constraint was asked for, but this scheduler has no "
+                        "constraint vocabulary%s",
+                        eng_constraint_kind_name(r->constraint.kind),
+                        eng_constraint_available() ? "" : " (parley was built without llguidance)");
+            goto refuse;
+        }
+        crc = eng_constraint_new(s->cfg.constraint_vocab, &r->constraint, &q->cons, err, errlen);
+        if (crc) {
+            rc = crc == ENG_CONSTRAINT_ENOMEM     ? ENG_SCHED_ENOMEM
+                 : crc == ENG_CONSTRAINT_EUNAVAIL ? ENG_SCHED_ENOTSUP
+                                                  : ENG_SCHED_ECONSTRAINT;
+            goto refuse;
+        }
     }
     if (r->ns_len) memcpy(q->ns, r->ns, r->ns_len);
     q->ns_len = r->ns_len;
@@ -325,16 +411,15 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
         q->ticket = s->ops.prefetch(s->ops.ctx, q->ns, q->ns_len, q->toks, q->n_toks);
     if (q->ticket < 0) q->ticket = -1;
     pthread_mutex_lock(&s->mu);
-    if (s->closing || s->n_live >= s->cfg.max_queue) {
+    if (s->closing || s->n_live + n > s->cfg.max_queue) {
         pthread_mutex_unlock(&s->mu);
         pl_errf(err, errlen, ENG_SCHED_ECLOSED,
                 s->closing ? "sched: closing" : "sched: %d requests in flight", s->n_live);
         if (q->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, q->ticket);
-        eng_sampler_free(q->sampler);
-        free(q->toks);
-        free(q);
-        return ENG_SCHED_ECLOSED;
+        rc = ENG_SCHED_ECLOSED;
+        goto refuse;
     }
+    if (q->cons) s->st.constrained++;
     q->id = s->next_id++;
     q->live_next = s->live;
     s->live = q;
@@ -348,35 +433,47 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     pthread_mutex_unlock(&s->mu);
     return 0;
 nomem:
-    if (q) free(q->toks);
+    rc = pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
+refuse:
+    if (q) {
+        eng_sampler_free(q->sampler);
+        eng_constraint_free(q->cons);
+        sched_group_free(q->grp);
+        free(q->lp);
+        free(q->toks);
+    }
     free(q);
-    return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
+    return rc;
 }
 
-/* Flag request id for the loop (SCHED_END_CANCEL or SCHED_END_STOP, which
- * keeps `keep` generated tokens, -1 all). */
-static int sched_flag(eng_sched *s, uint64_t id, int how, int keep) {
+/* Flag request id's choice `choice` (< 0: every choice) for the loop
+ * (SCHED_END_CANCEL or SCHED_END_STOP, which keeps `keep` generated
+ * tokens, -1 all). */
+static int sched_flag(eng_sched *s, uint64_t id, int choice, int how, int keep) {
     if (!s) return ENG_SCHED_EINVAL;
     int rc = ENG_SCHED_ENOENT;
     pthread_mutex_lock(&s->mu);
     for (sched_req *q = s->live; q; q = q->live_next)
-        if (q->id == id) {
-            if (!q->cancel) {
-                q->cancel = how;
-                q->stop_keep = keep;
-                rc = 0;
-                pthread_cond_signal(&s->cv);
-            }
-            break;
+        if (q->id == id && (choice < 0 || q->choice == choice) && !q->cancel) {
+            q->cancel = how;
+            q->stop_keep = keep;
+            rc = 0;
+            pthread_cond_signal(&s->cv);
         }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
-int eng_sched_cancel(eng_sched *s, uint64_t id) { return sched_flag(s, id, SCHED_END_CANCEL, -1); }
+int eng_sched_cancel(eng_sched *s, uint64_t id) {
+    return sched_flag(s, id, -1, SCHED_END_CANCEL, -1);
+}
 
 int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep) {
-    return sched_flag(s, id, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
+    return sched_flag(s, id, -1, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
+}
+
+int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep) {
+    return sched_flag(s, id, choice < 0 ? -1 : choice, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
 }
 
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out) {
@@ -384,4 +481,11 @@ void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out) {
     *out = s->st;
     pthread_mutex_unlock(&s->mu);
     if (s->budget) sched_budget_peak(s->budget, out->alloc_live, out->alloc_live_peak);
+    if (s->pool) {
+        eng_constraint_pool_stats ps;
+        eng_constraint_pool_stats_get(s->pool, &ps);
+        out->masks = ps.masks;
+        out->mask_cpu_ms = ps.mask_cpu_ms;
+        out->mask_over_budget = ps.over_budget;
+    }
 }

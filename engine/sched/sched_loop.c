@@ -30,7 +30,7 @@ static void list_remove(sched_req **head, sched_req *r) {
         }
 }
 
-static void list_append(sched_req **head, sched_req *r) {
+void sched_list_append(sched_req **head, sched_req *r) {
     sched_req **p = head;
     while (*p) p = &(*p)->next;
     r->next = NULL;
@@ -43,20 +43,28 @@ static int list_len(const sched_req *h) {
     return n;
 }
 
-/* Blocks a running sequence holds, per kind. */
-static void seq_held(const sched_req *r, long held[2]) {
+/* Blocks a running sequence holds, per kind, from block `from` on. */
+static void seq_held(const sched_req *r, int from, long held[2]) {
     held[0] = held[1] = 0;
     if (!r->kv_live) return;
     for (int k = 0; k < 2; k++)
         if (r->kv.blk[k])
-            for (int i = 0; i < r->kv.n_blocks; i++) held[k] += r->kv.blk[k][i] != NULL;
+            for (int i = from; i < r->kv.n_blocks; i++) held[k] += r->kv.blk[k][i] != NULL;
 }
 
-static void running_held(const eng_sched *s, long held[2]) {
+/* Blocks the running sequences hold; the blocks forked choices share are
+ * counted once per group (by the first running choice holding them). */
+static void running_held(eng_sched *s, long held[2]) {
     held[0] = held[1] = 0;
-    for (const sched_req *r = s->running; r; r = r->next) {
+    uint64_t epoch = ++s->held_epoch;
+    for (sched_req *r = s->running; r; r = r->next) {
         long h[2];
-        seq_held(r, h);
+        int from = r->n_shared;
+        if (from && r->grp && r->grp->held_epoch != epoch) {
+            r->grp->held_epoch = epoch;
+            from = 0;
+        }
+        seq_held(r, from, h);
         held[0] += h[0];
         held[1] += h[1];
     }
@@ -72,13 +80,45 @@ static void seq_drop(eng_sched *s, sched_req *r, int insert) {
     r->kv_live = 0;
 }
 
-/* End request r (already removed from the waiting/running lists). */
+/* Record how choice c of group g ended (tokens copied). */
+static void group_record(sched_group *g, int c, eng_sched_finish why, const int32_t *toks, int n,
+                         int preemptions, double ttft_ms, const char *msg) {
+    eng_sched_choice *ch = &g->res[c];
+    ch->finish = why;
+    ch->n_tokens = 0;
+    if (n > 0 && (g->tok[c] = malloc((size_t)n * sizeof(int32_t)))) {
+        memcpy(g->tok[c], toks, (size_t)n * sizeof(int32_t));
+        ch->n_tokens = n;
+    }
+    ch->tokens = g->tok[c];
+    ch->preemptions = preemptions;
+    ch->ttft_ms = ttft_ms;
+    snprintf(g->err[c], PL_ERR_LEN, "%s", msg ? msg : "");
+    ch->error = g->err[c];
+    g->n_done++;
+}
+
+/* End request r (already removed from the waiting/running lists).  A
+ * choice of an n > 1 request records its end in the group; the request's
+ * completion is delivered when its last choice ends (choices never forked,
+ * because the first ended before its first token, end with it). */
 static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg) {
     seq_drop(s, r, why != ENG_SCHED_ERROR);
     if (r->ticket >= 0) s->ops.prefetch_release(s->ops.ctx, r->ticket);
     r->ticket = -1;
     int64_t now = eng_sched_now_us();
-    sched_event *e = calloc(1, sizeof *e);
+    double ttft = r->first_tok_us ? (r->first_tok_us - r->submit_us) / 1e3 : 0;
+    sched_group *g = r->grp;
+    int last = 1;
+    if (g) {
+        group_record(g, r->choice, why, r->toks + r->n_prompt, r->n_gen, r->preemptions, ttft, msg);
+        for (int c = g->n - r->n_fork; c < g->n && r->n_fork > 0; c++)
+            group_record(g, c, why, NULL, 0, 0, 0, msg);
+        r->n_fork = 0;
+        last = g->n_done == g->n;
+    }
+    eng_sched_finish fin = g && last ? g->res[0].finish : why; /* the request's */
+    sched_event *e = last ? calloc(1, sizeof *e) : NULL;
     if (e) {
         e->is_done = 1;
         e->id = r->id;
@@ -87,7 +127,13 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
         eng_sched_result *res = &e->res;
         res->finish = why;
         res->n_tokens = r->n_gen;
-        if (r->n_gen) {
+        res->n_choices = 1;
+        if (g) { /* the completion takes the group over; choice 0 on top */
+            e->grp = g;
+            res->n_choices = g->n;
+            res->finish = g->res[0].finish;
+            res->n_tokens = g->res[0].n_tokens;
+        } else if (r->n_gen) {
             e->res_tokens = malloc((size_t)r->n_gen * sizeof(int32_t));
             if (e->res_tokens)
                 memcpy(e->res_tokens, r->toks + r->n_prompt, (size_t)r->n_gen * sizeof(int32_t));
@@ -101,9 +147,19 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
         res->admit_seq = r->admit_seq;
         res->queue_ms =
             r->admit_us ? (r->admit_us - r->submit_us) / 1e3 : (now - r->submit_us) / 1e3;
-        res->ttft_ms = r->first_tok_us ? (r->first_tok_us - r->submit_us) / 1e3 : 0;
+        res->ttft_ms = ttft;
         res->total_ms = (now - r->submit_us) / 1e3;
         snprintf(e->error, sizeof e->error, "%s", msg ? msg : "");
+        e->one.finish = why;
+        e->one.n_tokens = res->n_tokens;
+        e->one.preemptions = r->preemptions;
+        e->one.ttft_ms = ttft;
+        if (g) {
+            res->preemptions = g->res[0].preemptions;
+            res->ttft_ms = g->res[0].ttft_ms;
+        }
+    } else if (last) {
+        sched_group_free(g); /* no memory to report the completion */
     }
     pthread_mutex_lock(&s->mu);
     for (sched_req **p = &s->live; *p; p = &(*p)->live_next)
@@ -112,14 +168,18 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
             break;
         }
     s->n_live--;
-    s->st.finished++;
-    s->st.finish[why]++;
+    if (last) {
+        s->st.finished++;
+        s->st.finish[fin]++;
+    }
     pthread_mutex_unlock(&s->mu);
     /* Without memory for the event the completion cannot be reported; the
      * request still ends and its memory is freed. */
     if (e) sched_deliver(s, e);
     eng_sampler_free(r->sampler);
     eng_ngram_free(r->ngram);
+    eng_constraint_free(r->cons);
+    free(r->lp);
     free(r->toks);
     free(r->logits);
     free(r);
@@ -135,12 +195,13 @@ void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const c
 static void sched_preempt(eng_sched *s, sched_req *r) {
     list_remove(&s->running, r);
     seq_drop(s, r, 1);
+    r->n_shared = 0;
     free(r->logits);
     r->logits = NULL;
     r->preemptions++;
     r->state = SCHED_WAITING;
     r->hint = s->has_cache ? s->ops.probe(s->ops.ctx, r->ns, r->ns_len, r->toks, r->n_toks) : 0;
-    list_append(&s->waiting, r);
+    sched_list_append(&s->waiting, r);
     pthread_mutex_lock(&s->mu);
     s->st.preemptions++;
     pthread_mutex_unlock(&s->mu);
@@ -238,9 +299,16 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
     long chunk_blocks = (s->cfg.step_tokens + B - 1) / B + 1;
     for (int i = 0; i < n && n_run < s->cfg.max_running; i++) {
         sched_req *r = c[i];
+        /* a request still to fork takes a running slot per choice */
+        if (n_run + 1 + r->n_fork > s->cfg.max_running) {
+            if (cand_overdue(r) && n_run > 0) break;
+            continue;
+        }
         long need[2];
         sched_blocks_for(s, 0, r->n_toks, need);
         if (need[1] > s->wb + 1 + chunk_blocks) need[1] = s->wb + 1 + chunk_blocks;
+        need[0] += r->n_fork; /* each fork copies the partial last block */
+        need[1] += r->n_fork;
         int fits = 1;
         for (int k = 0; k < 2; k++)
             if (s->layout->n_layers[k] && held[k] + need[k] + n_run + 1 > total[k]) fits = 0;
@@ -254,10 +322,10 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
             sched_finish(s, r, ENG_SCHED_ERROR, err);
             continue;
         }
-        list_append(&s->running, r);
+        sched_list_append(&s->running, r);
         held[0] += need[0];
         held[1] += need[1];
-        n_run++;
+        n_run += 1 + r->n_fork;
     }
     free(c);
 }
@@ -346,15 +414,23 @@ static int append_token(sched_req *r, int32_t tok) {
     return 0;
 }
 
-void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits) {
+void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits,
+                       const eng_sampler_logprobs *lp) {
     if (!r->on_token) return;
     sched_event *e = calloc(1, sizeof *e);
     if (!e) return;
     e->id = r->id;
     e->user = r->user;
     e->on_token = r->on_token;
-    e->token = r->toks[r->n_prompt + index];
-    e->index = index;
+    e->tok.token = r->toks[r->n_prompt + index];
+    e->tok.index = index;
+    e->tok.choice = r->choice;
+    if (lp && r->logprobs) {
+        e->tok.has_logprobs = 1;
+        e->tok.logprob = lp->logprob;
+        e->tok.n_top = lp->n_top;
+        memcpy(e->top, lp->top, (size_t)lp->n_top * sizeof *e->top);
+    }
     if (r->want_logits) {
         e->logits = malloc((size_t)s->n_vocab * sizeof(float));
         if (e->logits) memcpy(e->logits, logits, (size_t)s->n_vocab * sizeof(float));
@@ -362,23 +438,69 @@ void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logit
     sched_deliver(s, e);
 }
 
-/* Sample from step i's logits and report the token. */
-static void sched_sample(eng_sched *s, sched_req *r, int64_t now) {
-    int32_t tok = eng_sampler_sample(r->sampler, r->logits, r->toks, r->n_toks);
+int sched_cons_wait(eng_sched *s, sched_req *r, const uint32_t *const **masks, int *n_masks) {
+    char err[PL_ERR_LEN];
+    int64_t waited = 0;
+    int rc = eng_constraint_wait(r->cons, masks, n_masks, &waited, err, sizeof err);
+    pthread_mutex_lock(&s->mu);
+    s->st.mask_wait_ms += (double)waited / 1000.0;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0 && *n_masks >= 1) return 0;
+    if (rc == 0) snprintf(err, sizeof err, "constraint: no mask");
+    sched_end_running(s, r, ENG_SCHED_ERROR, err);
+    return -1;
+}
+
+int sched_cons_next(eng_sched *s, sched_req *r) {
+    r->n_cons_ahead = 0;
+    if (eng_constraint_is_stopped(r->cons)) { /* complete: nothing but an end could follow */
+        sched_end_running(s, r, ENG_SCHED_STOP, NULL);
+        return 1;
+    }
+    if (eng_constraint_start(r->cons, s->pool, NULL, 0, s->cfg.mask_budget_us) != 0) {
+        sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: cannot start the next mask");
+        return 1;
+    }
+    return 0;
+}
+
+int sched_sample(eng_sched *s, sched_req *r, int64_t now) {
+    char err[PL_ERR_LEN];
+    const uint32_t *const *masks = NULL;
+    int n_masks = 0;
+    if (r->n_fork > 0) sched_fork(s, r); /* the other choices sample these logits too */
+    if (r->cons && sched_cons_wait(s, r, &masks, &n_masks) != 0) return 1;
+    eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
+    int32_t tok = eng_sampler_sample_masked(r->sampler, r->logits, r->toks, r->n_toks,
+                                            masks ? masks[0] : NULL, lp);
+    if (tok < 0) {
+        sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: the mask allows no token");
+        return 1;
+    }
     if (append_token(r, tok) != 0) {
-        list_remove(&s->running, r);
-        sched_finish(s, r, ENG_SCHED_ERROR, "sched: out of memory for tokens");
-        return;
+        sched_end_running(s, r, ENG_SCHED_ERROR, "sched: out of memory for tokens");
+        return 1;
     }
     if (!r->first_tok_us) r->first_tok_us = now;
-    sched_token_event(s, r, r->n_gen - 1, r->logits);
-    if (eng_sampler_is_stop(r->sampler, tok)) {
-        list_remove(&s->running, r);
-        sched_finish(s, r, ENG_SCHED_STOP, NULL);
-    } else if (r->n_gen >= r->max_tokens) {
-        list_remove(&s->running, r);
-        sched_finish(s, r, ENG_SCHED_LENGTH, NULL);
+    sched_token_event(s, r, r->n_gen - 1, r->logits, lp);
+    int stop = eng_sampler_is_stop(r->sampler, tok);
+    if (r->cons && !stop && eng_constraint_commit(r->cons, &tok, 1, err, sizeof err) != 0) {
+        sched_end_running(s, r, ENG_SCHED_ERROR, err);
+        return 1;
     }
+    if (stop) {
+        sched_end_running(s, r, ENG_SCHED_STOP, NULL);
+        return 1;
+    }
+    if (r->cons && eng_constraint_is_stopped(r->cons)) {
+        sched_end_running(s, r, ENG_SCHED_STOP, NULL);
+        return 1;
+    }
+    if (r->n_gen >= r->max_tokens) {
+        sched_end_running(s, r, ENG_SCHED_LENGTH, NULL);
+        return 1;
+    }
+    return r->cons ? sched_cons_next(s, r) : 0;
 }
 
 static int hist_bucket(uint64_t v) {
@@ -517,15 +639,21 @@ void *sched_loop_main(void *arg) {
     int64_t window_end = 0;
     for (;;) {
         pthread_mutex_lock(&s->mu);
+        sched_req *fresh = s->inbox;
         while (s->inbox) {
             sched_req *r = s->inbox;
             s->inbox = r->next;
             r->state = SCHED_WAITING;
-            list_append(&s->waiting, r);
+            sched_list_append(&s->waiting, r);
         }
         s->inbox_tail = NULL;
         int closing = s->closing, drain = s->drain;
         pthread_mutex_unlock(&s->mu);
+        /* a new constrained request's first mask is computed while it
+         * queues and prefills (a failure to start shows at its wait) */
+        for (sched_req *r = fresh; r; r = r->next)
+            if (r->cons && r->state == SCHED_WAITING && !eng_constraint_busy(r->cons))
+                (void)eng_constraint_start(r->cons, s->pool, NULL, 0, s->cfg.mask_budget_us);
 
         int64_t now = eng_sched_now_us();
         sched_reap(s, now, closing && !drain);

@@ -11,6 +11,16 @@
  * (every emitted token but the last is stored; the last is fed next step,
  * as after a plain decode step), so the sequence, the prefix cache's view
  * of it and preemption never see a rejected token.
+ *
+ * A constrained sequence (eng_spec.h "Constraints") hands its draft to
+ * its constraint's mask job (eng_constraint_ahead: the job already in
+ * flight for the current state continues over the draft, so drafting never
+ * waits), which computes the masks of the draft positions while the verify
+ * chunk runs and stops at the first token the constraint refuses: only the
+ * allowed prefix is verified, the rest of the chunk's rows are dropped
+ * with the KV cut.  After verification the emitted tokens are committed in
+ * order, and a constraint that completes inside them ends the sequence
+ * there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +61,60 @@ int sched_spec_draft(eng_sched *s, sched_req *r, int k) {
     /* eng_forward refuses ids outside the vocabulary (for the whole batch) */
     for (int i = 0; i < got; i++)
         if (out[i] < 0 || out[i] >= s->n_vocab) got = i;
+    if (got > ENG_CONSTRAINT_MAX_AHEAD) got = ENG_CONSTRAINT_MAX_AHEAD;
+    /* the constraint looks ahead over the draft while the chunk runs (its
+     * job in flight takes it over: no wait here); a refused token cuts it */
+    if (got > 0 && r->cons &&
+        eng_constraint_ahead(r->cons, s->pool, out, got, s->cfg.mask_budget_us) == 0) {
+        memcpy(r->cons_ahead, out, (size_t)got * sizeof *out);
+        r->n_cons_ahead = got;
+    }
     return got > 0 ? got : 0;
 }
 
 void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int64_t now,
                        uint64_t *emitted) {
     int acc, n0 = r->n_toks;
-    int e = eng_spec_verify(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, k,
-                            r->max_tokens - r->n_gen, &acc);
+    const uint32_t *const *masks = NULL;
+    int n_masks = 0;
+    int kv = k; /* drafts verified: a constraint cut the draft at a refused token */
+    if (r->cons) {
+        if (sched_cons_wait(s, r, &masks, &n_masks) != 0) return;
+        if (kv > n_masks - 1) kv = n_masks - 1;
+        /* the masks are of the draft the job looked ahead over: should the
+         * step have been rebuilt with another, only the common part holds */
+        int same = 0;
+        while (same < kv && same < r->n_cons_ahead && r->cons_ahead[same] == r->toks[n0 + same])
+            same++;
+        kv = same;
+        r->n_cons_ahead = 0;
+    }
+    eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
+    int e = eng_spec_verify_ex(r->sampler, rows, s->n_vocab, r->toks, n0, r->toks + n0, kv,
+                               r->max_tokens - r->n_gen, masks, lp, &acc);
+    if (e < 1) {
+        sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: the mask allows no token");
+        return;
+    }
+    int cons_end = 0; /* 1: the constraint completed inside the emitted tokens */
+    char err[PL_ERR_LEN] = "";
+    if (r->cons) {
+        for (int i = 0; i < e; i++) {
+            int32_t t = r->toks[n0 + i];
+            if (eng_sampler_is_stop(r->sampler, t)) break; /* ends the sequence anyway */
+            if (eng_constraint_commit(r->cons, &t, 1, err, sizeof err) != 0) {
+                e = i; /* keep what was valid; the error ends it below */
+                cons_end = -1;
+                break;
+            }
+            if (eng_constraint_is_stopped(r->cons)) {
+                e = i + 1;
+                cons_end = 1;
+                break;
+            }
+        }
+        if (acc > e) acc = e;
+    }
     r->n_toks += e;
     r->n_gen += e;
     *emitted += (uint64_t)e;
@@ -70,20 +126,24 @@ void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int
     r->spec_k = eng_spec_next_k(r->spec_k, k, acc, s->cfg.spec_tokens);
     if (!r->first_tok_us) r->first_tok_us = now;
     for (int i = 0; i < e; i++)
-        sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab);
+        sched_token_event(s, r, r->n_gen - e + i, rows + (size_t)i * s->n_vocab,
+                          lp ? lp + i : NULL);
     if (eng_kvseq_truncate(&r->kv, r->n_toks - 1) != 0) {
         /* eng_spec_max_draft keeps this from happening; should it anyway,
          * drop the KV and let the sequence recompute it as a prefill */
-        char err[PL_ERR_LEN];
+        char kerr[PL_ERR_LEN];
         eng_kvseq_free(&r->kv);
         r->kv_live = 0;
-        if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, err, sizeof err) != 0) {
-            sched_end_running(s, r, ENG_SCHED_ERROR, err);
+        r->n_shared = 0;
+        if (eng_kvseq_init(&r->kv, s->layout, &s->alloc, kerr, sizeof kerr) != 0) {
+            sched_end_running(s, r, ENG_SCHED_ERROR, kerr);
             return;
         }
         r->kv_live = 1;
     }
-    if (eng_sampler_is_stop(r->sampler, r->toks[r->n_toks - 1]))
+    if (cons_end < 0) sched_end_running(s, r, ENG_SCHED_ERROR, err);
+    else if (cons_end > 0 || (e > 0 && eng_sampler_is_stop(r->sampler, r->toks[r->n_toks - 1])))
         sched_end_running(s, r, ENG_SCHED_STOP, NULL);
     else if (r->n_gen >= r->max_tokens) sched_end_running(s, r, ENG_SCHED_LENGTH, NULL);
+    else if (r->cons) (void)sched_cons_next(s, r);
 }

@@ -166,23 +166,35 @@ int eng_spec_max_draft(const eng_kv_layout *l, int n_kv, int k) {
     return kmax < k ? (int)kmax : k;
 }
 
-int eng_spec_verify(eng_sampler *s, const float *logits, int n_vocab, int32_t *toks, int n_toks,
-                    const int32_t *draft, int k, int max_emit, int *n_accepted) {
+int eng_spec_verify_ex(eng_sampler *s, const float *logits, int n_vocab, int32_t *toks, int n_toks,
+                       const int32_t *draft, int k, int max_emit, const uint32_t *const *masks,
+                       eng_sampler_logprobs *lp, int *n_accepted) {
     int e = 0;
     *n_accepted = 0;
     if (max_emit < 1) max_emit = 1;
     for (; e < k && e < max_emit; e++) {
         int ok = 0;
         int32_t d = draft[e]; /* read before toks[n_toks + e] (may alias) is written */
-        int32_t t = eng_sampler_verify(s, logits + (size_t)e * n_vocab, toks, n_toks + e, d, &ok);
+        int32_t t = eng_sampler_verify_masked(s, logits + (size_t)e * n_vocab, toks, n_toks + e,
+                                              masks ? masks[e] : NULL, d, &ok, lp ? lp + e : NULL);
+        if (t < 0) return e; /* the mask allows nothing */
         toks[n_toks + e] = t;
         if (!ok) return e + 1;
         ++*n_accepted;
         if (eng_sampler_is_stop(s, t)) return e + 1;
     }
     if (e == max_emit) return e;
-    toks[n_toks + e] = eng_sampler_sample(s, logits + (size_t)e * n_vocab, toks, n_toks + e);
+    int32_t t = eng_sampler_sample_masked(s, logits + (size_t)e * n_vocab, toks, n_toks + e,
+                                          masks ? masks[e] : NULL, lp ? lp + e : NULL);
+    if (t < 0) return e;
+    toks[n_toks + e] = t;
     return e + 1;
+}
+
+int eng_spec_verify(eng_sampler *s, const float *logits, int n_vocab, int32_t *toks, int n_toks,
+                    const int32_t *draft, int k, int max_emit, int *n_accepted) {
+    return eng_spec_verify_ex(s, logits, n_vocab, toks, n_toks, draft, k, max_emit, NULL, NULL,
+                              n_accepted);
 }
 
 int eng_spec_next_k(int k, int drafted, int accepted, int k_max) {

@@ -189,6 +189,7 @@ int32_t eng_tok_eos(const eng_tok *t);                 /* -1 when absent */
 int32_t eng_tok_eot(const eng_tok *t);                 /* end-of-turn id, -1 when absent */
 bool eng_tok_add_bos(const eng_tok *t);                /* does the model want BOS prepended */
 bool eng_tok_is_special(const eng_tok *t, int32_t id); /* CONTROL, USER_DEFINED or UNKNOWN */
+int eng_tok_type(const eng_tok *t, int32_t id);        /* ENG_TOK_TYPE_* (0 for a bad id) */
 /* End of generation: eos, eot, and the well-known end-of-turn tokens
  * present in the vocabulary (<|eot_id|>, <|im_end|>, <end_of_turn>,
  * <|end_of_text|>, <|endoftext|>, </s>, <|eom_id|>). */

@@ -407,6 +407,10 @@ bool eng_tok_is_special(const eng_tok *t, int32_t id) {
            ty == ENG_TOK_TYPE_UNKNOWN;
 }
 
+int eng_tok_type(const eng_tok *t, int32_t id) {
+    return id < 0 || id >= t->n_vocab ? 0 : t->types[id];
+}
+
 bool eng_tok_is_eog(const eng_tok *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && t->eog[id];
 }

@@ -49,6 +49,7 @@
  *   -1100  consumer config  WK_CONFIG_E*
  *   -1200  consumer offsets WK_OFF_E*
  *   -1300  consumer worker  WK_E*
+ *   -1400  engine/constraint ENG_CONSTRAINT_E*
  *
  * Threading.  Pure functions; the buffers are the caller's.
  */
@@ -75,6 +76,7 @@
 #define PL_ERR_WK_CONFIG (-1100)
 #define PL_ERR_WK_OFF (-1200)
 #define PL_ERR_WK (-1300)
+#define PL_ERR_CONSTRAINT (-1400)
 
 /* Generic classes: a code's offset below its base (1..9), and what
  * pl_err_class returns (as a positive number; 0 = success). */

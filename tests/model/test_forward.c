@@ -236,7 +236,7 @@ PT_TEST(out_of_blocks_leaves_sequences_unchanged) {
     const eng_kv_layout *l = eng_model_kv_layout(m);
     budget b = {.left = 3};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, l), 0);
-    eng_kv_allocator a = {&b, b_alloc, b_release};
+    eng_kv_allocator a = {&b, b_alloc, b_release, NULL};
     eng_kvseq s1, s2;
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);

@@ -2,7 +2,9 @@
  * test_kv.c -- paged KV bookkeeping: layout offsets and sizes with local,
  * global and KV-sharing layers; block allocation as tokens arrive; release
  * of local blocks that left every window; all-or-nothing reservation when
- * the allocator runs dry; adopting a cached prefix; truncation.
+ * the allocator runs dry; adopting a cached prefix; truncation; forks
+ * (full blocks shared through retain, the partial one copied; copies
+ * without retain; all-or-nothing when blocks run out).
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -142,7 +144,7 @@ PT_TEST(reserve_is_all_or_nothing) {
     PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
     budget b = {.left = 5};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, &l), 0);
-    eng_kv_allocator a = {&b, b_alloc, b_release};
+    eng_kv_allocator a = {&b, b_alloc, b_release, NULL};
     eng_kvseq s;
     PT_EQ_INT(eng_kvseq_init(&s, &l, &a, NULL, 0), 0);
     int before;
@@ -185,4 +187,126 @@ PT_TEST(adopt_prefix_checks_live_blocks) {
     PT_EQ_INT(eng_kv_allocator_malloc_live(&a, ENG_KV_GLOBAL), 0);
     PT_EQ_INT(eng_kv_allocator_malloc_live(&a, ENG_KV_LOCAL), 0);
     eng_kv_allocator_malloc_free(&a);
+}
+
+/* A refcounting allocator over malloc (a header before each block), for
+ * forks: retain adds a reference, release frees at the last one. */
+typedef struct rc_alloc {
+    size_t bytes[2]; /* block bytes per kind */
+    long live[2];    /* blocks allocated */
+    int refuse;      /* retain fails (the fork must copy) */
+} rc_alloc;
+
+static void *rc_a(void *ctx, int kind) {
+    rc_alloc *r = ctx;
+    long *p = malloc(16 + r->bytes[kind]);
+    if (!p) return NULL;
+    p[0] = 1;
+    r->live[kind]++;
+    memset((char *)p + 16, 0x5A, r->bytes[kind]);
+    return (char *)p + 16;
+}
+
+static void rc_r(void *ctx, int kind, void *blk) {
+    rc_alloc *r = ctx;
+    long *p = (long *)((char *)blk - 16);
+    if (--p[0] == 0) {
+        r->live[kind]--;
+        free(p);
+    }
+}
+
+static int rc_ret(void *ctx, int kind, void *blk) {
+    rc_alloc *r = ctx;
+    (void)kind;
+    if (r->refuse) return -1;
+    ((long *)((char *)blk - 16))[0]++;
+    return 0;
+}
+
+static long rc_refs(void *blk) { return ((long *)((char *)blk - 16))[0]; }
+
+PT_TEST(fork_shares_full_blocks_copies_the_partial_one) {
+    eng_config c;
+    cfg6(&c);
+    eng_kv_layout l;
+    PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
+    for (int refuse = 0; refuse < 2; refuse++) {
+        rc_alloc ra = {{l.block_bytes[0], l.block_bytes[1]}, {0, 0}, refuse};
+        eng_kv_allocator a = {&ra, rc_a, rc_r, rc_ret};
+        eng_kvseq s, f, e;
+        PT_EQ_INT(eng_kvseq_init(&s, &l, &a, NULL, 0), 0);
+        int before;
+        /* 14 tokens: blocks 0..2 full (block 0's local part dead: W 8), 3 partial */
+        PT_EQ_INT(eng_kvseq_reserve(&s, 14, &before), 0);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < s.n_blocks; i++) memset(s.blk[k][i], 10 * k + i, l.block_bytes[k]);
+        eng_kvseq_commit(&s, toks, 14);
+        PT_ASSERT(s.blk[ENG_KV_LOCAL][0] == NULL);
+        PT_EQ_INT(eng_kvseq_init(&f, &l, &a, NULL, 0), 0);
+        int shared = -1;
+        PT_EQ_INT(eng_kvseq_fork(&f, &s, &shared), 0);
+        PT_EQ_INT(shared, refuse ? 0 : 3);
+        PT_EQ_INT(f.n_tokens, 14);
+        PT_EQ_INT(f.n_blocks, 4);
+        PT_EQ_MEM(f.tokens, s.tokens, 14 * sizeof(int32_t));
+        PT_ASSERT(f.blk[ENG_KV_LOCAL][0] == NULL);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 4; i++) {
+                if (!s.blk[k][i]) continue;
+                int same = f.blk[k][i] == s.blk[k][i];
+                PT_EQ_INT(same, !refuse && i < 3); /* the partial block 3 is a copy */
+                if (same) PT_EQ_INT(rc_refs(s.blk[k][i]), 2);
+                PT_EQ_MEM(f.blk[k][i], s.blk[k][i], l.block_bytes[k]);
+            }
+        /* a fork into a non-empty sequence is refused */
+        PT_EQ_INT(eng_kvseq_fork(&f, &s, NULL), ENG_KV_EINVAL);
+        /* both grow on their own; the shared blocks live until both let go */
+        PT_EQ_INT(eng_kvseq_reserve(&f, 6, &before), 0);
+        eng_kvseq_commit(&f, toks + 14, 6);
+        eng_kvseq_free(&s);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 3; i++)
+                if (f.blk[k][i]) PT_EQ_INT(rc_refs(f.blk[k][i]), 1);
+        PT_EQ_INT(eng_kvseq_init(&e, &l, &a, NULL, 0), 0);
+        PT_EQ_INT(eng_kvseq_fork(&e, &f, NULL), 0); /* fork of a fork */
+        eng_kvseq_free(&f);
+        eng_kvseq_free(&e);
+        PT_EQ_INT(ra.live[0], 0);
+        PT_EQ_INT(ra.live[1], 0);
+    }
+    /* without retain (the malloc allocator): copies */
+    eng_kv_allocator m;
+    PT_EQ_INT(eng_kv_allocator_malloc(&m, &l), 0);
+    eng_kvseq s, f;
+    PT_EQ_INT(eng_kvseq_init(&s, &l, &m, NULL, 0), 0);
+    int before, shared = -1;
+    PT_EQ_INT(eng_kvseq_reserve(&s, 9, &before), 0);
+    eng_kvseq_commit(&s, toks, 9);
+    PT_EQ_INT(eng_kvseq_init(&f, &l, &m, NULL, 0), 0);
+    PT_EQ_INT(eng_kvseq_fork(&f, &s, &shared), 0);
+    PT_EQ_INT(shared, 0);
+    PT_ASSERT(f.blk[ENG_KV_GLOBAL][0] != s.blk[ENG_KV_GLOBAL][0]);
+    PT_EQ_INT(eng_kv_allocator_malloc_live(&m, ENG_KV_GLOBAL), 6);
+    eng_kvseq_free(&s);
+    eng_kvseq_free(&f);
+    PT_EQ_INT(eng_kv_allocator_malloc_live(&m, ENG_KV_GLOBAL), 0);
+    eng_kv_allocator_malloc_free(&m);
+    /* out of blocks mid-fork: nothing kept */
+    budget b = {.left = 6};
+    PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, &l), 0);
+    eng_kv_allocator ba = {&b, b_alloc, b_release, NULL};
+    PT_EQ_INT(eng_kvseq_init(&s, &l, &ba, NULL, 0), 0);
+    PT_EQ_INT(eng_kvseq_reserve(&s, 9, &before), 0); /* 3 blocks x 2 kinds */
+    eng_kvseq_commit(&s, toks, 9);
+    PT_EQ_INT(eng_kvseq_init(&f, &l, &ba, NULL, 0), 0);
+    b.left = 3;
+    PT_EQ_INT(eng_kvseq_fork(&f, &s, NULL), ENG_KV_ENOMEM);
+    PT_EQ_INT(f.n_tokens, 0);
+    PT_EQ_INT(f.n_blocks, 0);
+    PT_EQ_INT(b.left, 3);
+    eng_kvseq_free(&f);
+    eng_kvseq_free(&s);
+    PT_EQ_INT(b.left, 9);
+    eng_kv_allocator_malloc_free(&b.inner);
 }

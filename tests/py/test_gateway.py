@@ -2,7 +2,8 @@
 (cai-tiny), with the official `openai` package as the client:
 non-streaming and streaming chat, models.list, a bad request (400), a
 wrong key (401), an oversized body (400), an unknown model (404 via the
-worker's DLQ) and /metrics showing nothing left in flight; 20 concurrent
+worker's DLQ), every request field parley cannot honour (400 naming it) and
+/metrics showing nothing left in flight; 20 concurrent
 two-turn conversations (the second turn reporting cached tokens), a client
 leaving mid-stream, a stopped worker (504, and 429 under backpressure) and
 a turn redone mid-stream after kill -9."""
@@ -161,6 +162,54 @@ def test_models_and_errors(gateway):
         metrics = h.read().decode()
     assert "parley_gateway_inflight 0" in metrics
     assert re.search(r'parley_gateway_requests_total\{code="400"\} [1-9]', metrics)
+
+
+# Request fields parley does not implement, each with a value that asks for
+# something: the gateway refuses them with 400 naming the field (the same
+# fields at their defaults are accepted: tests/gateway/test_gw_request.c).
+UNSUPPORTED = [
+    ("audio", {"voice": "alloy", "format": "wav"}),
+    ("frequency_penalty", 0.5),
+    ("presence_penalty", 0.5),
+    ("functions", [{"name": "f", "parameters": {"type": "object"}}]),
+    ("function_call", "auto"),
+    ("logit_bias", {"42": 10}),
+    ("metadata", {"k": "v"}),
+    ("modalities", ["text", "audio"]),
+    ("prediction", {"type": "content", "content": "x"}),
+    ("prompt_cache_key", "k"),
+    ("reasoning_effort", "low"),
+    ("service_tier", "flex"),
+    ("store", True),
+    ("verbosity", "low"),
+    ("web_search_options", {}),
+    ("n", 17),
+]
+
+
+def test_unsupported_fields_refused(gateway):
+    """Every request field parley cannot honour gets 400 with `param` naming
+    it (official client); so does a field that is not OpenAI's, and the
+    defaults of the unsupported ones are accepted and answered."""
+    c = client(gateway)
+    msgs = [{"role": "user", "content": "x"}]
+    for field, value in UNSUPPORTED:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                      **{field: value})
+        assert e.value.status_code == 400
+        assert e.value.param == field, (field, e.value.body)
+        assert e.value.code in ("unsupported_parameter", "unsupported_value"), e.value.body
+        assert field in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                  extra_body={"best_of": 2})
+    assert e.value.param == "best_of" and e.value.code == "unknown_parameter"
+    r = c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2, temperature=0,
+                                  n=1, logprobs=False, store=False, frequency_penalty=0,
+                                  presence_penalty=0, response_format={"type": "text"},
+                                  tool_choice="none", service_tier="auto", modalities=["text"])
+    assert r.choices[0].finish_reason in ("stop", "length")
 
 
 def metric(url, name):

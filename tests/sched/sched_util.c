@@ -36,8 +36,11 @@ eng_model *su_model(const char *preset, int window, int threads) {
     return m;
 }
 
-static void su_on_token(void *user, uint64_t id, int32_t tok, int index, const float *logits) {
+static void su_on_token(void *user, uint64_t id, const eng_sched_token *ev) {
     su_req *q = user;
+    int32_t tok = ev->token;
+    int index = ev->index;
+    const float *logits = ev->logits;
     su_coll *c = q->coll;
     pthread_mutex_lock(&c->mu);
     if (q->done) q->tokens_after_done++;

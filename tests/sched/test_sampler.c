@@ -1,7 +1,8 @@
 /*
  * test_sampler.c -- the sampler: greedy and its tie rule, seeded
  * determinism, top-k / top-p limits, repetition penalty, stop tokens,
- * parameter validation and the sampled distribution.
+ * parameter validation and the sampled distribution; token masks in every
+ * mode, log-probabilities against a log-softmax, eng_sampler_needs_logits.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -374,4 +375,157 @@ PT_TEST(top_p_threshold_selection_keeps_the_rule_exactly) {
         eng_sampler_free(a);
         eng_sampler_free(b);
     }
+}
+
+/* A mask allowing the ids for which keep(i) holds. */
+static void mk_mask(uint32_t *m, int V, int (*keep)(int)) {
+    memset(m, 0, (size_t)((V + 31) / 32) * 4);
+    for (int i = 0; i < V; i++)
+        if (keep(i)) m[i >> 5] |= 1u << (i & 31);
+}
+static int keep_odd(int i) { return i % 2 == 1; }
+static int keep_none(int i) { return (void)i, 0; }
+static int keep_few(int i) { return i == 3 || i == 70 || i == 99; }
+
+PT_TEST(mask_restricts_every_mode) {
+    enum { V = 100 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = (float)((i * 37) % V) / 10.0f;
+    uint32_t m[4];
+    mk_mask(m, V, keep_odd);
+    /* mask_apply: exactly the forbidden entries become -inf */
+    float a[V];
+    memcpy(a, l, sizeof a);
+    eng_sampler_mask_apply(a, V, m);
+    for (int i = 0; i < V; i++) PT_EQ_INT(isinf(a[i]) && a[i] < 0, !keep_odd(i));
+    const struct {
+        float t, top_p, pen;
+        int top_k;
+    } modes[] = {{0, 1, 1, 0}, {0, 1, 1.3f, 0}, {1, 1, 1, 0}, {1, 1, 1, 5}, {0.7f, 0.5f, 1.2f, 0}};
+    int32_t hist[4] = {1, 3, 5, 7};
+    for (size_t j = 0; j < sizeof modes / sizeof modes[0]; j++) {
+        eng_sampler_params p;
+        eng_sampler_params_default(&p);
+        p.temperature = modes[j].t;
+        p.top_p = modes[j].top_p;
+        p.top_k = modes[j].top_k;
+        p.repetition_penalty = modes[j].pen;
+        p.seed = 11;
+        eng_sampler *s = mk(&p, V);
+        for (int k = 0; k < 200; k++) {
+            int32_t t = eng_sampler_sample_masked(s, l, hist, 4, m, NULL);
+            PT_ASSERT_MSG(t >= 0 && keep_odd(t), "mode %zu drew %d", j, t);
+            int acc = -1;
+            t = eng_sampler_verify_masked(s, l, hist, 4, m, 2 /* forbidden */, &acc, NULL);
+            PT_ASSERT(t >= 0 && keep_odd(t) && acc == 0);
+        }
+        /* greedy under the mask = argmax of the masked (penalised) logits */
+        if (modes[j].t == 0 && modes[j].pen == 1) {
+            int32_t t = eng_sampler_sample_masked(s, l, NULL, 0, m, NULL);
+            PT_EQ_INT(t, eng_sampler_sample(s, a, NULL, 0));
+        }
+        /* nothing allowed: -1 */
+        uint32_t none[4];
+        mk_mask(none, V, keep_none);
+        PT_EQ_INT(eng_sampler_sample_masked(s, l, NULL, 0, none, NULL), -1);
+        eng_sampler_free(s);
+    }
+    /* all allowed logits -inf: still an allowed token */
+    float ninf[V];
+    for (int i = 0; i < V; i++) ninf[i] = i == 4 ? 5.0f : -INFINITY;
+    uint32_t few[4];
+    mk_mask(few, V, keep_few);
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    for (int t = 0; t < 2; t++) {
+        p.temperature = (float)t;
+        eng_sampler *s = mk(&p, V);
+        int32_t tok = eng_sampler_sample_masked(s, ninf, NULL, 0, few, NULL);
+        PT_ASSERT(keep_few(tok));
+        eng_sampler_free(s);
+    }
+}
+
+PT_TEST(logprobs_are_log_softmax) {
+    enum { V = 300 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = (float)(((i * 7919) % 1000) - 500) / 97.0f;
+    l[17] = l[18]; /* a tie: the lower id first */
+    uint32_t m[(V + 31) / 32];
+    mk_mask(m, V, keep_odd);
+    for (int masked = 0; masked < 2; masked++)
+        for (int t = 0; t < 3; t++) {
+            eng_sampler_params p;
+            eng_sampler_params_default(&p);
+            p.temperature = t == 0 ? 0 : t == 1 ? 0.5f : 2.0f; /* logprobs ignore it */
+            p.top_k = t == 2 ? 10 : 0;                         /* and top-k */
+            p.seed = 3;
+            eng_sampler *s = mk(&p, V);
+            eng_sampler_logprobs lp;
+            memset(&lp, 0, sizeof lp);
+            lp.top_logprobs = ENG_SAMPLER_TOP_MAX;
+            const uint32_t *mk_ = masked ? m : NULL;
+            int32_t tok = eng_sampler_sample_masked(s, l, NULL, 0, mk_, &lp);
+            double mx = -INFINITY, sum = 0;
+            for (int i = 0; i < V; i++)
+                if (!masked || keep_odd(i)) mx = l[i] > mx ? l[i] : mx;
+            for (int i = 0; i < V; i++)
+                if (!masked || keep_odd(i)) sum += exp(l[i] - mx);
+            double lse = mx + log(sum);
+            PT_NEAR(lp.logprob, l[tok] - lse, 1e-5);
+            PT_EQ_INT(lp.n_top, ENG_SAMPLER_TOP_MAX);
+            double mass = 0;
+            for (int j = 0; j < lp.n_top; j++) {
+                int32_t id = lp.top[j].token;
+                PT_ASSERT(!masked || keep_odd(id));
+                PT_NEAR(lp.top[j].logprob, l[id] - lse, 1e-5);
+                if (j) {
+                    float a = l[lp.top[j - 1].token], b = l[id];
+                    PT_ASSERT(a > b || (a == b && lp.top[j - 1].token < id));
+                }
+                mass += exp(lp.top[j].logprob);
+            }
+            PT_ASSERT(mass <= 1.0 + 1e-6);
+            /* 0 alternatives: only the chosen token's */
+            lp.top_logprobs = 0;
+            tok = eng_sampler_sample_masked(s, l, NULL, 0, mk_, &lp);
+            PT_EQ_INT(lp.n_top, 0);
+            PT_NEAR(lp.logprob, l[tok] - lse, 1e-5);
+            eng_sampler_free(s);
+        }
+    /* with a penalty: of the penalised logits */
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    p.repetition_penalty = 2.0f;
+    eng_sampler *s = mk(&p, V);
+    int32_t hist[2] = {5, 6};
+    eng_sampler_logprobs lp;
+    memset(&lp, 0, sizeof lp);
+    lp.top_logprobs = 3;
+    float pl[V];
+    memcpy(pl, l, sizeof pl);
+    for (int i = 5; i <= 6; i++) pl[i] = pl[i] > 0 ? pl[i] / 2 : pl[i] * 2;
+    int32_t tok = eng_sampler_sample_masked(s, l, hist, 2, NULL, &lp);
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < V; i++) mx = pl[i] > mx ? pl[i] : mx;
+    for (int i = 0; i < V; i++) sum += exp(pl[i] - mx);
+    PT_NEAR(lp.logprob, pl[tok] - (mx + log(sum)), 1e-5);
+    eng_sampler_free(s);
+}
+
+PT_TEST(needs_logits) {
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    eng_sampler *s = mk(&p, 10);
+    PT_EQ_INT(eng_sampler_needs_logits(s), 0);
+    eng_sampler_free(s);
+    p.temperature = 0.5f;
+    s = mk(&p, 10);
+    PT_EQ_INT(eng_sampler_needs_logits(s), 1);
+    eng_sampler_free(s);
+    p.temperature = 0;
+    p.repetition_penalty = 1.1f;
+    s = mk(&p, 10);
+    PT_EQ_INT(eng_sampler_needs_logits(s), 1);
+    eng_sampler_free(s);
 }

@@ -20,12 +20,17 @@
  *                         the stop: the result has n_keep tokens and the
  *                         cache holds the KV of the prompt and n_keep - 1
  *                         of them, down to the token, nothing after
+ *   choices_over_cache    n = 4 over the pool's reference counts: each
+ *                         choice equals the request alone, the prompt
+ *                         prefilled once, nothing left pinned; also in a
+ *                         pool too small for every choice at once
  */
 #define PTEST_MAIN
 #include "ptest.h"
 
 #include "kv_cache.h"
 #include "kv_sched_ops.h"
+#include "sched_rec.h"
 #include "sched_util.h"
 
 #define NV 768
@@ -304,4 +309,64 @@ PT_TEST(stop_keeps_n) {
     su_coll_free(&c);
     kv_cache_destroy(kc);
     eng_model_free(m);
+}
+
+/* n > 1 over the cache's allocator: the pool's reference counts carry the
+ * shared prompt blocks (retain), each choice equals the request alone, the
+ * prompt is prefilled once, nothing stays pinned; in a pool too small for
+ * all choices at once the choices still finish with the same tokens. */
+PT_TEST(choices_over_cache) {
+    PT_ASSERT(model());
+    enum { P = 40, G = 24 };
+    int32_t prompt[P];
+    su_tokens(prompt, P, NV, 4242);
+    su_req one;
+    eng_sched *s = mk_sched(NULL, 16, 512, 50);
+    PT_EQ_INT(su_run_one(s, prompt, P, G, "", &one), 0);
+    eng_sched_free(s);
+    const eng_kv_layout *l = eng_model_kv_layout(model());
+    size_t blk = l->block_bytes[0] + l->block_bytes[1];
+    for (int tight = 0; tight < 2; tight++) {
+        kv_cache *kc = mk_cache(tight ? blk * 7 : (size_t)8 << 20);
+        PT_ASSERT(kc);
+        s = mk_sched(kc, 16, 64, 50);
+        PT_ASSERT(s);
+        eng_sched_request q;
+        memset(&q, 0, sizeof q);
+        q.prompt = prompt;
+        q.n_prompt = P;
+        eng_sampler_params_default(&q.sampling);
+        q.max_tokens = G;
+        q.n = 4;
+        q.ns = "c";
+        q.ns_len = 1;
+        sr_req *r = malloc(sizeof *r);
+        sr_init(r, 0);
+        sr_bind(r, &q);
+        char err[256];
+        PT_EQ_INT(eng_sched_submit(s, &q, &r->id, err, sizeof err), 0);
+        PT_EQ_INT(sr_wait(r, 60000), 0);
+        eng_sched_stats st;
+        eng_sched_close(s, 1);
+        eng_sched_stats_get(s, &st);
+        eng_sched_free(s);
+        PT_EQ_INT(r->res.n_choices, 4);
+        for (int c = 0; c < 4; c++) {
+            PT_EQ_INT(r->fin[c], ENG_SCHED_LENGTH);
+            PT_EQ_MEM(r->rt[c], one.res_tokens, G * sizeof(int32_t));
+        }
+        if (!tight) {
+            PT_EQ_INT(st.prefill_tokens, P);
+            PT_EQ_INT(st.forks, 3);
+        } else {
+            PT_ASSERT(st.preemptions > 0 || st.forks < 3);
+        }
+        kv_stats ks;
+        kv_cache_stats(kc, &ks);
+        PT_EQ_INT(ks.blocks_used[0], ks.blocks_cached[0]); /* nothing pinned */
+        PT_EQ_INT(ks.blocks_used[1], ks.blocks_cached[1]);
+        kv_cache_destroy(kc);
+        sr_free(r);
+        free(r);
+    }
 }

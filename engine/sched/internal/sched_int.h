@@ -20,7 +20,19 @@
 enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2 };
 enum { SCHED_END_CANCEL = 1, SCHED_END_STOP = 2 }; /* values of sched_req.cancel */
 
-/* One request while it is in flight. */
+/* The choices of an n > 1 request: how each ended, kept until the last
+ * one ends (then the completion event takes the group over). */
+typedef struct sched_group {
+    int n;                   /* choices */
+    int n_done;              /* choices ended */
+    eng_sched_choice *res;   /* n results (tokens / error point into the arrays below) */
+    int32_t **tok;           /* n owned token copies (NULL when none) */
+    char (*err)[PL_ERR_LEN]; /* n error texts */
+    uint64_t held_epoch;     /* running_held pass that last counted the shared blocks */
+} sched_group;
+
+/* One sequence in flight: a request, or one choice of an n > 1 request
+ * (choices share id, user and callbacks, and point at one group). */
 typedef struct sched_req {
     uint64_t id;                 /* public id (>= 1) */
     struct sched_req *next;      /* link in inbox / waiting / running list */
@@ -48,30 +60,49 @@ typedef struct sched_req {
     int cached_tokens;           /* tokens adopted from the cache at first admission */
     int preemptions;             /* times preempted */
     int want_logits;             /* copy logits into token events */
-    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
-    void *user;                                                      /* callback argument */
-    int kv_live;                                                     /* kv is initialised */
-    eng_kvseq kv;     /* the sequence's KV (running only) */
-    float *logits;    /* n_vocab floats (running only) */
-    eng_ngram *ngram; /* prompt-lookup index of toks, made at the first draft (NULL before) */
-    int spec_k;       /* the next draft's length limit (eng_spec_next_k), 1..spec_tokens */
+    void (*on_token)(void *, uint64_t, const eng_sched_token *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *); /* completion callback */
+    void *user;                                                  /* callback argument */
+    int kv_live;                                                 /* kv is initialised */
+    eng_kvseq kv;          /* the sequence's KV (running only) */
+    float *logits;         /* n_vocab floats (running only) */
+    eng_ngram *ngram;      /* prompt-lookup index of toks, made at the first draft (NULL before) */
+    int spec_k;            /* the next draft's length limit (eng_spec_next_k), 1..spec_tokens */
+    eng_sampler_params sp; /* its sampler's parameters (choices derive theirs) */
+    int choice;            /* choice index, 0..n-1 */
+    sched_group *grp;      /* the request's choices (NULL when n == 1) */
+    int n_fork;            /* choices to fork at the first sample (n - 1 until then, then 0) */
+    int n_shared;          /* leading KV blocks shared with other choices (forked), else 0 */
+    eng_constraint *cons;  /* constraint (NULL: none); its next mask may be in flight */
+    int32_t cons_ahead[ENG_CONSTRAINT_MAX_AHEAD]; /* the draft its mask job looks ahead over */
+    int n_cons_ahead;                             /* its length (0: none) */
+    int logprobs;                                 /* token events carry log-probabilities */
+    eng_sampler_logprobs *lp;                     /* logprobs: room for spec_tokens + 1 positions */
 } sched_req;
+
+/* 1 when r's sampling needs its whole logits row, not just the argmax: a
+ * constraint, logprobs, temperature or a penalty (a forward pass may skip
+ * writing the rows of the others). */
+static inline int sched_req_needs_logits(const sched_req *r) {
+    return r->cons || r->logprobs || r->want_logits || eng_sampler_needs_logits(r->sampler);
+}
 
 /* A callback event on the delivery queue. */
 typedef struct sched_event {
-    struct sched_event *next;                                        /* queue link */
-    int is_done;                                                     /* 0 token, 1 completion */
-    uint64_t id;                                                     /* request id */
-    void *user;                                                      /* callback argument */
-    void (*on_token)(void *, uint64_t, int32_t, int, const float *); /* token callback */
-    void (*on_done)(void *, uint64_t, const eng_sched_result *);     /* completion callback */
-    int32_t token;                                                   /* token event: the token */
-    int index;                                                       /* token event: its index */
-    float *logits;          /* token event: logits copy or NULL (owned) */
+    struct sched_event *next;                                    /* queue link */
+    int is_done;                                                 /* 0 token, 1 completion */
+    uint64_t id;                                                 /* request id */
+    void *user;                                                  /* callback argument */
+    void (*on_token)(void *, uint64_t, const eng_sched_token *); /* token callback */
+    void (*on_done)(void *, uint64_t, const eng_sched_result *); /* completion callback */
+    eng_sched_token tok; /* token event (its logits / top point into this event) */
+    eng_sampler_lp top[ENG_SAMPLER_TOP_MAX]; /* token event: logprob alternatives */
+    float *logits;                           /* token event: logits copy or NULL (owned) */
     eng_sched_result res;   /* completion: result (tokens / error point into this event) */
-    int32_t *res_tokens;    /* completion: owned copy of the tokens */
-    char error[PL_ERR_LEN]; /* completion: error text */
+    int32_t *res_tokens;    /* completion: owned copy of the tokens (n == 1) */
+    char error[PL_ERR_LEN]; /* completion: error text (n == 1) */
+    eng_sched_choice one;   /* completion: the one choice of an n == 1 request */
+    sched_group *grp;       /* completion: the choices of an n > 1 request (owned) */
 } sched_event;
 
 /* The plain allocator used without a cache: malloc blocks, capped per kind. */
@@ -81,6 +112,12 @@ typedef struct sched_budget {
     long cap[2];            /* blocks allowed per kind */
     long live[2];           /* blocks allocated now */
     long peak[2];           /* highest live */
+    /* extra references of shared blocks (forks): open addressing on the
+     * block pointer, linear probing; a block absent has one reference */
+    void **ref_key;  /* block pointers, NULL = empty slot */
+    int *ref_extra;  /* references beyond the first */
+    size_t ref_cap;  /* slots (a power of two, 0 before the first fork) */
+    size_t ref_used; /* slots in use */
 } sched_budget;
 
 struct eng_sched {
@@ -105,14 +142,16 @@ struct eng_sched {
     int drain;                     /* close lets requests finish */
     eng_sched_stats st;            /* counters (under mu) */
 
-    sched_req *waiting;     /* loop: waiting requests (unordered) */
-    sched_req *running;     /* loop: running requests, admission order */
-    uint64_t admit_counter; /* loop: first-admission sequence */
-    uint64_t run_counter;   /* loop: admission sequence (incl. resumes) */
-    eng_seq_step *steps;    /* loop: batch under construction (max_running) */
-    float *spec_logits;     /* loop: verify chunks' logits, spec_rows rows of n_vocab */
-    int spec_rows;          /* rows of spec_logits (0: drafting never fits a step) */
-    sched_req **step_req;   /* loop: request of each step */
+    sched_req *waiting;        /* loop: waiting requests (unordered) */
+    sched_req *running;        /* loop: running requests, admission order */
+    uint64_t admit_counter;    /* loop: first-admission sequence */
+    uint64_t run_counter;      /* loop: admission sequence (incl. resumes) */
+    eng_seq_step *steps;       /* loop: batch under construction (max_running) */
+    float *spec_logits;        /* loop: verify chunks' logits, spec_rows rows of n_vocab */
+    int spec_rows;             /* rows of spec_logits (0: drafting never fits a step) */
+    sched_req **step_req;      /* loop: request of each step */
+    uint64_t held_epoch;       /* loop: running_held passes (shared blocks counted once) */
+    eng_constraint_pool *pool; /* mask threads (constraint_vocab given), else NULL */
 
     pthread_mutex_t dmu;       /* guards the delivery queue */
     pthread_cond_t dcv;        /* delivery wake-up */
@@ -124,6 +163,9 @@ struct eng_sched {
     int closed;                      /* eng_sched_close finished */
 };
 
+/* sched_loop.c: append r to a waiting / running list. */
+void sched_list_append(sched_req **head, sched_req *r);
+
 /* sched_loop.c: the loop thread's body. */
 void *sched_loop_main(void *arg);
 
@@ -132,8 +174,33 @@ void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const c
 
 /* sched_loop.c: queue the token event of generated token `index` of r
  * (r->toks[n_prompt + index]) with its logits row (copied with
- * want_logits). */
-void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits);
+ * want_logits) and its log-probabilities (NULL: none). */
+void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits,
+                       const eng_sampler_logprobs *lp);
+
+/* sched_loop.c: sample r's next token from r->logits (under its
+ * constraint's mask; forking r's other choices first when it has any),
+ * report it, and end r when it is done.  Returns 1 when r ended (freed). */
+int sched_sample(eng_sched *s, sched_req *r, int64_t now);
+
+/* sched_loop.c: wait for r's constraint masks (counting the wait in the
+ * statistics).  Returns 0 with *masks / *n_masks set, or ends r with
+ * finish reason error and returns -1 (r is freed). */
+int sched_cons_wait(eng_sched *s, sched_req *r, const uint32_t *const **masks, int *n_masks);
+
+/* sched_loop.c: after r committed tokens, end it if its constraint is
+ * complete (stop) or failed, else start its next mask.  Returns 1 when r
+ * ended (freed). */
+int sched_cons_next(eng_sched *s, sched_req *r);
+
+/* sched_group.c: a group for n choices, or NULL without memory. */
+sched_group *sched_group_new(int n);
+void sched_group_free(sched_group *g);
+/* sched_group.c: fork running request r (its prompt's logits in
+ * r->logits, before its first sample) into its n_fork other choices:
+ * running ones sharing its KV, or, short of KV, waiting ones that will
+ * recompute the prompt.  Returns the number of running choices made. */
+int sched_fork(eng_sched *s, sched_req *r);
 
 /* sched_spec.c: draft up to k tokens (the step's limit) for decoding
  * sequence r into r->toks[n_toks..] (not counted in n_toks), within r's

@@ -1,0 +1,925 @@
+/*
+ * test_sched_constraint.c -- constrained decoding, log-probabilities and
+ * n > 1 choices in the scheduler (issue 33), on a synthetic cai-tiny model
+ * (its tokenizer is a real byte-level BPE vocabulary of 768 tokens) written
+ * at test time.
+ *
+ *   llguidance_present        the build has llguidance (fails under CI=true
+ *                             when it does not; the constraint tests below
+ *                             then only check refusals)
+ *   refusals                  bad schemas, regexes and grammars, one over
+ *                             the size limit, no vocabulary, bad n /
+ *                             logprobs: refused at submit with their codes,
+ *                             no callback
+ *   json_greedy_valid         greedy JSON-schema, JSON-object, regex and
+ *                             Lark outputs: finish stop, without an end
+ *                             token, and the text parses and validates
+ *   mask_bits_match           each generated token is the argmax of the
+ *                             delivered logits under llguidance's own mask
+ *                             (a matcher driven directly through its C API
+ *                             over a tokenizer built here), the module's
+ *                             masks equal that one word for word, and
+ *                             eng_sampler_mask_apply leaves exactly the
+ *                             allowed logits finite
+ *   spec_equals_plain         drafting (prompt lookup, an oracle drafter with
+ *                             wrong tails, one proposing forbidden tokens)
+ *                             gives the tokens of constrained decoding
+ *                             without drafts; the oracle's drafts verified,
+ *                             none of the forbidden ones
+ *   budget_fires              a mask over mask_budget_us ends the request
+ *                             with finish error and a message
+ *   length_is_length          max_tokens cuts a constrained output short:
+ *                             length
+ *   logprobs_log_softmax      logprobs equal a log-softmax of the delivered
+ *                             logits (masked for constrained requests), the
+ *                             top list is that order, exp sums to <= 1
+ *   choices_share_prompt      n = 4: prefill counted once, forks counted,
+ *                             each choice equals an n = 1 run seeded
+ *                             eng_sched_choice_seed (sampling, drafting
+ *                             off); greedy choices are identical
+ *   choices_end_independently eng_sched_stop_choice ends one choice; the
+ *                             others run to max_tokens; one completion
+ *   choices_constrained       n = 3 sampled JSON-schema choices all valid
+ *   choices_tight_budget      n = 4 under a KV budget that forces forks to
+ *                             fall back and choices to be preempted: same
+ *                             tokens as alone, every block back
+ *   choices_cancel            a cancelled n = 3 request completes once with
+ *                             three cancelled choices
+ */
+#define PTEST_MAIN
+#include "ptest.h"
+
+#include <jansson.h>
+#include <regex.h>
+
+#include "eng_constraint.h"
+#include "eng_sampler.h"
+#include "eng_tok.h"
+#include "sched_rec.h"
+#include "sched_util.h"
+
+#ifdef PARLEY_HAVE_LLGUIDANCE
+#include <llguidance.h>
+#endif
+
+#define NV 768 /* cai-tiny vocabulary */
+
+static eng_model *g_model;
+static eng_tok *g_tok;
+static eng_constraint_vocab *g_vocab;
+
+static eng_model *model(void) {
+    if (!g_model) {
+        g_model = su_model("cai-tiny", 32, 2);
+        char err[256];
+        if (g_model && eng_tok_load(eng_model_gguf(g_model), &g_tok, err, sizeof err) != 0)
+            fprintf(stderr, "  tok: %s\n", err);
+        if (g_tok && eng_constraint_available() &&
+            eng_constraint_vocab_new(g_tok, NV, &g_vocab, err, sizeof err) != 0)
+            fprintf(stderr, "  vocab: %s\n", err);
+    }
+    return g_model;
+}
+
+/* 1 when constraint tests can run; under CI=true a build without
+ * llguidance fails instead. */
+static int have_llg(void) {
+    if (eng_constraint_available()) return model() && g_vocab;
+    const char *ci = getenv("CI");
+    if (ci && !strcmp(ci, "true")) PT_FAIL("llguidance missing under CI=true");
+    return 0;
+}
+
+/* A scheduler with the constraint vocabulary. */
+static eng_sched *mk(int spec, eng_sched_draft_fn fn, void *ctx, int64_t budget_us,
+                     size_t kv_budget) {
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = 16;
+    cfg.speculative = spec;
+    cfg.draft_fn = fn;
+    cfg.draft_ctx = ctx;
+    cfg.batch_window_us = 20000;
+    cfg.constraint_vocab = g_vocab;
+    cfg.mask_budget_us = budget_us;
+    if (kv_budget) {
+        cfg.kv_budget_bytes = kv_budget;
+        cfg.local_share = 1.0;
+        cfg.step_tokens = 64;
+    }
+    eng_sched *s = NULL;
+    char err[256];
+    if (eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err) != 0)
+        fprintf(stderr, "  create: %s\n", err);
+    return s;
+}
+
+static int mk_prompt(int32_t *p, int i) {
+    int n = 12 + 5 * (i % 8); /* <= 47 */
+    su_tokens(p, n, NV, 900 + (uint64_t)i);
+    return n;
+}
+
+static void req_init(eng_sched_request *q, const int32_t *p, int np, int max_tokens) {
+    memset(q, 0, sizeof *q);
+    q->prompt = p;
+    q->n_prompt = np;
+    eng_sampler_params_default(&q->sampling);
+    q->max_tokens = max_tokens;
+}
+
+static void set_cons(eng_sched_request *q, eng_constraint_kind k, const char *text) {
+    q->constraint.kind = k;
+    q->constraint.text = text;
+    q->constraint.len = text ? strlen(text) : 0;
+}
+
+/* Run one request to completion into r (allocated by the caller). */
+static void run1(eng_sched *s, eng_sched_request *q, sr_req *r) {
+    char err[256];
+    sr_bind(r, q);
+    q->want_logits = r->n_vocab > 0;
+    int rc = eng_sched_submit(s, q, &r->id, err, sizeof err);
+    if (rc) fprintf(stderr, "  submit: %s\n", err);
+    PT_EQ_INT(rc, 0);
+    PT_EQ_INT(sr_wait(r, 60000), 0);
+    PT_ASSERT(r->order_ok && !r->bad_choice && !r->tokens_after_done);
+}
+
+static sr_req *sr_new(int n_vocab) {
+    sr_req *r = malloc(sizeof *r);
+    sr_init(r, n_vocab);
+    return r;
+}
+
+static void sr_del(sr_req *r) {
+    sr_free(r);
+    free(r);
+}
+
+/* Decoded text of choice c's result. */
+static char *text_of(const sr_req *r, int c) {
+    static char buf[8192];
+    size_t n = 0;
+    if (eng_tok_decode(g_tok, r->rt[c], r->rn[c], 0, buf, sizeof buf, &n, NULL, 0) != 0) return "";
+    buf[n < sizeof buf ? n : sizeof buf - 1] = 0;
+    return buf;
+}
+
+/* ---- the tests ---- */
+
+PT_TEST(llguidance_present) {
+    PT_ASSERT(model());
+    if (!eng_constraint_available()) {
+        printf("  (built without llguidance: %s)\n", eng_constraint_version());
+        have_llg();
+        return;
+    }
+    PT_ASSERT(g_vocab);
+    PT_ASSERT(eng_constraint_vocab_size(g_vocab) >= NV);
+    PT_ASSERT(strstr(eng_constraint_version(), "llguidance") != NULL);
+}
+
+static int g_callbacks;
+static void cb_count_tok(void *u, uint64_t id, const eng_sched_token *t) {
+    (void)u, (void)id, (void)t;
+    __atomic_add_fetch(&g_callbacks, 1, __ATOMIC_SEQ_CST);
+}
+static void cb_count_done(void *u, uint64_t id, const eng_sched_result *r) {
+    (void)u, (void)id, (void)r;
+    __atomic_add_fetch(&g_callbacks, 1, __ATOMIC_SEQ_CST);
+}
+
+PT_TEST(refusals) {
+    PT_ASSERT(model());
+    int32_t p[64];
+    int np = mk_prompt(p, 0);
+    char err[256];
+    eng_sched_request q;
+    /* no vocabulary: a constraint cannot be applied */
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    eng_sched *s0 = NULL;
+    PT_EQ_INT(eng_sched_create(model(), &cfg, NULL, &s0, err, sizeof err), 0);
+    req_init(&q, p, np, 8);
+    q.on_token = cb_count_tok;
+    q.on_done = cb_count_done;
+    set_cons(&q, ENG_CONSTRAINT_JSON_OBJECT, NULL);
+    PT_EQ_INT(eng_sched_submit(s0, &q, NULL, err, sizeof err), ENG_SCHED_ENOTSUP);
+    PT_ASSERT(strstr(err, "constraint") != NULL);
+    eng_sched_free(s0);
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 100000, 0);
+    PT_ASSERT(s);
+    static const struct {
+        eng_constraint_kind k;
+        const char *text;
+        const char *want; /* a piece of the message */
+    } bad[] = {
+        {ENG_CONSTRAINT_JSON_SCHEMA, "{\"type\": \"object\", \"properties\": {", "EOF"},
+        {ENG_CONSTRAINT_JSON_SCHEMA, "{\"type\": \"string\", \"pattern\": \"[\"}", "regex"},
+        {ENG_CONSTRAINT_JSON_SCHEMA, "{\"$ref\": \"#/definitions/none\"}", "none"},
+        {ENG_CONSTRAINT_JSON_SCHEMA, "{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 1}",
+         "nsatisfiable"},
+        {ENG_CONSTRAINT_JSON_SCHEMA, "{\"type\": \"no-such-type\"}", "json_schema"},
+        {ENG_CONSTRAINT_JSON_SCHEMA, "", "empty"},
+        {ENG_CONSTRAINT_REGEX, "(unclosed", "regex"},
+        {ENG_CONSTRAINT_REGEX, "[z-a]", "regex"},
+        {ENG_CONSTRAINT_LARK, "start: undefined_rule", "lark"},
+        {ENG_CONSTRAINT_LARK, "this is not a grammar", "lark"},
+        {(eng_constraint_kind)9, "x", "kind"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        req_init(&q, p, np, 8);
+        q.on_token = cb_count_tok;
+        q.on_done = cb_count_done;
+        set_cons(&q, bad[i].k, bad[i].text);
+        err[0] = 0;
+        int rc = eng_sched_submit(s, &q, NULL, err, sizeof err);
+        if (rc != ENG_SCHED_ECONSTRAINT || !strstr(err, bad[i].want))
+            PT_FAIL("case %zu: rc %d, message \"%s\"", i, rc, err);
+        PT_ASSERT(strchr(err, '\n') == NULL);
+    }
+    /* a NUL byte inside the text */
+    req_init(&q, p, np, 8);
+    q.constraint.kind = ENG_CONSTRAINT_REGEX;
+    q.constraint.text = "ab\0cd";
+    q.constraint.len = 5;
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_ECONSTRAINT);
+    /* over the size limit: refused before llguidance sees it */
+    size_t big = ENG_CONSTRAINT_MAX_BYTES + 1;
+    char *huge = malloc(big + 1);
+    memset(huge, 'a', big);
+    huge[big] = 0;
+    req_init(&q, p, np, 8);
+    set_cons(&q, ENG_CONSTRAINT_REGEX, huge);
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_ECONSTRAINT);
+    PT_ASSERT(strstr(err, "limit") != NULL);
+    free(huge);
+    /* logprobs and n out of range */
+    req_init(&q, p, np, 8);
+    q.logprobs = 1;
+    q.top_logprobs = ENG_SCHED_TOP_MAX + 1;
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_EINVAL);
+    req_init(&q, p, np, 8);
+    q.top_logprobs = 2; /* without logprobs */
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_EINVAL);
+    req_init(&q, p, np, 8);
+    q.n = ENG_SCHED_N_MAX + 1;
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_EINVAL);
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    PT_EQ_INT(st.submitted, 0);
+    eng_sched_free(s);
+    PT_EQ_INT(__atomic_load_n(&g_callbacks, __ATOMIC_SEQ_CST), 0);
+}
+
+/* Schemas with a finite language: a greedy run must complete. */
+static const char *const k_schemas[] = {
+    "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},"
+    "\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
+    "\"n\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":99}},"
+    "\"required\":[\"ok\",\"color\",\"n\"],\"additionalProperties\":false}",
+    "{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"minItems\":2,\"maxItems\":3}",
+    "{\"type\":\"object\",\"properties\":{\"tag\":{\"type\":\"string\",\"pattern\":\"^[a-c]{2}$\"},"
+    "\"pair\":{\"type\":\"array\",\"prefixItems\":[{\"const\":1},{\"enum\":[\"x\",\"y\"]}],"
+    "\"items\":false}},\"required\":[\"tag\",\"pair\"],\"additionalProperties\":false}",
+    "{\"anyOf\":[{\"type\":\"null\"},{\"type\":\"object\",\"properties\":{\"v\":{\"enum\":[1,2]}},"
+    "\"required\":[\"v\"],\"additionalProperties\":false}]}",
+};
+
+/* Check the JSON text against schema i (hand-written, per schema). */
+static int schema_ok(int i, const char *text, char *why, size_t n) {
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    if (!j) return snprintf(why, n, "not JSON: %s", je.text), 0;
+    int ok = 0;
+    switch (i) {
+    case 0: {
+        json_t *okv = json_object_get(j, "ok"), *c = json_object_get(j, "color"),
+               *nv = json_object_get(j, "n");
+        const char *cs = c ? json_string_value(c) : NULL;
+        ok = json_is_object(j) && json_object_size(j) == 3 && json_is_boolean(okv) && cs &&
+             (!strcmp(cs, "red") || !strcmp(cs, "green") || !strcmp(cs, "blue")) &&
+             json_is_integer(nv) && json_integer_value(nv) >= 0 && json_integer_value(nv) <= 99;
+        break;
+    }
+    case 1:
+        ok = json_is_array(j) && json_array_size(j) >= 2 && json_array_size(j) <= 3;
+        for (size_t k = 0; ok && k < json_array_size(j); k++)
+            ok = json_is_boolean(json_array_get(j, k));
+        break;
+    case 2: {
+        json_t *tag = json_object_get(j, "tag"), *pair = json_object_get(j, "pair");
+        const char *ts = tag ? json_string_value(tag) : NULL;
+        /* prefixItems does not make its items required: [] and [1] validate */
+        size_t np = json_is_array(pair) ? json_array_size(pair) : 99;
+        ok = json_is_object(j) && json_object_size(j) == 2 && ts && strlen(ts) == 2 &&
+             strspn(ts, "abc") == 2 && np <= 2 &&
+             (np < 1 || json_integer_value(json_array_get(pair, 0)) == 1) &&
+             (np < 2 || json_is_string(json_array_get(pair, 1)));
+        break;
+    }
+    case 3:
+        ok = json_is_null(j) || (json_is_object(j) && json_object_size(j) == 1 &&
+                                 (json_integer_value(json_object_get(j, "v")) == 1 ||
+                                  json_integer_value(json_object_get(j, "v")) == 2));
+        break;
+    }
+    if (!ok) snprintf(why, n, "does not validate");
+    json_decref(j);
+    return ok;
+}
+
+PT_TEST(json_greedy_valid) {
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, 0);
+    PT_ASSERT(s);
+    int32_t eog[64];
+    int n_eog = eng_tok_eog_ids(g_tok, eog, 64);
+    for (int i = 0; i < 4; i++)
+        for (int pi = 0; pi < 2; pi++) {
+            int32_t p[64];
+            int np = mk_prompt(p, pi + i);
+            eng_sched_request q;
+            req_init(&q, p, np, 120);
+            q.sampling.n_stop = n_eog;
+            memcpy(q.sampling.stop, eog, (size_t)n_eog * sizeof *eog);
+            set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[i]);
+            sr_req *r = sr_new(0);
+            run1(s, &q, r);
+            char why[256] = "";
+            const char *txt = text_of(r, 0);
+            if (r->fin[0] != ENG_SCHED_STOP || !schema_ok(i, txt, why, sizeof why))
+                PT_FAIL("schema %d prompt %d: finish %s, \"%s\": %s (%s)", i, pi,
+                        eng_sched_finish_name(r->fin[0]), txt, why, r->err[0]);
+            /* complete without an end token */
+            PT_ASSERT(r->rn[0] > 0 && !eng_tok_is_eog(g_tok, r->rt[0][r->rn[0] - 1]));
+            sr_del(r);
+        }
+    /* JSON object, regex, Lark */
+    static const struct {
+        eng_constraint_kind k;
+        const char *text, *posix; /* the language as a POSIX ERE (NULL: JSON object) */
+    } other[] = {
+        {ENG_CONSTRAINT_JSON_OBJECT, NULL, NULL},
+        {ENG_CONSTRAINT_REGEX, "[a-z]{3,6}@example\\.(com|org)",
+         "^[a-z]{3,6}@example\\.(com|org)$"},
+        {ENG_CONSTRAINT_REGEX, "(yes|no|maybe)", "^(yes|no|maybe)$"},
+        {ENG_CONSTRAINT_LARK,
+         "start: item (\",\" item)*\nitem: \"cat\" | \"dog\" | NUM\nNUM: /[0-9]{1,2}/",
+         "^(cat|dog|[0-9]{1,2})(,(cat|dog|[0-9]{1,2}))*$"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        int32_t p[64];
+        int np = mk_prompt(p, 7 + (int)i);
+        eng_sched_request q;
+        req_init(&q, p, np, 60);
+        q.sampling.n_stop = n_eog;
+        memcpy(q.sampling.stop, eog, (size_t)n_eog * sizeof *eog);
+        set_cons(&q, other[i].k, other[i].text);
+        sr_req *r = sr_new(0);
+        run1(s, &q, r);
+        const char *txt = text_of(r, 0);
+        char body[8192];
+        snprintf(body, sizeof body, "%s", txt);
+        /* an end token (when the model chose one) is not text */
+        if (other[i].posix) {
+            regex_t re;
+            PT_EQ_INT(regcomp(&re, other[i].posix, REG_EXTENDED | REG_NOSUB), 0);
+            int m = regexec(&re, body, 0, NULL, 0);
+            regfree(&re);
+            if (m != 0 || r->fin[0] == ENG_SCHED_ERROR)
+                PT_FAIL("case %zu: finish %s \"%s\"", i, eng_sched_finish_name(r->fin[0]), body);
+        } else if (r->fin[0] == ENG_SCHED_STOP) {
+            json_error_t je;
+            json_t *j = json_loads(body, 0, &je);
+            PT_ASSERT_MSG(j && json_is_object(j), "json_object: \"%s\"", body);
+            json_decref(j);
+        } else {
+            PT_EQ_INT(r->fin[0], ENG_SCHED_LENGTH); /* an open object may run long */
+        }
+        sr_del(r);
+    }
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    PT_ASSERT(st.constrained == 8 + sizeof other / sizeof other[0]);
+    PT_ASSERT(st.masks > 0 && st.mask_cpu_ms > 0);
+    eng_sched_free(s);
+}
+
+#ifdef PARLEY_HAVE_LLGUIDANCE
+/* llguidance's tokenizer for g_tok, built here from the vocabulary's
+ * public API (the same rule as eng_constraint_vocab_new: control, unknown
+ * and unused tokens as 0xFF + text, others as their decoded bytes). */
+static LlgTokenizer *test_llg_tokenizer(void) {
+    int n = eng_tok_n_vocab(g_tok);
+    uint32_t *lens = calloc((size_t)n, sizeof *lens);
+    size_t cap = (size_t)n * 64, used = 0;
+    uint8_t *bytes = malloc(cap);
+    for (int i = 0; i < n; i++) {
+        int ty = eng_tok_type(g_tok, i);
+        size_t len = 0;
+        if (ty == ENG_TOK_TYPE_CONTROL || ty == ENG_TOK_TYPE_UNKNOWN || ty == ENG_TOK_TYPE_UNUSED) {
+            const char *t = eng_tok_text(g_tok, i);
+            bytes[used] = 0xFF;
+            memcpy(bytes + used + 1, t, strlen(t));
+            len = strlen(t) + 1;
+        } else {
+            eng_tok_piece(g_tok, i, (char *)bytes + used, cap - used, &len);
+        }
+        lens[i] = (uint32_t)len;
+        used += len;
+    }
+    int32_t eog[64];
+    int n_eog = eng_tok_eog_ids(g_tok, eog, 64);
+    LlgTokenizerInitV2 init;
+    memset(&init, 0, sizeof init);
+    init.struct_size = sizeof init;
+    init.vocab_size = (uint32_t)n;
+    init.tok_eos = (uint32_t)eog[0];
+    init.token_lens = lens;
+    init.token_bytes = bytes;
+    init.use_approximate_greedy_tokenize_fn = true;
+    init.tok_eos_extra = (const uint32_t *)(eog + 1);
+    init.tok_eos_extra_count = (uint32_t)(n_eog - 1);
+    char err[256];
+    LlgTokenizer *t = llg_new_tokenizer_v2(&init, err, sizeof err);
+    if (!t) fprintf(stderr, "  llg tokenizer: %s\n", err);
+    free(lens);
+    free(bytes);
+    return t;
+}
+#endif
+
+/* A schema with its own llguidance options, so the module passes it
+ * through unchanged and a matcher made here compiles the very same text. */
+static const char k_raw_schema[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},\"tags\":{\"type\":\"array\","
+    "\"items\":{\"enum\":[\"a\",\"b\"]},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"tags\"],"
+    "\"additionalProperties\":false,\"x-guidance\":{\"whitespace_flexible\":false}}";
+
+PT_TEST(mask_bits_match) {
+    if (!have_llg()) return;
+#ifdef PARLEY_HAVE_LLGUIDANCE
+    LlgTokenizer *lt = test_llg_tokenizer();
+    PT_ASSERT(lt);
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    size_t words = eng_constraint_mask_words(g_vocab);
+    PT_EQ_INT(words, (NV + 31) / 32);
+    float *lg = malloc(NV * sizeof(float));
+    int checked = 0;
+    for (int pi = 0; pi < 3; pi++) {
+        int32_t p[64];
+        int np = mk_prompt(p, 20 + pi);
+        eng_sched_request q;
+        req_init(&q, p, np, 80);
+        if (pi == 2) { /* sampled: the token is allowed, not necessarily the argmax */
+            q.sampling.temperature = 1.0f;
+            q.sampling.seed = 77;
+        }
+        set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_raw_schema);
+        sr_req *r = sr_new(NV);
+        run1(s, &q, r);
+        PT_ASSERT(r->fin[0] == ENG_SCHED_STOP || r->fin[0] == ENG_SCHED_LENGTH);
+        /* llguidance directly */
+        LlgConstraintInit init;
+        llg_constraint_init_set_defaults(&init, lt);
+        init.log_stderr_level = 0;
+        LlgMatcher *m = llg_new_matcher(&init, "json", k_raw_schema);
+        PT_ASSERT(m && !llg_matcher_is_error(m));
+        /* the module, synchronously */
+        eng_constraint *c = NULL;
+        eng_constraint_spec sp = {ENG_CONSTRAINT_JSON_SCHEMA, k_raw_schema, strlen(k_raw_schema)};
+        char err[256];
+        PT_EQ_INT(eng_constraint_new(g_vocab, &sp, &c, err, sizeof err), 0);
+        uint32_t *want = malloc(words * 4);
+        for (int i = 0; i < r->n[0]; i++) {
+            PT_EQ_INT(llg_matcher_compute_mask_into(m, want, words * 4), 0);
+            const uint32_t *got = NULL;
+            PT_EQ_INT(eng_constraint_mask(c, &got, err, sizeof err), 0);
+            PT_EQ_MEM(got, want, words * 4);
+            int32_t t = r->t[0][i].tok;
+            PT_ASSERT(eng_constraint_allows(want, t));
+            /* the sampler saw these logits under this mask */
+            memcpy(lg, r->logits[0] + (size_t)i * NV, NV * sizeof(float));
+            eng_sampler_mask_apply(lg, NV, want);
+            int best = -1;
+            for (int k = 0; k < NV; k++) {
+                PT_EQ_INT(isfinite(lg[k]) != 0, eng_constraint_allows(want, k));
+                if (eng_constraint_allows(want, k) && (best < 0 || lg[k] > lg[best])) best = k;
+            }
+            if (pi < 2) PT_EQ_INT(t, best);
+            PT_EQ_INT(llg_matcher_consume_token(m, (uint32_t)t), 0);
+            PT_EQ_INT(eng_constraint_commit(c, &t, 1, err, sizeof err), 0);
+            checked++;
+        }
+        if (r->fin[0] == ENG_SCHED_STOP) {
+            PT_ASSERT(llg_matcher_is_stopped(m));
+            PT_ASSERT(eng_constraint_is_stopped(c));
+        }
+        free(want);
+        eng_constraint_free(c);
+        llg_free_matcher(m);
+        sr_del(r);
+    }
+    PT_ASSERT(checked > 20);
+    free(lg);
+    eng_sched_free(s);
+    llg_free_tokenizer(lt);
+#endif
+}
+
+/* A drafter replaying a reference continuation (oracle), or proposing
+ * forbidden tokens first (adversary). */
+typedef struct drafter {
+    const int32_t *ref; /* reference generated tokens */
+    int n_ref, n_prompt;
+    int adversary; /* 1: propose "}" "{" tokens that JSON forbids there */
+    int calls;
+} drafter;
+
+static int draft_cb(void *ctx, const int32_t *toks, int n_toks, int n_prompt, int32_t *out, int k) {
+    drafter *d = ctx;
+    d->calls++;
+    int g = n_toks - n_prompt; /* generated so far */
+    int n = 0;
+    if (d->adversary) {
+        for (; n < k; n++) out[n] = (int32_t)((g * 7 + n * 13) % NV);
+        return n;
+    }
+    for (; n < k && g + n < d->n_ref; n++) out[n] = d->ref[g + n];
+    if (n > 1 && (g % 3) == 1) out[n - 1] = (out[n - 1] + 1) % NV; /* a wrong tail */
+    return n;
+}
+
+PT_TEST(spec_equals_plain) {
+    if (!have_llg()) return;
+    for (int i = 0; i < 4; i++) {
+        int32_t p[64];
+        int np = mk_prompt(p, 30 + i);
+        eng_sched_request q;
+        req_init(&q, p, np, 100);
+        set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[i]);
+        eng_sched *off = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+        sr_req *ref = sr_new(0);
+        run1(off, &q, ref);
+        eng_sched_free(off);
+        for (int mode = 0; mode < 3; mode++) {
+            drafter d = {ref->rt[0], ref->rn[0], np, mode == 2, 0};
+            eng_sched *sp = mode == 0 ? mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, 0)
+                                      : mk(ENG_SCHED_SPEC_NGRAM, draft_cb, &d, 0, 0);
+            req_init(&q, p, np, 100);
+            set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[i]);
+            sr_req *r = sr_new(0);
+            run1(sp, &q, r);
+            eng_sched_stats st;
+            eng_sched_close(sp, 1);
+            eng_sched_stats_get(sp, &st);
+            eng_sched_free(sp);
+            PT_EQ_INT(r->fin[0], ref->fin[0]);
+            PT_EQ_INT(r->rn[0], ref->rn[0]);
+            PT_EQ_MEM(r->rt[0], ref->rt[0], (size_t)r->rn[0] * sizeof(int32_t));
+            if (mode == 1) PT_ASSERT(st.spec_accepted > 0); /* the oracle's drafts verified */
+            if (mode == 2) PT_EQ_INT(st.spec_accepted, 0);  /* every draft refused */
+            if (mode) PT_ASSERT(st.spec_drafted > 0);
+            sr_del(r);
+        }
+        sr_del(ref);
+    }
+}
+
+PT_TEST(budget_fires) {
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 1 /* us */, 0);
+    int32_t p[64];
+    int np = mk_prompt(p, 3);
+    eng_sched_request q;
+    req_init(&q, p, np, 50);
+    set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[0]);
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    PT_EQ_INT(r->fin[0], ENG_SCHED_ERROR);
+    PT_ASSERT_MSG(strstr(r->err[0], "time budget") != NULL, "%s", r->err[0]);
+    eng_sched_stats st;
+    eng_sched_close(s, 1);
+    eng_sched_stats_get(s, &st);
+    PT_ASSERT(st.mask_over_budget >= 1);
+    PT_EQ_INT(st.finish[ENG_SCHED_ERROR], 1);
+    eng_sched_free(s);
+    sr_del(r);
+}
+
+PT_TEST(length_is_length) {
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, 0);
+    int32_t p[64];
+    int np = mk_prompt(p, 4);
+    eng_sched_request q;
+    req_init(&q, p, np, 3);
+    set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[0]);
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    PT_EQ_INT(r->fin[0], ENG_SCHED_LENGTH);
+    PT_EQ_INT(r->rn[0], 3);
+    eng_sched_free(s);
+    sr_del(r);
+}
+
+/* Check the logprobs of r's choice c against a log-softmax of the
+ * delivered logits, under mask masks[i] (NULL: none). */
+static void check_lp(const sr_req *r, int c, int top, uint32_t *const *masks) {
+    for (int i = 0; i < r->n[c]; i++) {
+        const sr_tok *x = &r->t[c][i];
+        const float *lg = r->logits[c] + (size_t)i * NV;
+        const uint32_t *m = masks ? masks[i] : NULL;
+        PT_ASSERT(x->has_lp);
+        double mx = -INFINITY, sum = 0;
+        for (int k = 0; k < NV; k++)
+            if ((!m || eng_constraint_allows(m, k)) && lg[k] > mx) mx = lg[k];
+        for (int k = 0; k < NV; k++)
+            if (!m || eng_constraint_allows(m, k)) sum += exp(lg[k] - mx);
+        double lse = mx + log(sum);
+        PT_NEAR(x->lp, lg[x->tok] - lse, 1e-4);
+        PT_EQ_INT(x->n_top, top);
+        double mass = 0;
+        for (int j = 0; j < x->n_top; j++) {
+            int32_t t = x->top[j].token;
+            PT_ASSERT(!m || eng_constraint_allows(m, t));
+            PT_NEAR(x->top[j].logprob, lg[t] - lse, 1e-4);
+            if (j) PT_ASSERT(x->top[j].logprob <= x->top[j - 1].logprob);
+            mass += exp(x->top[j].logprob);
+            /* nothing allowed outside the list beats its last entry */
+            if (j == x->n_top - 1)
+                for (int k = 0; k < NV; k++) {
+                    int listed = 0;
+                    for (int jj = 0; jj < x->n_top; jj++) listed |= x->top[jj].token == k;
+                    if (!listed && (!m || eng_constraint_allows(m, k))) PT_ASSERT(lg[k] <= lg[t]);
+                }
+        }
+        PT_ASSERT(mass <= 1.0 + 1e-5);
+    }
+}
+
+PT_TEST(logprobs_log_softmax) {
+    PT_ASSERT(model());
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.constraint_vocab = g_vocab;
+    eng_sched *s = NULL;
+    char err[256];
+    PT_EQ_INT(eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err), 0);
+    for (int mode = 0; mode < 2; mode++) { /* greedy, sampled */
+        int32_t p[64];
+        int np = mk_prompt(p, 40 + mode);
+        eng_sched_request q;
+        req_init(&q, p, np, 24);
+        q.logprobs = 1;
+        q.top_logprobs = 5;
+        if (mode) {
+            q.sampling.temperature = 0.8f;
+            q.sampling.top_k = 50;
+            q.sampling.seed = 5;
+        }
+        sr_req *r = sr_new(NV);
+        run1(s, &q, r);
+        PT_EQ_INT(r->n[0], 24);
+        check_lp(r, 0, 5, NULL);
+        sr_del(r);
+    }
+    if (have_llg()) { /* constrained: the log-softmax over the allowed tokens */
+        int32_t p[64];
+        int np = mk_prompt(p, 42);
+        eng_sched_request q;
+        req_init(&q, p, np, 60);
+        q.logprobs = 1;
+        q.top_logprobs = ENG_SCHED_TOP_MAX;
+        set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[0]);
+        sr_req *r = sr_new(NV);
+        run1(s, &q, r);
+        PT_EQ_INT(r->fin[0], ENG_SCHED_STOP);
+        eng_constraint *c = NULL;
+        eng_constraint_spec sp = {ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[0], strlen(k_schemas[0])};
+        PT_EQ_INT(eng_constraint_new(g_vocab, &sp, &c, err, sizeof err), 0);
+        size_t words = eng_constraint_mask_words(g_vocab);
+        uint32_t **masks = calloc((size_t)r->n[0], sizeof *masks);
+        for (int i = 0; i < r->n[0]; i++) {
+            const uint32_t *m;
+            PT_EQ_INT(eng_constraint_mask(c, &m, err, sizeof err), 0);
+            masks[i] = malloc(words * 4);
+            memcpy(masks[i], m, words * 4);
+            PT_EQ_INT(eng_constraint_commit(c, &r->t[0][i].tok, 1, err, sizeof err), 0);
+        }
+        /* positions with fewer allowed tokens than asked list fewer */
+        for (int i = 0; i < r->n[0]; i++) {
+            int allowed = 0;
+            for (int k = 0; k < NV; k++) allowed += eng_constraint_allows(masks[i], k);
+            PT_EQ_INT(r->t[0][i].n_top, allowed < ENG_SCHED_TOP_MAX ? allowed : ENG_SCHED_TOP_MAX);
+        }
+        for (int i = 0; i < r->n[0]; i++) {
+            const sr_tok *x = &r->t[0][i];
+            const float *lg = r->logits[0] + (size_t)i * NV;
+            double mx = -INFINITY, sum = 0;
+            for (int k = 0; k < NV; k++)
+                if (eng_constraint_allows(masks[i], k) && lg[k] > mx) mx = lg[k];
+            for (int k = 0; k < NV; k++)
+                if (eng_constraint_allows(masks[i], k)) sum += exp(lg[k] - mx);
+            PT_NEAR(x->lp, lg[x->tok] - (mx + log(sum)), 1e-4);
+            for (int j = 0; j < x->n_top; j++)
+                PT_ASSERT(eng_constraint_allows(masks[i], x->top[j].token));
+        }
+        for (int i = 0; i < r->n[0]; i++) free(masks[i]);
+        free(masks);
+        eng_constraint_free(c);
+        sr_del(r);
+    }
+    eng_sched_free(s);
+}
+
+PT_TEST(choices_share_prompt) {
+    PT_ASSERT(model());
+    int32_t p[64];
+    int np = mk_prompt(p, 50);
+    const uint64_t seed = 1234;
+    /* sampled: drafting off (a draw with drafting depends on the batch) */
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    eng_sched_request q;
+    req_init(&q, p, np, 20);
+    q.n = 4;
+    q.sampling.temperature = 1.0f;
+    q.sampling.top_k = 40;
+    q.sampling.seed = seed;
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    eng_sched_stats st;
+    eng_sched_close(s, 1);
+    eng_sched_stats_get(s, &st);
+    eng_sched_free(s);
+    PT_EQ_INT(r->done, 1);
+    PT_EQ_INT(r->res.n_choices, 4);
+    PT_EQ_INT(r->res.prompt_tokens, np);
+    PT_EQ_INT(st.prefill_tokens, (uint64_t)np); /* the prompt computed once */
+    PT_EQ_INT(st.prompt_tokens, (uint64_t)np);
+    PT_EQ_INT(st.forks, 3);
+    PT_EQ_INT(st.fork_tokens, (uint64_t)3 * np);
+    PT_EQ_INT(st.submitted, 1);
+    PT_EQ_INT(st.finished, 1);
+    int differ = 0;
+    for (int c = 0; c < 4; c++) {
+        PT_EQ_INT(r->fin[c], ENG_SCHED_LENGTH);
+        PT_EQ_INT(r->n[c], 20);
+        PT_EQ_INT(r->rn[c], 20);
+        for (int i = 0; i < 20; i++) PT_EQ_INT(r->t[c][i].tok, r->rt[c][i]);
+        /* the same choice as a request of its own */
+        eng_sched *s1 = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+        req_init(&q, p, np, 20);
+        q.sampling.temperature = 1.0f;
+        q.sampling.top_k = 40;
+        q.sampling.seed = eng_sched_choice_seed(seed, c);
+        sr_req *one = sr_new(0);
+        run1(s1, &q, one);
+        eng_sched_free(s1);
+        PT_EQ_INT(one->rn[0], r->rn[c]);
+        PT_EQ_MEM(one->rt[0], r->rt[c], (size_t)r->rn[c] * sizeof(int32_t));
+        if (c && memcmp(r->rt[c], r->rt[0], 20 * sizeof(int32_t))) differ = 1;
+        sr_del(one);
+    }
+    PT_ASSERT(differ); /* different seeds, different draws */
+    PT_EQ_INT(eng_sched_choice_seed(seed, 0), seed);
+    sr_del(r);
+    /* greedy (drafting on): identical choices */
+    s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, 0);
+    req_init(&q, p, np, 16);
+    q.n = 3;
+    r = sr_new(0);
+    run1(s, &q, r);
+    eng_sched_free(s);
+    for (int c = 1; c < 3; c++) {
+        PT_EQ_INT(r->rn[c], r->rn[0]);
+        PT_EQ_MEM(r->rt[c], r->rt[0], (size_t)r->rn[0] * sizeof(int32_t));
+    }
+    sr_del(r);
+}
+
+PT_TEST(choices_end_independently) {
+    PT_ASSERT(model());
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    int32_t p[64];
+    int np = mk_prompt(p, 51);
+    eng_sched_request q;
+    req_init(&q, p, np, 24);
+    q.n = 3;
+    q.sampling.temperature = 1.0f;
+    q.sampling.seed = 9;
+    sr_req *r = sr_new(0);
+    r->stop_s = s;
+    r->stop_choice = 1;
+    r->stop_after = 3;
+    run1(s, &q, r);
+    PT_EQ_INT(r->fin[1], ENG_SCHED_STOP);
+    PT_EQ_INT(r->rn[1], 3);
+    PT_EQ_INT(r->fin[0], ENG_SCHED_LENGTH);
+    PT_EQ_INT(r->rn[0], 24);
+    PT_EQ_INT(r->fin[2], ENG_SCHED_LENGTH);
+    PT_EQ_INT(r->rn[2], 24);
+    PT_EQ_INT(r->res.finish, ENG_SCHED_LENGTH); /* choice 0 on top */
+    PT_EQ_INT(r->res.n_tokens, 24);
+    PT_EQ_INT(eng_sched_stop_choice(s, r->id, 0, -1), ENG_SCHED_ENOENT); /* gone */
+    eng_sched_free(s);
+    sr_del(r);
+}
+
+PT_TEST(choices_constrained) {
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, 0);
+    int32_t p[64];
+    int np = mk_prompt(p, 52);
+    eng_sched_request q;
+    req_init(&q, p, np, 120);
+    q.n = 3;
+    q.sampling.temperature = 1.0f;
+    q.sampling.seed = 3;
+    set_cons(&q, ENG_CONSTRAINT_JSON_SCHEMA, k_schemas[0]);
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    for (int c = 0; c < 3; c++) {
+        char why[256] = "";
+        const char *txt = text_of(r, c);
+        PT_ASSERT_MSG(r->fin[c] == ENG_SCHED_STOP && schema_ok(0, txt, why, sizeof why),
+                      "choice %d: %s \"%s\" %s", c, eng_sched_finish_name(r->fin[c]), txt, why);
+    }
+    eng_sched_free(s);
+    sr_del(r);
+}
+
+PT_TEST(choices_tight_budget) {
+    PT_ASSERT(model());
+    const eng_kv_layout *l = eng_model_kv_layout(model());
+    /* room for 6 blocks of each kind: 4 choices of 17 + 30 tokens (3
+     * blocks each, the first shared) cannot all run at once */
+    size_t budget = 6 * (l->block_bytes[0] + l->block_bytes[1]);
+    int32_t p[64];
+    int np = mk_prompt(p, 9); /* 57 tokens */
+    eng_sched_request q;
+    req_init(&q, p, np, 30);
+    eng_sched *s1 = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    sr_req *ref = sr_new(0);
+    run1(s1, &q, ref);
+    eng_sched_free(s1);
+    eng_sched *s = mk(ENG_SCHED_SPEC_NGRAM, NULL, NULL, 0, budget);
+    PT_ASSERT(s);
+    req_init(&q, p, np, 30);
+    q.n = 4;
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    eng_sched_stats st;
+    eng_sched_close(s, 1);
+    eng_sched_stats_get(s, &st);
+    for (int c = 0; c < 4; c++) {
+        PT_EQ_INT(r->fin[c], ENG_SCHED_LENGTH);
+        PT_EQ_INT(r->rn[c], ref->rn[0]);
+        PT_EQ_MEM(r->rt[c], ref->rt[0], (size_t)ref->rn[0] * sizeof(int32_t));
+    }
+    printf("  forks %llu, preemptions %llu, prefill %llu of a %d-token prompt\n",
+           (unsigned long long)st.forks, (unsigned long long)st.preemptions,
+           (unsigned long long)st.prefill_tokens, np);
+    PT_ASSERT(st.preemptions > 0 || st.forks < 3); /* memory pressure was real */
+    for (int k = 0; k < 2; k++) {
+        PT_EQ_INT(st.alloc_live[k], 0);
+        PT_ASSERT(st.alloc_live_peak[k] <= st.blocks_total[k]);
+    }
+    eng_sched_free(s);
+    sr_del(r);
+    sr_del(ref);
+}
+
+PT_TEST(choices_cancel) {
+    PT_ASSERT(model());
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    int32_t p[64];
+    int np = mk_prompt(p, 53);
+    eng_sched_request q;
+    req_init(&q, p, np, 200);
+    q.n = 3;
+    sr_req *r = sr_new(0);
+    sr_bind(r, &q);
+    char err[256];
+    PT_EQ_INT(eng_sched_submit(s, &q, &r->id, err, sizeof err), 0);
+    PT_EQ_INT(eng_sched_cancel(s, r->id), 0);
+    PT_EQ_INT(sr_wait(r, 30000), 0);
+    eng_sched_free(s);
+    PT_EQ_INT(r->done, 1);
+    PT_EQ_INT(r->res.n_choices, 3);
+    for (int c = 0; c < 3; c++) PT_EQ_INT(r->fin[c], ENG_SCHED_CANCELLED);
+    sr_del(r);
+}
+
+PT_TEST(zz_cleanup) {
+    eng_constraint_vocab_free(g_vocab);
+    eng_tok_free(g_tok);
+    eng_model_free(g_model);
+    g_vocab = NULL;
+    g_tok = NULL;
+    g_model = NULL;
+}
