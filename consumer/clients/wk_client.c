@@ -48,6 +48,7 @@ int wk_history_push(wk_history *h, sch_role role, const char *content, size_t le
     if (!copy) return -1;
     if (len) memcpy(copy, content, len);
     copy[len] = '\0';
+    memset(&h->msgs[h->n], 0, sizeof h->msgs[h->n]); /* fields added to sch_message stay absent */
     h->msgs[h->n].role = role;
     h->msgs[h->n].content.ptr = copy;
     h->msgs[h->n].content.len = len;
