@@ -9,6 +9,7 @@ leaving mid-stream, a stopped worker (504, and 429 under backpressure) and
 a turn redone mid-stream after kill -9."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -27,11 +28,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
 def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None, topics=True,
-                revision=1):
+                revision=1, env=None):
     """Topics under prefix (unless topics is false: they exist) and one
     worker serving model `cai-tiny`, its log in tmp/<wid>.log.  revision
     picks the synthetic weights (mkmodel --seed): another revision of the
-    model under the same name, as in a rolling model update."""
+    model under the same name, as in a rolling model update; env adds
+    environment variables (fault injection)."""
     model = tmp / f"cai-tiny-r{revision}.gguf"
     if not model.exists():
         subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--seed", str(revision),
@@ -54,7 +56,7 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None
          "--worker.chunk_tokens", "2", "--scheduler.batch_window_us", "2000",
          "--kafka.bootstrap.servers", kafka_bootstrap, "--kafka.session.timeout.ms", "6000",
          "--kafka.heartbeat.interval.ms", "500", "--kafka.transaction.timeout.ms", "8000"],
-        stdout=log, stderr=subprocess.STDOUT)
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     # turns produced before the worker owns its partitions would be skipped
     # (a new group starts at the end): wait for its assignment
     end = time.time() + 60
@@ -443,7 +445,10 @@ def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path, temperatu
         so the stream ends with a `stream_restarted` error event and then
         `data: [DONE]`, and the committed reply is the redo's."""
     prefix = f"gr-{uuid.uuid4().hex[:10]}"
-    w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1")
+    # r1 can never commit the turn (its first transaction is held open until
+    # the kill): a reply that ends within a few tokens is still redone
+    w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1",
+                     env={"PARLEY_TEST_TXN_HOLD": "0:600000"})
     gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.timeout_ms", "90000")
     w2 = []
     try:
