@@ -48,7 +48,7 @@
 #include "gw_openai.h"
 #include "pl_err.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 /* One request of the input. */
 typedef struct bt_item {
@@ -65,7 +65,7 @@ typedef struct bt_run {
     const char *input, *output, *brokers, *ns, *dlq; /* options */
     char errors[4096];                               /* error file path */
     char state_path[4096];                           /* OUTPUT.state */
-    wk_client_topics topics;                         /* turns / responses */
+    cl_topics topics;                                /* turns / responses */
     uint64_t window;                                 /* turns in flight at most */
     uint64_t timeout_s;                              /* per request */
     uint64_t startup_s;                              /* bound on the start-up waits */
@@ -258,9 +258,8 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     } else {
         char id[96];
         snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
-        resp =
-            json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                      "body", gw_completion_json(res, &it->chat, id, wk_client_epoch_ms() / 1000));
+        resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
+                         "body", gw_completion_json(res, &it->chat, id, cl_epoch_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];
@@ -305,7 +304,7 @@ static int bt_on_record(bt_run *r, const rd_kafka_message_t *m) {
 }
 
 static void bt_progress(bt_run *r, int final) {
-    double s = (wk_client_mono_ms() - r->t0) / 1000.0;
+    double s = (cl_mono_ms() - r->t0) / 1000.0;
     double rate = s > 0 ? (double)r->tokens / s : 0;
     size_t left = r->total > r->done ? r->total - r->done : 0;
     double reqs = s > 0 ? (double)r->done / s : 0;
@@ -329,8 +328,8 @@ static void bt_progress(bt_run *r, int final) {
  * on a fresh batch the offsets are the topics' ends now, saved first. */
 static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk = wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1,
-                                                 cm_startup_left_ms(), err, errlen);
+    rd_kafka_t *rk = cl_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1,
+                                          cm_startup_left_ms(), err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
     if (!rk) return NULL;
     if (fresh) {
@@ -362,7 +361,7 @@ err:
     pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from) rd_kafka_topic_partition_list_destroy(a);
-    wk_client_reader_free(rk);
+    cl_reader_free(rk);
     return NULL;
 }
 
@@ -376,9 +375,9 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk) {
                                              &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
             end->elems[i].offset = hi;
     }
-    double give_up = wk_client_mono_ms() + 15000;
+    double give_up = cl_mono_ms() + 15000;
     int rc = 0;
-    while (rc == 0 && wk_client_mono_ms() < give_up) {
+    while (rc == 0 && cl_mono_ms() < give_up) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m) {
             if (!m->err && m->rkt) rc = bt_on_record(r, m);
@@ -419,7 +418,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     r->progress_s = 10;
     r->max_tokens = 4096;
     r->dlq = "parley.dlq";
-    wk_client_topics_prefix(&r->topics, "parley", err, sizeof err);
+    cl_topics_prefix(&r->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
         {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE",
          "OpenAI Batch requests, JSONL (required)", NULL},
@@ -434,7 +433,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "DLQ topic read for rejected turns (default parley.dlq;\n"
          "empty: none)",
          bt_dlq_opt},
-        WK_CLIENT_TOPIC_OPTS(&r->topics),
+        CL_TOPIC_OPTS(&r->topics),
         {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N",
          "turns in flight at most (default 64)", NULL},
         {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N",
@@ -476,7 +475,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
 /* Produce what the window allows; time out old turns. */
 static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
-    double now = wk_client_mono_ms();
+    double now = cl_mono_ms();
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
         bt_item *it = &r->items[i];
         if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
@@ -492,7 +491,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     while (*next < r->n && r->inflight < r->window) {
         bt_item *it = &r->items[(*next)++];
         if (it->state != 0) continue;
-        uint64_t ms = wk_client_epoch_ms();
+        uint64_t ms = cl_epoch_ms();
         /* the items were sorted (moved): point at this item's own arrays now */
         it->chat.turn.conversation_id = sch_str_c(it->turn_id);
         it->chat.turn.turn_id = sch_str_c(it->turn_id);
@@ -500,7 +499,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
         it->chat.turn.params.stop = it->chat.stop;
         it->chat.turn.created_ms = ms;
         it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
-        if (wk_client_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
+        if (cl_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
             fprintf(stderr, "batch: %s\n", err);
             return -1;
         }
@@ -511,7 +510,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     return 0;
 }
 
-int wk_cmd_batch(int argc, char **argv) {
+int bt_cmd_batch(int argc, char **argv) {
     bt_run r;
     int prc = bt_parse(argc, argv, &r);
     if (prc) return prc == 1 ? 0 : 2;
@@ -521,14 +520,14 @@ int wk_cmd_batch(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0, next = 0;
     rd_kafka_t *prod = NULL, *rk = NULL;
-    r.t0 = wk_client_mono_ms();
+    r.t0 = cl_mono_ms();
     int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
     if (have < 0) goto fail;
     r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
                  (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^
-                                      (wk_client_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
+                                      (cl_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
                                       (uint64_t)getpid()));
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
@@ -550,14 +549,14 @@ int wk_cmd_batch(int argc, char **argv) {
             r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
         cm_startup_begin("batch", "--startup-timeout-s", (int64_t)r.startup_s * 1000);
-        if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, cm_startup_left_ms(), err,
-                                            sizeof err)) ||
+        if (!(prod = cl_producer_new(r.brokers, r.topics.turns, cm_startup_left_ms(), err,
+                                     sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
         cm_startup_end();
         if (have && bt_catch_up(&r, rk) != 0) goto out;
     }
-    double last = wk_client_mono_ms();
+    double last = cl_mono_ms();
     while (r.done < r.total) {
         if (bt_pump(&r, prod, &next) != 0) goto out;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
@@ -567,7 +566,7 @@ int wk_cmd_batch(int argc, char **argv) {
             if (e) goto out;
         }
         rd_kafka_poll(prod, 0);
-        double now = wk_client_mono_ms();
+        double now = cl_mono_ms();
         if (now - last >= (isatty(STDERR_FILENO) ? 250.0 : (double)r.progress_s * 1000.0)) {
             bt_progress(&r, 0);
             last = now;
@@ -582,7 +581,7 @@ out:
     free(line);
     if (in) fclose(in);
     if (r.err_f) fclose(r.err_f);
-    wk_client_reader_free(rk);
+    cl_reader_free(rk);
     if (prod) {
         rd_kafka_flush(prod, 5000);
         rd_kafka_destroy(prod);

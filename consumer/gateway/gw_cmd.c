@@ -134,11 +134,11 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0;
     snprintf(o->id_prefix, sizeof o->id_prefix, "gw-%.24s-%d-%llx", host, (int)getpid(),
-             (unsigned long long)wk_client_epoch_ms());
+             (unsigned long long)cl_epoch_ms());
     return 0;
 }
 
-int wk_cmd_gateway(int argc, char **argv) {
+int gw_cmd_gateway(int argc, char **argv) {
     char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
@@ -177,12 +177,11 @@ int wk_cmd_gateway(int argc, char **argv) {
         pl_errf(err, sizeof err, -1, "kafka.bootstrap.servers is required");
         goto bad;
     }
-    if (wk_client_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err,
-                            sizeof err) ||
-        wk_client_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
-                            sizeof err) ||
-        wk_client_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
-                            sizeof err))
+    if (cl_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
+        cl_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
+                     sizeof err) ||
+        cl_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
+                     sizeof err))
         goto bad;
     hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
     rc = 1;

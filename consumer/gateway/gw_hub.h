@@ -44,17 +44,17 @@
 
 #include "gw_openai.h"
 #include "sch.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 typedef struct gw_hub gw_hub;   /* opaque */
 typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
 
 /* What gw_hub_new needs. */
 typedef struct gw_hub_conf {
-    const char *brokers;     /* bootstrap servers */
-    wk_client_topics topics; /* turns, tokens, responses */
-    const char *dlq;         /* DeadLetter topic to watch, or NULL/"" */
-    int timeout_ms;          /* start-up metadata timeout (the readers: cm_startup_left_ms) */
+    const char *brokers; /* bootstrap servers */
+    cl_topics topics;    /* turns, tokens, responses */
+    const char *dlq;     /* DeadLetter topic to watch, or NULL/"" */
+    int timeout_ms;      /* start-up metadata timeout (the readers: cm_startup_left_ms) */
 } gw_hub_conf;
 
 /* Connect, assign the reader, start its thread.  0 or -1 (err). */

@@ -1,5 +1,5 @@
 /*
- * wk_demo.c -- `parley demo`: the embedded mode (README command 1).
+ * cl_demo.c -- `parley demo`: the embedded mode (README command 1).
  *
  * Why.  The worker needs a Kafka cluster, a model and (optionally) Redis;
  * a first-time user has none of them.  This command brings everything up
@@ -16,11 +16,11 @@
  *     then talks to it in the plain "transcript" format (eng_template.h),
  *     which a base model can continue; the worker ends each turn at the
  *     format's end of turn, the "\nUser:" the model starts next.
- * The main thread is the client, built on the client library (wk_client.h:
+ * The main thread is the client, built on the client library (cl_client.h:
  * the conversation history, the idempotent turns producer, readers assigned
  * to the end of every partition, the clocks): it produces ChatTurns
  * (stream = true) for a few multi-turn conversations, shows each turn as
- * the user's message and the reply (wk_demo_view.h: live lines redrawn as
+ * the user's message and the reply (cl_demo_view.h: live lines redrawn as
  * TokenChunks stream on a terminal, a finished block per turn), reads
  * TurnResults from the responses topic, sends each conversation's next turn
  * when the previous reply is there, and ends with a summary (turns,
@@ -64,9 +64,9 @@
 #include "pl_err.h"
 #include "sch.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 #include "wk_config.h"
-#include "wk_demo_view.h"
+#include "cl_demo_view.h"
 #include "wk_worker.h"
 
 #define WD_MAX_CONVS 64 /* --conversations ceiling */
@@ -106,14 +106,14 @@ typedef struct wd_turn_stat {
     uint64_t ttft_ms;    /* worker-measured start -> first token */
     uint64_t queue_ms;   /* worker-measured produce -> start of work */
     int got_last;        /* the last TokenChunk was seen */
-    double sent_at;      /* monotonic ms of its produce (wk_client_mono_ms) */
+    double sent_at;      /* monotonic ms of its produce (cl_mono_ms) */
     double client_ttft;  /* produce -> first TokenChunk seen, ms (-1 none) */
 } wd_turn_stat;
 
 /* One demo conversation: its history, which turn is in flight, timings. */
 typedef struct wd_conv {
     char id[32];                   /* conversation_id = record key */
-    wk_history hist;               /* system, user, assistant, ... (copies) */
+    cl_history hist;               /* system, user, assistant, ... (copies) */
     int turn;                      /* index of the turn in flight */
     wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
 } wd_conv;
@@ -281,7 +281,7 @@ static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
 static int wd_send(wd_demo *d, int c) {
     wd_conv *cv = &d->conv[c];
     const char *u = wd_users[c % 4][cv->turn % 3];
-    if (wk_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
+    if (cl_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
     char tid[64], err[PL_ERR_LEN];
     wd_turn_id(d, c, cv->turn, tid, sizeof tid);
     sch_turn t;
@@ -297,12 +297,12 @@ static int wd_send(wd_demo *d, int c) {
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
-    t.created_ms = wk_client_epoch_ms();
-    if (wk_client_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
+    t.created_ms = cl_epoch_ms();
+    if (cl_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
         fprintf(stderr, "demo: turn %s: %s\n", tid, err);
         return -1;
     }
-    cv->st[cv->turn].sent_at = wk_client_mono_ms();
+    cv->st[cv->turn].sent_at = cl_mono_ms();
     wd_view_turn_start(d->view, c, cv->id, cv->turn, d->n_turns, u);
     return 0;
 }
@@ -336,8 +336,8 @@ static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
         wd_turn_stat *st = &cv->st[t];
         if (ch.last) st->got_last = 1;
         if (st->client_ttft < 0 && ch.n_tokens > 0) {
-            st->client_ttft = wk_client_mono_ms() - st->sent_at;
-            if (d->t_first == 0) d->t_first = wk_client_mono_ms();
+            st->client_ttft = cl_mono_ms() - st->sent_at;
+            if (d->t_first == 0) d->t_first = cl_mono_ms();
         }
         wd_view_delta(d->view, c, t, ch.text.ptr, ch.text.len);
     }
@@ -364,7 +364,7 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         st->queue_ms = r.queue_ms;
         double work = st->sent_at + (double)r.queue_ms;
         if (d->t_work == 0 || work < d->t_work) d->t_work = work;
-        d->t_last = wk_client_mono_ms();
+        d->t_last = cl_mono_ms();
         d->answered++;
         d->failed += st->failed;
         char fig[512];
@@ -379,7 +379,7 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
             snprintf(fig + fl, sizeof fig - (size_t)fl, "; error %.*s: %.*s", (int)r.error_name.len,
                      r.error_name.ptr, (int)r.error_message.len, r.error_message.ptr);
         wd_view_turn_done(d->view, c, cv->turn, r.text.ptr ? r.text.ptr : "", r.text.len, fig);
-        if (wk_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
+        if (cl_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
                             r.text.len) != 0)
             rc = -1;
         else if (++cv->turn < d->n_turns) rc = wd_send(d, c);
@@ -469,7 +469,7 @@ static void wd_summary(const wd_demo *d) {
 /* Serve every conversation: first turns now, later turns as replies are
  * committed.  Returns 0 when all turns were answered. */
 static int wd_drive(wd_demo *d, wd_wthread *wt) {
-    d->t0 = wk_client_mono_ms();
+    d->t0 = cl_mono_ms();
     for (int c = 0; c < d->n_conv; c++)
         if (wd_send(d, c) != 0) return -1;
     int total = d->n_conv * d->n_turns;
@@ -481,7 +481,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
             fprintf(stderr, "demo: the worker stopped early: %s\n", wt->rc ? wt->err : "no error");
             return -1;
         }
-        if (wk_client_mono_ms() - d->t0 > d->timeout_s * 1e3) {
+        if (cl_mono_ms() - d->t0 > d->timeout_s * 1e3) {
             fprintf(stderr, "demo: only %d of %d turns answered after %.0f s (--timeout)\n",
                     d->answered, total, d->timeout_s);
             return -1;
@@ -489,10 +489,10 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
     }
     /* Chunks and replies travel on different topics: print the streamed
      * text still on its way (bounded wait). */
-    double until = wk_client_mono_ms() + 3000.0;
+    double until = cl_mono_ms() + 3000.0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++)
-            while (!d->conv[c].st[t].got_last && wk_client_mono_ms() < until)
+            while (!d->conv[c].st[t].got_last && cl_mono_ms() < until)
                 if (wd_drain(d, d->tok_c, 0, 10)) return -1;
     return 0;
 }
@@ -590,7 +590,7 @@ static int wd_worker_config(wk_config **out, const char *model, const char *tmpl
     return 0;
 }
 
-int wk_cmd_demo(int argc, char **argv) {
+int cl_cmd_demo(int argc, char **argv) {
     static wd_demo d; /* large; one demo per process */
     const char *model = NULL;
     char mpath[1024], err[PL_ERR_LEN * 2]; /* err: config values, paths, topic names */
@@ -614,12 +614,12 @@ int wk_cmd_demo(int argc, char **argv) {
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
-    double start = wk_client_mono_ms();
-    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)wk_client_epoch_ms() % 0xffffffu);
+    double start = cl_mono_ms();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)cl_epoch_ms() % 0xffffffu);
     for (int c = 0; c < d.n_conv; c++) {
         snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
         for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
-        if (wk_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
+        if (cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
             fprintf(stderr, "demo: out of memory\n");
             goto done;
         }
@@ -670,12 +670,12 @@ int wk_cmd_demo(int argc, char **argv) {
     running = 1;
     /* the readers start at the topics' ends: they exist before the first
      * turn is sent, so they see every chunk and reply of this run */
-    if (!(d.prod = wk_client_producer_new(bootstrap, "parley.turns", cm_startup_left_ms(), err,
-                                          sizeof err)) ||
-        !(d.tok_c = wk_client_reader_new(bootstrap, "parley.tokens", 0, cm_startup_left_ms(), err,
-                                         sizeof err)) ||
-        !(d.res_c = wk_client_reader_new(bootstrap, "parley.responses", 1, cm_startup_left_ms(),
-                                         err, sizeof err))) {
+    if (!(d.prod =
+              cl_producer_new(bootstrap, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
+        !(d.tok_c = cl_reader_new(bootstrap, "parley.tokens", 0, cm_startup_left_ms(), err,
+                                  sizeof err)) ||
+        !(d.res_c = cl_reader_new(bootstrap, "parley.responses", 1, cm_startup_left_ms(), err,
+                                  sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
@@ -700,16 +700,16 @@ done:
         }
     }
     if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
-    wk_client_reader_free(d.tok_c);
-    wk_client_reader_free(d.res_c);
+    cl_reader_free(d.tok_c);
+    cl_reader_free(d.res_c);
     wk_worker_free(wt.w);
     wk_config_free(cfg);
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);
-    for (int c = 0; c < d.n_conv; c++) wk_history_free(&d.conv[c].hist);
+    for (int c = 0; c < d.n_conv; c++) cl_history_free(&d.conv[c].hist);
     wd_view_free(d.view);
     printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished",
-           (wk_client_mono_ms() - start) * 1e-3,
+           (cl_mono_ms() - start) * 1e-3,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley topics --brokers HOST:9092, then\n"

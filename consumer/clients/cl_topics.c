@@ -1,5 +1,5 @@
 /*
- * wk_topics.c -- `parley topics`: create the four topics a parley fleet
+ * cl_topics.c -- `parley topics`: create the four topics a parley fleet
  * uses, with the partition advice of the README, on a Kafka cluster.
  *
  * Why.  A worker started against a cluster without its topics waits and
@@ -27,26 +27,26 @@
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 /* Options of `parley topics`. */
 typedef struct tp_opts {
-    const char *brokers;     /* bootstrap servers (required) */
-    wk_client_topics topics; /* turns / tokens / responses names */
-    char dlq[256];           /* DeadLetter topic name */
-    int partitions;          /* of turns, tokens, responses */
-    int replication;         /* replication factor (-1: broker default) */
-    uint64_t startup_s;      /* bound on the waits for Kafka */
+    const char *brokers; /* bootstrap servers (required) */
+    cl_topics topics;    /* turns / tokens / responses names */
+    char dlq[256];       /* DeadLetter topic name */
+    int partitions;      /* of turns, tokens, responses */
+    int replication;     /* replication factor (-1: broker default) */
+    uint64_t startup_s;  /* bound on the waits for Kafka */
 } tp_opts;
 
 static int tp_dlq_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
-    return wk_client_topic_set(t->dlq, val, err, errlen);
+    return cl_topic_set(t->dlq, val, err, errlen);
 }
 
 static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
-    if (wk_client_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
+    if (cl_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
     snprintf(t->dlq, sizeof t->dlq, "%s.dlq", val);
     return 0;
 }
@@ -58,7 +58,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     o->partitions = 12;
     o->replication = -1;
     o->startup_s = 30;
-    wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
+    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
     const cli_opt opts[] = {
         {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
@@ -70,11 +70,11 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
          "topics P.turns, P.tokens, P.responses, P.dlq (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
-         wk_client_topic_name_cli},
+         cl_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
-         wk_client_topic_name_cli},
+         cl_topic_name_cli},
         {"--responses-topic", NULL, CLI_FN, o->topics.responses, 0, 0, "T", "TurnResult topic",
-         wk_client_topic_name_cli},
+         cl_topic_name_cli},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DeadLetter topic", tp_dlq_opt},
         {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
          "give up (exit 1) when Kafka does not answer within N s (default 30)", NULL},
@@ -114,7 +114,7 @@ static int tp_partitions(rd_kafka_t *rk, const char *topic) {
     return n;
 }
 
-int wk_cmd_topics(int argc, char **argv) {
+int cl_cmd_topics(int argc, char **argv) {
     tp_opts o;
     int pr = tp_parse(argc, argv, &o);
     if (pr) return pr == 1 ? 0 : 2;

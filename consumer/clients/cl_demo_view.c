@@ -1,8 +1,8 @@
 /*
- * wk_demo_view.c -- the demo's conversation view (wk_demo_view.h).
+ * cl_demo_view.c -- the demo's conversation view (cl_demo_view.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "wk_demo_view.h"
+#include "cl_demo_view.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * wk_demo_view.h -- how `parley demo` shows its conversations: as
+ * cl_demo_view.h -- how `parley demo` shows its conversations: as
  * conversations, each turn the user's message and the reply.
  *
  * Purpose.  The demo runs several conversations at once; their streamed
@@ -25,8 +25,8 @@
  * Failure behaviour.  Out of memory drops streamed text from the live line
  * (the finished block uses the TurnResult's text); nothing fails.
  */
-#ifndef WK_DEMO_VIEW_H
-#define WK_DEMO_VIEW_H
+#ifndef CL_DEMO_VIEW_H
+#define CL_DEMO_VIEW_H
 
 #include <stddef.h>
 #include <stdio.h>
