@@ -412,6 +412,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         return gw_error(s, c, f.status, f.message, "invalid_request_error",
                         f.param[0] ? f.param : NULL, f.code);
     enum MHD_Result rc;
+    gw_wait *w = NULL; /* the hub's wait, released at out: unless a stream took it */
+    int counted = 0;   /* 1 while this request counts in s->inflight (ditto) */
     if (!gw_model_ok(o, ch.model)) {
         pl_errf(err, sizeof err, -1, "The model '%.256s' does not exist", ch.model);
         rc = gw_error(s, c, 404, err, "invalid_request_error", "model", "model_not_found");
@@ -434,8 +436,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     } else {
         gw_conv_hash(ch.msgs, ch.n_msgs, conv);
     }
+    counted = 1;
     if (atomic_fetch_add(&s->inflight, 1) >= o->max_inflight) {
-        atomic_fetch_sub(&s->inflight, 1);
         rc = gw_error(s, c, 429, "too many requests in flight; retry shortly",
                       "rate_limit_exceeded", NULL, "rate_limit_exceeded");
         goto out;
@@ -449,9 +451,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     ch.turn.ns = sch_str_c(ns);
     ch.turn.created_ms = now_ms;
     ch.turn.deadline_ms = now_ms + (uint64_t)o->timeout_ms;
-    gw_wait *w = gw_hub_send(s->hub, &ch.turn, ns, err, sizeof err);
-    if (!w) {
-        atomic_fetch_sub(&s->inflight, 1);
+    if (!(w = gw_hub_send(s->hub, &ch.turn, ns, err, sizeof err))) {
         rc = gw_error(s, c, 503, err, "server_error", NULL, NULL);
         goto out;
     }
@@ -464,13 +464,13 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
                                    : NULL;
         if (!r) {
             free(e);
-            gw_hub_release(s->hub, w);
-            atomic_fetch_sub(&s->inflight, 1);
             rc = MHD_NO;
             goto out;
         }
         e->s = s;
-        e->w = w;
+        e->w = w; /* the stream releases the wait and the in-flight count */
+        w = NULL;
+        counted = 0;
         snprintf(e->id, sizeof e->id, "%s", id);
         e->created = now_ms / 1000;
         e->n = (int)ch.turn.params.n;
@@ -507,9 +507,9 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         rc = gw_send_json(s, c, 200, gw_completion_json(res, &ch, id, now_ms / 1000));
     }
     gw_time(s, cl_mono_ms() - t0);
-    gw_hub_release(s->hub, w);
-    atomic_fetch_sub(&s->inflight, 1);
 out:
+    if (w) gw_hub_release(s->hub, w);
+    if (counted) atomic_fetch_sub(&s->inflight, 1);
     gw_chat_free(&ch);
     return rc;
 }
