@@ -95,7 +95,7 @@ static void wk_chp_check(wk_worker *w) {
     rd_kafka_t *old = w->prod.chp;
     w->prod.chp = fresh;
     rd_kafka_destroy(old);
-    uint64_t n = __atomic_add_fetch(&w->met.ctr.chunk_rebuilds, 1, __ATOMIC_RELAXED);
+    uint64_t n = WK_ADD(w->met.ctr.chunk_rebuilds, 1);
     wk_log("warn", "chunk_producer_rebuilt", "err=\"%.200s\" rebuilds=%llu", why,
            (unsigned long long)n);
 }
@@ -172,7 +172,7 @@ static void wk_chunk_emit(wk_turn *t, int k, int final, int last) {
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
         pthread_mutex_unlock(&w->prod.chp_mu);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            __atomic_add_fetch(&w->met.ctr.chunks, 1, __ATOMIC_RELAXED);
+            WK_ADD(w->met.ctr.chunks, 1);
             break;
         }
         rd_kafka_headers_destroy(h);
@@ -441,20 +441,16 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *res) {
         }
         uint64_t gen = 0;
         for (int k = 0; k < t->n_choices; k++) gen += (uint64_t)wk_outcome_of(t, res, k).n_tokens;
-        __atomic_add_fetch(&w->met.ctr.tokens, gen, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.prompt_tokens, (uint64_t)res->prompt_tokens,
-                           __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.cached_tokens, (uint64_t)res->cached_tokens,
-                           __ATOMIC_RELAXED);
+        WK_ADD(w->met.ctr.tokens, gen);
+        WK_ADD(w->met.ctr.prompt_tokens, (uint64_t)res->prompt_tokens);
+        WK_ADD(w->met.ctr.cached_tokens, (uint64_t)res->cached_tokens);
         int bt = 0, bo = 0;
         while (bt < WK_LAT_N - 1 && res->ttft_ms > wk_lat_bounds_ms[bt]) bt++;
         while (bo < WK_LAT_N - 1 && res->total_ms > wk_lat_bounds_ms[bo]) bo++;
-        __atomic_add_fetch(&w->met.ctr.ttft_hist[bt], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.total_hist[bo], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.ttft_sum_us, (uint64_t)(res->ttft_ms * 1000),
-                           __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.total_sum_us, (uint64_t)(res->total_ms * 1000),
-                           __ATOMIC_RELAXED);
+        WK_ADD(w->met.ctr.ttft_hist[bt], 1);
+        WK_ADD(w->met.ctr.total_hist[bo], 1);
+        WK_ADD(w->met.ctr.ttft_sum_us, (uint64_t)(res->ttft_ms * 1000));
+        WK_ADD(w->met.ctr.total_sum_us, (uint64_t)(res->total_ms * 1000));
         int tb = 0; /* turn-index bucket: 1, 2, 3-4, 5-8, 9-16, 17+ */
         while (tb < WK_TURN_N - 1 && t->turn_index > (1 << tb)) tb++;
         WK_ADD(w->met.ctr.ttft_turn_hist[tb][bt], 1);
