@@ -142,7 +142,7 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
         uint64_t h = bt_line_hash(line_no);
         int rc = 0;
         if (!bt_out_has(&r->out, h)) {
-            pl_errf(err, sizeof err, -1,
+            pl_errf(err, sizeof err, BT_EINVAL,
                     j ? "line %ld: custom_id must be a string of 1..512 bytes"
                       : "line %ld is not JSON",
                     line_no);
@@ -347,7 +347,7 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
                                                  &hi, cm_startup_left_ms()) !=
                 RD_KAFKA_RESP_ERR_NO_ERROR) {
                 if (!cm_startup_expired()) goto err;
-                cm_startup_errf(err, errlen, -1);
+                cm_startup_errf(err, errlen, BT_ETIMEDOUT);
                 goto err_quiet;
             }
             a->elems[i].offset = hi;
@@ -358,7 +358,7 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     if (rd_kafka_assign(rk, r->st.from) != RD_KAFKA_RESP_ERR_NO_ERROR) goto err;
     return rk;
 err:
-    pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
+    pl_errf(err, errlen, BT_EKAFKA, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from) rd_kafka_topic_partition_list_destroy(a);
     cl_reader_free(rk);
@@ -531,11 +531,11 @@ int bt_cmd_batch(int argc, char **argv) {
                                       (uint64_t)getpid()));
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
-        pl_errf(err, sizeof err, -1, "%.900s: %s", r.errors, strerror(errno));
+        pl_errf(err, sizeof err, BT_EIO, "%.900s: %s", r.errors, strerror(errno));
         goto fail;
     }
     if (!(in = fopen(r.input, "r"))) {
-        pl_errf(err, sizeof err, -1, "%.900s: %s", r.input, strerror(errno));
+        pl_errf(err, sizeof err, BT_EIO, "%.900s: %s", r.input, strerror(errno));
         goto fail;
     }
     ssize_t n;

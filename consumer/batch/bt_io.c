@@ -86,7 +86,7 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen) {
             }
             json_decref(j);
             if (n == -2) {
-                pl_errf(err, errlen, -1, "out of memory");
+                pl_errf(err, errlen, BT_ENOMEM, "out of memory");
                 goto err;
             }
         }
@@ -97,7 +97,7 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen) {
     line = NULL;
     if ((o->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0 ||
         ftruncate(o->fd, good) != 0 || fsync(o->fd) != 0) {
-        pl_errf(err, errlen, -1, "%s: %s", path, strerror(errno));
+        pl_errf(err, errlen, BT_EIO, "%s: %s", path, strerror(errno));
         goto err;
     }
     return 0;
@@ -112,17 +112,17 @@ int bt_out_write(bt_out *o, uint64_t h, const char *line, char *err, size_t errl
     size_t n = strlen(line);
     char *buf = malloc(n + 1);
     if (!buf) {
-        return pl_errf(err, errlen, -1, "out of memory");
+        return pl_errf(err, errlen, BT_ENOMEM, "out of memory");
     }
     memcpy(buf, line, n);
     buf[n] = '\n';
     ssize_t w = write(o->fd, buf, n + 1);
     free(buf);
     if (w != (ssize_t)(n + 1) || fsync(o->fd) != 0) {
-        return pl_errf(err, errlen, -1, "writing the output: %s",
+        return pl_errf(err, errlen, BT_EIO, "writing the output: %s",
                        w < 0 ? strerror(errno) : "short write");
     }
-    return bt_out_mark(o, h) ? pl_errf(err, errlen, -1, "out of memory") : 0;
+    return bt_out_mark(o, h) ? pl_errf(err, errlen, BT_ENOMEM, "out of memory") : 0;
 }
 
 void bt_out_close(bt_out *o) {
@@ -140,8 +140,8 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
     json_t *id = json_object_get(j, "batch_id");
     if (!json_is_string(id) || json_string_length(id) >= sizeof s->batch_id ||
         !json_is_array(off)) {
-        pl_errf(err, errlen, -1, "%s: not a parley batch state file (delete it to start over)",
-                path);
+        pl_errf(err, errlen, BT_EINVAL,
+                "%s: not a parley batch state file (delete it to start over)", path);
         json_decref(j);
         return -1;
     }
@@ -153,7 +153,7 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
         json_t *t = json_object_get(e, "topic"), *p = json_object_get(e, "partition"),
                *o = json_object_get(e, "offset");
         if (!json_is_string(t) || !json_is_integer(p) || !json_is_integer(o)) {
-            pl_errf(err, errlen, -1, "%s: bad offsets entry %zu", path, i);
+            pl_errf(err, errlen, BT_EINVAL, "%s: bad offsets entry %zu", path, i);
             json_decref(j);
             bt_state_free(s);
             return -1;
@@ -181,7 +181,7 @@ int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
     int rc = -1;
     if (fd < 0 || write(fd, txt, strlen(txt)) != (ssize_t)strlen(txt) || fsync(fd) != 0 ||
         close(fd) != 0 || (fd = -1, rename(tmp, path) != 0)) {
-        pl_errf(err, errlen, -1, "%s: %s", tmp, strerror(errno));
+        pl_errf(err, errlen, BT_EIO, "%s: %s", tmp, strerror(errno));
         if (fd >= 0) close(fd);
         goto out;
     }

@@ -33,6 +33,15 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "pl_err.h"
+
+/* The batch runner's error codes (pl_err.h range -1700). */
+#define BT_EINVAL PL_ERR_CODE(PL_ERR_BT, PL_EINVAL)       /* a bad line, option or state file */
+#define BT_ENOMEM PL_ERR_CODE(PL_ERR_BT, PL_ENOMEM)       /* out of memory */
+#define BT_EIO PL_ERR_CODE(PL_ERR_BT, PL_EIO)             /* a file cannot be read or written */
+#define BT_ETIMEDOUT PL_ERR_CODE(PL_ERR_BT, PL_ETIMEDOUT) /* start-up deadline passed */
+#define BT_EKAFKA (PL_ERR_BT - 10)                        /* Kafka failed */
+
 /* The set of custom_ids already in the output (by their 64-bit hash). */
 typedef struct bt_out {
     int fd;         /* output, O_APPEND */

@@ -19,7 +19,7 @@
 int cl_topic_set(char *dst, const char *name, char *err, size_t errlen) {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= 256) {
-        return pl_errf(err, errlen, -1, "topic name must be 1..255 bytes");
+        return pl_errf(err, errlen, CL_EINVAL, "topic name must be 1..255 bytes");
     }
     memcpy(dst, name, n + 1);
     return 0;
@@ -28,7 +28,7 @@ int cl_topic_set(char *dst, const char *name, char *err, size_t errlen) {
 int cl_topics_prefix(cl_topics *t, const char *prefix, char *err, size_t errlen) {
     size_t n = prefix ? strlen(prefix) : 0;
     if (n == 0 || n > 200) {
-        return pl_errf(err, errlen, -1, "topic prefix must be 1..200 bytes");
+        return pl_errf(err, errlen, CL_EINVAL, "topic prefix must be 1..200 bytes");
     }
     snprintf(t->turns, sizeof t->turns, "%s.turns", prefix);
     snprintf(t->tokens, sizeof t->tokens, "%s.tokens", prefix);
@@ -112,14 +112,14 @@ rd_kafka_t *cl_producer_new(const char *brokers, const char *topic, int timeout_
 void cl_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
                    rd_kafka_resp_err_t e) {
     if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
-        pl_errf(err, errlen, -1,
+        pl_errf(err, errlen, CL_ENOTOPIC,
                 "topic %s: %s: create the topics with `parley topics --brokers %.200s` "
                 "(see parley topics --help)",
                 topic, rd_kafka_err2str(e), brokers);
     else if (cm_startup_expired() || e == RD_KAFKA_RESP_ERR__TIMED_OUT ||
              e == RD_KAFKA_RESP_ERR__TRANSPORT)
-        cm_startup_errf(err, errlen, -1);
-    else pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
+        cm_startup_errf(err, errlen, CL_ETIMEDOUT);
+    else pl_errf(err, errlen, CL_EKAFKA, "topic %s: %s", topic, rd_kafka_err2str(e));
 }
 
 int cl_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
@@ -146,7 +146,7 @@ int cl_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
             rd_kafka_headers_destroy(hdrs); /* producev owns them only on success */
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) break;
         if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL || tries >= 100) {
-            pl_errf(err, errlen, -1, "produce to %s: %s", topic, rd_kafka_err2str(e));
+            pl_errf(err, errlen, CL_EKAFKA, "produce to %s: %s", topic, rd_kafka_err2str(e));
             goto out;
         }
         rd_kafka_poll(producer, 10);
@@ -179,7 +179,7 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
         if (md->topic_cnt == 1 && md->topics[0].err)
             cl_kafka_errf(err, errlen, brokers, topic, md->topics[0].err);
-        else pl_errf(err, errlen, -1, "topic %s: no partitions", topic);
+        else pl_errf(err, errlen, CL_EKAFKA, "topic %s: no partitions", topic);
         goto err;
     }
     parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
@@ -188,9 +188,9 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
         int64_t lo = 0, hi = 0;
         e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            if (cm_startup_expired()) cm_startup_errf(err, errlen, -1);
+            if (cm_startup_expired()) cm_startup_errf(err, errlen, CL_ETIMEDOUT);
             else
-                pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
+                pl_errf(err, errlen, CL_EKAFKA, "end offset of %s[%d]: %s", topic, (int)p,
                         rd_kafka_err2str(e));
             goto err;
         }
@@ -266,7 +266,7 @@ rd_kafka_t *cl_reader_new_topics(const char *brokers, const char *const *topics,
     rd_kafka_resp_err_t e = rd_kafka_assign(rk, parts);
     rd_kafka_topic_partition_list_destroy(parts);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pl_errf(err, errlen, -1, "assign %s: %s", topics[0], rd_kafka_err2str(e));
+        pl_errf(err, errlen, CL_EKAFKA, "assign %s: %s", topics[0], rd_kafka_err2str(e));
         rd_kafka_destroy(rk);
         return NULL;
     }

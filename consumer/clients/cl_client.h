@@ -32,7 +32,15 @@
 #include <librdkafka/rdkafka.h>
 
 #include "cli_opt.h"
+#include "pl_err.h"
 #include "sch.h"
+
+/* The clients' error codes (pl_err.h range -1500). */
+#define CL_EINVAL PL_ERR_CODE(PL_ERR_CL, PL_EINVAL)       /* a bad name or option */
+#define CL_ENOMEM PL_ERR_CODE(PL_ERR_CL, PL_ENOMEM)       /* out of memory */
+#define CL_ETIMEDOUT PL_ERR_CODE(PL_ERR_CL, PL_ETIMEDOUT) /* start-up deadline passed */
+#define CL_EKAFKA (PL_ERR_CL - 10)                        /* Kafka refused or failed */
+#define CL_ENOTOPIC (PL_ERR_CL - 11) /* a topic does not exist (parley topics creates them) */
 
 /* Topic names the clients use. */
 typedef struct cl_topics {

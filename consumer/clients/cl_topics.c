@@ -154,11 +154,11 @@ int cl_cmd_topics(int argc, char **argv) {
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, left + 1000);
     int rc = 1;
     if (!ev) {
-        cm_startup_errf(e, sizeof e, -1);
+        cm_startup_errf(e, sizeof e, CL_ETIMEDOUT);
         fprintf(stderr, "topics: %s\n", e);
     } else if (rd_kafka_event_error(ev)) {
         if (rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR__TIMED_OUT)
-            cm_startup_errf(e, sizeof e, -1);
+            cm_startup_errf(e, sizeof e, CL_ETIMEDOUT);
         else snprintf(e, sizeof e, "%s", rd_kafka_event_error_string(ev));
         fprintf(stderr, "topics: %s\n", e);
     } else {

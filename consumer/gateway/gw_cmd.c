@@ -80,12 +80,12 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     const char *l = wk_config_str(cfg, "gateway.listen");
     const char *colon = strrchr(l, ':');
     if (!colon || colon == l || (size_t)(colon - l) >= sizeof o->host) {
-        return pl_errf(err, errlen, -1, "gateway.listen: '%s' is not IPv4:port", l);
+        return pl_errf(err, errlen, GW_EINVAL, "gateway.listen: '%s' is not IPv4:port", l);
     }
     memcpy(o->host, l, (size_t)(colon - l));
     long long port;
     if (cli_parse_i64(colon + 1, 0, 65535, &port) != 0) {
-        return pl_errf(err, errlen, -1, "gateway.listen: bad port in '%s'", l);
+        return pl_errf(err, errlen, GW_EINVAL, "gateway.listen: bad port in '%s'", l);
     }
     o->port = (int)port;
     o->max_body = (size_t)wk_config_int(cfg, "gateway.max_body_bytes");
@@ -101,7 +101,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         char *eq = strchr(tok, '=');
         if (!eq || eq == tok || !eq[1] || o->n_keys == GW_MAX_KEYS ||
             strlen(tok) >= sizeof o->keys[0].key || strlen(eq + 1) >= sizeof o->keys[0].tenant) {
-            return pl_errf(err, errlen, -1,
+            return pl_errf(err, errlen, GW_EINVAL,
                            "gateway.api_keys: '%.40s' is not KEY=TENANT (at most %d "
                            "keys, 127 bytes each)",
                            tok, GW_MAX_KEYS);
@@ -115,7 +115,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         const char *ns = i < o->n_keys ? o->keys[i].tenant : o->ns;
         if (!*ns || strspn(ns, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                "0123456789._-") != strlen(ns)) {
-            return pl_errf(err, errlen, -1,
+            return pl_errf(err, errlen, GW_EINVAL,
                            "tenant/namespace '%.40s' must be 1..127 bytes of "
                            "[A-Za-z0-9._-]",
                            ns);
@@ -125,8 +125,8 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (o->n_models == GW_MAX_MODELS || strlen(tok) > 256) {
-            return pl_errf(err, errlen, -1, "gateway.models: at most %d names of 1..256 bytes",
-                           GW_MAX_MODELS);
+            return pl_errf(err, errlen, GW_EINVAL,
+                           "gateway.models: at most %d names of 1..256 bytes", GW_MAX_MODELS);
         }
         snprintf(o->models[o->n_models++], sizeof o->models[0], "%s", tok);
     }
@@ -174,7 +174,7 @@ int gw_cmd_gateway(int argc, char **argv) {
         if (!strcmp(k, "bootstrap.servers")) hc.brokers = v;
     }
     if (!hc.brokers) {
-        pl_errf(err, sizeof err, -1, "kafka.bootstrap.servers is required");
+        pl_errf(err, sizeof err, GW_EINVAL, "kafka.bootstrap.servers is required");
         goto bad;
     }
     if (cl_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||

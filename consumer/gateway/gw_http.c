@@ -402,7 +402,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
                         "invalid_request_error", NULL, "invalid_api_key");
     if (rq->too_big) {
-        pl_errf(err, sizeof err, -1, "the request body is larger than %zu bytes", o->max_body);
+        pl_errf(err, sizeof err, GW_EINVAL, "the request body is larger than %zu bytes",
+                o->max_body);
         return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
     }
     gw_chat ch;
@@ -415,7 +416,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     gw_wait *w = NULL; /* the hub's wait, released at out: unless a stream took it */
     int counted = 0;   /* 1 while this request counts in s->inflight (ditto) */
     if (!gw_model_ok(o, ch.model)) {
-        pl_errf(err, sizeof err, -1, "The model '%.256s' does not exist", ch.model);
+        pl_errf(err, sizeof err, GW_EINVAL, "The model '%.256s' does not exist", ch.model);
         rc = gw_error(s, c, 404, err, "invalid_request_error", "model", "model_not_found");
         goto out;
     }
@@ -588,12 +589,12 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)o->port);
     if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1) {
-        pl_errf(err, errlen, -1, "gateway.listen: '%s' is not an IPv4 address", o->host);
+        pl_errf(err, errlen, GW_EINVAL, "gateway.listen: '%s' is not an IPv4 address", o->host);
         return NULL;
     }
     gw_http *s = calloc(1, sizeof *s);
     if (!s) {
-        pl_errf(err, errlen, -1, "out of memory");
+        pl_errf(err, errlen, GW_ENOMEM, "out of memory");
         return NULL;
     }
     s->hub = hub;
@@ -605,8 +606,8 @@ gw_http *gw_http_start(const gw_http_opts *o, gw_hub *hub, int *port_out, char *
         (unsigned)(o->timeout_ms / 1000 + 30), MHD_OPTION_NOTIFY_COMPLETED, gw_on_done, s,
         MHD_OPTION_END);
     if (!s->d) {
-        pl_errf(err, errlen, -1, "cannot listen on %s:%d (address in use or not allowed)", o->host,
-                o->port);
+        pl_errf(err, errlen, GW_EHTTP, "cannot listen on %s:%d (address in use or not allowed)",
+                o->host, o->port);
         free(s);
         return NULL;
     }

@@ -183,7 +183,7 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
     *out = NULL;
     gw_hub *h = calloc(1, sizeof *h);
     if (!h) {
-        return pl_errf(err, errlen, -1, "out of memory");
+        return pl_errf(err, errlen, GW_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&h->mu, NULL);
     h->topics = conf->topics;
@@ -195,7 +195,7 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
                                            cm_startup_left_ms(), err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
-        pl_errf(err, errlen, -1, "cannot start the reader thread");
+        pl_errf(err, errlen, GW_EKAFKA, "cannot start the reader thread");
         goto err;
     }
     h->started = 1;
@@ -238,7 +238,7 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
     gw_wait *w = calloc(1, sizeof *w);
     if (!w || !(w->turn_id = strndup(t->turn_id.ptr, t->turn_id.len))) {
         free(w);
-        pl_errf(err, errlen, -1, "out of memory");
+        pl_errf(err, errlen, GW_ENOMEM, "out of memory");
         return NULL;
     }
     pthread_cond_init(&w->cv, NULL);

@@ -61,8 +61,15 @@
 
 #include <jansson.h>
 
-#include "sch.h"
+#include "pl_err.h"
 #include "pl_hash.h"
+#include "sch.h"
+
+/* The gateway's error codes (pl_err.h range -1600). */
+#define GW_EINVAL PL_ERR_CODE(PL_ERR_GW, PL_EINVAL) /* bad configuration or request */
+#define GW_ENOMEM PL_ERR_CODE(PL_ERR_GW, PL_ENOMEM) /* out of memory */
+#define GW_EKAFKA (PL_ERR_GW - 10)                  /* the hub's Kafka clients failed */
+#define GW_EHTTP (PL_ERR_GW - 11)                   /* the HTTP server could not start */
 
 #define GW_MAX_STOP 16       /* stop strings per request */
 #define GW_MAX_ID 256        /* model / conversation id bytes */

@@ -46,10 +46,21 @@
  *    -800  engine/sched     ENG_SCHED_E*
  *    -900  cache            KV_E*
  *   -1000  kernels/cuda     KERN_CUDA_E*
- *   -1100  consumer config  WK_CONFIG_E*
+ *   -1100  consumer common  CM_E* (configuration, start-up deadline)
  *   -1200  consumer offsets WK_OFF_E*
  *   -1300  consumer worker  WK_E*
  *   -1400  engine/constraint ENG_CONSTRAINT_E*
+ *   -1500  consumer clients CL_E*  (cl_client.h)
+ *   -1600  consumer gateway GW_E*  (gw_openai.h)
+ *   -1700  consumer batch   BT_E*  (bt_io.h)
+ *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
+ *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the
+ *                           commands of engine/cli and consumer/cli)
+ * The -1100 range is consumer/common (CM_E*: the configuration shared by the
+ * worker and the gateway, the start-up deadline).
+ *
+ * A literal number is never a code (tests/py/test_format.py checks every
+ * pl_errf / pl_errwrap / cm_startup_errf call outside this file).
  *
  * Threading.  Pure functions; the buffers are the caller's.
  */
@@ -77,6 +88,11 @@
 #define PL_ERR_WK_OFF (-1200)
 #define PL_ERR_WK (-1300)
 #define PL_ERR_CONSTRAINT (-1400)
+#define PL_ERR_CL (-1500)
+#define PL_ERR_GW (-1600)
+#define PL_ERR_BT (-1700)
+#define PL_ERR_KERN (-1800)
+#define PL_ERR_CLI (-1900)
 
 /* Generic classes: a code's offset below its base (1..9), and what
  * pl_err_class returns (as a positive number; 0 = success). */
