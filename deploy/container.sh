@@ -17,7 +17,7 @@
 # overlay or user-namespace support, only root.  `--format docker` keeps
 # HEALTHCHECK (the OCI image format has no field for it).  When the host
 # trusts a TLS-intercepting proxy's CA, its bundle is mounted for the
-# build stage's cargo and pip (see the Containerfile).
+# build stage's downloads (curl; see the Containerfile).
 #
 # Needs: buildah and mmdebstrap (deploy/setup.sh apt installs them), root.
 # Exit status: 0 done, 1 a step failed (named on stderr), 2 usage.

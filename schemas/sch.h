@@ -49,7 +49,7 @@ struct msgpack_zone;
 /* Schema major version written in `v` and accepted by the decoders. */
 #define SCH_VERSION 1
 /* Spec revision (major.minor) implemented; minors only add optional fields. */
-#define SCH_VERSION_STRING "1.1"
+#define SCH_VERSION_STRING "1.2"
 /* Kafka header names and the content type every parley record carries. */
 #define SCH_HEADER_CONTENT_TYPE "content-type"
 #define SCH_HEADER_TRACEPARENT "traceparent"
@@ -67,6 +67,12 @@ struct msgpack_zone;
 #define SCH_MAX_MAP_FIELDS 64
 /* Map keys (field names) are str of 1..SCH_MAX_KEY_BYTES bytes. */
 #define SCH_MAX_KEY_BYTES 64
+/* params.n: choices per turn at most (1.2). */
+#define SCH_MAX_N 16
+/* params.logprobs: alternatives per token at most (1.2). */
+#define SCH_MAX_TOP_LOGPROBS 20
+/* Tool calls in one reply (TurnResult / choice) at most (1.2). */
+#define SCH_MAX_TOOL_CALLS 64
 
 /*
  * Error codes.  Numeric values and names are stable (never renumbered or
@@ -117,6 +123,10 @@ typedef enum sch_err {
     SCH_E_TOKEN_OUT_OF_VOCAB = -43, /* prompt token id >= vocab size */
     SCH_E_KEY_MISMATCH = -44,       /* record key != conversation_id */
     SCH_E_INTERNAL = -45,           /* worker fault while serving */
+    SCH_E_BAD_CONSTRAINT = -46,     /* response_format / tools the worker
+                                       cannot compile, or over its budget */
+    SCH_E_UNSUPPORTED = -47,        /* a field this worker knows but
+                                       cannot honour (model, engine) */
     SCH_E_UNKNOWN = -63             /* a code name this reader lacks */
 } sch_err;
 
@@ -137,21 +147,24 @@ int sch_err_code_at(size_t i);
 
 /* Decoder limits.  Fill with sch_limits_default() then adjust. */
 typedef struct sch_limits {
-    size_t max_total_bytes;   /* whole record, bytes (default 4 MiB) */
-    uint32_t max_depth;       /* container nesting, root map = 1 (16; <= 32) */
-    size_t max_objects;       /* msgpack values in the record (524288) */
-    size_t max_messages;      /* ChatTurn.messages entries (4096) */
-    size_t max_content_bytes; /* one message content / chunk or result
+    size_t max_total_bytes;      /* whole record, bytes (default 4 MiB) */
+    uint32_t max_depth;          /* container nesting, root map = 1 (16; <= 32) */
+    size_t max_objects;          /* msgpack values in the record (524288) */
+    size_t max_messages;         /* ChatTurn.messages entries (4096) */
+    size_t max_content_bytes;    /* one message content / chunk or result
                                  text / DLQ key and header value (256 KiB) */
-    size_t max_stop;          /* params.stop entries (16) */
-    size_t max_stop_bytes;    /* bytes of one stop string (256) */
-    uint32_t max_tokens;      /* params.max_tokens ceiling; also tokens per
+    size_t max_stop;             /* params.stop entries (16) */
+    size_t max_stop_bytes;       /* bytes of one stop string (256) */
+    uint32_t max_tokens;         /* params.max_tokens ceiling; also tokens per
                                  TokenChunk / TurnResult (32768) */
-    size_t max_prompt_tokens; /* ChatTurn.prompt_tokens entries (131072) */
-    size_t max_id_bytes;      /* ids, namespace, model, worker, topic,
+    size_t max_prompt_tokens;    /* ChatTurn.prompt_tokens entries (131072) */
+    size_t max_id_bytes;         /* ids, namespace, model, worker, topic,
                                  header names (256) */
-    size_t max_text_bytes;    /* DLQ reason, error.message (4096) */
-    size_t max_headers;       /* DeadLetter.headers entries (64) */
+    size_t max_text_bytes;       /* DLQ reason, error.message (4096) */
+    size_t max_headers;          /* DeadLetter.headers entries (64) */
+    size_t max_constraint_bytes; /* response_format schema / pattern /
+                                    grammar, tools, tool_choice, a message's
+                                    tool_calls (65536; 1.2) */
 } sch_limits;
 
 void sch_limits_default(sch_limits *lim);
@@ -178,19 +191,43 @@ void sch_buf_free(sch_buf *b);
 /* ------------------------------------------------------------ ChatTurn */
 
 typedef enum sch_role {
-    SCH_ROLE_SYSTEM = 0,   /* "system" */
-    SCH_ROLE_USER = 1,     /* "user" */
-    SCH_ROLE_ASSISTANT = 2 /* "assistant" */
+    SCH_ROLE_SYSTEM = 0,    /* "system" */
+    SCH_ROLE_USER = 1,      /* "user" */
+    SCH_ROLE_ASSISTANT = 2, /* "assistant" */
+    SCH_ROLE_TOOL = 3       /* "tool": a tool's result (1.2) */
 } sch_role;
 
-/* "system" / "user" / "assistant"; NULL for a value out of the enum. */
+/* "system" / "user" / "assistant" / "tool"; NULL for a value out of the
+ * enum. */
 const char *sch_role_name(sch_role r);
 
 /* One message of a conversation. */
 typedef struct sch_message {
-    sch_role role;   /* speaker */
-    sch_str content; /* UTF-8 text, 0..max_content_bytes bytes */
+    sch_role role;        /* speaker */
+    sch_str content;      /* UTF-8 text, 0..max_content_bytes bytes */
+    sch_str tool_calls;   /* assistant: the calls it made, OpenAI's
+                             tool_calls array as JSON text (absent = none) */
+    sch_str tool_call_id; /* tool: the call this result answers (absent) */
 } sch_message;
+
+/* params.response_format.type: what the reply must be (1.2). */
+typedef enum sch_rf {
+    SCH_RF_TEXT = 0,        /* "text": free text (the default) */
+    SCH_RF_JSON_OBJECT = 1, /* "json_object": a JSON object */
+    SCH_RF_JSON_SCHEMA = 2, /* "json_schema": JSON valid under `schema` */
+    SCH_RF_REGEX = 3,       /* "regex": a full match of `pattern` */
+    SCH_RF_GRAMMAR = 4      /* "grammar": a sentence of the Lark `grammar` */
+} sch_rf;
+
+/* "text", "json_object", ...; NULL for a value out of the enum. */
+const char *sch_rf_name(sch_rf f);
+
+/* params.response_format (1.2). */
+typedef struct sch_response_format {
+    sch_rf type;  /* the kind of constraint (SCH_RF_TEXT: none) */
+    sch_str spec; /* json_schema: the schema as JSON text; regex: the
+                     pattern; grammar: the Lark grammar; else absent */
+} sch_response_format;
 
 /* Generation parameters (ChatTurn.params); defaults from sch_params_default. */
 typedef struct sch_params {
@@ -203,11 +240,21 @@ typedef struct sch_params {
     const sch_str *stop;       /* stop strings (each 1..max_stop_bytes) */
     size_t n_stop;             /* entries in stop (0..max_stop) */
     double repetition_penalty; /* 1.0 = off, (0, 100] (1.0) */
+    /* 1.2: */
+    sch_response_format response_format; /* constraint on the reply (text) */
+    bool has_logprobs;                   /* per-token logprobs asked for */
+    uint32_t top_logprobs;               /* alternatives per token, 0..SCH_MAX_TOP_LOGPROBS */
+    uint32_t n;                          /* choices, 1..SCH_MAX_N (1) */
+    sch_str tools;                       /* OpenAI's tools array as JSON text (absent) */
+    sch_str tool_choice;                 /* OpenAI's tool_choice as JSON text (absent =
+                                  "auto" with tools, else "none") */
+    bool parallel_tool_calls;            /* several calls in one reply allowed (true) */
 } sch_params;
 
 void sch_params_default(sch_params *p);
 
-/* ChatTurn: one request.  Exactly one of messages / prompt_tokens is set. */
+/* ChatTurn: one request.  Exactly one of messages / prompt_tokens / prompt
+ * is set. */
 typedef struct sch_turn {
     uint32_t v;                    /* schema major version (1) */
     sch_str conversation_id;       /* record key; 1..max_id_bytes, no C0/DEL */
@@ -216,6 +263,7 @@ typedef struct sch_turn {
     size_t n_messages;             /* 1..max_messages when messages set */
     const uint32_t *prompt_tokens; /* pre-tokenized prompt, or NULL */
     size_t n_prompt_tokens;        /* 1..max_prompt_tokens when set */
+    sch_str prompt;                /* raw prompt text, no chat template (1.2) */
     sch_params params;             /* generation parameters */
     bool stream;                   /* publish TokenChunks (false) */
     sch_str ns;                    /* `namespace`: [A-Za-z0-9._-]+ ("default") */
@@ -242,20 +290,48 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen);
 /* Release a decoded turn and zero it; no-op for zeroed or caller-built. */
 void sch_turn_free(sch_turn *t);
 
+/* ------------------------------------------------------------ logprobs */
+
+/* The log probability of one token at one position of a reply (1.2), and
+ * the most likely tokens there. */
+typedef struct sch_logprob {
+    uint32_t id;                   /* token id */
+    sch_str token;                 /* its text, valid UTF-8: a piece that is
+                                      not whole UTF-8 has U+FFFD for what is
+                                      not, and its raw bytes in `bytes` */
+    sch_str bytes;                 /* the raw bytes when they differ from
+                                      token's (absent otherwise) */
+    double logprob;                /* natural log of its probability, finite
+                                      and <= 0 */
+    const struct sch_logprob *top; /* the most likely tokens, most likely
+                                      first (their own top is NULL) */
+    size_t n_top;                  /* entries, 0..SCH_MAX_TOP_LOGPROBS */
+} sch_logprob;
+
+/* One tool call of a reply (1.2). */
+typedef struct sch_tool_call {
+    sch_str id;        /* call id (id rule), unique within the turn */
+    sch_str name;      /* the function's name (id rule) */
+    sch_str arguments; /* its arguments, a JSON object as text */
+} sch_tool_call;
+
 /* ---------------------------------------------------------- TokenChunk */
 
 /* TokenChunk: a piece of a streamed reply. */
 typedef struct sch_chunk {
-    uint32_t v;                 /* schema major version (1) */
-    sch_str conversation_id;    /* as in the turn */
-    sch_str turn_id;            /* as in the turn */
-    uint64_t attempt;           /* processing attempt id (opaque) */
-    uint64_t seq;               /* 0,1,2... within one attempt */
-    sch_str text;               /* UTF-8 text of these tokens (may be "") */
-    const uint32_t *tokens;     /* token ids (NULL when none) */
-    size_t n_tokens;            /* entries in tokens */
-    bool last;                  /* final chunk of this attempt (false) */
-    struct msgpack_zone *zone_; /* arena of a decoded chunk (private) */
+    uint32_t v;                  /* schema major version (1) */
+    sch_str conversation_id;     /* as in the turn */
+    sch_str turn_id;             /* as in the turn */
+    uint64_t attempt;            /* processing attempt id (opaque) */
+    uint64_t seq;                /* 0,1,2... within one attempt */
+    sch_str text;                /* UTF-8 text of these tokens (may be "") */
+    const uint32_t *tokens;      /* token ids (NULL when none) */
+    size_t n_tokens;             /* entries in tokens */
+    bool last;                   /* final chunk of this attempt (false) */
+    uint32_t index;              /* choice the tokens belong to (0; 1.2) */
+    const sch_logprob *logprobs; /* one per token when asked (1.2), or NULL */
+    size_t n_logprobs;           /* 0 or n_tokens */
+    struct msgpack_zone *zone_;  /* arena of a decoded chunk (private) */
 } sch_chunk;
 
 void sch_chunk_init(sch_chunk *c);
@@ -274,6 +350,19 @@ typedef enum sch_finish {
 } sch_finish;
 
 const char *sch_finish_name(sch_finish f);
+
+/* One more choice of a turn with n > 1 (TurnResult.choices; 1.2). */
+typedef struct sch_choice {
+    uint32_t index;                  /* 1..n-1 (choice 0 is the result's own) */
+    sch_str text;                    /* its reply text */
+    const uint32_t *tokens;          /* its token ids (NULL when none) */
+    size_t n_tokens;                 /* entries */
+    sch_finish finish_reason;        /* why it ended */
+    const sch_logprob *logprobs;     /* per token when asked, or NULL */
+    size_t n_logprobs;               /* 0 or n_tokens */
+    const sch_tool_call *tool_calls; /* calls it made, or NULL */
+    size_t n_tool_calls;             /* entries, 0..SCH_MAX_TOOL_CALLS */
+} sch_choice;
 
 /* TurnResult: the one committed reply to a turn. */
 typedef struct sch_result {
@@ -299,7 +388,14 @@ typedef struct sch_result {
     sch_str error_name;         /* error.code as on the wire; encode: NULL
                                    = sch_err_name(error_code) */
     sch_str error_message;      /* error.message (ASCII/UTF-8 text) */
-    struct msgpack_zone *zone_; /* arena of a decoded result (private) */
+    /* 1.2: */
+    const sch_logprob *logprobs;     /* per token when asked, or NULL */
+    size_t n_logprobs;               /* 0 or n_tokens */
+    const sch_tool_call *tool_calls; /* calls the reply made, or NULL */
+    size_t n_tool_calls;             /* entries, 0..SCH_MAX_TOOL_CALLS */
+    const sch_choice *choices;       /* choices 1..n-1 of an n > 1 turn */
+    size_t n_choices;                /* entries, 0..SCH_MAX_N - 1 */
+    struct msgpack_zone *zone_;      /* arena of a decoded result (private) */
 } sch_result;
 
 void sch_result_init(sch_result *r);

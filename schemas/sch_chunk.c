@@ -7,7 +7,9 @@
  * so a reader may see a chunk twice or see chunks of an abandoned attempt;
  * (attempt, seq) identifies a chunk and the TurnResult names the attempt
  * that counts.  `text` must be valid UTF-8, so the worker holds back the
- * bytes of a code point split across tokens until it is complete.
+ * bytes of a code point split across tokens until it is complete.  Since
+ * 1.2 a chunk names the choice its tokens belong to (`index`, for n > 1
+ * turns; written when not 0) and may carry their logprobs.
  */
 #include "sch_internal.h"
 
@@ -44,7 +46,14 @@ static int sch_chunk_read(sch_ctx *c, const msgpack_object *root, void *out) {
     if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens, SCH_E_TOO_MANY_TOKENS, &k->tokens,
                               &k->n_tokens)))
         return rc;
-    return sch_get_bool(c, root, "", "last", false, &k->last, NULL);
+    uint64_t idx;
+    bool has_idx;
+    if ((rc = sch_get_bool(c, root, "", "last", false, &k->last, NULL)) ||
+        (rc = sch_get_uint(c, root, "", "index", false, 0, SCH_MAX_N - 1, &idx, &has_idx)) ||
+        (rc = sch_logprobs_read(c, root, "", k->n_tokens, &k->logprobs, &k->n_logprobs)))
+        return rc;
+    if (has_idx) k->index = (uint32_t)idx;
+    return SCH_OK;
 }
 
 int sch_chunk_decode(const void *buf, size_t len, const sch_limits *lim, sch_chunk *out, char *err,
@@ -62,9 +71,14 @@ int sch_chunk_encode(const sch_chunk *k, sch_buf *out, char *err, size_t errlen)
         (rc = sch_check_rule("turn_id", &k->turn_id, SCH_RULE_ID, err, errlen)) ||
         (rc = sch_check_rule("text", &k->text, SCH_RULE_TEXT, err, errlen)))
         return rc;
-    if ((rc = sch_check_tokens("tokens", k->tokens, k->n_tokens, err, errlen))) return rc;
+    if ((rc = sch_check_tokens("tokens", k->tokens, k->n_tokens, err, errlen)) ||
+        (rc = sch_check_logprobs("logprobs", k->logprobs, k->n_logprobs, k->n_tokens, err, errlen)))
+        return rc;
+    if (k->index >= SCH_MAX_N)
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "index: %u outside 0..%d", k->index,
+                       SCH_MAX_N - 1);
     sch_w_open(&w, out);
-    sch_w_map(&w, 8);
+    sch_w_map(&w, 8 + !!k->index + !!k->n_logprobs);
     sch_w_uint(&w, "v", SCH_VERSION);
     sch_w_str(&w, "conversation_id", &k->conversation_id);
     sch_w_str(&w, "turn_id", &k->turn_id);
@@ -73,5 +87,7 @@ int sch_chunk_encode(const sch_chunk *k, sch_buf *out, char *err, size_t errlen)
     sch_w_str(&w, "text", &k->text);
     sch_w_tokens(&w, "tokens", k->tokens, k->n_tokens);
     sch_w_bool(&w, "last", k->last);
+    if (k->index) sch_w_uint(&w, "index", k->index);
+    if (k->n_logprobs) sch_w_logprobs(&w, k->logprobs, k->n_logprobs);
     return sch_w_close(&w, err, errlen);
 }

@@ -68,6 +68,10 @@ static const sch_err_row sch_err_rows[] = {
      "prompt token id outside the model's vocabulary"},
     {SCH_E_KEY_MISMATCH, "E_KEY_MISMATCH", "record key differs from conversation_id"},
     {SCH_E_INTERNAL, "E_INTERNAL", "worker fault while serving the turn"},
+    {SCH_E_BAD_CONSTRAINT, "E_BAD_CONSTRAINT",
+     "response_format or tools that cannot be compiled, or over the worker's budget"},
+    {SCH_E_UNSUPPORTED, "E_UNSUPPORTED",
+     "a field this worker knows but cannot honour with its model or engine"},
     {SCH_E_UNKNOWN, "E_UNKNOWN", "error code not known to this reader"},
 };
 
@@ -132,6 +136,18 @@ const char *sch_role_name(sch_role r) {
     case SCH_ROLE_SYSTEM: return "system";
     case SCH_ROLE_USER: return "user";
     case SCH_ROLE_ASSISTANT: return "assistant";
+    case SCH_ROLE_TOOL: return "tool";
+    }
+    return NULL;
+}
+
+const char *sch_rf_name(sch_rf f) {
+    switch (f) {
+    case SCH_RF_TEXT: return "text";
+    case SCH_RF_JSON_OBJECT: return "json_object";
+    case SCH_RF_JSON_SCHEMA: return "json_schema";
+    case SCH_RF_REGEX: return "regex";
+    case SCH_RF_GRAMMAR: return "grammar";
     }
     return NULL;
 }

@@ -125,6 +125,27 @@ void sch_w_int(sch_writer *w, const char *key, int64_t v);
 void sch_w_double(sch_writer *w, const char *key, double v);
 void sch_w_bool(sch_writer *w, const char *key, bool v);
 void sch_w_tokens(sch_writer *w, const char *key, const uint32_t *t, size_t n);
+/* The 1.2 reply parts (sch_reply.c).  Decoders: map's `logprobs` (one
+ * entry per token: n_tokens of them), `tool_calls`, a result's `choices`;
+ * absent gives NULL/0; path names map in messages ("" = the root). */
+int sch_logprobs_read(sch_ctx *c, const msgpack_object *map, const char *path, size_t n_tokens,
+                      const sch_logprob **out, size_t *n_out);
+int sch_tool_calls_read(sch_ctx *c, const msgpack_object *map, const char *path,
+                        const sch_tool_call **out, size_t *n_out);
+int sch_choices_read(sch_ctx *c, const msgpack_object *root, sch_result *r);
+/* map's required `finish_reason` (sch_result.c). */
+int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out);
+/* Encoder checks of the same (n entries; logprobs need n == n_tokens). */
+int sch_check_logprobs(const char *path, const sch_logprob *lp, size_t n, size_t n_tokens,
+                       char *err, size_t errlen);
+int sch_check_tool_calls(const char *path, const sch_tool_call *t, size_t n, char *err,
+                         size_t errlen);
+int sch_check_choices(const sch_result *r, char *err, size_t errlen);
+/* Writers: key and array. */
+void sch_w_logprobs(sch_writer *w, const sch_logprob *lp, size_t n);
+void sch_w_tool_calls(sch_writer *w, const sch_tool_call *t, size_t n);
+void sch_w_choices(sch_writer *w, const sch_choice *ch, size_t n);
+
 /* Finish: SCH_E_NOMEM if any write failed (out->len reset to 0). */
 int sch_w_close(sch_writer *w, char *err, size_t errlen);
 

@@ -28,6 +28,7 @@ void sch_limits_default(sch_limits *lim) {
     lim->max_id_bytes = 256;
     lim->max_text_bytes = 4096;
     lim->max_headers = 64;
+    lim->max_constraint_bytes = 64u << 10;
 }
 
 sch_str sch_str_c(const char *s) {

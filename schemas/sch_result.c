@@ -7,7 +7,9 @@
  * ended, token usage (how much of the prompt came from the KV cache) and
  * timings.  finish_reason "error" requires an `error` map whose `code` is an
  * sch_err name; a reader keeps names it does not know (from newer writers)
- * as text and maps them to SCH_E_UNKNOWN.
+ * as text and maps them to SCH_E_UNKNOWN.  Since 1.2 a result may also
+ * carry per-token logprobs, tool calls and the extra choices of an n > 1
+ * turn (sch_reply.c); they are written only when present.
  */
 #include "sch_internal.h"
 
@@ -26,25 +28,26 @@ void sch_result_free(sch_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int sch_finish_read(sch_ctx *c, const msgpack_object *root, sch_result *r) {
+int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out) {
     char q[200];
-    const msgpack_object *o = sch_map_get(root, "finish_reason");
+    const char *dot = *path ? "." : "";
+    const msgpack_object *o = sch_map_get(map, "finish_reason");
     if (!o)
         return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                       "finish_reason: required field missing");
+                       "%s%sfinish_reason: required field missing", path, dot);
     if (o->type != MSGPACK_OBJECT_STR)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "finish_reason: expected str, got %s",
-                       sch_type_name(o));
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
+                       "%s%sfinish_reason: expected str, got %s", path, dot, sch_type_name(o));
     for (int k = 0; k < 4; k++) {
         if (o->via.str.size == strlen(sch_finishes[k]) &&
             !memcmp(o->via.str.ptr, sch_finishes[k], o->via.str.size)) {
-            r->finish_reason = (sch_finish)k;
+            *out = (sch_finish)k;
             return SCH_OK;
         }
     }
     sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
     return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
-                   "finish_reason: %s is not stop, length, expired or error", q);
+                   "%s%sfinish_reason: %s is not stop, length, expired or error", path, dot, q);
 }
 
 /* A required sub-map whose fields are all required uints. */
@@ -102,7 +105,7 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root, void *out) {
         return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "tokens: required field missing");
     if ((rc = sch_take_tokens(c, toks, "tokens", lim->max_tokens, SCH_E_TOO_MANY_TOKENS, &r->tokens,
                               &r->n_tokens)) ||
-        (rc = sch_finish_read(c, root, r)) ||
+        (rc = sch_finish_take(c, root, "", &r->finish_reason)) ||
         (rc = sch_uint_map_read(c, root, "usage", usage_keys, usage, 3)) ||
         (rc = sch_uint_map_read(c, root, "timing", timing_keys, timing, 3)))
         return rc;
@@ -115,7 +118,11 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root, void *out) {
         (rc = sch_get_str(c, root, "", "model", false, SCH_RULE_ID, lim->max_id_bytes,
                           SCH_E_STRING_TOO_LONG, &r->model)))
         return rc;
-    return sch_error_read(c, root, r);
+    if ((rc = sch_error_read(c, root, r)) ||
+        (rc = sch_logprobs_read(c, root, "", r->n_tokens, &r->logprobs, &r->n_logprobs)) ||
+        (rc = sch_tool_calls_read(c, root, "", &r->tool_calls, &r->n_tool_calls)))
+        return rc;
+    return sch_choices_read(c, root, r);
 }
 
 int sch_result_decode(const void *buf, size_t len, const sch_limits *lim, sch_result *out,
@@ -146,6 +153,11 @@ int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errle
                        "error: required when finish_reason is error");
     if (r->cached_tokens > r->prompt_tokens)
         return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "usage.cached_tokens: above prompt_tokens");
+    if ((rc = sch_check_logprobs("logprobs", r->logprobs, r->n_logprobs, r->n_tokens, err,
+                                 errlen)) ||
+        (rc = sch_check_tool_calls("tool_calls", r->tool_calls, r->n_tool_calls, err, errlen)) ||
+        (rc = sch_check_choices(r, err, errlen)))
+        return rc;
     if (r->has_error) {
         code = r->error_name.ptr ? r->error_name : sch_str_c(sch_err_name(r->error_code));
         if ((rc = sch_check_rule("error.code", &code, SCH_RULE_CODE, err, errlen)) ||
@@ -153,7 +165,8 @@ int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errle
             return rc;
     }
     sch_w_open(&w, out);
-    sch_w_map(&w, 10 + !!r->model.ptr + r->has_error);
+    sch_w_map(&w, 10 + !!r->model.ptr + r->has_error + !!r->n_logprobs + !!r->n_tool_calls +
+                      !!r->n_choices);
     sch_w_uint(&w, "v", SCH_VERSION);
     sch_w_str(&w, "conversation_id", &r->conversation_id);
     sch_w_str(&w, "turn_id", &r->turn_id);
@@ -179,5 +192,8 @@ int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errle
         sch_w_str(&w, "code", &code);
         sch_w_str(&w, "message", &r->error_message);
     }
+    if (r->n_logprobs) sch_w_logprobs(&w, r->logprobs, r->n_logprobs);
+    if (r->n_tool_calls) sch_w_tool_calls(&w, r->tool_calls, r->n_tool_calls);
+    if (r->n_choices) sch_w_choices(&w, r->choices, r->n_choices);
     return sch_w_close(&w, err, errlen);
 }

@@ -1,9 +1,12 @@
 /*
  * sch_turn.c -- ChatTurn: decode (worker side) and encode (client side).
  *
- * A ChatTurn carries either the whole conversation (`messages`) or a
- * pre-tokenized prompt (`prompt_tokens`), never both, plus generation
- * parameters with defaults.  The decoder checks fields in a fixed order
+ * A ChatTurn carries the whole conversation (`messages`), a pre-tokenized
+ * prompt (`prompt_tokens`) or a raw prompt text (`prompt`, 1.2), exactly
+ * one of them, plus generation parameters with defaults.  The 1.2 params
+ * (response_format, logprobs, n, tools, tool_choice, parallel_tool_calls)
+ * are written only when they differ from their defaults, so a turn that
+ * uses none of them encodes exactly as under 1.1.  The decoder checks fields in a fixed order
  * (version, ids, input, params, the rest) so a record with several faults
  * always reports the same one, which the golden vectors rely on.  The
  * encoder enforces the same value rules as the decoder, but not the
@@ -20,7 +23,12 @@
 #define SCH_PENALTY_MAX 100.0
 #define SCH_DEFAULT_MAX_TOKENS 256u
 
-static const char *const sch_roles[] = {"system", "user", "assistant"};
+static const char *const sch_roles[] = {"system", "user", "assistant", "tool"};
+#define SCH_NROLES 4
+static const char *const sch_rfs[] = {"text", "json_object", "json_schema", "regex", "grammar"};
+/* the member of response_format holding the constraint, by type */
+static const char *const sch_rf_keys[] = {NULL, NULL, "schema", "pattern", "grammar"};
+#define SCH_NRFS 5
 
 void sch_params_default(sch_params *p) {
     memset(p, 0, sizeof *p);
@@ -29,6 +37,8 @@ void sch_params_default(sch_params *p) {
     p->top_p = 1.0;
     p->top_k = 0;
     p->repetition_penalty = 1.0;
+    p->n = 1;
+    p->parallel_tool_calls = true;
 }
 
 void sch_turn_init(sch_turn *t) {
@@ -68,19 +78,26 @@ static int sch_messages_read(sch_ctx *c, const msgpack_object *o, sch_turn *t) {
             return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s.role: expected str, got %s",
                            path, sch_type_name(r));
         int role = -1;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < SCH_NROLES; k++)
             if (r->via.str.size == strlen(sch_roles[k]) &&
                 !memcmp(r->via.str.ptr, sch_roles[k], r->via.str.size))
                 role = k;
         if (role < 0) {
             sch_quote(q, sizeof q, r->via.str.ptr, r->via.str.size);
             return pl_errf(c->err, c->errlen, SCH_E_BAD_ROLE,
-                           "%s.role: %s is not system, user or assistant", path, q);
+                           "%s.role: %s is not system, user, assistant or tool", path, q);
         }
         m[i].role = (sch_role)role;
-        rc = sch_get_str(c, e, path, "content", true, SCH_RULE_TEXT, c->lim->max_content_bytes,
-                         SCH_E_CONTENT_TOO_LONG, &m[i].content);
-        if (rc) return rc;
+        memset(&m[i].tool_calls, 0, sizeof m[i].tool_calls);
+        memset(&m[i].tool_call_id, 0, sizeof m[i].tool_call_id);
+        if ((rc = sch_get_str(c, e, path, "content", true, SCH_RULE_TEXT, c->lim->max_content_bytes,
+                              SCH_E_CONTENT_TOO_LONG, &m[i].content)) ||
+            (rc = sch_get_str(c, e, path, "tool_calls", false, SCH_RULE_TEXT,
+                              c->lim->max_constraint_bytes, SCH_E_STRING_TOO_LONG,
+                              &m[i].tool_calls)) ||
+            (rc = sch_get_str(c, e, path, "tool_call_id", false, SCH_RULE_ID, c->lim->max_id_bytes,
+                              SCH_E_STRING_TOO_LONG, &m[i].tool_call_id)))
+            return rc;
     }
     t->messages = m;
     t->n_messages = n;
@@ -120,6 +137,68 @@ static int sch_stop_read(sch_ctx *c, const msgpack_object *o, sch_params *p) {
     return SCH_OK;
 }
 
+/* params.response_format (1.2): {type, and by type schema / pattern /
+ * grammar}. */
+static int sch_rf_read(sch_ctx *c, const msgpack_object *o, sch_response_format *rf) {
+    const char *P = "params.response_format";
+    char q[200];
+    int rc;
+    if ((rc = sch_map_check(c, o, P))) return rc;
+    const msgpack_object *t = sch_map_get(o, "type");
+    if (!t)
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD, "%s.type: required field missing",
+                       P);
+    if (t->type != MSGPACK_OBJECT_STR)
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "%s.type: expected str, got %s", P,
+                       sch_type_name(t));
+    int k = SCH_NRFS;
+    while (--k >= 0 && !(t->via.str.size == strlen(sch_rfs[k]) &&
+                         !memcmp(t->via.str.ptr, sch_rfs[k], t->via.str.size))) {
+    }
+    if (k < 0) {
+        sch_quote(q, sizeof q, t->via.str.ptr, t->via.str.size);
+        return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
+                       "%s.type: %s is not text, json_object, json_schema, regex or grammar", P, q);
+    }
+    rf->type = (sch_rf)k;
+    if (!sch_rf_keys[k]) return SCH_OK;
+    if ((rc = sch_get_str(c, o, P, sch_rf_keys[k], true, SCH_RULE_TEXT,
+                          c->lim->max_constraint_bytes, SCH_E_STRING_TOO_LONG, &rf->spec)))
+        return rc;
+    if (!rf->spec.len)
+        return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE, "%s.%s: empty", P, sch_rf_keys[k]);
+    return SCH_OK;
+}
+
+/* An optional non-empty text param of at most max_constraint_bytes. */
+static int sch_json_text_read(sch_ctx *c, const msgpack_object *o, const char *key, sch_str *out) {
+    int rc = sch_get_str(c, o, "params", key, false, SCH_RULE_TEXT, c->lim->max_constraint_bytes,
+                         SCH_E_STRING_TOO_LONG, out);
+    if (!rc && out->ptr && !out->len)
+        return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE, "params.%s: empty", key);
+    return rc;
+}
+
+/* The 1.2 params, after repetition_penalty. */
+static int sch_params12_read(sch_ctx *c, const msgpack_object *o, sch_params *p) {
+    const char *P = "params";
+    const msgpack_object *rf = sch_map_get(o, "response_format");
+    uint64_t u;
+    int rc;
+    if (rf && (rc = sch_rf_read(c, rf, &p->response_format))) return rc;
+    if ((rc = sch_get_uint(c, o, P, "logprobs", false, 0, SCH_MAX_TOP_LOGPROBS, &u,
+                           &p->has_logprobs)))
+        return rc;
+    if (p->has_logprobs) p->top_logprobs = (uint32_t)u;
+    bool present;
+    if ((rc = sch_get_uint(c, o, P, "n", false, 1, SCH_MAX_N, &u, &present))) return rc;
+    if (present) p->n = (uint32_t)u;
+    if ((rc = sch_json_text_read(c, o, "tools", &p->tools)) ||
+        (rc = sch_json_text_read(c, o, "tool_choice", &p->tool_choice)))
+        return rc;
+    return sch_get_bool(c, o, P, "parallel_tool_calls", false, &p->parallel_tool_calls, NULL);
+}
+
 static int sch_params_read(sch_ctx *c, const msgpack_object *o, sch_params *p) {
     const char *P = "params";
     uint64_t u;
@@ -147,14 +226,16 @@ static int sch_params_read(sch_ctx *c, const msgpack_object *o, sch_params *p) {
     rc = sch_get_uint(c, o, P, "seed", false, 0, UINT64_MAX, &p->seed, &p->has_seed);
     if (rc) return rc;
     if ((stop = sch_map_get(o, "stop")) && (rc = sch_stop_read(c, stop, p))) return rc;
-    return sch_get_number(c, o, P, "repetition_penalty", false, 0, true, SCH_PENALTY_MAX,
-                          &p->repetition_penalty, NULL);
+    if ((rc = sch_get_number(c, o, P, "repetition_penalty", false, 0, true, SCH_PENALTY_MAX,
+                             &p->repetition_penalty, NULL)))
+        return rc;
+    return sch_params12_read(c, o, p);
 }
 
 static int sch_turn_read(sch_ctx *c, const msgpack_object *root, void *out) {
     sch_turn *t = out;
     const sch_limits *lim = c->lim;
-    const msgpack_object *msgs, *toks;
+    const msgpack_object *msgs, *toks, *text;
     int rc;
     if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &t->v)) ||
         (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
@@ -164,14 +245,20 @@ static int sch_turn_read(sch_ctx *c, const msgpack_object *root, void *out) {
         return rc;
     msgs = sch_map_get(root, "messages");
     toks = sch_map_get(root, "prompt_tokens");
-    if (msgs && toks)
+    text = sch_map_get(root, "prompt");
+    if (!!msgs + !!toks + !!text > 1)
         return pl_errf(c->err, c->errlen, SCH_E_BOTH_INPUTS,
-                       "messages and prompt_tokens are exclusive");
-    if (!msgs && !toks)
+                       "messages, prompt_tokens and prompt are exclusive");
+    if (!msgs && !toks && !text)
         return pl_errf(c->err, c->errlen, SCH_E_MISSING_INPUT,
-                       "one of messages or prompt_tokens is required");
+                       "one of messages, prompt_tokens or prompt is required");
     if (msgs) {
         rc = sch_messages_read(c, msgs, t);
+    } else if (text) {
+        rc = sch_take_str(c, text, "prompt", SCH_RULE_TEXT, lim->max_content_bytes,
+                          SCH_E_CONTENT_TOO_LONG, &t->prompt);
+        if (!rc && t->prompt.len == 0)
+            rc = pl_errf(c->err, c->errlen, SCH_E_EMPTY_INPUT, "prompt: empty string");
     } else {
         rc = sch_take_tokens(c, toks, "prompt_tokens", lim->max_prompt_tokens,
                              SCH_E_TOO_MANY_PROMPT_TOKENS, &t->prompt_tokens, &t->n_prompt_tokens);
@@ -220,6 +307,27 @@ static int sch_params_check(const sch_params *p, char *err, size_t errlen) {
         return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE,
                        "params.repetition_penalty: %g outside (0, %g]", p->repetition_penalty,
                        SCH_PENALTY_MAX);
+    if (p->response_format.type < SCH_RF_TEXT || p->response_format.type > SCH_RF_GRAMMAR)
+        return pl_errf(err, errlen, SCH_E_BAD_VALUE,
+                       "params.response_format.type: %d is not a sch_rf",
+                       (int)p->response_format.type);
+    if (sch_rf_keys[p->response_format.type] && !p->response_format.spec.len)
+        return pl_errf(err, errlen, SCH_E_MISSING_FIELD, "params.response_format.%s: required",
+                       sch_rf_keys[p->response_format.type]);
+    if (p->has_logprobs && p->top_logprobs > SCH_MAX_TOP_LOGPROBS)
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "params.logprobs: %u above %d",
+                       p->top_logprobs, SCH_MAX_TOP_LOGPROBS);
+    if (p->n < 1 || p->n > SCH_MAX_N)
+        return pl_errf(err, errlen, SCH_E_OUT_OF_RANGE, "params.n: %u outside 1..%d", p->n,
+                       SCH_MAX_N);
+    const sch_str *texts[] = {&p->response_format.spec, &p->tools, &p->tool_choice};
+    const char *names[] = {"params.response_format", "params.tools", "params.tool_choice"};
+    for (int i = 0; i < 3; i++) {
+        if (i && texts[i]->ptr && !texts[i]->len)
+            return pl_errf(err, errlen, SCH_E_BAD_VALUE, "%s: empty", names[i]);
+        int rc = texts[i]->ptr ? sch_check_rule(names[i], texts[i], SCH_RULE_TEXT, err, errlen) : 0;
+        if (rc) return rc;
+    }
     if (p->n_stop && !p->stop)
         return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "params.stop: NULL with n_stop %zu",
                        p->n_stop);
@@ -239,11 +347,16 @@ static int sch_turn_check(const sch_turn *t, char *err, size_t errlen) {
     if ((rc = sch_check_rule("conversation_id", &t->conversation_id, SCH_RULE_ID, err, errlen)) ||
         (rc = sch_check_rule("turn_id", &t->turn_id, SCH_RULE_ID, err, errlen)))
         return rc;
-    if (t->n_messages && t->n_prompt_tokens)
-        return pl_errf(err, errlen, SCH_E_BOTH_INPUTS, "messages and prompt_tokens are exclusive");
-    if (!t->n_messages && !t->n_prompt_tokens)
+    if (!!t->n_messages + !!t->n_prompt_tokens + !!t->prompt.ptr > 1)
+        return pl_errf(err, errlen, SCH_E_BOTH_INPUTS,
+                       "messages, prompt_tokens and prompt are exclusive");
+    if (!t->n_messages && !t->n_prompt_tokens && !t->prompt.ptr)
         return pl_errf(err, errlen, SCH_E_MISSING_INPUT,
-                       "one of messages or prompt_tokens is required");
+                       "one of messages, prompt_tokens or prompt is required");
+    if (t->prompt.ptr && !t->prompt.len)
+        return pl_errf(err, errlen, SCH_E_EMPTY_INPUT, "prompt: empty string");
+    if (t->prompt.ptr && (rc = sch_check_rule("prompt", &t->prompt, SCH_RULE_TEXT, err, errlen)))
+        return rc;
     if (t->n_messages && !t->messages)
         return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "messages: NULL with a count of %zu",
                        t->n_messages);
@@ -253,6 +366,14 @@ static int sch_turn_check(const sch_turn *t, char *err, size_t errlen) {
             return pl_errf(err, errlen, SCH_E_BAD_ROLE, "messages[%zu].role: %d is not a sch_role",
                            i, (int)t->messages[i].role);
         if ((rc = sch_check_rule(path, &t->messages[i].content, SCH_RULE_TEXT, err, errlen)))
+            return rc;
+        snprintf(path, sizeof path, "messages[%zu].tool_calls", i);
+        if (t->messages[i].tool_calls.ptr &&
+            (rc = sch_check_rule(path, &t->messages[i].tool_calls, SCH_RULE_TEXT, err, errlen)))
+            return rc;
+        snprintf(path, sizeof path, "messages[%zu].tool_call_id", i);
+        if (t->messages[i].tool_call_id.ptr &&
+            (rc = sch_check_rule(path, &t->messages[i].tool_call_id, SCH_RULE_ID, err, errlen)))
             return rc;
     }
     if ((rc = sch_check_tokens("prompt_tokens", t->prompt_tokens, t->n_prompt_tokens, err, errlen)))
@@ -281,16 +402,24 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen) {
         sch_w_key(&w, "messages");
         msgpack_pack_array(&w.pk, t->n_messages);
         for (size_t i = 0; i < t->n_messages; i++) {
-            sch_str role = sch_str_c(sch_role_name(t->messages[i].role));
-            sch_w_map(&w, 2);
+            const sch_message *m = &t->messages[i];
+            sch_str role = sch_str_c(sch_role_name(m->role));
+            sch_w_map(&w, 2 + !!m->tool_calls.ptr + !!m->tool_call_id.ptr);
             sch_w_str(&w, "role", &role);
-            sch_w_str(&w, "content", &t->messages[i].content);
+            sch_w_str(&w, "content", &m->content);
+            if (m->tool_calls.ptr) sch_w_str(&w, "tool_calls", &m->tool_calls);
+            if (m->tool_call_id.ptr) sch_w_str(&w, "tool_call_id", &m->tool_call_id);
         }
+    } else if (t->prompt.ptr) {
+        sch_w_str(&w, "prompt", &t->prompt);
     } else {
         sch_w_tokens(&w, "prompt_tokens", t->prompt_tokens, t->n_prompt_tokens);
     }
+    const sch_response_format *rf = &p->response_format;
     sch_w_key(&w, "params");
-    sch_w_map(&w, 5 + p->has_seed + !!p->n_stop);
+    sch_w_map(&w, 5 + p->has_seed + !!p->n_stop + (rf->type != SCH_RF_TEXT) + p->has_logprobs +
+                      (p->n != 1) + !!p->tools.ptr + !!p->tool_choice.ptr +
+                      !p->parallel_tool_calls);
     sch_w_uint(&w, "max_tokens", p->max_tokens);
     sch_w_double(&w, "temperature", p->temperature);
     sch_w_double(&w, "top_p", p->top_p);
@@ -302,6 +431,18 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen) {
         for (size_t i = 0; i < p->n_stop; i++) sch_w_str(&w, NULL, &p->stop[i]);
     }
     sch_w_double(&w, "repetition_penalty", p->repetition_penalty);
+    if (rf->type != SCH_RF_TEXT) {
+        sch_str type = sch_str_c(sch_rf_name(rf->type));
+        sch_w_key(&w, "response_format");
+        sch_w_map(&w, 1 + !!sch_rf_keys[rf->type]);
+        sch_w_str(&w, "type", &type);
+        if (sch_rf_keys[rf->type]) sch_w_str(&w, sch_rf_keys[rf->type], &rf->spec);
+    }
+    if (p->has_logprobs) sch_w_uint(&w, "logprobs", p->top_logprobs);
+    if (p->n != 1) sch_w_uint(&w, "n", p->n);
+    if (p->tools.ptr) sch_w_str(&w, "tools", &p->tools);
+    if (p->tool_choice.ptr) sch_w_str(&w, "tool_choice", &p->tool_choice);
+    if (!p->parallel_tool_calls) sch_w_bool(&w, "parallel_tool_calls", false);
     sch_w_bool(&w, "stream", t->stream);
     if (t->ns.ptr) sch_w_str(&w, "namespace", &t->ns);
     if (t->deadline_ms) sch_w_uint(&w, "deadline_ms", t->deadline_ms);

@@ -11,9 +11,15 @@
 #      in a temporary run directory; a trap stops them on every exit path
 #   4. runs ctest -L unit in build-asan, -L cuda (the sm_90a fatbin check),
 #      -L integration and -L slow in build,
-#      -L fuzz in build-fuzz, then pytest tests/py with the venv's python
-#   5. prints one line per stage and a final "parley: N passed, N failed";
-#      exits non-zero when anything failed (a build failure counts as one).
+#      -L fuzz in build-fuzz, then pytest tests/py with the venv's python,
+#      then README command 1 as a new user runs it (tests/readme/demo.sh:
+#      a clean clone, deploy/demo.sh verbatim in a new shell without env.sh,
+#      then --synthetic; about 3 minutes)
+#   5. prints one line per stage, every skip with its reason, and a final
+#      "parley: N passed, N failed, N skipped"; exits non-zero when anything
+#      failed (a build failure counts as one).  Under CI=true (.ci/run) a
+#      skip that hides a missing component is a failure (only what the
+#      hardware lacks may skip: tests/unit/ptest.h, tests/py/conftest.py).
 #
 # Tests get PARLEY_BUILD (build/), PARLEY_BIN (build/consumer/parley),
 # PARLEY_TEST_KAFKA and PARLEY_TEST_REDIS (host:port) and
@@ -28,7 +34,7 @@
 # Options, for running a part quickly:
 #   -L LABEL        only the ctest stage(s) of LABEL (unit, integration,
 #                   slow, fuzz, or any other label: run in build/); "py"
-#                   means pytest only
+#                   means pytest only, "readme" the README-command stage
 #   -R REGEX        ctest stages: only tests whose name matches REGEX
 #   --pytest ARGS   pytest only, with ARGS (everything after --pytest), e.g.
 #                   tests/run.sh --pytest -k deploy
@@ -72,6 +78,8 @@ say() { printf '\n=== %s\n' "$*"; }
 STAGES=()
 if [ $PYTEST_ONLY = 1 ] || [ "$LABEL" = py ]; then
     STAGES=("pytest|build|pytest")
+elif [ "$LABEL" = readme ]; then
+    STAGES=("readme|build|readme")
 elif [ -n "$LABEL" ]; then
     case $LABEL in
         unit) STAGES=("unit|build-asan|ctest:unit") ;;
@@ -81,13 +89,15 @@ elif [ -n "$LABEL" ]; then
 else
     STAGES=("unit|build-asan|ctest:unit" "cuda|build|ctest:cuda"
             "integration|build|ctest:integration"
-            "slow|build|ctest:slow" "fuzz|build-fuzz|ctest:fuzz" "pytest|build|pytest")
+            "slow|build|ctest:slow" "fuzz|build-fuzz|ctest:fuzz" "pytest|build|pytest"
+            "readme|build|readme")
 fi
 need_tree() { local s; for s in "${STAGES[@]}"; do [[ $s == *"|$1|"* ]] && return 0; done; return 1; }
-# Kafka and Redis are started for every stage except unit, cuda, fuzz, slow.
+# Kafka and Redis are started for every stage except unit, cuda, fuzz,
+# slow and readme.
 NEED_SERVICES=0
 for s in "${STAGES[@]}"; do
-    case ${s%%|*} in unit|fuzz|slow|cuda) ;; *) NEED_SERVICES=1 ;; esac
+    case ${s%%|*} in unit|fuzz|slow|cuda|readme) ;; *) NEED_SERVICES=1 ;; esac
 done
 
 # ---- results ----------------------------------------------------------------
@@ -115,10 +125,21 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# Every skip, with its reason: C tests append to $PARLEY_SKIP_LOG
+# (ptest.h), pytest's -rs lines are collected from its log.
+export PARLEY_SKIP_LOG=${TMPDIR:-/tmp}/parley-skips.$$.log
+: >"$PARLEY_SKIP_LOG"
+SKIP_LINES=()
 finish() {
     say "summary ($((SECONDS - T_START)) s)"
     local line
     for line in "${REPORT[@]}"; do echo "$line"; done
+    if [ -s "$PARLEY_SKIP_LOG" ] || [ ${#SKIP_LINES[@]} -gt 0 ]; then
+        echo "skipped (each with its reason):"
+        [ -s "$PARLEY_SKIP_LOG" ] && sed 's/^/  ctest  /' "$PARLEY_SKIP_LOG"
+        for line in "${SKIP_LINES[@]}"; do echo "  pytest $line"; done
+    fi
+    rm -f "$PARLEY_SKIP_LOG"
     if [ "$SKIPPED" -gt 0 ]; then
         echo "parley: $PASSED passed, $FAILED failed, $SKIPPED skipped"
     else
@@ -176,12 +197,16 @@ build_tree() { # build_tree DIR ONLY cmake-args...
     fi
 }
 if [ $DO_BUILD = 1 ]; then
+    # every tree needs llguidance (setup.sh builds it): a test build without
+    # constraints would only refuse them
     if need_tree build; then build_tree build "" -DCMAKE_BUILD_TYPE=Release -DPARLEY_CUDA=ON \
-        -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" -DCMAKE_CUDA_COMPILER="$CUDACXX"; fi
+        -DCUDAToolkit_ROOT="$CUDAToolkit_ROOT" -DCMAKE_CUDA_COMPILER="$CUDACXX" \
+        -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
     if need_tree build-asan; then build_tree build-asan "" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF; fi
+        -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
     if need_tree build-fuzz; then build_tree build-fuzz fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang -DPARLEY_FUZZ=ON -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF; fi
+        -DCMAKE_C_COMPILER=clang -DPARLEY_FUZZ=ON -DPARLEY_SANITIZE=ON -DPARLEY_CUDA=OFF \
+        -DPARLEY_REQUIRE_LLGUIDANCE=ON; fi
 else
     for d in build build-asan build-fuzz; do
         [ -f "$ROOT/$d/CTestTestfile.cmake" ] && TREE_OK[$d]=1 || TREE_OK[$d]=0
@@ -256,12 +281,15 @@ run_pytest() {
     # A bound on the whole pytest run, so a hung test cannot hang CI.
     local limit=(timeout --kill-after=30 "${PARLEY_PYTEST_TIMEOUT:-1800}")
     if [ $PYTEST_ONLY = 1 ] && [ ${#PYTEST_ARGS[@]} -gt 0 ]; then
-        "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs "${PYTEST_ARGS[@]}" 2>&1 | tee "$log"
+        "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs --continue-on-collection-errors \
+            "${PYTEST_ARGS[@]}" 2>&1 | tee "$log"
     else
-        "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs tests/py ${REGEX:+-k "$REGEX"} 2>&1 | tee "$log"
+        "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs --continue-on-collection-errors tests/py \
+            ${REGEX:+-k "$REGEX"} 2>&1 | tee "$log"
     fi
     rc=${PIPESTATUS[0]}
     set -e
+    mapfile -t -O ${#SKIP_LINES[@]} SKIP_LINES < <(grep -E '^SKIPPED \[' "$log" | sed 's/^SKIPPED //')
     line=$(grep -E '^=*.*( passed| failed| error| skipped| no tests ran).* in [0-9.]+s' "$log" | tail -n1)
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
     f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || echo 0)
@@ -277,11 +305,22 @@ run_pytest() {
     rm -f "$log"
 }
 
+# README command 1 from a clean clone, as a new user runs it.
+run_readme() {
+    say "README command 1: deploy/demo.sh from a clean clone (tests/readme/demo.sh)"
+    if "$ROOT/tests/readme/demo.sh"; then
+        record readme 2 0 0 "deploy/demo.sh and deploy/demo.sh --synthetic"
+    else
+        record readme 0 1 0 "deploy/demo.sh from a clean clone failed (log above)"
+    fi
+}
+
 for st in "${STAGES[@]}"; do
     IFS='|' read -r name tree kind <<<"$st"
     case $kind in
         ctest:*) run_ctest "$name" "$tree" "${kind#ctest:}" ;;
         pytest) run_pytest ;;
+        readme) run_readme ;;
     esac
 done
 

@@ -4,13 +4,15 @@
  * request.
  *
  * Input lines: {"custom_id": "...", "method": "POST", "url":
- * "/v1/chat/completions", "body": {chat completion request}} (blank lines
- * are skipped).  Output lines, as OpenAI's batch output:
+ * "/v1/chat/completions" or "/v1/completions", "body": {the request, with
+ * the gateway's rules: gw_openai.h}} (blank lines are skipped).  Output lines, as OpenAI's batch output:
  *   {"id": "batch_req_<turn id>", "custom_id": "...",
  *    "response": {"status_code": 200, "request_id": "<turn id>",
  *                 "body": {chat.completion}}, "error": null}
- * A request the fleet refused gets its HTTP status and an OpenAI error
- * body in `response`; a line that cannot be parsed, names another method
+ * A request the fleet refused, and a body the gateway would refuse (a
+ * field parley does not honour, a value out of range: gw_openai.h), gets
+ * its HTTP status and an OpenAI error body in `response` (request_id null
+ * when nothing was sent); a line that cannot be parsed, names another method
  * or url, repeats a custom_id or gets no reply in --timeout-s gets
  * `"response": null, "error": {"code", "message"}` (a line without a
  * usable custom_id is reported with "custom_id": null and its "line"
@@ -42,10 +44,11 @@
 #include <unistd.h>
 
 #include "bt_io.h"
+#include "cm_startup.h"
 #include "gw_openai.h"
 #include "pl_err.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 /* One request of the input. */
 typedef struct bt_item {
@@ -62,9 +65,10 @@ typedef struct bt_run {
     const char *input, *output, *brokers, *ns, *dlq; /* options */
     char errors[4096];                               /* error file path */
     char state_path[4096];                           /* OUTPUT.state */
-    wk_client_topics topics;                         /* turns / responses */
+    cl_topics topics;                                /* turns / responses */
     uint64_t window;                                 /* turns in flight at most */
     uint64_t timeout_s;                              /* per request */
+    uint64_t startup_s;                              /* bound on the start-up waits */
     uint64_t progress_s;                             /* plain progress interval */
     uint64_t max_tokens;                             /* cap of max_tokens */
     bt_item *items;                                  /* requests to answer */
@@ -111,10 +115,23 @@ static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, c
     return bt_write(r, h, j, 1);
 }
 
+/* A body the gateway would refuse: the line carries the same HTTP status
+ * and OpenAI error object a gateway client gets (nothing was sent). */
+static int bt_refuse(bt_run *r, uint64_t h, const char *custom_id, const gw_fault *f) {
+    char rid[96];
+    snprintf(rid, sizeof rid, "batch_req_refused_%016llx", (unsigned long long)h);
+    json_t *body =
+        gw_error_json(f->message, "invalid_request_error", f->param[0] ? f->param : NULL, f->code);
+    return bt_write(r, h,
+                    json_pack("{ss ss s{sI sn so} sn}", "id", rid, "custom_id", custom_id,
+                              "response", "status_code", (json_int_t)f->status, "request_id",
+                              "body", body, "error"),
+                    1);
+}
+
 /* Parse one input line into an item, or write its error line. */
 static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
-    char err[PL_ERR_LEN * 2]; /* as the gateway's: request messages quote values */
-    const char *param;
+    char err[PL_ERR_LEN];
     json_error_t je;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     if (strspn(line, " \t") == len) return 0;
@@ -164,9 +181,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     const char *method = json_string_value(json_object_get(j, "method"));
     const char *url = json_string_value(json_object_get(j, "url"));
     int rc;
-    if (!method || strcmp(method, "POST") || !url || strcmp(url, "/v1/chat/completions")) {
+    int legacy = url && !strcmp(url, "/v1/completions");
+    if (!method || strcmp(method, "POST") || !url ||
+        (strcmp(url, "/v1/chat/completions") && !legacy)) {
         rc = bt_fail(r, h, id, line_no, "invalid_request",
-                     "method must be POST and url /v1/chat/completions");
+                     "method must be POST and url /v1/chat/completions or /v1/completions");
         json_decref(j);
         return rc;
     }
@@ -182,11 +201,11 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     }
     bt_item *it = &r->items[r->n];
     memset(it, 0, sizeof *it);
-    if (gw_chat_from_json(json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, err,
-                          sizeof err, &param) != 0) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "body: %s", err);
-        rc = bt_fail(r, h, id, line_no, "invalid_request", msg);
+    gw_fault f;
+    if ((legacy ? gw_cmpl_from_json : gw_chat_from_json)(
+            json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) != 0) {
+        /* as the gateway answers the same body: its status and error object */
+        rc = bt_refuse(r, h, id, &f);
         json_decref(j);
         return rc;
     }
@@ -229,18 +248,18 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     int failed = 0;
     if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
+        char pbuf[32];
         int st = gw_result_status(res, &type, &code);
         resp = json_pack(
             "{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id, "body",
             gw_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
-                          NULL, code));
+                          gw_result_param(res, pbuf, sizeof pbuf), code));
         failed = 1;
     } else {
         char id[96];
-        snprintf(id, sizeof id, "chatcmpl-%s", it->turn_id);
+        snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
         resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body",
-                         gw_completion_json(res, id, it->chat.model, wk_client_epoch_ms() / 1000));
+                         "body", gw_completion_json(res, &it->chat, id, cl_epoch_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];
@@ -285,7 +304,7 @@ static int bt_on_record(bt_run *r, const rd_kafka_message_t *m) {
 }
 
 static void bt_progress(bt_run *r, int final) {
-    double s = (wk_client_mono_ms() - r->t0) / 1000.0;
+    double s = (cl_mono_ms() - r->t0) / 1000.0;
     double rate = s > 0 ? (double)r->tokens / s : 0;
     size_t left = r->total > r->done ? r->total - r->done : 0;
     double reqs = s > 0 ? (double)r->done / s : 0;
@@ -309,8 +328,8 @@ static void bt_progress(bt_run *r, int final) {
  * on a fresh batch the offsets are the topics' ends now, saved first. */
 static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk =
-        wk_client_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1, 10000, err, errlen);
+    rd_kafka_t *rk = cl_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1,
+                                          cm_startup_left_ms(), err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
     if (!rk) return NULL;
     if (fresh) {
@@ -325,8 +344,12 @@ static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
         for (int i = 0; i < a->cnt; i++) {
             int64_t lo, hi;
             if (rd_kafka_query_watermark_offsets(rk, a->elems[i].topic, a->elems[i].partition, &lo,
-                                                 &hi, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
-                goto err;
+                                                 &hi, cm_startup_left_ms()) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (!cm_startup_expired()) goto err;
+                cm_startup_errf(err, errlen, -1);
+                goto err_quiet;
+            }
             a->elems[i].offset = hi;
         }
         r->st.from = a;
@@ -338,7 +361,7 @@ err:
     pl_errf(err, errlen, -1, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from) rd_kafka_topic_partition_list_destroy(a);
-    wk_client_reader_free(rk);
+    cl_reader_free(rk);
     return NULL;
 }
 
@@ -352,9 +375,9 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk) {
                                              &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
             end->elems[i].offset = hi;
     }
-    double give_up = wk_client_mono_ms() + 15000;
+    double give_up = cl_mono_ms() + 15000;
     int rc = 0;
-    while (rc == 0 && wk_client_mono_ms() < give_up) {
+    while (rc == 0 && cl_mono_ms() < give_up) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m) {
             if (!m->err && m->rkt) rc = bt_on_record(r, m);
@@ -391,10 +414,11 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     r->seen.fd = -1;
     r->window = 64;
     r->timeout_s = 600;
+    r->startup_s = 30;
     r->progress_s = 10;
     r->max_tokens = 4096;
     r->dlq = "parley.dlq";
-    wk_client_topics_prefix(&r->topics, "parley", err, sizeof err);
+    cl_topics_prefix(&r->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
         {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE",
          "OpenAI Batch requests, JSONL (required)", NULL},
@@ -409,11 +433,13 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "DLQ topic read for rejected turns (default parley.dlq;\n"
          "empty: none)",
          bt_dlq_opt},
-        WK_CLIENT_TOPIC_OPTS(&r->topics),
+        CL_TOPIC_OPTS(&r->topics),
         {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N",
          "turns in flight at most (default 64)", NULL},
         {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N",
          "per request (default 600)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &r->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
         {"--progress-s", NULL, CLI_U64, &r->progress_s, 1, 86400, "N",
          "progress line interval (default 10)", NULL},
         {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N",
@@ -425,7 +451,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
             "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
             "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
             "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
-            "         [--max-tokens-cap N] [--progress-s N]",
+            "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]",
         .about =
             "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
             "same command after a crash: it resumes, and the output ends with exactly one\n"
@@ -449,7 +475,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
 /* Produce what the window allows; time out old turns. */
 static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
-    double now = wk_client_mono_ms();
+    double now = cl_mono_ms();
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
         bt_item *it = &r->items[i];
         if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
@@ -465,7 +491,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     while (*next < r->n && r->inflight < r->window) {
         bt_item *it = &r->items[(*next)++];
         if (it->state != 0) continue;
-        uint64_t ms = wk_client_epoch_ms();
+        uint64_t ms = cl_epoch_ms();
         /* the items were sorted (moved): point at this item's own arrays now */
         it->chat.turn.conversation_id = sch_str_c(it->turn_id);
         it->chat.turn.turn_id = sch_str_c(it->turn_id);
@@ -473,7 +499,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
         it->chat.turn.params.stop = it->chat.stop;
         it->chat.turn.created_ms = ms;
         it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
-        if (wk_client_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
+        if (cl_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
             fprintf(stderr, "batch: %s\n", err);
             return -1;
         }
@@ -484,7 +510,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     return 0;
 }
 
-int wk_cmd_batch(int argc, char **argv) {
+int bt_cmd_batch(int argc, char **argv) {
     bt_run r;
     int prc = bt_parse(argc, argv, &r);
     if (prc) return prc == 1 ? 0 : 2;
@@ -494,14 +520,14 @@ int wk_cmd_batch(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0, next = 0;
     rd_kafka_t *prod = NULL, *rk = NULL;
-    r.t0 = wk_client_mono_ms();
+    r.t0 = cl_mono_ms();
     int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
     if (have < 0) goto fail;
     r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
                  (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^
-                                      (wk_client_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
+                                      (cl_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
                                       (uint64_t)getpid()));
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
@@ -522,12 +548,15 @@ int wk_cmd_batch(int argc, char **argv) {
             "(batch %s%s)\n",
             r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
-        if (!(prod = wk_client_producer_new(r.brokers, r.topics.turns, 10000, err, sizeof err)) ||
+        cm_startup_begin("batch", "--startup-timeout-s", (int64_t)r.startup_s * 1000);
+        if (!(prod = cl_producer_new(r.brokers, r.topics.turns, cm_startup_left_ms(), err,
+                                     sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
+        cm_startup_end();
         if (have && bt_catch_up(&r, rk) != 0) goto out;
     }
-    double last = wk_client_mono_ms();
+    double last = cl_mono_ms();
     while (r.done < r.total) {
         if (bt_pump(&r, prod, &next) != 0) goto out;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
@@ -537,7 +566,7 @@ int wk_cmd_batch(int argc, char **argv) {
             if (e) goto out;
         }
         rd_kafka_poll(prod, 0);
-        double now = wk_client_mono_ms();
+        double now = cl_mono_ms();
         if (now - last >= (isatty(STDERR_FILENO) ? 250.0 : (double)r.progress_s * 1000.0)) {
             bt_progress(&r, 0);
             last = now;
@@ -552,7 +581,7 @@ out:
     free(line);
     if (in) fclose(in);
     if (r.err_f) fclose(r.err_f);
-    wk_client_reader_free(rk);
+    cl_reader_free(rk);
     if (prod) {
         rd_kafka_flush(prod, 5000);
         rd_kafka_destroy(prod);

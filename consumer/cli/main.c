@@ -31,12 +31,16 @@ static const parley_cmd parley_cmds[] = {
     {"inspect", "print a GGUF file's metadata and the engine's view of it", eng_cmd_inspect},
     {"worker", "serve chat turns from Kafka (exactly-once replies, streamed tokens)",
      wk_cmd_worker},
-    {"chat", "interactive chat client over the turns/tokens/responses topics", wk_cmd_chat},
-    {"load", "load generator: conversations x turns, latency and exactly-once check", wk_cmd_load},
-    {"gateway", "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", wk_cmd_gateway},
-    {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", wk_cmd_batch},
-    {"demo", "embedded demo: in-process Kafka, in-memory cache, synthetic model", wk_cmd_demo},
-    {"bench", "benchmarks: the scheduler (multiturn), the engine kernels (engine)", wk_cmd_bench},
+    {"chat", "interactive chat client over the turns/tokens/responses topics", cl_cmd_chat},
+    {"load", "load generator: conversations x turns, latency and exactly-once check", cl_cmd_load},
+    {"gateway", "OpenAI-compatible HTTP gateway: /v1/chat/completions over Kafka", gw_cmd_gateway},
+    {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", bt_cmd_batch},
+    {"topics", "create the turns, tokens, responses and DLQ topics on a Kafka cluster",
+     cl_cmd_topics},
+    {"demo", "embedded demo: in-process Kafka, the real worker, Gemma 3 270M (else synthetic)",
+     cl_cmd_demo},
+    {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec",
+     wk_cmd_bench},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 

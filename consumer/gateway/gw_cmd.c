@@ -6,7 +6,8 @@
  * On start it prints one line `gateway: listening on http://HOST:PORT`
  * (stdout, flushed), which tells scripts the port when gateway.listen
  * names port 0.  Exit status: 0 clean shutdown, 1 runtime failure (Kafka
- * unreachable, address in use), 2 configuration error.
+ * unreachable within gateway.startup_timeout_ms, a topic missing, address
+ * in use), 2 configuration error.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -18,6 +19,7 @@
 
 #include "gw_http.h"
 #include "cli_opt.h"
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_config.h"
@@ -56,6 +58,10 @@ static const wk_prop gw_props[] = {
     {"gateway.timeout_ms", WK_PROP_INT, "60000", 100, 3600000,
      "Wait this long for a committed reply, then answer 504; also the turn's `deadline_ms`, "
      "so a worker that has not started it by then drops it."},
+    {"gateway.startup_timeout_ms", WK_PROP_INT, "30000", 1000, 3600000,
+     "Longest start-up: the waits for Kafka before the gateway listens (the turns topic's "
+     "metadata, the end offsets of the topics it reads) must end within it, else it exits "
+     "with status 1 and one line naming what it waited for."},
     {"gateway.max_tokens", WK_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
 };
@@ -128,11 +134,11 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0;
     snprintf(o->id_prefix, sizeof o->id_prefix, "gw-%.24s-%d-%llx", host, (int)getpid(),
-             (unsigned long long)wk_client_epoch_ms());
+             (unsigned long long)cl_epoch_ms());
     return 0;
 }
 
-int wk_cmd_gateway(int argc, char **argv) {
+int gw_cmd_gateway(int argc, char **argv) {
     char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
     wk_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
@@ -171,21 +177,23 @@ int wk_cmd_gateway(int argc, char **argv) {
         pl_errf(err, sizeof err, -1, "kafka.bootstrap.servers is required");
         goto bad;
     }
-    if (wk_client_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err,
-                            sizeof err) ||
-        wk_client_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
-                            sizeof err) ||
-        wk_client_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
-                            sizeof err))
+    if (cl_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
+        cl_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
+                     sizeof err) ||
+        cl_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
+                     sizeof err))
         goto bad;
     hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
-    hc.timeout_ms = 10000;
     rc = 1;
+    cm_startup_begin("gateway", "gateway.startup_timeout_ms",
+                     wk_config_int(cfg, "gateway.startup_timeout_ms"));
+    hc.timeout_ms = cm_startup_left_ms();
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
         !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
     }
+    cm_startup_end();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = gw_on_signal;

@@ -44,24 +44,6 @@ typedef struct gw_req {
     int too_big; /* body passed the limit (rest discarded) */
 } gw_req;
 
-/* A streaming reply in progress. */
-typedef struct gw_sse {
-    gw_http *s;             /* server */
-    gw_wait *w;             /* the request's waiter */
-    char id[320];           /* chatcmpl-<turn id> */
-    char model[257];        /* model name echoed */
-    uint64_t created;       /* unix seconds */
-    int include_usage;      /* send a usage chunk */
-    size_t sent;            /* streamed bytes taken from the waiter */
-    char *streamed;         /* the text forwarded so far */
-    size_t slen, scap;      /* bytes in streamed / allocated */
-    double t0, deadline;    /* monotonic ms: start, give up */
-    int phase;              /* 0 role chunk due, 1 streaming, 2 ended */
-    int finished;           /* [DONE] was produced */
-    char *out;              /* bytes waiting to go out */
-    size_t olen, ocap, off; /* bytes in out / allocated / already sent */
-} gw_sse;
-
 static void gw_count(gw_http *s, int code) {
     int i = 0;
     while (i < GW_NCODES - 1 && gw_codes[i] != code) i++;
@@ -192,6 +174,29 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
 
 /* ---- streaming ---------------------------------------------------------- */
 
+/* What was streamed of one choice. */
+typedef struct gw_sse_choice {
+    char *text;      /* its text forwarded so far (echo excluded) */
+    size_t len, cap; /* bytes / allocated */
+    size_t n_lp;     /* logprob entries forwarded */
+} gw_sse_choice;
+
+/* A streaming reply in progress. */
+typedef struct gw_sse {
+    gw_http *s;                  /* server */
+    gw_wait *w;                  /* the request's waiter */
+    gw_chat q;                   /* the request (owned: legacy, logprobs, echo, prompt) */
+    char id[320];                /* chatcmpl-<turn id> / cmpl-<turn id> */
+    uint64_t created;            /* unix seconds */
+    gw_sse_choice ch[SCH_MAX_N]; /* per choice */
+    int n;                       /* choices asked for */
+    double t0, deadline;         /* monotonic ms: start, give up */
+    int phase;                   /* 0 opening chunks due, 1 streaming, 2 ended */
+    int finished;                /* [DONE] was produced */
+    char *out;                   /* bytes waiting to go out */
+    size_t olen, ocap, off;      /* bytes in out / allocated / already sent */
+} gw_sse;
+
 static void gw_sse_put(gw_sse *e, const char *p, size_t n) {
     if (e->olen + n > e->ocap) {
         size_t cap = (e->olen + n) * 2 + 256;
@@ -215,6 +220,11 @@ static void gw_sse_event(gw_sse *e, json_t *j) {
     free(txt);
 }
 
+/* One chunk event with one choice's delta. */
+static void gw_sse_delta(gw_sse *e, const gw_delta *d) {
+    gw_sse_event(e, gw_chunk_json(&e->q, e->id, e->created, d, NULL));
+}
+
 static void gw_sse_done(gw_sse *e, double now) {
     gw_sse_put(e, "data: [DONE]\n\n", 14);
     e->phase = 2;
@@ -222,29 +232,100 @@ static void gw_sse_done(gw_sse *e, double now) {
     gw_time(e->s, now - e->t0);
 }
 
+/* Offset of choice k's streamed text in its OpenAI text (legacy echo). */
+static size_t gw_sse_from(const gw_sse *e, int k) {
+    return (e->q.echo ? e->q.turn.prompt.len : 0) + e->ch[k].len;
+}
+
+/* The rest of choice k from the committed result: its text and logprobs
+ * beyond what was streamed, its tool calls as OpenAI streams them (one
+ * delta with id, type and name, one with the arguments), its finish. */
+static void gw_sse_finish_choice(gw_sse *e, const gw_choice *c) {
+    gw_sse_choice *sc = &e->ch[c->index];
+    gw_delta d = {.index = c->index};
+    json_t *lp = NULL;
+    if (e->q.logprobs && c->n_logprobs > sc->n_lp)
+        lp = gw_logprobs_content(c->logprobs + sc->n_lp, c->n_logprobs - sc->n_lp);
+    if (c->text.len > sc->len || lp) {
+        d.text = c->text.ptr + sc->len;
+        d.len = c->text.len - sc->len;
+        d.text_from = gw_sse_from(e, c->index);
+        d.logprobs = lp;
+        gw_sse_delta(e, &d);
+        json_decref(lp);
+    }
+    for (size_t i = 0; !e->q.legacy && i < c->n_tool_calls; i++) {
+        const sch_tool_call *t = &c->tool_calls[i];
+        gw_delta td = {.index = c->index};
+        td.tool_calls = json_pack("[{sI ss# ss s{ss# ss}}]", "index", (json_int_t)i, "id",
+                                  t->id.ptr, (int)t->id.len, "type", "function", "function", "name",
+                                  t->name.ptr, (int)t->name.len, "arguments", "");
+        gw_sse_delta(e, &td);
+        json_decref(td.tool_calls);
+        td.tool_calls = json_pack("[{sI s{ss#}}]", "index", (json_int_t)i, "function", "arguments",
+                                  t->arguments.ptr ? t->arguments.ptr : "", (int)t->arguments.len);
+        gw_sse_delta(e, &td);
+        json_decref(td.tool_calls);
+    }
+    gw_delta f = {.index = c->index, .finish = gw_finish_name(c)};
+    if (e->q.legacy) f.text = "";
+    gw_sse_delta(e, &f);
+}
+
 /* The committed result arrived: finish the stream. */
 static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
     const char *type, *code;
+    char pbuf[32];
     if (r->finish_reason == SCH_FINISH_ERROR || r->finish_reason == SCH_FINISH_EXPIRED) {
         gw_result_status(r, &type, &code);
         gw_sse_event(e,
                      gw_error_json(r->error_message.ptr ? r->error_message.ptr : "the turn failed",
-                                   type, NULL, code));
-    } else if (e->slen <= r->text.len && !memcmp(e->streamed, r->text.ptr, e->slen)) {
-        if (r->text.len > e->slen)
-            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, r->text.ptr + e->slen,
-                                          r->text.len - e->slen, NULL, NULL));
-        gw_sse_event(
-            e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0, gw_finish_reason(r), NULL));
-        if (e->include_usage)
-            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 0, NULL, 0, NULL, r));
-    } else {
+                                   type, gw_result_param(r, pbuf, sizeof pbuf), code));
+        gw_sse_done(e, now);
+        return;
+    }
+    int ok = gw_result_choices(r) >= e->n;
+    for (int k = 0; ok && k < e->n; k++) {
+        gw_choice c;
+        gw_result_choice(r, k, &c);
+        ok = e->ch[k].len <= c.text.len && !memcmp(e->ch[k].text, c.text.ptr, e->ch[k].len) &&
+             e->ch[k].n_lp <= c.n_logprobs;
+    }
+    if (!ok) {
         gw_sse_event(e, gw_error_json("the turn was redone by another worker and its committed "
                                       "reply differs from the text already streamed; retry "
                                       "the request",
                                       "server_error", NULL, "stream_restarted"));
+        gw_sse_done(e, now);
+        return;
     }
+    for (int k = 0; k < e->n; k++) {
+        gw_choice c;
+        gw_result_choice(r, k, &c);
+        gw_sse_finish_choice(e, &c);
+    }
+    if (e->q.include_usage) gw_sse_event(e, gw_chunk_json(&e->q, e->id, e->created, NULL, r));
     gw_sse_done(e, now);
+}
+
+/* Forward one streamed piece (before the result). */
+static void gw_sse_piece(gw_sse *e, const gw_piece *p) {
+    if (p->index < 0 || p->index >= e->n) return;
+    gw_sse_choice *sc = &e->ch[p->index];
+    if (sc->len + p->len + 1 > sc->cap) {
+        size_t cap = (sc->len + p->len + 1) * 2;
+        char *t = realloc(sc->text, cap);
+        if (!t) return; /* not forwarded: the result fills it in */
+        sc->text = t;
+        sc->cap = cap;
+    }
+    gw_delta d = {.index = p->index, .text = p->text, .len = p->len};
+    d.text_from = gw_sse_from(e, p->index);
+    d.logprobs = e->q.logprobs ? p->logprobs : NULL;
+    gw_sse_delta(e, &d);
+    memcpy(sc->text + sc->len, p->text, p->len);
+    sc->len += p->len;
+    sc->n_lp += d.logprobs ? json_array_size(d.logprobs) : 0;
 }
 
 static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -254,39 +335,34 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         e->off = e->olen = 0;
         if (e->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (e->phase == 0) {
-            gw_sse_event(e, gw_chunk_json(e->id, e->model, e->created, 1, "", 0, NULL, NULL));
+            /* chat: each choice opens with role assistant; legacy echo: with the prompt */
+            for (int k = 0; k < e->n; k++) {
+                gw_delta d = {.index = k, .role = 1, .text = "", .len = 0};
+                if (e->q.echo) {
+                    d.text = e->q.turn.prompt.ptr;
+                    d.len = e->q.turn.prompt.len;
+                }
+                if (!e->q.legacy || e->q.echo) gw_sse_delta(e, &d);
+            }
             e->phase = 1;
-            continue;
+            if (e->olen) continue;
         }
-        double now = wk_client_mono_ms();
+        double now = cl_mono_ms();
         int wait = (int)(e->deadline - now);
         wait = wait > 1000 ? 1000 : wait < 1 ? 1 : wait;
-        char *delta;
-        size_t dlen;
+        gw_piece *pieces;
         const sch_result *r;
-        gw_wait_poll(e->s->hub, e->w, wait, &e->sent, &delta, &dlen, &r);
-        now = wk_client_mono_ms();
-        if (delta) {
-            size_t old = e->slen;
-            gw_sse_put(e, "", 0);
-            char *t = realloc(e->streamed, e->slen + dlen + 1);
-            if (t) {
-                e->streamed = t;
-                memcpy(t + e->slen, delta, dlen);
-                e->slen += dlen;
-            }
-            if (!r && e->slen > old)
-                gw_sse_event(
-                    e, gw_chunk_json(e->id, e->model, e->created, 0, delta, dlen, NULL, NULL));
-            else e->slen = old; /* the result decides what the rest is */
-            free(delta);
-        }
+        gw_wait_poll(e->s->hub, e->w, wait, &pieces, &r);
+        now = cl_mono_ms();
+        for (gw_piece *p = pieces; p && !r; p = p->next) gw_sse_piece(e, p);
+        /* with the result at hand, the result decides what the rest is */
+        gw_pieces_free(pieces);
         if (r) gw_sse_result(e, r, now);
-        else if (!delta && now >= e->deadline) {
+        else if (!pieces && now >= e->deadline) {
             gw_sse_event(e, gw_error_json("no reply from the fleet before the gateway's timeout",
                                           "timeout", NULL, "timeout"));
             gw_sse_done(e, now);
-        } else if (!delta) {
+        } else if (!pieces) {
             gw_sse_put(e, ": keep-alive\n\n", 14);
         }
     }
@@ -301,7 +377,8 @@ static void gw_sse_free(void *cls) {
     if (!e->finished) atomic_fetch_add(&e->s->disconnects, 1);
     gw_hub_release(e->s->hub, e->w);
     atomic_fetch_sub(&e->s->inflight, 1);
-    free(e->streamed);
+    for (int k = 0; k < SCH_MAX_N; k++) free(e->ch[k].text);
+    gw_chat_free(&e->q);
     free(e->out);
     free(e);
 }
@@ -315,11 +392,12 @@ static int gw_model_ok(const gw_http_opts *o, const char *m) {
     return 0;
 }
 
-static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq) {
+/* POST /v1/chat/completions, or /v1/completions when legacy. */
+static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq, int legacy) {
     const gw_http_opts *o = s->o;
     /* err quotes a model name of up to 256 bytes */
     char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
-    const char *ns, *param = NULL;
+    const char *ns;
     if (gw_auth(s, c, &ns) != 0)
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
                         "invalid_request_error", NULL, "invalid_api_key");
@@ -328,9 +406,11 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
     }
     gw_chat ch;
-    if (gw_chat_parse(rq->body ? rq->body : "", rq->len, o->max_tokens, &ch, err, sizeof err,
-                      &param) != 0)
-        return gw_error(s, c, 400, err, "invalid_request_error", param, NULL);
+    gw_fault f;
+    if ((legacy ? gw_cmpl_parse : gw_chat_parse)(rq->body ? rq->body : "", rq->len, o->max_tokens,
+                                                 &ch, &f) != 0)
+        return gw_error(s, c, f.status, f.message, "invalid_request_error",
+                        f.param[0] ? f.param : NULL, f.code);
     enum MHD_Result rc;
     if (!gw_model_ok(o, ch.model)) {
         pl_errf(err, sizeof err, -1, "The model '%.256s' does not exist", ch.model);
@@ -349,6 +429,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
             goto out;
         }
         snprintf(conv, sizeof conv, "%s", hc);
+    } else if (legacy) {
+        gw_prompt_hash(&ch.turn, conv);
     } else {
         gw_conv_hash(ch.msgs, ch.n_msgs, conv);
     }
@@ -358,8 +440,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
                       "rate_limit_exceeded", NULL, "rate_limit_exceeded");
         goto out;
     }
-    double t0 = wk_client_mono_ms();
-    uint64_t now_ms = wk_client_epoch_ms();
+    double t0 = cl_mono_ms();
+    uint64_t now_ms = cl_epoch_ms();
     snprintf(turn_id, sizeof turn_id, "%s-%llu", o->id_prefix,
              (unsigned long long)atomic_fetch_add(&s->seq, 1));
     ch.turn.conversation_id = sch_str_c(conv);
@@ -374,7 +456,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         goto out;
     }
     char id[320];
-    snprintf(id, sizeof id, "chatcmpl-%s", turn_id);
+    snprintf(id, sizeof id, "%s-%s", legacy ? "cmpl" : "chatcmpl", turn_id);
     if (ch.stream) {
         gw_sse *e = calloc(1, sizeof *e);
         struct MHD_Response *r = e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
@@ -390,9 +472,9 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         e->s = s;
         e->w = w;
         snprintf(e->id, sizeof e->id, "%s", id);
-        snprintf(e->model, sizeof e->model, "%s", ch.model);
         e->created = now_ms / 1000;
-        e->include_usage = ch.include_usage;
+        e->n = (int)ch.turn.params.n;
+        gw_chat_move(&e->q, &ch); /* the stream keeps the request; ch is empty now */
         e->t0 = t0;
         e->deadline = t0 + o->timeout_ms;
         atomic_fetch_add(&s->streams, 1);
@@ -403,16 +485,13 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         gw_count(s, 200);
         goto out;
     }
-    size_t sent = 0;
     const sch_result *res = NULL;
     for (;;) {
-        double left = t0 + o->timeout_ms - wk_client_mono_ms();
+        double left = t0 + o->timeout_ms - cl_mono_ms();
         if (left <= 0) break;
-        char *delta;
-        size_t dlen;
-        int got =
-            gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &sent, &delta, &dlen, &res);
-        free(delta);
+        gw_piece *pieces;
+        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
+        gw_pieces_free(pieces);
         if (got) break;
     }
     if (!res) {
@@ -420,13 +499,14 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
                       NULL, "timeout");
     } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
+        char pbuf[32];
         int st = gw_result_status(res, &type, &code);
         rc = gw_error(s, c, st, res->error_message.ptr ? res->error_message.ptr : "the turn failed",
-                      type, NULL, code);
+                      type, gw_result_param(res, pbuf, sizeof pbuf), code);
     } else {
-        rc = gw_send_json(s, c, 200, gw_completion_json(res, id, ch.model, now_ms / 1000));
+        rc = gw_send_json(s, c, 200, gw_completion_json(res, &ch, id, now_ms / 1000));
     }
-    gw_time(s, wk_client_mono_ms() - t0);
+    gw_time(s, cl_mono_ms() - t0);
     gw_hub_release(s->hub, w);
     atomic_fetch_sub(&s->inflight, 1);
 out:
@@ -479,12 +559,12 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
                             "invalid_request_error", NULL, "invalid_api_key");
         return gw_models(s, c);
     }
-    if (!strcmp(url, "/v1/chat/completions"))
-        return post ? gw_on_chat(s, c, rq)
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions"))
+        return post ? gw_on_chat(s, c, rq, url[4] == 'c' && url[5] == 'o')
                     : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
     return gw_error(s, c, 404,
-                    "unknown path; parley serves /v1/chat/completions, /v1/models, "
-                    "/healthz and /metrics",
+                    "unknown path; parley serves /v1/chat/completions, /v1/completions, "
+                    "/v1/models, /healthz and /metrics",
                     "invalid_request_error", NULL, "not_found");
 }
 

@@ -3,7 +3,9 @@
  *
  * Purpose.  Serve the OpenAI-compatible endpoints on top of a gw_hub:
  *   POST /v1/chat/completions  (JSON reply, or server-sent events with
- *                               stream: true, ending `data: [DONE]`)
+ *                               stream: true, ending `data: [DONE]`;
+ *                               every choice of n > 1, logprobs, tool calls)
+ *   POST /v1/completions       (legacy text_completion, the same way)
  *   GET  /v1/models            (the configured model names)
  *   GET  /healthz              (200 {"status":"ok"})
  *   GET  /metrics              (Prometheus text: requests by code,
@@ -15,10 +17,12 @@
  * gateway.timeout_ms, 500 a worker fault.
  *
  * Streaming and redone turns.  Chunks of one attempt are forwarded as they
- * arrive (gw_hub.h).  When the committed TurnResult arrives, the text
- * streamed so far must be a prefix of the result's text: the rest of the
- * result (if any) is sent as a last delta, then the finish chunk and
- * `[DONE]`; the client therefore never sees a token twice and the stream
+ * arrive (gw_hub.h), each as its choice's delta (text, logprobs).  When the
+ * committed TurnResult arrives, the text streamed so far of every choice
+ * must be a prefix of that choice's text: the rest of each choice (text,
+ * logprobs, tool calls as OpenAI streams them: a delta with id, type and
+ * name, then one with the arguments) is sent, then its finish chunk, the
+ * usage chunk when asked, and `[DONE]`; the client therefore never sees a token twice and the stream
  * always spells the committed reply.  When a worker redid the turn and the
  * committed reply differs from what was already streamed, the stream ends
  * with an error event ({"error": {"code": "stream_restarted", ...}}) and

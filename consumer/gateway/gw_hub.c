@@ -14,27 +14,28 @@
 #include <time.h>
 
 #include "gw_openai.h"
+#include "cm_startup.h"
 #include "pl_err.h"
 
 #define GW_BUCKETS 4096 /* hash buckets of the waiter table */
 
 struct gw_wait {
-    char *turn_id;      /* key (malloc'd) */
-    pthread_cond_t cv;  /* signalled on news */
-    int has_attempt;    /* an attempt was chosen */
-    uint64_t attempt;   /* the attempt whose text is kept */
-    uint64_t next_seq;  /* next chunk seq expected of it */
-    char *text;         /* its text so far (malloc'd) */
-    size_t len, cap;    /* bytes in text / allocated */
-    sch_result *result; /* the TurnResult once arrived (owned) */
-    sch_dead *dead;     /* the DeadLetter a synthetic error result points into */
-    gw_wait *next;      /* bucket chain */
+    char *turn_id;         /* key (malloc'd) */
+    pthread_cond_t cv;     /* signalled on news */
+    int has_attempt;       /* an attempt was chosen */
+    uint64_t attempt;      /* the attempt whose chunks are kept */
+    uint64_t next_seq;     /* next chunk seq expected of it */
+    int produced;          /* it delivered text or logprobs (no switching attempts now) */
+    gw_piece *head, *tail; /* its pieces not yet taken by gw_wait_poll, in seq order */
+    sch_result *result;    /* the TurnResult once arrived (owned) */
+    sch_dead *dead;        /* the DeadLetter a synthetic error result points into */
+    gw_wait *next;         /* bucket chain */
 };
 
 struct gw_hub {
     rd_kafka_t *producer;        /* idempotent turns producer */
     rd_kafka_t *reader;          /* tokens + responses, read_committed */
-    wk_client_topics topics;     /* topic names */
+    cl_topics topics;            /* topic names */
     char topics_dlq[256];        /* DLQ topic watched for refused turns ("" none) */
     pthread_t thread;            /* reader thread */
     int started;                 /* thread running */
@@ -55,25 +56,39 @@ static gw_wait *gw_find(gw_hub *h, const char *id, size_t n) {
     return NULL;
 }
 
+void gw_pieces_free(gw_piece *p) {
+    while (p) {
+        gw_piece *n = p->next;
+        json_decref(p->logprobs);
+        free(p);
+        p = n;
+    }
+}
+
 /* Under mu: take one chunk for w. */
 static void gw_on_chunk(gw_wait *w, const sch_chunk *c) {
-    if (!w->has_attempt || (w->attempt != c->attempt && w->len == 0)) {
+    if (!w->has_attempt || (w->attempt != c->attempt && !w->produced)) {
         w->has_attempt = 1;
         w->attempt = c->attempt;
         w->next_seq = 0;
+        gw_pieces_free(w->head); /* all empty: nothing was produced */
+        w->head = w->tail = NULL;
     }
     if (c->attempt != w->attempt || c->seq != w->next_seq)
         return; /* another attempt, a gap or a duplicate */
-    if (w->len + c->text.len + 1 > w->cap) {
-        size_t cap = (w->len + c->text.len + 1) * 2;
-        char *t = realloc(w->text, cap);
-        if (!t) return; /* the result still carries the whole text */
-        w->text = t;
-        w->cap = cap;
-    }
-    memcpy(w->text + w->len, c->text.ptr, c->text.len);
-    w->len += c->text.len;
     w->next_seq++;
+    if (!c->text.len && !c->n_logprobs) return;
+    gw_piece *p = calloc(1, sizeof *p + c->text.len + 1);
+    if (!p) return; /* the result still carries the whole reply */
+    p->index = (int)c->index;
+    p->text = (char *)(p + 1);
+    memcpy(p->text, c->text.ptr, c->text.len);
+    p->len = c->text.len;
+    if (c->n_logprobs) p->logprobs = gw_logprobs_content(c->logprobs, c->n_logprobs);
+    if (w->tail) w->tail->next = p;
+    else w->head = p;
+    w->tail = p;
+    w->produced = 1;
     pthread_cond_signal(&w->cv);
 }
 
@@ -174,10 +189,10 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
     h->topics = conf->topics;
     snprintf(h->topics_dlq, sizeof h->topics_dlq, "%s", conf->dlq ? conf->dlq : "");
     const char *read[3] = {conf->topics.tokens, conf->topics.responses, h->topics_dlq};
-    if (!(h->producer = wk_client_producer_new(conf->brokers, conf->topics.turns, conf->timeout_ms,
-                                               err, errlen)) ||
-        !(h->reader = wk_client_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1,
-                                                  conf->timeout_ms, err, errlen)))
+    if (!(h->producer =
+              cl_producer_new(conf->brokers, conf->topics.turns, conf->timeout_ms, err, errlen)) ||
+        !(h->reader = cl_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1,
+                                           cm_startup_left_ms(), err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
         pl_errf(err, errlen, -1, "cannot start the reader thread");
@@ -201,7 +216,7 @@ void gw_hub_free(gw_hub *h) {
         atomic_store(&h->stop, 1);
         pthread_join(h->thread, NULL);
     }
-    wk_client_reader_free(h->reader);
+    cl_reader_free(h->reader);
     if (h->producer) {
         rd_kafka_flush(h->producer, 2000);
         rd_kafka_destroy(h->producer);
@@ -233,15 +248,14 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
     h->bucket[b] = w;
     h->n_wait++;
     pthread_mutex_unlock(&h->mu);
-    if (wk_client_turn_send_ns(h->producer, h->topics.turns, t, ns_header, err, errlen) != 0) {
+    if (cl_turn_send_ns(h->producer, h->topics.turns, t, ns_header, err, errlen) != 0) {
         gw_hub_release(h, w);
         return NULL;
     }
     return w;
 }
 
-int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta, size_t *dlen,
-                 const sch_result **res) {
+int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, gw_piece **pieces, const sch_result **res) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += timeout_ms / 1000;
@@ -250,17 +264,13 @@ int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **del
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    *delta = NULL;
-    *dlen = 0;
+    *pieces = NULL;
     *res = NULL;
     pthread_mutex_lock(&h->mu);
-    while (!w->result && w->len <= *sent)
+    while (!w->result && !w->head)
         if (pthread_cond_timedwait(&w->cv, &h->mu, &until) == ETIMEDOUT) break;
-    if (w->len > *sent && (*delta = malloc(w->len - *sent))) {
-        *dlen = w->len - *sent;
-        memcpy(*delta, w->text + *sent, *dlen);
-        *sent = w->len;
-    }
+    *pieces = w->head;
+    w->head = w->tail = NULL;
     *res = w->result;
     pthread_mutex_unlock(&h->mu);
     return *res != NULL;
@@ -283,7 +293,7 @@ void gw_hub_release(gw_hub *h, gw_wait *w) {
         sch_result_free(w->result);
         free(w->result);
     }
-    free(w->text);
+    gw_pieces_free(w->head);
     free(w->turn_id);
     free(w);
 }

@@ -15,12 +15,14 @@
  * (refused before work: unknown model, context overflow, ...) answers it
  * with an error result carrying the DeadLetter's code and reason.
  *
- * Streaming rule.  A waiter keeps the text of one attempt: the first
+ * Streaming rule.  A waiter keeps the chunks of one attempt: the first
  * attempt whose chunk arrives.  Chunks of another attempt replace it only
- * while it has produced no text; later they are ignored (the HTTP side
- * then compares what it streamed with the committed result, see
- * gw_http.c).  Chunks are taken in seq order; a gap or a duplicate is
- * dropped (the result fills the rest in).
+ * while it has produced no text (nor logprobs); later they are ignored
+ * (the HTTP side then compares what it streamed with the committed
+ * result, see gw_http.c).  Chunks are taken in seq order; a gap or a
+ * duplicate is dropped (the result fills the rest in).  Each chunk with
+ * text or logprobs becomes a gw_piece (its choice index, text, logprobs
+ * as OpenAI's content entries) queued for the HTTP side.
  *
  * Threading.  gw_hub_send / gw_wait_poll / gw_hub_release may be called
  * from any number of threads (one per HTTP connection); a mutex guards
@@ -40,18 +42,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_openai.h"
 #include "sch.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 typedef struct gw_hub gw_hub;   /* opaque */
 typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
 
 /* What gw_hub_new needs. */
 typedef struct gw_hub_conf {
-    const char *brokers;     /* bootstrap servers */
-    wk_client_topics topics; /* turns, tokens, responses */
-    const char *dlq;         /* DeadLetter topic to watch, or NULL/"" */
-    int timeout_ms;          /* start-up metadata timeout */
+    const char *brokers; /* bootstrap servers */
+    cl_topics topics;    /* turns, tokens, responses */
+    const char *dlq;     /* DeadLetter topic to watch, or NULL/"" */
+    int timeout_ms;      /* start-up metadata timeout (the readers: cm_startup_left_ms) */
 } gw_hub_conf;
 
 /* Connect, assign the reader, start its thread.  0 or -1 (err). */
@@ -65,12 +68,23 @@ void gw_hub_free(gw_hub *h);
  * ns_header is set).  NULL (err) when producing failed. */
 gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err, size_t errlen);
 
-/* Wait up to timeout_ms for news.  Streamed text beyond *sent is copied
- * into a malloc'd *delta (*dlen bytes; NULL when none) and *sent advanced;
- * *res is set once the TurnResult arrived.  Returns 1 when there is a
- * result, else 0. */
-int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, size_t *sent, char **delta, size_t *dlen,
-                 const sch_result **res);
+/* One streamed chunk's contribution, as gw_wait_poll hands it out. */
+typedef struct gw_piece {
+    struct gw_piece *next; /* the next one, in seq order */
+    int index;             /* choice */
+    char *text;            /* its text (in the same allocation) */
+    size_t len;            /* bytes */
+    json_t *logprobs;      /* OpenAI content entries of its tokens, or NULL (owned) */
+} gw_piece;
+
+/* Free a list of pieces (NULL is fine). */
+void gw_pieces_free(gw_piece *p);
+
+/* Wait up to timeout_ms for news.  The pieces streamed since the last call
+ * go to *pieces (a list the caller frees; NULL when none); *res is set
+ * once the TurnResult arrived.  Returns 1 when there is a result, else
+ * 0. */
+int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, gw_piece **pieces, const sch_result **res);
 
 /* Unregister and free a waiter (NULL is fine). */
 void gw_hub_release(gw_hub *h, gw_wait *w);

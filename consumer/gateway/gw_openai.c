@@ -1,6 +1,6 @@
 /*
- * gw_openai.c -- OpenAI chat-completions request validation and the
- * response, chunk and error objects (see gw_openai.h for the rules).
+ * gw_openai.c -- the OpenAI response, chunk and error objects and the
+ * conversation key (see gw_openai.h; requests are parsed in gw_request.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_openai.h"
@@ -12,18 +12,11 @@
 #include "pl_err.h"
 #include "pl_hash.h"
 
-/* Set err/param and return -1. */
-static int gw_bad(char *err, size_t errlen, const char **param, const char *p, const char *fmt,
-                  const char *a) {
-    pl_errf(err, errlen, -1, fmt, p ? p : "", a ? a : "");
-    if (param) *param = p;
-    return -1;
-}
-
 uint64_t gw_fnv64(uint64_t h, const void *p, size_t n) { return pl_fnv1a64(h, p, n); }
 
 static const char *gw_role_name(sch_role r) {
-    return r == SCH_ROLE_SYSTEM ? "system" : r == SCH_ROLE_USER ? "user" : "assistant";
+    const char *n = sch_role_name(r);
+    return n ? n : "assistant";
 }
 
 void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
@@ -40,259 +33,42 @@ void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
     snprintf(out, 20, "oa-%016llx", (unsigned long long)h);
 }
 
-/* A string with no C0 control or DEL, 1..GW_MAX_ID bytes. */
-static int gw_id_ok(const char *s, size_t n) {
-    if (n == 0 || n > GW_MAX_ID) return 0;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
-    return 1;
+void gw_prompt_hash(const sch_turn *t, char out[20]) {
+    uint64_t h = GW_FNV_SEED;
+    if (t->prompt.ptr) h = gw_fnv64(h, t->prompt.ptr, t->prompt.len);
+    else h = gw_fnv64(h, t->prompt_tokens, t->n_prompt_tokens * sizeof *t->prompt_tokens);
+    snprintf(out, 20, "oc-%016llx", (unsigned long long)h);
 }
 
-/* Content of one message: a string, or text parts joined. */
-static int gw_content(gw_chat *c, json_t *v, sch_str *out, char *err, size_t errlen,
-                      const char **param) {
-    if (json_is_string(v)) {
-        out->ptr = json_string_value(v);
-        out->len = json_string_length(v);
-    } else if (json_is_array(v)) {
-        size_t total = 0, i;
-        json_t *part;
-        json_array_foreach(v, i, part) {
-            json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
-            if (!json_is_object(part) || !json_is_string(ty) ||
-                strcmp(json_string_value(ty), "text") != 0 || !json_is_string(tx))
-                return gw_bad(err, errlen, param, "messages",
-                              "%s: only content parts of "
-                              "type \"text\" with a string \"text\" are supported%s",
-                              NULL);
-            total += json_string_length(tx);
-            if (total > 256 * 1024) break;
-        }
-        if (total <= 256 * 1024) {
-            char *buf = malloc(total + 1), **np;
-            if (!buf || !(np = realloc(c->parts, (c->n_parts + 1) * sizeof *np))) {
-                free(buf);
-                return gw_bad(err, errlen, param, NULL, "out of memory%s%s", NULL);
-            }
-            c->parts = np;
-            c->parts[c->n_parts++] = buf;
-            size_t off = 0;
-            json_array_foreach(v, i, part) {
-                json_t *tx = json_object_get(part, "text");
-                memcpy(buf + off, json_string_value(tx), json_string_length(tx));
-                off += json_string_length(tx);
-            }
-            buf[off] = 0;
-            out->ptr = buf;
-        }
-        out->len = total;
-    } else {
-        return gw_bad(err, errlen, param, "messages",
-                      "%s: content must be a string or an "
-                      "array of text parts%s",
-                      NULL);
+int gw_result_choices(const sch_result *r) { return 1 + (int)r->n_choices; }
+
+void gw_result_choice(const sch_result *r, int k, gw_choice *out) {
+    memset(out, 0, sizeof *out);
+    out->index = k;
+    if (k == 0) {
+        out->text = r->text;
+        out->n_tokens = r->n_tokens;
+        out->finish = r->finish_reason;
+        out->logprobs = r->logprobs;
+        out->n_logprobs = r->n_logprobs;
+        out->tool_calls = r->tool_calls;
+        out->n_tool_calls = r->n_tool_calls;
+    } else if (k >= 1 && (size_t)k <= r->n_choices) {
+        const sch_choice *c = &r->choices[k - 1];
+        out->text = c->text;
+        out->n_tokens = c->n_tokens;
+        out->finish = c->finish_reason;
+        out->logprobs = c->logprobs;
+        out->n_logprobs = c->n_logprobs;
+        out->tool_calls = c->tool_calls;
+        out->n_tool_calls = c->n_tool_calls;
     }
-    if (out->len > 256 * 1024)
-        return gw_bad(err, errlen, param, "messages",
-                      "%s: content longer than 262144 "
-                      "bytes%s",
-                      NULL);
-    return 0;
+    if (!out->text.ptr) out->text = (sch_str){"", 0};
 }
 
-static int gw_messages(gw_chat *c, json_t *m, char *err, size_t errlen, const char **param) {
-    if (!json_is_array(m) || json_array_size(m) == 0)
-        return gw_bad(err, errlen, param, "messages", "%s must be a non-empty array%s", NULL);
-    if (json_array_size(m) > GW_MAX_MESSAGES)
-        return gw_bad(err, errlen, param, "messages", "%s: more than 4096 messages%s", NULL);
-    if (!(c->msgs = calloc(json_array_size(m), sizeof *c->msgs)))
-        return gw_bad(err, errlen, param, NULL, "out of memory%s%s", NULL);
-    size_t i;
-    json_t *msg;
-    json_array_foreach(m, i, msg) {
-        json_t *role = json_object_get(msg, "role");
-        if (!json_is_object(msg) || !json_is_string(role))
-            return gw_bad(err, errlen, param, "messages",
-                          "%s: each message must be an "
-                          "object with a string \"role\"%s",
-                          NULL);
-        const char *r = json_string_value(role);
-        sch_message *out = &c->msgs[i];
-        if (!strcmp(r, "system") || !strcmp(r, "developer")) out->role = SCH_ROLE_SYSTEM;
-        else if (!strcmp(r, "user")) out->role = SCH_ROLE_USER;
-        else if (!strcmp(r, "assistant")) out->role = SCH_ROLE_ASSISTANT;
-        else
-            return gw_bad(err, errlen, param, "messages",
-                          "%s: role must be system, "
-                          "developer, user or assistant, not \"%.40s\"",
-                          r);
-        if (gw_content(c, json_object_get(msg, "content"), &out->content, err, errlen, param) != 0)
-            return -1;
-        c->n_msgs = i + 1;
-    }
-    return 0;
-}
-
-/* An optional integer field in [lo, hi]: 1 present, 0 absent, -1 bad. */
-static int gw_int(json_t *o, const char *k, long long lo, long long hi, long long *out, char *err,
-                  size_t errlen, const char **param) {
-    json_t *v = json_object_get(o, k);
-    if (!v || json_is_null(v)) return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        char range[96];
-        snprintf(range, sizeof range, "an integer in %lld..%lld", lo, hi);
-        return gw_bad(err, errlen, param, k, "%s must be %s", range);
-    }
-    *out = json_integer_value(v);
-    return 1;
-}
-
-/* An optional number field in [lo, hi] (lo excluded when open_lo). */
-static int gw_num(json_t *o, const char *k, double lo, double hi, int open_lo, double *out,
-                  char *err, size_t errlen, const char **param) {
-    json_t *v = json_object_get(o, k);
-    if (!v || json_is_null(v)) return 0;
-    double d = json_is_number(v) ? json_number_value(v) : NAN;
-    if (!isfinite(d) || d < lo || d > hi || (open_lo && d == lo)) {
-        char range[96];
-        snprintf(range, sizeof range, "a number in %s%g, %g]", open_lo ? "(" : "[", lo, hi);
-        return gw_bad(err, errlen, param, k, "%s must be %s", range);
-    }
-    *out = d;
-    return 1;
-}
-
-static int gw_stop(gw_chat *c, json_t *s, char *err, size_t errlen, const char **param) {
-    size_t n = 0;
-    if (!s || json_is_null(s)) return 0;
-    json_t *one[1] = {s};
-    if (json_is_string(s)) {
-        n = 1;
-    } else if (json_is_array(s)) {
-        n = json_array_size(s);
-        if (n > GW_MAX_STOP)
-            return gw_bad(err, errlen, param, "stop", "%s: at most 16 stop strings%s", NULL);
-    } else {
-        return gw_bad(err, errlen, param, "stop",
-                      "%s must be a string or an array of "
-                      "strings%s",
-                      NULL);
-    }
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = json_is_string(s) ? one[0] : json_array_get(s, i);
-        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256)
-            return gw_bad(err, errlen, param, "stop",
-                          "%s: each stop string must be 1..256 "
-                          "bytes%s",
-                          NULL);
-        c->stop[i].ptr = json_string_value(v);
-        c->stop[i].len = json_string_length(v);
-    }
-    c->turn.params.stop = c->stop;
-    c->turn.params.n_stop = n;
-    return 0;
-}
-
-int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, char *err, size_t errlen,
-                      const char **param) {
-    long long iv;
-    double dv;
-    int r;
-    memset(c, 0, sizeof *c);
-    if (param) *param = NULL;
-    sch_turn_init(&c->turn);
-    if (!json_is_object(o))
-        return gw_bad(err, errlen, param, NULL, "the request body must be a JSON object%s%s", NULL);
-    c->root = json_incref(o);
-    json_t *model = json_object_get(o, "model");
-    if (!json_is_string(model) || !gw_id_ok(json_string_value(model), json_string_length(model)))
-        goto bad_model;
-    memcpy(c->model, json_string_value(model), json_string_length(model) + 1);
-    c->turn.model = (sch_str){c->model, strlen(c->model)};
-    if (gw_messages(c, json_object_get(o, "messages"), err, errlen, param) != 0) goto err;
-    c->turn.messages = c->msgs;
-    c->turn.n_messages = c->n_msgs;
-    c->turn.params.max_tokens = cap < 256 ? cap : 256;
-    if ((r = gw_int(o, "max_tokens", 1, cap, &iv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.max_tokens = (uint32_t)iv;
-    if ((r = gw_int(o, "max_completion_tokens", 1, cap, &iv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.max_tokens = (uint32_t)iv;
-    if ((r = gw_num(o, "temperature", 0, 2, 0, &dv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.temperature = dv;
-    if ((r = gw_num(o, "top_p", 0, 1, 1, &dv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.top_p = dv;
-    if ((r = gw_num(o, "repetition_penalty", 0, 100, 1, &dv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.repetition_penalty = dv;
-    if ((r = gw_int(o, "top_k", 0, 2147483647LL, &iv, err, errlen, param)) < 0) goto err;
-    if (r) c->turn.params.top_k = (uint32_t)iv;
-    if ((r = gw_int(o, "seed", 0, INT64_MAX, &iv, err, errlen, param)) < 0) goto err;
-    if (r) {
-        c->turn.params.has_seed = true;
-        c->turn.params.seed = (uint64_t)iv;
-    }
-    if ((r = gw_int(o, "n", 1, 1, &iv, err, errlen, param)) < 0) goto err;
-    if (gw_stop(c, json_object_get(o, "stop"), err, errlen, param) != 0) goto err;
-    json_t *st = json_object_get(o, "stream");
-    if (st && !json_is_null(st) && !json_is_boolean(st)) {
-        gw_bad(err, errlen, param, "stream", "%s must be a boolean%s", NULL);
-        goto err;
-    }
-    c->stream = json_is_true(st);
-    c->turn.stream = c->stream;
-    json_t *so = json_object_get(o, "stream_options");
-    if (so && !json_is_null(so)) {
-        json_t *iu = json_object_get(so, "include_usage");
-        if (!json_is_object(so) || (iu && !json_is_null(iu) && !json_is_boolean(iu))) {
-            gw_bad(err, errlen, param, "stream_options",
-                   "%s must be an object whose "
-                   "include_usage is a boolean%s",
-                   NULL);
-            goto err;
-        }
-        c->include_usage = json_is_true(iu);
-    }
-    json_t *user = json_object_get(o, "user");
-    if (user && !json_is_null(user) && (!json_is_string(user) || json_string_length(user) > 256)) {
-        gw_bad(err, errlen, param, "user", "%s must be a string of at most 256 bytes%s", NULL);
-        goto err;
-    }
-    return 0;
-bad_model:
-    gw_bad(err, errlen, param, "model",
-           "%s must be a string of 1..256 bytes without "
-           "control characters%s",
-           NULL);
-err:
-    gw_chat_free(c);
-    return -1;
-}
-
-int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, char *err, size_t errlen,
-                  const char **param) {
-    json_error_t je;
-    memset(c, 0, sizeof *c);
-    if (param) *param = NULL;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!o) {
-        return pl_errf(err, errlen, -1,
-                       "the request body is not valid JSON: %s (line %d column %d)", je.text,
-                       je.line, je.column);
-    }
-    int rc = gw_chat_from_json(o, cap, c, err, errlen, param);
-    json_decref(o);
-    return rc;
-}
-
-void gw_chat_free(gw_chat *c) {
-    if (c->root) json_decref(c->root);
-    for (size_t i = 0; i < c->n_parts; i++) free(c->parts[i]);
-    free(c->parts);
-    free(c->msgs);
-    memset(c, 0, sizeof *c);
-}
-
-const char *gw_finish_reason(const sch_result *r) {
-    return r->finish_reason == SCH_FINISH_LENGTH ? "length" : "stop";
+const char *gw_finish_name(const gw_choice *c) {
+    if (c->n_tool_calls) return "tool_calls";
+    return c->finish == SCH_FINISH_LENGTH ? "length" : "stop";
 }
 
 static json_t *gw_usage_json(const sch_result *r) {
@@ -302,43 +78,163 @@ static json_t *gw_usage_json(const sch_result *r) {
                      "cached_tokens", (json_int_t)r->cached_tokens);
 }
 
-json_t *gw_completion_json(const sch_result *r, const char *id, const char *model,
+/* The UTF-8 bytes OpenAI's `bytes` lists for an entry: its raw bytes when
+ * the wire kept them (a partial character), else its text's. */
+static json_t *gw_bytes_json(const sch_logprob *e) {
+    const sch_str *b = e->bytes.ptr ? &e->bytes : &e->token;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < b->len; i++)
+        json_array_append_new(a, json_integer((unsigned char)b->ptr[i]));
+    return a;
+}
+
+static json_t *gw_lp_one(const sch_logprob *e) {
+    return json_pack("{ss# sf so}", "token", e->token.ptr ? e->token.ptr : "", (int)e->token.len,
+                     "logprob", e->logprob, "bytes", gw_bytes_json(e));
+}
+
+json_t *gw_logprobs_content(const sch_logprob *lp, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *top = json_array(), *e = gw_lp_one(&lp[i]);
+        for (size_t j = 0; top && j < lp[i].n_top; j++)
+            json_array_append_new(top, gw_lp_one(&lp[i].top[j]));
+        if (!e || !top) {
+            json_decref(e);
+            json_decref(top);
+            json_decref(a);
+            return NULL;
+        }
+        json_object_set_new(e, "top_logprobs", top);
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+json_t *gw_logprobs_legacy(json_t *content, size_t text_from) {
+    json_t *toks = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
+    size_t off = text_from, i, j;
+    json_t *e, *t;
+    json_array_foreach(content, i, e) {
+        json_t *tok = json_object_get(e, "token"), *top = json_object();
+        json_array_foreach(json_object_get(e, "top_logprobs"), j, t) {
+            const char *key = json_string_value(json_object_get(t, "token"));
+            if (top && key && !json_object_get(top, key)) /* two ids may spell one text */
+                json_object_set(top, key, json_object_get(t, "logprob"));
+        }
+        json_array_append(toks, tok);
+        json_array_append(vals, json_object_get(e, "logprob"));
+        json_array_append_new(tops, top ? top : json_null());
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        off += json_string_length(tok);
+    }
+    return json_pack("{so so so so}", "tokens", toks, "token_logprobs", vals, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
+json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_pack("{ss# ss s{ss# ss#}}", "id", t[i].id.ptr,
+                                           (int)t[i].id.len, "type", "function", "function", "name",
+                                           t[i].name.ptr, (int)t[i].name.len, "arguments",
+                                           t[i].arguments.ptr ? t[i].arguments.ptr : "",
+                                           (int)t[i].arguments.len));
+    return a;
+}
+
+/* One entry of `choices` of the complete response. */
+static json_t *gw_choice_json(const gw_chat *q, const gw_choice *c) {
+    json_t *lp = json_null();
+    if (q->logprobs) {
+        json_t *content = gw_logprobs_content(c->logprobs, c->n_logprobs);
+        lp = q->legacy ? gw_logprobs_legacy(content, 0)
+                       : json_pack("{sO sn}", "content", content, "refusal");
+        json_decref(content);
+    }
+    if (q->legacy) {
+        json_t *text;
+        if (q->echo) {
+            size_t pn = q->turn.prompt.len;
+            char *buf = malloc(pn + c->text.len + 1);
+            if (!buf) {
+                json_decref(lp);
+                return NULL;
+            }
+            memcpy(buf, q->turn.prompt.ptr, pn);
+            memcpy(buf + pn, c->text.ptr, c->text.len);
+            text = json_stringn(buf, pn + c->text.len);
+            free(buf);
+        } else {
+            text = json_stringn(c->text.ptr, c->text.len);
+        }
+        return json_pack("{so sI so ss}", "text", text, "index", (json_int_t)c->index, "logprobs",
+                         lp, "finish_reason", gw_finish_name(c));
+    }
+    json_t *msg = json_pack("{ss sn}", "role", "assistant", "refusal");
+    if (msg && c->n_tool_calls && !c->text.len) json_object_set_new(msg, "content", json_null());
+    else if (msg) json_object_set_new(msg, "content", json_stringn(c->text.ptr, c->text.len));
+    if (msg && c->n_tool_calls)
+        json_object_set_new(msg, "tool_calls", gw_tool_calls_json(c->tool_calls, c->n_tool_calls));
+    return json_pack("{sI so so ss}", "index", (json_int_t)c->index, "message", msg, "logprobs", lp,
+                     "finish_reason", gw_finish_name(c));
+}
+
+json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id,
                            uint64_t created_s) {
-    json_t *msg = json_pack("{ss s:s#}", "role", "assistant", "content",
-                            r->text.ptr ? r->text.ptr : "", (int)r->text.len);
-    json_t *usage = gw_usage_json(r);
-    if (!msg || !usage) {
-        json_decref(msg);
+    json_t *choices = json_array(), *usage = gw_usage_json(r);
+    for (int k = 0; choices && k < gw_result_choices(r); k++) {
+        gw_choice c;
+        gw_result_choice(r, k, &c);
+        json_t *j = gw_choice_json(q, &c);
+        if (!j) {
+            json_decref(choices);
+            choices = NULL;
+            break;
+        }
+        json_array_append_new(choices, j);
+    }
+    if (!choices || !usage) {
+        json_decref(choices);
         json_decref(usage);
         return NULL;
     }
-    return json_pack("{ss ss sI ss s[{sI so ss so}] so}", "id", id, "object", "chat.completion",
-                     "created", (json_int_t)created_s, "model", model, "choices", "index",
-                     (json_int_t)0, "message", msg, "finish_reason", gw_finish_reason(r),
-                     "logprobs", json_null(), "usage", usage);
+    return json_pack("{ss ss sI ss so so}", "id", id, "object",
+                     q->legacy ? "text_completion" : "chat.completion", "created",
+                     (json_int_t)created_s, "model", q->model, "choices", choices, "usage", usage);
 }
 
-json_t *gw_chunk_json(const char *id, const char *model, uint64_t created_s, int role,
-                      const char *text, size_t len, const char *finish, const sch_result *r) {
-    json_t *delta = json_object(), *choices = json_array();
-    json_t *o = json_pack("{ss ss sI ss}", "id", id, "object", "chat.completion.chunk", "created",
-                          (json_int_t)created_s, "model", model);
-    if (!delta || !choices || !o) goto err;
-    if (role) json_object_set_new(delta, "role", json_string("assistant"));
-    if (text) json_object_set_new(delta, "content", json_stringn(text, len));
-    if (!r || finish) {
-        json_t *ch =
-            json_pack("{sI sO so so}", "index", (json_int_t)0, "delta", delta, "logprobs",
-                      json_null(), "finish_reason", finish ? json_string(finish) : json_null());
+json_t *gw_chunk_json(const gw_chat *q, const char *id, uint64_t created_s, const gw_delta *d,
+                      const sch_result *usage) {
+    json_t *choices = json_array();
+    json_t *o = json_pack("{ss ss sI ss}", "id", id, "object",
+                          q->legacy ? "text_completion" : "chat.completion.chunk", "created",
+                          (json_int_t)created_s, "model", q->model);
+    if (!choices || !o) goto err;
+    if (d) {
+        json_t *ch, *lp = json_null();
+        if (q->legacy && d->logprobs) lp = gw_logprobs_legacy(d->logprobs, d->text_from);
+        json_t *fin = d->finish ? json_string(d->finish) : json_null();
+        if (q->legacy) {
+            ch = json_pack("{ss# sI so so}", "text", d->text ? d->text : "", (int)d->len, "index",
+                           (json_int_t)d->index, "logprobs", lp, "finish_reason", fin);
+        } else {
+            json_t *delta = json_object();
+            if (delta && d->role) json_object_set_new(delta, "role", json_string("assistant"));
+            if (delta && d->text)
+                json_object_set_new(delta, "content", json_stringn(d->text, d->len));
+            if (delta && d->tool_calls) json_object_set(delta, "tool_calls", d->tool_calls);
+            if (delta && d->logprobs) lp = json_pack("{sO sn}", "content", d->logprobs, "refusal");
+            ch = json_pack("{sI so so so}", "index", (json_int_t)d->index, "delta", delta,
+                           "logprobs", lp, "finish_reason", fin);
+        }
         if (!ch) goto err;
         json_array_append_new(choices, ch);
     }
-    json_decref(delta);
     json_object_set_new(o, "choices", choices);
-    if (r) json_object_set_new(o, "usage", gw_usage_json(r));
+    if (usage) json_object_set_new(o, "usage", gw_usage_json(usage));
     return o;
 err:
-    json_decref(delta);
     json_decref(choices);
     json_decref(o);
     return NULL;
@@ -348,6 +244,20 @@ json_t *gw_error_json(const char *message, const char *type, const char *param, 
     return json_pack("{s{ss ss so so}}", "error", "message", message, "type", type, "param",
                      param ? json_string(param) : json_null(), "code",
                      code ? json_string(code) : json_null());
+}
+
+const char *gw_result_param(const sch_result *r, char *buf, size_t n) {
+    /* worker messages about a request field start "params.<field>" */
+    const char *m = r->error_message.ptr;
+    if (!m || strncmp(m, "params.", 7) || !n) return NULL;
+    size_t k = strcspn(m + 7, ".: ([");
+    if (!k || k >= n) return NULL;
+    memcpy(buf, m + 7, k);
+    buf[k] = 0;
+    if (!strcmp(buf, "n") || !strcmp(buf, "tool_choice") || !strcmp(buf, "tools") ||
+        !strcmp(buf, "response_format") || !strcmp(buf, "logprobs"))
+        return buf;
+    return NULL;
 }
 
 int gw_result_status(const sch_result *r, const char **type, const char **code) {
@@ -361,6 +271,11 @@ int gw_result_status(const sch_result *r, const char **type, const char **code) 
         *type = "invalid_request_error";
         *code = "model_not_found";
         return 404;
+    }
+    if (!strcmp(name, "E_UNSUPPORTED")) { /* a field the worker cannot honour */
+        *type = "invalid_request_error";
+        *code = "unsupported_parameter";
+        return 400;
     }
     if (!strcmp(name, "E_INTERNAL") || !*name) {
         *type = "server_error";

@@ -1,22 +1,40 @@
 /*
- * gw_openai.h -- OpenAI chat-completions JSON <-> parley wire records,
- * shared by `parley gateway` (HTTP) and `parley batch` (JSONL files).
+ * gw_openai.h -- OpenAI chat-completions (and legacy completions) JSON <->
+ * parley wire records, shared by `parley gateway` (HTTP) and `parley
+ * batch` (JSONL files).
  *
- * Purpose.  Parse and validate an OpenAI `POST /v1/chat/completions`
- * request body into a ChatTurn (sch_turn), and write the OpenAI response
- * shapes from a TurnResult: `chat.completion`, `chat.completion.chunk`
- * and the error object {"error": {message, type, param, code}}.  Every
+ * Purpose.  Parse and validate an OpenAI `POST /v1/chat/completions` or
+ * `POST /v1/completions` request body into a ChatTurn (sch_turn, spec
+ * 1.2), and write the OpenAI response shapes from a TurnResult:
+ * `chat.completion`, `chat.completion.chunk`, `text_completion` (and its
+ * chunks), with every choice, logprobs and tool calls, and the error
+ * object {"error": {message, type, param, code}}.  Every
  * field the gateway reads is type- and range-checked here; a request that
  * fails gets one message naming the field (OpenAI's `param`).
  *
- * Accepted fields: model (required), messages (required; role system,
- * developer (= system), user, assistant; content a string or an array of
- * {"type": "text", "text": ...} parts), max_tokens / max_completion_tokens
- * (the latter wins), temperature (0..2), top_p (0 < p <= 1), seed (>= 0),
- * stop (string or array of at most 16), stream, stream_options
- * .include_usage, user, n (1 only), and the common extensions top_k and
- * repetition_penalty.  A JSON null is the field's absence; unknown fields
- * are ignored.
+ * Fields.  Every field of OpenAI's request is known to gw_request.c's
+ * table, with what the gateway does with it: parsed and honoured, or
+ * accepted only at its default value (null, false, 0, n = 1, {"type":
+ * "text"}, ...: a request that asks for nothing is honoured trivially),
+ * else refused with 400, `param` naming the field and code
+ * `unsupported_parameter` (or `unsupported_value` for a field parley
+ * supports with other values).  A field that is not in OpenAI's spec is
+ * refused too (code `unknown_parameter`): parley never answers a request
+ * as if it had honoured something it ignored.  The README's table lists
+ * every field.  Honoured: model (required), messages (required; role
+ * system, developer (= system), user, assistant, tool; content a string
+ * or an array of {"type": "text", "text": ...} parts; assistant
+ * tool_calls and tool_call_id as the wire's JSON text / id; `name` as the
+ * model's chat template shows it: not at all), max_tokens /
+ * max_completion_tokens (the latter wins), temperature (0..2), top_p
+ * (0 < p <= 1), seed (>= 0), stop (string or array of at most 16), n
+ * (1..16), response_format (text, json_object, json_schema; extensions
+ * regex and grammar), logprobs / top_logprobs (0..20), tools,
+ * tool_choice, parallel_tool_calls, stream, stream_options.include_usage,
+ * user and safety_identifier (identifiers, kept nowhere), and the common
+ * extensions top_k and repetition_penalty; for /v1/completions prompt
+ * (one string or token array), echo, logprobs (0..20); suffix and
+ * best_of > 1 refused.  A JSON null is the field's absence.
  *
  * Conversation affinity: gw_conv_hash() is FNV-1a 64 over the opening
  * messages (every message up to and including the first user message:
@@ -30,9 +48,9 @@
  * points into it and is valid until gw_chat_free.  The json_t results of
  * the builders are new references owned by the caller (json_decref).
  *
- * Failure behaviour.  gw_chat_parse returns 0 or -1 with err set to a
- * message and *param to the offending field (NULL for the body as a
- * whole); it never aborts on any input.  Builders return NULL only when
+ * Failure behaviour.  gw_chat_parse returns 0 or -1 with a gw_fault: the
+ * HTTP status, a message naming the field, OpenAI's `param` (the field;
+ * "" for the body as a whole) and `code`; it never aborts on any input.  Builders return NULL only when
  * out of memory.
  */
 #ifndef GW_OPENAI_H
@@ -50,6 +68,14 @@
 #define GW_MAX_ID 256        /* model / conversation id bytes */
 #define GW_MAX_MESSAGES 4096 /* messages per request (the wire limit) */
 
+/* Why a request was refused: OpenAI's error object and its status. */
+typedef struct gw_fault {
+    int status;         /* HTTP status (400) */
+    char message[1024]; /* what is wrong, naming the field */
+    char param[160];    /* OpenAI `param`: the field ("" = the body) */
+    const char *code;   /* OpenAI `code` (static string) or NULL */
+} gw_fault;
+
 /* A parsed, validated chat-completions request. */
 typedef struct gw_chat {
     json_t *root;              /* the request document (owns every string) */
@@ -62,17 +88,27 @@ typedef struct gw_chat {
     char model[GW_MAX_ID + 1]; /* requested model name */
     int stream;                /* stream = true */
     int include_usage;         /* stream_options.include_usage = true */
+    int legacy;                /* POST /v1/completions (a text_completion) */
+    int logprobs;              /* log-probabilities asked for (turn.params.top_logprobs) */
+    int echo;                  /* completions: the prompt is echoed before each choice */
 } gw_chat;
 
 /* Parse `body` (len bytes) as a chat-completions request.  max_tokens_cap
  * bounds max_tokens (and is its default when lower than 256).  Returns 0
- * or -1 (err, *param set; out is then empty and needs no free). */
-int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, char *err,
-                  size_t errlen, const char **param);
+ * or -1 (*f filled; out is then empty and needs no free). */
+int gw_chat_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
 
 /* Parse an already decoded request object (gw_chat takes a reference). */
-int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, char *err, size_t errlen,
-                      const char **param);
+int gw_chat_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
+
+/* The same for a legacy `POST /v1/completions` body (out->legacy set;
+ * max_tokens defaults to 16 as OpenAI's). */
+int gw_cmpl_parse(const char *body, size_t len, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
+int gw_cmpl_from_json(json_t *obj, uint32_t max_tokens_cap, gw_chat *out, gw_fault *f);
+
+/* Move a parsed request to dst (the turn's pointers into the struct
+ * follow it); src is left empty. */
+void gw_chat_move(gw_chat *dst, gw_chat *src);
 
 /* Release what gw_chat_parse made (an empty gw_chat is fine). */
 void gw_chat_free(gw_chat *c);
@@ -80,24 +116,74 @@ void gw_chat_free(gw_chat *c);
 /* Conversation key from the opening messages: "oa-%016llx" into out[20]. */
 void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]);
 
+/* Conversation key of a completions prompt (its text or token ids):
+ * "oc-%016llx" into out[20]. */
+void gw_prompt_hash(const sch_turn *t, char out[20]);
+
 /* FNV-1a 64 of bytes, continuing from h (start with GW_FNV_SEED); pl_hash.h. */
 #define GW_FNV_SEED PL_FNV64_SEED
 uint64_t gw_fnv64(uint64_t h, const void *p, size_t n);
 
-/* OpenAI finish_reason of a result ("stop" or "length"). */
-const char *gw_finish_reason(const sch_result *r);
+/* One choice of a result (k = 0: the result's own fields; k >= 1: its
+ * choices[k - 1]). */
+typedef struct gw_choice {
+    int index;                       /* k */
+    sch_str text;                    /* its text */
+    size_t n_tokens;                 /* its tokens */
+    sch_finish finish;               /* why it ended */
+    const sch_logprob *logprobs;     /* per token, or NULL */
+    size_t n_logprobs;               /* entries */
+    const sch_tool_call *tool_calls; /* calls it made, or NULL */
+    size_t n_tool_calls;             /* entries */
+} gw_choice;
 
-/* The `chat.completion` object of a successful result. */
-json_t *gw_completion_json(const sch_result *r, const char *id, const char *model,
+/* Choices in a result (1 + its extra choices), and choice k of it. */
+int gw_result_choices(const sch_result *r);
+void gw_result_choice(const sch_result *r, int k, gw_choice *out);
+
+/* OpenAI finish_reason of a choice: tool_calls when it made calls, else
+ * length or stop. */
+const char *gw_finish_name(const gw_choice *c);
+
+/* The complete response to request q: `chat.completion`, or
+ * `text_completion` for /v1/completions (echo, legacy logprobs). */
+json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id,
                            uint64_t created_s);
 
-/* One `chat.completion.chunk`: delta role (when role), content (when
- * text), finish_reason (when finish) and usage (when r). */
-json_t *gw_chunk_json(const char *id, const char *model, uint64_t created_s, int role,
-                      const char *text, size_t len, const char *finish, const sch_result *r);
+/* OpenAI's chat logprobs `content` entries ({token, logprob, bytes,
+ * top_logprobs}) of n wire entries. */
+json_t *gw_logprobs_content(const sch_logprob *lp, size_t n);
+/* The legacy completions logprobs object ({tokens, token_logprobs,
+ * top_logprobs, text_offset}) of chat content entries; offsets start at
+ * text_from. */
+json_t *gw_logprobs_legacy(json_t *content, size_t text_from);
+/* OpenAI's message.tool_calls array of n calls. */
+json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n);
+
+/* One piece of a streamed reply, as one chunk's choice. */
+typedef struct gw_delta {
+    int index;          /* choice */
+    int role;           /* chat: the delta names role "assistant" */
+    const char *text;   /* text delta (NULL: none) */
+    size_t len;         /* its bytes */
+    size_t text_from;   /* legacy logprobs: offset of text in the choice */
+    json_t *logprobs;   /* chat content entries of these tokens, or NULL (borrowed) */
+    json_t *tool_calls; /* chat: the tool_calls delta, or NULL (borrowed) */
+    const char *finish; /* finish_reason when this ends the choice, else NULL */
+} gw_delta;
+
+/* One `chat.completion.chunk` (or legacy `text_completion` chunk) with
+ * one choice d (NULL: none) and usage when `usage` is set. */
+json_t *gw_chunk_json(const gw_chat *q, const char *id, uint64_t created_s, const gw_delta *d,
+                      const sch_result *usage);
 
 /* {"error": {"message", "type", "param", "code"}}; param/code may be NULL. */
 json_t *gw_error_json(const char *message, const char *type, const char *param, const char *code);
+
+/* The request field a failed result names (the worker's refusals of
+ * n, logprobs, response_format, tools, tool_choice: their messages start
+ * "params.<field>"), into buf; NULL when none. */
+const char *gw_result_param(const sch_result *r, char *buf, size_t n);
 
 /* The HTTP status and OpenAI error type/code for a result that failed
  * (finish_reason error or expired): e.g. E_UNKNOWN_MODEL -> 404,

@@ -3,7 +3,8 @@
  * environment < flags), start the worker and run it until SIGTERM/SIGINT.
  *
  * Exit status: 0 clean shutdown; 1 runtime failure (model cannot be
- * loaded, Kafka unreachable at start, fatal Kafka error such as a fenced
+ * loaded, a start-up wait for Kafka past worker.startup_timeout_ms -- one
+ * line names what it waited for --, fatal Kafka error such as a fenced
  * transactional producer); 2 usage or configuration error (the message
  * names the key); 3 the Kafka cluster refuses the worker (SASL
  * authentication, TLS certificate verification or a missing ACL; the one
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "cli_opt.h"
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
 #include "wk_config.h"
@@ -60,7 +62,11 @@ int wk_cmd_worker(int argc, char **argv) {
      * (Redis over TLS writes with SSL_write) must be an error return, never
      * a process kill. */
     signal(SIGPIPE, SIG_IGN);
+    /* every wait for Kafka before the worker serves is bounded */
+    cm_startup_begin("worker", "worker.startup_timeout_ms",
+                     wk_config_int(cfg, "worker.startup_timeout_ms"));
     int cr = wk_worker_create(cfg, &w, err, sizeof err);
+    cm_startup_end();
     if (cr) {
         fprintf(stderr, "worker: %s\n", err);
         rc = cr == WK_EINVAL ? 2 : cr == WK_EREFUSED ? 3 : 1;

@@ -71,6 +71,17 @@ static const wk_prop wk_props[] = {
      "Shortest n-gram prompt lookup matches (a shorter match drafts nothing)."},
     {"scheduler.spec_ngram_max", WK_PROP_INT, "4", 1, 8,
      "Longest n-gram prompt lookup tries first (must be >= `scheduler.spec_ngram_min`)."},
+    {"scheduler.constraints", WK_PROP_BOOL, "true", 0, 0,
+     "Serve structured outputs (`response_format` json_object / json_schema / regex / "
+     "grammar, tools with `tool_choice` required or a named function): build the model's "
+     "vocabulary for the constraint engine (llguidance) at start (about a second for a "
+     "262k-token vocabulary). Off, or a build without llguidance: such turns are refused "
+     "with `E_UNSUPPORTED`, never served unconstrained."},
+    {"scheduler.mask_threads", WK_PROP_INT, "1", 1, 64,
+     "Threads computing constrained sequences' token masks while the forward step runs."},
+    {"scheduler.mask_budget_ms", WK_PROP_INT, "100", 0, 60000,
+     "CPU time one token mask may take; a constraint over it ends its turn with "
+     "`finish_reason: error` (0 = no limit)."},
     {"cache.enabled", WK_PROP_BOOL, "true", 0, 0,
      "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
      "conversation computes only its new tokens."},
@@ -139,6 +150,10 @@ static const wk_prop wk_props[] = {
      "this percentage of the pool (must be below `worker.pause_kv_pct`)."},
     {"worker.chunk_tokens", WK_PROP_INT, "4", 1, 4096,
      "Tokens per TokenChunk for streaming turns."},
+    {"worker.startup_timeout_ms", WK_PROP_INT, "60000", 1000, 3600000,
+     "Longest start-up: every wait for Kafka before the worker serves (metadata, "
+     "init_transactions, the group probe, subscribe) must end within it, else the worker "
+     "exits with status 1 and one line naming what it waited for."},
     {"worker.grace_ms", WK_PROP_INT, "10000", 0, 3600000,
      "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
     {"worker.namespace_from", WK_PROP_STR, "field", 0, 0,

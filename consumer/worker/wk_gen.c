@@ -14,6 +14,16 @@
  * streams text the stop string later cuts, a streaming turn with stop
  * strings holds back its last (longest stop - 1) bytes, backed off to a
  * UTF-8 character boundary, until the next chunk or the last one.
+ *
+ * Spec 1.2: every choice of an n > 1 turn has its own delivery state
+ * (wk_choice: text, detokenizer, stop strings stopped per choice, chunks
+ * naming their index, one seq counter over all); logprobs are kept as ids
+ * and numbers and written out with their texts (wk_reply.c); a turn with
+ * tools holds back streamed text from where a call may begin, and when it
+ * ends its calls are read from each choice's reply and the text becomes
+ * what lies outside them (wk_tools.h).  The TurnResult carries choice 0 in
+ * its own fields and the others in `choices`; a choice that failed fails
+ * the turn.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,18 +32,41 @@
 
 #include "wk_internal.h"
 
-static int wk_text_append(wk_turn *t, const char *p, size_t n) {
-    if (t->text_len + n + 1 > t->text_cap) {
-        size_t cap = t->text_cap ? t->text_cap : 256;
-        while (cap < t->text_len + n + 1) cap *= 2;
-        char *x = realloc(t->text, cap);
+static int wk_text_append(wk_choice *c, const char *p, size_t n) {
+    if (c->text_len + n + 1 > c->text_cap) {
+        size_t cap = c->text_cap ? c->text_cap : 256;
+        while (cap < c->text_len + n + 1) cap *= 2;
+        char *x = realloc(c->text, cap);
         if (!x) return -1;
-        t->text = x;
-        t->text_cap = cap;
+        c->text = x;
+        c->text_cap = cap;
     }
-    memcpy(t->text + t->text_len, p, n);
-    t->text_len += n;
-    t->text[t->text_len] = 0;
+    memcpy(c->text + c->text_len, p, n);
+    c->text_len += n;
+    c->text[c->text_len] = 0;
+    return 0;
+}
+
+/* Keep a token's log-probabilities (logprobs turns).  -1 out of memory. */
+static int wk_lp_push(wk_choice *c, const eng_sched_token *ev) {
+    if (c->n_lp == c->cap_lp) {
+        int cap = c->cap_lp ? 2 * c->cap_lp : 64;
+        wk_lp *x = realloc(c->lp, (size_t)cap * sizeof *x);
+        if (!x) return -1;
+        c->lp = x;
+        c->cap_lp = cap;
+    }
+    if (c->n_tops + ev->n_top > c->cap_tops) {
+        int cap = c->cap_tops ? 2 * c->cap_tops : 256;
+        while (cap < c->n_tops + ev->n_top) cap *= 2;
+        eng_sampler_lp *x = realloc(c->tops, (size_t)cap * sizeof *x);
+        if (!x) return -1;
+        c->tops = x;
+        c->cap_tops = cap;
+    }
+    c->lp[c->n_lp++] = (wk_lp){ev->token, ev->logprob, c->n_tops, ev->n_top};
+    if (ev->n_top) memcpy(c->tops + c->n_tops, ev->top, (size_t)ev->n_top * sizeof *ev->top);
+    c->n_tops += ev->n_top;
     return 0;
 }
 
@@ -67,41 +100,56 @@ static void wk_chp_check(wk_worker *w) {
            (unsigned long long)n);
 }
 
-/* End of the text a non-final chunk may carry: text_len less the bytes a
- * stop string could still claim, backed off to a character boundary. */
-static size_t wk_stream_safe_end(const wk_turn *t) {
+/* End of the text a non-final chunk of choice c may carry: text_len less
+ * the bytes a stop string could still claim, backed off to a character
+ * boundary. */
+static size_t wk_stream_safe_end(const wk_turn *t, const wk_choice *c) {
     size_t hold = 0;
     for (int i = 0; i < t->n_stop; i++) {
         size_t sl = strlen(t->stop[i]);
         if (sl > hold + 1) hold = sl - 1;
     }
-    size_t end = t->text_len > hold ? t->text_len - hold : 0;
-    if (end < t->chunk_from) return t->chunk_from;
-    while (end > t->chunk_from && end < t->text_len && ((unsigned char)t->text[end] & 0xC0) == 0x80)
+    size_t end = c->text_len > hold ? c->text_len - hold : 0;
+    /* a turn with tools: not from where a call begins or may begin */
+    size_t tools_end = c->text ? wk_tools_stream_safe(&t->tools, c->text, c->text_len) : 0;
+    if (tools_end < end) end = tools_end;
+    if (end < c->chunk_from) return c->chunk_from;
+    while (end > c->chunk_from && end < c->text_len && ((unsigned char)c->text[end] & 0xC0) == 0x80)
         end--;
     return end;
 }
 
-/* Produce the open chunk (text since chunk_from up to the safe end, or all
- * of it when last; ctoks) with seq++. */
-static void wk_chunk_emit(wk_turn *t, int last) {
+/* Produce choice k's open chunk (text since chunk_from up to the safe end,
+ * or all of it when final; its tokens and their logprobs) with seq++;
+ * last marks the attempt's final chunk. */
+static void wk_chunk_emit(wk_turn *t, int k, int final, int last) {
     wk_worker *w = t->w;
-    size_t end = last ? t->text_len : wk_stream_safe_end(t);
+    wk_choice *ch = &t->ch[k];
+    size_t end = final ? ch->text_len : wk_stream_safe_end(t, ch);
+    if (end < ch->chunk_from) end = ch->chunk_from; /* (a final text shorter than streamed) */
     sch_chunk c;
     sch_chunk_init(&c);
     c.conversation_id = sch_str_c(t->conv_id);
     c.turn_id = sch_str_c(t->turn_id);
     c.attempt = t->attempt;
     c.seq = t->seq++;
-    c.text = (sch_str){t->text ? t->text + t->chunk_from : "", end - t->chunk_from};
+    c.index = (uint32_t)k;
+    c.text = (sch_str){ch->text ? ch->text + ch->chunk_from : "", end - ch->chunk_from};
     uint32_t *toks = NULL;
-    if (t->n_ctoks) {
-        toks = malloc((size_t)t->n_ctoks * sizeof *toks);
+    wk_lp_set lps = {0};
+    if (ch->n_ctoks) {
+        toks = malloc((size_t)ch->n_ctoks * sizeof *toks);
         if (!toks) return;
-        for (int i = 0; i < t->n_ctoks; i++) toks[i] = (uint32_t)t->ctoks[i];
+        for (int i = 0; i < ch->n_ctoks; i++) toks[i] = (uint32_t)ch->ctoks[i];
+        /* the open chunk's tokens are the last n_ctoks delivered */
+        if (t->logprobs && ch->n_lp == ch->n_toks &&
+            wk_lp_set_build(w, ch, ch->n_toks - ch->n_ctoks, ch->n_toks, &lps) == 0) {
+            c.logprobs = lps.lp;
+            c.n_logprobs = (size_t)ch->n_ctoks;
+        }
     }
     c.tokens = toks;
-    c.n_tokens = (size_t)t->n_ctoks;
+    c.n_tokens = (size_t)ch->n_ctoks;
     c.last = last != 0;
     sch_buf b;
     sch_buf_init(&b);
@@ -139,49 +187,53 @@ static void wk_chunk_emit(wk_turn *t, int last) {
     }
 done:
     sch_buf_free(&b);
+    wk_lp_set_free(&lps);
     free(toks);
-    t->chunk_from = end;
-    t->n_ctoks = 0;
+    ch->chunk_from = end;
+    ch->n_ctoks = 0;
 }
 
 static void wk_on_token(void *user, uint64_t id, const eng_sched_token *ev) {
     wk_turn *t = user;
-    int32_t token = ev->token;
-    int index = ev->index;
     wk_worker *w = t->w;
-    if (t->stopped) return; /* generated after the stop string: not the turn's */
+    if (ev->choice < 0 || ev->choice >= t->n_choices) return;
+    wk_choice *c = &t->ch[ev->choice];
+    if (c->stopped) return; /* generated after the stop string: not the turn's */
     size_t n = 0;
-    size_t before = t->text_len;
-    if (eng_tok_stream_push(&t->ts, token, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 &&
-        !t->stopped)
-        wk_text_append(t, w->eng.dscratch, n);
-    if (t->n_ctoks == t->cap_ctoks) {
-        int cap = t->cap_ctoks ? 2 * t->cap_ctoks : 16;
-        int32_t *x = realloc(t->ctoks, (size_t)cap * sizeof *x);
+    size_t before = c->text_len;
+    if (eng_tok_stream_push(&c->ts, ev->token, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0)
+        wk_text_append(c, w->eng.dscratch, n);
+    if (c->n_ctoks == c->cap_ctoks) {
+        int cap = c->cap_ctoks ? 2 * c->cap_ctoks : 16;
+        int32_t *x = realloc(c->ctoks, (size_t)cap * sizeof *x);
         if (!x) return;
-        t->ctoks = x;
-        t->cap_ctoks = cap;
+        c->ctoks = x;
+        c->cap_ctoks = cap;
     }
-    t->ctoks[t->n_ctoks++] = token;
-    if (t->n_stop && !t->stopped && t->text) {
+    c->ctoks[c->n_ctoks++] = ev->token;
+    c->n_toks++;
+    if (t->logprobs && ev->has_logprobs && c->n_lp == c->n_toks - 1) wk_lp_push(c, ev);
+    if (t->n_stop && c->text) {
         for (int i = 0; i < t->n_stop; i++) {
             size_t sl = strlen(t->stop[i]);
             size_t from = before >= sl ? before - sl + 1 : 0;
-            const char *at = t->text_len >= sl
-                                 ? memmem(t->text + from, t->text_len - from, t->stop[i], sl)
+            const char *at = c->text_len >= sl
+                                 ? memmem(c->text + from, c->text_len - from, t->stop[i], sl)
                                  : NULL;
             if (at) {
                 /* the reply ends before the stop string (chunk_from <= at: see wk_stream_safe_end) */
-                t->text_len = (size_t)(at - t->text);
-                t->text[t->text_len] = 0;
-                t->stopped = 1;
-                t->stop_keep = index + 1;
-                eng_sched_stop(w->eng.sched, id, t->stop_keep);
+                c->text_len = (size_t)(at - c->text);
+                c->text[c->text_len] = 0;
+                c->stopped = 1;
+                c->stop_keep = ev->index + 1;
+                if (t->n_choices > 1)
+                    eng_sched_stop_choice(w->eng.sched, id, ev->choice, c->stop_keep);
+                else eng_sched_stop(w->eng.sched, id, c->stop_keep);
                 break;
             }
         }
     }
-    if (t->stream && t->n_ctoks >= w->chunk_tokens) wk_chunk_emit(t, 0);
+    if (t->stream && c->n_ctoks >= w->chunk_tokens) wk_chunk_emit(t, ev->choice, 0, 0);
 }
 
 static sch_finish wk_finish(eng_sched_finish f) {
@@ -193,58 +245,144 @@ static sch_finish wk_finish(eng_sched_finish f) {
     }
 }
 
-/* Encode t's TurnResult from r (NULL: submission failed with msg). */
-static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *msg) {
+/* How one choice ended, as the TurnResult reports it: a choice that met a
+ * stop string ends there even when the loop ended it on its own (length,
+ * a stop token) before it saw the flag -- the ids past the one that
+ * completed the stop string are not the turn's. */
+typedef struct wk_outcome {
+    eng_sched_finish finish; /* why it ended */
+    const int32_t *tokens;   /* its tokens */
+    int n_tokens;            /* how many count */
+    const char *error;       /* engine message when finish is ERROR */
+} wk_outcome;
+
+static wk_outcome wk_outcome_of(const wk_turn *t, const eng_sched_result *r, int k) {
+    wk_outcome o;
+    if (k == 0 || r->n_choices <= k) {
+        o = (wk_outcome){r->finish, r->tokens, r->n_tokens, r->error};
+        if (k) o.n_tokens = 0; /* an engine without choices: none */
+    } else {
+        const eng_sched_choice *c = &r->choices[k];
+        o = (wk_outcome){c->finish, c->tokens, c->n_tokens, c->error};
+    }
+    const wk_choice *c = &t->ch[k];
+    if (c->stopped && (o.n_tokens > c->stop_keep || o.finish == ENG_SCHED_LENGTH)) {
+        if (o.n_tokens > c->stop_keep) o.n_tokens = c->stop_keep;
+        o.finish = ENG_SCHED_STOP;
+    }
+    return o;
+}
+
+/* tokens as the wire's uint32 array (NULL when none or out of memory). */
+static uint32_t *wk_u32(const int32_t *t, int n) {
+    uint32_t *u = n > 0 ? malloc((size_t)n * sizeof *u) : NULL;
+    for (int i = 0; u && i < n; i++) u[i] = (uint32_t)t[i];
+    return u;
+}
+
+/* The error a finished choice reports (0 when it has none). */
+static int wk_outcome_error(const wk_outcome *o, const char **msg) {
+    switch (o->finish) {
+    case ENG_SCHED_EXPIRED: *msg = "deadline_ms passed during generation"; return SCH_E_EXPIRED;
+    case ENG_SCHED_CANCELLED: *msg = "turn cancelled (worker shutting down)"; return SCH_E_INTERNAL;
+    case ENG_SCHED_ERROR:
+        *msg = o->error && *o->error ? o->error : "engine error";
+        /* a constraint over its time budget, or its matcher failing */
+        return !strncmp(*msg, "constraint", 10) ? SCH_E_BAD_CONSTRAINT : SCH_E_INTERNAL;
+    default: return 0;
+    }
+}
+
+/* Encode t's TurnResult from r (NULL: submission failed with msg, code). */
+static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *msg, int code) {
     wk_worker *w = t->w;
+    int n = r ? t->n_choices : 1;
     sch_result s;
     sch_result_init(&s);
     s.conversation_id = sch_str_c(t->conv_id);
     s.turn_id = sch_str_c(t->turn_id);
     s.attempt = t->attempt;
-    s.text = (sch_str){t->text ? t->text : "", t->text_len};
+    s.text = (sch_str){t->ch[0].text ? t->ch[0].text : "", t->ch[0].text_len};
     s.worker = sch_str_c(w->id);
     s.model = sch_str_c(w->eng.model_name);
-    uint32_t *toks = NULL;
-    if (r && r->n_tokens > 0) {
-        toks = malloc((size_t)r->n_tokens * sizeof *toks);
-        if (toks) {
-            for (int i = 0; i < r->n_tokens; i++) toks[i] = (uint32_t)r->tokens[i];
-            s.tokens = toks;
-            s.n_tokens = (size_t)r->n_tokens;
-        }
-    }
     int64_t before_submit = t->submit_unix_ms - t->queued_unix_ms;
     if (before_submit < 0) before_submit = 0;
     s.prompt_tokens = (uint64_t)t->n_prompt;
+    uint32_t *toks[SCH_MAX_N] = {0};
+    wk_lp_set lps[SCH_MAX_N];
+    sch_choice more[SCH_MAX_N - 1];
+    memset(lps, 0, sizeof lps);
+    memset(more, 0, sizeof more);
     if (r) {
-        s.finish_reason = wk_finish(r->finish);
         s.cached_tokens = (uint64_t)r->cached_tokens;
-        s.completion_tokens = (uint64_t)r->n_tokens;
         s.queue_ms = (uint64_t)before_submit + (uint64_t)r->queue_ms;
         s.ttft_ms = (uint64_t)r->ttft_ms;
         s.total_ms = (uint64_t)r->total_ms;
-        if (r->finish == ENG_SCHED_EXPIRED) {
-            s.has_error = true;
-            s.error_code = SCH_E_EXPIRED;
-            s.error_message = sch_str_c("deadline_ms passed during generation");
-        } else if (r->finish == ENG_SCHED_ERROR || r->finish == ENG_SCHED_CANCELLED) {
-            s.has_error = true;
-            s.error_code = SCH_E_INTERNAL;
-            s.error_message =
-                sch_str_c(r->finish == ENG_SCHED_CANCELLED ? "turn cancelled (worker shutting down)"
-                          : r->error && *r->error          ? r->error
-                                                           : "engine error");
+        for (int k = 0; k < n; k++) {
+            wk_outcome o = wk_outcome_of(t, r, k);
+            const wk_choice *c = &t->ch[k];
+            const char *why;
+            int ecode = wk_outcome_error(&o, &why);
+            if (ecode && !s.has_error) { /* a turn that fails fails as a whole */
+                s.has_error = true;
+                s.error_code = ecode;
+                s.error_message = sch_str_c(why);
+                s.finish_reason = ecode == SCH_E_EXPIRED ? SCH_FINISH_EXPIRED : SCH_FINISH_ERROR;
+            }
+            toks[k] = wk_u32(o.tokens, o.n_tokens);
+            size_t nt = toks[k] ? (size_t)o.n_tokens : 0;
+            s.completion_tokens += nt;
+            if (t->logprobs && nt && c->n_lp >= (int)nt) wk_lp_set_build(w, c, 0, (int)nt, &lps[k]);
+            if (k == 0) {
+                s.tokens = toks[0];
+                s.n_tokens = nt;
+                if (!s.has_error) s.finish_reason = wk_finish(o.finish);
+                s.logprobs = lps[0].lp;
+                s.n_logprobs = lps[0].lp ? nt : 0;
+                s.tool_calls = c->calls.calls;
+                s.n_tool_calls = c->calls.n;
+            } else {
+                sch_choice *m = &more[k - 1];
+                m->index = (uint32_t)k;
+                m->text = (sch_str){c->text ? c->text : "", c->text_len};
+                m->tokens = toks[k];
+                m->n_tokens = nt;
+                m->finish_reason = wk_finish(o.finish);
+                m->logprobs = lps[k].lp;
+                m->n_logprobs = lps[k].lp ? nt : 0;
+                m->tool_calls = c->calls.calls;
+                m->n_tool_calls = c->calls.n;
+            }
+        }
+        if (n > 1) {
+            s.choices = more;
+            s.n_choices = (size_t)n - 1;
         }
     } else {
         s.finish_reason = SCH_FINISH_ERROR;
         s.has_error = true;
-        s.error_code = SCH_E_INTERNAL;
+        s.error_code = code;
         s.error_message = sch_str_c(msg);
+    }
+    if (s.has_error) { /* an error result carries no other choices, logprobs or calls */
+        s.n_choices = 0;
+        s.n_logprobs = 0;
+        s.n_tool_calls = 0;
     }
     char err[PL_ERR_LEN];
     int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
         t->json_out ? sch_result_encode_json : sch_result_encode;
     t->result_rc = enc(&s, &t->result, err, sizeof err);
+    if (!t->result_rc && t->result.len > w->eng.lim.max_total_bytes) {
+        /* admission bounds logprobs, so this is a worker bug: say so plainly */
+        s.has_error = true;
+        s.finish_reason = SCH_FINISH_ERROR;
+        s.error_code = SCH_E_INTERNAL;
+        s.error_message = sch_str_c("the reply is larger than max_total_bytes");
+        s.n_choices = 0;
+        s.n_logprobs = 0;
+        t->result_rc = enc(&s, &t->result, err, sizeof err);
+    }
     if (t->result_rc) {
         /* The message (engine text) broke the schema's rules: say so plainly. */
         s.error_message = sch_str_c("engine error (message not representable)");
@@ -252,7 +390,10 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         if (t->result_rc)
             wk_log("error", "result_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
     }
-    free(toks);
+    for (int k = 0; k < SCH_MAX_N; k++) {
+        free(toks[k]);
+        wk_lp_set_free(&lps[k]);
+    }
 }
 
 static void wk_done_push(wk_turn *t) {
@@ -268,59 +409,76 @@ static void wk_done_push(wk_turn *t) {
 static void wk_on_done(void *user, uint64_t id, const eng_sched_result *res) {
     wk_turn *t = user;
     wk_worker *w = t->w;
-    /* A turn that met a stop string ends there even when the loop ended the
-     * request on its own (length, a stop token) before it saw the flag: the
-     * ids past the one that completed the stop string are not the turn's. */
-    eng_sched_result stopped_res;
-    const eng_sched_result *r = res;
-    if (t->stopped && (res->n_tokens > t->stop_keep || res->finish == ENG_SCHED_LENGTH)) {
-        stopped_res = *res;
-        if (stopped_res.n_tokens > t->stop_keep) stopped_res.n_tokens = t->stop_keep;
-        stopped_res.finish = ENG_SCHED_STOP;
-        r = &stopped_res;
+    wk_outcome o0 = wk_outcome_of(t, res, 0);
+    for (int k = 0; k < t->n_choices; k++) {
+        wk_choice *c = &t->ch[k];
+        size_t n = 0;
+        if (eng_tok_stream_flush(&c->ts, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 && n &&
+            !c->stopped)
+            wk_text_append(c, w->eng.dscratch, n);
     }
-    size_t n = 0;
-    if (eng_tok_stream_flush(&t->ts, w->eng.dscratch, w->eng.dscratch_cap, &n) == 0 && n &&
-        !t->stopped)
-        wk_text_append(t, w->eng.dscratch, n);
+    if (t->tools.mode != WK_TOOLS_OFF) /* the calls, and the text is the rest */
+        for (int k = 0; k < t->n_choices; k++) {
+            wk_choice *c = &t->ch[k];
+            if (wk_tools_read(&t->tools, c->text ? c->text : "", c->text_len, t->turn_id, k,
+                              &c->calls) == 0) {
+                c->text_len = 0;
+                if (c->calls.content_len) wk_text_append(c, c->calls.content, c->calls.content_len);
+            }
+        }
     if (!__atomic_load_n(&t->orphan, __ATOMIC_ACQUIRE)) {
-        if (t->stream) wk_chunk_emit(t, 1);
-        wk_result_build(t, r, NULL);
+        if (t->stream)
+            for (int k = 0; k < t->n_choices; k++) wk_chunk_emit(t, k, 1, k == t->n_choices - 1);
+        wk_result_build(t, res, NULL, 0);
         if (w->convs.handoff &&
             (t->final_toks =
-                 malloc(((size_t)t->n_prompt + (size_t)r->n_tokens) * sizeof(int32_t)))) {
+                 malloc(((size_t)t->n_prompt + (size_t)o0.n_tokens) * sizeof(int32_t)))) {
             memcpy(t->final_toks, t->prompt, (size_t)t->n_prompt * sizeof(int32_t));
-            if (r->n_tokens)
-                memcpy(t->final_toks + t->n_prompt, r->tokens,
-                       (size_t)r->n_tokens * sizeof(int32_t));
-            t->n_final = t->n_prompt + r->n_tokens;
+            if (o0.n_tokens)
+                memcpy(t->final_toks + t->n_prompt, o0.tokens,
+                       (size_t)o0.n_tokens * sizeof(int32_t));
+            t->n_final = t->n_prompt + o0.n_tokens;
         }
-        __atomic_add_fetch(&w->met.ctr.tokens, (uint64_t)r->n_tokens, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.prompt_tokens, (uint64_t)r->prompt_tokens, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.cached_tokens, (uint64_t)r->cached_tokens, __ATOMIC_RELAXED);
+        uint64_t gen = 0;
+        for (int k = 0; k < t->n_choices; k++) gen += (uint64_t)wk_outcome_of(t, res, k).n_tokens;
+        __atomic_add_fetch(&w->met.ctr.tokens, gen, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.prompt_tokens, (uint64_t)res->prompt_tokens,
+                           __ATOMIC_RELAXED);
+        __atomic_add_fetch(&w->met.ctr.cached_tokens, (uint64_t)res->cached_tokens,
+                           __ATOMIC_RELAXED);
         int bt = 0, bo = 0;
-        while (bt < WK_LAT_N - 1 && r->ttft_ms > wk_lat_bounds_ms[bt]) bt++;
-        while (bo < WK_LAT_N - 1 && r->total_ms > wk_lat_bounds_ms[bo]) bo++;
+        while (bt < WK_LAT_N - 1 && res->ttft_ms > wk_lat_bounds_ms[bt]) bt++;
+        while (bo < WK_LAT_N - 1 && res->total_ms > wk_lat_bounds_ms[bo]) bo++;
         __atomic_add_fetch(&w->met.ctr.ttft_hist[bt], 1, __ATOMIC_RELAXED);
         __atomic_add_fetch(&w->met.ctr.total_hist[bo], 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.ttft_sum_us, (uint64_t)(r->ttft_ms * 1000),
+        __atomic_add_fetch(&w->met.ctr.ttft_sum_us, (uint64_t)(res->ttft_ms * 1000),
                            __ATOMIC_RELAXED);
-        __atomic_add_fetch(&w->met.ctr.total_sum_us, (uint64_t)(r->total_ms * 1000),
+        __atomic_add_fetch(&w->met.ctr.total_sum_us, (uint64_t)(res->total_ms * 1000),
                            __ATOMIC_RELAXED);
         int tb = 0; /* turn-index bucket: 1, 2, 3-4, 5-8, 9-16, 17+ */
         while (tb < WK_TURN_N - 1 && t->turn_index > (1 << tb)) tb++;
         WK_ADD(w->met.ctr.ttft_turn_hist[tb][bt], 1);
-        WK_ADD(w->met.ctr.ttft_turn_sum_us[tb], (uint64_t)(r->ttft_ms * 1000));
-        /* the conversation's next history: this turn as it ran and replied */
+        WK_ADD(w->met.ctr.ttft_turn_sum_us[tb], (uint64_t)(res->ttft_ms * 1000));
+        /* the conversation's next history: this turn as it ran and replied
+         * (choice 0; a client that goes on with another choice's text gets
+         * no splice, only a re-render) */
+        const wk_choice *c0 = &t->ch[0];
         if (t->n_msgs && w->convs.hist_max &&
-            (r->finish == ENG_SCHED_STOP || r->finish == ENG_SCHED_LENGTH))
+            (o0.finish == ENG_SCHED_STOP || o0.finish == ENG_SCHED_LENGTH))
             t->hist =
-                wk_history_new(&t->rt, t->n_msgs, t->ns, t->prompt, t->n_prompt, r->tokens,
-                               r->n_tokens, t->text ? t->text : "", t->text ? t->text_len : 0);
+                wk_history_new(&t->rt, t->n_msgs, t->ns, t->prompt, t->n_prompt, o0.tokens,
+                               o0.n_tokens, c0->text ? c0->text : "", c0->text ? c0->text_len : 0);
     }
-    t->tm.admit_us = r->admit_us;
-    t->tm.end_us = r->submit_us + (int64_t)(r->total_ms * 1000.0);
+    t->tm.admit_us = res->admit_us;
+    t->tm.end_us = res->submit_us + (int64_t)(res->total_ms * 1000.0);
     wk_done_push(t);
+}
+
+/* The worker code of a scheduler refusal at submit. */
+static int wk_submit_code(int rc) {
+    return rc == ENG_SCHED_ECONSTRAINT ? SCH_E_BAD_CONSTRAINT
+           : rc == ENG_SCHED_ENOTSUP   ? SCH_E_UNSUPPORTED
+                                       : SCH_E_INTERNAL;
 }
 
 void wk_turn_submit(wk_turn *t) {
@@ -328,7 +486,7 @@ void wk_turn_submit(wk_turn *t) {
     t->attempt = w->convs.attempt_base + ++w->convs.attempt_ctr;
     t->submit_unix_ms = wk_unix_ms();
     t->tm.submit_us = eng_sched_now_us();
-    eng_tok_stream_init(&t->ts, w->eng.tok, 0);
+    for (int k = 0; k < t->n_choices; k++) eng_tok_stream_init(&t->ch[k].ts, w->eng.tok, 0);
     eng_sched_request q;
     memset(&q, 0, sizeof q);
     q.prompt = t->prompt;
@@ -338,14 +496,19 @@ void wk_turn_submit(wk_turn *t) {
     q.ns = t->ns;
     q.ns_len = strlen(t->ns);
     q.deadline_us = t->deadline_us;
+    q.constraint = t->constraint;
+    q.logprobs = t->logprobs;
+    q.top_logprobs = t->top_logprobs;
+    q.n = t->n_choices;
     q.on_token = wk_on_token;
     q.on_done = wk_on_done;
     q.user = t;
     char err[PL_ERR_LEN];
-    if (eng_sched_submit(w->eng.sched, &q, &t->sched_id, err, sizeof err) != 0) {
+    int rc = eng_sched_submit(w->eng.sched, &q, &t->sched_id, err, sizeof err);
+    if (rc != 0) {
         wk_log("warn", "submit_failed", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
-        if (t->stream) wk_chunk_emit(t, 1);
-        wk_result_build(t, NULL, err);
+        if (t->stream) wk_chunk_emit(t, 0, 1, 1);
+        wk_result_build(t, NULL, err, wk_submit_code(rc));
         wk_done_push(t);
     }
 }

@@ -223,6 +223,29 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
     wk_metric(f, "parley_sched_spec_acceptance_ratio", "gauge",
               "Speculative decoding: accepted / drafted tokens since start (0 before any draft).",
               st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
+    wk_metric(f, "parley_sched_prefill_tokens_total", "counter",
+              "Prompt tokens computed by prefill (recomputation after preemption included); a "
+              "turn with n > 1 choices computes its prompt once.",
+              (double)st.prefill_tokens);
+    wk_metric(f, "parley_sched_forks_total", "counter",
+              "Choices forked from a prefilled prompt (n - 1 per turn with n choices).",
+              (double)st.forks);
+    wk_metric(f, "parley_sched_fork_tokens_total", "counter",
+              "Prompt tokens forked choices got without computing them.", (double)st.fork_tokens);
+    wk_metric(f, "parley_sched_constrained_total", "counter",
+              "Constrained requests (response_format, forced tool calls) submitted.",
+              (double)st.constrained);
+    wk_metric(f, "parley_sched_masks_total", "counter", "Constraint token masks computed.",
+              (double)st.masks);
+    wk_metric(f, "parley_sched_mask_wait_seconds_total", "counter",
+              "Step time the scheduler spent blocked waiting for constraint masks.",
+              st.mask_wait_ms / 1000.0);
+    wk_metric(f, "parley_sched_mask_cpu_seconds_total", "counter",
+              "CPU time the mask threads spent computing constraint masks.",
+              st.mask_cpu_ms / 1000.0);
+    wk_metric(f, "parley_sched_mask_over_budget_total", "counter",
+              "Masks abandoned for scheduler.mask_budget_ms (their turns ended with an error).",
+              (double)st.mask_over_budget);
     fprintf(f, "# HELP parley_sched_batch_steps_total Steps by batch size bucket [2^i, 2^(i+1)).\n"
                "# TYPE parley_sched_batch_steps_total counter\n");
     for (int i = 0; i < ENG_SCHED_HIST; i++)

@@ -17,6 +17,10 @@
  *                ownership, offsets, the batch, producer-rebuild stages
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
+ *   wk_reply.c   per-token logprobs in their wire form (texts looked up
+ *                when a chunk or result is encoded)
+ *   wk_tools.c   tool calls: tools shown in the template's format, calls
+ *                read back from replies (wk_tools.h)
  *
  * Life of a turn: the poll thread copies a consumed message into a
  * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out
@@ -43,6 +47,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "eng_constraint.h"
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "eng_template.h"
@@ -52,6 +57,7 @@
 #include "sch.h"
 #include "wk_config.h"
 #include "wk_offsets.h"
+#include "wk_tools.h"
 #include "wk_worker.h"
 
 #define WK_TRACEPARENT_MAX 128 /* longest traceparent header carried */
@@ -149,50 +155,76 @@ wk_history *wk_history_new(const eng_tmpl_turn *rt, int n_msgs, const char *ns,
  * namespace). */
 const eng_tmpl_prior *wk_history_prior(const wk_history *h, const char *ns, size_t ns_len);
 
-/* A turn being served. */
-typedef struct wk_turn {
-    struct wk_worker *w;          /* owner */
-    struct wk_conv *conv;         /* its conversation queue */
-    struct wk_turn *next;         /* conversation queue link */
-    struct wk_turn *dnext;        /* done list link */
-    int32_t partition;            /* input partition */
-    int64_t offset;               /* input offset */
-    uint32_t gen;                 /* partition generation at consumption */
-    int orphan;                   /* partition revoked: drop the outcome (conv is NULL) */
-    char tp[WK_TRACEPARENT_MAX];  /* traceparent ("" = none) */
-    char *conv_id, *turn_id, *ns; /* copies (NUL-terminated) */
-    int32_t *prompt;              /* prompt ids */
-    int n_prompt;                 /* prompt length */
-    eng_tmpl_turn rt;             /* the prompt's render: text and specials (ids: prompt) */
-    int n_msgs;                   /* messages rendered (0: raw prompt_tokens, no history) */
-    int turn_index;               /* user messages in the turn: 1 for a first turn */
-    wk_history *hist;             /* built in wk_on_done: the conversation's next history */
-    eng_sampler_params sampling;  /* sampling parameters incl. stop ids */
-    int max_tokens;               /* generation limit */
-    int64_t deadline_us;          /* eng_sched_now_us deadline; 0 none */
-    int64_t queued_unix_ms;       /* created_ms or record timestamp */
-    int64_t submit_unix_ms;       /* wall clock at submit */
-    bool stream;                  /* publish TokenChunks */
-    bool json_out;                /* accept: application/json: chunks and result as JSON */
-    char **stop;                  /* stop strings (NUL-terminated copies) */
-    int n_stop;                   /* entries */
-    uint64_t attempt;             /* this attempt's id */
-    uint64_t sched_id;            /* scheduler request id (0 before submit) */
-    /* Delivery-thread state: */
+/* One generated token's log-probabilities as the delivery thread keeps
+ * them (texts are looked up when a record is encoded). */
+typedef struct wk_lp {
+    int32_t id;    /* the token */
+    float logprob; /* its log-probability */
+    int top_from;  /* its alternatives: wk_choice.tops[top_from .. + n_top) */
+    int n_top;     /* how many */
+} wk_lp;
+
+/* Delivery-thread state of one choice of a turn (n > 1 turns have n). */
+typedef struct wk_choice {
     eng_tok_stream ts;         /* streaming detokenizer */
     char *text;                /* reply text so far */
     size_t text_len, text_cap; /* bytes used / allocated */
     size_t chunk_from;         /* text offset where the open chunk starts */
     int32_t *ctoks;            /* token ids of the open chunk */
     int n_ctoks, cap_ctoks;    /* used / allocated */
-    uint64_t seq;              /* next chunk seq */
+    int n_toks;                /* tokens delivered so far (the open chunk's end) */
     int stopped;               /* a stop string was seen */
     int stop_keep;             /* generated ids up to the one completing the stop string */
-    int32_t *final_toks;       /* prompt + reply ids (for the Redis handoff) */
-    int n_final;               /* entries */
-    sch_buf result;            /* encoded TurnResult once done */
-    int result_rc;             /* 0, or the encode error */
-    wk_timing tm;              /* where its time went (for the overhead histogram) */
+    wk_lp *lp;                 /* log-probabilities per delivered token (logprobs turns) */
+    int n_lp, cap_lp;          /* used / allocated */
+    eng_sampler_lp *tops;      /* their alternatives, flat */
+    int n_tops, cap_tops;      /* used / allocated */
+    wk_calls calls;            /* tool calls read from the reply (text is then the rest) */
+} wk_choice;
+
+/* A turn being served. */
+typedef struct wk_turn {
+    struct wk_worker *w;            /* owner */
+    struct wk_conv *conv;           /* its conversation queue */
+    struct wk_turn *next;           /* conversation queue link */
+    struct wk_turn *dnext;          /* done list link */
+    int32_t partition;              /* input partition */
+    int64_t offset;                 /* input offset */
+    uint32_t gen;                   /* partition generation at consumption */
+    int orphan;                     /* partition revoked: drop the outcome (conv is NULL) */
+    char tp[WK_TRACEPARENT_MAX];    /* traceparent ("" = none) */
+    char *conv_id, *turn_id, *ns;   /* copies (NUL-terminated) */
+    int32_t *prompt;                /* prompt ids */
+    int n_prompt;                   /* prompt length */
+    eng_tmpl_turn rt;               /* the prompt's render: text and specials (ids: prompt) */
+    int n_msgs;                     /* messages rendered (0: raw prompt_tokens, no history) */
+    int turn_index;                 /* user messages in the turn: 1 for a first turn */
+    wk_history *hist;               /* built in wk_on_done: the conversation's next history */
+    eng_sampler_params sampling;    /* sampling parameters incl. stop ids */
+    int max_tokens;                 /* generation limit */
+    int64_t deadline_us;            /* eng_sched_now_us deadline; 0 none */
+    int64_t queued_unix_ms;         /* created_ms or record timestamp */
+    int64_t submit_unix_ms;         /* wall clock at submit */
+    bool stream;                    /* publish TokenChunks */
+    bool json_out;                  /* accept: application/json: chunks and result as JSON */
+    char **stop;                    /* stop strings (NUL-terminated copies) */
+    int n_stop;                     /* entries */
+    eng_constraint_spec constraint; /* response_format as the engine takes it (text: ctext) */
+    char *ctext;                    /* the constraint's text (malloc'd; NULL = none) */
+    int logprobs;                   /* 1: per-token logprobs asked for */
+    int top_logprobs;               /* alternatives per token (0..20) */
+    int n_choices;                  /* choices (params.n, 1..16) */
+    wk_tools tools;                 /* tools and tool_choice (mode OFF: none) */
+    uint64_t attempt;               /* this attempt's id */
+    uint64_t sched_id;              /* scheduler request id (0 before submit) */
+    /* Delivery-thread state: */
+    wk_choice *ch;       /* n_choices entries */
+    uint64_t seq;        /* next chunk seq (over all choices) */
+    int32_t *final_toks; /* prompt + reply ids (for the Redis handoff) */
+    int n_final;         /* entries */
+    sch_buf result;      /* encoded TurnResult once done */
+    int result_rc;       /* 0, or the encode error */
+    wk_timing tm;        /* where its time went (for the overhead histogram) */
 } wk_turn;
 
 /* Turns of one conversation (record key) on one partition, oldest first. */
@@ -261,20 +293,26 @@ extern const double wk_ovh_bounds_ms[WK_OVH_N - 1];
 /* The model side: what turns are validated, tokenized and generated
  * with (set up by wk_worker.c, read-only afterwards except the scratch). */
 typedef struct wk_engine {
-    char model_name[256];    /* name turns may use in `model` */
-    eng_model *model;        /* loaded model */
-    eng_tok *tok;            /* its tokenizer */
-    eng_tmpl_format fmt;     /* chat template */
-    int n_vocab;             /* vocabulary size */
-    int n_ctx;               /* longest prompt + max_tokens */
-    int32_t eog[WK_MAX_EOG]; /* end-of-generation ids */
-    int n_eog;               /* entries */
-    kv_cache *cache;         /* prefix cache (NULL = off) */
-    eng_sched_cache_ops ops; /* scheduler view of the cache */
-    eng_sched *sched;        /* scheduler */
-    sch_limits lim;          /* decoder limits */
-    char *dscratch;          /* delivery-thread detokenizer buffer */
-    size_t dscratch_cap;     /* its size (eng_tok_stream_cap) */
+    char model_name[256];         /* name turns may use in `model` */
+    eng_model *model;             /* loaded model */
+    eng_tok *tok;                 /* its tokenizer */
+    eng_tmpl_format fmt;          /* chat template */
+    int n_vocab;                  /* vocabulary size */
+    int n_ctx;                    /* longest prompt + max_tokens */
+    int32_t eog[WK_MAX_EOG];      /* end-of-generation ids (the template's end-of-turn token too) */
+    int n_eog;                    /* entries */
+    const char *turn_stop;        /* the template's end-of-turn text (eng_tmpl_end_of_turn), a
+                                   * stop string of every turn; NULL when it ends with a token */
+    kv_cache *cache;              /* prefix cache (NULL = off) */
+    eng_sched_cache_ops ops;      /* scheduler view of the cache */
+    eng_sched *sched;             /* scheduler */
+    sch_limits lim;               /* decoder limits */
+    eng_constraint_vocab *cvocab; /* vocabulary of the constraint engine (NULL: constrained
+                                   * turns are refused with E_UNSUPPORTED) */
+    char cvocab_why[256];         /* why cvocab is NULL (config, build), for the refusal */
+    int max_running;              /* scheduler.max_running: most choices of one turn */
+    char *dscratch;               /* delivery-thread detokenizer buffer */
+    size_t dscratch_cap;          /* its size (eng_tok_stream_cap) */
 } wk_engine;
 
 /* Topic names (worker.topic.*; the configuration's strings). */
@@ -334,6 +372,8 @@ typedef struct wk_txn_state {
                                  * fatal error on txp (0: never) */
     int test_fatal_landed;         /* 1: inject after that transaction committed, 0: before */
     int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
+    long test_hold_after;          /* PARLEY_TEST_TXN_HOLD=AFTER:MS: commits before the hold */
+    int64_t test_hold_ms;          /* ... how long that transaction stays open (0: done/none) */
 } wk_txn_state;
 
 /* The two producers (made in wk_kafka.c). */
@@ -423,6 +463,19 @@ void wk_turn_submit(wk_turn *t);
  * when it has none (encoding failed) or out of memory. */
 wk_out *wk_turn_take_out(wk_turn *t);
 
+/* wk_reply.c: the logprob entries of tokens [from, to) of a choice as
+ * the wire writes them (token texts from the tokenizer, valid UTF-8 with
+ * U+FFFD for a partial character and the raw bytes beside; -inf as
+ * -9999), in storage the set owns.  0, or -1 out of memory (set empty). */
+typedef struct wk_lp_set {
+    sch_logprob *lp;   /* to - from entries (NULL when empty) */
+    sch_logprob *tops; /* their alternatives */
+    char *arena;       /* their texts and bytes */
+} wk_lp_set;
+int wk_lp_set_build(const struct wk_worker *w, const wk_choice *c, int from, int to,
+                    wk_lp_set *out);
+void wk_lp_set_free(wk_lp_set *s);
+
 /* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
 
@@ -435,11 +488,16 @@ int wk_http_start(struct wk_worker *w, const char *addr, struct wk_http **out, c
 void wk_http_stop(struct wk_http *h);
 
 /* wk_kafka.c: the three Kafka handles (consumer subscribed, transactional
- * producer initialised).  Returns 0, WK_EKAFKA (a handle that cannot be
+ * producer initialised), every wait within the start-up deadline
+ * (cm_startup.h; a missing topic is logged with the command that creates
+ * it, and start-up goes on).  Returns 0, WK_EKAFKA (a handle that cannot be
  * made, a kafka.* property librdkafka refuses, init_transactions or
- * subscribe failing) or WK_EREFUSED (the cluster refuses the worker),
- * with a message. */
+ * subscribe failing), WK_EREFUSED (the cluster refuses the worker) or
+ * WK_ETIMEDOUT (the deadline passed), with a message. */
 int wk_kafka_setup(struct wk_worker *w, char *err, size_t errlen);
+/* Log that topic does not exist (reason: Kafka's words), with the
+ * `parley topics` command that creates the worker's topics.  Any thread. */
+void wk_kafka_topic_missing(const struct wk_worker *w, const char *topic, const char *reason);
 /* A new transactional producer (transactional.id parley-<worker id>), not
  * yet initialised.  Returns 0 or WK_EKAFKA with a message. */
 int wk_kafka_txp_new(struct wk_worker *w, rd_kafka_t **out, char *err, size_t errlen);

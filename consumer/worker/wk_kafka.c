@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_internal.h"
 
@@ -189,14 +190,49 @@ bad:
     return NULL;
 }
 
-/* Best effort: fetch topic's metadata into rk's cache (errors ignored: the
- * producer looks it up on first use anyway). */
-static void wk_warm_metadata(rd_kafka_t *rk, const char *topic) {
+/* The command that creates the worker's topics, for messages about a
+ * missing one. */
+static void wk_topics_hint(const wk_worker *w, char *out, size_t n) {
+    const char *bs = "HOST:PORT";
+    for (size_t i = 0; i < wk_config_kafka_count(w->cfg); i++) {
+        const char *k, *v;
+        wk_config_kafka_at(w->cfg, i, &k, &v);
+        if (!strcmp(k, "bootstrap.servers")) bs = v;
+    }
+    snprintf(out, n,
+             "parley topics --brokers %.200s --turns-topic %.100s --tokens-topic %.100s "
+             "--responses-topic %.100s --dlq-topic %.100s",
+             bs, w->topics.turns, w->topics.tokens, w->topics.resp, w->topics.dlq);
+}
+
+void wk_kafka_topic_missing(const wk_worker *w, const char *topic, const char *reason) {
+    char hint[800];
+    wk_topics_hint(w, hint, sizeof hint);
+    wk_log("warn", "topic_missing", "topic=%s reason=\"%.200s\" create_with=\"%s\"", topic, reason,
+           hint);
+}
+
+/* Fetch topic's metadata into rk's cache now, within the start-up deadline
+ * (errors other than a missing topic are ignored: the producer looks it up
+ * on first use anyway); a topic the cluster does not have is logged with
+ * the command that creates it.  Returns -1 when the deadline passed. */
+static int wk_warm_metadata(wk_worker *w, rd_kafka_t *rk, const char *topic) {
+    char what[400];
+    snprintf(what, sizeof what, "the metadata of topic %.300s", topic);
+    cm_startup_wait(what);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+    int tmo = cm_startup_left_ms() < 5000 ? cm_startup_left_ms() : 5000;
+    rd_kafka_resp_err_t e =
+        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, tmo) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (md->topic_cnt == 1 && (md->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                                   md->topics[0].err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC))
+            wk_kafka_topic_missing(w, topic, rd_kafka_err2str(md->topics[0].err));
         rd_kafka_metadata_destroy(md);
+    }
     if (rkt) rd_kafka_topic_destroy(rkt);
+    return cm_startup_expired() ? -1 : 0;
 }
 
 int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
@@ -254,9 +290,11 @@ static int wk_kafka_probe_group(wk_worker *w, char *err, size_t errlen) {
     rd_kafka_AdminOptions_t *o =
         rd_kafka_AdminOptions_new(w->cons, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
     if (!q || !o) goto done;
-    rd_kafka_AdminOptions_set_request_timeout(o, 10000, NULL, 0);
+    int left = cm_startup_left_ms();
+    cm_startup_wait("the description of the consumer group (DescribeConsumerGroups)");
+    rd_kafka_AdminOptions_set_request_timeout(o, left < 10000 ? left : 10000, NULL, 0);
     rd_kafka_DescribeConsumerGroups(w->cons, &group, 1, o, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 15000);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, left < 15000 ? left : 15000);
     if (ev) {
         const rd_kafka_DescribeConsumerGroups_result_t *res =
             rd_kafka_event_DescribeConsumerGroups_result(ev);
@@ -274,6 +312,7 @@ done:
     if (q) rd_kafka_queue_destroy(q);
     if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE))
         return pl_errf(err, errlen, WK_EREFUSED, "%s", w->halt.refused_msg);
+    if (cm_startup_expired()) return cm_startup_errf(err, errlen, WK_ETIMEDOUT);
     return 0;
 }
 
@@ -305,9 +344,12 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
      * in between, so a refusal (wrong password, untrusted CA, ACL) ends the
      * start at once instead of after the full minute of retries */
     rd_kafka_error_t *ke;
-    int64_t until = eng_sched_now_us() + 60 * 1000000LL;
+    char what[300];
+    snprintf(what, sizeof what, "init_transactions of transactional id parley-%.200s", w->id);
+    cm_startup_wait(what);
     for (;;) {
-        ke = rd_kafka_init_transactions(w->prod.txp, 500);
+        int slice = cm_startup_left_ms() < 500 ? cm_startup_left_ms() : 500;
+        ke = rd_kafka_init_transactions(w->prod.txp, slice > 0 ? slice : 1);
         rd_kafka_poll(w->prod.txp, 0);
         rd_kafka_poll(w->prod.chp, 0);
         rd_kafka_message_t *m =
@@ -322,10 +364,10 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
         if (!ke) break;
         /* a slice that ran out, or an answer worth asking again (the
          * coordinator still loading its log after a broker start) */
-        if ((rd_kafka_error_code(ke) == RD_KAFKA_RESP_ERR__TIMED_OUT ||
-             rd_kafka_error_is_retriable(ke)) &&
-            eng_sched_now_us() < until) {
+        if (rd_kafka_error_code(ke) == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+            rd_kafka_error_is_retriable(ke)) {
             rd_kafka_error_destroy(ke);
+            if (cm_startup_expired()) return cm_startup_errf(err, errlen, WK_ETIMEDOUT);
             continue;
         }
         pl_errf(err, errlen, WK_EKAFKA, "init_transactions (parley-%s): %s", w->id,
@@ -337,12 +379,17 @@ int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
      * first periodic metadata refresh, which would hold a fresh worker's
      * first chunks and results for up to a second (after the refusal
      * checks: each blocks up to 5 s when the cluster turns us away). */
-    wk_warm_metadata(w->prod.chp, w->topics.tokens);
-    wk_warm_metadata(w->prod.txp, w->topics.resp);
-    wk_warm_metadata(w->prod.txp, w->topics.dlq);
+    if (wk_warm_metadata(w, w->cons, w->topics.turns) ||
+        wk_warm_metadata(w, w->prod.chp, w->topics.tokens) ||
+        wk_warm_metadata(w, w->prod.txp, w->topics.resp) ||
+        wk_warm_metadata(w, w->prod.txp, w->topics.dlq))
+        return cm_startup_errf(err, errlen, WK_ETIMEDOUT);
     if ((rc = wk_kafka_probe_group(w, err, errlen))) return rc;
     rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, w->topics.turns, RD_KAFKA_PARTITION_UA);
+    /* rd_kafka_subscribe takes no timeout: the start-up watchdog bounds it */
+    snprintf(what, sizeof what, "rd_kafka_subscribe to %.200s", w->topics.turns);
+    cm_startup_wait(what);
     rd_kafka_resp_err_t re = rd_kafka_subscribe(w->cons, sub);
     rd_kafka_topic_partition_list_destroy(sub);
     if (re)

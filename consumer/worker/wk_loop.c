@@ -265,7 +265,11 @@ void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     if (m->err) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+            m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+            wk_kafka_topic_missing(w, m->rkt ? rd_kafka_topic_name(m->rkt) : w->topics.turns,
+                                   rd_kafka_message_errstr(m));
+        else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
             wk_log("warn", "consume_error", "err=\"%s\"", rd_kafka_message_errstr(m));
         wk_kafka_note_refusal(w, m->err, rd_kafka_message_errstr(m)); /* ACLs: stop */
         return;

@@ -6,7 +6,11 @@
  * (submission to the scheduler and streaming are in wk_gen.c).  Every
  * field of the record is treated as hostile: the schemas codec bounds the
  * structure, this file checks what only the worker can know (key, model,
- * vocabulary, context length, deadline, template roles, namespace).
+ * vocabulary, context length, deadline, template roles, namespace, and
+ * since spec 1.2: a response_format or forced tool call that compiles
+ * against the model's constraint vocabulary, tools of OpenAI's shape, n
+ * within the batch, logprobs within the readers' record limits; what it
+ * cannot honour is refused, never served as if honoured).
  * A record whose content-type is application/json is a ChatTurn written as
  * JSON: it goes through sch_turn_decode_json (the same field rules and
  * codes; bad JSON is a DeadLetter like bad msgpack).  A turn whose `accept`
@@ -25,7 +29,19 @@
 
 int64_t wk_unix_ms(void) { return pl_unix_ms(); }
 
+/* Rank of a level name: info 0, warn 1, error 2 (others: 0). */
+static int wk_log_rank(const char *level) {
+    return !strcmp(level, "error") ? 2 : !strcmp(level, "warn") ? 1 : 0;
+}
+
+static int wk_log_min; /* lines of a lower rank are dropped */
+
+void wk_log_set_level(const char *level) {
+    __atomic_store_n(&wk_log_min, wk_log_rank(level), __ATOMIC_RELAXED);
+}
+
 void wk_log(const char *level, const char *event, const char *fmt, ...) {
+    if (wk_log_rank(level) < __atomic_load_n(&wk_log_min, __ATOMIC_RELAXED)) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -51,8 +67,16 @@ void wk_turn_free(wk_turn *t) {
     free(t->hist);
     for (int i = 0; i < t->n_stop; i++) free(t->stop[i]);
     free(t->stop);
-    free(t->text);
-    free(t->ctoks);
+    for (int k = 0; t->ch && k < t->n_choices; k++) {
+        free(t->ch[k].text);
+        free(t->ch[k].ctoks);
+        free(t->ch[k].lp);
+        free(t->ch[k].tops);
+        wk_calls_free(&t->ch[k].calls);
+    }
+    wk_tools_free(&t->tools);
+    free(t->ch);
+    free(t->ctext);
     free(t->final_toks);
     sch_buf_free(&t->result);
     free(t);
@@ -203,8 +227,9 @@ static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, cons
  * the conversation's history spliced in where the rules allow (prior may
  * be NULL; rt gets the render, its ids moved to *ids).  Errors are an
  * sch_err code with msg. */
-static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prior, int32_t **ids,
-                     int *n, eng_tmpl_turn *rt, char *msg, size_t msglen) {
+static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
+                     const eng_tmpl_prior *prior, int32_t **ids, int *n, eng_tmpl_turn *rt,
+                     char *msg, size_t msglen) {
     *ids = NULL;
     memset(rt, 0, sizeof *rt);
     if (t->prompt_tokens) {
@@ -223,17 +248,48 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const eng_tmpl_prior *prio
         *n = (int)t->n_prompt_tokens;
         return 0;
     }
-    eng_tmpl_msg *m = malloc(t->n_messages * sizeof *m);
-    if (!m) return SCH_E_NOMEM;
-    for (size_t i = 0; i < t->n_messages; i++) {
-        const char *role = sch_role_name(t->messages[i].role);
-        m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
-                              t->messages[i].content.len};
+    if (t->prompt.ptr) { /* a raw prompt: the model's own encoding, no template */
+        int flags =
+            eng_tok_add_bos(w->eng.tok) && eng_tok_bos(w->eng.tok) >= 0 ? ENG_TOK_ADD_BOS : 0;
+        char terr[PL_ERR_LEN];
+        int cnt = eng_tok_count(w->eng.tok, t->prompt.ptr, t->prompt.len, flags, terr, sizeof terr);
+        int32_t *p = cnt > 0 ? malloc((size_t)cnt * sizeof *p) : NULL;
+        if (cnt == ENG_TOK_ENOMEM || (cnt > 0 && !p)) return SCH_E_NOMEM;
+        if (cnt <= 0 || eng_tok_encode(w->eng.tok, t->prompt.ptr, t->prompt.len, flags, p, cnt, n,
+                                       terr, sizeof terr) != 0) {
+            free(p);
+            snprintf(msg, msglen, "prompt: %s", cnt == 0 ? "encodes to no tokens" : terr);
+            return SCH_E_BAD_VALUE;
+        }
+        *ids = p;
+        return 0;
+    }
+    /* tools shown, or earlier calls and results: written in the
+     * template's tool format (wk_tools.h) */
+    int tooled = tools->mode != WK_TOOLS_OFF;
+    for (size_t i = 0; i < t->n_messages; i++)
+        tooled |= t->messages[i].role == SCH_ROLE_TOOL || !!t->messages[i].tool_calls.ptr;
+    wk_tool_msgs tm;
+    memset(&tm, 0, sizeof tm);
+    eng_tmpl_msg *m = NULL;
+    int nm = (int)t->n_messages, rc = 0;
+    if (tooled) {
+        if ((rc = wk_tools_render(tools, w->eng.fmt, t->messages, t->n_messages, &tm, msg, msglen)))
+            return rc;
+        m = tm.m;
+        nm = tm.n;
+    } else {
+        if (!(m = malloc(t->n_messages * sizeof *m))) return SCH_E_NOMEM;
+        for (size_t i = 0; i < t->n_messages; i++) {
+            const char *role = sch_role_name(t->messages[i].role);
+            m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
+                                  t->messages[i].content.len};
+        }
     }
     char terr[PL_ERR_LEN];
-    int rc = 0, r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, (int)t->n_messages, true, prior,
-                                         rt, terr, sizeof terr);
-    free(m);
+    int r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, nm, true, prior, rt, terr, sizeof terr);
+    if (tooled) wk_tool_msgs_free(&tm);
+    else free(m);
     if (r == ENG_TMPL_EROLE) {
         snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
         rc = SCH_E_BAD_ROLE;
@@ -341,11 +397,109 @@ static void wk_turn_sampling(const wk_worker *w, const sch_turn *t, eng_sampler_
     memcpy(s->stop, w->eng.eog, (size_t)w->eng.n_eog * sizeof w->eng.eog[0]);
 }
 
+/* The engine's kind of a response_format. */
+static eng_constraint_kind wk_constraint_kind(sch_rf f) {
+    switch (f) {
+    case SCH_RF_JSON_OBJECT: return ENG_CONSTRAINT_JSON_OBJECT;
+    case SCH_RF_JSON_SCHEMA: return ENG_CONSTRAINT_JSON_SCHEMA;
+    case SCH_RF_REGEX: return ENG_CONSTRAINT_REGEX;
+    case SCH_RF_GRAMMAR: return ENG_CONSTRAINT_LARK;
+    default: return ENG_CONSTRAINT_NONE;
+    }
+}
+
+/* Compile spec once to check it (the scheduler compiles it again at
+ * submit): a constraint that does not compile is refused here, with the
+ * turn's record at hand for its DeadLetter. */
+static int wk_constraint_check(const wk_worker *w, const eng_constraint_spec *spec, char *msg,
+                               size_t msglen) {
+    if (!w->eng.cvocab) {
+        snprintf(msg, msglen, "params.response_format: %s", w->eng.cvocab_why);
+        return SCH_E_UNSUPPORTED;
+    }
+    eng_constraint *c = NULL;
+    char e[PL_ERR_LEN];
+    int rc = eng_constraint_new(w->eng.cvocab, spec, &c, e, sizeof e);
+    eng_constraint_free(c);
+    if (rc == 0) return 0;
+    snprintf(msg, msglen, "params.response_format (%s): %s", eng_constraint_kind_name(spec->kind),
+             e);
+    return rc == ENG_CONSTRAINT_ENOMEM     ? SCH_E_NOMEM
+           : rc == ENG_CONSTRAINT_EUNAVAIL ? SCH_E_UNSUPPORTED
+                                           : SCH_E_BAD_CONSTRAINT;
+}
+
+/* Msgpack values and bytes a reply's logprobs take at most per token with
+ * k alternatives (schemas/README.md 6b: a map of id, token, logprob,
+ * bytes, top; each alternative a map of four). */
+#define WK_LP_VALUES(k) (12 + 10 * (size_t)(k))
+#define WK_LP_BYTES(k, piece) (((size_t)(k) + 1) * (48 + 4 * (size_t)(piece)))
+
+/* What the turn asks beyond plain text generation (spec 1.2), against
+ * what this worker can do: choices within the batch, logprobs within the
+ * readers' record limits, a constraint that compiles (a forced tool call's
+ * schema, *schema, malloc'd), no response_format beside tools the model
+ * may call.  0 or a code with msg; *spec gets the constraint. */
+static int wk_turn_features(const wk_worker *w, const sch_turn *t, const wk_tools *tools,
+                            eng_constraint_spec *spec, char **schema, char *msg, size_t msglen) {
+    const sch_params *p = &t->params;
+    memset(spec, 0, sizeof *spec);
+    if (p->n > 1 && w->eng.max_running > 0 && p->n > (uint32_t)w->eng.max_running) {
+        snprintf(msg, msglen,
+                 "params.n: %u choices exceed this worker's scheduler.max_running (%d)", p->n,
+                 w->eng.max_running);
+        return SCH_E_UNSUPPORTED;
+    }
+    if (p->has_logprobs) {
+        size_t piece = w->eng.tok ? eng_tok_max_piece(w->eng.tok) : 64;
+        if (piece > 64) piece = 64;
+        size_t toks = (size_t)p->n * p->max_tokens;
+        size_t max_v = w->eng.lim.max_objects / 2 / WK_LP_VALUES(p->top_logprobs);
+        size_t max_b = w->eng.lim.max_total_bytes / 2 / WK_LP_BYTES(p->top_logprobs, piece);
+        size_t most = max_v < max_b ? max_v : max_b;
+        if (toks > most) {
+            snprintf(msg, msglen,
+                     "params.logprobs: %u alternatives for n (%u) x max_tokens (%u) tokens "
+                     "would not fit a record; at most %zu tokens in all",
+                     p->top_logprobs, p->n, p->max_tokens, most);
+            return SCH_E_OUT_OF_RANGE;
+        }
+    }
+    if (tools->mode == WK_TOOLS_REQUIRED || tools->mode == WK_TOOLS_NAMED) {
+        /* the reply is the call: its schema is the constraint (a
+         * response_format does not apply to a reply that is a call) */
+        if (!(*schema = wk_tools_schema(tools))) return SCH_E_NOMEM;
+        spec->kind = ENG_CONSTRAINT_JSON_SCHEMA;
+        spec->text = *schema;
+        spec->len = strlen(*schema);
+        int rc = wk_constraint_check(w, spec, msg, msglen);
+        if (rc && !strncmp(msg, "params.response_format", 22)) { /* name the field it came from */
+            char m2[512];
+            snprintf(m2, sizeof m2, "params.tools%s", msg + 22);
+            snprintf(msg, msglen, "%s", m2);
+        }
+        return rc;
+    }
+    if (tools->mode == WK_TOOLS_AUTO && p->response_format.type != SCH_RF_TEXT) {
+        snprintf(msg, msglen,
+                 "params.response_format: not supported with tools the model may "
+                 "call (tool_choice auto); use tool_choice none or required");
+        return SCH_E_UNSUPPORTED;
+    }
+    if (p->response_format.type != SCH_RF_TEXT) {
+        spec->kind = wk_constraint_kind(p->response_format.type);
+        spec->text = p->response_format.spec.ptr ? p->response_format.spec.ptr : "";
+        spec->len = p->response_format.spec.len;
+        return wk_constraint_check(w, spec, msg, msglen);
+    }
+    return 0;
+}
+
 /* A wk_turn for a checked turn and its prompt ids (which it takes, also
  * on failure).  NULL when out of memory. */
 static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_rec_meta *m,
-                            const sch_turn *t, const char *ns, size_t ns_len, int32_t *ids,
-                            int n_ids, int64_t now_ms) {
+                            const sch_turn *t, const eng_constraint_spec *spec, const char *ns,
+                            size_t ns_len, int32_t *ids, int n_ids, int64_t now_ms) {
     wk_turn *x = calloc(1, sizeof *x);
     if (!x) {
         free(ids);
@@ -364,20 +518,39 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     sch_buf_init(&x->result);
     wk_turn_sampling(w, t, &x->sampling);
     x->max_tokens = (int)t->params.max_tokens;
+    x->logprobs = t->params.has_logprobs;
+    x->top_logprobs = (int)t->params.top_logprobs;
+    x->n_choices = (int)t->params.n;
+    x->ch = calloc((size_t)x->n_choices, sizeof *x->ch);
+    if (spec->kind != ENG_CONSTRAINT_NONE) {
+        x->ctext = wk_dup(spec->text, spec->len);
+        x->constraint = (eng_constraint_spec){spec->kind, x->ctext, spec->len};
+    }
     x->stream = t->stream;
     x->json_out = m->json_out;
     if (t->deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t->deadline_ms - now_ms) * 1000;
     int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t->created_ms ? (int64_t)t->created_ms : ts > 0 ? ts : now_ms;
-    bool ok = x->conv_id && x->turn_id && x->ns;
-    if (t->params.n_stop) {
-        x->stop = calloc(t->params.n_stop, sizeof *x->stop);
+    bool ok = x->conv_id && x->turn_id && x->ns && x->ch &&
+              (spec->kind == ENG_CONSTRAINT_NONE || x->ctext);
+    /* the request's stop strings, and the template's end of turn unless the
+     * request names it already */
+    const char *eot = w->eng.turn_stop;
+    for (size_t i = 0; eot && i < t->params.n_stop; i++)
+        if (t->params.stop[i].len == strlen(eot) &&
+            !memcmp(t->params.stop[i].ptr, eot, strlen(eot)))
+            eot = NULL;
+    int want = (int)t->params.n_stop + (eot != NULL);
+    if (want) {
+        x->stop = calloc((size_t)want, sizeof *x->stop);
         for (size_t i = 0; x->stop && i < t->params.n_stop; i++) {
             x->stop[i] = wk_dup(t->params.stop[i].ptr, t->params.stop[i].len);
             if (x->stop[i]) x->n_stop++;
         }
-        ok = ok && x->n_stop == (int)t->params.n_stop;
+        if (x->stop && eot && x->n_stop == (int)t->params.n_stop)
+            if ((x->stop[x->n_stop] = wk_dup(eot, strlen(eot)))) x->n_stop++;
+        ok = ok && x->n_stop == want;
     }
     if (!ok) {
         wk_turn_free(x);
@@ -418,15 +591,29 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     int n_ids = 0, rc = 0;
     eng_tmpl_turn rt;
     memset(&rt, 0, sizeof rt);
+    wk_tools tools;
+    memset(&tools, 0, sizeof tools);
+    char *schema = NULL; /* a forced tool call's schema */
     code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
     if (!code)
-        code = wk_prompt(w, &t, wk_history_prior(hist, ns, ns_len), &ids, &n_ids, &rt, msg,
+        code = wk_tools_parse(&t.params, wk_tools_format_of(w->eng.fmt), &tools, msg, sizeof msg);
+    if (!code && tools.mode != WK_TOOLS_OFF && !t.messages) {
+        snprintf(msg, sizeof msg,
+                 "params.tools: a turn with tools needs messages (the model "
+                 "is shown the tools in its chat template)");
+        code = SCH_E_UNSUPPORTED;
+    }
+    if (!code)
+        code = wk_prompt(w, &t, &tools, wk_history_prior(hist, ns, ns_len), &ids, &n_ids, &rt, msg,
                          sizeof msg);
     if (!code && (int64_t)n_ids + t.params.max_tokens > w->eng.n_ctx) {
         snprintf(msg, sizeof msg, "prompt (%d tokens) + max_tokens (%u) exceeds the context (%d)",
                  n_ids, t.params.max_tokens, w->eng.n_ctx);
         code = SCH_E_CONTEXT_OVERFLOW;
     }
+    eng_constraint_spec spec;
+    memset(&spec, 0, sizeof spec);
+    if (!code) code = wk_turn_features(w, &t, &tools, &spec, &schema, msg, sizeof msg);
     int64_t now_ms = wk_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
@@ -437,14 +624,16 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
         *out = wk_expired(w, rec, gen, meta.tp, &t, n_ids, meta.json_out);
         rc = *out ? 0 : SCH_E_NOMEM;
     } else {
-        *turn = wk_turn_new(w, rec, gen, &meta, &t, ns, ns_len, ids, n_ids, now_ms);
+        *turn = wk_turn_new(w, rec, gen, &meta, &t, &spec, ns, ns_len, ids, n_ids, now_ms);
         ids = NULL; /* the turn's now, or freed */
         rc = *turn ? 0 : SCH_E_NOMEM;
         if (*turn) {
             wk_turn *x = *turn;
-            x->rt = rt; /* the render's text and specials, for the next turn's history */
+            x->rt = rt;       /* the render's text and specials, for the next turn's history */
+            x->tools = tools; /* the turn's now */
+            memset(&tools, 0, sizeof tools);
             memset(&rt, 0, sizeof rt);
-            x->n_msgs = t.prompt_tokens ? 0 : (int)t.n_messages;
+            x->n_msgs = t.messages ? (int)t.n_messages : 0;
             x->turn_index = wk_turn_index(&t);
             if (x->rt.n_spliced) {
                 WK_ADD(w->met.ctr.turns_spliced, 1);
@@ -454,6 +643,8 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
         }
     }
     eng_tmpl_turn_free(&rt);
+    wk_tools_free(&tools);
+    free(schema);
     free(ids);
     sch_turn_free(&t);
     return rc;

@@ -56,10 +56,14 @@
  * reply).  The broker cannot be made to do either on demand.
  * PARLEY_TEST_REBUILD_DELAY_MS holds each rebuild that long before it
  * starts (the worker stays paused), so a test can rebalance meanwhile.
+ * PARLEY_TEST_TXN_HOLD=AFTER:MS keeps one transaction open MS ms after its
+ * records reached the broker, so a test can take the broker away under an
+ * open transaction every time, not by luck (wk_txn_test_hold).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "wk_internal.h"
 
@@ -105,6 +109,21 @@ static int wk_txn_inject(wk_worker *w, int where) {
     rd_kafka_test_fatal_error(w->prod.txp, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
                               "injected by PARLEY_TEST_TXN_FATAL_AFTER");
     return 1;
+}
+
+/* PARLEY_TEST_TXN_HOLD=AFTER:MS (fault injection for tests): the first
+ * transaction after AFTER commits stays open MS ms once its records have
+ * reached the broker, so a test can take the broker away under an open
+ * transaction (the coordinator then aborts it on timeout: a fatal error
+ * for the producer, which is rebuilt).  Logs event=test_txn_hold first. */
+static void wk_txn_test_hold(wk_worker *w) {
+    if (w->txn.test_hold_ms <= 0 || (long)w->met.ctr.txn_commits < w->txn.test_hold_after) return;
+    int64_t ms = w->txn.test_hold_ms;
+    w->txn.test_hold_ms = 0;
+    rd_kafka_flush(w->prod.txp, 10000);
+    wk_log("warn", "test_txn_hold", "ms=%lld", (long long)ms);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }
 
 /* Abort the open transaction.  0 aborted; -1 not (retried before the next
@@ -227,6 +246,7 @@ int wk_txn_commit(wk_worker *w) {
         if (o->dlq) n_dlq++;
         else n_res++;
     }
+    wk_txn_test_hold(w);
     rd_kafka_topic_partition_list_t *offs = rd_kafka_topic_partition_list_new(8);
     for (int32_t p = 0; p < w->batch.n_parts; p++) {
         int64_t pos = wk_batch_commit_position(&w->batch, p);

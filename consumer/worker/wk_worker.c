@@ -54,6 +54,14 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     long long mx = wk_config_int(cfg, "model.max_context");
     w->eng.n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
     w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
+    /* the template's own end of turn ends every turn, whatever the client
+     * sends: its closing token as an end of generation, its text as a stop */
+    eng_tmpl_turn_end te = eng_tmpl_end_of_turn(w->eng.fmt);
+    int32_t te_id = te.token ? eng_tok_find(w->eng.tok, te.token, strlen(te.token)) : -1;
+    int have = 0;
+    for (int i = 0; i < w->eng.n_eog; i++) have |= w->eng.eog[i] == te_id;
+    if (te_id >= 0 && !have && w->eng.n_eog < WK_MAX_EOG) w->eng.eog[w->eng.n_eog++] = te_id;
+    w->eng.turn_stop = te.text;
     const char *name = wk_config_str(cfg, "model.name");
     if (!*name) {
         const char *b = strrchr(path, '/');
@@ -135,6 +143,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     eng_sched_config sc;
     eng_sched_config_default(&sc);
     sc.max_running = (int)wk_config_int(cfg, "scheduler.max_running");
+    w->eng.max_running = sc.max_running;
     sc.step_tokens = (int)wk_config_int(cfg, "scheduler.step_tokens");
     sc.batch_window_us = (int)wk_config_int(cfg, "scheduler.batch_window_us");
     sc.fairness_ms = (int)wk_config_int(cfg, "scheduler.fairness_ms");
@@ -151,6 +160,17 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.spec_max_batch_tokens = (int)wk_config_int(cfg, "scheduler.spec_max_batch_tokens");
     sc.spec_ngram_min = (int)wk_config_int(cfg, "scheduler.spec_ngram_min");
     sc.spec_ngram_max = (int)wk_config_int(cfg, "scheduler.spec_ngram_max");
+    if (!wk_config_bool(cfg, "scheduler.constraints")) {
+        snprintf(w->eng.cvocab_why, sizeof w->eng.cvocab_why,
+                 "this worker runs with scheduler.constraints=false");
+    } else if (eng_constraint_vocab_new(w->eng.tok, w->eng.n_vocab, &w->eng.cvocab, e, sizeof e)) {
+        /* a build without llguidance: constrained turns are refused, the rest served */
+        snprintf(w->eng.cvocab_why, sizeof w->eng.cvocab_why, "constraints unavailable: %.200s", e);
+        wk_log("warn", "constraints_off", "err=\"%s\"", e);
+    }
+    sc.constraint_vocab = w->eng.cvocab;
+    sc.mask_threads = (int)wk_config_int(cfg, "scheduler.mask_threads");
+    sc.mask_budget_us = wk_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
     long long mi = wk_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
@@ -210,6 +230,11 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     }
     if ((inj = getenv("PARLEY_TEST_REBUILD_DELAY_MS")))
         w->txn.test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
+    if ((inj = getenv("PARLEY_TEST_TXN_HOLD"))) { /* AFTER:MS */
+        char *end;
+        w->txn.test_hold_after = strtol(inj, &end, 10);
+        if (*end == ':') w->txn.test_hold_ms = strtoll(end + 1, NULL, 10);
+    }
     const char *id = wk_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);
@@ -272,6 +297,7 @@ void wk_worker_free(wk_worker *w) {
         rd_kafka_destroy(w->cons);
     }
     eng_sched_free(w->eng.sched); /* cancels and delivers every callback */
+    eng_constraint_vocab_free(w->eng.cvocab);
     for (wk_turn *t = w->convs.done_head, *n; t; t = n) {
         n = t->dnext;
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */

@@ -50,10 +50,11 @@
 
 #include "wk_config.h"
 
-#define WK_EINVAL (-1301) /* bad configuration (message names the key) */
-#define WK_ENOMEM (-1302) /* out of memory */
-#define WK_EMODEL (-1310) /* model, tokenizer or template could not be loaded */
-#define WK_EKAFKA (-1311) /* Kafka client creation or a fatal Kafka error */
+#define WK_EINVAL (-1301)    /* bad configuration (message names the key) */
+#define WK_ENOMEM (-1302)    /* out of memory */
+#define WK_ETIMEDOUT (-1309) /* start-up passed worker.startup_timeout_ms (cm_startup.h) */
+#define WK_EMODEL (-1310)    /* model, tokenizer or template could not be loaded */
+#define WK_EKAFKA (-1311)    /* Kafka client creation or a fatal Kafka error */
 #define WK_EREFUSED \
     (-1312) /* Kafka refused the worker: SASL authentication, TLS
                           * verification or an ACL (the message says which) */
@@ -83,5 +84,10 @@ void wk_worker_stop(wk_worker *w, int fast);
 
 /* Free everything (after run returned, or instead of run). */
 void wk_worker_free(wk_worker *w);
+
+/* Process-wide: log lines below level ("info", "warn" or "error") are not
+ * written (default: all).  `parley demo` keeps only warnings and errors so
+ * they do not break its conversation view. */
+void wk_log_set_level(const char *level);
 
 #endif

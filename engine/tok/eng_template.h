@@ -154,6 +154,21 @@ int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char 
 int eng_tmpl_detect(const struct eng_gguf *g, const char *override, eng_tmpl_format *out, char *err,
                     size_t errlen);
 
+/* How an assistant turn of a format ends, so generation stops there for
+ * every client (not only the ones that send a stop string):
+ *   token  the special token that closes the turn ("<|eot_id|>",
+ *          "<|im_end|>", "<end_of_turn>"; llama2's is EOS, spelled NULL
+ *          here: the vocabulary's EOS), or NULL;
+ *   text   for formats without one (transcript), the text that starts the
+ *          next turn ("\nUser:"), to be applied as a stop string; or NULL.
+ * A worker adds token's id to its end-of-generation ids and text to each
+ * turn's stop strings (tests/py/test_worker_e2e.py covers every format). */
+typedef struct eng_tmpl_turn_end {
+    const char *token; /* closing special token, or NULL */
+    const char *text;  /* stop string, or NULL */
+} eng_tmpl_turn_end;
+eng_tmpl_turn_end eng_tmpl_end_of_turn(eng_tmpl_format f);
+
 /* Check roles/order without rendering (ENG_TMPL_EROLE with a message). */
 int eng_tmpl_validate(eng_tmpl_format f, const eng_tmpl_msg *msgs, int n, char *err, size_t errlen);
 

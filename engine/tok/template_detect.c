@@ -110,6 +110,17 @@ const char *eng_tmpl_name(eng_tmpl_format f) {
     return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_TRANSCRIPT) ? fmt_names[f] : "none";
 }
 
+eng_tmpl_turn_end eng_tmpl_end_of_turn(eng_tmpl_format f) {
+    switch (f) {
+    case ENG_TMPL_LLAMA3: return (eng_tmpl_turn_end){"<|eot_id|>", NULL};
+    case ENG_TMPL_GEMMA:
+    case ENG_TMPL_GEMMA2: return (eng_tmpl_turn_end){"<end_of_turn>", NULL};
+    case ENG_TMPL_CHATML: return (eng_tmpl_turn_end){"<|im_end|>", NULL};
+    case ENG_TMPL_TRANSCRIPT: return (eng_tmpl_turn_end){NULL, "\nUser:"};
+    default: return (eng_tmpl_turn_end){NULL, NULL}; /* llama2: EOS, already an end of generation */
+    }
+}
+
 int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen) {
     for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_TRANSCRIPT; f++) {
         if (name && strcmp(name, fmt_names[f]) == 0) {

@@ -33,10 +33,18 @@ conversation in turn order, every poison record in the DLQ, and the
 streamed chunks of each counted attempt concatenating to its result.  It
 prints the counts: turns, faults of each kind, lost, doubled, redone, and
 the longest gap between two results after a fault (the recovery time).
+
+A worker exit the campaign did not inject -- anything but the SIGKILL of a
+kill9 fault, or exit status 0 after the SIGTERM of join_leave -- fails the
+campaign, with the exit status or signal and the tail of that worker's log
+(the worker is restarted so the rest of the campaign still runs and is
+checked).  Each run takes a new seed unless --seed is given; the seed is the
+first line printed.
 """
 import argparse
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -50,7 +58,8 @@ sys.path.insert(0, str(HERE.parent / "py"))
 import confluent_kafka as ck  # noqa: E402
 import msgpack  # noqa: E402
 
-from test_worker_e2e import Env, TRACEPARENT, check_results, collect, free_port, turn_record  # noqa: E402
+from test_worker_e2e import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
+                             read_to_end, turn_record)
 from test_worker_faults import drain_idle, read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 
 ROUND = 2.0  # seconds between rounds of turns
@@ -75,6 +84,8 @@ class Campaign:
         self.faults = []  # (kind, start, end, detail)
         self.stopped = set()  # SIGSTOPped workers
         self.extra = 0
+        self.injected = {}  # Popen -> the return code the injected fault gives it
+        self.crashes = []  # unexpected worker exits: problem texts
 
     def worker_args(self):
         return ["--redis.addr", self.redis, "--redis.timeout_ms", "100", "--worker.chunk_tokens", "2"]
@@ -85,6 +96,24 @@ class Campaign:
     def redis_pid(self):
         return int((self.rrun / "redis.pid").read_text())
 
+    def watch(self):
+        """Any worker exit the campaign did not inject is a problem (status or
+        signal, log tail); the worker is restarted so the campaign goes on."""
+        for w, proc in list(self.env.procs.items()):
+            rc = proc.poll()
+            if rc is None or proc in self.injected and self.injected[proc] in (rc, "seen"):
+                if rc is not None:
+                    self.injected[proc] = "seen"
+                continue
+            how = f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+            tail = "\n".join(self.env.log(w).splitlines()[-25:])
+            msg = f"worker {w} (pid {proc.pid}) exited, not by an injected fault: {how}\n{tail}"
+            print(f"  t={time.time() - self.t_start:6.1f}s UNEXPECTED: worker {w} {how}", flush=True)
+            self.crashes.append(msg)
+            self.injected[proc] = "seen"
+            if w.startswith("w"):
+                self.start_worker(w)
+
     # ------------------------------------------------------------ faults
     def fault(self, kind):
         t0 = time.time()
@@ -93,6 +122,7 @@ class Campaign:
         detail = ""
         if kind == "kill9" and live:
             w = self.rng.choice(live)
+            self.injected[self.env.procs[w]] = -signal.SIGKILL
             self.env.procs[w].kill()
             self.env.procs[w].wait()
             time.sleep(self.rng.uniform(1, 3))
@@ -123,6 +153,7 @@ class Campaign:
             w = f"x{self.extra}"
             self.start_worker(w)
             time.sleep(self.rng.uniform(8, 12))
+            self.injected[self.env.procs[w]] = 0  # a clean shutdown, nothing else
             self.env.procs[w].send_signal(signal.SIGTERM)
             detail = w
         else:
@@ -134,7 +165,7 @@ class Campaign:
     def run(self):
         a = self.a
         kinds = ["kill9", "stop_cont", "broker", "redis_kill", "redis_stall", "join_leave"]
-        print(f"chaos: seed {a.seed}, {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
+        print(f"chaos: {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
               f"group protocol {a.protocol}, "
               f"broker {self.bootstrap}, redis {self.redis}", flush=True)
         for i in range(a.workers):
@@ -144,6 +175,7 @@ class Campaign:
         end = self.t_start + a.minutes * 60
         next_round, next_fault, rnd, self.poison = self.t_start, self.t_start + 5, 0, 0
         while time.time() < end or rnd % TURNS:
+            self.watch()
             now = time.time()
             if now >= next_round:
                 gen, t = divmod(rnd, TURNS)
@@ -170,10 +202,8 @@ class Campaign:
         env, a = self.env, self.a
         for w in list(self.stopped):
             env.procs[w].send_signal(signal.SIGCONT)
-        for w, proc in env.procs.items():  # a worker that died is restarted: nothing may wait on it
-            if w.startswith("w") and proc.poll() is not None:
-                print(f"  worker {w} had exited with {proc.returncode}; restarting it")
-                self.start_worker(w)
+        time.sleep(1)
+        self.watch()  # (restarts a crashed worker: nothing may wait on it)
         n_conv = a.convs * (self.rounds // TURNS)
         want = n_conv * TURNS
         rc = env.consumer("responses", "read_committed")
@@ -182,11 +212,12 @@ class Campaign:
         while len(results) < want and time.time() < end:
             got = collect(rc, want - len(results), 2)
             results += got
-        results += drain_idle(rc, 3)
+            self.watch()
+        results += read_to_end(rc)
         rc.close()
         chunks = read_chunks(env, results)
         dc = env.consumer("dlq", "read_committed")
-        dead = collect(dc, self.poison, 60) + drain_idle(dc, 2)
+        dead = collect(dc, self.poison, 60) + read_to_end(dc)
         dc.close()
         sent = {f"conv-{c}-t{t}" for c in range(n_conv) for t in range(TURNS)}
         counts = tally("chaos", sent, results, chunks)
@@ -201,7 +232,8 @@ class Campaign:
               f"results={counts['results']} lost={counts['lost']} doubled={counts['duplicates']} "
               f"redone={counts['redone']} poison={self.poison} in_dlq={poison_dlq} "
               f"faults={dict(kinds)} max_recovery_s={rec:.1f}", flush=True)
-        problems = []
+        self.watch()
+        problems = list(self.crashes)
         if counts["lost"] or counts["duplicates"]:
             lost = sent - {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
             problems.append(f"lost {counts['lost']} doubled {counts['duplicates']}\n" + where_lost(env, lost))
@@ -219,7 +251,13 @@ class Campaign:
         svc("redis.sh", self.rrun, "stop")
 
 
+def new_seed():
+    return secrets.randbelow(10**9)
+
+
 def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4, protocol="classic"):
+    print(f"chaos: seed {seed} (replay: tests/chaos/chaos.py --minutes {minutes} --seed {seed})",
+          flush=True)
     a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens,
                            protocol=protocol)
     c = Campaign(a, parley_bin, model, tmp)
@@ -232,7 +270,7 @@ def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tok
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30)
-    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--seed", type=int, default=None, help="replay a run (default: a new seed)")
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--convs", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=4)
@@ -240,6 +278,8 @@ def main():
                     help="consumer group protocol: classic cooperative-sticky, or consumer (KIP-848)")
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     a = ap.parse_args()
+    if a.seed is None:
+        a.seed = new_seed()
     build = Path(os.environ.get("PARLEY_BUILD", HERE.parents[1] / "build"))
     parley = build / "consumer" / "parley"
     import tempfile

@@ -317,8 +317,7 @@ static void extreme_tiles(kern_q8_tile_fn fn, const char *what) {
 #if KERN_TEST_EMU
 static int emu_usable(void) {
     if (kern_isa_detect() >= KERN_ISA_AVX2) return 1;
-    printf("  skipped: the emulation build needs AVX2+FMA+F16C on the host\n");
-    return 0;
+    PT_SKIP_HW("the emulation build needs AVX2+FMA+F16C on the host");
 }
 
 PT_TEST(avx512vnni_emulated_matches_scalar) {
@@ -350,7 +349,8 @@ PT_TEST(amx_emulated_small_tiles_never_touch_tiles) {
 }
 #else
 PT_TEST(emulated_kernels_not_built) {
-    printf("  skipped: built without SIMDe (AVX-512/AMX kernels not checked in emulation)\n");
+    PT_SKIP_MISSING("built without SIMDe (AVX-512/AMX kernels not checked in emulation): "
+                    "deploy/setup.sh build installs libsimde-dev");
 }
 #endif
 
@@ -358,9 +358,8 @@ PT_TEST(emulated_kernels_not_built) {
 
 static void native_check(kern_isa isa) {
     if (kern_isa_best() < isa) {
-        printf("  skipped: %s not available here (best %s)\n", kern_isa_name(isa),
-               kern_isa_name(kern_isa_best()));
-        return;
+        PT_SKIP_HW("%s not available here (best %s)", kern_isa_name(isa),
+                   kern_isa_name(kern_isa_best()));
     }
     static const int Ms[] = {1, 3, 16, 17, 64, 100};
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)

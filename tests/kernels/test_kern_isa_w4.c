@@ -163,9 +163,8 @@ static void w4_tiles(kern_w4_tile_fn fn, const char *what, int n_random) {
 
 static int w4_native(kern_isa isa) {
     if (kern_isa_best() >= isa) return 1;
-    printf("  skipped: %s not available here (best %s)\n", kern_isa_name(isa),
-           kern_isa_name(kern_isa_best()));
-    return 0;
+    PT_SKIP_HW("%s not available here (best %s)", kern_isa_name(isa),
+               kern_isa_name(kern_isa_best()));
 }
 
 PT_TEST(w4_avx2_tiles_match_scalar) {
@@ -179,8 +178,7 @@ PT_TEST(w4_avx512vnni_native_tiles_match_scalar) {
 #if KERN_TEST_EMU
 PT_TEST(w4_avx512vnni_emulated_tiles_match_scalar) {
     if (kern_isa_detect() < KERN_ISA_AVX2) {
-        printf("  skipped: the emulation build needs AVX2+FMA+F16C on the host\n");
-        return;
+        PT_SKIP_HW("the emulation build needs AVX2+FMA+F16C on the host");
     }
     w4_tiles(kern_w4_tile_avx512vnni_emu, "w4 avx512vnni (SIMDe)", 80);
 }

@@ -11,6 +11,11 @@ Under tests/run.sh (PARLEY_TEST_STRICT=1) a missing service address or
 binary is a test failure.  Only when pytest is run by hand without those
 variables do the fixtures skip, with the reason; start the services with
 deploy/kafka.sh and deploy/redis.sh and export the addresses to run them.
+
+Under CI=true (.ci/run sets it) every skip is a failure -- a skip there
+hides a missing component (the real model, a TLS build, a tool, a Python
+module) that set-up installs -- except skips for what the hardware lacks,
+whose reason starts with "hardware:" (an ISA this CPU does not have).
 """
 
 import os
@@ -21,6 +26,39 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STRICT = os.environ.get("PARLEY_TEST_STRICT") == "1"
+CI = os.environ.get("CI") == "true"
+HARDWARE = "hardware:"  # the reason prefix of skips that stay skips under CI=true
+
+
+def _skip_reason(rep) -> str:
+    lr = rep.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2]).removeprefix("Skipped: ")
+    return str(lr)
+
+
+def _fail_hidden_skip(rep) -> None:
+    """Turn a skip report into a failure under CI=true unless it is a
+    hardware skip."""
+    if not CI or rep.outcome != "skipped" or hasattr(rep, "wasxfail"):
+        return
+    why = _skip_reason(rep)
+    if why.startswith(HARDWARE):
+        return
+    rep.outcome = "failed"
+    rep.longrepr = f"skipped under CI=true, which would hide a missing component: {why}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_hidden_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_hidden_skip(outcome.get_result())
 
 
 def _missing(what: str) -> None:
@@ -114,8 +152,8 @@ def gemma_path() -> Path:
 @pytest.fixture(scope="session")
 def gemma_model() -> Path:
     """The real Gemma 3 270M Q4_K_M GGUF.  When it cannot be had the test
-    skips, even under tests/run.sh, with the one line naming the command
-    that installs it (pytest -rs prints it)."""
+    skips with the one line naming the command that installs it (pytest -rs
+    prints it); under CI=true that skip is a failure (see above)."""
     path = gemma_path()
     if not path.is_file():
         pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")

@@ -2,9 +2,11 @@
 (cai-tiny): 200 requests, the batch command killed -9 midway and rerun;
 the output ends with exactly 200 lines, each custom_id once, each body
 the committed TurnResult's reply; a malformed line gets an error line.
-Failures (malformed line, unknown model, wrong url, repeated custom_id)
-land in the error file; progress is a plain line per interval off a
-terminal and a redrawn bar on one."""
+Failures (malformed line, unknown model, wrong url, a body the gateway
+would refuse, repeated custom_id) land in the error file; progress is a
+plain line per interval off a terminal and a redrawn bar on one.  A JSONL mixing json_schema, tool
+calls, logprobs, n > 1 and /v1/completions lines, killed with -9 and
+resumed, ends with exactly one line per custom_id of the shape asked for."""
 
 import json
 import os
@@ -134,7 +136,11 @@ def test_batch_errors_and_progress(kafka_bootstrap, parley_bin, tmp_path):
         assert by_id["bad-model"]["response"]["status_code"] == 404
         assert by_id["bad-model"]["response"]["body"]["error"]["code"] == "model_not_found"
         assert by_id["bad-url"]["error"]["code"] == "invalid_request"
-        assert "messages" in by_id["bad-body"]["error"]["message"]
+        # a body the gateway would refuse: the gateway's status and error object
+        bad = by_id["bad-body"]
+        assert bad["error"] is None and bad["response"]["status_code"] == 400
+        assert bad["response"]["body"]["error"]["param"] == "messages"
+        assert "messages" in bad["response"]["body"]["error"]["message"]
         assert by_id[None]["line"] == 3 and by_id[None]["error"]["code"] == "invalid_request"
         errs = [json.loads(ln) for ln in (tmp_path / "out.jsonl.errors.jsonl").read_text()
                 .splitlines()]
@@ -169,5 +175,90 @@ def test_batch_errors_and_progress(kafka_bootstrap, parley_bin, tmp_path):
         assert b"\r[##############################] 2/2 failed=0 " in tty, tty
         assert tty.endswith(b"\r\n") or tty.endswith(b"\n"), tty
         assert b"batch: done=" not in tty
+    finally:
+        stop(worker)
+
+
+def test_batch_structured_kill9_and_resume(kafka_bootstrap, parley_bin, tmp_path):
+    """A JSONL mixing json_schema, forced tool calls, logprobs, n = 2 and
+    legacy /v1/completions lines, the batch killed with -9 midway and rerun:
+    exactly one output line per custom_id, each a 200 whose body has the
+    shape its request asked for."""
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    import schema_gen
+    prefix = f"bs-{uuid.uuid4().hex[:10]}"
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix)
+    schemas = schema_gen.schemas(11, 12)
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string", "maxLength": 8}},
+        "required": ["q"], "additionalProperties": False}}}
+    kinds = {}
+    try:
+        inp, out = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+        with open(inp, "w") as f:
+            for i in range(60):
+                k = ("schema", "tools", "logprobs", "n", "completion")[i % 5]
+                body = {"model": "cai-tiny", "max_tokens": 24, "temperature": 0,
+                        "messages": [{"role": "user", "content": f"item {i}"}]}
+                url = "/v1/chat/completions"
+                if k == "schema":
+                    body["response_format"] = {"type": "json_schema", "json_schema": {
+                        "name": "r", "schema": schemas[i % len(schemas)]}}
+                    body["max_tokens"] = 64
+                elif k == "tools":
+                    body.update(tools=[tool], tool_choice="required", parallel_tool_calls=False)
+                elif k == "logprobs":
+                    body.update(logprobs=True, top_logprobs=2)
+                elif k == "n":
+                    body.update(n=2, temperature=1.0)
+                else:
+                    url = "/v1/completions"
+                    body = {"model": "cai-tiny", "prompt": f"item {i}", "max_tokens": 8,
+                            "logprobs": 1}
+                kinds[f"r-{i}"] = (k, body)
+                f.write(json.dumps({"custom_id": f"r-{i}", "method": "POST", "url": url,
+                                    "body": body}) + "\n")
+        cmd = [str(parley_bin), "batch", "--input", str(inp), "--output", str(out),
+               "--brokers", kafka_bootstrap, "--topic-prefix", prefix,
+               "--dlq-topic", f"{prefix}.dlq", "--window", "8", "--progress-s", "1"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.time() + 120
+        while time.time() < end and (not out.exists() or out.read_text().count("\n") < 15):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        first = out.read_text().count("\n")
+        assert 0 < first < 60, first
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+        ids = Counter(ln["custom_id"] for ln in lines)
+        assert len(lines) == 60 and all(ids[c] == 1 for c in kinds), ids
+        for ln in lines:
+            k, req = kinds[ln["custom_id"]]
+            assert ln["error"] is None and ln["response"]["status_code"] == 200, ln
+            b = ln["response"]["body"]
+            ch = b["choices"][0]
+            if k == "schema" and ch["finish_reason"] == "stop":
+                doc = json.loads(ch["message"]["content"])
+                schema = req["response_format"]["json_schema"]["schema"]
+                assert not list(schema_gen.validator(schema).iter_errors(doc)), doc
+            elif k == "tools" and ch["finish_reason"] == "tool_calls":
+                call = ch["message"]["tool_calls"][0]
+                assert call["function"]["name"] == "lookup"
+                schema_gen.validator(tool["function"]["parameters"]).validate(
+                    json.loads(call["function"]["arguments"]))
+            elif k == "tools":
+                assert ch["finish_reason"] == "length", ch
+            elif k == "logprobs":
+                content = ch["logprobs"]["content"]
+                assert len(content) == b["usage"]["completion_tokens"]
+                assert all(len(e["top_logprobs"]) == 2 for e in content)
+            elif k == "n":
+                assert sorted(c["index"] for c in b["choices"]) == [0, 1]
+            elif k == "completion":
+                assert b["object"] == "text_completion"
+                assert len(ch["logprobs"]["tokens"]) == b["usage"]["completion_tokens"]
     finally:
         stop(worker)

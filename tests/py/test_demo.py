@@ -4,16 +4,22 @@ The demo runs librdkafka's in-process mock cluster, the real worker with an
 in-memory KV cache and a model, so it needs no Kafka or Redis: only the
 built `parley` binary.  The test runs a small setting with the synthetic
 cai-tiny model (--synthetic) and checks what a user relies on: exit status
-0, every turn answered with a summary, streamed text on the terminal, later
-turns of a conversation served partly from the KV cache, and a clean worker
-shutdown.  Then the default run, which picks the installed Gemma 3 270M:
-real replies (English words, stopped at the transcript's "\nUser:"), and
-the note that it is a base model.
+0, every turn answered with a summary, each turn shown as the user's
+message and the reply (a finished block per turn when the output is not a
+terminal; live lines redrawn in place on a terminal), later turns of a
+conversation served partly from the KV cache, and a clean worker shutdown.
+Then the default run, which picks the installed Gemma 3 270M: real replies
+(English words, ended by the worker at the transcript format's own end of
+turn "\nUser:" although the demo sends no stop string), and the note that
+it is a base model.  (Start-up deadlines: tests/py/test_startup.py.)
 """
 
 import os
+import pty
 import re
+import select
 import subprocess
+import time
 
 import pytest
 
@@ -31,17 +37,58 @@ def demo(parley_bin, tmp_path_factory):
                     "--max-tokens", "12")
 
 
+# One finished turn block: header, the user's message, the reply, figures.
+BLOCK = re.compile(r"^-- (demo-\d+), turn (\d+)/(\d+)\n   You:       (.*)\n"
+                   r"   Assistant: (.*(?:\n             .*)*)\n   \((\d+) tokens, (\w+);", re.M)
+
+
 def test_demo_answers_every_turn(demo):
     out = demo.stdout
     assert demo.returncode == 0, f"stdout:\n{out}\nstderr:\n{demo.stderr}"
-    done = re.findall(r"^-- (demo-\d+) turn (\d+)/3 done: (\d+) tokens", out, re.M)
-    assert sorted((c, int(t)) for c, t, _ in done) == [
+    blocks = BLOCK.findall(out)
+    assert sorted((c, int(t)) for c, t, *_ in blocks) == [
         (c, t) for c in ("demo-1", "demo-2") for t in (1, 2, 3)]
-    assert all(int(n) >= 1 for _, _, n in done)
+    assert all(int(b[5]) >= 1 for b in blocks)
     assert re.search(r"^turns answered\s+6/6 \(0 failed\)", out, re.M)
-    # streamed chunks were printed, prefixed by conversation and turn
-    assert re.search(r"^  \[demo-1 t1\] ", out, re.M)
-    assert re.search(r"^  \[demo-2 t3\] ", out, re.M)
+    # each block shows the user's message of that turn: the built-in ones
+    users = {(c, int(t)): u for c, t, _, u, *_ in blocks}
+    assert users[("demo-1", 1)].startswith("Hi! I would like to plan")
+    assert users[("demo-2", 2)].startswith("How long should the dough rise")
+    # not a terminal: no live lines, no escape sequences
+    assert "\033[" not in out and "| Assistant:" not in out
+    # the worker's info lines do not interleave with the conversation view
+    assert "event=assigned" not in demo.stderr + out
+
+
+def test_demo_on_a_terminal_redraws_live_lines(parley_bin, tmp_path):
+    """On a terminal each conversation has one live line (the user's message
+    and the streamed reply), redrawn in place with ANSI escapes, and each
+    finished turn is still printed as a block above them."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["PARLEY_DEPS"] = str(tmp_path / "deps")
+        os.execv(str(parley_bin), [str(parley_bin), "demo", "--synthetic", "--conversations", "2",
+                                   "--turns", "2", "--max-tokens", "12"])
+    chunks, deadline = [], time.monotonic() + 180
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 1.0)
+        if not r:
+            continue
+        try:
+            b = os.read(fd, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    _, status = os.waitpid(pid, 0)
+    out = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, out[-3000:]
+    assert re.search(r"demo-1 1/2  You: Hi! I would like.*\| Assistant:", out), out[-3000:]
+    assert "\033[J" in out and "\033[K" in out  # erased and redrawn in place
+    plain = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", out).replace("\r", "")
+    assert len(re.findall(r"^-- demo-\d, turn \d/2$", plain, re.M)) == 4, plain[-3000:]
+    assert re.search(r"^turns answered\s+4/4 \(0 failed\)", plain, re.M)
 
 
 def test_demo_summary_and_cache(demo):
@@ -64,8 +111,11 @@ def test_demo_summary_and_cache(demo):
 def test_demo_says_text_is_synthetic(demo):
     out = demo.stdout
     assert "meaningless" in out
-    assert "--model FILE" in out and "parley worker" in out
+    assert "--model FILE" in out and "parley worker" in out and "parley topics" in out
     assert "stopped cleanly" in out
+    # the mock cluster gives no read_committed semantics: no exactly-once claim
+    assert "not the exactly-once guarantee" in out
+    assert not re.search(r"exactly[- ]once (replies|results|delivery)", out)
 
 
 def test_demo_rejects_bad_options(parley_bin, tmp_path):
@@ -87,10 +137,17 @@ def test_demo_chats_with_the_real_model(parley_bin, gemma_model, tmp_path):
                        env=dict(os.environ, PARLEY_GEMMA_MODEL=str(gemma_model), PARLEY_DEPS=str(tmp_path)))
     out = r.stdout
     assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
-    assert str(gemma_model) in out and "base (pretrained)" in out and "not an assistant" in out
+    header = out.splitlines()[0]
+    assert header.startswith("== parley demo: model Gemma 3") and str(gemma_model) in header, header
+    assert "base (pretrained)" in out and "not an assistant" in out
     assert "meaningless" not in out
     assert re.search(r"^turns answered\s+4/4 \(0 failed\)", out, re.M)
-    streamed = " ".join(ln.split("] ", 1)[1] for ln in out.splitlines() if re.match(r"^  \[demo-\d t\d\] ", ln))
-    words = re.findall(r"[A-Za-z]+", streamed)
+    blocks = BLOCK.findall(out)
+    assert len(blocks) == 4, out
+    replies = " ".join(b[4] for b in blocks)
+    words = re.findall(r"[A-Za-z]+", replies)
     common = {"the", "a", "to", "you", "and", "of", "is", "it", "i", "in", "for", "that", "can", "your"}
-    assert len(words) >= 20 and sum(w.lower() in common for w in words) >= 5, streamed
+    assert len(words) >= 20 and sum(w.lower() in common for w in words) >= 5, replies
+    # the worker ended the turns at the format's end of turn: no reply runs
+    # on into an invented next turn
+    assert "User:" not in replies and all(b[6] in ("stop", "length") for b in blocks)

@@ -55,7 +55,7 @@ def run_engine(exe, model, ids, tmp_path, *args, isa=None):
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     if isa and f"isa {isa}\n" not in r.stderr:
-        pytest.skip(f"this CPU cannot run the {isa} kernels ({r.stderr.strip()})")
+        pytest.skip(f"hardware: this CPU cannot run the {isa} kernels ({r.stderr.strip()})")
     return np.fromfile(out_f, np.float32).reshape(len(ids), -1), r.stdout
 
 
@@ -294,7 +294,8 @@ def write_ext_model(path, arch, win, src, n_kv, seed):
         t[p + "ffn_up.weight"] = rnd(F, E)
         t[p + "ffn_down.weight"] = rnd(E, F)
     hp = dict(n_vocab=V, n_embd=E, n_layer=L, n_head=nh, n_head_kv=n_kv, head_dim=hd, n_ff=F,
-              eps=1e-6, rope_base=10000.0 if not g3 else 1e6, sliding_window=max(win))
+              eps=1e-6, rope_base=10000.0 if not g3 else 1e6,
+              sliding_window=max(win))
     hf2gguf.write_gguf(path, arch, hp, t, ext_window=win, ext_kv_src=src, vocab=False)
 
 
@@ -313,10 +314,26 @@ def test_windows_and_kv_sharing_vs_numpy(name, eng_logits, tmp_path):
     # the same with chunks that straddle window and block edges
     got7, _ = run_engine(eng_logits, path, ids, tmp_path, "--fp32", "--chunk", "7", "--block", "4")
     assert np.array_equal(got7, got)
-    # and sanity: the windows matter (a model without them differs)
+    # the windows matter: the same model with every local layer's window
+    # as long as the whole sequence (still local layers: gemma3 gives them
+    # their own rope base) agrees exactly while every window still covers
+    # the whole prefix, and differs once the first window is passed
+    flat = tmp_path / "flat.gguf"
+    n = N_PREFILL + N_DECODE
+    write_ext_model(flat, arch, [n if w else 0 for w in win], src, n_kv, seed=11)
+    nowin, _ = run_engine(eng_logits, flat, ids, tmp_path, "--fp32", "--prefill", str(N_PREFILL),
+                          "--block", "4")
+    w0 = min(x for x in win if x > 0)
+    d = rel_err(nowin, got)
+    print(f"{name}: windowed vs unwindowed, rel err within the first {w0} positions "
+          f"{d[:w0].max():.1e}, after {d[w0:].max():.2f}")
+    assert d[:w0].max() < 1e-5, d[:w0]
+    assert d[w0:].max() > 0.05 and (nowin[w0:].argmax(1) != got[w0:].argmax(1)).any()
+    # and the int8 path follows the fp32 reference
     i8, _ = run_engine(eng_logits, path, ids, tmp_path, "--block", "4")
     agree = (i8.argmax(1) == ref.argmax(1)).mean()
     print(f"{name}: int8 vs numpy fp32 top-1 agreement {agree:.1%}, mean rel err {rel_err(i8, ref).mean():.2%}")
+    assert agree >= 0.8 and rel_err(i8, ref).mean() < 0.1
 
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma3", "cai-tiny"])

@@ -2,12 +2,14 @@
 (cai-tiny), with the official `openai` package as the client:
 non-streaming and streaming chat, models.list, a bad request (400), a
 wrong key (401), an oversized body (400), an unknown model (404 via the
-worker's DLQ) and /metrics showing nothing left in flight; 20 concurrent
+worker's DLQ), every request field parley cannot honour (400 naming it) and
+/metrics showing nothing left in flight; 20 concurrent
 two-turn conversations (the second turn reporting cached tokens), a client
 leaving mid-stream, a stopped worker (504, and 429 under backpressure) and
 a turn redone mid-stream after kill -9."""
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -25,13 +27,17 @@ msgpack = pytest.importorskip("msgpack")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
-def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None, topics=True):
+def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None, topics=True,
+                revision=1, env=None):
     """Topics under prefix (unless topics is false: they exist) and one
-    worker serving model `cai-tiny`, its log in tmp/<wid>.log."""
-    model = tmp / "cai-tiny.gguf"
+    worker serving model `cai-tiny`, its log in tmp/<wid>.log.  revision
+    picks the synthetic weights (mkmodel --seed): another revision of the
+    model under the same name, as in a rolling model update; env adds
+    environment variables (fault injection)."""
+    model = tmp / f"cai-tiny-r{revision}.gguf"
     if not model.exists():
-        subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--out", str(model)],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--seed", str(revision),
+                        "--out", str(model)], check=True, capture_output=True, timeout=60)
     if topics:
         admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
         futs = admin.create_topics([NewTopic(f"{prefix}.{k}", partitions if k != "dlq" else 1, 1)
@@ -42,14 +48,15 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None
     logf = tmp / f"{wid}.log"
     log = open(logf, "wb")
     proc = subprocess.Popen(
-        [str(parley_bin), "worker", "--model.path", str(model), "--model.threads", "1",
+        [str(parley_bin), "worker", "--model.path", str(model), "--model.name", "cai-tiny",
+         "--model.threads", "1",
          "--worker.id", f"{wid}-{prefix}", "--worker.group", f"g-{prefix}",
          "--worker.topic.turns", f"{prefix}.turns", "--worker.topic.tokens", f"{prefix}.tokens",
          "--worker.topic.responses", f"{prefix}.responses", "--worker.topic.dlq", f"{prefix}.dlq",
          "--worker.chunk_tokens", "2", "--scheduler.batch_window_us", "2000",
          "--kafka.bootstrap.servers", kafka_bootstrap, "--kafka.session.timeout.ms", "6000",
          "--kafka.heartbeat.interval.ms", "500", "--kafka.transaction.timeout.ms", "8000"],
-        stdout=log, stderr=subprocess.STDOUT)
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     # turns produced before the worker owns its partitions would be skipped
     # (a new group starts at the end): wait for its assignment
     end = time.time() + 60
@@ -106,7 +113,8 @@ def test_chat_nonstream_and_stream(gateway):
     assert r.object == "chat.completion" and r.choices[0].message.role == "assistant"
     assert r.choices[0].finish_reason in ("stop", "length")
     assert r.usage.completion_tokens >= 1 and r.usage.prompt_tokens > 0
-    assert r.usage.prompt_tokens_details.cached_tokens >= 0
+    # the module's first request to a fresh worker: nothing of it was cached
+    assert r.usage.prompt_tokens_details.cached_tokens == 0
     text = ""
     finish = None
     usage = None
@@ -156,6 +164,54 @@ def test_models_and_errors(gateway):
         metrics = h.read().decode()
     assert "parley_gateway_inflight 0" in metrics
     assert re.search(r'parley_gateway_requests_total\{code="400"\} [1-9]', metrics)
+
+
+# Request fields parley does not implement, each with a value that asks for
+# something: the gateway refuses them with 400 naming the field (the same
+# fields at their defaults are accepted: tests/gateway/test_gw_request.c).
+UNSUPPORTED = [
+    ("audio", {"voice": "alloy", "format": "wav"}),
+    ("frequency_penalty", 0.5),
+    ("presence_penalty", 0.5),
+    ("functions", [{"name": "f", "parameters": {"type": "object"}}]),
+    ("function_call", "auto"),
+    ("logit_bias", {"42": 10}),
+    ("metadata", {"k": "v"}),
+    ("modalities", ["text", "audio"]),
+    ("prediction", {"type": "content", "content": "x"}),
+    ("prompt_cache_key", "k"),
+    ("reasoning_effort", "low"),
+    ("service_tier", "flex"),
+    ("store", True),
+    ("verbosity", "low"),
+    ("web_search_options", {}),
+    ("n", 17),
+]
+
+
+def test_unsupported_fields_refused(gateway):
+    """Every request field parley cannot honour gets 400 with `param` naming
+    it (official client); so does a field that is not OpenAI's, and the
+    defaults of the unsupported ones are accepted and answered."""
+    c = client(gateway)
+    msgs = [{"role": "user", "content": "x"}]
+    for field, value in UNSUPPORTED:
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                      **{field: value})
+        assert e.value.status_code == 400
+        assert e.value.param == field, (field, e.value.body)
+        assert e.value.code in ("unsupported_parameter", "unsupported_value"), e.value.body
+        assert field in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                  extra_body={"best_of": 2})
+    assert e.value.param == "best_of" and e.value.code == "unknown_parameter"
+    r = c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2, temperature=0,
+                                  n=1, logprobs=False, store=False, frequency_penalty=0,
+                                  presence_penalty=0, response_format={"type": "text"},
+                                  tool_choice="none", service_tier="auto", modalities=["text"])
+    assert r.choices[0].finish_reason in ("stop", "length")
 
 
 def metric(url, name):
@@ -341,48 +397,85 @@ def test_stopped_worker_gives_504_and_backpressure_429(gateway):
         stop(gw)
 
 
-@pytest.mark.parametrize("temperature", [0, 1.0])
-def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path, temperature):
+def stream_raw(url, body, on_first):
+    """POST a streaming chat request and read the SSE stream by hand (the
+    openai client hides [DONE]): (content text, error event or None, the
+    completion id, whether `data: [DONE]` ended the stream).  on_first()
+    runs at the first streamed content."""
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": "Bearer sk-test"})
+    text, error, cid, done, first = "", None, None, False, True
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        for raw in resp:
+            line = raw.decode().rstrip("\n")
+            if not line.startswith("data: "):
+                continue
+            data = line[6:]
+            if data == "[DONE]":
+                done = True
+                break
+            ev = json.loads(data)
+            if "error" in ev:
+                error = ev["error"]
+                continue
+            cid = ev["id"]
+            for ch in ev.get("choices", []):
+                piece = ch.get("delta", {}).get("content")
+                if piece:
+                    if first:
+                        first = False
+                        on_first()
+                    text += piece
+    return text, error, cid, done
+
+
+@pytest.mark.parametrize("temperature,revision", [(0, 1), (1.0, 1), (1.0, 2)],
+                         ids=["greedy-same-model", "sampled-same-model", "sampled-new-revision"])
+def test_turn_redone_mid_stream(kafka_bootstrap, parley_bin, tmp_path, temperature, revision):
     """kill -9 of the worker at the first streamed token of a long reply; a
     second worker takes the partition over and redoes the turn under a new
-    attempt.  The client never sees a token twice: the stream is exactly the
-    committed reply, or (when the redo's text differs from what was already
-    streamed) it ends with a `stream_restarted` error event.  Sampled too
-    (temperature 1, no seed): the worker's own seed choice is per turn, so
-    in practice the redo spells the same text here as well."""
+    attempt.  The client never sees a token twice.
+      - Same model (greedy or sampled): a turn without a seed samples with
+        one derived from its turn_id, and the engine's results do not
+        depend on batching, so the redo spells the same text: the stream is
+        exactly the committed reply, with no error.
+      - A new revision of the model under the same name (a rolling model
+        update; sampled): the redo's text differs from what was streamed,
+        so the stream ends with a `stream_restarted` error event and then
+        `data: [DONE]`, and the committed reply is the redo's."""
     prefix = f"gr-{uuid.uuid4().hex[:10]}"
-    w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1")
+    # r1 can never commit the turn (its first transaction is held open until
+    # the kill): a reply that ends within a few tokens is still redone
+    w1 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, partitions=1, wid="r1",
+                     env={"PARLEY_TEST_TXN_HOLD": "0:600000"})
     gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.timeout_ms", "90000")
-    w2 = None
+    w2 = []
     try:
-        c = openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, timeout=120)
-        text, cid, error, first = "", None, None, None
-        try:
-            for ch in c.chat.completions.create(
-                    model="cai-tiny", max_tokens=1500, temperature=temperature, stream=True,
-                    messages=[{"role": "user", "content": "tell me everything"}]):
-                cid = ch.id
-                if ch.choices and ch.choices[0].delta.content:
-                    if first is None:
-                        first = ch.choices[0].delta.content
-                        w1.send_signal(signal.SIGKILL)
-                        w1.wait()
-                        w2 = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix,
-                                         wid="r2", topics=False)
-                    text += ch.choices[0].delta.content
-        except openai.APIError as e:
-            error = e.code
+        def kill_and_replace():
+            w1.send_signal(signal.SIGKILL)
+            w1.wait()
+            w2.append(start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix, wid="r2",
+                                  topics=False, revision=revision))
+
+        body = {"model": "cai-tiny", "max_tokens": 1500, "temperature": temperature,
+                "stream": True, "messages": [{"role": "user", "content": "tell me everything"}]}
+        text, error, cid, done = stream_raw(url, body, kill_and_replace)
+        assert w2, "no token was streamed before the worker was killed"
         res = records(kafka_bootstrap, f"{prefix}.responses", [turn_of(cid)])[turn_of(cid)]
         assert res["worker"] == f"r2-{prefix}", res["worker"]  # the turn really was redone
-        print(f"\nredone mid-stream: streamed {len(text)} bytes, committed "
-              f"{len(res['text'])}, error event {error}")
-        if error is None:
+        print(f"\nredone mid-stream ({temperature=}, {revision=}): streamed {len(text)} bytes, "
+              f"committed {len(res['text'])}, error event {error}")
+        assert done, "the stream did not end with data: [DONE]"
+        if revision == 1:
+            assert error is None, error
             assert text == res["text"]
         else:
-            assert error == "stream_restarted"
-            assert not res["text"].startswith(text) and text.startswith(first)
+            assert error is not None and error["code"] == "stream_restarted", error
+            assert error["type"] == "server_error" and "retry" in error["message"]
+            assert text and not res["text"].startswith(text)
     finally:
         stop(gw)
-        for w in (w1, w2):
-            if w is not None and w.poll() is None:
+        for w in (w1, *w2):
+            if w.poll() is None:
                 stop(w)

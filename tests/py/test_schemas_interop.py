@@ -139,10 +139,19 @@ def shuffled(rng, d):
 def random_turn(rng):
     d = {"v": 1, "conversation_id": rtext(rng, 12, True),
          "turn_id": rtext(rng, 12, True)}
-    if rng.random() < 0.75:
-        d["messages"] = [shuffled(rng, {
-            "role": rng.choice(["system", "user", "assistant"]),
-            "content": rtext(rng, 40)}) for _ in range(rng.randint(1, 20))]
+    r = rng.random()
+    if r < 0.65:
+        def msg():
+            m = {"role": rng.choice(["system", "user", "assistant", "tool"]),
+                 "content": rtext(rng, 40)}
+            if rng.random() < 0.2:
+                m["tool_calls"] = rtext(rng, 30)
+            if rng.random() < 0.2:
+                m["tool_call_id"] = rtext(rng, 8, True)
+            return shuffled(rng, m)
+        d["messages"] = [msg() for _ in range(rng.randint(1, 20))]
+    elif r < 0.75:
+        d["prompt"] = rtext(rng, 40) or "x"
     else:
         d["prompt_tokens"] = [rng.choice([rng.randint(0, 1000),
                                           rint(rng, 31)])
@@ -164,6 +173,21 @@ def random_turn(rng):
             else stops
     if rng.random() < 0.5:
         p["repetition_penalty"] = rng.uniform(0.1, 3)
+    # spec 1.2
+    if rng.random() < 0.3:
+        t = rng.choice(["text", "json_object", "json_schema", "regex", "grammar"])
+        p["response_format"] = {"type": t}
+        if t in gv.RF_KEYS:
+            p["response_format"][gv.RF_KEYS[t]] = rtext(rng, 30) or "x"
+    if rng.random() < 0.3:
+        p["logprobs"] = rng.randint(0, 20)
+    if rng.random() < 0.3:
+        p["n"] = rng.randint(1, 16)
+    for k in ("tools", "tool_choice"):
+        if rng.random() < 0.2:
+            p[k] = rtext(rng, 30) or "x"
+    if rng.random() < 0.2:
+        p["parallel_tool_calls"] = rng.random() < 0.5
     if p or rng.random() < 0.3:
         d["params"] = shuffled(rng, p)
     for key, gen in (("stream", lambda: rng.random() < .5),
@@ -201,12 +225,35 @@ def test_python_turns_decode_in_c(tool):
         assert out["value"] == want, d
 
 
+def random_logprobs(rng, tokens, max_top):
+    def entry(tok, top):
+        e = {"id": tok, "token": rtext(rng, 4),
+             "logprob": rng.choice([0.0, -rng.random() * 30, -9999.0])}
+        if rng.random() < 0.25:
+            e["bytes"] = list(rng.randbytes(rng.randint(0, 4)))
+        if top:
+            e["top"] = [entry(rint(rng, 31), 0) for _ in range(top)]
+        return shuffled(rng, e)
+    k = rng.randint(0, max_top)
+    return [entry(t, k) for t in tokens]
+
+
+def random_tool_calls(rng):
+    return [{"id": rtext(rng, 8, True), "name": rtext(rng, 8, True),
+             "arguments": rtext(rng, 30)} for _ in range(rng.randint(1, 3))]
+
+
 def random_chunk(rng):
-    return {"v": 1, "conversation_id": rtext(rng, 10, True),
-            "turn_id": rtext(rng, 10, True), "attempt": rint(rng),
-            "seq": rint(rng), "text": rtext(rng, 20),
-            "tokens": [rint(rng, 31) for _ in range(rng.randint(0, 8))],
-            "last": rng.random() < .5}
+    d = {"v": 1, "conversation_id": rtext(rng, 10, True),
+         "turn_id": rtext(rng, 10, True), "attempt": rint(rng),
+         "seq": rint(rng), "text": rtext(rng, 20),
+         "tokens": [rint(rng, 31) for _ in range(rng.randint(0, 8))],
+         "last": rng.random() < .5}
+    if rng.random() < .3:
+        d["index"] = rng.randint(0, 15)
+    if rng.random() < .3:
+        d["logprobs"] = random_logprobs(rng, d["tokens"], 20)
+    return d
 
 
 def random_result(rng):
@@ -228,6 +275,21 @@ def random_result(rng):
         d["error"] = {"code": rng.choice(["E_INTERNAL", "E_EXPIRED",
                                           "E_NEWER_CODE_9"]),
                       "message": rtext(rng, 30)}
+    if rng.random() < .3:
+        d["logprobs"] = random_logprobs(rng, d["tokens"], 4)
+    if rng.random() < .3:
+        d["tool_calls"] = random_tool_calls(rng)
+    if rng.random() < .3:
+        d["choices"] = []
+        for i in range(rng.randint(1, 4)):
+            c = {"index": i + 1, "text": rtext(rng, 20),
+                 "tokens": [rint(rng, 31) for _ in range(rng.randint(0, 6))],
+                 "finish_reason": rng.choice(["stop", "length"])}
+            if rng.random() < .5:
+                c["logprobs"] = random_logprobs(rng, c["tokens"], 2)
+            if rng.random() < .3:
+                c["tool_calls"] = random_tool_calls(rng)
+            d["choices"].append(shuffled(rng, c))
     return shuffled(rng, d)
 
 

@@ -33,6 +33,7 @@ static void fuzz_sch_limits(sch_limits *tight, sch_limits *loose) {
     tight->max_id_bytes = 8;
     tight->max_text_bytes = 8;
     tight->max_headers = 1;
+    tight->max_constraint_bytes = 8;
     sch_limits_default(loose);
     loose->max_total_bytes *= 2;
     loose->max_objects *= 2;

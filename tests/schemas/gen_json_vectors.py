@@ -23,7 +23,9 @@ TESTDATA = os.path.join(HERE, "..", "..", "schemas", "testdata")
 
 # msgpack vectors with a JSON twin (no bin values, no non-finite floats)
 TWINS = ["turn_ok_minimal", "turn_ok_full", "turn_ok_unicode",
-         "turn_ok_prompt_tokens", "turn_ok_large"]
+         "turn_ok_prompt_tokens", "turn_ok_large",
+         # spec 1.2
+         "turn_ok_structured", "turn_ok_tools", "turn_ok_prompt"]
 
 BASE = '"v": 1, "conversation_id": "c1", "turn_id": "t1"'
 MSG = '"messages": [{"role": "user", "content": "hi"}]'
@@ -70,6 +72,12 @@ ERRORS = {
     "json_err_empty_key": ("{" + BASE + ", " + MSG + ', "": 1}', "E_BAD_KEY"),
     "json_err_both_inputs": ("{" + BASE + ", " + MSG + ', "prompt_tokens": [1]}',
                              "E_BOTH_INPUTS"),
+    # spec 1.2: the schema is JSON text, not an embedded object
+    "json_err_schema_object": ("{" + BASE + ", " + MSG + ', "params": {"response_format": '
+                               '{"type": "json_schema", "schema": {"type": "object"}}}}',
+                               "E_WRONG_TYPE"),
+    "json_err_n_float": ("{" + BASE + ", " + MSG + ', "params": {"n": 2.0}}',
+                         "E_WRONG_TYPE"),
 }
 
 # valid JSON-only vectors: name -> raw

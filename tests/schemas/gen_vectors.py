@@ -33,7 +33,11 @@ DEFAULT_LIMITS = {
     "max_messages": 4096, "max_content_bytes": 256 << 10, "max_stop": 16,
     "max_stop_bytes": 256, "max_tokens": 32768, "max_prompt_tokens": 131072,
     "max_id_bytes": 256, "max_text_bytes": 4096, "max_headers": 64,
+    "max_constraint_bytes": 64 << 10,
 }
+
+# spec 1.2: the member of response_format holding the constraint, by type
+RF_KEYS = {"json_schema": "schema", "regex": "pattern", "grammar": "grammar"}
 
 
 # ---------------------------------------------------------------- views
@@ -64,43 +68,94 @@ def turn_view(d, limits=None):
 
     def opt(v, default):
         return default if v is None else v
-    return {
+
+    def message(m):
+        out = {"role": m["role"], "content": m["content"]}
+        for k in ("tool_calls", "tool_call_id"):  # 1.2, shown when set
+            if m.get(k) is not None:
+                out[k] = m[k]
+        return out
+
+    params = {
+        "max_tokens": opt(p.get("max_tokens"), min(256, lim["max_tokens"])),
+        "temperature": float(opt(p.get("temperature"), 1.0)),
+        "top_p": float(opt(p.get("top_p"), 1.0)),
+        "top_k": opt(p.get("top_k"), 0),
+        "seed": p.get("seed"),
+        "stop": list(stop),
+        "repetition_penalty": float(opt(p.get("repetition_penalty"), 1.0)),
+    }
+    # 1.2 params, shown only when they differ from their defaults
+    rf = p.get("response_format")
+    if rf is not None and rf["type"] != "text":
+        params["response_format"] = {"type": rf["type"]}
+        if rf["type"] in RF_KEYS:
+            params["response_format"]["spec"] = rf[RF_KEYS[rf["type"]]]
+    if p.get("logprobs") is not None:
+        params["logprobs"] = p["logprobs"]
+    if opt(p.get("n"), 1) != 1:
+        params["n"] = p["n"]
+    for k in ("tools", "tool_choice"):
+        if p.get(k) is not None:
+            params[k] = p[k]
+    if p.get("parallel_tool_calls") is False:
+        params["parallel_tool_calls"] = False
+    view = {
         "v": 1,
         "conversation_id": d["conversation_id"],
         "turn_id": d["turn_id"],
-        "messages": None if msgs is None else
-        [{"role": m["role"], "content": m["content"]} for m in msgs],
+        "messages": None if msgs is None else [message(m) for m in msgs],
         "prompt_tokens": None if toks is None else list(toks),
-        "params": {
-            "max_tokens": opt(p.get("max_tokens"),
-                              min(256, lim["max_tokens"])),
-            "temperature": float(opt(p.get("temperature"), 1.0)),
-            "top_p": float(opt(p.get("top_p"), 1.0)),
-            "top_k": opt(p.get("top_k"), 0),
-            "seed": p.get("seed"),
-            "stop": list(stop),
-            "repetition_penalty": float(opt(p.get("repetition_penalty"), 1.0)),
-        },
+        "params": params,
         "stream": opt(d.get("stream"), False),
         "namespace": opt(d.get("namespace"), "default"),
         "deadline_ms": opt(d.get("deadline_ms"), 0),
         "created_ms": opt(d.get("created_ms"), 0),
         "model": d.get("model"),
     }
+    if d.get("prompt") is not None:  # 1.2
+        view["prompt"] = d["prompt"]
+    return view
+
+
+def logprob_view(e, with_top=True):
+    """A logprob entry (1.2): bytes when present, top when not empty."""
+    out = {"id": e["id"], "token": e["token"], "logprob": float(e["logprob"])}
+    if e.get("bytes") is not None:
+        out["bytes"] = list(e["bytes"])
+    if with_top and e.get("top"):
+        out["top"] = [logprob_view(t, False) for t in e["top"]]
+    return out
+
+
+def reply_extras(d, out):
+    """The 1.2 parts of a chunk, result or choice, shown when not empty."""
+    if d.get("logprobs"):
+        out["logprobs"] = [logprob_view(e) for e in d["logprobs"]]
+    if d.get("tool_calls"):
+        out["tool_calls"] = [{"id": t["id"], "name": t["name"],
+                              "arguments": t["arguments"]}
+                             for t in d["tool_calls"]]
+    return out
 
 
 def chunk_view(d, limits=None):
-    return {
+    out = {
         "v": 1, "conversation_id": d["conversation_id"],
         "turn_id": d["turn_id"], "attempt": d["attempt"], "seq": d["seq"],
         "text": d["text"], "tokens": list(d["tokens"]),
         "last": bool(d.get("last") or False),
     }
+    if d.get("index"):
+        out["index"] = d["index"]
+    if d.get("logprobs"):
+        out["logprobs"] = [logprob_view(e) for e in d["logprobs"]]
+    return out
 
 
 def result_view(d, limits=None):
     e = d.get("error")
-    return {
+    out = {
         "v": 1, "conversation_id": d["conversation_id"],
         "turn_id": d["turn_id"], "attempt": d["attempt"], "text": d["text"],
         "tokens": list(d["tokens"]), "finish_reason": d["finish_reason"],
@@ -112,6 +167,12 @@ def result_view(d, limits=None):
         "error": None if e is None else
         {"code": e["code"], "message": e["message"]},
     }
+    reply_extras(d, out)
+    if d.get("choices"):
+        out["choices"] = [reply_extras(c, {
+            "index": c["index"], "text": c["text"], "tokens": list(c["tokens"]),
+            "finish_reason": c["finish_reason"]}) for c in d["choices"]]
+    return out
 
 
 def dead_view(d, limits=None):
@@ -569,6 +630,136 @@ def vectors():
         msgpack.packb(base_result()) + b"\x01", "E_TRAILING_BYTES")
     err("result", "truncated", "cut inside usage",
         msgpack.packb(base_result())[:-30], "E_TRUNCATED")
+
+    # ---- spec 1.2: structured outputs, logprobs, n, tools, raw prompts
+    schema = json.dumps({"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name", "age"], "additionalProperties": False})
+    tools = json.dumps([{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}}, "required": ["city"]}}}])
+    ok("turn", "structured", "1.2: response_format json_schema (the schema "
+       "as JSON text), logprobs with 5 alternatives, n 3",
+       base_turn(params={"response_format": {"type": "json_schema",
+                                             "schema": schema},
+                         "logprobs": 5, "n": 3}))
+    ok("turn", "regex", "1.2: response_format regex, logprobs 0 (the chosen "
+       "token only)", base_turn(params={"response_format": {
+           "type": "regex", "pattern": "(yes|no)"}, "logprobs": 0}))
+    ok("turn", "grammar", "1.2: response_format grammar (Lark)",
+       base_turn(params={"response_format": {
+           "type": "grammar", "grammar": 'start: "a"+ "b"'}}))
+    ok("turn", "json_object", "1.2: response_format json_object; text is "
+       "the default", base_turn(params={"response_format": {
+           "type": "json_object", "schema": "ignored for json_object"}}))
+    ok("turn", "tools", "1.2: tools and tool_choice as JSON text, no "
+       "parallel calls; a tool call and its result in the conversation",
+       base_turn(messages=[
+           {"role": "user", "content": "Weather in Paris?"},
+           {"role": "assistant", "content": "", "tool_calls": json.dumps(
+               [{"id": "call_1", "type": "function", "function": {
+                   "name": "get_weather",
+                   "arguments": "{\"city\": \"Paris\"}"}}])},
+           {"role": "tool", "content": "18C, clear", "tool_call_id": "call_1"}],
+           params={"tools": tools, "tool_choice": '"required"',
+                   "parallel_tool_calls": False}))
+    ok("turn", "prompt", "1.2: a raw prompt text (no chat template)",
+       without(base_turn(prompt="Once upon a time"), "messages"))
+    ok("turn", "defaults_12", "1.2 params at their defaults (text, n 1, "
+       "parallel_tool_calls true) read as if absent",
+       base_turn(params={"response_format": {"type": "text"}, "n": 1,
+                         "parallel_tool_calls": True}))
+    err("turn", "rf_type", "response_format type \"xml\"",
+        base_turn(params={"response_format": {"type": "xml"}}), "E_BAD_VALUE")
+    err("turn", "rf_missing_schema", "json_schema without schema",
+        base_turn(params={"response_format": {"type": "json_schema"}}),
+        "E_MISSING_FIELD")
+    err("turn", "rf_schema_map", "the schema as a map, not JSON text",
+        base_turn(params={"response_format": {"type": "json_schema",
+                                              "schema": {"type": "object"}}}),
+        "E_WRONG_TYPE")
+    err("turn", "rf_empty_pattern", "an empty regex",
+        base_turn(params={"response_format": {"type": "regex",
+                                              "pattern": ""}}), "E_BAD_VALUE")
+    err("turn", "limit_constraint", "a schema over max_constraint_bytes 8",
+        base_turn(params={"response_format": {"type": "json_schema",
+                                              "schema": schema}}),
+        "E_STRING_TOO_LONG", {"max_constraint_bytes": 8})
+    err("turn", "range_logprobs_21", "logprobs 21 (alternatives 0..20)",
+        base_turn(params={"logprobs": 21}), "E_OUT_OF_RANGE")
+    err("turn", "type_logprobs_bool", "logprobs true (it is a count)",
+        base_turn(params={"logprobs": True}), "E_WRONG_TYPE")
+    err("turn", "range_n_0", "n 0", base_turn(params={"n": 0}),
+        "E_OUT_OF_RANGE")
+    err("turn", "range_n_17", "n 17", base_turn(params={"n": 17}),
+        "E_OUT_OF_RANGE")
+    err("turn", "type_tools_array", "tools as an array, not JSON text",
+        base_turn(params={"tools": []}), "E_WRONG_TYPE")
+    err("turn", "value_empty_tools", "tools as an empty string",
+        base_turn(params={"tools": ""}), "E_BAD_VALUE")
+    err("turn", "type_parallel", "parallel_tool_calls as an int",
+        base_turn(params={"parallel_tool_calls": 1}), "E_WRONG_TYPE")
+    err("turn", "value_tool_call_id", "a tool_call_id with a newline",
+        base_turn(messages=[{"role": "tool", "content": "x",
+                             "tool_call_id": "a\nb"}]), "E_BAD_VALUE")
+    err("turn", "three_inputs", "messages and prompt",
+        base_turn(prompt="x"), "E_BOTH_INPUTS")
+    err("turn", "empty_prompt", "an empty prompt",
+        without(base_turn(prompt=""), "messages"), "E_EMPTY_INPUT")
+    lp = [{"id": 15043, "token": "Hel", "logprob": -0.25, "top": [
+        {"id": 15043, "token": "Hel", "logprob": -0.25},
+        {"id": 10994, "token": "Hi", "logprob": -1.75}]}]
+    ok("chunk", "logprobs", "1.2: choice 2's chunk with the logprobs of "
+       "its token and 2 alternatives",
+       base_chunk(index=2, logprobs=lp))
+    ok("chunk", "logprob_bytes", "1.2: a token that is not whole UTF-8: "
+       "U+FFFD in token, its raw bytes in bytes", base_chunk(
+           text="", tokens=[239], logprobs=[{
+               "id": 239, "token": "\ufffd", "logprob": -0.5,
+               "bytes": [0xe2, 0x82]}]))
+    err("chunk", "logprobs_count", "2 logprobs for 1 token",
+        base_chunk(logprobs=lp * 2), "E_BAD_VALUE")
+    err("chunk", "range_logprob_positive", "a logprob above 0",
+        base_chunk(logprobs=[{"id": 15043, "token": "Hel", "logprob": 0.5}]),
+        "E_OUT_OF_RANGE")
+    err("chunk", "range_top_21", "21 alternatives",
+        base_chunk(logprobs=[dict(lp[0], top=(lp[0]["top"] * 11)[:21])]),
+        "E_OUT_OF_RANGE")
+    err("chunk", "range_byte", "a byte of 256",
+        base_chunk(logprobs=[{"id": 15043, "token": "Hel", "logprob": -1.0,
+                              "bytes": [256]}]), "E_OUT_OF_RANGE")
+    err("chunk", "range_index", "index 16", base_chunk(index=16),
+        "E_OUT_OF_RANGE")
+    calls = [{"id": "call_7", "name": "get_weather",
+              "arguments": "{\"city\": \"Paris\"}"}]
+    ok("result", "tool_calls", "1.2: a reply that calls a tool (text "
+       "empty, finish_reason stop)",
+       base_result(text="", tool_calls=calls))
+    ok("result", "choices", "1.2: n 3: choice 0 in the result's fields, "
+       "choices 1 and 2 in choices, with logprobs", base_result(
+           tokens=[15043], text="Hel", logprobs=lp,
+           usage={"prompt_tokens": 12, "cached_tokens": 0,
+                  "completion_tokens": 4},
+           choices=[{"index": 1, "text": "Hi", "tokens": [10994],
+                     "finish_reason": "stop", "logprobs": [
+                         {"id": 10994, "token": "Hi", "logprob": -1.75}]},
+                    {"index": 2, "text": "", "tokens": [2, 3],
+                     "finish_reason": "length", "tool_calls": calls}]))
+    err("result", "choice_index", "choices numbered from 2",
+        base_result(choices=[{"index": 2, "text": "", "tokens": [],
+                              "finish_reason": "stop"}]), "E_BAD_VALUE")
+    err("result", "choice_missing_tokens", "a choice without tokens",
+        base_result(choices=[{"index": 1, "text": "",
+                              "finish_reason": "stop"}]), "E_MISSING_FIELD")
+    err("result", "tool_call_missing_arguments", "a tool call without "
+        "arguments", base_result(tool_calls=[{"id": "c", "name": "f"}]),
+        "E_MISSING_FIELD")
+    err("result", "tool_call_name_empty", "a tool call with an empty name",
+        base_result(tool_calls=[{"id": "c", "name": "", "arguments": "{}"}]),
+        "E_BAD_VALUE")
+    err("result", "logprobs_count", "logprobs for 1 of 3 tokens",
+        base_result(logprobs=lp), "E_BAD_VALUE")
 
     # ---- DeadLetter
     ok("dead", "minimal", "required fields only", base_dead())

@@ -47,6 +47,61 @@ static void sch_json_tokens(FILE *f, const char *key, const uint32_t *t, size_t 
     fputc(']', f);
 }
 
+/* ,"key":"text" when s is present (1.2 fields are shown only when set). */
+static void sch_json_opt_str(FILE *f, const char *key, const sch_str *s) {
+    if (!s->ptr) return;
+    fprintf(f, ",\"%s\":", key);
+    sch_json_str(f, s);
+}
+
+static void sch_json_lp(FILE *f, const sch_logprob *e, int with_top) {
+    fprintf(f, "{\"id\":%u,\"token\":", e->id);
+    sch_json_str(f, &e->token);
+    fprintf(f, ",\"logprob\":%.17g", e->logprob);
+    if (e->bytes.ptr) {
+        fputs(",\"bytes\":[", f);
+        for (size_t i = 0; i < e->bytes.len; i++)
+            fprintf(f, "%s%u", i ? "," : "", (unsigned char)e->bytes.ptr[i]);
+        fputc(']', f);
+    }
+    if (with_top && e->n_top) {
+        fputs(",\"top\":[", f);
+        for (size_t i = 0; i < e->n_top; i++) {
+            if (i) fputc(',', f);
+            sch_json_lp(f, &e->top[i], 0);
+        }
+        fputc(']', f);
+    }
+    fputc('}', f);
+}
+
+/* ,"logprobs":[...] when there are any. */
+static void sch_json_logprobs(FILE *f, const sch_logprob *lp, size_t n) {
+    if (!n) return;
+    fputs(",\"logprobs\":[", f);
+    for (size_t i = 0; i < n; i++) {
+        if (i) fputc(',', f);
+        sch_json_lp(f, &lp[i], 1);
+    }
+    fputc(']', f);
+}
+
+/* ,"tool_calls":[...] when there are any. */
+static void sch_json_tool_calls(FILE *f, const sch_tool_call *t, size_t n) {
+    if (!n) return;
+    fputs(",\"tool_calls\":[", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ",{\"id\":" : "{\"id\":", f);
+        sch_json_str(f, &t[i].id);
+        fputs(",\"name\":", f);
+        sch_json_str(f, &t[i].name);
+        fputs(",\"arguments\":", f);
+        sch_json_str(f, &t[i].arguments);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
 void sch_json_turn(FILE *f, const sch_turn *t) {
     const sch_params *p = &t->params;
     fprintf(f, "{\"v\":%u,", t->v);
@@ -61,6 +116,8 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
             fprintf(f, "%s{\"role\":\"%s\",\"content\":", i ? "," : "",
                     sch_role_name(t->messages[i].role));
             sch_json_str(f, &t->messages[i].content);
+            sch_json_opt_str(f, "tool_calls", &t->messages[i].tool_calls);
+            sch_json_opt_str(f, "tool_call_id", &t->messages[i].tool_call_id);
             fputc('}', f);
         }
         fputc(']', f);
@@ -68,6 +125,7 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
     fputc(',', f);
     if (t->prompt_tokens) sch_json_tokens(f, "prompt_tokens", t->prompt_tokens, t->n_prompt_tokens);
     else fputs("\"prompt_tokens\":null", f);
+    sch_json_opt_str(f, "prompt", &t->prompt);
     fprintf(f,
             ",\"params\":{\"max_tokens\":%u,\"temperature\":%.17g,"
             "\"top_p\":%.17g,\"top_k\":%u,\"seed\":",
@@ -79,8 +137,18 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
         if (i) fputc(',', f);
         sch_json_str(f, &p->stop[i]);
     }
-    fprintf(f, "],\"repetition_penalty\":%.17g},\"stream\":%s,", p->repetition_penalty,
-            t->stream ? "true" : "false");
+    fprintf(f, "],\"repetition_penalty\":%.17g", p->repetition_penalty);
+    if (p->response_format.type != SCH_RF_TEXT) {
+        fprintf(f, ",\"response_format\":{\"type\":\"%s\"", sch_rf_name(p->response_format.type));
+        sch_json_opt_str(f, "spec", &p->response_format.spec);
+        fputc('}', f);
+    }
+    if (p->has_logprobs) fprintf(f, ",\"logprobs\":%u", p->top_logprobs);
+    if (p->n != 1) fprintf(f, ",\"n\":%u", p->n);
+    sch_json_opt_str(f, "tools", &p->tools);
+    sch_json_opt_str(f, "tool_choice", &p->tool_choice);
+    if (!p->parallel_tool_calls) fputs(",\"parallel_tool_calls\":false", f);
+    fprintf(f, "},\"stream\":%s,", t->stream ? "true" : "false");
     sch_json_key_str(f, "namespace", &t->ns);
     fprintf(f, "\"deadline_ms\":%" PRIu64 ",\"created_ms\":%" PRIu64 ",", t->deadline_ms,
             t->created_ms);
@@ -96,7 +164,10 @@ void sch_json_chunk(FILE *f, const sch_chunk *c) {
     fprintf(f, "\"attempt\":%" PRIu64 ",\"seq\":%" PRIu64 ",", c->attempt, c->seq);
     sch_json_key_str(f, "text", &c->text);
     sch_json_tokens(f, "tokens", c->tokens, c->n_tokens);
-    fprintf(f, ",\"last\":%s}", c->last ? "true" : "false");
+    fprintf(f, ",\"last\":%s", c->last ? "true" : "false");
+    if (c->index) fprintf(f, ",\"index\":%u", c->index);
+    sch_json_logprobs(f, c->logprobs, c->n_logprobs);
+    fputc('}', f);
 }
 
 void sch_json_result(FILE *f, const sch_result *r) {
@@ -117,15 +188,32 @@ void sch_json_result(FILE *f, const sch_result *r) {
     sch_json_key_str(f, "model", &r->model);
     fputs("\"error\":", f);
     if (!r->has_error) {
-        fputs("null}", f);
-        return;
+        fputs("null", f);
+    } else {
+        sch_str code = r->error_name.ptr ? r->error_name : sch_str_c(sch_err_name(r->error_code));
+        fputs("{\"code\":", f);
+        sch_json_str(f, &code);
+        fputs(",\"message\":", f);
+        sch_json_str(f, &r->error_message);
+        fputs("}", f);
     }
-    sch_str code = r->error_name.ptr ? r->error_name : sch_str_c(sch_err_name(r->error_code));
-    fputs("{\"code\":", f);
-    sch_json_str(f, &code);
-    fputs(",\"message\":", f);
-    sch_json_str(f, &r->error_message);
-    fputs("}}", f);
+    sch_json_logprobs(f, r->logprobs, r->n_logprobs);
+    sch_json_tool_calls(f, r->tool_calls, r->n_tool_calls);
+    if (r->n_choices) {
+        fputs(",\"choices\":[", f);
+        for (size_t i = 0; i < r->n_choices; i++) {
+            const sch_choice *ch = &r->choices[i];
+            fprintf(f, "%s{\"index\":%u,", i ? "," : "", ch->index);
+            sch_json_key_str(f, "text", &ch->text);
+            sch_json_tokens(f, "tokens", ch->tokens, ch->n_tokens);
+            fprintf(f, ",\"finish_reason\":\"%s\"", sch_finish_name(ch->finish_reason));
+            sch_json_logprobs(f, ch->logprobs, ch->n_logprobs);
+            sch_json_tool_calls(f, ch->tool_calls, ch->n_tool_calls);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
+    fputc('}', f);
 }
 
 void sch_json_dead(FILE *f, const sch_dead *d) {

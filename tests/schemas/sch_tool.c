@@ -83,6 +83,7 @@ static const lim_field lim_fields[] = {
     {"max_id_bytes", offsetof(sch_limits, max_id_bytes), 0},
     {"max_text_bytes", offsetof(sch_limits, max_text_bytes), 0},
     {"max_headers", offsetof(sch_limits, max_headers), 0},
+    {"max_constraint_bytes", offsetof(sch_limits, max_constraint_bytes), 0},
 };
 #define N_LIM (sizeof lim_fields / sizeof lim_fields[0])
 

@@ -106,6 +106,44 @@ static int emit(const sch_buf *b, int rc) {
     return 0;
 }
 
+/* Random logprobs for n tokens (ids), with up to max_top alternatives. */
+static sch_logprob *logprobs(const uint32_t *ids, size_t n, size_t max_top) {
+    sch_logprob *lp = (sch_logprob *)(void *)take((n + 1) * sizeof *lp + 16);
+    lp = (sch_logprob *)(((uintptr_t)lp + 15) & ~(uintptr_t)15);
+    size_t k = below(max_top + 1);
+    for (size_t i = 0; i < n; i++) {
+        memset(&lp[i], 0, sizeof lp[i]);
+        lp[i].id = ids[i];
+        lp[i].token = text(4, 0);
+        lp[i].logprob = -(double)below(1u << 20) / (1u << 16);
+        if (!below(4)) lp[i].bytes = bytes(4);
+        if (!k) continue;
+        sch_logprob *top = (sch_logprob *)(void *)take((k + 1) * sizeof *top + 16);
+        top = (sch_logprob *)(((uintptr_t)top + 15) & ~(uintptr_t)15);
+        for (size_t j = 0; j < k; j++) {
+            memset(&top[j], 0, sizeof top[j]);
+            top[j].id = (uint32_t)below(0x80000000u);
+            top[j].token = text(4, 0);
+            top[j].logprob = -(double)below(1u << 20) / (1u << 16);
+            if (!below(4)) top[j].bytes = bytes(4);
+        }
+        lp[i].top = top;
+        lp[i].n_top = k;
+    }
+    return lp;
+}
+
+static sch_tool_call *tool_calls(size_t n) {
+    sch_tool_call *t = (sch_tool_call *)(void *)take((n + 1) * sizeof *t + 16);
+    t = (sch_tool_call *)(((uintptr_t)t + 15) & ~(uintptr_t)15);
+    for (size_t i = 0; i < n; i++) {
+        t[i].id = text(10, 1);
+        t[i].name = text(10, 1);
+        t[i].arguments = text(30, 0);
+    }
+    return t;
+}
+
 static int sample_turn(sch_buf *b, char *err) {
     sch_turn t;
     sch_turn_init(&t);
@@ -116,11 +154,17 @@ static int sample_turn(sch_buf *b, char *err) {
         sch_message *m = (sch_message *)(void *)take((n + 1) * sizeof *m);
         m = (sch_message *)(((uintptr_t)m + 15) & ~(uintptr_t)15);
         for (size_t i = 0; i < n; i++) {
-            m[i].role = (sch_role)below(3);
+            memset(&m[i], 0, sizeof m[i]);
+            m[i].role = (sch_role)below(4);
             m[i].content = text(60, 0);
+            if (!below(4)) m[i].tool_calls = text(30, 0);
+            if (!below(4)) m[i].tool_call_id = text(10, 1);
         }
         t.messages = m;
         t.n_messages = n;
+    } else if (below(3) == 0) {
+        t.prompt = text(60, 0);
+        if (!t.prompt.len) t.prompt = sch_str_c("x");
     } else {
         t.n_prompt_tokens = 1 + below(50);
         t.prompt_tokens = tokens(t.n_prompt_tokens);
@@ -137,6 +181,16 @@ static int sample_turn(sch_buf *b, char *err) {
     for (size_t i = 0; i < t.params.n_stop; i++) st[i] = text(5, 1);
     t.params.stop = st;
     t.params.repetition_penalty = 0.5 + (double)below(1000) / 500.0;
+    if (below(2)) {
+        t.params.response_format.type = (sch_rf)below(5);
+        if (t.params.response_format.type >= SCH_RF_JSON_SCHEMA)
+            t.params.response_format.spec = text(40, 1);
+    }
+    if ((t.params.has_logprobs = below(2))) t.params.top_logprobs = (uint32_t)below(21);
+    t.params.n = below(2) ? 1 + (uint32_t)below(16) : 1;
+    if (below(3) == 0) t.params.tools = text(40, 1);
+    if (below(3) == 0) t.params.tool_choice = text(10, 1);
+    t.params.parallel_tool_calls = below(4) != 0;
     t.stream = below(2);
     if (below(2)) t.ns = from_set("abcXYZ019._-", 16);
     if (below(2)) t.deadline_ms = wide();
@@ -161,6 +215,11 @@ static int sample_chunk(sch_buf *b, char *err) {
     c.n_tokens = below(12);
     c.tokens = c.n_tokens ? tokens(c.n_tokens) : NULL;
     c.last = below(2);
+    if (below(2)) c.index = (uint32_t)below(16);
+    if (c.n_tokens && below(2)) {
+        c.logprobs = logprobs(c.tokens, c.n_tokens, 20);
+        c.n_logprobs = c.n_tokens;
+    }
     int rc = sch_chunk_encode(&c, b, err, 256);
     fputs("{\"value\":", stdout);
     sch_json_chunk(stdout, &c);
@@ -189,6 +248,31 @@ static int sample_result(sch_buf *b, char *err) {
         r.has_error = true;
         r.error_code = sch_err_code_at(1 + below(sch_err_count() - 1));
         r.error_message = text(40, 0);
+    }
+    if (r.n_tokens && below(3) == 0) {
+        r.logprobs = logprobs(r.tokens, r.n_tokens, 5);
+        r.n_logprobs = r.n_tokens;
+    }
+    if (below(3) == 0) r.tool_calls = tool_calls(r.n_tool_calls = 1 + below(3));
+    if (below(3) == 0) {
+        size_t n = 1 + below(4);
+        sch_choice *ch = (sch_choice *)(void *)take((n + 1) * sizeof *ch + 16);
+        ch = (sch_choice *)(((uintptr_t)ch + 15) & ~(uintptr_t)15);
+        for (size_t i = 0; i < n; i++) {
+            memset(&ch[i], 0, sizeof ch[i]);
+            ch[i].index = (uint32_t)i + 1;
+            ch[i].text = text(30, 0);
+            ch[i].n_tokens = below(10);
+            ch[i].tokens = ch[i].n_tokens ? tokens(ch[i].n_tokens) : NULL;
+            ch[i].finish_reason = (sch_finish)below(4);
+            if (ch[i].n_tokens && below(2)) {
+                ch[i].logprobs = logprobs(ch[i].tokens, ch[i].n_tokens, 3);
+                ch[i].n_logprobs = ch[i].n_tokens;
+            }
+            if (below(3) == 0) ch[i].tool_calls = tool_calls(ch[i].n_tool_calls = 1 + below(2));
+        }
+        r.choices = ch;
+        r.n_choices = n;
     }
     int rc = sch_result_encode(&r, b, err, 256);
     fputs("{\"value\":", stdout);

@@ -111,9 +111,9 @@ PT_TEST(turn_unknown_fields_and_nil_ignored) {
 
 PT_TEST(turn_round_trip) {
     sch_message msgs[3] = {
-        {SCH_ROLE_SYSTEM, sch_str_c("You are terse.")},
-        {SCH_ROLE_USER, {"nul\0inside \xe2\x82\xac \xf0\x9f\x98\x80", 19}},
-        {SCH_ROLE_ASSISTANT, sch_str_c("")},
+        {.role = SCH_ROLE_SYSTEM, .content = sch_str_c("You are terse.")},
+        {.role = SCH_ROLE_USER, .content = {"nul\0inside \xe2\x82\xac \xf0\x9f\x98\x80", 19}},
+        {.role = SCH_ROLE_ASSISTANT, .content = sch_str_c("")},
     };
     sch_str stops[2] = {sch_str_c("</s>"), sch_str_c("\xc3\xa9")};
     sch_turn in, out;

@@ -261,7 +261,7 @@ PT_TEST(turn_limits_configured) {
 }
 
 PT_TEST(turn_encode_refusals) {
-    sch_message m = {SCH_ROLE_USER, sch_str_c("hi")};
+    sch_message m = {.role = SCH_ROLE_USER, .content = sch_str_c("hi")};
     uint32_t tok = 1;
     sch_turn t;
     sch_buf b;

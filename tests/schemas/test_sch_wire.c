@@ -233,8 +233,8 @@ static int sch_try(int kind, const unsigned char *buf, size_t len) {
 
 PT_TEST(mutations_never_crash) {
     uint32_t toks[4] = {1, 2, 3, 4};
-    sch_message msgs[2] = {{SCH_ROLE_SYSTEM, sch_str_c("sys \xc3\xa9")},
-                           {SCH_ROLE_USER, sch_str_c("question?")}};
+    sch_message msgs[2] = {{.role = SCH_ROLE_SYSTEM, .content = sch_str_c("sys \xc3\xa9")},
+                           {.role = SCH_ROLE_USER, .content = sch_str_c("question?")}};
     sch_str stop = sch_str_c("\n");
     sch_buf seeds[4];
     char err[256];

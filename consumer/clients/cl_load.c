@@ -1,5 +1,5 @@
 /*
- * wk_load.c -- `parley load`: a load generator and exactly-once checker.
+ * cl_load.c -- `parley load`: a load generator and exactly-once checker.
  *
  * C conversations x T turns are sent to the turns topic with Poisson
  * arrivals at a target rate: arrivals are drawn from an exponential
@@ -31,9 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 /* Vocabulary of the generated user messages. */
 static const char *const load_words[] = {
@@ -50,28 +51,29 @@ static const char *const load_words[] = {
 
 /* Command-line options. */
 typedef struct load_opts {
-    const char *brokers;     /* bootstrap servers */
-    wk_client_topics topics; /* topic names */
-    const char *ns;          /* KV-cache namespace or NULL */
-    const char *model;       /* model name or NULL */
-    uint64_t convs;          /* conversations */
-    uint64_t turns;          /* turns per conversation */
-    double rate;             /* target arrivals, turns/s */
-    uint64_t user_min;       /* words per user message, min */
-    uint64_t user_max;       /* ... max */
-    uint64_t tok_min;        /* params.max_tokens, min */
-    uint64_t tok_max;        /* ... max */
-    double temperature;      /* params.temperature */
-    uint64_t timeout_s;      /* whole run */
-    uint64_t grace_ms;       /* listening for duplicates after the end */
-    uint64_t seed;           /* random seed */
-    int stream;              /* ask for TokenChunks, measure TTFT */
+    const char *brokers; /* bootstrap servers */
+    cl_topics topics;    /* topic names */
+    const char *ns;      /* KV-cache namespace or NULL */
+    const char *model;   /* model name or NULL */
+    uint64_t convs;      /* conversations */
+    uint64_t turns;      /* turns per conversation */
+    double rate;         /* target arrivals, turns/s */
+    uint64_t user_min;   /* words per user message, min */
+    uint64_t user_max;   /* ... max */
+    uint64_t tok_min;    /* params.max_tokens, min */
+    uint64_t tok_max;    /* ... max */
+    double temperature;  /* params.temperature */
+    uint64_t timeout_s;  /* whole run */
+    uint64_t startup_s;  /* bound on the start-up waits (metadata, end offsets) */
+    uint64_t grace_ms;   /* listening for duplicates after the end */
+    uint64_t seed;       /* random seed */
+    int stream;          /* ask for TokenChunks, measure TTFT */
 } load_opts;
 
 /* One conversation of the run. */
 typedef struct load_conv {
     char id[96];     /* conversation id (record key) */
-    wk_history h;    /* messages so far */
+    cl_history h;    /* messages so far */
     uint64_t sent;   /* turns sent */
     int in_flight;   /* turn sent-1 awaits its result */
     double sent_ms;  /* monotonic ms the in-flight turn left */
@@ -123,7 +125,7 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c) {
     for (uint64_t i = 0; i < words && len + 16 < sizeof text; i++)
         len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", i ? " " : "",
                                 load_words[load_rand(r) % LOAD_N_WORDS]);
-    if (wk_history_push(&cv->h, SCH_ROLE_USER, text, len) != 0) {
+    if (cl_history_push(&cv->h, SCH_ROLE_USER, text, len) != 0) {
         fprintf(stderr, "load: out of memory\n");
         return -1;
     }
@@ -139,14 +141,14 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c) {
     t.stream = o->stream != 0;
     if (o->ns) t.ns = sch_str_c(o->ns);
     if (o->model) t.model = sch_str_c(o->model);
-    t.created_ms = wk_client_epoch_ms();
-    if (wk_client_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
+    t.created_ms = cl_epoch_ms();
+    if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
     }
     cv->sent++;
     cv->in_flight = 1;
-    cv->sent_ms = wk_client_mono_ms();
+    cv->sent_ms = cl_mono_ms();
     cv->first_ms = 0;
     return 0;
 }
@@ -158,11 +160,11 @@ static int load_locate(const load_run *r, const sch_str *conv, const sch_str *tu
     size_t pl = strlen(r->prefix);
     if (conv->len <= pl || memcmp(conv->ptr, r->prefix, pl) != 0) return -1;
     uint64_t ci;
-    if (wk_client_parse_u64(conv->ptr + pl, 0, r->o->convs - 1, &ci) != 0) return -1;
+    if (cl_parse_u64(conv->ptr + pl, 0, r->o->convs - 1, &ci) != 0) return -1;
     if (turn->len < conv->len + 3 || memcmp(turn->ptr, conv->ptr, conv->len) != 0 ||
         memcmp(turn->ptr + conv->len, "-t", 2) != 0)
         return -1;
-    if (wk_client_parse_u64(turn->ptr + conv->len + 2, 0, r->o->turns - 1, t) != 0) return -1;
+    if (cl_parse_u64(turn->ptr + conv->len + 2, 0, r->o->turns - 1, t) != 0) return -1;
     *c = (size_t)ci;
     return 0;
 }
@@ -175,8 +177,7 @@ static void load_on_chunk(load_run *r, const rd_kafka_message_t *m) {
     if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) return;
     if (load_locate(r, &ch.conversation_id, &ch.turn_id, &c, &t) == 0) {
         load_conv *cv = &r->convs[c];
-        if (cv->in_flight && t + 1 == cv->sent && cv->first_ms == 0)
-            cv->first_ms = wk_client_mono_ms();
+        if (cv->in_flight && t + 1 == cv->sent && cv->first_ms == 0) cv->first_ms = cl_mono_ms();
     }
     sch_chunk_free(&ch);
 }
@@ -201,7 +202,7 @@ static int load_on_result(load_run *r, const rd_kafka_message_t *m) {
         r->unexpected++;
         goto out;
     }
-    double now = wk_client_mono_ms();
+    double now = cl_mono_ms();
     cv->in_flight = 0;
     r->done++;
     r->last_ms = now;
@@ -217,7 +218,7 @@ static int load_on_result(load_run *r, const rd_kafka_message_t *m) {
         r->errors++;
         cv->h.n--; /* the failed user message leaves the history */
         free((char *)cv->h.msgs[cv->h.n].content.ptr);
-    } else if (wk_history_push(&cv->h, SCH_ROLE_ASSISTANT, res.text.ptr, res.text.len) != 0) {
+    } else if (cl_history_push(&cv->h, SCH_ROLE_ASSISTANT, res.text.ptr, res.text.len) != 0) {
         rc = -1;
         goto out;
     }
@@ -244,9 +245,8 @@ static double load_pct(const double *v, size_t n, double p) {
 /* --user / --max-tokens MIN:MAX (or N for N:N). */
 static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     load_opts *o = ctx;
-    if (!strcmp(opt->name, "--user"))
-        return wk_client_parse_range(v, 1, 500, &o->user_min, &o->user_max);
-    return wk_client_parse_range(v, 1, 32768, &o->tok_min, &o->tok_max);
+    if (!strcmp(opt->name, "--user")) return cl_parse_range(v, 1, 500, &o->user_min, &o->user_max);
+    return cl_parse_range(v, 1, 32768, &o->tok_min, &o->tok_max);
 }
 
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
@@ -262,9 +262,10 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     o->tok_max = 32;
     o->temperature = 0.7;
     o->timeout_s = 120;
+    o->startup_s = 30;
     o->grace_ms = 1000;
-    o->seed = wk_client_epoch_ms();
-    wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
+    o->seed = cl_epoch_ms();
+    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
         {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
          "Kafka bootstrap servers (required)", NULL},
@@ -280,6 +281,8 @@ static int load_parse(int argc, char **argv, load_opts *o) {
          load_range_opt},
         {"--timeout-s", NULL, CLI_U64, &o->timeout_s, 1, 86400, "N",
          "whole-run deadline (default 120)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
         {"--stream", NULL, CLI_FLAG, &o->stream, 0, 0, NULL, "ask for TokenChunks and measure TTFT",
          NULL},
         {"--grace-ms", NULL, CLI_U64, &o->grace_ms, 0, 600000, "N",
@@ -289,12 +292,13 @@ static int load_parse(int argc, char **argv, load_opts *o) {
         {"--seed", NULL, CLI_U64, &o->seed, 0, 0, "N", "random seed (default: the time)", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
-        WK_CLIENT_TOPIC_OPTS(&o->topics),
+        CL_TOPIC_OPTS(&o->topics),
     };
     const cli_cmd cmd = {
         .name = "load",
         .synopsis = "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
                     "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
+                    "         [--startup-timeout-s N]\n"
                     "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
                     "         [--model M] [--topic-prefix P | --turns-topic T --tokens-topic T\n"
                     "         --responses-topic T]",
@@ -405,7 +409,7 @@ static int load_report(load_run *r, double elapsed_ms, int timed_out) {
     return lost == 0 && r->dups == 0 && !timed_out ? 0 : 1;
 }
 
-int wk_cmd_load(int argc, char **argv) {
+int cl_cmd_load(int argc, char **argv) {
     load_opts o;
     int prc = load_parse(argc, argv, &o);
     if (prc) return prc == 1 ? 0 : 2;
@@ -430,32 +434,35 @@ int wk_cmd_load(int argc, char **argv) {
         fprintf(stderr, "load: out of memory\n");
         goto err;
     }
-    snprintf(r.prefix, sizeof r.prefix, "load-%llx-%04llx-c",
-             (unsigned long long)wk_client_epoch_ms(),
+    snprintf(r.prefix, sizeof r.prefix, "load-%llx-%04llx-c", (unsigned long long)cl_epoch_ms(),
              (unsigned long long)(load_rand(&r) & 0xffff));
     for (size_t c = 0; c < o.convs; c++) {
         snprintf(r.convs[c].id, sizeof r.convs[c].id, "%s%zu", r.prefix, c);
         const char *sys = "You are a helpful assistant. Answer briefly.";
-        if (wk_history_push(&r.convs[c].h, SCH_ROLE_SYSTEM, sys, strlen(sys)) != 0) {
+        if (cl_history_push(&r.convs[c].h, SCH_ROLE_SYSTEM, sys, strlen(sys)) != 0) {
             fprintf(stderr, "load: out of memory\n");
             goto err;
         }
         r.ready[c] = c;
     }
     r.r_len = o.convs;
-    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, 5000, err, sizeof err)) ||
-        (o.stream &&
-         !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, 5000, err, sizeof err))) ||
-        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, 5000, err, sizeof err))) {
+    cm_startup_begin("load", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
+    if (!(prod =
+              cl_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+        (o.stream && !(tok = cl_reader_new(o.brokers, o.topics.tokens, 0, cm_startup_left_ms(), err,
+                                           sizeof err))) ||
+        !(res = cl_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
+                              sizeof err))) {
         fprintf(stderr, "load: %s\n", err);
         goto err;
     }
-    double t0 = wk_client_mono_ms(), deadline = t0 + (double)o.timeout_s * 1000.0;
+    cm_startup_end();
+    double t0 = cl_mono_ms(), deadline = t0 + (double)o.timeout_s * 1000.0;
     double next_arrival = t0 + load_exp_ms(&r);
     uint64_t arrivals = 0, pending = 0;
     int timed_out = 0;
     while (r.done < total) {
-        double now = wk_client_mono_ms();
+        double now = cl_mono_ms();
         if (now >= deadline) {
             timed_out = 1;
             break;
@@ -481,21 +488,21 @@ int wk_cmd_load(int argc, char **argv) {
             goto err;
         }
     }
-    double elapsed = (r.done ? r.last_ms : wk_client_mono_ms()) - t0;
+    double elapsed = (r.done ? r.last_ms : cl_mono_ms()) - t0;
     /* keep listening for late duplicates */
-    double grace_end = wk_client_mono_ms() + (double)o.grace_ms;
-    while (wk_client_mono_ms() < grace_end)
+    double grace_end = cl_mono_ms() + (double)o.grace_ms;
+    while (cl_mono_ms() < grace_end)
         if (load_poll(&r, NULL, res, 20) != 0) goto err;
     rc = load_report(&r, elapsed, timed_out);
 err:
-    wk_client_reader_free(tok);
-    wk_client_reader_free(res);
+    cl_reader_free(tok);
+    cl_reader_free(res);
     if (prod) {
         rd_kafka_flush(prod, 2000);
         rd_kafka_destroy(prod);
     }
     if (r.convs)
-        for (size_t c = 0; c < o.convs; c++) wk_history_free(&r.convs[c].h);
+        for (size_t c = 0; c < o.convs; c++) cl_history_free(&r.convs[c].h);
     free(r.convs);
     free(r.count);
     free(r.ready);

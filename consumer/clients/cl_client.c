@@ -1,21 +1,22 @@
 /*
- * wk_client.c -- Kafka plumbing of the `parley chat`, `parley load` and
+ * cl_client.c -- Kafka plumbing of the `parley chat`, `parley load` and
  * `parley demo` clients: topic names, the conversation history, an
  * idempotent producer that sends encoded ChatTurns with the content-type
- * header, and readers assigned to the end of every partition of a topic (see wk_client.h).
+ * header, and readers assigned to the end of every partition of a topic (see cl_client.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "wk_client.h"
+#include "cl_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <time.h>
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
-int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen) {
+int cl_topic_set(char *dst, const char *name, char *err, size_t errlen) {
     size_t n = name ? strlen(name) : 0;
     if (n == 0 || n >= 256) {
         return pl_errf(err, errlen, -1, "topic name must be 1..255 bytes");
@@ -24,7 +25,7 @@ int wk_client_topic_set(char *dst, const char *name, char *err, size_t errlen) {
     return 0;
 }
 
-int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err, size_t errlen) {
+int cl_topics_prefix(cl_topics *t, const char *prefix, char *err, size_t errlen) {
     size_t n = prefix ? strlen(prefix) : 0;
     if (n == 0 || n > 200) {
         return pl_errf(err, errlen, -1, "topic prefix must be 1..200 bytes");
@@ -35,7 +36,7 @@ int wk_client_topics_prefix(wk_client_topics *t, const char *prefix, char *err, 
     return 0;
 }
 
-int wk_history_push(wk_history *h, sch_role role, const char *content, size_t len) {
+int cl_history_push(cl_history *h, sch_role role, const char *content, size_t len) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 8;
         sch_message *m = realloc(h->msgs, cap * sizeof *m);
@@ -47,6 +48,7 @@ int wk_history_push(wk_history *h, sch_role role, const char *content, size_t le
     if (!copy) return -1;
     if (len) memcpy(copy, content, len);
     copy[len] = '\0';
+    memset(&h->msgs[h->n], 0, sizeof h->msgs[h->n]); /* fields added to sch_message stay absent */
     h->msgs[h->n].role = role;
     h->msgs[h->n].content.ptr = copy;
     h->msgs[h->n].content.len = len;
@@ -54,16 +56,16 @@ int wk_history_push(wk_history *h, sch_role role, const char *content, size_t le
     return 0;
 }
 
-void wk_history_free(wk_history *h) {
+void cl_history_free(cl_history *h) {
     for (size_t i = 0; i < h->n; i++) free((char *)h->msgs[i].content.ptr);
     free(h->msgs);
     h->msgs = NULL;
     h->n = h->cap = 0;
 }
 
-uint64_t wk_client_epoch_ms(void) { return (uint64_t)pl_unix_ms(); }
+uint64_t cl_epoch_ms(void) { return (uint64_t)pl_unix_ms(); }
 
-double wk_client_mono_ms(void) { return pl_mono_msf(); }
+double cl_mono_ms(void) { return pl_mono_msf(); }
 
 /* Set one property; -1 with the librdkafka message. */
 static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen) {
@@ -71,8 +73,8 @@ static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
     return 0;
 }
 
-rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int timeout_ms,
-                                   char *err, size_t errlen) {
+rd_kafka_t *cl_producer_new(const char *brokers, const char *topic, int timeout_ms, char *err,
+                            size_t errlen) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
         conf_set(conf, "enable.idempotence", "true", err, errlen) ||
@@ -88,6 +90,9 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     }
     /* Learn the topic's leaders now: the first turn's latency must not
      * include the producer's lazy metadata lookup. */
+    char what[600];
+    snprintf(what, sizeof what, "the metadata of topic %.200s from %.300s", topic, brokers);
+    cm_startup_wait(what);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e =
@@ -97,20 +102,33 @@ rd_kafka_t *wk_client_producer_new(const char *brokers, const char *topic, int t
     if (md) rd_kafka_metadata_destroy(md);
     if (rkt) rd_kafka_topic_destroy(rkt);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
+        cl_kafka_errf(err, errlen, brokers, topic, e);
         rd_kafka_destroy(rk);
         return NULL;
     }
     return rk;
 }
 
-int wk_client_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
-                        size_t errlen) {
-    return wk_client_turn_send_ns(producer, topic, t, NULL, err, errlen);
+void cl_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
+                   rd_kafka_resp_err_t e) {
+    if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+        pl_errf(err, errlen, -1,
+                "topic %s: %s: create the topics with `parley topics --brokers %.200s` "
+                "(see parley topics --help)",
+                topic, rd_kafka_err2str(e), brokers);
+    else if (cm_startup_expired() || e == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+             e == RD_KAFKA_RESP_ERR__TRANSPORT)
+        cm_startup_errf(err, errlen, -1);
+    else pl_errf(err, errlen, -1, "topic %s: %s", topic, rd_kafka_err2str(e));
 }
 
-int wk_client_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
-                           const char *ns_header, char *err, size_t errlen) {
+int cl_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
+                 size_t errlen) {
+    return cl_turn_send_ns(producer, topic, t, NULL, err, errlen);
+}
+
+int cl_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                    const char *ns_header, char *err, size_t errlen) {
     sch_buf buf;
     sch_buf_init(&buf);
     int rc = -1;
@@ -142,22 +160,26 @@ out:
 
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
-static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *topic,
-                                                    int timeout_ms, char *err, size_t errlen,
+static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *brokers,
+                                                    const char *topic, int timeout_ms, char *err,
+                                                    size_t errlen,
                                                     rd_kafka_topic_partition_list_t *into) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_partition_list_t *parts = NULL;
+    char what[400];
+    snprintf(what, sizeof what, "the metadata and end offsets of topic %.300s", topic);
+    cm_startup_wait(what);
     rd_kafka_resp_err_t e =
         rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pl_errf(err, errlen, -1, "metadata of %s: %s", topic, rd_kafka_err2str(e));
+        cl_kafka_errf(err, errlen, brokers, topic, e);
         goto err;
     }
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
-        pl_errf(err, errlen, -1, "topic %s: %s", topic,
-                md->topic_cnt == 1 && md->topics[0].err ? rd_kafka_err2str(md->topics[0].err)
-                                                        : "no partitions");
+        if (md->topic_cnt == 1 && md->topics[0].err)
+            cl_kafka_errf(err, errlen, brokers, topic, md->topics[0].err);
+        else pl_errf(err, errlen, -1, "topic %s: no partitions", topic);
         goto err;
     }
     parts = into ? into : rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
@@ -166,8 +188,10 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
         int64_t lo = 0, hi = 0;
         e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
-                    rd_kafka_err2str(e));
+            if (cm_startup_expired()) cm_startup_errf(err, errlen, -1);
+            else
+                pl_errf(err, errlen, -1, "end offset of %s[%d]: %s", topic, (int)p,
+                        rd_kafka_err2str(e));
             goto err;
         }
         rd_kafka_topic_partition_list_add(parts, topic, p)->offset = hi;
@@ -182,30 +206,29 @@ err:
     return NULL;
 }
 
-rd_kafka_t *wk_client_reader_new(const char *brokers, const char *topic, int committed,
-                                 int timeout_ms, char *err, size_t errlen) {
-    return wk_client_reader_new_topics(brokers, &topic, 1, committed, timeout_ms, err, errlen);
+rd_kafka_t *cl_reader_new(const char *brokers, const char *topic, int committed, int timeout_ms,
+                          char *err, size_t errlen) {
+    return cl_reader_new_topics(brokers, &topic, 1, committed, timeout_ms, err, errlen);
 }
 
 /* One try at the end offsets of every partition of every topic. */
-static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *const *topics,
-                                                        size_t n, int timeout_ms, char *err,
-                                                        size_t errlen) {
+static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *brokers,
+                                                        const char *const *topics, size_t n,
+                                                        int timeout_ms, char *err, size_t errlen) {
     rd_kafka_topic_partition_list_t *all = rd_kafka_topic_partition_list_new(16);
     for (size_t i = 0; i < n; i++)
-        if (!reader_ends(rk, topics[i], timeout_ms, err, errlen, all)) {
+        if (!reader_ends(rk, brokers, topics[i], timeout_ms, err, errlen, all)) {
             rd_kafka_topic_partition_list_destroy(all);
             return NULL;
         }
     return all;
 }
 
-rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *topics,
-                                        size_t n_topics, int committed, int timeout_ms, char *err,
-                                        size_t errlen) {
+rd_kafka_t *cl_reader_new_topics(const char *brokers, const char *const *topics, size_t n_topics,
+                                 int committed, int timeout_ms, char *err, size_t errlen) {
     char group[64];
-    snprintf(group, sizeof group, "parley-client-%llu-%ld",
-             (unsigned long long)wk_client_epoch_ms(), (long)rand());
+    snprintf(group, sizeof group, "parley-client-%llu-%ld", (unsigned long long)cl_epoch_ms(),
+             (long)rand());
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
         conf_set(conf, "group.id", group, err, errlen) ||
@@ -226,10 +249,14 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
     rd_kafka_poll_set_consumer(rk);
     /* A topic created a moment ago may still lack leaders: retry until
      * timeout_ms, then report the last error. */
-    double give_up = wk_client_mono_ms() + timeout_ms;
+    double give_up = cl_mono_ms() + timeout_ms;
     rd_kafka_topic_partition_list_t *parts;
-    while (!(parts = reader_ends_all(rk, topics, n_topics, timeout_ms, err, errlen))) {
-        if (wk_client_mono_ms() >= give_up) {
+    for (;;) {
+        int left = (int)(give_up - cl_mono_ms());
+        if ((parts =
+                 reader_ends_all(rk, brokers, topics, n_topics, left > 1 ? left : 1, err, errlen)))
+            break;
+        if (cl_mono_ms() >= give_up) {
             rd_kafka_destroy(rk);
             return NULL;
         }
@@ -246,37 +273,36 @@ rd_kafka_t *wk_client_reader_new_topics(const char *brokers, const char *const *
     return rk;
 }
 
-void wk_client_reader_free(rd_kafka_t *rk) {
+void cl_reader_free(rd_kafka_t *rk) {
     if (!rk) return;
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
 
-int wk_client_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+int cl_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     return cli_parse_u64(s, lo, hi, out);
 }
 
-int wk_client_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max) {
+int cl_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max) {
     char tmp[64];
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n >= sizeof tmp) return -1;
     memcpy(tmp, s, n + 1);
     char *colon = strchr(tmp, ':');
     if (colon) *colon = '\0';
-    if (wk_client_parse_u64(tmp, lo, hi, min) != 0) return -1;
+    if (cl_parse_u64(tmp, lo, hi, min) != 0) return -1;
     if (!colon) {
         *max = *min;
         return 0;
     }
-    if (wk_client_parse_u64(colon + 1, lo, hi, max) != 0 || *max < *min) return -1;
+    if (cl_parse_u64(colon + 1, lo, hi, max) != 0 || *max < *min) return -1;
     return 0;
 }
 
-int wk_client_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
-    return wk_client_topics_prefix(o->dst, val, err, errlen);
+int cl_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    return cl_topics_prefix(o->dst, val, err, errlen);
 }
 
-int wk_client_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err,
-                             size_t errlen) {
-    return wk_client_topic_set(o->dst, val, err, errlen);
+int cl_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    return cl_topic_set(o->dst, val, err, errlen);
 }

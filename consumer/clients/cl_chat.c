@@ -1,5 +1,5 @@
 /*
- * wk_chat.c -- `parley chat`: a terminal chat client over the wire topics.
+ * cl_chat.c -- `parley chat`: a terminal chat client over the wire topics.
  *
  * The client keeps the conversation (system prompt, user and assistant
  * messages) and sends the whole history as one ChatTurn per user line
@@ -24,24 +24,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_cli.h"
-#include "wk_client.h"
+#include "cl_client.h"
 
 #define CHAT_MAX_ATTEMPTS 64 /* attempts of one turn remembered */
 
 /* Command-line options. */
 typedef struct chat_opts {
-    const char *brokers;     /* bootstrap servers */
-    char conv[128];          /* conversation id */
-    const char *system;      /* system prompt or NULL */
-    const char *file;        /* input file or NULL (stdin) */
-    const char *ns;          /* KV-cache namespace or NULL (default) */
-    const char *model;       /* model name or NULL (worker default) */
-    wk_client_topics topics; /* topic names */
-    uint64_t max_tokens;     /* params.max_tokens */
-    double temperature;      /* params.temperature */
-    uint64_t timeout_ms;     /* per-turn wait for the result */
+    const char *brokers; /* bootstrap servers */
+    char conv[128];      /* conversation id */
+    const char *system;  /* system prompt or NULL */
+    const char *file;    /* input file or NULL (stdin) */
+    const char *ns;      /* KV-cache namespace or NULL (default) */
+    const char *model;   /* model name or NULL (worker default) */
+    cl_topics topics;    /* topic names */
+    uint64_t max_tokens; /* params.max_tokens */
+    double temperature;  /* params.temperature */
+    uint64_t timeout_ms; /* per-turn wait for the result */
+    uint64_t startup_s;  /* bound on the start-up waits (metadata, end offsets) */
 } chat_opts;
 
 /* Streaming state of the turn in flight. */
@@ -96,7 +98,7 @@ static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *
     }
     if (c.seq < s->next_seq) goto out; /* duplicate */
     s->next_seq = c.seq + 1;
-    if (s->first_ms == 0) s->first_ms = wk_client_mono_ms();
+    if (s->first_ms == 0) s->first_ms = cl_mono_ms();
     if (chat_stream_add(s, c.text.ptr, c.text.len) == 0) {
         fwrite(c.text.ptr, 1, c.text.len, stdout);
         fflush(stdout);
@@ -108,8 +110,8 @@ out:
 /* Print the result of a turn and append the reply to the history.
  * Returns 0, or -1 out of memory. */
 static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s, double sent_ms,
-                          wk_history *h) {
-    double now = wk_client_mono_ms();
+                          cl_history *h) {
+    double now = cl_mono_ms();
     if (r->finish_reason == SCH_FINISH_ERROR) {
         printf("\n[turn %d] error %s: %s\n", turn_no, r->error_name.ptr ? r->error_name.ptr : "?",
                r->error_message.ptr ? r->error_message.ptr : "");
@@ -135,24 +137,24 @@ static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s
            (unsigned long long)r->queue_ms, (unsigned long long)r->ttft_ms,
            (unsigned long long)r->total_ms, r->worker.ptr);
     fflush(stdout);
-    return wk_history_push(h, SCH_ROLE_ASSISTANT, r->text.ptr, r->text.len);
+    return cl_history_push(h, SCH_ROLE_ASSISTANT, r->text.ptr, r->text.len);
 }
 
 /* One turn: send the history plus `line`, stream, wait for the result.
  * Returns 0 answered, 1 timeout, -1 failure (message printed). */
 static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_kafka_t *res,
-                     wk_history *h, int turn_no, const char *line, size_t len) {
+                     cl_history *h, int turn_no, const char *line, size_t len) {
     char err[PL_ERR_LEN * 2], turn_id[192]; /* err: topic names run to 255 bytes */
     if (!sch_utf8_valid(line, len)) {
         fprintf(stderr, "chat: line %d is not valid UTF-8, skipped\n", turn_no);
         return 0;
     }
-    if (wk_history_push(h, SCH_ROLE_USER, line, len) != 0) {
+    if (cl_history_push(h, SCH_ROLE_USER, line, len) != 0) {
         fprintf(stderr, "chat: out of memory\n");
         return -1;
     }
     snprintf(turn_id, sizeof turn_id, "%s-t%d-%llx", o->conv, turn_no,
-             (unsigned long long)wk_client_epoch_ms());
+             (unsigned long long)cl_epoch_ms());
     sch_turn t;
     sch_turn_init(&t);
     t.conversation_id = sch_str_c(o->conv);
@@ -164,11 +166,11 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     t.stream = true;
     if (o->ns) t.ns = sch_str_c(o->ns);
     if (o->model) t.model = sch_str_c(o->model);
-    t.created_ms = wk_client_epoch_ms();
+    t.created_ms = cl_epoch_ms();
     chat_stream s;
     memset(&s, 0, sizeof s);
-    double sent = wk_client_mono_ms();
-    if (wk_client_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
+    double sent = cl_mono_ms();
+    if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "chat: %s\n", err);
         h->n--;
         free((char *)h->msgs[h->n].content.ptr);
@@ -178,7 +180,7 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     printf("assistant> ");
     fflush(stdout);
     int rc = 1;
-    while (wk_client_mono_ms() - sent < (double)o->timeout_ms) {
+    while (cl_mono_ms() - sent < (double)o->timeout_ms) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(tok, 5);
         if (m) {
             if (!m->err) chat_on_chunk(o, turn_id, &s, m);
@@ -227,8 +229,9 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     o->max_tokens = 128;
     o->temperature = 0.7;
     o->timeout_ms = 60000;
-    wk_client_topics_prefix(&o->topics, "parley", err, sizeof err);
-    snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)wk_client_epoch_ms(),
+    o->startup_s = 30;
+    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
+    snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)cl_epoch_ms(),
              (unsigned)getpid());
     const cli_opt opts[] = {
         {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
@@ -239,20 +242,23 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
         {"--file", NULL, CLI_STR, &o->file, 0, 0, "TURNS.txt", "one user message per line", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
-        WK_CLIENT_TOPIC_OPTS(&o->topics),
+        CL_TOPIC_OPTS(&o->topics),
         {"--max-tokens", NULL, CLI_U64, &o->max_tokens, 1, 32768, "N",
          "params.max_tokens (default 128)", NULL},
         {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T",
          "params.temperature (default 0.7)", NULL},
         {"--timeout-ms", NULL, CLI_U64, &o->timeout_ms, 1, 86400000, "N",
          "per-turn wait for the result (default 60000)", NULL},
+        {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
+         "give up (exit 1) when start-up waits for Kafka longer (default 30)", NULL},
     };
     const cli_cmd cmd = {
         .name = "chat",
         .synopsis = "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
                     "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
                     "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
-                    "         [--max-tokens N] [--temperature T] [--timeout-ms N]",
+                    "         [--max-tokens N] [--temperature T] [--timeout-ms N]\n"
+                    "         [--startup-timeout-s N]",
         .about = "\nChat with parley workers over Kafka.  Sends the whole history every turn,\n"
                  "streams the reply from the tokens topic, takes the TurnResult from the\n"
                  "responses topic (read_committed) and prints cache and latency figures.\n"
@@ -272,13 +278,13 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     return 0;
 }
 
-int wk_cmd_chat(int argc, char **argv) {
+int cl_cmd_chat(int argc, char **argv) {
     chat_opts o;
     int prc = chat_parse(argc, argv, &o);
     if (prc) return prc == 1 ? 0 : 2;
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1, turn_no = 0;
-    wk_history h = {0};
+    cl_history h = {0};
     rd_kafka_t *prod = NULL, *tok = NULL, *res = NULL;
     FILE *in = stdin;
     char *line = NULL;
@@ -288,13 +294,18 @@ int wk_cmd_chat(int argc, char **argv) {
         return 2;
     }
     int interactive = !o.file && isatty(STDIN_FILENO);
-    if (o.system && wk_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
-    if (!(prod = wk_client_producer_new(o.brokers, o.topics.turns, 5000, err, sizeof err)) ||
-        !(tok = wk_client_reader_new(o.brokers, o.topics.tokens, 0, 5000, err, sizeof err)) ||
-        !(res = wk_client_reader_new(o.brokers, o.topics.responses, 1, 5000, err, sizeof err))) {
+    if (o.system && cl_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
+    cm_startup_begin("chat", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
+    if (!(prod =
+              cl_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+        !(tok = cl_reader_new(o.brokers, o.topics.tokens, 0, cm_startup_left_ms(), err,
+                              sizeof err)) ||
+        !(res = cl_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
+                              sizeof err))) {
         fprintf(stderr, "chat: %s\n", err);
         goto err;
     }
+    cm_startup_end();
     if (interactive) printf("parley chat: conversation %s (end with Ctrl-D)\n", o.conv);
     for (;;) {
         if (interactive) {
@@ -312,12 +323,12 @@ int wk_cmd_chat(int argc, char **argv) {
 err:
     free(line);
     if (in != stdin) fclose(in);
-    wk_client_reader_free(tok);
-    wk_client_reader_free(res);
+    cl_reader_free(tok);
+    cl_reader_free(res);
     if (prod) {
         rd_kafka_flush(prod, 2000);
         rd_kafka_destroy(prod);
     }
-    wk_history_free(&h);
+    cl_history_free(&h);
     return rc;
 }

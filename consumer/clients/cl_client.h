@@ -1,0 +1,145 @@
+/*
+ * cl_client.h -- Kafka client plumbing shared by `parley chat`, `parley
+ * load` and `parley demo` (the client side of schemas/README.md).
+ *
+ * Purpose.  The clients produce ChatTurns keyed by conversation id with
+ * the parley content-type header, read TokenChunks (read_uncommitted) and
+ * TurnResults (read_committed), and keep each conversation's message
+ * history to send in full every turn.  This header gathers that code.
+ *
+ * Data layout.  A cl_history is a growable array of sch_message whose
+ * contents are malloc'd copies owned by the history.  Readers are plain
+ * librdkafka consumer handles assigned (no group membership, no commits)
+ * to every partition of one topic at that partition's end offset as of
+ * creation, so a client sees exactly the records produced after it
+ * started, with no rebalance delay and no race against its first turn.
+ *
+ * Threading.  Single-threaded: each handle belongs to the thread that made
+ * it.
+ *
+ * Ownership.  Handles returned by the *_new functions are owned by the
+ * caller (rd_kafka_destroy; close readers with cl_reader_free).
+ *
+ * Failure behaviour.  Functions return 0 or -1 and write a message into
+ * err; nothing here prints or exits.
+ */
+#ifndef CL_CLIENT_H
+#define CL_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "cli_opt.h"
+#include "sch.h"
+
+/* Topic names the clients use. */
+typedef struct cl_topics {
+    char turns[256];     /* ChatTurn input topic of the workers */
+    char tokens[256];    /* TokenChunk stream topic */
+    char responses[256]; /* TurnResult topic */
+} cl_topics;
+
+/* Conversation history sent with every turn. */
+typedef struct cl_history {
+    sch_message *msgs; /* messages oldest first; content malloc'd here */
+    size_t n;          /* messages in use */
+    size_t cap;        /* messages allocated */
+} cl_history;
+
+/* Set the topics to PREFIX.turns / .tokens / .responses.  Returns 0, or
+ * -1 when the prefix is empty or too long. */
+int cl_topics_prefix(cl_topics *t, const char *prefix, char *err, size_t errlen);
+
+/* Copy a topic name into dst[256]; -1 when empty or too long. */
+int cl_topic_set(char *dst, const char *name, char *err, size_t errlen);
+
+/* The topic options the clients take: CL_TOPIC_OPTS(t) gives the
+ * four rows of an option table over a cl_topics *t
+ * (--topic-prefix, --turns-topic, --tokens-topic, --responses-topic).
+ * Applied in argv order, so a later option overrides an earlier one.  The
+ * callbacks: cl_topic_cli sets all three from a prefix (row dst =
+ * the cl_topics), cl_topic_name_cli one name (dst = its
+ * char[256]). */
+int cl_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen);
+int cl_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen);
+#define CL_TOPIC_OPTS(t)                                                                             \
+    {"--topic-prefix",                                                                               \
+     NULL,                                                                                           \
+     CLI_FN,                                                                                         \
+     (t),                                                                                            \
+     0,                                                                                              \
+     0,                                                                                              \
+     "P",                                                                                            \
+     "topics P.turns, P.tokens, P.responses (default parley)",                                       \
+     cl_topic_cli},                                                                                  \
+        {"--turns-topic", NULL, CLI_FN, (t)->turns, 0, 0, "T", "ChatTurn topic", cl_topic_name_cli}, \
+        {"--tokens-topic", NULL, CLI_FN, (t)->tokens, 0, 0, "T", "TokenChunk topic",                 \
+         cl_topic_name_cli},                                                                         \
+    {                                                                                                \
+        "--responses-topic", NULL, CLI_FN, (t)->responses, 0, 0, "T", "TurnResult topic",            \
+            cl_topic_name_cli                                                                        \
+    }
+
+/* Append a message (content copied).  Returns 0 or -1 out of memory. */
+int cl_history_push(cl_history *h, sch_role role, const char *content, size_t len);
+
+/* Free every message and the array; the history is empty afterwards. */
+void cl_history_free(cl_history *h);
+
+/* Wall clock, unix epoch milliseconds. */
+uint64_t cl_epoch_ms(void);
+
+/* Monotonic clock, milliseconds (fractional). */
+double cl_mono_ms(void);
+
+/* An idempotent producer for `brokers` (linger 1 ms) that has already
+ * fetched the metadata of `topic` (within timeout_ms; the topic must
+ * exist).  NULL with a message on failure (cl_kafka_errf's).  The
+ * clients pass cm_startup_left_ms(): start-up waits are bounded by their
+ * --startup-timeout-s (cm_startup.h), and so are the readers below. */
+rd_kafka_t *cl_producer_new(const char *brokers, const char *topic, int timeout_ms, char *err,
+                            size_t errlen);
+
+/* The message for Kafka error e about topic at brokers: a missing topic
+ * names the `parley topics` command that creates it; a timeout (or the
+ * start-up deadline passed) is cm_startup_errf's give-up line. */
+void cl_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
+                   rd_kafka_resp_err_t e);
+
+/* Encode `t` and produce it to `topic`, key = conversation id, header
+ * content-type.  Serves delivery callbacks without blocking.  Returns 0 or
+ * -1 (encoding refused, queue full after retrying for a second). */
+int cl_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, char *err,
+                 size_t errlen);
+
+/* As cl_turn_send, plus a `parley-namespace` header with ns_header
+ * when not NULL (for workers with worker.namespace_from = header). */
+int cl_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
+                    const char *ns_header, char *err, size_t errlen);
+
+/* As cl_reader_new, over every partition of several topics (one
+ * handle, one isolation level). */
+rd_kafka_t *cl_reader_new_topics(const char *brokers, const char *const *topics, size_t n_topics,
+                                 int committed, int timeout_ms, char *err, size_t errlen);
+
+/* A reader of every partition of `topic` from its current end, with
+ * isolation read_committed when `committed` else read_uncommitted.  The
+ * topic must exist; a just-created one whose partitions lack a leader
+ * is retried until timeout_ms passes.
+ * NULL with a message on failure. */
+rd_kafka_t *cl_reader_new(const char *brokers, const char *topic, int committed, int timeout_ms,
+                          char *err, size_t errlen);
+
+/* Close and destroy a reader (NULL is fine). */
+void cl_reader_free(rd_kafka_t *rk);
+
+/* Parse a whole unsigned integer in [lo, hi] (cli_parse_u64); -1 otherwise. */
+int cl_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* Parse "MIN:MAX" (or "N" for N:N) with lo <= MIN <= MAX <= hi; -1
+ * otherwise. */
+int cl_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max);
+
+#endif
