@@ -178,18 +178,24 @@
  * eng_kvseq while running (n_tokens = tokens whose KV is stored; the rest
  * of the array is fed next: a prefill chunk, or the one decode token), a
  * logits row of n_vocab floats while running, and its sampler (whose RNG
- * state survives preemption, so a resumed request continues its stream).
+ * state survives preemption, so a resumed request continues its stream);
+ * a constrained one its constraint (whose matcher state survives
+ * preemption too: it follows the generated tokens, not the KV).  The
+ * choices of an n > 1 request are sequences of their own that share an
+ * id and a group recording how each ended.
  * Deadlines are checked every iteration: a request whose deadline passes
  * while queued or running ends as expired with the tokens it has.
  *
  * ** Threads **
- * eng_sched_create starts two threads: the loop (admission, batching,
- * eng_forward, sampling; the model's worker pool runs underneath it) and a
- * delivery thread that calls the callbacks from a queue, in order per
- * request (every token callback of a request before its completion
- * callback).  Callbacks therefore never block the loop, but they are run
- * one at a time: keep them short.  Callbacks may call eng_sched_submit,
- * eng_sched_cancel and eng_sched_stop but must not call eng_sched_close or
+ * eng_sched_create starts two threads -- and, with a constraint
+ * vocabulary, mask_threads mask threads (eng_constraint_pool) -- the loop
+ * (admission, batching, eng_forward, sampling; the model's worker pool
+ * runs underneath it) and a delivery thread that calls the callbacks
+ * from a queue, in order per request (every token callback of a request
+ * before its completion callback).  Callbacks therefore never block the
+ * loop, but they are run one at a time: keep them short.  Callbacks may
+ * call eng_sched_submit, eng_sched_cancel, eng_sched_stop and
+ * eng_sched_stop_choice but must not call eng_sched_close or
  * eng_sched_free.  submit / cancel / stop / stats may be called from any
  * thread.
  *

@@ -373,11 +373,25 @@ static int mask_any(const uint32_t *mask, int n) {
 static float finite_or_ninf(float v) { return v == v ? v : -INFINITY; }
 
 /* Best allowed token of lg (ties: lowest id; NaN as -inf; all -inf: the
- * lowest allowed id).  The mask allows some token below n. */
+ * lowest allowed id).  The mask allows some token below n.  Runs of fully
+ * allowed words go to the vectorised kern_argmax (a mask inside a JSON
+ * string allows nearly everything); the other words are scanned bit by
+ * bit.  Runs and bits are visited in ascending id order and only a larger
+ * value replaces the best, so ties keep the lowest id. */
 static int32_t masked_argmax(const float *lg, int n, const uint32_t *mask) {
     int32_t best = -1;
     float bv = -INFINITY;
-    for (int w = 0; w * 32 < n; w++) {
+    int words = (n + 31) / 32;
+    for (int w = 0; w < words;) {
+        if (mask[w] == 0xFFFFFFFFu && (w + 1) * 32 <= n) {
+            int w2 = w;
+            while (w2 < words && mask[w2] == 0xFFFFFFFFu && (w2 + 1) * 32 <= n) w2++;
+            int32_t i = w * 32 + kern_argmax(kern_isa_best(), lg + w * 32, (w2 - w) * 32);
+            float v = finite_or_ninf(lg[i]);
+            if (best < 0 || v > bv) best = i, bv = v;
+            w = w2;
+            continue;
+        }
         uint32_t m = mask[w];
         while (m) {
             int id = w * 32 + __builtin_ctz(m);
@@ -386,6 +400,7 @@ static int32_t masked_argmax(const float *lg, int n, const uint32_t *mask) {
             float v = finite_or_ninf(lg[id]);
             if (best < 0 || v > bv) best = id, bv = v;
         }
+        w++;
     }
     return best;
 }

@@ -6,13 +6,17 @@
  * time.  A benchmark, not a test.
  *
  *   build/tests/sched/bench_constraint [model.gguf] [--reps N] [--tokens N]
- *       [--batch N] [--threads N] [--mask-threads N] [--spec]
+ *       [--batch N] [--threads N] [--mask-threads N] [--spec] [--greedy]
  *
  * Model: $PARLEY_GEMMA_MODEL or ~/.cache/parley/models/gemma-3-270m-q4_k_m.gguf.
  * Every request decodes exactly --tokens tokens (default 128): the
  * schema's array must hold at least 100 names, so a constrained output
  * cannot end early, and stop tokens are off for both.  Two schemas: names
- * as plain strings, and bounded to 16 characters (the costly case).  Sampling at
+ * as plain strings, and bounded to 16 characters (the costly case).
+ * Temperature sampling over 262,144 logits costs the loop about 1.5 ms a
+ * token either way; --greedy takes most of the sampler's cost out of the
+ * comparison (each request then gets a prompt of its own, so the batch
+ * does not decode 32 copies of one text).  Sampling at
  * temperature 1 with a seed per request (so the batch's constraint states
  * differ, as real traffic's do).  The prompt is 16 tokens, prefilled in the
  * first step: tok/s = generated tokens / wall time from submit to the last
@@ -77,9 +81,15 @@ typedef struct result {
     int errors;      /* requests that did not end with length */
 } result;
 
+/* Greedy requests get prompts of their own (the base text and the
+ * request's number), so the batch's outputs differ. */
+static int g_greedy;
+static const eng_tok *g_tok;
+
 static int run(eng_model *m, const eng_constraint_vocab *v, const int32_t *prompt, int np,
                int batch, int tokens, int constrained, int spec, int mask_threads, int rep,
                result *out) {
+    static int32_t own[256][80];
     eng_sched_config cfg;
     eng_sched_config_default(&cfg);
     cfg.max_running = batch > 64 ? batch : 64;
@@ -101,8 +111,19 @@ static int run(eng_model *m, const eng_constraint_vocab *v, const int32_t *promp
         memset(&q, 0, sizeof q);
         q.prompt = prompt;
         q.n_prompt = np;
+        if (g_greedy && i > 0) {
+            char num[32];
+            snprintf(num, sizeof num, " (list %d)", i);
+            memcpy(own[i], prompt, (size_t)np * sizeof *prompt);
+            int add = 0;
+            if (eng_tok_encode(g_tok, num, strlen(num), 0, own[i] + np, 80 - np, &add, NULL, 0) ==
+                0) {
+                q.prompt = own[i];
+                q.n_prompt = np + add;
+            }
+        }
         eng_sampler_params_default(&q.sampling);
-        q.sampling.temperature = 1.0f;
+        q.sampling.temperature = g_greedy ? 0.0f : 1.0f;
         q.sampling.seed = (uint64_t)rep * 1000 + (uint64_t)i + 1;
         q.max_tokens = tokens;
         q.on_done = on_done;
@@ -163,6 +184,7 @@ int main(int argc, char **argv) {
     const char *path = getenv("PARLEY_GEMMA_MODEL");
     static char def[512];
     int reps = 3, tokens = 128, batch = 32, threads = 2, mask_threads = 1, spec = 0;
+    int only = -1, batch_only = 0; /* profiling: one configuration, the batch only */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = atoi(argv[++i]);
@@ -170,11 +192,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mask-threads") && i + 1 < argc) mask_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec")) spec = 1;
+        else if (!strcmp(argv[i], "--greedy")) g_greedy = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch-only")) batch_only = 1;
         else if (argv[i][0] != '-') path = argv[i];
         else {
             fprintf(stderr,
                     "usage: %s [model.gguf] [--reps N] [--tokens N] [--batch N] "
-                    "[--threads N] [--mask-threads N] [--spec]\n",
+                    "[--threads N] [--mask-threads N] [--spec] [--greedy] [--only 0|1|2] "
+                    "[--batch-only]\n",
                     argv[0]);
             return 2;
         }
@@ -201,6 +227,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tokenizer: %s\n", err);
         return 1;
     }
+    g_tok = t;
     int64_t tv = pl_mono_us();
     eng_constraint_vocab *v;
     if (eng_constraint_vocab_new(t, eng_model_config(m)->n_vocab, &v, err, sizeof err) != 0) {
@@ -218,18 +245,20 @@ int main(int argc, char **argv) {
         return 1;
     }
     print_env();
-    printf("%d-token prompt, %d tokens per request, drafting %s, %d mask thread(s), %d reps\n", np,
-           tokens, spec ? "on" : "off", mask_threads, reps);
+    printf("%d-token prompt, %d tokens per request, %s, drafting %s, %d mask thread(s), %d reps\n",
+           np, tokens, g_greedy ? "greedy (a prompt of its own per request)" : "temperature 1",
+           spec ? "on" : "off", mask_threads, reps);
     int sizes[2] = {1, batch};
     int rc = 0;
     for (int b = 0; b < 2; b++) {
         /* per configuration (0 unconstrained, 1 plain, 2 bounded) and rep */
-        double tps[3][64], wait[3][64], share[3][64], cpu[3][64];
+        double tps[3][64] = {{0}}, wait[3][64] = {{0}}, share[3][64] = {{0}}, cpu[3][64] = {{0}};
         int errs = 0;
         for (int r = 0; r < reps && r < 64; r++)
             for (int c = 0; c < 3; c++) {
                 result res;
                 int cfg = (r + c) % 3; /* rotate which goes first */
+                if ((only >= 0 && cfg != only) || (batch_only && b == 0)) continue;
                 if (run(m, v, prompt, np, sizes[b], tokens, cfg, spec, mask_threads, r, &res))
                     return 1;
                 tps[cfg][r] = res.tok_s;

@@ -430,6 +430,30 @@ PT_TEST(mask_restricts_every_mode) {
         PT_EQ_INT(eng_sampler_sample_masked(s, l, NULL, 0, none, NULL), -1);
         eng_sampler_free(s);
     }
+    /* dense masks: runs of fully allowed words and single bits, ties at the
+     * lowest id across both, NaN as -inf */
+    {
+        enum { W = 200 };
+        float d[W];
+        uint32_t dm[(W + 31) / 32];
+        memset(dm, 0xff, sizeof dm);
+        dm[1] &= ~(1u << 8); /* forbid 40 */
+        eng_sampler_params gp;
+        eng_sampler_params_default(&gp);
+        eng_sampler *g = mk(&gp, W);
+        for (int i = 0; i < W; i++) d[i] = 1.0f;
+        d[0] = NAN;
+        PT_EQ_INT(eng_sampler_sample_masked(g, d, NULL, 0, dm, NULL), 1);
+        d[40] = 9.0f; /* forbidden */
+        d[150] = d[170] = d[199] = 5.0f;
+        PT_EQ_INT(eng_sampler_sample_masked(g, d, NULL, 0, dm, NULL), 150);
+        dm[4] &= ~(1u << (150 - 128)); /* 150 forbidden: the next equal one */
+        PT_EQ_INT(eng_sampler_sample_masked(g, d, NULL, 0, dm, NULL), 170);
+        d[35] = 5.0f; /* an equal one in a partial word before them */
+        dm[1] &= ~(1u << 0);
+        PT_EQ_INT(eng_sampler_sample_masked(g, d, NULL, 0, dm, NULL), 35);
+        eng_sampler_free(g);
+    }
     /* all allowed logits -inf: still an allowed token */
     float ninf[V];
     for (int i = 0; i < V; i++) ninf[i] = i == 4 ? 5.0f : -INFINITY;
