@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # deploy/setup.sh -- install everything parley builds and tests with.
 #
 # Idempotent and non-interactive: every step checks first and skips what is

@@ -66,3 +66,20 @@ def test_every_source_is_formatted():
                 pytest.fail(f"clang-format failed: {r.stderr[-2000:]}")
     assert not bad, ("not in .clang-format's style (run the command in this file's "
                      f"docstring): {', '.join(bad[:20])}" + (" ..." if len(bad) > 20 else ""))
+
+
+def test_every_executable_script_names_its_interpreter():
+    """A script without a #! line runs under whatever shell starts it: bash
+    runs it as bash, but /bin/sh (dash, as in a container's RUN step) fails on
+    bash syntax such as `set -o pipefail`."""
+    files = subprocess.run(["git", "ls-files", "-s"], cwd=REPO_ROOT, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    bad = []
+    for line in files:
+        mode, _, _, path = line.split(maxsplit=3)
+        if mode != "100755":
+            continue
+        with open(os.path.join(REPO_ROOT, path), "rb") as f:
+            if f.read(2) != b"#!":
+                bad.append(path)
+    assert not bad, f"executable without a #! line: {bad}"
