@@ -310,7 +310,7 @@ static int bench_range(void *ctx, const cli_opt *opt, const char *v, char *err, 
     const char *colon = strchr(v, ':');
     char lo[32];
     long long a, b;
-    pl_errf(err, errlen, -1, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
+    pl_errf(err, errlen, CLI_EINVAL, "MIN:MAX with 1 <= MIN <= MAX <= 100000");
     if (!colon || (size_t)(colon - v) >= sizeof lo) return -1;
     memcpy(lo, v, (size_t)(colon - v));
     lo[colon - v] = 0;
@@ -330,7 +330,7 @@ static int bench_cache(void *ctx, const cli_opt *opt, const char *v, char *err, 
     if (!strcmp(v, "both")) o->mode = 0;
     else if (!strcmp(v, "on")) o->mode = 1;
     else if (!strcmp(v, "off")) o->mode = 2;
-    else return pl_errf(err, errlen, -1, "on, off or both");
+    else return pl_errf(err, errlen, CLI_EINVAL, "on, off or both");
     return 0;
 }
 

@@ -529,14 +529,15 @@ done:
 static int cb_text(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     cb_opts *o = ctx;
     (void)opt;
-    if (o->n_text == CB_MAX_TEXT) return pl_errf(err, errlen, -1, "at most %d files", CB_MAX_TEXT);
+    if (o->n_text == CB_MAX_TEXT)
+        return pl_errf(err, errlen, CLI_EINVAL, "at most %d files", CB_MAX_TEXT);
     o->text[o->n_text++] = v;
     return 0;
 }
 
 static int cb_workload(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     (void)ctx, (void)opt;
-    return strcmp(v, "chat") ? pl_errf(err, errlen, -1, "chat") : 0;
+    return strcmp(v, "chat") ? pl_errf(err, errlen, CLI_EINVAL, "chat") : 0;
 }
 
 int wk_bench_chat(int argc, char **argv) {

@@ -128,7 +128,7 @@ static int cli_store(const cli_opt *o, const char *v, void *ctx, char *err, size
         if (o->min > lo) lo = (long long)o->min;
         if (o->max < hi) hi = (long long)o->max;
         if (cli_parse_i64(v, lo, hi, &i)) {
-            return pl_errf(err, errlen, -1, "an integer in [%lld, %lld]", lo, hi);
+            return pl_errf(err, errlen, CLI_EINVAL, "an integer in [%lld, %lld]", lo, hi);
         }
         if (o->type == CLI_INT) *(int *)o->dst = (int)i;
         else *(long *)o->dst = (long)i;
@@ -138,8 +138,8 @@ static int cli_store(const cli_opt *o, const char *v, void *ctx, char *err, size
         uint64_t lo = o->min > 0 ? (uint64_t)o->min : 0;
         uint64_t hi = o->max > 0 ? (uint64_t)o->max : UINT64_MAX;
         if (cli_parse_u64(v, lo, hi, &u)) {
-            return pl_errf(err, errlen, -1, "an integer in [%llu, %llu]", (unsigned long long)lo,
-                           (unsigned long long)hi);
+            return pl_errf(err, errlen, CLI_EINVAL, "an integer in [%llu, %llu]",
+                           (unsigned long long)lo, (unsigned long long)hi);
         }
         *(uint64_t *)o->dst = u;
         return 0;
@@ -147,7 +147,7 @@ static int cli_store(const cli_opt *o, const char *v, void *ctx, char *err, size
     case CLI_F32:
     case CLI_F64:
         if (cli_parse_f64(v, o->min, o->max, &d)) {
-            return pl_errf(err, errlen, -1, "a number in [%g, %g]", o->min, o->max);
+            return pl_errf(err, errlen, CLI_EINVAL, "a number in [%g, %g]", o->min, o->max);
         }
         if (o->type == CLI_F32) *(float *)o->dst = (float)d;
         else *(double *)o->dst = d;

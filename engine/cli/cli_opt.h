@@ -42,6 +42,10 @@
  * their messages quote the value they refuse (config values, paths). */
 #define CLI_ERRLEN (PL_ERR_LEN * 4)
 
+/* The commands' error code (pl_err.h range -1900): an option value a
+ * command's parser or callback refuses (cli_parse turns it into CLI_USAGE). */
+#define CLI_EINVAL PL_ERR_CODE(PL_ERR_CLI, PL_EINVAL)
+
 typedef enum cli_type {
     CLI_FLAG = 0, /* no value: *(int *)dst = 1 */
     CLI_STR,      /* *(const char **)dst = the value (points into argv) */

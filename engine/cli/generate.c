@@ -106,7 +106,7 @@ static int gen_parse_ids(const char *s, int32_t *ids, int cap) {
 static int gen_isa(void *ctx, const cli_opt *opt, const char *val, char *err, size_t errlen) {
     kern_isa isa;
     if (kern_isa_parse(val, &isa) != 0) {
-        return pl_errf(err, errlen, -1, "unknown ISA; scalar, avx2, avx512vnni, amx");
+        return pl_errf(err, errlen, CLI_EINVAL, "unknown ISA; scalar, avx2, avx512vnni, amx");
     }
     kern_isa_set_max(isa);
     return 0;
@@ -117,7 +117,7 @@ static int gen_spec(void *ctx, const cli_opt *opt, const char *val, char *err, s
     gen_args *g = ctx;
     if (!strcmp(val, "off")) g->spec = 0;
     else if (!strcmp(val, "ngram")) g->spec = 1;
-    else return pl_errf(err, errlen, -1, "off or ngram");
+    else return pl_errf(err, errlen, CLI_EINVAL, "off or ngram");
     return 0;
 }
 

@@ -61,13 +61,9 @@
 
 #include "eng_backend.h"
 #include "eng_config.h"
+#include "eng_err.h" /* ENG_EINVAL, ENG_ENOMEM, ENG_EIO */
 #include "eng_gguf.h"
 #include "eng_kv.h"
-
-/* Error codes (negative). */
-#define ENG_EINVAL (-501) /* bad argument or unsupported model content */
-#define ENG_ENOMEM (-502) /* host memory or KV blocks exhausted */
-#define ENG_EIO (-503)    /* file could not be read / parsed */
 
 typedef struct eng_model eng_model; /* opaque; immutable after load */
 

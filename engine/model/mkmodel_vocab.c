@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_err.h"
 #include "mkmodel_vocab.h"
-#include "pl_err.h"
 
 /* Common English and chat words; a leading space is written as ' ' and
  * mapped to GPT-2's 'Ġ' like every other byte. */
@@ -154,7 +154,8 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     mv_train t = {0};
     memset(v, 0, sizeof *v);
     if (n_vocab < 320 || n_vocab > (1 << 24)) {
-        return pl_errf(err, errlen, -1, "vocabulary size %d is not in [320, %d]", n_vocab, 1 << 24);
+        return pl_errf(err, errlen, ENG_EINVAL, "vocabulary size %d is not in [320, %d]", n_vocab,
+                       1 << 24);
     }
     int max_merges = n_vocab - 256 - 5 - 8;
     if (max_merges > 1500) max_merges = 1500;
@@ -247,7 +248,7 @@ int eng_mkvocab_build(int n_vocab, eng_mkvocab *v, char *err, size_t errlen) {
     rc = 0;
     goto out;
 nomem:
-    pl_errf(err, errlen, -1, "out of memory building the vocabulary");
+    pl_errf(err, errlen, ENG_ENOMEM, "out of memory building the vocabulary");
     eng_mkvocab_free(v);
 out:
     free(t.sym);
