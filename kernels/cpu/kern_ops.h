@@ -95,6 +95,11 @@ void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, 
                               float *scale, int lds);
 void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
                           int8_t *q, int ldq, float *scale, int lds);
+/* The same, and sum[m * lds + b] = the sum of the int8 values of block b
+ * (exact; the packed GEMMs take them as kern_gemm_act.a_sum so that no tile
+ * recomputes them). */
+void kern_quantize_blocks_sum(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                              int8_t *q, int ldq, float *scale, int32_t *sum, int lds);
 
 /* y[m] = x[m] * (1 / sqrt(mean(x[m]^2) + eps)) * w over n floats per row;
  * y may equal x (in place), otherwise they must not overlap. */

@@ -89,7 +89,8 @@ KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int 
 /* One full block of 32 floats (kern_quantize_blocks): the row kernel's
  * arithmetic for K = 32, with the max chained so that a NaN lane is skipped
  * exactly as there. */
-KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, float *scale) {
+KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, float *scale,
+                                                   int32_t *sum) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x)), _mm256_setzero_ps());
     m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8)), m);
@@ -100,6 +101,7 @@ KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, fl
     if (!(inv <= FLT_MAX)) { /* amax 0, or so small that inv overflows: a zero block */
         *scale = 0;
         memset(q, 0, 32);
+        if (sum) *sum = 0;
         return;
     }
     *scale = amax / 127.0f;
@@ -109,13 +111,28 @@ KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, fl
     __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b),
                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)q, bytes);
+    if (!sum) return;
+    /* sum of the signed bytes: sad of the bytes + 128 against zero, minus 32 * 128 */
+    __m256i s = _mm256_sad_epu8(_mm256_xor_si256(bytes, _mm256_set1_epi8((char)0x80)),
+                                _mm256_setzero_si256());
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
+    *sum = _mm_cvtsi128_si32(h) - 32 * 128;
 }
 
 KERN_AVX2 static void kern_quant_blocks_avx2(const float *x, int K, int8_t *q, int pad,
-                                             float *scale) {
+                                             float *scale, int32_t *sum) {
     int k = 0, b = 0;
-    for (; k + 32 <= K; k += 32, b++) kern_quant_block32_avx2(x + k, q + k, scale + b);
-    if (k < K) kern_quant_row_avx2(x + k, K - k, q + k, 0, scale + b);
+    for (; k + 32 <= K; k += 32, b++)
+        kern_quant_block32_avx2(x + k, q + k, scale + b, sum ? sum + b : NULL);
+    if (k < K) {
+        kern_quant_row_avx2(x + k, K - k, q + k, 0, scale + b);
+        if (sum) {
+            int32_t s = 0;
+            for (int i = k; i < K; i++) s += q[i];
+            sum[b] = s;
+        }
+    }
     memset(q + K, 0, (size_t)pad);
 }
 

@@ -83,6 +83,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_gemm.h"
 #include "kern_isa.h"
 #include "kern_pool.h"
 
@@ -140,6 +141,11 @@ void kern_w4pack_row_f32(const kern_w4pack *w, int n, float mul, float *out);
  * lowered to it.  Runs on pool p (NULL: calling thread). */
 void kern_gemm_w4(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
                   int lds, const kern_w4pack *w, float *C, int ldc);
+/* The general form (kern_gemm.h: block sums, outputs into rows or an
+ * argmax); the values are kern_gemm_w4's.  Returns 0, or -1 when out names
+ * no output. */
+int kern_gemm_w4_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_w4pack *w,
+                     const kern_gemm_out *out);
 
 /* Plain reference of the AFFINE kind over row-major arrays (U[N][K],
  * sc/mn[N][K/32], d/dmin[N][K/256] as floats, A[M][K], a_scale[M][K/32]):
