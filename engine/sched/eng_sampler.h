@@ -83,6 +83,11 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, const int32_t *h
 int32_t eng_sampler_verify(eng_sampler *s, const float *logits, const int32_t *history,
                            int n_history, int32_t draft, int *accepted);
 
+/* 1 when eng_sampler_sample is the argmax of the logits as given (greedy,
+ * no repetition penalty): a caller may then compute only the argmax
+ * (eng_forward's ENG_LOGITS_ARGMAX) and skip the logits row. */
+int eng_sampler_greedy_only(const eng_sampler *s);
+
 /* 1 if tok is one of the stop tokens. */
 int eng_sampler_is_stop(const eng_sampler *s, int32_t tok);
 

@@ -116,6 +116,10 @@ void eng_sampler_free(eng_sampler *s) {
     free(s);
 }
 
+int eng_sampler_greedy_only(const eng_sampler *s) {
+    return s->p.temperature <= 0 && s->p.repetition_penalty == 1.0f;
+}
+
 int eng_sampler_is_stop(const eng_sampler *s, int32_t tok) {
     for (int i = 0; i < s->p.n_stop; i++)
         if (s->p.stop[i] == tok) return 1;

@@ -279,6 +279,23 @@ static int sched_draft_limit(const eng_sched *s) {
     return (int)(k < s->cfg.spec_tokens ? (k > 0 ? k : 0) : s->cfg.spec_tokens);
 }
 
+/* 1 when r's next token is the argmax of its logits and nothing else reads
+ * them: greedy, no penalty, no logits in its token events.  Its steps then
+ * ask eng_forward for the argmax only (ENG_LOGITS_ARGMAX: the output
+ * projection never writes the n_vocab row).  Whatever else reads or
+ * changes the logits (logprobs, penalties, constraint masks, sampling)
+ * must make this 0. */
+static int sched_argmax_only(const sched_req *r) {
+    return !r->want_logits && eng_sampler_greedy_only(r->sampler);
+}
+
+/* The step's logits request for r's last row: the argmax only, or the row. */
+static void sched_want_last(sched_req *r, eng_seq_step *st) {
+    st->logits = sched_argmax_only(r) ? ENG_LOGITS_ARGMAX : ENG_LOGITS_LAST;
+    st->out = r->logits;
+    st->next = &r->argmax;
+}
+
 /* Build the batch; returns its size.  Prefill chunks never make a step
  * exceed step_tokens beyond the decode tokens.  With draft, decoding
  * sequences feed their drafts too (a verify chunk, ENG_LOGITS_ALL into
@@ -294,8 +311,9 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
             st->kv = &r->kv;
             st->tokens = r->toks + r->kv.n_tokens;
             st->n_tokens = 1 + k;
-            st->logits = k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST;
-            st->out = k ? s->spec_logits + (size_t)rows * s->n_vocab : r->logits;
+            sched_want_last(r, st);
+            if (k)
+                st->logits = ENG_LOGITS_ALL, st->out = s->spec_logits + (size_t)rows * s->n_vocab;
             rows += k ? k + 1 : 0;
             *n_drafted += k;
             s->step_req[n++] = r;
@@ -310,8 +328,8 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
         st->kv = &r->kv;
         st->tokens = r->toks + r->kv.n_tokens;
         st->n_tokens = chunk;
-        st->logits = chunk == rem ? ENG_LOGITS_LAST : ENG_LOGITS_NONE;
-        st->out = r->logits;
+        sched_want_last(r, st);
+        if (chunk != rem) st->logits = ENG_LOGITS_NONE;
         s->step_req[n++] = r;
         budget -= chunk;
     }
@@ -362,9 +380,11 @@ void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logit
     sched_deliver(s, e);
 }
 
-/* Sample from step i's logits and report the token. */
-static void sched_sample(eng_sched *s, sched_req *r, int64_t now) {
-    int32_t tok = eng_sampler_sample(r->sampler, r->logits, r->toks, r->n_toks);
+/* Sample from step i's logits (or take its argmax: an ENG_LOGITS_ARGMAX
+ * step) and report the token. */
+static void sched_sample(eng_sched *s, sched_req *r, int use_argmax, int64_t now) {
+    int32_t tok =
+        use_argmax ? r->argmax : eng_sampler_sample(r->sampler, r->logits, r->toks, r->n_toks);
     if (append_token(r, tok) != 0) {
         list_remove(&s->running, r);
         sched_finish(s, r, ENG_SCHED_ERROR, "sched: out of memory for tokens");
@@ -426,9 +446,10 @@ static int sched_step(eng_sched *s) {
     int64_t now = eng_sched_now_us();
     for (int i = 0; i < n; i++) {
         if (i >= n_decode) prefill += (uint64_t)s->steps[i].n_tokens;
-        if (s->steps[i].logits == ENG_LOGITS_LAST) { /* may end and free the request */
+        int lg = s->steps[i].logits;
+        if (lg == ENG_LOGITS_LAST || lg == ENG_LOGITS_ARGMAX) { /* may end and free the request */
             sampled++;
-            sched_sample(s, s->step_req[i], now);
+            sched_sample(s, s->step_req[i], lg == ENG_LOGITS_ARGMAX, now);
         } else if (s->steps[i].logits == ENG_LOGITS_ALL) { /* a verify chunk; may end it too */
             sched_spec_commit(s, s->step_req[i], s->steps[i].n_tokens - 1, s->steps[i].out, now,
                               &sampled);

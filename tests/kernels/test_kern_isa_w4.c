@@ -30,6 +30,7 @@ typedef struct w4case {
     kern_w4pack w;         /* packed weights */
     int8_t *A;             /* activations */
     float *a_scale;        /* [M][lds] */
+    int32_t *a_sum;        /* [M][lds] block sums of A */
 } w4case;
 
 static void w4case_make(w4case *c, int M, int N, int K, int aff, int extreme) {
@@ -75,12 +76,17 @@ static void w4case_make(w4case *c, int M, int N, int K, int aff, int extreme) {
         }
         for (int b = 0; b < c->lds; b++) c->a_scale[(size_t)m * c->lds + b] = w4_frand01() + 0.001f;
     }
+    c->a_sum = calloc((size_t)M * c->lds, sizeof(int32_t));
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            c->a_sum[(size_t)m * c->lds + k / 32] += c->A[(size_t)m * c->lda + k];
 }
 
 static void w4case_free(w4case *c) {
     kern_w4pack_free(&c->w);
     free(c->A);
     free(c->a_scale);
+    free(c->a_sum);
 }
 
 #define W4_SENTINEL 0x7fc0deadu
@@ -100,6 +106,8 @@ static int w4_tile_check(const w4case *c, kern_w4_tile_fn fn, int r0, int mr, in
                       .lda = c->lda,
                       .a_scale = c->a_scale + (size_t)r0 * c->lds,
                       .lds = c->lds,
+                      /* the kernels' own block sums, or the caller's */
+                      .a_sum = pt_rand() % 2 ? NULL : c->a_sum + (size_t)r0 * c->lds,
                       .w = &c->w,
                       .ldc = ldc};
     t.ncol = c->N - 16 * g0 < 16 * ng ? c->N - 16 * g0 : 16 * ng;

@@ -329,9 +329,17 @@ PT_TEST(window_truncation) {
             if (extra && kk > K) break;
             eng_kvseq kv;
             PT_EQ_INT(eng_kvseq_init(&kv, l, &a, err, sizeof err), 0);
-            eng_seq_step st = {&kv, toks, n_kv, ENG_LOGITS_NONE, NULL};
+            eng_seq_step st = {.kv = &kv,
+                               .tokens = toks,
+                               .n_tokens = n_kv,
+                               .logits = ENG_LOGITS_NONE,
+                               .out = NULL};
             if (n_kv) PT_EQ_INT(eng_forward(model(), &st, 1, err, sizeof err), 0);
-            eng_seq_step v = {&kv, toks + n_kv, 1 + kk, ENG_LOGITS_ALL, out};
+            eng_seq_step v = {.kv = &kv,
+                              .tokens = toks + n_kv,
+                              .n_tokens = 1 + kk,
+                              .logits = ENG_LOGITS_ALL,
+                              .out = out};
             PT_EQ_INT(eng_forward(model(), &v, 1, err, sizeof err), 0);
             int rc = eng_kvseq_truncate(&kv, n_kv + 1);
             if (!extra) PT_EQ_INT(rc, 0);

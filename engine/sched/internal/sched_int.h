@@ -54,6 +54,7 @@ typedef struct sched_req {
     int kv_live;                                                     /* kv is initialised */
     eng_kvseq kv;     /* the sequence's KV (running only) */
     float *logits;    /* n_vocab floats (running only) */
+    int32_t argmax;   /* the greedy token of an ENG_LOGITS_ARGMAX step (sched_argmax_only) */
     eng_ngram *ngram; /* prompt-lookup index of toks, made at the first draft (NULL before) */
     int spec_k;       /* the next draft's length limit (eng_spec_next_k), 1..spec_tokens */
 } sched_req;
