@@ -1,7 +1,8 @@
 /*
  * kern_isa_emu.c -- test-only emulation build of the AVX-512 VNNI and AMX
- * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc) and of
- * the W4A8 AVX-512 VNNI tile kernel (kern_w4_avx512.inc); see kern_isa_emu.h.
+ * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc, with
+ * kern_v512_core.inc) and of the W4A8 AVX-512 VNNI and AMX tile kernels
+ * (kern_w4_avx512.inc, kern_w4_amx.inc); see kern_isa_emu.h.
  *
  * _mm512_* come from SIMDe (portable implementations, native AVX2 underneath
  * since this file is compiled with -mavx2 -mfma -mf16c), plus five that
@@ -220,3 +221,8 @@ long kern_amx_emu_take_ops(void) {
 #define KERN_W4V_TARGET
 #define KERN_W4V_FN kern_w4_tile_avx512vnni_emu
 #include "kern_w4_avx512.inc"
+
+#define KERN_W4A_TARGET
+#define KERN_W4A_FN kern_w4_tile_amx_emu
+#define KERN_W4A_TAIL kern_w4_tile_avx512vnni_emu
+#include "kern_w4_amx.inc"

@@ -24,6 +24,9 @@ void kern_q8_tile_avx512vnni_emu(const kern_q8_tile *t);
 void kern_q8_tile_amx_emu(const kern_q8_tile *t);
 /* kern_w4_avx512.inc (the W4A8 tile kernel) over SIMDe. */
 void kern_w4_tile_avx512vnni_emu(const kern_w4_tile *t);
+/* kern_w4_amx.inc over SIMDe and the tile emulation (tail rows go to
+ * kern_w4_tile_avx512vnni_emu). */
+void kern_w4_tile_amx_emu(const kern_w4_tile *t);
 /* Tile instructions this thread executed that real hardware would fault on
  * (bad or missing configuration, shape mismatch); reset to 0 by the call. */
 int kern_amx_emu_take_faults(void);

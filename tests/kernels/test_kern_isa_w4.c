@@ -1,9 +1,10 @@
 /*
  * test_kern_isa_w4.c -- part of test_kern_isa: the W4A8 tile kernels
  * (kern_w4_int.h) against kern_w4_tile_scalar, bit for bit, tile by tile:
- *   - AVX2 and AVX-512 VNNI natively where the CPU has them;
- *   - the AVX-512 body (kernels/cpu/kern_w4_avx512.inc) under SIMDe
- *     (kern_isa_emu.c) on any AVX2 host;
+ *   - AVX2, AVX-512 VNNI and AMX natively where the CPU has them;
+ *   - the AVX-512 body (kernels/cpu/kern_w4_avx512.inc) under SIMDe and the
+ *     AMX body (kern_w4_amx.inc) under SIMDe plus the tile emulation
+ *     (kern_isa_emu.c) on any AVX2 host, with no faulting tile use;
  * for both kinds, random and edge shapes: rows 1..64 (up to
  * KERN_W4_FUSED_MAX_MR the register path, above it the buffered one with
  * every register-block tail), ragged last group, odd group counts, more
@@ -184,6 +185,10 @@ PT_TEST(w4_avx512vnni_native_tiles_match_scalar) {
     if (w4_native(KERN_ISA_AVX512VNNI)) w4_tiles(kern_w4_tile_avx512vnni, "w4 avx512vnni", 120);
 }
 
+PT_TEST(w4_amx_native_tiles_match_scalar) {
+    if (w4_native(KERN_ISA_AMX)) w4_tiles(kern_w4_tile_amx, "w4 amx", 120);
+}
+
 #if KERN_TEST_EMU
 PT_TEST(w4_avx512vnni_emulated_tiles_match_scalar) {
     if (kern_isa_detect() < KERN_ISA_AVX2) {
@@ -191,5 +196,17 @@ PT_TEST(w4_avx512vnni_emulated_tiles_match_scalar) {
         return;
     }
     w4_tiles(kern_w4_tile_avx512vnni_emu, "w4 avx512vnni (SIMDe)", 80);
+}
+
+PT_TEST(w4_amx_emulated_tiles_match_scalar) {
+    if (kern_isa_detect() < KERN_ISA_AVX2) {
+        printf("  skipped: the emulation build needs AVX2+FMA+F16C on the host\n");
+        return;
+    }
+    kern_amx_emu_take_faults();
+    kern_amx_emu_take_ops();
+    w4_tiles(kern_w4_tile_amx_emu, "w4 amx (emulated)", 60);
+    PT_EQ_INT(kern_amx_emu_take_faults(), 0);
+    PT_ASSERT(kern_amx_emu_take_ops() > 0); /* the tile path ran, not only the tail kernel */
 }
 #endif
