@@ -14,6 +14,7 @@
 #ifndef KERN_ISA_EMU_H
 #define KERN_ISA_EMU_H
 
+#include "kern_attn.h"
 #include "kern_gemm_int.h"
 #include "kern_w4_int.h"
 
@@ -27,6 +28,8 @@ void kern_w4_tile_avx512vnni_emu(const kern_w4_tile *t);
 /* kern_w4_amx.inc over SIMDe and the tile emulation (tail rows go to
  * kern_w4_tile_avx512vnni_emu). */
 void kern_w4_tile_amx_emu(const kern_w4_tile *t);
+/* kern_attn_avx512.inc (int8-query attention) over SIMDe. */
+void kern_attn_avx512_emu(const kern_attn_kv *kv, const kern_attn_q *a, int head_dim, float scale);
 /* Tile instructions this thread executed that real hardware would fault on
  * (bad or missing configuration, shape mismatch); reset to 0 by the call. */
 int kern_amx_emu_take_faults(void);
