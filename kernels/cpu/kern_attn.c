@@ -273,6 +273,12 @@ int kern_attn_uses_q8(const kern_attn_kv *kv, int hd) {
            kv->k_group == 32 && hd % 32 == 0 && hd <= KERN_ATTN_MAX_A5_HD;
 }
 
+/* nearbyintf clamped to [-127, 127]. */
+static float ka_round127(float x) {
+    float v = nearbyintf(x);
+    return v > 127 ? 127 : v < -127 ? -127 : v;
+}
+
 void kern_attn_round_q(const float *q, int hd, float *out) {
     for (int b = 0; b + 32 <= hd; b += 32) {
         float amax = 0;
@@ -283,9 +289,9 @@ void kern_attn_round_q(const float *q, int hd, float *out) {
                 out[b + i] = 0;
                 continue;
             }
-            float v = nearbyintf(q[b + i] * inv);
-            v = v > 127 ? 127 : v < -127 ? -127 : v;
-            out[b + i] = v * s;
+            float hi = ka_round127(q[b + i] * inv);
+            float lo = ka_round127(fmaf(-hi, s, q[b + i]) * (inv * 254.0f));
+            out[b + i] = hi * s + lo * (s / 254.0f);
         }
     }
 }

@@ -28,10 +28,11 @@
  *   AVX-512 VNNI (kern_attn_avx512.inc; int8 K/V with k_group 32,
  *     head_dim % 32 == 0, head_dim <= KERN_ATTN_MAX_A5_HD): flash-style
  *     tiles of up to 64 (token, head) pairs over key chunks of 32, the
- *     scores as an int8 GEMM -- each query rounded once to int8 per 32
- *     values (kern_attn_round_q), exact int32 sums per 32-dim block folded
- *     with the key's and the query's block scales -- then the online
- *     softmax and the weighted V sum in fp32 (see that file);
+ *     scores as int8 GEMMs -- each query split once into two int8 parts
+ *     per 32 values (kern_attn_round_q: about 16 bits), exact int32 sums
+ *     per 32-dim block folded with the key's and the parts' block scales
+ *     -- then the online softmax and the weighted V sum in fp32 (see that
+ *     file);
  *   AVX2+FMA (head_dim % 8 == 0, k_group % 8 == 0, head_dim <=
  *     KERN_ATTN_MAX_VEC_HD; fp32 caches too): online softmax over key
  *     chunks of KERN_ATTN_CHUNK(head_dim) keys: per chunk, K rows
@@ -46,8 +47,8 @@
  * under chunked prefill, batching and threading.  The AVX2 path differs
  * from the reference by float rounding only; the AVX-512 path by float
  * rounding from the reference over its rounded queries, and by the query
- * rounding itself (at most half an int8 step of each 32-value block) from
- * the exact one.
+ * rounding itself (at most half a step of max |q_block| / (127 * 254))
+ * from the exact one.
  *
  * Threading.  Calls are independent and reentrant (no global state besides
  * the ISA choice); the caller splits work across threads.  Stack use is
@@ -105,9 +106,10 @@ void kern_attn_avx512(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim
  * current ISA level): its queries are rounded to int8, so its reference
  * is kern_attn_ref over queries passed through kern_attn_round_q. */
 int kern_attn_uses_q8(const kern_attn_kv *kv, int head_dim);
-/* q (head_dim floats, a multiple of 32) as the int8 path sees it: each
- * block of 32 values rounded to int8 with scale max |x| / 127 (half to
- * even; a zero block stays zero), times that scale. */
+/* q (head_dim floats, a multiple of 32) as the int8 path sees it: per
+ * block of 32 values, s = max |x| / 127, high = round(x / s) and the
+ * residual's low = round((x - high * s) * 254 / s) (half to even, int8; a
+ * zero block stays zero): high * s + low * s / 254. */
 void kern_attn_round_q(const float *q, int head_dim, float *out);
 /* Scalar textbook reference. */
 void kern_attn_ref(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);

@@ -110,6 +110,7 @@ static void kern_softmax_scalar(float *x, int n) {
 }
 
 static int kern_argmax_scalar(const float *x, int n);
+static int kern_scan_at_least_scalar(const float *x, int from, int n, float mul, float thr);
 
 const kern_ops_rowfns kern_ops_rows_scalar = {
     .quant = kern_quant_row_scalar,
@@ -120,6 +121,7 @@ const kern_ops_rowfns kern_ops_rows_scalar = {
     .add = kern_add_row_scalar,
     .softmax = kern_softmax_scalar,
     .argmax = kern_argmax_scalar,
+    .scan_at_least = kern_scan_at_least_scalar,
 };
 
 /* ---- references ---- */
@@ -187,6 +189,16 @@ static int kern_argmax_scalar(const float *x, int n) {
 }
 
 int kern_argmax_ref(const float *x, int n) { return kern_argmax_scalar(x, n); }
+
+static int kern_scan_at_least_scalar(const float *x, int from, int n, float mul, float thr) {
+    for (int i = from; i < n; i++)
+        if (x[i] * mul >= thr) return i;
+    return n;
+}
+
+int kern_scan_at_least_ref(const float *x, int from, int n, float mul, float thr) {
+    return kern_scan_at_least_scalar(x, from, n, mul, thr);
+}
 
 /* ---- drivers ---- */
 
@@ -429,4 +441,8 @@ void kern_softmax(kern_isa isa, float *x, int n) {
 
 int kern_argmax(kern_isa isa, const float *x, int n) {
     return n <= 1 ? 0 : kern_ops_pick(isa)->argmax(x, n);
+}
+
+int kern_scan_at_least(kern_isa isa, const float *x, int from, int n, float mul, float thr) {
+    return from >= n ? n : kern_ops_pick(isa)->scan_at_least(x, from, n, mul, thr);
 }

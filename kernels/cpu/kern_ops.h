@@ -145,4 +145,12 @@ void kern_softmax(kern_isa isa, float *x, int n);
 int kern_argmax_ref(const float *x, int n);
 int kern_argmax(kern_isa isa, const float *x, int n);
 
+/* The first index i in [from, n) with x[i] * mul >= thr (the product
+ * rounded to float; NaN never qualifies), or n when none does: the
+ * sampler's one-pass top-k skips the logits that cannot enter its heap
+ * with it.  Exact, so every ISA path returns the reference's index
+ * (calling thread). */
+int kern_scan_at_least_ref(const float *x, int from, int n, float mul, float thr);
+int kern_scan_at_least(kern_isa isa, const float *x, int from, int n, float mul, float thr);
+
 #endif

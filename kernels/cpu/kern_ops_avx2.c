@@ -286,6 +286,25 @@ KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
     for (; i < n; i++) x[i] *= inv;
 }
 
+/* ---- scan ---- */
+
+/* 16 products per step, compared with thr (ordered: NaN never passes). */
+KERN_AVX2 static int kern_scan_at_least_avx2(const float *x, int from, int n, float mul,
+                                             float thr) {
+    const __m256 vm = _mm256_set1_ps(mul), vt = _mm256_set1_ps(thr);
+    int i = from;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_cmp_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vm), vt, _CMP_GE_OQ);
+        __m256 b = _mm256_cmp_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vm), vt, _CMP_GE_OQ);
+        int ma = _mm256_movemask_ps(a), mb = _mm256_movemask_ps(b);
+        if (ma | mb)
+            return i + (ma ? __builtin_ctz((unsigned)ma) : 8 + __builtin_ctz((unsigned)mb));
+    }
+    for (; i < n; i++)
+        if (x[i] * mul >= thr) return i;
+    return n;
+}
+
 /* ---- argmax ---- */
 
 /* Per lane the first index of the lane's largest value (NaN made -inf, so
@@ -336,5 +355,6 @@ const kern_ops_rowfns kern_ops_rows_avx2 = {
     .add = kern_add_row_avx2,
     .softmax = kern_softmax_avx2,
     .argmax = kern_argmax_avx2,
+    .scan_at_least = kern_scan_at_least_avx2,
 };
 #endif

@@ -36,6 +36,8 @@ typedef struct kern_ops_rowfns {
     void (*softmax)(float *x, int n);
     /* kern_argmax of n >= 1 floats. */
     int (*argmax)(const float *x, int n);
+    /* kern_scan_at_least. */
+    int (*scan_at_least)(const float *x, int from, int n, float mul, float thr);
 } kern_ops_rowfns;
 
 /* The portable rows (kern_ops.c): the references' arithmetic. */

@@ -215,9 +215,10 @@ PT_TEST(attn_k_scale_groups_match_reference) {
     PT_EQ_INT(eng_kv_k_group(36), 36);
 }
 
-/* The int8 query rounding of the AVX-512 path against the plain reference:
- * each query element moves by at most half a step (max |q| / 254 of its
- * 32-value block), so outputs move by about that share of their scale. */
+/* The query rounding of the AVX-512 path (two int8 parts, about 16 bits)
+ * against the plain reference: each query element moves by at most half a
+ * step of max |q_block| / (127 * 254), so outputs stay within about the
+ * AVX2 path's rounding. */
 PT_TEST(attn_int8_query_error_is_bounded) {
     tcache c;
     tcache_init(&c, 1, 64, 16, 0, 8);
@@ -236,7 +237,7 @@ PT_TEST(attn_int8_query_error_is_bounded) {
         worst = e > worst ? e : worst;
     }
     printf("  largest error against the exact-query reference: %.2e\n", worst);
-    PT_ASSERT(worst < 1e-2);
+    PT_ASSERT(worst < 1e-4);
 }
 
 PT_TEST(attn_scalar_dispatch_is_the_reference) {
