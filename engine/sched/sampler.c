@@ -260,6 +260,22 @@ static int sampler_mark(eng_sampler *s, const int32_t *history, int n_history, i
     return from;
 }
 
+/* The next distinct token of the window marked by sampler_mark (history
+ * index *i onwards), its mark cleared, or -1 when none is left; *v gets
+ * its logit (NaN as -inf), penalised. */
+static int32_t sampler_next_marked(eng_sampler *s, const float *logits, const int32_t *history,
+                                   int n_history, int *i, float *v) {
+    for (; *i < n_history; (*i)++) {
+        int32_t t = history[*i];
+        if (t < 0 || t >= s->n_vocab || !s->seen[t]) continue;
+        s->seen[t] = 0; /* once per distinct token */
+        *v = sampler_pen(s, logits[t] == logits[t] ? logits[t] : -INFINITY);
+        (*i)++;
+        return t;
+    }
+    return -1;
+}
+
 /* Top-k (k < n_vocab) in one pass over the caller's logits, the only read
  * of them: every logit (NaN as -inf, penalised when it is in the window)
  * times 1 / temperature competes for a max-heap of the k best sort keys;
@@ -288,14 +304,10 @@ static int sampler_topk(eng_sampler *s, const float *logits, const int32_t *hist
         heap_offer(h, &n, k, v * inv_t, i);
     }
     if (pen) {
-        for (int i = from; i < n_history; i++) {
-            int32_t t = history[i];
-            if (t < 0 || t >= V || !s->seen[t]) continue;
-            s->seen[t] = 0; /* once per distinct token */
-            float v = logits[t] == logits[t] ? logits[t] : -INFINITY;
-            heap_offer(h, &n, k, sampler_pen(s, v) * inv_t, t);
-        }
-        sampler_mark(s, history, n_history, 0);
+        float v;
+        for (int i = from, t;
+             (t = sampler_next_marked(s, logits, history, n_history, &i, &v)) >= 0;)
+            heap_offer(h, &n, k, v * inv_t, t);
     }
     qsort(h, (size_t)n, sizeof *h, cmp_key);
     for (int i = 0; i < n; i++) {
@@ -357,15 +369,12 @@ static float sampler_scaled(eng_sampler *s, const float *logits, const int32_t *
         if (lg[i] > mx && !(pen && s->seen[i])) mx = lg[i];
     }
     if (pen) {
-        for (int i = from; i < n_history; i++) {
-            int32_t t = history[i];
-            if (t < 0 || t >= V || !s->seen[t]) continue;
-            s->seen[t] = 0; /* once per distinct token */
-            float v = logits[t] == logits[t] ? logits[t] : -INFINITY;
-            lg[t] = sampler_pen(s, v) * inv_t;
+        float v;
+        for (int i = from, t;
+             (t = sampler_next_marked(s, logits, history, n_history, &i, &v)) >= 0;) {
+            lg[t] = v * inv_t;
             if (lg[t] > mx) mx = lg[t];
         }
-        sampler_mark(s, history, n_history, 0);
     }
     return mx;
 }
