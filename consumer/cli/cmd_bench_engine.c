@@ -29,7 +29,12 @@
  *             the sequences back to their prompts (eng_kvseq_truncate) and
  *             decodes the same tokens again.
  * Next tokens are the argmax of the logits (sampling is not part of the
- * engine's cost and is not timed).  Prompts are `parley generate
+ * engine's cost and is not timed): with --logits argmax (the default) each
+ * step asks eng_forward for the argmax only (ENG_LOGITS_ARGMAX, what the
+ * scheduler does for greedy requests: the output projection reduces its
+ * rows as it computes them), with --logits full for every logits row
+ * (ENG_LOGITS_LAST, written into the bench's buffers) and the argmax
+ * taken outside the timed call.  Prompts are `parley generate
  * --random-prompt`'s ids: seed 0 for the single stream, seed 1 + i for
  * batch sequence i, so tests/bench/bench_cpu.py gives llama.cpp the same
  * ids.
@@ -75,6 +80,8 @@ typedef struct be_opts {
     int block;           /* KV block tokens */
     int membw_mib;       /* bandwidth buffer MiB */
     int json;            /* 1: JSON object on the last line */
+    const char *logits;  /* --logits argmax|full, or NULL (argmax) */
+    int full;            /* 1: steps ask for full logits rows (--logits full) */
     const char *backend; /* --backend auto|cpu|cuda, or NULL */
     const char *weights; /* --weights native|int8, or NULL */
 } be_opts;
@@ -151,11 +158,25 @@ static double be_forward(eng_model *m, eng_seq_step *st, int n) {
 /* Prefill ids into an empty kv (one chunk) and decode gen greedy steps;
  * *t_pre / *t_dec get the seconds inside eng_forward.  prof: profile the
  * prefill (into pp) and the decode steps (into pd) instead of timing only. */
-static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen, float *logits,
-                     double *t_pre, double *t_dec, eng_prof_report *pp, eng_prof_report *pd) {
+/* A step of one token's logits (full: the row into out; else its argmax
+ * into *next). */
+static eng_seq_step be_step(eng_kvseq *kv, const int32_t *tokens, int n, int full, float *out,
+                            int32_t *next) {
+    return (eng_seq_step){.kv = kv,
+                          .tokens = tokens,
+                          .n_tokens = n,
+                          .logits = full ? ENG_LOGITS_LAST : ENG_LOGITS_ARGMAX,
+                          .out = out,
+                          .next = next};
+}
+
+static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int gen, int full,
+                     float *logits, double *t_pre, double *t_dec, eng_prof_report *pp,
+                     eng_prof_report *pd) {
     char err[PL_ERR_LEN];
     int V = eng_model_config(m)->n_vocab;
-    eng_seq_step st = {kv, ids, n, ENG_LOGITS_LAST, logits};
+    int32_t tok = 0, next = 0;
+    eng_seq_step st = be_step(kv, ids, n, full, logits, &next);
     if (pp && eng_prof_start(m, err, sizeof err) != 0) goto perr;
     *t_pre = be_forward(m, &st, 1);
     if (pp) {
@@ -163,18 +184,18 @@ static int be_stream(eng_model *m, eng_kvseq *kv, const int32_t *ids, int n, int
         pp->elapsed_s = *t_pre; /* the step is eng_forward's time, not the bench's */
     }
     if (*t_pre < 0) return -1;
-    int32_t tok = be_argmax(logits, V);
+    tok = full ? be_argmax(logits, V) : next;
     if (pd && eng_prof_start(m, err, sizeof err) != 0) goto perr;
     *t_dec = 0;
     for (int i = 0; i < gen; i++) {
-        eng_seq_step d = {kv, &tok, 1, ENG_LOGITS_LAST, logits};
+        eng_seq_step d = be_step(kv, &tok, 1, full, logits, &next);
         double t = be_forward(m, &d, 1);
         if (t < 0) {
             if (pd) eng_prof_stop(m, NULL);
             return -1;
         }
         *t_dec += t;
-        tok = be_argmax(logits, V);
+        tok = full ? be_argmax(logits, V) : next;
     }
     if (pd) {
         eng_prof_stop(m, pd);
@@ -209,7 +230,7 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be
         int prof = r == o->repeat, n = r < 0 && o->prompt > 32 ? 32 : o->prompt;
         int gen = r < 0 ? (o->gen < 2 ? o->gen : 2) : prof && o->gen > 8 ? 8 : o->gen;
         double tp = 0, td = 0;
-        int bad = be_stream(m, &kv, ids, n, gen, logits, &tp, &td,
+        int bad = be_stream(m, &kv, ids, n, gen, o->full, logits, &tp, &td,
                             prof ? &f->prof[BE_PROF_PREFILL] : NULL,
                             prof ? &f->prof[BE_PROF_DECODE] : NULL);
         eng_kvseq_free(&kv);
@@ -237,13 +258,12 @@ out:
 
 /* One batched decode step over every sequence: tok[i] in, argmax out. */
 static double be_batch_step(eng_model *m, eng_seq_step *st, eng_kvseq *kv, int32_t *tok,
-                            float *logits, int B, int V) {
-    for (int i = 0; i < B; i++) {
-        eng_seq_step s = {&kv[i], &tok[i], 1, ENG_LOGITS_LAST, logits + (size_t)i * V};
-        st[i] = s;
-    }
+                            int32_t *next, int full, float *logits, int B, int V) {
+    for (int i = 0; i < B; i++)
+        st[i] = be_step(&kv[i], &tok[i], 1, full, logits + (size_t)i * V, &next[i]);
     double t = be_forward(m, st, B);
-    for (int i = 0; t >= 0 && i < B; i++) tok[i] = be_argmax(logits + (size_t)i * V, V);
+    for (int i = 0; t >= 0 && i < B; i++)
+        tok[i] = full ? be_argmax(logits + (size_t)i * V, V) : next[i];
     return t;
 }
 
@@ -256,9 +276,10 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
     eng_seq_step *st = calloc((size_t)B, sizeof *st);
     int32_t *ids = malloc((size_t)B * P * sizeof *ids);
     int32_t *first = malloc((size_t)B * sizeof *first), *tok = malloc((size_t)B * sizeof *tok);
+    int32_t *next = malloc((size_t)B * sizeof *next);
     float *logits = malloc((size_t)B * V * sizeof *logits);
     double *tps = calloc((size_t)o->repeat, sizeof *tps);
-    if (!kv || !st || !ids || !first || !tok || !logits || !tps) {
+    if (!kv || !st || !ids || !first || !tok || !next || !logits || !tps) {
         fprintf(stderr, "bench: out of memory\n");
         goto out;
     }
@@ -268,8 +289,11 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
             goto out;
         }
         eng_random_prompt(ids + (size_t)n_init * P, P, V, 1 + (uint64_t)n_init);
-        eng_seq_step s = {&kv[n_init], ids + (size_t)n_init * P, P, ENG_LOGITS_LAST,
-                          logits + (size_t)n_init * V};
+        eng_seq_step s = {.kv = &kv[n_init],
+                          .tokens = ids + (size_t)n_init * P,
+                          .n_tokens = P,
+                          .logits = ENG_LOGITS_LAST,
+                          .out = logits + (size_t)n_init * V};
         st[n_init] = s;
     }
     double tp = be_forward(m, st, B);
@@ -282,7 +306,11 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
             /* decode released sliding-window blocks the prompt's end still
              * attends (P + gen past the window): prefill it again, untimed */
             eng_kvseq_free(&kv[i]);
-            eng_seq_step s = {&kv[i], ids + (size_t)i * P, P, ENG_LOGITS_LAST, logits};
+            eng_seq_step s = {.kv = &kv[i],
+                              .tokens = ids + (size_t)i * P,
+                              .n_tokens = P,
+                              .logits = ENG_LOGITS_LAST,
+                              .out = logits};
             if (eng_kvseq_init(&kv[i], eng_model_kv_layout(m), alloc, err, sizeof err) != 0 ||
                 be_forward(m, &s, 1) < 0) {
                 fprintf(stderr, "bench: cannot restore a batched sequence to its prompt\n");
@@ -297,7 +325,7 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
         }
         double t = 0;
         for (int s = 0; s < steps && t >= 0; s++) {
-            double ts = be_batch_step(m, st, kv, tok, logits, B, V);
+            double ts = be_batch_step(m, st, kv, tok, next, o->full, logits, B, V);
             t = ts < 0 ? -1 : t + ts;
         }
         if (prof) {
@@ -319,6 +347,7 @@ out:
     free(st);
     free(ids);
     free(first);
+    free(next);
     free(tok);
     free(logits);
     free(tps);
@@ -416,9 +445,9 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
     be_json_str(o->model, strlen(o->model));
     printf(",\"arch\":");
     be_json_str(c->arch_name, strlen(c->arch_name));
-    printf(",\"backend\":\"%s\",\"weights\":\"%s\",\"resident_bytes\":%zu",
+    printf(",\"backend\":\"%s\",\"weights\":\"%s\",\"logits\":\"%s\",\"resident_bytes\":%zu",
            eng_model_backend_name(m), o->weights ? o->weights : "native",
-           eng_model_resident_bytes(m));
+           o->full ? "full" : "argmax", eng_model_resident_bytes(m));
     printf(",\"isa\":\"%s\",\"threads\":%d,\"weight_bytes\":%zu,\"prompt\":%d,\"gen\":%d,"
            "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
@@ -501,6 +530,10 @@ static int be_parse(int argc, char **argv, be_opts *o) {
         {"--block", NULL, CLI_INT, &o->block, 1, 4096, "N", "KV block tokens (default 16)", NULL},
         {"--membw-mib", NULL, CLI_INT, &o->membw_mib, 1, 1 << 20, "N",
          "bandwidth buffer MiB (default 1024)", NULL},
+        {"--logits", NULL, CLI_STR, &o->logits, 0, 0, "MODE",
+         "argmax (default: steps ask for the argmax only, as greedy serving does)\n"
+         "or full (every logits row written out, argmax taken outside)",
+         NULL},
         {"--json", NULL, CLI_FLAG, &o->json, 0, 0, NULL,
          "also print one JSON object on the last line", NULL},
         {"--backend", NULL, CLI_STR, &o->backend, 0, 0, "NAME",
@@ -521,6 +554,11 @@ static int be_parse(int argc, char **argv, be_opts *o) {
         cli_usage(&cmd, stderr);
         return 2;
     }
+    if (o->logits && strcmp(o->logits, "argmax") && strcmp(o->logits, "full")) {
+        fprintf(stderr, "bench: --logits argmax|full\n");
+        return 2;
+    }
+    o->full = o->logits && !strcmp(o->logits, "full");
     return 0;
 }
 
@@ -608,9 +646,10 @@ int wk_bench_engine(int argc, char **argv) {
            o.weights ? o.weights : "native", eng_model_backend_name(m), (double)wbytes / 1048576.0,
            be_now() - t0);
     printf("isa %s (machine best %s), %d threads; prompt %d, gen %d, batch %d x %d-token "
-           "prompts; medians of %d repeats; greedy argmax (untimed)\n",
+           "prompts; medians of %d repeats; greedy: %s\n",
            isa, kern_isa_name(kern_isa_detect()), threads, o.prompt, o.gen, o.batch, o.batch_prompt,
-           o.repeat);
+           o.repeat,
+           o.full ? "full logits rows, argmax untimed" : "argmax-only steps (--logits argmax)");
     fflush(stdout);
     if (eng_kv_allocator_malloc(&alloc, eng_model_kv_layout(m)) != 0) {
         fprintf(stderr, "bench: cannot set up the KV allocator\n");

@@ -139,7 +139,11 @@ static int bs_cost(eng_model *m, const bs_opts *o, double (*f)[65]) {
         eng_random_prompt(p, o->context + M, V, 1 + (uint64_t)n_init);
         if (eng_kvseq_init(&kv[n_init], eng_model_kv_layout(m), &a, err, sizeof err) != 0)
             goto done;
-        eng_seq_step s = {&kv[n_init], p, o->context, ENG_LOGITS_LAST, out};
+        eng_seq_step s = {.kv = &kv[n_init],
+                          .tokens = p,
+                          .n_tokens = o->context,
+                          .logits = ENG_LOGITS_LAST,
+                          .out = out};
         if (eng_forward(m, &s, 1, err, sizeof err) != 0) goto done;
         base[n_init] = o->context;
     }
@@ -147,12 +151,22 @@ static int bs_cost(eng_model *m, const bs_opts *o, double (*f)[65]) {
     double t[3][64];
     if (rep > 64) rep = 64;
     for (int n = 1; n <= M; n++) {
-        eng_seq_step dec = {&kv[0], ids + o->context, 1, ENG_LOGITS_LAST, out};
-        eng_seq_step chunk = {&kv[0], ids + o->context, n,
-                              n == 1 ? ENG_LOGITS_LAST : ENG_LOGITS_ALL, out};
+        eng_seq_step dec = {.kv = &kv[0],
+                            .tokens = ids + o->context,
+                            .n_tokens = 1,
+                            .logits = ENG_LOGITS_LAST,
+                            .out = out};
+        eng_seq_step chunk = {.kv = &kv[0],
+                              .tokens = ids + o->context,
+                              .n_tokens = n,
+                              .logits = n == 1 ? ENG_LOGITS_LAST : ENG_LOGITS_ALL,
+                              .out = out};
         for (int i = 0; i < n; i++) {
-            eng_seq_step s = {&kv[i], ids + (size_t)i * (o->context + M) + o->context, 1,
-                              ENG_LOGITS_LAST, out + (size_t)i * V};
+            eng_seq_step s = {.kv = &kv[i],
+                              .tokens = ids + (size_t)i * (o->context + M) + o->context,
+                              .n_tokens = 1,
+                              .logits = ENG_LOGITS_LAST,
+                              .out = out + (size_t)i * V};
             st[i] = s;
         }
         for (int r = -2; r < rep; r++) { /* -2, -1: warm-up */

@@ -123,6 +123,7 @@ int eng_backend_cpu_create(eng_backend *b, struct kern_pool *pool, char *err, si
     b->weight_read_bytes = eng_cpu_weight_read_bytes;
     b->linear_ws = eng_cpu_linear_ws;
     b->linear = eng_cpu_linear;
+    b->logits = eng_cpu_logits;
     b->embed = eng_cpu_embed;
     b->rmsnorm = cpu_rmsnorm;
     b->rmsnorm_heads = cpu_rmsnorm_heads;

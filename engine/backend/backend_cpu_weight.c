@@ -4,11 +4,14 @@
  * fp32 values or an untied embedding's rows), linear() and embed().  The
  * forms a weight is held in are described in backend_cpu_int.h.
  *
- * linear() on an int8 weight quantises the input rows once (one scale per
- * 32 values, kern_quantize_blocks, into the caller's workspace) and runs
- * kern_gemm_q8 or kern_gemm_w4 for each packed run into that run's columns
- * of C.  Every output of the GEMM depends only on its own weight row, so
- * splitting a weight into runs changes no bit of the result.
+ * linear() on an int8 weight quantises the input rows once (one scale and
+ * one sum per 32 values, kern_quantize_blocks_sum, into the caller's
+ * workspace) and runs kern_gemm_q8_run or kern_gemm_w4_run for each packed
+ * run into that run's columns of C.  Every output of the GEMM depends only
+ * on its own weight row, so splitting a weight into runs changes no bit of
+ * the result.  logits() is the same GEMM with the outputs put into each
+ * row's own buffer and / or reduced to a per-row argmax as the tiles finish
+ * (kern_gemm_out: argmax keys max-merged across runs and tasks).
  *
  * Native loads (weight_upload's native = 1) keep 4-bit parts 4-bit: a Q4_K
  * part as kern_w4's affine kind (the file's codes, scales and mins), an
@@ -264,16 +267,61 @@ size_t eng_cpu_weight_bytes(void *ctx, const eng_bweight *w) {
     return n;
 }
 
-/* The int8 input of M rows of K: rows of Kp bytes, then their block scales. */
-static size_t ws_q_bytes(int M, int K) {
-    size_t Kp = ((size_t)K + CPU_KB - 1) / CPU_KB * CPU_KB;
-    return ((size_t)M * Kp + 63) / 64 * 64;
+/* The workspace of linear / logits for M rows of K inputs: the int8 rows
+ * (Kp bytes each), their block scales and block sums, and one argmax key
+ * per row (logits), each region 64-byte aligned. */
+typedef struct cpu_ws {
+    int8_t *q;      /* [M][Kp] */
+    float *scale;   /* [M][Kp / 32] */
+    int32_t *sum;   /* [M][Kp / 32] */
+    uint64_t *keys; /* [M] */
+} cpu_ws;
+
+static size_t ws_layout(int M, int K, void *ws, cpu_ws *out) {
+    size_t Kp = ((size_t)K + CPU_KB - 1) / CPU_KB * CPU_KB, nb = Kp / CPU_KB;
+    size_t sz[4] = {(size_t)M * Kp, (size_t)M * nb * sizeof(float),
+                    (size_t)M * nb * sizeof(int32_t), (size_t)M * sizeof(uint64_t)};
+    size_t off[4], n = 0;
+    for (int i = 0; i < 4; i++) {
+        off[i] = n;
+        n += (sz[i] + 63) / 64 * 64;
+    }
+    if (out) {
+        char *b = ws;
+        *out = (cpu_ws){(int8_t *)(b + off[0]), (float *)(b + off[1]), (int32_t *)(b + off[2]),
+                        (uint64_t *)(b + off[3])};
+    }
+    return n;
 }
 
 size_t eng_cpu_linear_ws(void *ctx, int M, int K) {
     (void)ctx;
-    size_t nb = ((size_t)K + CPU_KB - 1) / CPU_KB;
-    return ws_q_bytes(M, K) + (size_t)M * nb * sizeof(float);
+    return ws_layout(M, K, NULL, NULL);
+}
+
+/* Quantise x (M rows of w->cols, one scale and sum per 32 values) into ws;
+ * the GEMM's activations. */
+static kern_gemm_act cpu_quantize(kern_pool *p, kern_isa isa, int M, const float *x, int ldx,
+                                  const eng_bweight *w, void *ws, cpu_ws *l) {
+    int K = w->cols, Kp = (K + CPU_KB - 1) / CPU_KB * CPU_KB, lds = Kp / CPU_KB;
+    ws_layout(M, K, ws, l);
+    kern_quantize_blocks_sum(p, isa, M, K, x, ldx, l->q, Kp, l->scale, l->sum, lds);
+    return (kern_gemm_act){
+        .M = M, .A = l->q, .lda = Kp, .a_scale = l->scale, .lds = lds, .a_sum = l->sum};
+}
+
+/* Every packed run of w over a, into out (its col0 moved to each run's rows). */
+static void cpu_runs(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const eng_bweight *w,
+                     kern_gemm_out out) {
+    int col0 = out.col0;
+    float *C = out.C;
+    for (int i = 0; i < w->n_runs; i++) {
+        const cpu_wrun *r = &w->runs[i];
+        out.col0 = col0 + r->row0;
+        out.C = C ? C + r->row0 : NULL;
+        if (r->kind == CPU_RUN_W4) kern_gemm_w4_run(p, isa, a, &r->w4, &out);
+        else kern_gemm_q8_run(p, isa, a, &r->pk, &out);
+    }
 }
 
 void eng_cpu_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
@@ -288,16 +336,44 @@ void eng_cpu_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight
                               C + (size_t)m * ldc, ldc);
         return;
     }
-    int K = w->cols, Kp = (K + CPU_KB - 1) / CPU_KB * CPU_KB, lds = Kp / CPU_KB;
-    int8_t *xq = ws;
-    float *xs = (float *)((char *)ws + ws_q_bytes(M, K));
-    kern_quantize_blocks(p, isa, M, K, x, ldx, xq, Kp, xs, lds);
-    for (int i = 0; i < w->n_runs; i++) {
-        const cpu_wrun *r = &w->runs[i];
-        if (r->kind == CPU_RUN_W4)
-            kern_gemm_w4(p, isa, M, xq, Kp, xs, lds, &r->w4, C + r->row0, ldc);
-        else kern_gemm_q8(p, isa, M, xq, Kp, xs, lds, &r->pk, C + r->row0, ldc);
+    cpu_ws l;
+    kern_gemm_act a = cpu_quantize(p, isa, M, x, ldx, w, ws, &l);
+    cpu_runs(p, isa, &a, w, (kern_gemm_out){.C = C, .ldc = ldc});
+}
+
+void eng_cpu_logits(void *ctx, int R, const float *x, int ldx, const eng_bweight *w,
+                    float *const *rows, int32_t *amax, void *ws) {
+    kern_pool *p = cpu_pool(ctx);
+    kern_isa isa = kern_isa_best();
+    if (R <= 0) return;
+    if (w->f) { /* fp32 models: a row at a time, argmax-only rows in column chunks */
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * ldx;
+            if (rows && rows[r]) {
+                kern_gemm_f32(p, isa, 1, w->rows, w->cols, xr, w->f, rows[r], w->rows);
+                if (amax) amax[r] = kern_argmax(isa, rows[r], w->rows);
+                continue;
+            }
+            if (!amax) continue;
+            float buf[4096];
+            uint64_t key = 0;
+            for (int n0 = 0; n0 < w->rows; n0 += 4096) {
+                int n = w->rows - n0 < 4096 ? w->rows - n0 : 4096;
+                kern_gemm_f32(p, isa, 1, n, w->cols, xr, w->f + (size_t)n0 * w->cols, buf, n);
+                int j = kern_argmax(isa, buf, n);
+                uint64_t k = kern_amax_key(buf[j], n0 + j);
+                if (k > key) key = k;
+            }
+            amax[r] = kern_amax_key_index(key);
+        }
+        return;
     }
+    cpu_ws l;
+    kern_gemm_act a = cpu_quantize(p, isa, R, x, ldx, w, ws, &l);
+    if (amax) memset(l.keys, 0, (size_t)R * sizeof *l.keys);
+    cpu_runs(p, isa, &a, w, (kern_gemm_out){.rows = rows, .amax = amax ? l.keys : NULL});
+    if (amax)
+        for (int r = 0; r < R; r++) amax[r] = kern_amax_key_index(l.keys[r]);
 }
 
 void eng_cpu_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul, float *x,

@@ -28,7 +28,7 @@
 #include "pl_time.h"
 
 typedef void (*prof_any_fn)(void);
-#define PROF_N_FN 24 /* function slots of eng_backend, alloc .. destroy */
+#define PROF_N_FN 25 /* function slots of eng_backend, alloc .. destroy */
 _Static_assert(sizeof(eng_backend) ==
                    offsetof(eng_backend, alloc) + PROF_N_FN * sizeof(prof_any_fn),
                "eng_backend slots changed: update backend_prof.c");
@@ -113,16 +113,26 @@ static void prof_copy(void *ctx, void *dst, const void *src, size_t n) {
     PROF_TIMED(ENG_PROF_TRANSFER, O.copy(O.ctx, dst, src, n));
 }
 
-static void prof_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
-                        int ldc, void *ws) {
-    double t0 = pl_mono_s();
-    O.linear(O.ctx, M, x, ldx, w, C, ldc, ws);
+/* Charge a GEMM call of M rows over w that started at t0 (linear, logits). */
+static void prof_gemm(void *ctx, const eng_bweight *w, int M, double t0) {
     double dt = prof_add(S, ENG_PROF_LINEAR, t0);
     int kind = prof_weight_kind(S->m, w);
     S->r.weight_s[kind] += dt;
     S->r.weight_calls[kind]++;
     S->r.weight_bytes[kind] += (double)O.weight_read_bytes(O.ctx, w);
     S->r.weight_rows[kind] += M;
+}
+static void prof_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
+                        int ldc, void *ws) {
+    double t0 = pl_mono_s();
+    O.linear(O.ctx, M, x, ldx, w, C, ldc, ws);
+    prof_gemm(ctx, w, M, t0);
+}
+static void prof_logits(void *ctx, int R, const float *x, int ldx, const eng_bweight *w,
+                        float *const *rows, int32_t *amax, void *ws) {
+    double t0 = pl_mono_s();
+    O.logits(O.ctx, R, x, ldx, w, rows, amax, ws);
+    prof_gemm(ctx, w, R, t0);
 }
 static void prof_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul,
                        float *x, int ldx) {
@@ -188,6 +198,7 @@ int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     b->weight_read_bytes = prof_weight_read_bytes;
     b->linear_ws = prof_linear_ws;
     b->linear = prof_linear;
+    b->logits = s->orig.logits ? prof_logits : NULL;
     b->embed = prof_embed;
     b->rmsnorm = prof_rmsnorm;
     b->rmsnorm_heads = prof_rmsnorm_heads;

@@ -223,6 +223,15 @@ typedef struct eng_backend {
      * backend memory). */
     void (*linear)(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
                    int ldc, void *ws);
+    /* Optional (NULL: the forward pass runs linear into backend memory,
+     * downloads and reduces): the output projection of R rows written
+     * straight into host memory.  Row r's rows(w) logits go to rows[r] (a
+     * caller's buffer) unless rows[r] is NULL; amax (host, may be NULL)
+     * gets every row's argmax (lowest index of the largest, NaN as -inf),
+     * reduced as the GEMM computes, so a row wanted only for its argmax is
+     * never written anywhere.  Values are linear()'s; ws as for linear. */
+    void (*logits)(void *ctx, int R, const float *x, int ldx, const eng_bweight *w,
+                   float *const *rows, int32_t *amax, void *ws);
     /* x[t] = row tok[t] of w (an ENG_WUSE_EMBED weight) times mul, t < T
      * (tok: backend memory; x rows ldx apart). */
     void (*embed)(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul, float *x,

@@ -10,7 +10,7 @@
  * the call (CLOCK_MONOTONIC around it) and forward to the original, and
  * eng_prof_stop puts the original back and returns the totals.
  *
- * GEMM attribution.  linear() calls (input quantisation + GEMM on int8
+ * GEMM attribution.  linear() and logits() calls (input quantisation + GEMM on int8
  * models) are attributed to the weight they multiply by identity (the
  * weight handle is compared with the model's layers): fused Q|K|V,
  * attention output, fused gate|up, down, and the output projection; the

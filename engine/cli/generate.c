@@ -291,8 +291,11 @@ static int gen_prefill(const gen_args *g, gen_run *r) {
     double tp = gen_now();
     for (int done = 0; done < r->n_prompt;) {
         int n = r->n_prompt - done < g->chunk ? r->n_prompt - done : (int)g->chunk;
-        eng_seq_step st = {&r->kv, r->ids + done, n,
-                           done + n == r->n_prompt ? ENG_LOGITS_LAST : ENG_LOGITS_NONE, r->logits};
+        eng_seq_step st = {.kv = &r->kv,
+                           .tokens = r->ids + done,
+                           .n_tokens = n,
+                           .logits = done + n == r->n_prompt ? ENG_LOGITS_LAST : ENG_LOGITS_NONE,
+                           .out = r->logits};
         if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) {
             fprintf(stderr, "generate: %s\n", r->err);
             return 1;
@@ -314,8 +317,11 @@ static int gen_step(const gen_args *g, gen_run *r, int n) {
         k = eng_spec_max_draft(eng_model_kv_layout(r->m), r->kv.n_tokens, k);
         k = k > 0 ? eng_ngram_draft(r->ngram, r->ids, n, k, r->ids + n) : 0;
     }
-    eng_seq_step st = {&r->kv, &r->ids[n - 1], 1 + k, k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST,
-                       k ? r->spec_logits : r->logits};
+    eng_seq_step st = {.kv = &r->kv,
+                       .tokens = &r->ids[n - 1],
+                       .n_tokens = 1 + k,
+                       .logits = k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST,
+                       .out = k ? r->spec_logits : r->logits};
     if (eng_forward(r->m, &st, 1, r->err, sizeof r->err) != 0) return -1;
     if (!k) {
         r->ids[n] = eng_sampler_sample(r->smp, r->logits, r->ids, n);

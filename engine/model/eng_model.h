@@ -134,15 +134,21 @@ void eng_model_kv_invalidate(eng_model *m, const void *blk);
  * -1 (out zeroed) when the backend has no such tier (the CPU). */
 int eng_model_kv_stats(const eng_model *m, eng_backend_kv_stats *out);
 
-/* Which logits a step wants. */
-enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2 };
+/* Which logits a step wants.  ENG_LOGITS_ARGMAX: only the argmax of the
+ * last token's logits (the lowest index of the largest; NaN counts as
+ * -inf), written to *next -- greedy decode with nothing else reading the
+ * logits (no penalties, logprobs or constraints): the output projection
+ * then reduces each row to its argmax as it computes it and never writes
+ * the n_vocab floats (eng_backend.h's logits op). */
+enum { ENG_LOGITS_NONE = 0, ENG_LOGITS_LAST = 1, ENG_LOGITS_ALL = 2, ENG_LOGITS_ARGMAX = 3 };
 
 typedef struct eng_seq_step {
     eng_kvseq *kv;         /* the sequence's KV state; advanced by n_tokens */
     const int32_t *tokens; /* new tokens (prefill chunk or 1 decode token) */
     int n_tokens;          /* >= 1 */
-    int logits;            /* ENG_LOGITS_NONE, ENG_LOGITS_LAST, ENG_LOGITS_ALL */
+    int logits;            /* ENG_LOGITS_NONE, _LAST, _ALL or _ARGMAX */
     float *out;            /* caller buffer: n_vocab floats (LAST) or n_tokens*n_vocab (ALL) */
+    int32_t *next;         /* ENG_LOGITS_ARGMAX: receives the argmax (unused otherwise) */
 } eng_seq_step;
 
 /* Advance every sequence of steps[0..n_steps) by its tokens.  The KV of

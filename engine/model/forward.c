@@ -14,7 +14,11 @@
  * Every step of that is one op of the model's backend table
  * (eng_backend.h) on buffers in backend memory: the step's scratch comes
  * from the backend's alloc, the token ids and positions are uploaded, and
- * the logits downloaded into the callers' rows.  The int8 and fp32 paths
+ * the logits land in the callers' rows: written there directly by the
+ * output projection when the backend has the logits op (the CPU: no
+ * n_vocab-wide buffer of its own, no copy), else downloaded.  A step that
+ * asks only for its argmax (ENG_LOGITS_ARGMAX) gets it from the same GEMM,
+ * which then never writes that row's logits.  The int8 and fp32 paths
  * are this same code: the backend's linear() is W8A8 on an int8 model (the
  * CPU backend quantises each input row with one scale per 32 values) and
  * fp32 on an fp32 one, and kv_store quantises (K one scale per 32 values of
@@ -35,6 +39,8 @@
 
 #include "eng_err.h"
 #include "eng_model_int.h"
+#include "kern_isa.h"
+#include "kern_ops.h"
 
 #define FWD_MAX_TOKENS (1 << 20) /* tokens in one step, all sequences together */
 
@@ -116,6 +122,11 @@ static void forward_layer(eng_model *m, fwd_buf *b, eng_seq_step *steps, int n_s
     be->add(be->ctx, T, E, b->x, E, b->tmp, E);
 }
 
+/* Rows of logits step st asks for (ENG_LOGITS_ARGMAX: one, its last token). */
+static int fwd_rows(const eng_seq_step *st) {
+    return st->logits == ENG_LOGITS_ALL ? st->n_tokens : st->logits != ENG_LOGITS_NONE;
+}
+
 static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_steps, int *T_out,
                        int *R_out, char *err, size_t errlen) {
     long T = 0, R = 0;
@@ -129,8 +140,9 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
         if (st->kv->layout != &m->kv && memcmp(st->kv->layout, &m->kv, sizeof m->kv) != 0)
             return pl_errf(err, errlen, ENG_EINVAL,
                            "forward: step %d uses another model's KV layout", s);
-        if (st->logits < ENG_LOGITS_NONE || st->logits > ENG_LOGITS_ALL ||
-            (st->logits != ENG_LOGITS_NONE && !st->out))
+        if (st->logits < ENG_LOGITS_NONE || st->logits > ENG_LOGITS_ARGMAX ||
+            (st->logits == ENG_LOGITS_ARGMAX ? !st->next
+                                             : st->logits != ENG_LOGITS_NONE && !st->out))
             return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: bad logits request", s);
         for (int i = 0; i < st->n_tokens; i++)
             if (st->tokens[i] < 0 || st->tokens[i] >= m->cfg.n_vocab)
@@ -144,7 +156,7 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
         if (st->kv->n_tokens > (1 << 30) - st->n_tokens)
             return pl_errf(err, errlen, ENG_EINVAL, "forward: step %d: sequence too long", s);
         T += st->n_tokens;
-        R += st->logits == ENG_LOGITS_ALL ? st->n_tokens : st->logits == ENG_LOGITS_LAST;
+        R += fwd_rows(st);
         if (T > FWD_MAX_TOKENS)
             return pl_errf(err, errlen, ENG_EINVAL, "forward: more than %d tokens in one step",
                            FWD_MAX_TOKENS);
@@ -154,15 +166,17 @@ static int check_steps(const eng_model *m, const eng_seq_step *steps, int n_step
     return 0;
 }
 
-/* Lay the step's backend buffers out in mem (NULL: only size them); returns the bytes needed. */
-static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, char *mem) {
+/* Lay the step's backend buffers out in mem (NULL: only size them); returns
+ * the bytes needed.  L: rows of the logits buffer (0 when the backend
+ * writes the logits into the callers' rows itself). */
+static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, int L, char *mem) {
     const eng_config *c = &m->cfg;
     size_t E = c->n_embd, nq = (size_t)c->n_head * c->head_dim, F = c->n_ff, V = c->n_vocab;
     size_t nqkv = nq + 2 * (size_t)c->n_head_kv * c->head_dim, kmax = E;
     if (nq > kmax) kmax = nq;
     if (F > kmax) kmax = F;
     size_t nf[] = {T * E, T * E, T * nqkv,      T * nq,       T * 2 * F,
-                   T * F, T * E, (size_t)R * E, (size_t)R * V};
+                   T * F, T * E, (size_t)R * E, (size_t)L * V};
     float **dst[] = {&b->x, &b->xn, &b->qkv, &b->att, &b->gu, &b->hff, &b->tmp, &b->lx, &b->lbuf};
     size_t off = 0;
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
@@ -174,7 +188,8 @@ static size_t fwd_layout(const eng_model *m, fwd_buf *b, int T, int R, char *mem
     if (mem) b->pos = (int32_t *)(mem + off);
     off += ((size_t)T * sizeof(int32_t) + 63) / 64 * 64;
     if (mem) b->ws = mem + off;
-    off += (m->be.linear_ws(m->be.ctx, T, (int)kmax) + 63) / 64 * 64;
+    size_t ws = m->be.linear_ws(m->be.ctx, T > R ? T : R, (int)kmax);
+    off += (ws + 63) / 64 * 64;
     return off;
 }
 
@@ -210,19 +225,82 @@ typedef struct fwd_host {
     int32_t *tok, *pos;  /* [T] token ids and positions, uploaded to the backend */
     eng_attn_desc *desc; /* [n_steps] */
     eng_kv_span *span;   /* [n_steps] */
+    float **rows;        /* [R] where each logits row goes (NULL: argmax only) */
+    int32_t *amax;       /* [R] argmax of each logits row */
 } fwd_host;
 
-static void *fwd_host_alloc(fwd_host *h, int T, int n_steps) {
-    size_t n = (size_t)n_steps, t = (size_t)T;
-    char *p = malloc(n * (sizeof(eng_attn_desc) + sizeof(eng_kv_span) + sizeof(int)) +
-                     2 * t * sizeof(int32_t));
+static void *fwd_host_alloc(fwd_host *h, int T, int R, int n_steps) {
+    size_t n = (size_t)n_steps, t = (size_t)T, r = (size_t)R;
+    char *p = malloc(r * sizeof(float *) + n * (sizeof(eng_attn_desc) + sizeof(eng_kv_span)) +
+                     n * sizeof(int) + (2 * t + r) * sizeof(int32_t));
     if (!p) return NULL;
-    h->desc = (eng_attn_desc *)p;
+    h->rows = (float **)p;
+    h->desc = (eng_attn_desc *)(h->rows + r);
     h->span = (eng_kv_span *)(h->desc + n);
     h->before = (int *)(h->span + n);
     h->tok = (int32_t *)(h->before + n);
     h->pos = h->tok + t;
+    h->amax = h->pos + t;
     return p;
+}
+
+/* 1 when the logits go straight into the callers' rows (the backend's
+ * logits op; with a soft-cap only when no step wants just its argmax: the
+ * argmax of the capped values is taken after capping). */
+static int fwd_direct(const eng_model *m, const eng_seq_step *steps, int n_steps) {
+    if (!m->be.logits) return 0;
+    if (m->cfg.final_logit_softcap <= 0) return 1;
+    for (int s = 0; s < n_steps; s++)
+        if (steps[s].logits == ENG_LOGITS_ARGMAX) return 0;
+    return 1;
+}
+
+/* Argmax of row r of the backend logits buffer lbuf (rows V apart): the
+ * backend's argmax op, else the row downloaded and scanned. */
+static int fwd_argmax_row(eng_model *m, const float *lbuf, int r, int V, int32_t *out) {
+    const eng_backend *be = &m->be;
+    if (be->argmax) return be->argmax(be->ctx, lbuf + (size_t)r * V, 1, V, V, out);
+    float *tmp = malloc((size_t)V * sizeof *tmp);
+    if (!tmp) return ENG_ENOMEM;
+    int rc = be->download(be->ctx, tmp, lbuf + (size_t)r * V, (size_t)V * sizeof(float));
+    if (rc == 0) *out = kern_argmax(kern_isa_best(), tmp, V);
+    free(tmp);
+    return rc;
+}
+
+/* The logits of the R normed rows b->lx into the steps (see the file
+ * comment); 0 or the backend's negative code. */
+static int fwd_logits(eng_model *m, fwd_buf *b, fwd_host *h, eng_seq_step *steps, int n_steps,
+                      int R, int direct) {
+    const eng_backend *be = &m->be;
+    int V = m->cfg.n_vocab, E = m->cfg.n_embd, rc = 0, n_amax = 0;
+    float cap = m->cfg.final_logit_softcap;
+    if (direct) {
+        for (int s = 0, r = 0; s < n_steps; s++)
+            for (int i = 0; i < fwd_rows(&steps[s]); i++, r++) {
+                n_amax += steps[s].logits == ENG_LOGITS_ARGMAX;
+                h->rows[r] =
+                    steps[s].logits == ENG_LOGITS_ARGMAX ? NULL : steps[s].out + (size_t)i * V;
+            }
+        be->logits(be->ctx, R, b->lx, E, m->out.bw, h->rows, n_amax ? h->amax : NULL, b->ws);
+        for (int s = 0, r = 0; s < n_steps; r += fwd_rows(&steps[s]), s++) {
+            if (steps[s].logits == ENG_LOGITS_ARGMAX) *steps[s].next = h->amax[r];
+            else if (cap > 0)
+                for (int i = 0; i < fwd_rows(&steps[s]); i++)
+                    be->softcap(be->ctx, h->rows[r + i], (size_t)V, cap);
+        }
+        return 0;
+    }
+    linear(m, b, b->lx, R, &m->out, b->lbuf, V);
+    if (cap > 0) be->softcap(be->ctx, b->lbuf, (size_t)R * V, cap);
+    for (int s = 0, r = 0; s < n_steps && rc == 0; r += fwd_rows(&steps[s]), s++) {
+        if (steps[s].logits == ENG_LOGITS_ARGMAX)
+            rc = fwd_argmax_row(m, b->lbuf, r, V, steps[s].next);
+        else if (fwd_rows(&steps[s]))
+            rc = be->download(be->ctx, steps[s].out, b->lbuf + (size_t)r * V,
+                              (size_t)fwd_rows(&steps[s]) * V * sizeof(float));
+    }
+    return rc;
 }
 
 int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_t errlen) {
@@ -231,9 +309,10 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     if (rc) return rc;
     const eng_config *c = &m->cfg;
     const eng_backend *be = &m->be;
-    int E = c->n_embd, V = c->n_vocab;
+    int E = c->n_embd;
     fwd_host h;
-    void *hmem = fwd_host_alloc(&h, T, n_steps);
+    void *hmem = fwd_host_alloc(&h, T, R, n_steps);
+    int direct = fwd_direct(m, steps, n_steps);
     if (!hmem) return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory");
 
     /* KV blocks for every new token, all or nothing */
@@ -246,13 +325,13 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     }
     fwd_buf b;
     int cached;
-    char *mem = fwd_scratch_get(m, fwd_layout(m, &b, T, R, NULL), &cached);
+    char *mem = fwd_scratch_get(m, fwd_layout(m, &b, T, R, direct ? 0 : R, NULL), &cached);
     if (!mem) {
         for (int s = 0; s < n_steps; s++) eng_kvseq_unreserve(steps[s].kv, h.before[s]);
         free(hmem);
         return pl_errf(err, errlen, ENG_ENOMEM, "forward: out of memory for %d tokens", T);
     }
-    fwd_layout(m, &b, T, R, mem);
+    fwd_layout(m, &b, T, R, direct ? 0 : R, mem);
     b.desc = h.desc;
     b.span = h.span;
 
@@ -273,8 +352,7 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
     if (R > 0) {
         int r = 0;
         for (int s = 0, t = 0; s < n_steps; t += steps[s].n_tokens, s++) {
-            int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens
-                                                      : steps[s].logits == ENG_LOGITS_LAST;
+            int n = fwd_rows(&steps[s]);
             int from = steps[s].logits == ENG_LOGITS_ALL ? t : t + steps[s].n_tokens - 1;
             if (n)
                 be->copy(be->ctx, b.lx + (size_t)r * E, b.x + (size_t)from * E,
@@ -282,18 +360,7 @@ int eng_forward(eng_model *m, eng_seq_step *steps, int n_steps, char *err, size_
             r += n;
         }
         be->rmsnorm(be->ctx, R, E, b.lx, E, m->out_norm, c->norm_eps, b.lx, E);
-        linear(m, &b, b.lx, R, &m->out, b.lbuf, V);
-        if (c->final_logit_softcap > 0)
-            be->softcap(be->ctx, b.lbuf, (size_t)R * V, c->final_logit_softcap);
-        r = 0;
-        for (int s = 0; s < n_steps && rc == 0; s++) {
-            int n = steps[s].logits == ENG_LOGITS_ALL ? steps[s].n_tokens
-                                                      : steps[s].logits == ENG_LOGITS_LAST;
-            if (n)
-                rc = be->download(be->ctx, steps[s].out, b.lbuf + (size_t)r * V,
-                                  (size_t)n * V * sizeof(float));
-            r += n;
-        }
+        rc = fwd_logits(m, &b, &h, steps, n_steps, R, direct);
     }
     if (rc == 0) {
         for (int s = 0; s < n_steps; s++)

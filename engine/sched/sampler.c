@@ -4,7 +4,11 @@
  * xoshiro256** RNG.
  *
  * Candidates are ranked by descending logit (ties by ascending id) only as
- * far as needed: top-k keeps the best k in a heap; top-p sorts only the
+ * far as needed: top-k keeps the best k in a heap filled in one pass over
+ * the caller's logits (kern_scan_at_least skips, 16 at a time, what cannot
+ * beat the worst kept; penalty, NaN and temperature applied on the way);
+ * the other modes scale the logits into the sampler's copy in one pass over
+ * them too (sampler_scaled), so the caller's row is read once.  Top-p sorts only the
  * candidates above a threshold a histogram of the probability mass finds
  * (every token within the logit gap that holds top_p of the mass, plus one
  * bucket of margin; the full order if rounding leaves the prefix short),
@@ -134,54 +138,6 @@ int eng_sampler_is_stop(const eng_sampler *s, int32_t tok) {
     return 0;
 }
 
-/* qsort comparator: descending logit, ascending id (logits passed through a
- * thread-local, as qsort has no context argument). */
-static _Thread_local const float *sort_logit;
-static int cmp_desc(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    float lx = sort_logit[x], ly = sort_logit[y];
-    if (lx > ly) return -1;
-    if (lx < ly) return 1;
-    return (x > y) - (x < y);
-}
-
-/* The best k of the vocabulary (k < n_vocab) into s->idx[0..k), best
- * first: a min-heap of the k kept (root = worst kept) over one scan, then a
- * sort of the k.  Returns k. */
-static int top_candidates(eng_sampler *s, int n) {
-    int32_t *h = s->idx;
-    for (int i = 0; i < s->n_vocab; i++) {
-        int c;
-        if (i < n) {
-            c = i;
-            h[c] = i;
-            while (c > 0 && cmp_desc(&h[c], &h[(c - 1) / 2]) > 0) {
-                int32_t t = h[c];
-                h[c] = h[(c - 1) / 2];
-                h[(c - 1) / 2] = t;
-                c = (c - 1) / 2;
-            }
-            continue;
-        }
-        int32_t cand = i;
-        if (cmp_desc(&cand, &h[0]) >= 0) continue; /* not better than the worst kept */
-        h[0] = cand;
-        c = 0;
-        for (;;) {
-            int l = 2 * c + 1, r = l + 1, w = c;
-            if (l < n && cmp_desc(&h[l], &h[w]) > 0) w = l;
-            if (r < n && cmp_desc(&h[r], &h[w]) > 0) w = r;
-            if (w == c) break;
-            int32_t t = h[c];
-            h[c] = h[w];
-            h[w] = t;
-            c = w;
-        }
-    }
-    qsort(h, (size_t)n, sizeof *h, cmp_desc);
-    return n;
-}
-
 /* Sort key of token id with logit v: ascending key = descending logit,
  * then ascending id (v is never NaN here; -0 sorts as +0, as comparing the
  * floats does). */
@@ -191,6 +147,50 @@ static uint64_t sort_key(float v, int32_t id) {
     memcpy(&u, &v, sizeof u);
     u = u >> 31 ? ~u : u | 0x80000000u; /* ascending in v */
     return (uint64_t)~u << 32 | (uint32_t)id;
+}
+
+/* The logit of a sort key (-0 comes back as +0). */
+static float key_value(uint64_t key) {
+    uint32_t u = ~(uint32_t)(key >> 32);
+    u = u >> 31 ? u & 0x7fffffffu : ~u;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Max-heap of n sort keys (root: the worst kept): push / replace the root. */
+static void heap_up(uint64_t *h, int c) {
+    while (c > 0 && h[c] > h[(c - 1) / 2]) {
+        uint64_t t = h[c];
+        h[c] = h[(c - 1) / 2];
+        h[(c - 1) / 2] = t;
+        c = (c - 1) / 2;
+    }
+}
+
+static void heap_down(uint64_t *h, int n) {
+    for (int c = 0;;) {
+        int l = 2 * c + 1, r = l + 1, w = c;
+        if (l < n && h[l] > h[w]) w = l;
+        if (r < n && h[r] > h[w]) w = r;
+        if (w == c) return;
+        uint64_t t = h[c];
+        h[c] = h[w];
+        h[w] = t;
+        c = w;
+    }
+}
+
+/* Offer (x, id) to the heap of at most k keys holding *n. */
+static void heap_offer(uint64_t *h, int *n, int k, float x, int32_t id) {
+    uint64_t key = sort_key(x, id);
+    if (*n < k) {
+        h[*n] = key;
+        heap_up(h, (*n)++);
+    } else if (key < h[0]) {
+        h[0] = key;
+        heap_down(h, k);
+    }
 }
 
 static int cmp_key(const void *a, const void *b) {
@@ -247,6 +247,86 @@ static int topp_candidates(eng_sampler *s, float mx, double *total) {
     return n;
 }
 
+/* 1 when the repetition penalty changes some logit of this call. */
+static int sampler_penalises(const eng_sampler *s, const int32_t *history, int n_history) {
+    return s->p.repetition_penalty != 1.0f && history && n_history > 0;
+}
+
+/* The penalised value of logit v (repetition_penalty applies). */
+static float sampler_pen(const eng_sampler *s, float v) {
+    return v > 0 ? v / s->p.repetition_penalty : v * s->p.repetition_penalty;
+}
+
+/* Mark (1) or clear (0) the distinct tokens of the penalty window in
+ * s->seen; returns the window's first history index. */
+static int sampler_mark(eng_sampler *s, const int32_t *history, int n_history, int on) {
+    int from = s->p.repeat_last_n > 0 && n_history > s->p.repeat_last_n
+                   ? n_history - s->p.repeat_last_n
+                   : 0;
+    for (int i = from; i < n_history; i++)
+        if (history[i] >= 0 && history[i] < s->n_vocab) s->seen[history[i]] = (uint8_t)on;
+    return from;
+}
+
+/* The next distinct token of the window marked by sampler_mark (history
+ * index *i onwards), its mark cleared, or -1 when none is left; *v gets
+ * its logit (NaN as -inf), penalised. */
+static int32_t sampler_next_marked(eng_sampler *s, const float *logits, const int32_t *history,
+                                   int n_history, int *i, float *v) {
+    for (; *i < n_history; (*i)++) {
+        int32_t t = history[*i];
+        if (t < 0 || t >= s->n_vocab || !s->seen[t]) continue;
+        s->seen[t] = 0; /* once per distinct token */
+        *v = sampler_pen(s, logits[t] == logits[t] ? logits[t] : -INFINITY);
+        (*i)++;
+        return t;
+    }
+    return -1;
+}
+
+/* Top-k (k < n_vocab) in one pass over the caller's logits, the only read
+ * of them: every logit (NaN as -inf, penalised when it is in the window)
+ * times 1 / temperature competes for a max-heap of the k best sort keys;
+ * kern_scan_at_least skips, 16 at a time, the logits that cannot beat the
+ * heap's worst (the window's tokens are offered after the pass, with
+ * their penalised values).  The kept set and its order are exactly those
+ * of scaling every logit and selecting the k best (descending logit,
+ * ascending id).  Candidates go to s->idx best first, their scaled logits
+ * to s->logit[id]; returns k and the largest in *mx. */
+static int sampler_topk(eng_sampler *s, const float *logits, const int32_t *history, int n_history,
+                        float *mx) {
+    const int V = s->n_vocab, k = s->p.top_k;
+    const float inv_t = 1.0f / s->p.temperature;
+    uint64_t *h = (uint64_t *)(void *)s->idx;
+    int n = 0, pen = sampler_penalises(s, history, n_history);
+    kern_isa isa = kern_isa_best();
+    int from = pen ? sampler_mark(s, history, n_history, 1) : 0;
+    for (int i = 0; i < V; i++) {
+        if (n == k && h[0] != 0) { /* skip what cannot beat the worst kept */
+            float thr = key_value(h[0]);
+            if (thr > -INFINITY) i = kern_scan_at_least(isa, logits, i, V, inv_t, thr);
+            if (i >= V) break;
+        }
+        if (pen && s->seen[i]) continue; /* offered below, penalised */
+        float v = logits[i] == logits[i] ? logits[i] : -INFINITY;
+        heap_offer(h, &n, k, v * inv_t, i);
+    }
+    if (pen) {
+        float v;
+        for (int i = from, t;
+             (t = sampler_next_marked(s, logits, history, n_history, &i, &v)) >= 0;)
+            heap_offer(h, &n, k, v * inv_t, t);
+    }
+    qsort(h, (size_t)n, sizeof *h, cmp_key);
+    for (int i = 0; i < n; i++) {
+        int32_t id = (int32_t)(uint32_t)h[i];
+        s->logit[id] = key_value(h[i]);
+        s->idx[i] = id; /* 4i <= 8i: in place */
+    }
+    *mx = n ? s->logit[s->idx[0]] : -INFINITY;
+    return n;
+}
+
 /* Repetition penalty (and NaN -> -inf) of logits into s->logit. */
 static void sampler_penalise(eng_sampler *s, const float *logits, const int32_t *history,
                              int n_history) {
@@ -261,10 +341,9 @@ static void sampler_penalise(eng_sampler *s, const float *logits, const int32_t 
             int32_t t = history[i];
             if (t < 0 || t >= V || s->seen[t]) continue;
             s->seen[t] = 1;
-            lg[t] = lg[t] > 0 ? lg[t] / s->p.repetition_penalty : lg[t] * s->p.repetition_penalty;
+            lg[t] = sampler_pen(s, lg[t]);
         }
-        for (int i = from; i < n_history; i++)
-            if (history[i] >= 0 && history[i] < V) s->seen[history[i]] = 0;
+        sampler_mark(s, history, n_history, 0);
     }
 }
 
@@ -273,30 +352,51 @@ static int32_t sampler_argmax(const eng_sampler *s) {
     return kern_argmax(kern_isa_best(), s->logit, s->n_vocab);
 }
 
-/* 1 when the repetition penalty changes some logit of this call. */
-static int sampler_penalises(const eng_sampler *s, const int32_t *history, int n_history) {
-    return s->p.repetition_penalty != 1.0f && history && n_history > 0;
+/* s->logit[i] = the penalised, NaN-as--inf logit i times inv_t, in one
+ * pass over the caller's logits (the window's tokens after it); returns the
+ * largest. */
+static float sampler_scaled(eng_sampler *s, const float *logits, const int32_t *history,
+                            int n_history, float inv_t) {
+    const int V = s->n_vocab;
+    float *lg = s->logit, mx = -INFINITY;
+    int pen = sampler_penalises(s, history, n_history);
+    int from = pen ? sampler_mark(s, history, n_history, 1) : 0;
+    for (int i = 0; i < V; i++) {
+        float v = logits[i] == logits[i] ? logits[i] : -INFINITY;
+        lg[i] = v * inv_t;
+        if (lg[i] > mx && !(pen && s->seen[i])) mx = lg[i];
+    }
+    if (pen) {
+        float v;
+        for (int i = from, t;
+             (t = sampler_next_marked(s, logits, history, n_history, &i, &v)) >= 0;) {
+            lg[t] = v * inv_t;
+            if (lg[t] > mx) mx = lg[t];
+        }
+    }
+    return mx;
 }
 
-/* The sampling distribution over s->logit (temperature > 0): candidates
+/* The sampling distribution of logits (temperature > 0): candidates
  * s->idx[0..n) with unnormalised probabilities s->prob[0..n), their sum in
- * *sum.  Returns n. */
-static int sampler_dist(eng_sampler *s, double *sum_out) {
+ * *sum.  The caller's logits are read once (sampler_topk, sampler_scaled);
+ * the rest works on the candidates or the sampler's scaled copy.  Returns
+ * n. */
+static int sampler_dist(eng_sampler *s, const float *logits, const int32_t *history, int n_history,
+                        double *sum_out) {
     int V = s->n_vocab;
     float *lg = s->logit;
-    float inv_t = 1.0f / s->p.temperature;
-    float mx = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        lg[i] *= inv_t;
-        if (lg[i] > mx) mx = lg[i];
-    }
-    sort_logit = lg;
+    float mx;
     int n;
     double sum = 0;
     if (s->p.top_k > 0 && s->p.top_k < V) {
-        n = top_candidates(s, s->p.top_k);
+        n = sampler_topk(s, logits, history, n_history, &mx);
         for (int i = 0; i < n; i++) sum += s->prob[i] = expf(lg[s->idx[i]] - mx);
-    } else if (s->p.top_p < 1.0f) {
+        *sum_out = sum;
+        return n;
+    }
+    mx = sampler_scaled(s, logits, history, n_history, 1.0f / s->p.temperature);
+    if (s->p.top_p < 1.0f) {
         /* the smallest best-first prefix holding top_p of the mass, found
          * among the threshold's candidates, else in the full order */
         double total = 0;
@@ -502,6 +602,20 @@ static void sampler_prepare(eng_sampler *s, const float *logits, const int32_t *
     if (mask) eng_sampler_mask_apply(s->logit, s->n_vocab, mask);
 }
 
+/* sampler_dist under a mask, with the log-softmax normaliser into *lse
+ * and lp's alternatives when lp is wanted.  Without either, the caller's
+ * logits are read once (sampler_dist's one pass); with one, they are
+ * penalised and masked into s->logit first and sampler_dist reads that. */
+static int sampler_dist_masked(eng_sampler *s, const float *logits, const int32_t *history,
+                               int n_history, const uint32_t *mask, eng_sampler_logprobs *lp,
+                               double *lse, double *sum) {
+    *lse = 0;
+    if (!mask && !lp) return sampler_dist(s, logits, history, n_history, sum);
+    sampler_prepare(s, logits, history, n_history, mask);
+    if (lp) sampler_lp_dist(s->logit, s->n_vocab, NULL, lp, lse);
+    return sampler_dist(s, s->logit, NULL, 0, sum);
+}
+
 /* Greedy under a mask (penalty applied). */
 static int32_t sampler_greedy_masked(eng_sampler *s, const float *logits, const int32_t *history,
                                      int n_history, const uint32_t *mask, const float **dec) {
@@ -525,11 +639,8 @@ int32_t eng_sampler_sample_masked(eng_sampler *s, const float *logits, const int
         if (lp) sampler_logprobs(s, dec, logits, history, n_history, mask, t, lp);
         return t;
     }
-    sampler_prepare(s, logits, history, n_history, mask);
-    double lse = 0;
-    if (lp) sampler_lp_dist(s->logit, s->n_vocab, NULL, lp, &lse);
-    double sum;
-    int n = sampler_dist(s, &sum);
+    double lse, sum;
+    int n = sampler_dist_masked(s, logits, history, n_history, mask, lp, &lse, &sum);
     int32_t t = sampler_draw(s, n, sum, -1);
     if (mask && !(mask[t >> 5] >> (t & 31) & 1u)) /* every allowed logit was -inf */
         t = masked_argmax(logits, s->n_vocab, mask);
@@ -554,11 +665,8 @@ int32_t eng_sampler_verify_masked(eng_sampler *s, const float *logits, const int
         if (lp) sampler_logprobs(s, dec, logits, history, n_history, mask, best, lp);
         return best;
     }
-    sampler_prepare(s, logits, history, n_history, mask);
-    double lse = 0;
-    if (lp) sampler_lp_dist(s->logit, s->n_vocab, NULL, lp, &lse);
-    double sum, pd = 0;
-    int n = sampler_dist(s, &sum);
+    double lse, sum, pd = 0;
+    int n = sampler_dist_masked(s, logits, history, n_history, mask, lp, &lse, &sum);
     for (int i = 0; i < n; i++)
         if (s->idx[i] == draft) pd = s->prob[i];
     int32_t t;

@@ -159,6 +159,6 @@ int sched_fork(eng_sched *s, sched_req *r) {
     }
     r->n_fork = 0;
     /* the running choices sample their first token from the prompt's logits */
-    for (int i = 0; i < n_made; i++) sched_sample(s, made[i], now);
+    for (int i = 0; i < n_made; i++) sched_sample(s, made[i], 0, now);
     return n_run;
 }

@@ -347,6 +347,21 @@ static int sched_draft_limit(const eng_sched *s) {
     return (int)(k < s->cfg.spec_tokens ? (k > 0 ? k : 0) : s->cfg.spec_tokens);
 }
 
+/* 1 when r's next token is the argmax of its logits and nothing else reads
+ * them: greedy, no penalty, no logits in its token events.  Its steps then
+ * ask eng_forward for the argmax only (ENG_LOGITS_ARGMAX: the output
+ * projection never writes the n_vocab row).  Whatever else reads or
+ * changes the logits (logprobs, penalties, constraint masks, sampling)
+ * must make this 0. */
+static int sched_argmax_only(const sched_req *r) { return !sched_req_needs_logits(r); }
+
+/* The step's logits request for r's last row: the argmax only, or the row. */
+static void sched_want_last(sched_req *r, eng_seq_step *st) {
+    st->logits = sched_argmax_only(r) ? ENG_LOGITS_ARGMAX : ENG_LOGITS_LAST;
+    st->out = r->logits;
+    st->next = &r->argmax;
+}
+
 /* Build the batch; returns its size.  Prefill chunks never make a step
  * exceed step_tokens beyond the decode tokens.  With draft, decoding
  * sequences feed their drafts too (a verify chunk, ENG_LOGITS_ALL into
@@ -362,8 +377,9 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
             st->kv = &r->kv;
             st->tokens = r->toks + r->kv.n_tokens;
             st->n_tokens = 1 + k;
-            st->logits = k ? ENG_LOGITS_ALL : ENG_LOGITS_LAST;
-            st->out = k ? s->spec_logits + (size_t)rows * s->n_vocab : r->logits;
+            sched_want_last(r, st);
+            if (k)
+                st->logits = ENG_LOGITS_ALL, st->out = s->spec_logits + (size_t)rows * s->n_vocab;
             rows += k ? k + 1 : 0;
             *n_drafted += k;
             s->step_req[n++] = r;
@@ -378,8 +394,8 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
         st->kv = &r->kv;
         st->tokens = r->toks + r->kv.n_tokens;
         st->n_tokens = chunk;
-        st->logits = chunk == rem ? ENG_LOGITS_LAST : ENG_LOGITS_NONE;
-        st->out = r->logits;
+        sched_want_last(r, st);
+        if (chunk != rem) st->logits = ENG_LOGITS_NONE;
         s->step_req[n++] = r;
         budget -= chunk;
     }
@@ -464,15 +480,16 @@ int sched_cons_next(eng_sched *s, sched_req *r) {
     return 0;
 }
 
-int sched_sample(eng_sched *s, sched_req *r, int64_t now) {
+int sched_sample(eng_sched *s, sched_req *r, int use_argmax, int64_t now) {
     char err[PL_ERR_LEN];
     const uint32_t *const *masks = NULL;
     int n_masks = 0;
     if (r->n_fork > 0) sched_fork(s, r); /* the other choices sample these logits too */
     if (r->cons && sched_cons_wait(s, r, &masks, &n_masks) != 0) return 1;
     eng_sampler_logprobs *lp = r->logprobs ? r->lp : NULL;
-    int32_t tok = eng_sampler_sample_masked(r->sampler, r->logits, r->toks, r->n_toks,
-                                            masks ? masks[0] : NULL, lp);
+    int32_t tok = use_argmax ? r->argmax
+                             : eng_sampler_sample_masked(r->sampler, r->logits, r->toks, r->n_toks,
+                                                         masks ? masks[0] : NULL, lp);
     if (tok < 0) {
         sched_end_running(s, r, ENG_SCHED_ERROR, "constraint: the mask allows no token");
         return 1;
@@ -548,9 +565,10 @@ static int sched_step(eng_sched *s) {
     int64_t now = eng_sched_now_us();
     for (int i = 0; i < n; i++) {
         if (i >= n_decode) prefill += (uint64_t)s->steps[i].n_tokens;
-        if (s->steps[i].logits == ENG_LOGITS_LAST) { /* may end and free the request */
+        int lg = s->steps[i].logits;
+        if (lg == ENG_LOGITS_LAST || lg == ENG_LOGITS_ARGMAX) { /* may end and free the request */
             sampled++;
-            sched_sample(s, s->step_req[i], now);
+            sched_sample(s, s->step_req[i], lg == ENG_LOGITS_ARGMAX, now);
         } else if (s->steps[i].logits == ENG_LOGITS_ALL) { /* a verify chunk; may end it too */
             sched_spec_commit(s, s->step_req[i], s->steps[i].n_tokens - 1, s->steps[i].out, now,
                               &sampled);

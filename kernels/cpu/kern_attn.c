@@ -268,8 +268,40 @@ KA_AVX2 static void ka_attn_avx2(const kern_attn_kv *kv, const kern_attn_q *a, i
 }
 #endif
 
+int kern_attn_uses_q8(const kern_attn_kv *kv, int hd) {
+    return KERN_ATTN_X86 && kern_isa_best() >= KERN_ISA_AVX512VNNI && !kv->f32 &&
+           kv->k_group == 32 && hd % 32 == 0 && hd <= KERN_ATTN_MAX_A5_HD;
+}
+
+/* nearbyintf clamped to [-127, 127]. */
+static float ka_round127(float x) {
+    float v = nearbyintf(x);
+    return v > 127 ? 127 : v < -127 ? -127 : v;
+}
+
+void kern_attn_round_q(const float *q, int hd, float *out) {
+    for (int b = 0; b + 32 <= hd; b += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fabsf(q[b + i]) > amax ? fabsf(q[b + i]) : amax;
+        float inv = 127.0f / amax, s = amax / 127.0f;
+        for (int i = 0; i < 32; i++) {
+            if (!(amax > 0) || !(inv <= 3.0e38f)) {
+                out[b + i] = 0;
+                continue;
+            }
+            float hi = ka_round127(q[b + i] * inv);
+            float lo = ka_round127(fmaf(-hi, s, q[b + i]) * (inv * 254.0f));
+            out[b + i] = hi * s + lo * (s / 254.0f);
+        }
+    }
+}
+
 void kern_attn(const kern_attn_kv *kv, const kern_attn_q *a, int hd, float scale) {
 #if KERN_ATTN_X86
+    if (kern_attn_uses_q8(kv, hd)) {
+        kern_attn_avx512(kv, a, hd, scale);
+        return;
+    }
     if (kern_isa_best() >= KERN_ISA_AVX2 && hd % 8 == 0 && hd <= KERN_ATTN_MAX_VEC_HD &&
         (kv->f32 || kv->k_group % 8 == 0)) {
         ka_attn_avx2(kv, a, hd, scale);

@@ -24,22 +24,35 @@
  *
  * Numerics.  out = softmax(scale * q.k) . v in fp32.  kern_attn_ref is the
  * textbook form over dequantised rows (int8 * scale), two passes with libm
- * expf.  kern_attn (AVX2+FMA, chosen at run time for head_dim % 8 == 0,
- * k_group % 8 == 0 and head_dim <= KERN_ATTN_MAX_VEC_HD; otherwise it runs
- * the reference) uses an online softmax over key chunks of
- * KERN_ATTN_CHUNK(head_dim) keys aligned to absolute key positions: per
- * chunk, K rows dequantised once (k_raw * its group's scale), scores
- * (q . k) * scale, running max / sum update, then
- * acc = acc * alpha + sum p * v_scale * v_raw.
- * Every (query token, head) output is computed by the same sequence of
+ * expf.  kern_attn picks, at run time:
+ *   AVX-512 VNNI (kern_attn_avx512.inc; int8 K/V with k_group 32,
+ *     head_dim % 32 == 0, head_dim <= KERN_ATTN_MAX_A5_HD): flash-style
+ *     tiles of up to 64 (token, head) pairs over key chunks of 32, the
+ *     scores as int8 GEMMs -- each query split once into two int8 parts
+ *     per 32 values (kern_attn_round_q: about 16 bits), exact int32 sums
+ *     per 32-dim block folded with the key's and the parts' block scales
+ *     -- then the online softmax and the weighted V sum in fp32 (see that
+ *     file);
+ *   AVX2+FMA (head_dim % 8 == 0, k_group % 8 == 0, head_dim <=
+ *     KERN_ATTN_MAX_VEC_HD; fp32 caches too): online softmax over key
+ *     chunks of KERN_ATTN_CHUNK(head_dim) keys: per chunk, K rows
+ *     dequantised once (k_raw * its group's scale), scores (q . k) * scale,
+ *     running max / sum update, then acc = acc * alpha + sum p * v_scale *
+ *     v_raw;
+ *   otherwise the reference.
+ * Both vector paths align their key chunks to absolute key positions, and
+ * every (query token, head) output is computed by the same sequence of
  * operations whatever other tokens or heads share the call, the call's
  * pos0/n_tok split or the block size, so results are bit-for-bit invariant
- * under chunked prefill, batching and threading; they differ from the
- * reference by float rounding only.
+ * under chunked prefill, batching and threading.  The AVX2 path differs
+ * from the reference by float rounding only; the AVX-512 path by float
+ * rounding from the reference over its rounded queries, and by the query
+ * rounding itself (at most half a step of max |q_block| / (127 * 254))
+ * from the exact one.
  *
  * Threading.  Calls are independent and reentrant (no global state besides
  * the ISA choice); the caller splits work across threads.  Stack use is
- * about 80 KiB.
+ * about 80 KiB (AVX2), 72 KiB (AVX-512).
  *
  * Failure behaviour.  None for valid arguments: n_tok, n_head >= 1,
  * head_dim >= 1, k_group dividing head_dim (int8 rows), pos0 >= 0,
@@ -84,6 +97,20 @@ typedef struct kern_attn_q {
 
 /* Dispatched kernel (see Numerics). */
 void kern_attn(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);
+/* The AVX-512 VNNI path (kern_attn_avx512.inc): int8 K/V, k_group 32,
+ * head_dim a multiple of 32 up to KERN_ATTN_MAX_A5_HD; only call it when
+ * kern_isa_best() >= KERN_ISA_AVX512VNNI (kern_attn does). */
+#define KERN_ATTN_MAX_A5_HD 256
+void kern_attn_avx512(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);
+/* 1 when kern_attn takes that path for this cache and head_dim (at the
+ * current ISA level): its queries are rounded to int8, so its reference
+ * is kern_attn_ref over queries passed through kern_attn_round_q. */
+int kern_attn_uses_q8(const kern_attn_kv *kv, int head_dim);
+/* q (head_dim floats, a multiple of 32) as the int8 path sees it: per
+ * block of 32 values, s = max |x| / 127, high = round(x / s) and the
+ * residual's low = round((x - high * s) * 254 / s) (half to even, int8; a
+ * zero block stays zero): high * s + low * s / 254. */
+void kern_attn_round_q(const float *q, int head_dim, float *out);
 /* Scalar textbook reference. */
 void kern_attn_ref(const kern_attn_kv *kv, const kern_attn_q *q, int head_dim, float scale);
 

@@ -15,6 +15,7 @@
  * one of them must reproduce.
  */
 #include "kern_gemm_int.h"
+#include "kern_ops.h"
 #include "pl_err.h"
 
 #include <assert.h>
@@ -218,14 +219,45 @@ void kern_q8_tile_scalar(const kern_q8_tile *t) {
     }
 }
 
+/* ---- outputs ------------------------------------------------------------------ */
+
+uint64_t kern_amax_key(float v, int32_t idx) {
+    uint32_t u;
+    if (v != v) v = -INFINITY; /* NaN counts as -inf */
+    v += 0.0f;                 /* -0 -> +0: they compare equal */
+    memcpy(&u, &v, sizeof u);
+    u = u >> 31 ? ~u : u | 0x80000000u; /* ascending in v; -inf's is above 0 */
+    return (uint64_t)u << 32 | (uint32_t) ~(uint32_t)idx;
+}
+
+int32_t kern_amax_key_index(uint64_t key) { return key ? (int32_t) ~(uint32_t)key : 0; }
+
+void kern_gemm_out_tile(const kern_gemm_out *out, kern_isa isa, int m0, int mr, int n0, int ncol,
+                        const float *buf, int ldb) {
+    for (int i = 0; i < mr; i++) {
+        const float *src = buf + (size_t)i * ldb;
+        if (out->rows && out->rows[m0 + i])
+            memcpy(out->rows[m0 + i] + out->col0 + n0, src, (size_t)ncol * sizeof(float));
+        if (!out->amax) continue;
+        int j = kern_argmax(isa, src, ncol);
+        uint64_t key = kern_amax_key(src[j], out->col0 + n0 + j);
+        uint64_t *dst = out->amax + m0 + i, cur = __atomic_load_n(dst, __ATOMIC_RELAXED);
+        while (key > cur && !__atomic_compare_exchange_n(dst, &cur, key, 1, __ATOMIC_RELAXED,
+                                                         __ATOMIC_RELAXED)) {
+        }
+    }
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct kern_q8_job {
-    kern_q8_tile base;  /* shared fields: A, lda, a_scale, lds, w, C/C32, ldc */
-    int M;              /* rows of A */
-    int n_mt;           /* row tiles */
-    int gpt;            /* groups per task */
-    kern_q8_tile_fn fn; /* tile kernel */
+    kern_q8_tile base;        /* shared fields: A, lda, a_scale, lds, a_sum, w, C/C32, ldc */
+    int M;                    /* rows of A */
+    int n_mt;                 /* row tiles */
+    int gpt;                  /* groups per task */
+    kern_q8_tile_fn fn;       /* tile kernel */
+    kern_isa isa;             /* the level the job runs at (the epilogue's argmax) */
+    const kern_gemm_out *out; /* rows / argmax epilogue, or NULL: the kernel writes C */
 } kern_q8_job;
 
 static void kern_q8_task(void *arg, int task, int thread) {
@@ -241,16 +273,28 @@ static void kern_q8_task(void *arg, int task, int thread) {
     if (t.ncol > t.ng * KERN_PACK_NC) t.ncol = t.ng * KERN_PACK_NC;
     t.A += (size_t)m0 * t.lda;
     if (t.a_scale) t.a_scale += (size_t)m0 * t.lds;
+    if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;
+    if (j->out) { /* into a tile buffer, then where the caller wants it */
+        _Alignas(64) float buf[KERN_TILE_M * KERN_GEMM_MAX_GPT * KERN_PACK_NC];
+        t.C = buf;
+        t.ldc = t.ng * KERN_PACK_NC;
+        j->fn(&t);
+        kern_gemm_out_tile(j->out, j->isa, m0, t.mr, t.g0 * KERN_PACK_NC, t.ncol, buf, t.ldc);
+        return;
+    }
     size_t off = (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
     if (t.C32) t.C32 += off;
     else t.C += off;
     j->fn(&t);
 }
 
-static kern_q8_tile_fn kern_q8_pick(kern_isa isa) {
+kern_isa kern_gemm_level(kern_isa isa) {
     kern_isa best = kern_isa_best();
-    if (isa > best) isa = best;
-    switch (isa) {
+    return isa > best ? best : isa;
+}
+
+static kern_q8_tile_fn kern_q8_pick(kern_isa isa) {
+    switch (kern_gemm_level(isa)) {
     case KERN_ISA_AMX: return kern_q8_tile_amx;
     case KERN_ISA_AVX512VNNI: return kern_q8_tile_avx512vnni;
     case KERN_ISA_AVX2: return kern_q8_tile_avx2;
@@ -260,27 +304,45 @@ static kern_q8_tile_fn kern_q8_pick(kern_isa isa) {
 
 int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt) {
     *n_mt = (M + KERN_TILE_M - 1) / KERN_TILE_M;
-    /* about 8 tasks per thread, 1..8 groups (128 channels) each */
+    /* about 8 tasks per thread, 1..KERN_GEMM_MAX_GPT groups (128 channels) each */
     int threads = p ? kern_pool_size(p) : 1;
     long want = 8L * threads;
     long g = ((long)n_groups * *n_mt + want - 1) / want;
-    *gpt = g < 1 ? 1 : g > 8 ? 8 : (int)g;
+    *gpt = g < 1 ? 1 : g > KERN_GEMM_MAX_GPT ? KERN_GEMM_MAX_GPT : (int)g;
     return (n_groups + *gpt - 1) / *gpt * *n_mt;
 }
 
 static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
     if (M <= 0) return;
     j->M = M;
+    j->isa = kern_gemm_level(isa);
     j->fn = kern_q8_pick(isa);
     int n_tasks = kern_gemm_split(p, M, j->base.w->n_groups, &j->n_mt, &j->gpt);
     kern_pool_run(p, kern_q8_task, j, n_tasks);
 }
 
+int kern_gemm_q8_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_wpack *w,
+                     const kern_gemm_out *out) {
+    int dense = !out->rows && !out->amax;
+    if (dense && !out->C) return -1;
+    kern_q8_job j = {.base = {.A = a->A,
+                              .lda = a->lda,
+                              .a_scale = a->a_scale,
+                              .lds = a->lds,
+                              .a_sum = a->a_sum,
+                              .w = w,
+                              .C = out->C,
+                              .ldc = out->ldc},
+                     .out = dense ? NULL : out};
+    kern_q8_launch(p, isa, a->M, &j);
+    return 0;
+}
+
 void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
                   int lds, const kern_wpack *w, float *C, int ldc) {
-    kern_q8_job j = {
-        .base = {.A = A, .lda = lda, .a_scale = a_scale, .lds = lds, .w = w, .C = C, .ldc = ldc}};
-    kern_q8_launch(p, isa, M, &j);
+    kern_gemm_act a = {.M = M, .A = A, .lda = lda, .a_scale = a_scale, .lds = lds};
+    kern_gemm_out o = {.C = C, .ldc = ldc};
+    kern_gemm_q8_run(p, isa, &a, w, &o);
 }
 
 void kern_gemm_q8_i32(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,

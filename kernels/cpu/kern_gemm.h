@@ -136,6 +136,50 @@ size_t kern_wpack_bytes(const kern_wpack *w);
  * to it.  Runs on pool p (NULL: calling thread). */
 void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
                   int lds, const kern_wpack *w, float *C, int ldc);
+/* ---- the general form: activations with their block sums, outputs anywhere ----
+ *
+ * kern_gemm_q8 and kern_gemm_w4 (kern_w4.h) are kern_gemm_q8_run /
+ * kern_gemm_w4_run with a dense output and no block sums.  The general form
+ * takes the activations' block sums (kern_quantize_blocks_sum writes them
+ * as it quantises; the AVX-512 kernels would otherwise recompute them per
+ * tile) and puts each output row where the caller wants it: rows of one
+ * matrix, or rows[m] anywhere (the logits of a batch go straight into each
+ * request's own row), or nowhere but a running argmax (greedy decode needs
+ * only the next token, not 262,144 logits).  Every value is the one
+ * kern_gemm_q8 computes; only where it is written changes.  The tile
+ * kernels write into a tile-sized buffer on the task's stack when rows or
+ * amax are given, and the task copies / reduces it from there. */
+typedef struct kern_gemm_act {
+    int M;                /* rows */
+    const int8_t *A;      /* [M][lda] int8 in [-127, 127], zero past K up to the pack's Kp */
+    int lda;              /* row stride of A in bytes */
+    const float *a_scale; /* [M][lds] block scales */
+    int lds;              /* row stride of a_scale and a_sum */
+    const int32_t *a_sum; /* optional [M][lds]: block sums of A (kern_quantize_blocks_sum) */
+} kern_gemm_act;
+
+typedef struct kern_gemm_out {
+    float *C;           /* dense: output (m, n) at C[m * ldc + n] (when rows is NULL) */
+    int ldc;            /* row stride of C */
+    float *const *rows; /* or: output (m, n) at rows[m][col0 + n]; rows[m] NULL: not written */
+    uint64_t *amax;     /* optional [M]: amax[m] = max(amax[m], kern_amax_key(output (m, n),
+                           * col0 + n)) over the row's outputs */
+    int col0;           /* column of output 0 in rows[m] and in the argmax index */
+} kern_gemm_out;
+
+/* Argmax keys: the largest key belongs to the largest value (NaN counts as
+ * -inf, -0 as +0) and among equal values to the lowest index, so max-merging
+ * keys over any split of a row gives kern_argmax's answer.  A zeroed key is
+ * below every real one; kern_amax_key_index(0) is 0 (kern_argmax of a row
+ * of NaN / -inf is index 0 too). */
+uint64_t kern_amax_key(float v, int32_t idx);
+int32_t kern_amax_key_index(uint64_t key);
+
+/* C = A . W^T as kern_gemm_q8, outputs as *out says.  Returns 0, or -1 when
+ * out is inconsistent (neither C nor rows nor amax). */
+int kern_gemm_q8_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_wpack *w,
+                     const kern_gemm_out *out);
+
 /* Raw int32 sums C[m][n] = sum_k A[m][k] W[n][k] of a per-channel pack
  * (bit-exact with kern_gemm_i8_ref on every path); a block-scaled pack gives
  * the sums with every block scale taken as 1. */

@@ -39,6 +39,7 @@
 
 #define KERN_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KERN_INLINE static inline __attribute__((always_inline))
+#define KERN_W4X_UNROLL_ALL _Pragma("GCC unroll 8")
 
 /* Broadcast the 4 activation bytes at p to every 32-bit lane. */
 KERN_AVX2 KERN_INLINE __m256i kern_bcast4(const int8_t *p) {
@@ -213,7 +214,109 @@ KERN_AVX2 KERN_INLINE void kern_avx2_rows(const int MR, const kern_q8_tile *t, i
     }
 }
 
+/* Decode-sized tiles (up to 2 rows): NG groups at once, so each thread
+ * streams NG weight regions side by side (prefetched KERN_AVX2_PF blocks
+ * ahead) instead of one after the other; float accumulators in memory
+ * (touched once per block).  Same per-output arithmetic as kern_avx2_mk1:
+ * int32 block sums via the sign trick, f = fma((float)S, u, f) per block. */
+#define KERN_AVX2_PF 4 /* blocks ahead the decode path prefetches each group's weights */
+KERN_AVX2 KERN_INLINE void kern_avx2_dec(const int MR, const int NG, const kern_q8_tile *t,
+                                         int gi) {
+    const kern_wpack *w = t->w;
+    const int nb = w->n_blocks;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t *wg[3];
+    const uint16_t *bsg[3];
+    float f[2][3][16];
+    KERN_W4X_UNROLL_ALL
+    for (int g = 0; g < NG; g++) {
+        size_t gg = (size_t)(t->g0 + gi + g);
+        wg[g] = w->q8 + gg * nb * KERN_PACK_BLOCK_BYTES;
+        bsg[g] = w->bscale ? w->bscale + gg * nb * KERN_PACK_NC : NULL;
+    }
+    memset(f, 0, sizeof f);
+    for (int b = 0; b < nb; b++) {
+        if (b + KERN_AVX2_PF < nb) {
+            KERN_W4X_UNROLL_ALL
+            for (int g = 0; g < NG; g++) {
+                const char *pf =
+                    (const char *)(wg[g] + (size_t)(b + KERN_AVX2_PF) * KERN_PACK_BLOCK_BYTES);
+                for (int i = 0; i < 8; i++) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
+            }
+        }
+        __m256i c[2][3][2];
+        KERN_W4X_UNROLL_ALL
+        for (int r = 0; r < MR; r++) KERN_W4X_UNROLL_ALL
+        for (int g = 0; g < NG; g++) c[r][g][0] = c[r][g][1] = _mm256_setzero_si256();
+        KERN_W4X_UNROLL_ALL
+        for (int q = 0; q < 8; q++) {
+            __m256i x[2], ax[2];
+            KERN_W4X_UNROLL_ALL
+            for (int r = 0; r < MR; r++) {
+                x[r] = kern_bcast4(t->A + (size_t)r * t->lda + b * 32 + q * 4);
+                ax[r] = _mm256_sign_epi8(x[r], x[r]);
+            }
+            KERN_W4X_UNROLL_ALL
+            for (int g = 0; g < NG; g++) {
+                const int8_t *wq = wg[g] + (size_t)b * KERN_PACK_BLOCK_BYTES + q * 64;
+                __m256i w0 = _mm256_load_si256((const __m256i *)wq);
+                __m256i w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+                KERN_W4X_UNROLL_ALL
+                for (int r = 0; r < MR; r++) {
+                    c[r][g][0] = _mm256_add_epi32(
+                        c[r][g][0],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(w0, x[r])),
+                                          ones));
+                    c[r][g][1] = _mm256_add_epi32(
+                        c[r][g][1],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(w1, x[r])),
+                                          ones));
+                }
+            }
+        }
+        KERN_W4X_UNROLL_ALL
+        for (int r = 0; r < MR; r++) {
+            float as = t->a_scale[(size_t)r * t->lds + b];
+            KERN_W4X_UNROLL_ALL
+            for (int g = 0; g < NG; g++) {
+                __m256 u0, u1;
+                kern_avx2_mult(bsg[g], b, as, &u0, &u1);
+                _mm256_storeu_ps(f[r][g], _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][g][0]), u0,
+                                                          _mm256_loadu_ps(f[r][g])));
+                _mm256_storeu_ps(f[r][g] + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][g][1]), u1,
+                                                              _mm256_loadu_ps(f[r][g] + 8)));
+            }
+        }
+    }
+    for (int g = 0; g < NG; g++) {
+        int cols = t->ncol - (gi + g) * KERN_PACK_NC;
+        if (cols > KERN_PACK_NC) cols = KERN_PACK_NC;
+        const float *sc = w->bscale ? NULL : w->scale + (size_t)(t->g0 + gi + g) * KERN_PACK_NC;
+        for (int r = 0; r < MR; r++) {
+            float *cp = t->C + (size_t)r * t->ldc + (size_t)(gi + g) * KERN_PACK_NC;
+            for (int j = 0; j < cols; j++) cp[j] = sc ? f[r][g][j] * sc[j] : f[r][g][j];
+        }
+    }
+}
+
+KERN_AVX2 static void kern_avx2_dec_rows(const kern_q8_tile *t, int gi, int ng) {
+#define KERN_AVX2_D(MR)                                \
+    do {                                               \
+        if (ng == 3) kern_avx2_dec(MR, 3, t, gi);      \
+        else if (ng == 2) kern_avx2_dec(MR, 2, t, gi); \
+        else kern_avx2_dec(MR, 1, t, gi);              \
+    } while (0)
+    if (t->mr == 2) KERN_AVX2_D(2);
+    else KERN_AVX2_D(1);
+#undef KERN_AVX2_D
+}
+
 KERN_AVX2 void kern_q8_tile_avx2(const kern_q8_tile *t) {
+    if (!t->C32 && t->mr <= 2) { /* decode: several groups' streams at once */
+        for (int gi = 0; gi < t->ng; gi += 3)
+            kern_avx2_dec_rows(t, gi, t->ng - gi < 3 ? t->ng - gi : 3);
+        return;
+    }
     for (int gi = 0; gi < t->ng; gi++) {
         int r = 0;
         for (; r + 4 <= t->mr; r += 4) kern_avx2_rows(4, t, r, gi);

@@ -26,6 +26,7 @@
 #define KERN_PACK_NC 16                                     /* channels per packed group */
 #define KERN_PACK_KB 32                                     /* inputs per block (the Q8_0 block) */
 #define KERN_PACK_BLOCK_BYTES (KERN_PACK_NC * KERN_PACK_KB) /* 512: one (group, block) */
+#define KERN_GEMM_MAX_GPT 8 /* most groups one task of the drivers covers */
 
 typedef struct kern_q8_tile {
     int mr;               /* rows of A in the tile, 1 .. KERN_TILE_M */
@@ -34,7 +35,9 @@ typedef struct kern_q8_tile {
     const int8_t *A;      /* row 0 of the tile; rows lda bytes apart, zero past K up to Kp */
     int lda;              /* row stride of A in bytes (>= w->Kp) */
     const float *a_scale; /* float mode: block scales of the tile's row 0, a_scale[i * lds + b] */
-    int lds;              /* row stride of a_scale in floats (>= w->n_blocks) */
+    int lds;              /* row stride of a_scale / a_sum (>= w->n_blocks) */
+    const int32_t *a_sum; /* float mode, optional: block sums of A (kern_block_sums), same
+                           * addressing as a_scale; NULL: kernels that need them compute them */
     const kern_wpack *w;  /* the packed weights */
     float *C;             /* float mode: element (row 0, channel 16 * g0); rows ldc apart */
     int32_t *C32;         /* int32 mode when non-NULL: same addressing as C */
@@ -50,11 +53,22 @@ void kern_q8_tile_amx(const kern_q8_tile *t);        /* kern_gemm_amx.c */
 
 /* The driver's work split, shared by the packed GEMMs (kern_gemm_q8,
  * kern_gemm_w4): M rows in *n_mt tiles of up to KERN_TILE_M rows, n_groups
- * 16-channel groups in runs of *gpt (1..8) per task, about 8 tasks per
+ * 16-channel groups in runs of *gpt (1..KERN_GEMM_MAX_GPT) per task, about 8 tasks per
  * thread of p (NULL: one thread).  Returns the task count; task i covers
  * group run i / *n_mt and row tile i % *n_mt (group-major, so consecutive
  * tasks share weights). */
 int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt);
+
+/* isa lowered to kern_isa_best(). */
+kern_isa kern_gemm_level(kern_isa isa);
+
+/* A task's epilogue when the caller asked for rows / an argmax
+ * (kern_gemm_out): the tile's mr rows (from row m0) of ncol outputs (from
+ * column n0 of this GEMM), written by the tile kernel into buf (rows ldb
+ * apart), copied to out->rows and / or max-merged into out->amax (atomic:
+ * tasks of other column ranges merge into the same rows). */
+void kern_gemm_out_tile(const kern_gemm_out *out, kern_isa isa, int m0, int mr, int n0, int ncol,
+                        const float *buf, int ldb);
 
 /* fp16 bits -> float (exact), and float -> fp16 bits (round to nearest even). */
 float kern_f16_to_f32(uint16_t h);

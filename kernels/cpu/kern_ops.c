@@ -43,11 +43,18 @@ static void kern_quant_row_scalar(const float *x, int K, int8_t *q, int pad, flo
 }
 
 /* Blocks of KERN_QBLOCK values (the last one may be shorter), each
- * quantised as a row of its own; then the pad bytes zeroed. */
-static void kern_quant_blocks_scalar(const float *x, int K, int8_t *q, int pad, float *scale) {
-    for (int k = 0, b = 0; k < K; k += KERN_QBLOCK, b++)
-        kern_quant_row_scalar(x + k, K - k < KERN_QBLOCK ? K - k : KERN_QBLOCK, q + k, 0,
-                              scale + b);
+ * quantised as a row of its own; then the pad bytes zeroed; sum (when not
+ * NULL) gets each block's sum of its int8 values. */
+static void kern_quant_blocks_scalar(const float *x, int K, int8_t *q, int pad, float *scale,
+                                     int32_t *sum) {
+    for (int k = 0, b = 0; k < K; k += KERN_QBLOCK, b++) {
+        int n = K - k < KERN_QBLOCK ? K - k : KERN_QBLOCK;
+        kern_quant_row_scalar(x + k, n, q + k, 0, scale + b);
+        if (!sum) continue;
+        int32_t s = 0;
+        for (int i = 0; i < n; i++) s += q[k + i];
+        sum[b] = s;
+    }
     memset(q + K, 0, (size_t)pad);
 }
 
@@ -103,6 +110,7 @@ static void kern_softmax_scalar(float *x, int n) {
 }
 
 static int kern_argmax_scalar(const float *x, int n);
+static int kern_scan_at_least_scalar(const float *x, int from, int n, float mul, float thr);
 
 const kern_ops_rowfns kern_ops_rows_scalar = {
     .quant = kern_quant_row_scalar,
@@ -113,6 +121,7 @@ const kern_ops_rowfns kern_ops_rows_scalar = {
     .add = kern_add_row_scalar,
     .softmax = kern_softmax_scalar,
     .argmax = kern_argmax_scalar,
+    .scan_at_least = kern_scan_at_least_scalar,
 };
 
 /* ---- references ---- */
@@ -127,7 +136,7 @@ void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, 
                               float *scale, int lds) {
     for (int m = 0; m < M; m++)
         kern_quant_blocks_scalar(x + (size_t)m * ldx, K, q + (size_t)m * ldq, ldq - K,
-                                 scale + (size_t)m * lds);
+                                 scale + (size_t)m * lds, NULL);
 }
 
 void kern_rmsnorm_ref(int M, int n, const float *x, int ldx, const float *w, float eps, float *y,
@@ -181,6 +190,16 @@ static int kern_argmax_scalar(const float *x, int n) {
 
 int kern_argmax_ref(const float *x, int n) { return kern_argmax_scalar(x, n); }
 
+static int kern_scan_at_least_scalar(const float *x, int from, int n, float mul, float thr) {
+    for (int i = from; i < n; i++)
+        if (x[i] * mul >= thr) return i;
+    return n;
+}
+
+int kern_scan_at_least_ref(const float *x, int from, int n, float mul, float thr) {
+    return kern_scan_at_least_scalar(x, from, n, mul, thr);
+}
+
 /* ---- drivers ---- */
 
 typedef struct kern_ops_job kern_ops_job;
@@ -203,7 +222,8 @@ struct kern_ops_job {
     int8_t *q;                /* quantised rows */
     int ldq;                  /* their stride in bytes */
     float *scale;             /* quantisation scales: one per row, or lds per row */
-    int lds;                  /* block quantisation: stride of scale between rows */
+    int32_t *sum;             /* block quantisation: block sums of q (NULL: none), lds per row */
+    int lds;                  /* block quantisation: stride of scale / sum between rows */
     int n_head;               /* rope: heads per row */
     const int32_t *pos;       /* rope: position of every row */
     const float *inv_freq;    /* rope: [head_dim / 2] frequencies */
@@ -265,11 +285,12 @@ void kern_quantize_rows(kern_pool *p, kern_isa isa, int M, int K, const float *x
 static void kern_quant_block_rows(const kern_ops_job *j, int r0, int r1) {
     for (int m = r0; m < r1; m++)
         j->f->quant_blocks(j->x + (size_t)m * j->ldx, j->n, j->q + (size_t)m * j->ldq,
-                           j->ldq - j->n, j->scale + (size_t)m * j->lds);
+                           j->ldq - j->n, j->scale + (size_t)m * j->lds,
+                           j->sum ? j->sum + (size_t)m * j->lds : NULL);
 }
 
-void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
-                          int8_t *q, int ldq, float *scale, int lds) {
+void kern_quantize_blocks_sum(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                              int8_t *q, int ldq, float *scale, int32_t *sum, int lds) {
     if (K < 0) return;
     kern_ops_job j = {.f = kern_ops_pick(isa),
                       .rows = kern_quant_block_rows,
@@ -280,8 +301,14 @@ void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float 
                       .q = q,
                       .ldq = ldq,
                       .scale = scale,
+                      .sum = sum,
                       .lds = lds};
     kern_ops_launch(p, &j, K);
+}
+
+void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                          int8_t *q, int ldq, float *scale, int lds) {
+    kern_quantize_blocks_sum(p, isa, M, K, x, ldx, q, ldq, scale, NULL, lds);
 }
 
 static void kern_rmsnorm_rows(const kern_ops_job *j, int r0, int r1) {
@@ -414,4 +441,8 @@ void kern_softmax(kern_isa isa, float *x, int n) {
 
 int kern_argmax(kern_isa isa, const float *x, int n) {
     return n <= 1 ? 0 : kern_ops_pick(isa)->argmax(x, n);
+}
+
+int kern_scan_at_least(kern_isa isa, const float *x, int from, int n, float mul, float thr) {
+    return from >= n ? n : kern_ops_pick(isa)->scan_at_least(x, from, n, mul, thr);
 }

@@ -95,6 +95,11 @@ void kern_quantize_blocks_ref(int M, int K, const float *x, int ldx, int8_t *q, 
                               float *scale, int lds);
 void kern_quantize_blocks(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
                           int8_t *q, int ldq, float *scale, int lds);
+/* The same, and sum[m * lds + b] = the sum of the int8 values of block b
+ * (exact; the packed GEMMs take them as kern_gemm_act.a_sum so that no tile
+ * recomputes them). */
+void kern_quantize_blocks_sum(kern_pool *p, kern_isa isa, int M, int K, const float *x, int ldx,
+                              int8_t *q, int ldq, float *scale, int32_t *sum, int lds);
 
 /* y[m] = x[m] * (1 / sqrt(mean(x[m]^2) + eps)) * w over n floats per row;
  * y may equal x (in place), otherwise they must not overlap. */
@@ -139,5 +144,13 @@ void kern_softmax(kern_isa isa, float *x, int n);
  * returns the reference's index (calling thread). */
 int kern_argmax_ref(const float *x, int n);
 int kern_argmax(kern_isa isa, const float *x, int n);
+
+/* The first index i in [from, n) with x[i] * mul >= thr (the product
+ * rounded to float; NaN never qualifies), or n when none does: the
+ * sampler's one-pass top-k skips the logits that cannot enter its heap
+ * with it.  Exact, so every ISA path returns the reference's index
+ * (calling thread). */
+int kern_scan_at_least_ref(const float *x, int from, int n, float mul, float thr);
+int kern_scan_at_least(kern_isa isa, const float *x, int from, int n, float mul, float thr);
 
 #endif

@@ -89,7 +89,8 @@ KERN_AVX2 static void kern_quant_row_avx2(const float *x, int K, int8_t *q, int 
 /* One full block of 32 floats (kern_quantize_blocks): the row kernel's
  * arithmetic for K = 32, with the max chained so that a NaN lane is skipped
  * exactly as there. */
-KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, float *scale) {
+KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, float *scale,
+                                                   int32_t *sum) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x)), _mm256_setzero_ps());
     m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8)), m);
@@ -100,6 +101,7 @@ KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, fl
     if (!(inv <= FLT_MAX)) { /* amax 0, or so small that inv overflows: a zero block */
         *scale = 0;
         memset(q, 0, 32);
+        if (sum) *sum = 0;
         return;
     }
     *scale = amax / 127.0f;
@@ -109,13 +111,28 @@ KERN_AVX2 KERN_INLINE void kern_quant_block32_avx2(const float *x, int8_t *q, fl
     __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b),
                                                 _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)q, bytes);
+    if (!sum) return;
+    /* sum of the signed bytes: sad of the bytes + 128 against zero, minus 32 * 128 */
+    __m256i s = _mm256_sad_epu8(_mm256_xor_si256(bytes, _mm256_set1_epi8((char)0x80)),
+                                _mm256_setzero_si256());
+    __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi64(h, _mm_unpackhi_epi64(h, h));
+    *sum = _mm_cvtsi128_si32(h) - 32 * 128;
 }
 
 KERN_AVX2 static void kern_quant_blocks_avx2(const float *x, int K, int8_t *q, int pad,
-                                             float *scale) {
+                                             float *scale, int32_t *sum) {
     int k = 0, b = 0;
-    for (; k + 32 <= K; k += 32, b++) kern_quant_block32_avx2(x + k, q + k, scale + b);
-    if (k < K) kern_quant_row_avx2(x + k, K - k, q + k, 0, scale + b);
+    for (; k + 32 <= K; k += 32, b++)
+        kern_quant_block32_avx2(x + k, q + k, scale + b, sum ? sum + b : NULL);
+    if (k < K) {
+        kern_quant_row_avx2(x + k, K - k, q + k, 0, scale + b);
+        if (sum) {
+            int32_t s = 0;
+            for (int i = k; i < K; i++) s += q[i];
+            sum[b] = s;
+        }
+    }
     memset(q + K, 0, (size_t)pad);
 }
 
@@ -269,6 +286,25 @@ KERN_AVX2 static void kern_softmax_avx2(float *x, int n) {
     for (; i < n; i++) x[i] *= inv;
 }
 
+/* ---- scan ---- */
+
+/* 16 products per step, compared with thr (ordered: NaN never passes). */
+KERN_AVX2 static int kern_scan_at_least_avx2(const float *x, int from, int n, float mul,
+                                             float thr) {
+    const __m256 vm = _mm256_set1_ps(mul), vt = _mm256_set1_ps(thr);
+    int i = from;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_cmp_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vm), vt, _CMP_GE_OQ);
+        __m256 b = _mm256_cmp_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vm), vt, _CMP_GE_OQ);
+        int ma = _mm256_movemask_ps(a), mb = _mm256_movemask_ps(b);
+        if (ma | mb)
+            return i + (ma ? __builtin_ctz((unsigned)ma) : 8 + __builtin_ctz((unsigned)mb));
+    }
+    for (; i < n; i++)
+        if (x[i] * mul >= thr) return i;
+    return n;
+}
+
 /* ---- argmax ---- */
 
 /* Per lane the first index of the lane's largest value (NaN made -inf, so
@@ -319,5 +355,6 @@ const kern_ops_rowfns kern_ops_rows_avx2 = {
     .add = kern_add_row_avx2,
     .softmax = kern_softmax_avx2,
     .argmax = kern_argmax_avx2,
+    .scan_at_least = kern_scan_at_least_avx2,
 };
 #endif

@@ -19,8 +19,9 @@ typedef struct kern_ops_rowfns {
     /* One row of K floats -> K int8 + pad zero bytes; *scale as kern_quantize_rows. */
     void (*quant)(const float *x, int K, int8_t *q, int pad, float *scale);
     /* One row of K floats -> K int8 + pad zero bytes, one scale per
-     * KERN_QBLOCK values (scale[ceil(K / 32)]) as kern_quantize_blocks. */
-    void (*quant_blocks)(const float *x, int K, int8_t *q, int pad, float *scale);
+     * KERN_QBLOCK values (scale[ceil(K / 32)]) as kern_quantize_blocks;
+     * sum (NULL: none) gets each block's sum of its int8 values. */
+    void (*quant_blocks)(const float *x, int K, int8_t *q, int pad, float *scale, int32_t *sum);
     /* One row of n floats; y may equal x. */
     void (*rmsnorm)(const float *x, int n, const float *w, float eps, float *y);
     /* n_head heads of head_dim at row, in place, with cos/sin c[i], s[i]
@@ -35,6 +36,8 @@ typedef struct kern_ops_rowfns {
     void (*softmax)(float *x, int n);
     /* kern_argmax of n >= 1 floats. */
     int (*argmax)(const float *x, int n);
+    /* kern_scan_at_least. */
+    int (*scan_at_least)(const float *x, int from, int n, float mul, float thr);
 } kern_ops_rowfns;
 
 /* The portable rows (kern_ops.c): the references' arithmetic. */

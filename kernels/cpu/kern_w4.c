@@ -261,11 +261,13 @@ void kern_w4_tile_scalar(const kern_w4_tile *t) {
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct kern_w4_job {
-    kern_w4_tile base;  /* shared fields: A, lda, a_scale, lds, w, C, ldc */
-    int M;              /* rows of A */
-    int n_mt;           /* row tiles */
-    int gpt;            /* groups per task */
-    kern_w4_tile_fn fn; /* tile kernel */
+    kern_w4_tile base;        /* shared fields: A, lda, a_scale, lds, a_sum, w, C, ldc */
+    int M;                    /* rows of A */
+    int n_mt;                 /* row tiles */
+    int gpt;                  /* groups per task */
+    kern_w4_tile_fn fn;       /* tile kernel */
+    kern_isa isa;             /* the level the job runs at (the epilogue's argmax) */
+    const kern_gemm_out *out; /* rows / argmax epilogue, or NULL: the kernel writes C */
 } kern_w4_job;
 
 static void kern_w4_task(void *arg, int task, int thread) {
@@ -281,21 +283,48 @@ static void kern_w4_task(void *arg, int task, int thread) {
     if (t.ncol > t.ng * KERN_PACK_NC) t.ncol = t.ng * KERN_PACK_NC;
     t.A += (size_t)m0 * t.lda;
     t.a_scale += (size_t)m0 * t.lds;
+    if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;
+    if (j->out) { /* into a tile buffer, then where the caller wants it */
+        _Alignas(64) float buf[KERN_TILE_M * KERN_GEMM_MAX_GPT * KERN_PACK_NC];
+        t.C = buf;
+        t.ldc = t.ng * KERN_PACK_NC;
+        j->fn(&t);
+        kern_gemm_out_tile(j->out, j->isa, m0, t.mr, t.g0 * KERN_PACK_NC, t.ncol, buf, t.ldc);
+        return;
+    }
     t.C += (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
     j->fn(&t);
 }
 
+int kern_gemm_w4_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_w4pack *w,
+                     const kern_gemm_out *out) {
+    int dense = !out->rows && !out->amax;
+    if (dense && !out->C) return -1;
+    if (a->M <= 0) return 0;
+    isa = kern_gemm_level(isa);
+    kern_w4_job j = {.base = {.A = a->A,
+                              .lda = a->lda,
+                              .a_scale = a->a_scale,
+                              .lds = a->lds,
+                              .a_sum = a->a_sum,
+                              .w = w,
+                              .C = out->C,
+                              .ldc = out->ldc},
+                     .M = a->M,
+                     .isa = isa,
+                     .out = dense ? NULL : out,
+                     .fn = isa == KERN_ISA_AMX          ? kern_w4_tile_amx
+                           : isa == KERN_ISA_AVX512VNNI ? kern_w4_tile_avx512vnni
+                           : isa == KERN_ISA_AVX2       ? kern_w4_tile_avx2
+                                                        : kern_w4_tile_scalar};
+    int n_tasks = kern_gemm_split(p, a->M, w->n_groups, &j.n_mt, &j.gpt);
+    kern_pool_run(p, kern_w4_task, &j, n_tasks);
+    return 0;
+}
+
 void kern_gemm_w4(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
                   int lds, const kern_w4pack *w, float *C, int ldc) {
-    if (M <= 0) return;
-    kern_isa best = kern_isa_best();
-    if (isa > best) isa = best;
-    kern_w4_job j = {
-        .base = {.A = A, .lda = lda, .a_scale = a_scale, .lds = lds, .w = w, .C = C, .ldc = ldc},
-        .M = M,
-        .fn = isa >= KERN_ISA_AVX512VNNI ? kern_w4_tile_avx512vnni
-              : isa == KERN_ISA_AVX2     ? kern_w4_tile_avx2
-                                         : kern_w4_tile_scalar};
-    int n_tasks = kern_gemm_split(p, M, w->n_groups, &j.n_mt, &j.gpt);
-    kern_pool_run(p, kern_w4_task, &j, n_tasks);
+    kern_gemm_act a = {.M = M, .A = A, .lda = lda, .a_scale = a_scale, .lds = lds};
+    kern_gemm_out o = {.C = C, .ldc = ldc};
+    kern_gemm_w4_run(p, isa, &a, w, &o);
 }

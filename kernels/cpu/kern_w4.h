@@ -56,17 +56,21 @@
  * Kernels.  Tiles of up to 4 rows (decode) unpack each 64-byte load of
  * nibbles in registers and use it at once: the weights stream in once,
  * front to back.  Larger tiles (prefill) walk K in chunks of 8 blocks:
- * a chunk of a group pair is unpacked once per tile into an L1-sized
+ * a chunk of a group triple is unpacked once per tile into an L1-sized
  * buffer on the kernel's stack in kern_wpack's line layout and register
- * blocks of 4 rows run over it (the unpack is paid once per 64 rows; the
- * float accumulators wait in the buffer between chunks, so each output is
- * still folded blocks 0, 1, .. in order).  AVX-512 puts the weight bytes
- * in vpdpbusd's unsigned operand (AFFINE u as is; LUT codes map to
- * lut + 128, and 128 * A_b is subtracted once per block) and broadcasts
- * the activations as the signed one.  AVX2 multiplies u by a with
- * maddubs (no sign trick; a block's int16 sums cannot overflow:
- * 16 * 15 * 127) and the LUT values as kern_gemm_q8 does (sign trick).
- * The AMX level runs the AVX-512 VNNI kernel.
+ * blocks of 4 rows x 3 groups run over it (the unpack is paid once per 64
+ * rows; the float accumulators wait in the buffer between chunks, so each
+ * output is still folded blocks 0, 1, .. in order).  AVX-512 puts the
+ * weight bytes in vpdpbusd's unsigned operand (AFFINE u as is; LUT codes
+ * map to lut + 128, the accumulators start at -128 * A_b) and broadcasts
+ * the activations as the signed one; the activation block sums A_b come
+ * from the quantiser (kern_gemm_act.a_sum) when the caller has them.  AVX2
+ * multiplies u by a with maddubs (no sign trick; a block's int16 sums
+ * cannot overflow: 16 * 15 * 127) and the LUT values as kern_gemm_q8 does
+ * (sign trick).  AMX (kern_w4_amx.inc) unpacks a group's chunk into signed
+ * bytes (LUT values, AFFINE codes) as B tiles, runs one tdpbssd per
+ * 16 rows x 32 inputs and folds each block's C tile in the order above;
+ * rows past the last 16 run the AVX-512 VNNI kernel.
  *
  * Threading.  kern_gemm_w4 runs on the given pool (NULL: the calling
  * thread), tasks split as kern_gemm_q8's (kern_gemm_split); it allocates
@@ -83,6 +87,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_gemm.h"
 #include "kern_isa.h"
 #include "kern_pool.h"
 
@@ -140,6 +145,11 @@ void kern_w4pack_row_f32(const kern_w4pack *w, int n, float mul, float *out);
  * lowered to it.  Runs on pool p (NULL: calling thread). */
 void kern_gemm_w4(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, const float *a_scale,
                   int lds, const kern_w4pack *w, float *C, int ldc);
+/* The general form (kern_gemm.h: block sums, outputs into rows or an
+ * argmax); the values are kern_gemm_w4's.  Returns 0, or -1 when out names
+ * no output. */
+int kern_gemm_w4_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_w4pack *w,
+                     const kern_gemm_out *out);
 
 /* Plain reference of the AFFINE kind over row-major arrays (U[N][K],
  * sc/mn[N][K/32], d/dmin[N][K/256] as floats, A[M][K], a_scale[M][K/32]):

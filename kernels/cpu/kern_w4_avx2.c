@@ -101,9 +101,10 @@ KERN_AVX2 KERN_INLINE void kern_w4x_store(const int MR, const kern_w4_tile *t, i
 
 /* Fused path: MR rows (from r0) x group gi, nibbles unpacked in registers
  * as they are loaded. */
-KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, int r0, int gi) {
+KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const int aff, const kern_w4_tile *t,
+                                          int r0, int gi) {
     const kern_w4pack *w = t->w;
-    const int nb = w->n_blocks, aff = w->kind == KERN_W4_AFFINE;
+    const int nb = w->n_blocks;
     const size_t g = (size_t)(t->g0 + gi);
     const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     const __m128i l = _mm_loadu_si128((const __m128i *)w->lut);
@@ -134,8 +135,11 @@ KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, i
                     (const __m256i *)(wg + (size_t)b * KERN_W4_NIB_BYTES + 64 * i + 32 * h));
                 __m256i lo = _mm256_and_si256(x, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-                __m256i wl = _mm256_shuffle_epi8(tv, lo), wh = _mm256_shuffle_epi8(tv, hi);
-                __m256i al = _mm256_shuffle_epi8(ta, lo), ah = _mm256_shuffle_epi8(ta, hi);
+                __m256i wl = lo, wh = hi, al = lo, ah = hi;
+                if (!aff) { /* the LUT kind's values and their magnitudes */
+                    wl = _mm256_shuffle_epi8(tv, lo), wh = _mm256_shuffle_epi8(tv, hi);
+                    al = _mm256_shuffle_epi8(ta, lo), ah = _mm256_shuffle_epi8(ta, hi);
+                }
                 KERN_W4X_UNROLL
                 for (int r = 0; r < MR; r++) {
                     __m256i a0 = kern_w4x_quad(a[r] + 32 * b + 8 * i);
@@ -157,7 +161,9 @@ KERN_AVX2 KERN_INLINE void kern_w4x_fused(const int MR, const kern_w4_tile *t, i
         int32_t asum[4] = {0};
         if (aff) {
             KERN_W4X_UNROLL
-            for (int r = 0; r < MR; r++) asum[r] = kern_w4x_bsum(a[r] + 32 * b);
+            for (int r = 0; r < MR; r++)
+                asum[r] = t->a_sum ? t->a_sum[(size_t)(r0 + r) * t->lds + b]
+                                   : kern_w4x_bsum(a[r] + 32 * b);
         }
         KERN_W4X_UNROLL
         for (int h = 0; h < 2; h++) {
@@ -279,7 +285,9 @@ KERN_AVX2 static void kern_w4x_buffered(const kern_w4_tile *t, kern_w4_buf *bf) 
             if (aff)
                 for (int r = 0; r < t->mr; r++)
                     for (int b = 0; b < kc; b++)
-                        bf->asum[r][b] = kern_w4x_bsum(t->A + (size_t)r * t->lda + 32 * (b0 + b));
+                        bf->asum[r][b] =
+                            t->a_sum ? t->a_sum[(size_t)r * t->lds + b0 + b]
+                                     : kern_w4x_bsum(t->A + (size_t)r * t->lda + 32 * (b0 + b));
             for (int p = 0; p < ngb; p++) {
                 kern_w4x_unpack(t, bf, gb + p, b0, kc);
                 for (int r = 0; r < t->mr; r += 4)
@@ -295,10 +303,16 @@ KERN_AVX2 static void kern_w4x_buffered(const kern_w4_tile *t, kern_w4_buf *bf) 
 }
 
 KERN_AVX2 static void kern_w4x_fused_rows(const kern_w4_tile *t, int rows, int gi) {
-    if (rows == 4) kern_w4x_fused(4, t, 0, gi);
-    else if (rows == 3) kern_w4x_fused(3, t, 0, gi);
-    else if (rows == 2) kern_w4x_fused(2, t, 0, gi);
-    else kern_w4x_fused(1, t, 0, gi);
+#define KERN_W4X_F(AFF)                                       \
+    do {                                                      \
+        if (rows == 4) kern_w4x_fused(4, AFF, t, 0, gi);      \
+        else if (rows == 3) kern_w4x_fused(3, AFF, t, 0, gi); \
+        else if (rows == 2) kern_w4x_fused(2, AFF, t, 0, gi); \
+        else kern_w4x_fused(1, AFF, t, 0, gi);                \
+    } while (0)
+    if (t->w->kind == KERN_W4_AFFINE) KERN_W4X_F(1);
+    else KERN_W4X_F(0);
+#undef KERN_W4X_F
 }
 
 /* Decode-sized tiles: the fused path, one group at a time; larger tiles:

@@ -1,7 +1,7 @@
 /*
  * kern_w4_avx512.c -- the AVX-512 VNNI tile kernel of the W4A8 GEMM,
  * kern_w4_tile_avx512vnni (interface in kern_w4_int.h, contract in
- * kern_w4.h); the AMX level runs it too.
+ * kern_w4.h); the AMX kernel runs it for the rows past its last 16.
  *
  * The kernel itself is kern_w4_avx512.inc, compiled here with the real
  * intrinsics and a per-function target attribute (kern_isa.h decides at

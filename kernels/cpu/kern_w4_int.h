@@ -39,7 +39,9 @@ typedef struct kern_w4_tile {
     const int8_t *A;      /* row 0 of the tile; rows lda bytes apart */
     int lda;              /* row stride of A in bytes (>= w->K) */
     const float *a_scale; /* block scales of the tile's row 0, a_scale[i * lds + b] */
-    int lds;              /* row stride of a_scale in floats (>= w->n_blocks) */
+    int lds;              /* row stride of a_scale / a_sum (>= w->n_blocks) */
+    const int32_t *a_sum; /* optional: block sums of A, same addressing as a_scale; NULL:
+                           * kernels that need them compute them */
     const kern_w4pack *w; /* the packed weights */
     float *C;             /* element (row 0, channel 16 * g0); rows ldc apart */
     int ldc;              /* row stride of C in floats */
@@ -58,5 +60,6 @@ typedef void (*kern_w4_tile_fn)(const kern_w4_tile *t);
 void kern_w4_tile_scalar(const kern_w4_tile *t);     /* kern_w4.c */
 void kern_w4_tile_avx2(const kern_w4_tile *t);       /* kern_w4_avx2.c */
 void kern_w4_tile_avx512vnni(const kern_w4_tile *t); /* kern_w4_avx512.c */
+void kern_w4_tile_amx(const kern_w4_tile *t);        /* kern_w4_amx.c */
 
 #endif

@@ -118,7 +118,8 @@ static void break_even(const char *host, int port, const char *path) {
     eng_kvseq s;
     eng_kvseq_init(&s, l, &a, err, sizeof err);
     double t0 = now_s();
-    eng_seq_step st = {&s, t, 1024, ENG_LOGITS_LAST, logits};
+    eng_seq_step st = {
+        .kv = &s, .tokens = t, .n_tokens = 1024, .logits = ENG_LOGITS_LAST, .out = logits};
     if (eng_forward(m, &st, 1, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return;
@@ -138,7 +139,8 @@ static void break_even(const char *host, int port, const char *path) {
         eng_kv_allocator ma;
         eng_kv_allocator_malloc(&ma, l);
         eng_kvseq_init(&s, l, &ma, err, sizeof err);
-        eng_seq_step ps = {&s, t, n, ENG_LOGITS_LAST, logits};
+        eng_seq_step ps = {
+            .kv = &s, .tokens = t, .n_tokens = n, .logits = ENG_LOGITS_LAST, .out = logits};
         t0 = now_s();
         eng_forward(m, &ps, 1, err, sizeof err);
         double pre = now_s() - t0;

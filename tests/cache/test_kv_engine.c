@@ -80,7 +80,8 @@ static void reference(eng_kvseq *s, eng_kv_allocator *a) {
     const eng_kv_layout *l = eng_model_kv_layout(model);
     PT_EQ_INT(eng_kv_allocator_malloc(a, l), 0);
     PT_EQ_INT(eng_kvseq_init(s, l, a, err, sizeof err), 0);
-    eng_seq_step st = {s, tok, N, ENG_LOGITS_ALL, ref_logits};
+    eng_seq_step st = {
+        .kv = s, .tokens = tok, .n_tokens = N, .logits = ENG_LOGITS_ALL, .out = ref_logits};
     PT_ASSERT_MSG(eng_forward(model, &st, 1, err, sizeof err) == 0, "%s", err);
 }
 
@@ -99,7 +100,11 @@ static void resume_and_compare(kv_cache *c, int partial, int expect_tokens, int 
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s, l, &a, err, sizeof err), 0);
     PT_EQ_INT(eng_kvseq_adopt_prefix(&s, m.n_tokens, g, lb, tok), 0);
-    eng_seq_step st = {&s, tok + m.n_tokens, N - m.n_tokens, ENG_LOGITS_ALL, res_logits};
+    eng_seq_step st = {.kv = &s,
+                       .tokens = tok + m.n_tokens,
+                       .n_tokens = N - m.n_tokens,
+                       .logits = ENG_LOGITS_ALL,
+                       .out = res_logits};
     PT_ASSERT_MSG(eng_forward(model, &st, 1, err, sizeof err) == 0, "%s", err);
     reference(&ref, &ra);
     /* identical logits for every computed position */
@@ -130,7 +135,8 @@ static void first_turn(kv_cache *c, int n) {
     eng_kvseq s;
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s, l, &a, err, sizeof err), 0);
-    eng_seq_step st = {&s, tok, n, ENG_LOGITS_NONE, NULL};
+    eng_seq_step st = {
+        .kv = &s, .tokens = tok, .n_tokens = n, .logits = ENG_LOGITS_NONE, .out = NULL};
     PT_ASSERT_MSG(eng_forward(model, &st, 1, err, sizeof err) == 0, "%s", err);
     PT_EQ_INT(kv_cache_insert(c, ns, strlen(ns), &s, 1), 0);
     eng_kvseq_free(&s);

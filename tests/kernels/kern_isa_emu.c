@@ -1,10 +1,12 @@
 /*
  * kern_isa_emu.c -- test-only emulation build of the AVX-512 VNNI and AMX
- * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc) and of
- * the W4A8 AVX-512 VNNI tile kernel (kern_w4_avx512.inc); see kern_isa_emu.h.
+ * tile kernels (kernels/cpu/kern_gemm_avx512.inc, kern_gemm_amx.inc, with
+ * kern_v512_core.inc) and of the W4A8 AVX-512 VNNI and AMX tile kernels
+ * (kern_w4_avx512.inc, kern_w4_amx.inc), and of the AVX-512 attention
+ * kernel (kern_attn_avx512.inc); see kern_isa_emu.h.
  *
  * _mm512_* come from SIMDe (portable implementations, native AVX2 underneath
- * since this file is compiled with -mavx2 -mfma -mf16c), plus five that
+ * since this file is compiled with -mavx2 -mfma -mf16c), plus six that
  * SIMDe 0.7.4 lacks, defined below.  The AMX tile instructions are emulated
  * here after the Intel SDM (LDTILECFG, TILEZERO, TILELOADD, TILESTORED,
  * TDPBSSD, TILERELEASE): eight tiles of up to 16 rows x 64 bytes with the
@@ -50,6 +52,14 @@ static inline simde__m512i kern_emu_cvtepu8_epi32(simde__m128i a) {
     return simde_mm512_loadu_si512(i);
 }
 
+static inline simde__m512i kern_emu_cvtepi8_epi32(simde__m128i a) {
+    int8_t u[16];
+    int32_t i[16];
+    simde_mm_storeu_si128(u, a);
+    for (int k = 0; k < 16; k++) i[k] = u[k];
+    return simde_mm512_loadu_si512(i);
+}
+
 /* Masked stores write only the selected lanes (like the hardware). */
 static inline void kern_emu_mask_storeu_ps(void *p, simde__mmask16 k, simde__m512 a) {
     float f[16];
@@ -68,11 +78,13 @@ static inline void kern_emu_mask_storeu_epi32(void *p, simde__mmask16 k, simde__
 #undef _mm512_cvtepi32_ps
 #undef _mm512_cvtph_ps
 #undef _mm512_cvtepu8_epi32
+#undef _mm512_cvtepi8_epi32
 #undef _mm512_mask_storeu_ps
 #undef _mm512_mask_storeu_epi32
 #define _mm512_cvtepi32_ps(a) kern_emu_cvtepi32_ps(a)
 #define _mm512_cvtph_ps(a) kern_emu_cvtph_ps(a)
 #define _mm512_cvtepu8_epi32(a) kern_emu_cvtepu8_epi32(a)
+#define _mm512_cvtepi8_epi32(a) kern_emu_cvtepi8_epi32(a)
 #define _mm512_mask_storeu_ps(p, k, a) kern_emu_mask_storeu_ps(p, k, a)
 #define _mm512_mask_storeu_epi32(p, k, a) kern_emu_mask_storeu_epi32(p, k, a)
 
@@ -220,3 +232,17 @@ long kern_amx_emu_take_ops(void) {
 #define KERN_W4V_TARGET
 #define KERN_W4V_FN kern_w4_tile_avx512vnni_emu
 #include "kern_w4_avx512.inc"
+
+#define KERN_W4A_TARGET
+#define KERN_W4A_FN kern_w4_tile_amx_emu
+#define KERN_W4A_TAIL kern_w4_tile_avx512vnni_emu
+#include "kern_w4_amx.inc"
+
+#include <math.h>
+
+#include "kern_avx2_reduce.h"
+#include "kern_exp_avx2.h"
+#define KERN_A5_TARGET
+#define KERN_A5_FN kern_attn_avx512_emu
+#define KERN_A5_DPBUSD(acc, u, s) _mm512_dpbusd_epi32(acc, u, s)
+#include "kern_attn_avx512.inc"

@@ -14,6 +14,7 @@
 #ifndef KERN_ISA_EMU_H
 #define KERN_ISA_EMU_H
 
+#include "kern_attn.h"
 #include "kern_gemm_int.h"
 #include "kern_w4_int.h"
 
@@ -24,6 +25,11 @@ void kern_q8_tile_avx512vnni_emu(const kern_q8_tile *t);
 void kern_q8_tile_amx_emu(const kern_q8_tile *t);
 /* kern_w4_avx512.inc (the W4A8 tile kernel) over SIMDe. */
 void kern_w4_tile_avx512vnni_emu(const kern_w4_tile *t);
+/* kern_w4_amx.inc over SIMDe and the tile emulation (tail rows go to
+ * kern_w4_tile_avx512vnni_emu). */
+void kern_w4_tile_amx_emu(const kern_w4_tile *t);
+/* kern_attn_avx512.inc (int8-query attention) over SIMDe. */
+void kern_attn_avx512_emu(const kern_attn_kv *kv, const kern_attn_q *a, int head_dim, float scale);
 /* Tile instructions this thread executed that real hardware would fault on
  * (bad or missing configuration, shape mismatch); reset to 0 by the call. */
 int kern_amx_emu_take_faults(void);

@@ -2,7 +2,10 @@
  * test_kern_attn.c -- attention over paged int8 / fp32 KV (kern_attn.h and
  * the CPU backend's attention slot): the dispatched kernel against the
  * scalar textbook reference over GQA group sizes, head dims, block sizes,
- * cached prefixes and sliding windows (dead blocks NULL); bit-for-bit
+ * cached prefixes and sliding windows (dead blocks NULL) -- where the
+ * kernel rounds queries to int8 (the AVX-512 path, kern_attn_uses_q8) the
+ * reference gets the same rounded queries, and the error of the rounding
+ * itself against the plain reference is bounded separately; bit-for-bit
  * invariance of every (token, head) output to how tokens and heads are
  * grouped into calls; and the backend on a 3-thread pool with several
  * descriptors against a double-precision reference written in engine terms,
@@ -121,10 +124,19 @@ static void **live_table(const tcache *c, int pos0, int window) {
     return t;
 }
 
+/* Q's rows (n_q x W floats) with each head's query rounded as the int8
+ * path rounds it (a fresh copy). */
+static float *round_queries(const float *Q, int n_q, int W, int hd) {
+    float *R = malloc(sizeof(float) * (size_t)n_q * W);
+    for (int i = 0; i < n_q * W; i += hd) kern_attn_round_q(Q + i, hd, R + i);
+    return R;
+}
+
 /* kern_attn vs kern_attn_ref on one shape, kg K values per K scale;
- * returns the largest error. */
-static double check_case_kg(int nkv, int G, int hd, int kg, int B, int f32, int n_q, int pos0,
-                            int window) {
+ * returns the largest error.  plain: against the reference over the exact
+ * queries even where the kernel rounds them to int8. */
+static double check_case_kgp(int nkv, int G, int hd, int kg, int B, int f32, int n_q, int pos0,
+                             int window, int plain) {
     tcache c;
     tcache_init_kg(&c, nkv, hd, kg, B, f32, pos0 + n_q);
     void **tab = live_table(&c, pos0, window);
@@ -133,13 +145,16 @@ static double check_case_kg(int nkv, int G, int hd, int kg, int B, int f32, int 
           *R = malloc(sizeof(float) * n_q * W);
     for (int i = 0; i < n_q * W; i++) Q[i] = frand();
     float scale = 1.0f / sqrtf((float)hd);
+    kern_attn_kv kv0 = tcache_kv(&c, tab, 0);
+    float *Qr = !plain && kern_attn_uses_q8(&kv0, hd) ? round_queries(Q, n_q, W, hd) : NULL;
     for (int g = 0; g < nkv; g++) {
         kern_attn_kv kv = tcache_kv(&c, tab, g);
         kern_attn_q qa = qview(Q, O, W, hd, G, g, 0, n_q, 0, G, pos0, window);
-        kern_attn_q qr = qview(Q, R, W, hd, G, g, 0, n_q, 0, G, pos0, window);
+        kern_attn_q qr = qview(Qr ? Qr : Q, R, W, hd, G, g, 0, n_q, 0, G, pos0, window);
         kern_attn(&kv, &qa, hd, scale);
         kern_attn_ref(&kv, &qr, hd, scale);
     }
+    free(Qr);
     double worst = 0;
     for (int i = 0; i < n_q * W; i++) {
         double e = fabs((double)O[i] - R[i]) / (1 + fabs(R[i]));
@@ -148,6 +163,11 @@ static double check_case_kg(int nkv, int G, int hd, int kg, int B, int f32, int 
     free(Q), free(O), free(R), free(tab);
     tcache_free(&c);
     return worst;
+}
+
+static double check_case_kg(int nkv, int G, int hd, int kg, int B, int f32, int n_q, int pos0,
+                            int window) {
+    return check_case_kgp(nkv, G, hd, kg, B, f32, n_q, pos0, window, 0);
 }
 
 /* The same with the engine's K grouping. */
@@ -193,6 +213,31 @@ PT_TEST(attn_k_scale_groups_match_reference) {
     PT_EQ_INT(eng_kv_k_group(256), 32);
     PT_EQ_INT(eng_kv_k_group(64), 32);
     PT_EQ_INT(eng_kv_k_group(36), 36);
+}
+
+/* The query rounding of the AVX-512 path (two int8 parts, about 16 bits)
+ * against the plain reference: each query element moves by at most half a
+ * step of max |q_block| / (127 * 254), so outputs stay within about the
+ * AVX2 path's rounding. */
+PT_TEST(attn_int8_query_error_is_bounded) {
+    tcache c;
+    tcache_init(&c, 1, 64, 16, 0, 8);
+    kern_attn_kv kv = tcache_kv(&c, c.blocks, 0);
+    int q8 = kern_attn_uses_q8(&kv, 64);
+    tcache_free(&c);
+    if (!q8) {
+        printf("  skipped: kern_attn does not round queries at %s\n",
+               kern_isa_name(kern_isa_best()));
+        return;
+    }
+    double worst = 0;
+    static const int hds[] = {32, 64, 128, 256};
+    for (int i = 0; i < 4; i++) {
+        double e = check_case_kgp(2, 4, hds[i], 32, 16, 0, 17, 40, 0, 1);
+        worst = e > worst ? e : worst;
+    }
+    printf("  largest error against the exact-query reference: %.2e\n", worst);
+    PT_ASSERT(worst < 1e-4);
 }
 
 PT_TEST(attn_scalar_dispatch_is_the_reference) {
@@ -359,15 +404,21 @@ static void check_backend(int f32) {
     eng_attn_shape shape = {.kv = &l, .n_head = c.n_head, .scale = 0.125f};
     b3.attention(b3.ctx, &shape, d, 4);
 
-    /* close to the double-precision reference */
+    /* close to the double-precision reference (over the queries the
+     * kernel sees: rounded to int8 on the AVX-512 path) */
     double ref[64];
+    kern_attn_kv probe = {.f32 = f32, .k_group = l.k_group};
+    float *Qr = kern_attn_uses_q8(&probe, hd) ? round_queries(Q, rows * ldq / hd, hd, hd) : NULL;
     for (int i = 0; i < 4; i++)
         for (int t = 0; t < d[i].n_q; t++)
             for (int h = 0; h < c.n_head; h++) {
-                ref_engine(&l, &c, &d[i], shape.scale, h, t, ref);
+                eng_attn_desc dr = d[i];
+                if (Qr) dr.q = Qr + (d[i].q - Q);
+                ref_engine(&l, &c, &dr, shape.scale, h, t, ref);
                 const float *o = d[i].out + (size_t)t * nq + (size_t)h * hd;
                 for (int k = 0; k < hd; k++) PT_NEAR(o[k], ref[k], 1e-5 * (1 + fabs(ref[k])));
             }
+    free(Qr);
     /* 1 thread: same bits */
     for (int i = 0; i < 4; i++) d[i].out = O1 + (d[i].out - O3);
     b1.attention(b1.ctx, &shape, d, 4);

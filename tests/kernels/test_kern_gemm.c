@@ -11,7 +11,12 @@
  *     rounding of kern_gemm_i8_pc_ref / kern_gemm_i8_bs_ref, and a row's
  *     result independent of the batch and thread count it runs with;
  *   - fp16 scale conversion round trips;
- *   - a packed row read back (kern_wpack_row_f32) equals the row-major one.
+ *   - a packed row read back (kern_wpack_row_f32) equals the row-major one;
+ *   - the general form (kern_gemm_q8_run): with the quantiser's block sums,
+ *     outputs into per-row pointers and a running argmax, every value bit
+ *     for bit the dense call's and every argmax kern_argmax's of the dense
+ *     row (ties: duplicated weight rows; split over two "runs" of columns);
+ *   - argmax keys order NaN as -inf, -0 as +0, ties by lowest index.
  * Paths: scalar .. kern_isa_best() (PARLEY_ISA may lower it for a run).
  */
 #define PTEST_MAIN
@@ -21,6 +26,7 @@
 
 #include "kern_gemm.h"
 #include "kern_gemm_int.h"
+#include "kern_ops.h"
 #include "kern_pool.h"
 
 static void fill_i8(int8_t *p, size_t n) {
@@ -306,4 +312,106 @@ PT_TEST(wpack_row_equals_the_row_major_lookup) {
         kern_wpack_free(&pk);
     }
     free(W);
+}
+
+PT_TEST(amax_keys_order_like_kern_argmax) {
+    float v[] = {1.0f, NAN, -INFINITY, 3.0f, 3.0f, -0.0f, 0.0f, INFINITY, -5.0f};
+    int n = (int)(sizeof v / sizeof *v);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            float a = v[i] != v[i] ? -INFINITY : v[i], b = v[j] != v[j] ? -INFINITY : v[j];
+            uint64_t ka = kern_amax_key(v[i], i), kb = kern_amax_key(v[j], j);
+            int want = a > b || (a == b && i < j); /* a's key wins */
+            if (i != j) PT_EQ_INT(ka > kb, want);
+        }
+    PT_EQ_INT(kern_amax_key_index(kern_amax_key(2.0f, 12345)), 12345);
+    PT_EQ_INT(kern_amax_key_index(0), 0);
+    PT_ASSERT(kern_amax_key(-INFINITY, 7) > 0);
+    PT_ASSERT(kern_amax_key(NAN, 0) == kern_amax_key(-INFINITY, 0));
+}
+
+PT_TEST(q8_run_rows_argmax_and_sums_equal_the_dense_call) {
+    kern_pool *p2;
+    PT_ASSERT(kern_pool_create(2, &p2) == 0);
+    for (int it = 0; it < 40; it++) {
+        int M = 1 + (int)(pt_rand() % 70), N = 1 + (int)(pt_rand() % 300);
+        int K = 32 * (1 + (int)(pt_rand() % 12)), nb = K / 32, bs = it % 2;
+        int8_t *W = malloc((size_t)N * K);
+        float *sc = malloc(sizeof(float) * (size_t)N * nb);
+        fill_i8(W, (size_t)N * K);
+        for (int n = 1; n < N; n++) /* duplicated rows: equal outputs, ties */
+            if (pt_rand() % 4 == 0) memcpy(W + (size_t)n * K, W + (size_t)(n - 1) * K, (size_t)K);
+        for (int i = 0; i < N * nb; i++) sc[i] = kern_f16_to_f32(kern_f32_to_f16(0.002f));
+        kern_wpack pk;
+        char err[128];
+        PT_EQ_INT(kern_wpack_init(&pk, N, K, W, bs ? NULL : sc, bs ? sc : NULL, err, sizeof err),
+                  0);
+        /* activations from the quantiser, with their block sums */
+        float *x = malloc(sizeof(float) * (size_t)M * K);
+        for (int i = 0; i < M * K; i++) x[i] = (float)((int)(pt_rand() % 2001) - 1000) * 0.01f;
+        int8_t *A = malloc((size_t)M * K);
+        float *as = malloc(sizeof(float) * (size_t)M * nb);
+        int32_t *sum = malloc(sizeof(int32_t) * (size_t)M * nb);
+        kern_quantize_blocks_sum(p2, kern_isa_best(), M, K, x, K, A, K, as, sum, nb);
+        for (int m = 0; m < M; m++)
+            for (int b = 0; b < nb; b++) {
+                int32_t t = 0;
+                for (int k = 0; k < 32; k++) t += A[(size_t)m * K + 32 * b + k];
+                PT_EQ_INT(sum[(size_t)m * nb + b], t);
+            }
+        float *C0 = malloc(sizeof(float) * (size_t)M * N),
+              *R = malloc(sizeof(float) * (size_t)M * N);
+        float **rows = malloc(sizeof(float *) * (size_t)M);
+        uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)M);
+        kern_gemm_q8(NULL, KERN_ISA_SCALAR, M, A, K, as, nb, &pk, C0, N);
+        for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+            kern_gemm_act a = {.M = M, .A = A, .lda = K, .a_scale = as, .lds = nb, .a_sum = sum};
+            for (int m = 0; m < M; m++) rows[m] = m % 3 == 1 ? NULL : R + (size_t)m * N;
+            for (size_t i = 0; i < (size_t)M * N; i++) R[i] = -1234.5f;
+            memset(keys, 0, sizeof(uint64_t) * (size_t)M);
+            kern_gemm_out o = {.rows = rows, .amax = keys};
+            PT_EQ_INT(kern_gemm_q8_run(isa % 2 ? p2 : NULL, (kern_isa)isa, &a, &pk, &o), 0);
+            for (int m = 0; m < M; m++) {
+                if (rows[m]) PT_EQ_MEM(R + (size_t)m * N, C0 + (size_t)m * N, sizeof(float) * N);
+                else PT_ASSERT(R[(size_t)m * N] == -1234.5f); /* not written */
+                PT_EQ_INT(kern_amax_key_index(keys[m]), kern_argmax_ref(C0 + (size_t)m * N, N));
+            }
+            /* dense through the general form, a wider ldc */
+            float *D = malloc(sizeof(float) * (size_t)M * (N + 5));
+            kern_gemm_out od = {.C = D, .ldc = N + 5};
+            PT_EQ_INT(kern_gemm_q8_run(p2, (kern_isa)isa, &a, &pk, &od), 0);
+            for (int m = 0; m < M; m++)
+                PT_EQ_MEM(D + (size_t)m * (N + 5), C0 + (size_t)m * N, sizeof(float) * N);
+            free(D);
+        }
+        /* the argmax of two column ranges merged: a weight split in two runs */
+        if (N > 20) {
+            int N1 = 16 * (1 + (int)(pt_rand() % ((N - 1) / 16)));
+            kern_wpack w1, w2;
+            float *s1 = bs ? sc : sc, *s2 = bs ? sc + (size_t)N1 * nb : sc + N1;
+            PT_EQ_INT(
+                kern_wpack_init(&w1, N1, K, W, bs ? NULL : s1, bs ? s1 : NULL, err, sizeof err), 0);
+            PT_EQ_INT(kern_wpack_init(&w2, N - N1, K, W + (size_t)N1 * K, bs ? NULL : s2,
+                                      bs ? s2 : NULL, err, sizeof err),
+                      0);
+            memset(keys, 0, sizeof(uint64_t) * (size_t)M);
+            kern_gemm_act a = {.M = M, .A = A, .lda = K, .a_scale = as, .lds = nb, .a_sum = sum};
+            kern_gemm_out o = {.amax = keys};
+            PT_EQ_INT(kern_gemm_q8_run(p2, kern_isa_best(), &a, &w2,
+                                       &(kern_gemm_out){.amax = keys, .col0 = N1}),
+                      0);
+            PT_EQ_INT(kern_gemm_q8_run(p2, kern_isa_best(), &a, &w1, &o), 0);
+            for (int m = 0; m < M; m++)
+                PT_EQ_INT(kern_amax_key_index(keys[m]), kern_argmax_ref(C0 + (size_t)m * N, N));
+            kern_wpack_free(&w1);
+            kern_wpack_free(&w2);
+        }
+        kern_gemm_out none = {0};
+        kern_gemm_act a = {.M = M, .A = A, .lda = K, .a_scale = as, .lds = nb};
+        PT_EQ_INT(kern_gemm_q8_run(NULL, KERN_ISA_SCALAR, &a, &pk, &none), -1);
+        kern_wpack_free(&pk);
+        free(W), free(sc), free(x), free(A), free(as), free(sum), free(C0), free(R), free(rows),
+            free(keys);
+    }
+    kern_pool_destroy(p2);
 }

@@ -120,6 +120,7 @@ typedef struct tcase {
     kern_wpack w;     /* packed weights */
     int8_t *A;        /* activations */
     float *a_scale;   /* [M][lds] activation block scales */
+    int32_t *a_sum;   /* [M][lds] activation block sums (kern_gemm_act.a_sum) */
     int lds;          /* row stride of a_scale (n_blocks or more) */
 } tcase;
 
@@ -147,12 +148,17 @@ static void tcase_make(tcase *c, int M, int N, int K, int block_scaled, int extr
             row[k] = k < K ? rand_i8(extremes) : k < c->w.Kp ? 0 : (int8_t)(pt_rand() | 1);
         for (int b = 0; b < c->lds; b++) c->a_scale[(size_t)m * c->lds + b] = frand01() + 0.001f;
     }
+    c->a_sum = calloc((size_t)M * c->lds, sizeof(int32_t));
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < c->w.Kp; k++)
+            c->a_sum[(size_t)m * c->lds + k / 32] += c->A[(size_t)m * c->lda + k];
 }
 
 static void tcase_free(tcase *c) {
     kern_wpack_free(&c->w);
     free(c->A);
     free(c->a_scale);
+    free(c->a_sum);
 }
 
 /* Exact int32 sum of row m (of the tile's A) and channel n from the logical
@@ -205,6 +211,8 @@ static int tile_check(const tcase *c, kern_q8_tile_fn fn, int r0, int mr, int g0
                       .lda = c->lda,
                       .a_scale = i32 ? NULL : c->a_scale + (size_t)r0 * c->lds,
                       .lds = c->lds,
+                      /* the kernels' own block sums, or the caller's */
+                      .a_sum = i32 || pt_rand() % 2 ? NULL : c->a_sum + (size_t)r0 * c->lds,
                       .w = &c->w,
                       .ldc = ldc};
     t.ncol = c->N - 16 * g0 < 16 * ng ? c->N - 16 * g0 : 16 * ng;

@@ -1,9 +1,10 @@
 /*
  * test_kern_isa_w4.c -- part of test_kern_isa: the W4A8 tile kernels
  * (kern_w4_int.h) against kern_w4_tile_scalar, bit for bit, tile by tile:
- *   - AVX2 and AVX-512 VNNI natively where the CPU has them;
- *   - the AVX-512 body (kernels/cpu/kern_w4_avx512.inc) under SIMDe
- *     (kern_isa_emu.c) on any AVX2 host;
+ *   - AVX2, AVX-512 VNNI and AMX natively where the CPU has them;
+ *   - the AVX-512 body (kernels/cpu/kern_w4_avx512.inc) under SIMDe and the
+ *     AMX body (kern_w4_amx.inc) under SIMDe plus the tile emulation
+ *     (kern_isa_emu.c) on any AVX2 host, with no faulting tile use;
  * for both kinds, random and edge shapes: rows 1..64 (up to
  * KERN_W4_FUSED_MAX_MR the register path, above it the buffered one with
  * every register-block tail), ragged last group, odd group counts, more
@@ -30,6 +31,7 @@ typedef struct w4case {
     kern_w4pack w;         /* packed weights */
     int8_t *A;             /* activations */
     float *a_scale;        /* [M][lds] */
+    int32_t *a_sum;        /* [M][lds] block sums of A */
 } w4case;
 
 static void w4case_make(w4case *c, int M, int N, int K, int aff, int extreme) {
@@ -75,12 +77,17 @@ static void w4case_make(w4case *c, int M, int N, int K, int aff, int extreme) {
         }
         for (int b = 0; b < c->lds; b++) c->a_scale[(size_t)m * c->lds + b] = w4_frand01() + 0.001f;
     }
+    c->a_sum = calloc((size_t)M * c->lds, sizeof(int32_t));
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            c->a_sum[(size_t)m * c->lds + k / 32] += c->A[(size_t)m * c->lda + k];
 }
 
 static void w4case_free(w4case *c) {
     kern_w4pack_free(&c->w);
     free(c->A);
     free(c->a_scale);
+    free(c->a_sum);
 }
 
 #define W4_SENTINEL 0x7fc0deadu
@@ -100,6 +107,8 @@ static int w4_tile_check(const w4case *c, kern_w4_tile_fn fn, int r0, int mr, in
                       .lda = c->lda,
                       .a_scale = c->a_scale + (size_t)r0 * c->lds,
                       .lds = c->lds,
+                      /* the kernels' own block sums, or the caller's */
+                      .a_sum = pt_rand() % 2 ? NULL : c->a_sum + (size_t)r0 * c->lds,
                       .w = &c->w,
                       .ldc = ldc};
     t.ncol = c->N - 16 * g0 < 16 * ng ? c->N - 16 * g0 : 16 * ng;
@@ -175,11 +184,27 @@ PT_TEST(w4_avx512vnni_native_tiles_match_scalar) {
     if (w4_native(KERN_ISA_AVX512VNNI)) w4_tiles(kern_w4_tile_avx512vnni, "w4 avx512vnni", 120);
 }
 
+PT_TEST(w4_amx_native_tiles_match_scalar) {
+    if (w4_native(KERN_ISA_AMX)) w4_tiles(kern_w4_tile_amx, "w4 amx", 120);
+}
+
 #if KERN_TEST_EMU
 PT_TEST(w4_avx512vnni_emulated_tiles_match_scalar) {
     if (kern_isa_detect() < KERN_ISA_AVX2) {
         PT_SKIP_HW("the emulation build needs AVX2+FMA+F16C on the host");
     }
     w4_tiles(kern_w4_tile_avx512vnni_emu, "w4 avx512vnni (SIMDe)", 80);
+}
+
+PT_TEST(w4_amx_emulated_tiles_match_scalar) {
+    if (kern_isa_detect() < KERN_ISA_AVX2) {
+        printf("  skipped: the emulation build needs AVX2+FMA+F16C on the host\n");
+        return;
+    }
+    kern_amx_emu_take_faults();
+    kern_amx_emu_take_ops();
+    w4_tiles(kern_w4_tile_amx_emu, "w4 amx (emulated)", 60);
+    PT_EQ_INT(kern_amx_emu_take_faults(), 0);
+    PT_ASSERT(kern_amx_emu_take_ops() > 0); /* the tile path ran, not only the tail kernel */
 }
 #endif

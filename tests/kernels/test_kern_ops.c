@@ -4,7 +4,9 @@
  * row and per 32-value block) and the residual add bit for bit, RMSNorm / RoPE / GLU / softmax within tight
  * tolerances, the forced-scalar path bit for bit with the references, and
  * the invariance the engine needs: a row computed alone on the caller gives
- * the same bits as inside a batch split over a 3-thread pool.
+ * the same bits as inside a batch split over a 3-thread pool; the block
+ * sums of kern_quantize_blocks_sum and kern_scan_at_least (the sampler's
+ * top-k skip) exact on every path.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -447,5 +449,61 @@ PT_TEST(argmax_every_isa_equals_reference) {
         }
         for (int isa = 0; isa <= (int)kern_isa_best(); isa++)
             PT_ASSERT_MSG(kern_argmax((kern_isa)isa, x, n) == ref, "isa %d n %d", isa, n);
+    }
+}
+
+PT_TEST(scan_at_least_every_isa_equals_reference) {
+    enum { MAXN = 300 };
+    static float x[MAXN];
+    uint64_t st = 99;
+    for (int iter = 0; iter < 400; iter++) {
+        int n = 1 + (int)(iter * 13 % MAXN), from = (int)(iter % 7);
+        for (int i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            int r = (int)(st >> 33) % 64;
+            x[i] = (float)(r % 32) * 0.37f - 6.0f;
+            if (r == 60) x[i] = NAN;
+            if (r == 61) x[i] = -INFINITY;
+            if (r == 62) x[i] = INFINITY;
+        }
+        float mul = iter % 3 ? 1.0f / 0.7f : 1.3f, thr = (float)(iter % 11) - 3.0f;
+        if (iter % 17 == 0) thr = -INFINITY; /* every finite and -inf passes, NaN never */
+        int ref = kern_scan_at_least_ref(x, from, n, mul, thr);
+        PT_ASSERT(ref >= (from < n ? from : n) && ref <= n);
+        for (int i = from; i < ref; i++) PT_ASSERT(!(x[i] * mul >= thr));
+        if (ref < n) PT_ASSERT(x[ref] * mul >= thr);
+        for (int isa = 0; isa <= (int)kern_isa_best(); isa++)
+            PT_ASSERT_MSG(kern_scan_at_least((kern_isa)isa, x, from, n, mul, thr) == ref,
+                          "isa %d n %d from %d", isa, n, from);
+    }
+}
+
+PT_TEST(quantize_blocks_sum_every_isa) {
+    /* the block sums equal the sums of the int8 values written, on every
+     * path, ragged last blocks and zero blocks included; q and scales are
+     * kern_quantize_blocks's */
+    static const int Ks[] = {1, 31, 32, 33, 100, 640, 2048 + 7};
+    for (int k = 0; k < 7; k++) {
+        int K = Ks[k], M = 5, nb = (K + 31) / 32, ldq = nb * 32;
+        float *x = malloc(sizeof(float) * (size_t)M * K);
+        for (int i = 0; i < M * K; i++) x[i] = frand(3.0f) * (i % 97 == 0 ? 40.0f : 1.0f);
+        for (int i = 0; i < K && i < 32; i++) x[2 * K + i] = 0; /* a zero block */
+        int8_t *q0 = malloc((size_t)M * ldq), *q = malloc((size_t)M * ldq);
+        float *s0 = malloc(sizeof(float) * (size_t)M * nb),
+              *s = malloc(sizeof(float) * (size_t)M * nb);
+        int32_t *sum = malloc(sizeof(int32_t) * (size_t)M * nb);
+        kern_quantize_blocks_ref(M, K, x, K, q0, ldq, s0, nb);
+        for (int isa = 0; isa <= (int)kern_isa_best(); isa++) {
+            kern_quantize_blocks_sum(NULL, (kern_isa)isa, M, K, x, K, q, ldq, s, sum, nb);
+            PT_EQ_MEM(q, q0, (size_t)M * ldq);
+            PT_EQ_MEM(s, s0, sizeof(float) * (size_t)M * nb);
+            for (int m = 0; m < M; m++)
+                for (int b = 0; b < nb; b++) {
+                    int32_t t = 0;
+                    for (int i = 32 * b; i < 32 * b + 32 && i < K; i++) t += q[(size_t)m * ldq + i];
+                    PT_EQ_INT(sum[(size_t)m * nb + b], t);
+                }
+        }
+        free(x), free(q0), free(q), free(s0), free(s), free(sum);
     }
 }

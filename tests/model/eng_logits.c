@@ -80,7 +80,11 @@ int main(int argc, char **argv) {
     }
     for (int d = 0; d < n;) {
         int k = d < prefill ? (prefill - d < chunk ? prefill - d : chunk) : 1;
-        eng_seq_step st = {&s, ids + d, k, ENG_LOGITS_ALL, out + (size_t)d * V};
+        eng_seq_step st = {.kv = &s,
+                           .tokens = ids + d,
+                           .n_tokens = k,
+                           .logits = ENG_LOGITS_ALL,
+                           .out = out + (size_t)d * V};
         if (eng_forward(m, &st, 1, err, sizeof err) != 0) {
             fprintf(stderr, "eng_logits: %s\n", err);
             return 1;
@@ -99,7 +103,11 @@ int main(int argc, char **argv) {
         for (int v = 1; v < V; v++)
             if (last[v] > last[best]) best = v;
         printf("%s%d", g ? "," : "", (int)best);
-        eng_seq_step st = {&s, &best, 1, ENG_LOGITS_LAST, out + (size_t)n * V};
+        eng_seq_step st = {.kv = &s,
+                           .tokens = &best,
+                           .n_tokens = 1,
+                           .logits = ENG_LOGITS_LAST,
+                           .out = out + (size_t)n * V};
         last = out + (size_t)n * V;
         if (g + 1 < greedy && eng_forward(m, &st, 1, err, sizeof err) != 0) {
             fprintf(stderr, "eng_logits: %s\n", err);

@@ -4,7 +4,9 @@
  * prefill exactly (int8 and fp32), batching several sequences in one step
  * changes nothing, running out of KV blocks fails cleanly and leaves the
  * sequence unchanged, local blocks are released, bad input is refused, and
- * the digest tells files and precisions apart.
+ * the digest tells files and precisions apart; a step asking only for its
+ * argmax (ENG_LOGITS_ARGMAX) gets the argmax of the logits a full step
+ * writes, mixed in one batch with full rows, with and without a soft-cap.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "eng_model.h"
+#include "kern_ops.h"
 #include "backend_cpu_int.h"
 #include "eng_model_int.h" /* white-box: which weight format was chosen */
 #include "tiny_model.h"
@@ -92,7 +95,11 @@ static int run_chunks(eng_model *m, int n, int chunk, float *out) {
     int rc = 0;
     for (int d = 0; d < n && !rc; d += chunk) {
         int k = n - d < chunk ? n - d : chunk;
-        eng_seq_step st = {&s, prompt + d, k, ENG_LOGITS_ALL, out + (size_t)d * V};
+        eng_seq_step st = {.kv = &s,
+                           .tokens = prompt + d,
+                           .n_tokens = k,
+                           .logits = ENG_LOGITS_ALL,
+                           .out = out + (size_t)d * V};
         rc = eng_forward(m, &st, 1, err, sizeof err);
         if (rc) fprintf(stderr, "forward: %s\n", err);
     }
@@ -184,18 +191,21 @@ PT_TEST(batched_sequences_match_separate_runs) {
     PT_EQ_INT(eng_kvseq_init(&s2, l, &a, err, sizeof err), 0);
     float *o1 = malloc(sizeof(float) * 40 * V), *o2 = malloc(sizeof(float) * V);
     /* s2 first gets 30 tokens alone; then one step: s1 prefill 40, s2 decode 1 */
-    eng_seq_step pre = {&s2, prompt, 30, ENG_LOGITS_NONE, NULL};
+    eng_seq_step pre = {
+        .kv = &s2, .tokens = prompt, .n_tokens = 30, .logits = ENG_LOGITS_NONE, .out = NULL};
     PT_EQ_INT(eng_forward(m, &pre, 1, err, sizeof err), 0);
-    eng_seq_step st[2] = {{&s1, prompt, 40, ENG_LOGITS_ALL, o1},
-                          {&s2, prompt + 30, 1, ENG_LOGITS_LAST, o2}};
+    eng_seq_step st[2] = {
+        {.kv = &s1, .tokens = prompt, .n_tokens = 40, .logits = ENG_LOGITS_ALL, .out = o1},
+        {.kv = &s2, .tokens = prompt + 30, .n_tokens = 1, .logits = ENG_LOGITS_LAST, .out = o2}};
     PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), 0);
     PT_EQ_MEM(o1, ref, sizeof(float) * 40 * V);
     PT_EQ_MEM(o2, ref + (size_t)30 * V, sizeof(float) * V);
     PT_EQ_INT(s1.n_tokens, 40);
     PT_EQ_INT(s2.n_tokens, 31);
     /* the same sequence twice in one step is refused */
-    eng_seq_step dup[2] = {{&s1, prompt, 1, ENG_LOGITS_NONE, NULL},
-                           {&s1, prompt, 1, ENG_LOGITS_NONE, NULL}};
+    eng_seq_step dup[2] = {
+        {.kv = &s1, .tokens = prompt, .n_tokens = 1, .logits = ENG_LOGITS_NONE, .out = NULL},
+        {.kv = &s1, .tokens = prompt, .n_tokens = 1, .logits = ENG_LOGITS_NONE, .out = NULL}};
     PT_EQ_INT(eng_forward(m, dup, 2, err, sizeof err), ENG_EINVAL);
     /* local blocks: window 8, B 4 -> at most 4 live local blocks per sequence */
     int live = 0;
@@ -241,8 +251,9 @@ PT_TEST(out_of_blocks_leaves_sequences_unchanged) {
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);
     PT_EQ_INT(eng_kvseq_init(&s2, l, &a, err, sizeof err), 0);
-    eng_seq_step st[2] = {{&s1, prompt, 8, ENG_LOGITS_NONE, NULL},
-                          {&s2, prompt, 8, ENG_LOGITS_NONE, NULL}};
+    eng_seq_step st[2] = {
+        {.kv = &s1, .tokens = prompt, .n_tokens = 8, .logits = ENG_LOGITS_NONE, .out = NULL},
+        {.kv = &s2, .tokens = prompt, .n_tokens = 8, .logits = ENG_LOGITS_NONE, .out = NULL}};
     PT_EQ_INT(eng_forward(m, st, 2, err, sizeof err), ENG_ENOMEM); /* needs 4 blocks */
     PT_ASSERT(strstr(err, "KV"));
     PT_EQ_INT(s1.n_tokens + s2.n_tokens + s1.n_blocks + s2.n_blocks, 0);
@@ -268,7 +279,8 @@ PT_TEST(bad_input_refused_and_digest) {
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s, l, &a, err, sizeof err), 0);
     int32_t bad[2] = {1, 256};
-    eng_seq_step st = {&s, bad, 2, ENG_LOGITS_NONE, NULL};
+    eng_seq_step st = {
+        .kv = &s, .tokens = bad, .n_tokens = 2, .logits = ENG_LOGITS_NONE, .out = NULL};
     PT_EQ_INT(eng_forward(m, &st, 1, err, sizeof err), ENG_EINVAL);
     PT_ASSERT(strstr(err, "vocab"));
     st.n_tokens = 0;
@@ -381,4 +393,67 @@ PT_TEST(native_q4_k_keeps_the_files_weights) {
     free(a), free(b), free(c), free(d);
     eng_model_free(n), eng_model_free(q), eng_model_free(f);
     unlink(p1);
+}
+
+/* Steps of four sequences in one batch (LAST, ARGMAX, ALL over 2 tokens,
+ * ARGMAX) against twins stepped with full logits. */
+static void check_argmax_steps(const tiny_spec *spec, eng_precision prec, float softcap) {
+    char path[512], err[256];
+    eng_model *m = load(spec, prec, path, sizeof path);
+    PT_ASSERT(m);
+    m->cfg.final_logit_softcap = softcap; /* white-box: the capped path too */
+    init_prompt();
+    const eng_kv_layout *l = eng_model_kv_layout(m);
+    int V = eng_model_config(m)->n_vocab;
+    eng_kv_allocator a;
+    PT_EQ_INT(eng_kv_allocator_malloc(&a, l), 0);
+    eng_kvseq s[4], t[4];
+    for (int i = 0; i < 4; i++) {
+        PT_EQ_INT(eng_kvseq_init(&s[i], l, &a, err, sizeof err), 0);
+        PT_EQ_INT(eng_kvseq_init(&t[i], l, &a, err, sizeof err), 0);
+        eng_seq_step p[2] = {{.kv = &s[i], .tokens = prompt + i, .n_tokens = 5 + i},
+                             {.kv = &t[i], .tokens = prompt + i, .n_tokens = 5 + i}};
+        PT_EQ_INT(eng_forward(m, p, 2, err, sizeof err), 0);
+    }
+    float *full = malloc(sizeof(float) * 5 * V), *got = malloc(sizeof(float) * 3 * V);
+    int32_t next[4] = {-1, -1, -1, -1};
+    for (int round = 0; round < 3; round++) {
+        const int32_t *tk = prompt + 20 + round;
+        int mode[4] = {ENG_LOGITS_LAST, ENG_LOGITS_ARGMAX, ENG_LOGITS_ALL, ENG_LOGITS_ARGMAX};
+        float *out[4] = {got, NULL, got + V, NULL};
+        eng_seq_step st[4], tw[4];
+        for (int i = 0; i < 4; i++) {
+            int n = i == 2 ? 2 : 1;
+            st[i] = (eng_seq_step){
+                .kv = &s[i], .tokens = tk, .n_tokens = n, .logits = mode[i], .out = out[i]};
+            if (mode[i] == ENG_LOGITS_ARGMAX) st[i].next = &next[i];
+            tw[i] = (eng_seq_step){.kv = &t[i],
+                                   .tokens = tk,
+                                   .n_tokens = n,
+                                   .logits = n > 1 ? ENG_LOGITS_ALL : ENG_LOGITS_LAST,
+                                   .out = full + (i == 3 ? 4 : i) * (size_t)V};
+        }
+        PT_EQ_INT(eng_forward(m, st, 4, err, sizeof err), 0);
+        PT_EQ_INT(eng_forward(m, tw, 4, err, sizeof err), 0);
+        PT_EQ_MEM(got, full, sizeof(float) * V);                 /* LAST */
+        PT_EQ_MEM(got + V, full + 2 * V, sizeof(float) * 2 * V); /* ALL */
+        PT_EQ_INT(next[1], kern_argmax_ref(full + V, V));
+        PT_EQ_INT(next[3], kern_argmax_ref(full + 4 * (size_t)V, V));
+    }
+    /* ARGMAX without a place for the token is refused */
+    eng_seq_step bad = {.kv = &s[0], .tokens = prompt, .n_tokens = 1, .logits = ENG_LOGITS_ARGMAX};
+    PT_EQ_INT(eng_forward(m, &bad, 1, err, sizeof err), ENG_EINVAL);
+    for (int i = 0; i < 4; i++) eng_kvseq_free(&s[i]), eng_kvseq_free(&t[i]);
+    eng_kv_allocator_malloc_free(&a);
+    free(full), free(got);
+    eng_model_free(m);
+    unlink(path);
+}
+
+PT_TEST(argmax_steps_equal_the_argmax_of_the_logits) {
+    check_argmax_steps(&gemma_spec, ENG_PREC_INT8, 0);
+    check_argmax_steps(&llama_q8_spec, ENG_PREC_INT8, 0);
+    check_argmax_steps(&llama_spec, ENG_PREC_FP32, 0);
+    check_argmax_steps(&gemma_spec, ENG_PREC_INT8, 30.0f); /* capped: the logits path */
+    check_argmax_steps(&llama_spec, ENG_PREC_FP32, 30.0f);
 }

@@ -68,12 +68,20 @@ static int run(eng_model *m, int nseq, float *out) {
     for (; n < nseq; n++)
         if (eng_kvseq_init(&s[n], l, &a, err, sizeof err) != 0) goto out;
     for (int i = 0; i < nseq; i++) {
-        eng_seq_step x = {&s[i], prompt, NTOK, ENG_LOGITS_LAST, out + (size_t)i * V};
+        eng_seq_step x = {.kv = &s[i],
+                          .tokens = prompt,
+                          .n_tokens = NTOK,
+                          .logits = ENG_LOGITS_LAST,
+                          .out = out + (size_t)i * V};
         st[i] = x;
     }
     if (eng_forward(m, st, nseq, err, sizeof err) != 0) goto out;
     for (int i = 0; i < nseq; i++) {
-        eng_seq_step x = {&s[i], prompt + NTOK, 1, ENG_LOGITS_LAST, out + (size_t)i * V};
+        eng_seq_step x = {.kv = &s[i],
+                          .tokens = prompt + NTOK,
+                          .n_tokens = 1,
+                          .logits = ENG_LOGITS_LAST,
+                          .out = out + (size_t)i * V};
         st[i] = x;
     }
     if (eng_forward(m, st, nseq, err, sizeof err) != 0) goto out;

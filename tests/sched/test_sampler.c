@@ -2,7 +2,9 @@
  * test_sampler.c -- the sampler: greedy and its tie rule, seeded
  * determinism, top-k / top-p limits, repetition penalty, stop tokens,
  * parameter validation and the sampled distribution; token masks in every
- * mode, log-probabilities against a log-softmax, eng_sampler_needs_logits.
+ * mode, log-probabilities against a log-softmax, eng_sampler_needs_logits;
+ * the one-pass top-k (penalty, NaN and temperature on the way) draws what
+ * top-k over logits penalised beforehand draws.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -552,4 +554,55 @@ PT_TEST(needs_logits) {
     s = mk(&p, 10);
     PT_EQ_INT(eng_sampler_needs_logits(s), 1);
     eng_sampler_free(s);
+}
+
+PT_TEST(top_k_one_pass_applies_penalty_nan_and_temperature) {
+    /* top-k fills its heap in one pass over the logits with the penalty
+     * applied to the window's tokens on the way: the same draws as top-k
+     * over logits penalised beforehand (no history), for ties, NaN, -inf,
+     * penalties that raise or lower, k below and at the number of finite
+     * values, and a window shorter than the history */
+    enum { V = 2000 };
+    static float l[V], pl[V];
+    uint64_t st = 11;
+    for (int iter = 0; iter < 16; iter++) {
+        for (int i = 0; i < V; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            int r = (int)(st >> 33) % 100;
+            l[i] = (float)(r % 40) * 0.25f - 3.0f;
+            if (r == 97) l[i] = NAN;
+            if (r == 98) l[i] = -INFINITY;
+        }
+        int32_t hist[300];
+        for (int i = 0; i < 300; i++) hist[i] = (int32_t)((i * 7919 + iter * 31) % V);
+        hist[5] = -1, hist[6] = V; /* out of range: ignored */
+        eng_sampler_params p, q;
+        eng_sampler_params_default(&p);
+        p.temperature = iter % 2 ? 0.6f : 1.7f;
+        p.top_k = iter % 4 < 2 ? 40 : 1990;
+        p.repetition_penalty = iter % 3 ? 1.3f : 0.8f;
+        p.repeat_last_n = iter % 5 == 0 ? 0 : 120;
+        p.seed = 7 + (uint64_t)iter;
+        q = p;
+        q.repetition_penalty = 1;
+        int from = p.repeat_last_n > 0 ? 300 - p.repeat_last_n : 0;
+        memcpy(pl, l, sizeof l);
+        static uint8_t done[V];
+        memset(done, 0, sizeof done);
+        for (int i = from; i < 300; i++) {
+            int32_t t = hist[i];
+            if (t < 0 || t >= V || done[t]) continue;
+            done[t] = 1;
+            float v = pl[t] == pl[t] ? pl[t] : -INFINITY;
+            pl[t] = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
+        }
+        eng_sampler *a = mk(&p, V), *b = mk(&q, V);
+        PT_ASSERT(a && b);
+        for (int d = 0; d < 40; d++) {
+            int32_t x = eng_sampler_sample(a, l, hist, 300), y = eng_sampler_sample(b, pl, NULL, 0);
+            PT_ASSERT_MSG(x == y, "iter %d draw %d: %d vs %d", iter, d, x, y);
+        }
+        eng_sampler_free(a);
+        eng_sampler_free(b);
+    }
 }

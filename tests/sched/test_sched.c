@@ -10,6 +10,10 @@
  *                            small steps (chunked prefill), and staggered
  *                            give identical tokens, logits within int8
  *                            tolerance
+ *   greedy_argmax_path       greedy requests that want no logits (their
+ *                            steps ask eng_forward for the argmax only)
+ *                            give the tokens of the same requests with
+ *                            logits, alone and batched with them
  *   memory_pressure          more requests than the KV budget holds all
  *                            complete with the alone tokens; the budget is
  *                            never exceeded; blocks all come back
@@ -51,7 +55,8 @@ static int ref_generate(eng_model *m, const int32_t *prompt, int n, int max_toke
     int32_t hist[1024];
     memcpy(hist, prompt, (size_t)n * sizeof *hist);
     int nh = n, rc = 0;
-    eng_seq_step st = {&kv, prompt, n, ENG_LOGITS_LAST, NULL};
+    eng_seq_step st = {
+        .kv = &kv, .tokens = prompt, .n_tokens = n, .logits = ENG_LOGITS_LAST, .out = NULL};
     for (int i = 0; i < max_tokens; i++) {
         st.out = logits + (size_t)i * NV;
         if ((rc = eng_forward(m, &st, 1, err, sizeof err)) != 0) break;
@@ -128,6 +133,37 @@ PT_TEST(alone_matches_engine) {
     PT_ASSERT(q->res.ttft_ms > 0 && q->res.total_ms >= q->res.ttft_ms);
     free(ref_logits);
     su_coll_free(&c);
+}
+
+PT_TEST(greedy_argmax_path) {
+    PT_ASSERT(model());
+    enum { N = 5, G = 12 };
+    static int32_t prompts[N][128];
+    static const int len[N] = {3, 17, 40, 70, 9};
+    for (int i = 0; i < N; i++) su_tokens(prompts[i], len[i], NV, 300 + (uint64_t)i);
+    char err[256];
+    su_coll full, bare;
+    su_coll_init(&full, N, NV); /* want_logits: the sampler over the full rows */
+    su_coll_init(&bare, N, 0);  /* no logits: argmax-only steps */
+    eng_sched *s = mk_sched(8, 24, 0);
+    PT_ASSERT(s);
+    for (int i = 0; i < N; i++) { /* interleaved: both kinds in the same steps */
+        eng_sched_request r;
+        su_request(&full, i, &r, prompts[i], len[i], G);
+        PT_EQ_INT(eng_sched_submit(s, &r, &full.reqs[i].id, err, sizeof err), 0);
+        su_request(&bare, i, &r, prompts[i], len[i], G);
+        PT_EQ_INT(eng_sched_submit(s, &r, &bare.reqs[i].id, err, sizeof err), 0);
+    }
+    PT_EQ_INT(su_wait(&full, N, 20000), 0);
+    PT_EQ_INT(su_wait(&bare, N, 20000), 0);
+    eng_sched_free(s);
+    for (int i = 0; i < N; i++) {
+        PT_EQ_INT(bare.reqs[i].res.finish, ENG_SCHED_LENGTH);
+        PT_EQ_INT(bare.reqs[i].n_tokens, G);
+        PT_EQ_MEM(bare.reqs[i].tokens, full.reqs[i].tokens, sizeof(int32_t) * G);
+    }
+    su_coll_free(&full);
+    su_coll_free(&bare);
 }
 
 /* Prompt lengths of the batching tests: below, at and across block and

@@ -125,7 +125,7 @@ PT_TEST(greedy_identical_ngram) {
     run(mk(ENG_SCHED_SPEC_OFF, 6, 64, 0, NULL, NULL), &off, NREQ, GEN, -1, &st);
     PT_EQ_INT(st.spec_drafted, 0);
     /* alone: one request per scheduler */
-    uint64_t drafted = 0, accepted = 0;
+    uint64_t drafted = 0, accepted = 0, steps = 0;
     for (int i = 0; i < NREQ; i++) {
         su_coll one;
         su_coll_init(&one, 1, NV);
@@ -142,13 +142,18 @@ PT_TEST(greedy_identical_ngram) {
         eng_sched_free(s);
         drafted += st.spec_drafted;
         accepted += st.spec_accepted;
-        PT_ASSERT(st.steps < GEN); /* prefill + fewer decode steps than tokens */
+        PT_ASSERT(st.steps <= GEN); /* prefill + at most one decode step per token */
+        steps += st.steps;
         same(&off.reqs[i], &one.reqs[0], NV);
         su_coll_free(&one);
     }
     fprintf(stderr, "  alone: drafted %llu accepted %llu\n", (unsigned long long)drafted,
             (unsigned long long)accepted);
     PT_ASSERT(drafted > 0 && accepted > 0 && accepted <= drafted);
+    /* fewer steps than tokens over the four (whether one request's output
+     * repeats its prompt, so that prompt lookup finds drafts, depends on the
+     * ISA's rounding of the synthetic model) */
+    PT_ASSERT(steps < (uint64_t)NREQ * GEN);
     /* batched: all together, the rule lets every sequence draft */
     su_coll_init(&batch, NREQ, NV);
     run(mk(ENG_SCHED_SPEC_NGRAM, 6, 64, 0, NULL, NULL), &batch, NREQ, GEN, -1, &st);
@@ -329,9 +334,17 @@ PT_TEST(window_truncation) {
             if (extra && kk > K) break;
             eng_kvseq kv;
             PT_EQ_INT(eng_kvseq_init(&kv, l, &a, err, sizeof err), 0);
-            eng_seq_step st = {&kv, toks, n_kv, ENG_LOGITS_NONE, NULL};
+            eng_seq_step st = {.kv = &kv,
+                               .tokens = toks,
+                               .n_tokens = n_kv,
+                               .logits = ENG_LOGITS_NONE,
+                               .out = NULL};
             if (n_kv) PT_EQ_INT(eng_forward(model(), &st, 1, err, sizeof err), 0);
-            eng_seq_step v = {&kv, toks + n_kv, 1 + kk, ENG_LOGITS_ALL, out};
+            eng_seq_step v = {.kv = &kv,
+                              .tokens = toks + n_kv,
+                              .n_tokens = 1 + kk,
+                              .logits = ENG_LOGITS_ALL,
+                              .out = out};
             PT_EQ_INT(eng_forward(model(), &v, 1, err, sizeof err), 0);
             int rc = eng_kvseq_truncate(&kv, n_kv + 1);
             if (!extra) PT_EQ_INT(rc, 0);

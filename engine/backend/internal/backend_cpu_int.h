@@ -70,6 +70,8 @@ size_t eng_cpu_weight_read_bytes(void *ctx, const eng_bweight *w);
 size_t eng_cpu_linear_ws(void *ctx, int M, int K);
 void eng_cpu_linear(void *ctx, int M, const float *x, int ldx, const eng_bweight *w, float *C,
                     int ldc, void *ws);
+void eng_cpu_logits(void *ctx, int R, const float *x, int ldx, const eng_bweight *w,
+                    float *const *rows, int32_t *amax, void *ws);
 void eng_cpu_embed(void *ctx, const eng_bweight *w, const int32_t *tok, int T, float mul, float *x,
                    int ldx);
 

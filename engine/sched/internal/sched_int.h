@@ -78,13 +78,16 @@ typedef struct sched_req {
     int n_cons_ahead;                             /* its length (0: none) */
     int logprobs;                                 /* token events carry log-probabilities */
     eng_sampler_logprobs *lp;                     /* logprobs: room for spec_tokens + 1 positions */
+    int32_t argmax; /* the greedy token of an ENG_LOGITS_ARGMAX step (sched_argmax_only) */
 } sched_req;
 
 /* 1 when r's sampling needs its whole logits row, not just the argmax: a
- * constraint, logprobs, temperature or a penalty (a forward pass may skip
- * writing the rows of the others). */
+ * constraint, logprobs, logits in its token events, choices still to fork
+ * from it, temperature or a penalty (the steps of the others ask for
+ * ENG_LOGITS_ARGMAX: the output projection never writes their rows). */
 static inline int sched_req_needs_logits(const sched_req *r) {
-    return r->cons || r->logprobs || r->want_logits || eng_sampler_needs_logits(r->sampler);
+    return r->cons || r->logprobs || r->want_logits || r->n_fork > 0 ||
+           eng_sampler_needs_logits(r->sampler);
 }
 
 /* A callback event on the delivery queue. */
@@ -179,9 +182,10 @@ void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logit
                        const eng_sampler_logprobs *lp);
 
 /* sched_loop.c: sample r's next token from r->logits (under its
- * constraint's mask; forking r's other choices first when it has any),
- * report it, and end r when it is done.  Returns 1 when r ended (freed). */
-int sched_sample(eng_sched *s, sched_req *r, int64_t now);
+ * constraint's mask; forking r's other choices first when it has any), or
+ * take r->argmax when use_argmax (an ENG_LOGITS_ARGMAX step), report it,
+ * and end r when it is done.  Returns 1 when r ended (freed). */
+int sched_sample(eng_sched *s, sched_req *r, int use_argmax, int64_t now);
 
 /* sched_loop.c: wait for r's constraint masks (counting the wait in the
  * statistics).  Returns 0 with *masks / *n_masks set, or ends r with
