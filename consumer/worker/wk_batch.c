@@ -71,6 +71,12 @@ bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t in
     return b->n && (b->n >= max_records || now_us - b->since_us >= interval_us);
 }
 
+bool wk_batch_commit_early(wk_batch *b, int64_t now_us, int64_t horizon_us,
+                           int64_t next_finish_us) {
+    if (!b->n || horizon_us <= 0 || next_finish_us - now_us <= horizon_us) return false;
+    return wk_batch_mark_ready(b) > 0;
+}
+
 int wk_batch_mark_ready(wk_batch *b) {
     int n_ready = 0;
     for (wk_out *o = b->head; o; o = o->next) {

@@ -129,7 +129,15 @@ static const wk_prop wk_props[] = {
     {"worker.topic.dlq", WK_PROP_STR, "parley.dlq", 0, 0, "Rejected input (DeadLetter)."},
     {"worker.txn_interval_ms", WK_PROP_INT, "100", 1, 60000,
      "Finished turns are committed in one transaction (results + input offsets) at most "
-     "this often."},
+     "this long after the first of them finished (sooner when `worker.txn_horizon_ms` "
+     "finds no other turn due)."},
+    {"worker.txn_horizon_ms", WK_PROP_INT, "10", 0, 60000,
+     "Commit at once, before `worker.txn_interval_ms`, when finished turns are ready and "
+     "the scheduler expects no other turn to finish within this many ms or its recent step "
+     "time, whichever is longer (its estimate: the tokens a turn has left times the step "
+     "time). While turns finish closer together than that, as under load, they share a "
+     "transaction as before. 0 = off: commit only on the interval or "
+     "`worker.txn_max_records`."},
     {"worker.txn_max_records", WK_PROP_INT, "500", 1, 1000000,
      "Commit earlier when this many results/DLQ records are waiting."},
     {"worker.history_mib", WK_PROP_INT, "64", 0, 1048576,

@@ -403,6 +403,7 @@ static void wk_done_push(wk_turn *t) {
     if (w->convs.done_tail) w->convs.done_tail->dnext = t;
     else w->convs.done_head = t;
     w->convs.done_tail = t;
+    if (w->convs.wake) rd_kafka_queue_yield(w->convs.wake); /* the poll loop takes it now */
     pthread_mutex_unlock(&w->convs.mu);
 }
 

@@ -335,8 +335,11 @@ typedef struct wk_convs {
     size_t hist_bytes;              /* bytes of every conversation's wk_history */
     size_t hist_max;                /* worker.history_mib in bytes (0: no history) */
     int64_t inflight;               /* consumed turns not yet in the batch */
-    pthread_mutex_t mu;             /* guards the done list */
+    pthread_mutex_t mu;             /* guards the done list and wake */
     wk_turn *done_head, *done_tail; /* finished turns for the poll thread */
+    rd_kafka_queue_t *wake;         /* the consumer's queue while the poll loop runs (else
+                                     * NULL): a finished turn yields it, so the loop's
+                                     * consumer_poll returns and takes the turn at once */
     uint64_t attempt_base;          /* per-process attempt id base */
     uint64_t attempt_ctr;           /* attempts made */
 } wk_convs;
@@ -558,6 +561,13 @@ void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
 /* true when the batch should be committed now: records waiting and
  * max_records reached or interval_us passed since since_us. */
 bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t interval_us);
+/* true when the batch should be committed before wk_batch_due says so: it
+ * holds a ready output (wk_batch_mark_ready, which this runs) and no other
+ * turn is expected to finish within horizon_us (next_finish_us, the
+ * scheduler's eng_sched_next_finish_us, is further than now_us +
+ * horizon_us), so waiting would add latency and nothing to the
+ * transaction.  Never with horizon_us <= 0 (worker.txn_horizon_ms 0: off). */
+bool wk_batch_commit_early(wk_batch *b, int64_t now_us, int64_t horizon_us, int64_t next_finish_us);
 /* Mark ready the outputs below their partition's commit position (only
  * those may be committed: an output above an unfinished record waits, so
  * a committed output is never redone by the next owner).  Returns how

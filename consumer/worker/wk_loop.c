@@ -488,15 +488,28 @@ static void wk_log_summary(wk_worker *w, int64_t run_us) {
         (double)c->squeue_sum_us / k, (double)c->engine_sum_us / k, (double)c->post_sum_us / k);
 }
 
+/* Set (q) or clear (NULL) the queue finished turns yield (wk_convs.wake),
+ * destroying the reference held before. */
+static void wk_wake_set(wk_worker *w, rd_kafka_queue_t *q) {
+    pthread_mutex_lock(&w->convs.mu);
+    rd_kafka_queue_t *old = w->convs.wake;
+    w->convs.wake = q;
+    pthread_mutex_unlock(&w->convs.mu);
+    if (old) rd_kafka_queue_destroy(old);
+}
+
 int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     const wk_config *cfg = w->cfg;
     int64_t iv_us = wk_config_int(cfg, "worker.txn_interval_ms") * 1000;
+    int64_t hz_us = wk_config_int(cfg, "worker.txn_horizon_ms") * 1000;
+    int recheck = 0; /* poll for 1 ms only: the early commit looks again */
     int max_rec = (int)wk_config_int(cfg, "worker.txn_max_records");
     int64_t max_inflight = wk_config_int(cfg, "worker.max_inflight");
     int64_t grace_us = wk_config_int(cfg, "worker.grace_ms") * 1000;
     int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0, t0 = last_log;
     w->pause.kv_hi = wk_config_int(cfg, "worker.pause_kv_pct") * 10;
     w->pause.kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
+    wk_wake_set(w, rd_kafka_queue_get_consumer(w->cons));
     while (!w->halt.fatal) {
         int64_t now = eng_sched_now_us();
         if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE)) {
@@ -518,7 +531,9 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         if (stop_at && !w->convs.inflight) break;
         if (w->txn.recovering && !stop_at) wk_txn_recover_step(w);
         if (w->halt.fatal) break;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, w->convs.inflight ? 5 : 20);
+        /* a finished turn ends the wait (wk_convs.wake) */
+        int poll_ms = recheck ? 1 : w->convs.inflight ? 5 : 20;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->cons, poll_ms);
         if (m) { /* served while recovering too: the rebuild keeps all work */
             if (!stop_at) wk_on_message(w, m);
             rd_kafka_message_destroy(m);
@@ -530,7 +545,19 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
         wk_drain_done(w);
         __atomic_store_n(&w->met.ctr.inflight, w->convs.inflight, __ATOMIC_RELAXED);
         now = eng_sched_now_us();
-        if (wk_batch_due(&w->batch, now, max_rec, iv_us)) wk_txn_commit(w);
+        /* The early commit: nothing else due within the horizon or the
+         * scheduler's step time, whichever is longer (a turn ending in the
+         * step under way is due: while steps end turns, they batch). */
+        int64_t step_us = 0, next = INT64_MAX;
+        bool early = false;
+        if (hz_us && w->batch.n && !w->txn.recovering) {
+            next = eng_sched_next_finish_us(w->eng.sched, &step_us);
+            early = wk_batch_commit_early(&w->batch, now, hz_us > step_us ? hz_us : step_us, next);
+        }
+        if (early || wk_batch_due(&w->batch, now, max_rec, iv_us)) wk_txn_commit(w);
+        /* a completion being delivered (next 0) is on the done list within
+         * moments: look again in a millisecond rather than five */
+        recheck = next == 0 && w->batch.n;
         if (!stop_at) wk_backpressure(w, max_inflight);
         if (now - last_lag >= 1000000) {
             last_lag = now;
@@ -553,6 +580,7 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     }
     if (!w->halt.fatal)
         for (int tries = 0; tries < 3 && w->batch.n; tries++) wk_txn_commit(w);
+    wk_wake_set(w, NULL);
     if (w->halt.fatal) {
         int code = __atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE) ? WK_EREFUSED : WK_EKAFKA;
         return pl_errf(err, errlen, code, "%s", w->halt.fatal_msg);

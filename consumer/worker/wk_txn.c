@@ -7,6 +7,23 @@
  * removes, the rebuild's stages, when a fence stops the worker) are in
  * wk_batch.c; this file makes the Kafka calls around them.
  *
+ * When.  wk_loop.c commits the batch when wk_batch_due says so
+ * (worker.txn_max_records outputs waiting, or worker.txn_interval_ms since
+ * the oldest) or sooner, when wk_batch_commit_early does: a ready output
+ * waits and the scheduler (eng_sched_next_finish_us) expects no other turn
+ * to end within worker.txn_horizon_ms or its step time, whichever is
+ * longer.  A lone turn's reply is then visible one commit after the turn
+ * ended, while turns ending close together -- every step ends some under
+ * load -- still share a transaction.  A finished turn wakes the poll loop
+ * (it yields the consumer queue, wk_convs.wake), so the decision is made
+ * at once.  A commit (begin, produce, send_offsets, commit) takes a few ms
+ * on a local broker given two producer settings of wk_kafka.c: a delivery
+ * report callback (without one, commit_transaction's flush noticed the
+ * delivery only at the end of a 10 ms wait), and a short retry.backoff.ms
+ * (a transaction begun right after a commit is refused with
+ * CONCURRENT_TRANSACTIONS while the coordinator writes the previous one's
+ * markers).
+ *
  * Errors.  A retriable error of send_offsets_to_transaction or
  * commit_transaction (a timeout while the broker is away) is retried a few
  * times; any other non-fatal error aborts the transaction and keeps the

@@ -172,6 +172,25 @@
  * that finds no block for its copy waits and recomputes the prompt).  eng_sched_stats.forks counts forked choices and
  * fork_tokens the prompt tokens they received without computing them:
  * prefill_tokens grows by the prompt once per request.
+
+ * ** Completion estimate (eng_sched_next_finish_us) **
+ * A caller that batches work around completions (the worker commits the
+ * replies of finished turns in one Kafka transaction) asks when the next
+ * request is expected to finish.  The estimate of a request is its steps
+ * left -- the prefill chunks of step_tokens still to feed, then one step
+ * per token up to max_tokens -- times the recent step duration (an
+ * exponential average, weight 1/4, of the time inside eng_forward plus
+ * sampling), plus the batching window for a request that waits while
+ * nothing runs.  It is an upper bound on the tokens, not on the time: a
+ * stop token or a stop string ends a request earlier, drafted tokens
+ * make it faster, and a prefill chunk costs more than a decode step.  The
+ * loop publishes the earliest estimate of the requests in flight after
+ * every step and before every idle wait; submit lowers it for a new
+ * request.  A completion already queued for delivery whose on_done has not
+ * returned counts as due now.  The query also gives the step duration:
+ * requests end only at the end of a step, so while steps are long every
+ * request ending in the step under way is "soon" for a caller batching
+ * around completions.
  *
  * ** Data layout **
  * A request owns one token array (prompt, then generated tokens), an
@@ -491,6 +510,16 @@ int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep);
  * 0, a splitmix64 derivation for the others (so a client can rerun one
  * choice as a request of its own). */
 uint64_t eng_sched_choice_seed(uint64_t seed, int choice);
+
+/* When the earliest request in flight is expected to finish (eng_sched_now_us
+ * clock; see "Completion estimate"): 0 when a completion is queued for
+ * delivery and its on_done has not returned, INT64_MAX when no request is
+ * in flight.  An estimate may be in the past (a request running late).
+ * *step_us (may be NULL) gets the recent step duration the estimate uses
+ * (0 before the first step): requests end only at the end of a step, so a
+ * caller asking "does one end soon" should not look closer than that.
+ * Any thread; takes the scheduler's lock briefly. */
+int64_t eng_sched_next_finish_us(eng_sched *s, int64_t *step_us);
 
 /* Snapshot of the counters. */
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out);

@@ -95,6 +95,9 @@ static void *sched_deliv_main(void *arg) {
                 e->res.choices = &e->one;
             }
             if (e->on_done) e->on_done(e->user, e->id, &e->res);
+            pthread_mutex_lock(&s->mu);
+            s->done_pending--;
+            pthread_mutex_unlock(&s->mu);
         } else if (e->on_token) {
             e->tok.logits = e->logits;
             e->tok.top = e->top;
@@ -158,6 +161,7 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
     if (!s) {
         return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
     }
+    s->eta_us = INT64_MAX; /* nothing in flight */
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -428,6 +432,8 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     else s->inbox = q;
     s->inbox_tail = q;
     s->st.submitted++;
+    int64_t eta = sched_eta(s, q, eng_sched_now_us(), s->st.running == 0);
+    if (s->n_live == 1 || eta < s->eta_us) s->eta_us = eta; /* the loop refines it */
     if (id) *id = q->id;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -474,6 +480,14 @@ int eng_sched_stop(eng_sched *s, uint64_t id, int n_keep) {
 
 int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep) {
     return sched_flag(s, id, choice < 0 ? -1 : choice, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
+}
+
+int64_t eng_sched_next_finish_us(eng_sched *s, int64_t *step_us) {
+    pthread_mutex_lock(&s->mu);
+    int64_t t = s->done_pending ? 0 : s->n_live ? s->eta_us : INT64_MAX;
+    if (step_us) *step_us = s->step_us_ema;
+    pthread_mutex_unlock(&s->mu);
+    return t;
 }
 
 void eng_sched_stats_get(eng_sched *s, eng_sched_stats *out) {

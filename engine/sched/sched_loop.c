@@ -168,6 +168,7 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
             break;
         }
     s->n_live--;
+    s->done_pending += e != NULL; /* until its on_done returns */
     if (last) {
         s->st.finished++;
         s->st.finish[fin]++;
@@ -581,11 +582,39 @@ static int sched_step(eng_sched *s) {
     s->st.decode_tokens += (uint64_t)n_decode;
     s->st.generated_tokens += sampled;
     s->st.step_ms_total += ms;
+    int64_t us = (int64_t)(ms * 1000.0);
+    s->step_us_ema = s->step_us_ema ? (3 * s->step_us_ema + us) / 4 : us;
     if (ms > s->st.step_ms_max) s->st.step_ms_max = ms;
     s->st.batch_hist[hist_bucket((uint64_t)n)]++;
     s->st.step_us_hist[hist_bucket((uint64_t)(ms * 1000.0) >> 6)]++;
     pthread_mutex_unlock(&s->mu);
     return 1;
+}
+
+/* ---- the completion estimate (eng_sched_next_finish_us) ---- */
+
+int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle) {
+    int stored = r->state == SCHED_RUNNING && r->kv_live ? r->kv.n_tokens : 0;
+    int64_t feed = r->n_toks - stored > 1 ? r->n_toks - stored : 1;
+    int64_t chunks = (feed + s->cfg.step_tokens - 1) / s->cfg.step_tokens;
+    int64_t left = r->max_tokens - r->n_gen > 1 ? r->max_tokens - r->n_gen : 1;
+    int64_t t = now + (chunks + left - 1) * s->step_us_ema;
+    if (idle && r->state != SCHED_RUNNING) t += s->cfg.batch_window_us;
+    return t;
+}
+
+/* Publish the earliest expected finish of the requests in flight (s->mu
+ * held; loop thread). */
+static void sched_eta_publish(eng_sched *s, int64_t now) {
+    int64_t eta = INT64_MAX;
+    int idle = !s->running;
+    const sched_req *lists[3] = {s->running, s->waiting, s->inbox};
+    for (int l = 0; l < 3; l++)
+        for (const sched_req *r = lists[l]; r; r = r->next) {
+            int64_t t = sched_eta(s, r, now, idle);
+            if (t < eta) eta = t;
+        }
+    s->eta_us = eta;
 }
 
 /* ---- the loop ---- */
@@ -694,6 +723,7 @@ void *sched_loop_main(void *arg) {
                 /* deadlines of waiting requests are checked at least every 5 ms */
                 if (s->waiting && wake > now + 5000) wake = now + 5000;
                 pthread_mutex_lock(&s->mu);
+                sched_eta_publish(s, now);
                 if (!s->inbox && !s->closing) {
                     if (wake) cv_wait_until(s, wake);
                     else pthread_cond_wait(&s->cv, &s->mu);
@@ -709,6 +739,7 @@ void *sched_loop_main(void *arg) {
         s->st.running = list_len(s->running);
         s->st.waiting = list_len(s->waiting);
         running_held(s, s->st.blocks_held);
+        sched_eta_publish(s, eng_sched_now_us());
         for (int k = 0; k < 2; k++)
             if (s->st.blocks_held[k] > s->st.blocks_held_peak[k])
                 s->st.blocks_held_peak[k] = s->st.blocks_held[k];

@@ -18,7 +18,10 @@ gateway, then:
      p50/p99 of both and of their difference (the gateway's overhead: HTTP,
      JSON, its own Kafka producer and reader);
   2. throughput: --requests gateway requests from each concurrency level of
-     client threads; prints requests/s.
+     client threads; prints requests/s;
+  3. the worker's own account of every turn above (its `event=stopped`
+     line: overhead p50, scheduler queue, engine and post-engine means,
+     transactions).
 
 The figures include the Python clients on the same machine; the direct path
 has the same Kafka round trip and worker time, so the difference is what the
@@ -216,6 +219,13 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         admin.delete_topics(list(topics.values()))
+    stopped = [x for x in (tmp / "worker.log").read_text(errors="replace").splitlines()
+               if "event=stopped" in x]
+    if stopped:  # where the worker says a turn's time went, over every request above
+        ws = dict(re.findall(r"(\w+)=(\S+)", stopped[-1]))
+        print("worker: " + "  ".join(f"{k} {ws.get(k)}" for k in (
+            "overhead_p50_ms", "overhead_mean_ms", "sched_queue_mean_ms", "engine_mean_ms",
+            "post_mean_ms", "commits", "results")))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
  * consumption, out-of-order completion, commits that succeed, abort, fail
  * fatally after landing or before, revocations and re-assignments, checked
  * against a model of the outputs read_committed readers see: every input
- * record ends with exactly one visible output.
+ * record ends with exactly one visible output.  The early commit
+ * (wk_batch_commit_early: ready outputs, no other turn due within the
+ * horizon) decides some of the run's commits.
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -125,6 +127,34 @@ PT_TEST(due) {
     PT_ASSERT(wk_batch_due(&b, 2000, 2, 1000)); /* the interval passed */
     wk_batch_add(&b, tb_out(0, 1, g, 0), 1100);
     PT_ASSERT(wk_batch_due(&b, 1200, 2, 1000)); /* max records reached */
+    wk_batch_free(&b);
+}
+
+PT_TEST(commit_early) {
+    wk_batch b;
+    tb_init(&b);
+    const int64_t H = 10000; /* the horizon: 10 ms */
+    /* nothing to commit */
+    PT_ASSERT(!wk_batch_commit_early(&b, 1000, H, INT64_MAX));
+    PT_EQ_INT(wk_batch_assign(&b, 0), 0);
+    uint32_t g;
+    for (int64_t off = 0; off < 3; off++) PT_EQ_INT(wk_batch_consume(&b, 0, off, &g), 0);
+    /* offset 1 finishes first: not ready (0 still runs), so never early */
+    wk_batch_add(&b, tb_out(0, 1, g, 0), 1000);
+    PT_ASSERT(!wk_batch_commit_early(&b, 1000, H, INT64_MAX));
+    wk_batch_add(&b, tb_out(0, 0, g, 0), 2000);
+    /* no other turn in flight in the scheduler, or none due within H */
+    PT_ASSERT(wk_batch_commit_early(&b, 2000, H, INT64_MAX));
+    PT_ASSERT(b.head->ready && b.head->next->ready); /* it marked them */
+    PT_ASSERT(wk_batch_commit_early(&b, 2000, H, 2000 + H + 1));
+    /* a turn due within the horizon (or overdue): wait for it */
+    PT_ASSERT(!wk_batch_commit_early(&b, 2000, H, 2000 + H));
+    PT_ASSERT(!wk_batch_commit_early(&b, 2000, H, 2500));
+    PT_ASSERT(!wk_batch_commit_early(&b, 2000, H, 1500));
+    PT_ASSERT(!wk_batch_commit_early(&b, 2000, H, 0)); /* a completion being delivered */
+    /* horizon 0: off, only wk_batch_due commits */
+    PT_ASSERT(!wk_batch_commit_early(&b, 2000, 0, INT64_MAX));
+    PT_ASSERT(!wk_batch_due(&b, 2000, 500, 100000));
     wk_batch_free(&b);
 }
 
@@ -322,8 +352,12 @@ PT_TEST(random_run_is_exactly_once) {
             int32_t p = (int32_t)(pt_rand() % TB_P);
             if (r < 40) tb_consume(&x, p);
             else if (r < 75) tb_finish(&x);
-            else if (r < 90) tb_commit(&x, 0);
-            else if (r < 97) tb_commit(&x, 1 + (int)(pt_rand() % 3));
+            else if (r < 85) tb_commit(&x, 0);
+            else if (r < 90) { /* the early commit, against a random estimate */
+                int64_t next = (int64_t)(pt_rand() % 3) * 10000;
+                if (wk_batch_commit_early(&x.b, 10000, 5000, next ? next : INT64_MAX))
+                    tb_commit(&x, 0);
+            } else if (r < 97) tb_commit(&x, 1 + (int)(pt_rand() % 3));
             else tb_revoke(&x, p, (int)(pt_rand() % 2));
         }
         /* settle: everything assigned, consumed, finished and committed */

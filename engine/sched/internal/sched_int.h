@@ -144,6 +144,9 @@ struct eng_sched {
     int closing;                   /* close requested */
     int drain;                     /* close lets requests finish */
     eng_sched_stats st;            /* counters (under mu) */
+    int64_t step_us_ema;           /* recent step duration, us (EMA 1/4; 0 before a step; mu) */
+    int64_t eta_us;                /* earliest expected finish of a live request (mu) */
+    int done_pending;              /* completions queued, on_done not yet returned (mu) */
 
     sched_req *waiting;        /* loop: waiting requests (unordered) */
     sched_req *running;        /* loop: running requests, admission order */
@@ -168,6 +171,14 @@ struct eng_sched {
 
 /* sched_loop.c: append r to a waiting / running list. */
 void sched_list_append(sched_req **head, sched_req *r);
+
+/* sched_loop.c: when request r is expected to finish (eng_sched_next_finish_us):
+ * now plus its steps left (prefill chunks of step_tokens, then one step
+ * per token up to max_tokens) times s->step_us_ema, plus the batching
+ * window when idle (nothing running) and r is not running.  Called with
+ * s->mu held by the thread that owns r (the loop; a submitter for a
+ * request in the inbox). */
+int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle);
 
 /* sched_loop.c: the loop thread's body. */
 void *sched_loop_main(void *arg);
