@@ -593,7 +593,7 @@ static int wk_cli_set(void *ctx, const cli_opt *o, const char *v, char *err, siz
 static int wk_cli_key(void *ctx, const char *a, const char *v, char *err, size_t errlen) {
     wk_cli_pass *p = ctx;
     if (strncmp(a, "--", 2) || !v) {
-        return pl_errf(err, errlen, -1, "unexpected argument '%s' (see --help)", a);
+        return pl_errf(err, errlen, WK_CONFIG_EINVAL, "unexpected argument '%s' (see --help)", a);
     }
     if (p->phase == 2 && wk_config_set(p->c, a + 2, v, "command line", err, errlen)) return -1;
     return 1;

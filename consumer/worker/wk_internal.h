@@ -366,17 +366,18 @@ typedef struct wk_pause {
 /* The open transaction and a producer rebuild in progress (wk_txn.c;
  * poll thread). */
 typedef struct wk_txn_state {
-    int recovering;                /* WK_REC_* stage of a producer rebuild; 0 = none */
-    int abort_pending;             /* an abort failed retriably: retried before the next begin */
-    int64_t begin_us;              /* when the open transaction began; 0 = none open */
-    int64_t timeout_us;            /* the transactional producer's transaction.timeout.ms */
-    int64_t rec_since_us;          /* when the current producer rebuild started */
-    long test_fatal_at;            /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
+    int recovering;        /* WK_REC_* stage of a producer rebuild; 0 = none */
+    int abort_pending;     /* an abort failed retriably: retried before the next begin */
+    int64_t begin_us;      /* when the open transaction began; 0 = none open */
+    int64_t timeout_us;    /* the transactional producer's transaction.timeout.ms */
+    int64_t rec_since_us;  /* when the current producer rebuild started */
+    long test_fatal_at;    /* PARLEY_TEST_TXN_FATAL_AFTER: commits before an injected
                                  * fatal error on txp (0: never) */
-    int test_fatal_landed;         /* 1: inject after that transaction committed, 0: before */
-    int64_t test_rebuild_delay_us; /* PARLEY_TEST_REBUILD_DELAY_MS: hold a rebuild this long */
-    long test_hold_after;          /* PARLEY_TEST_TXN_HOLD=AFTER:MS: commits before the hold */
-    int64_t test_hold_ms;          /* ... how long that transaction stays open (0: done/none) */
+    int test_fatal_landed; /* 1: inject after that transaction committed, 0: before */
+    const char
+        *test_rebuild_hold_file; /* PARLEY_TEST_REBUILD_HOLD_FILE: hold a rebuild while it exists */
+    long test_hold_after;        /* PARLEY_TEST_TXN_HOLD=AFTER:MS: commits before the hold */
+    int64_t test_hold_ms;        /* ... how long that transaction stays open (0: done/none) */
 } wk_txn_state;
 
 /* The two producers (made in wk_kafka.c). */

@@ -71,8 +71,10 @@
  * offsets are sent (the transaction never lands), or with ":landed" right
  * after it committed (the outcome the client cannot tell from a lost
  * reply).  The broker cannot be made to do either on demand.
- * PARLEY_TEST_REBUILD_DELAY_MS holds each rebuild that long before it
- * starts (the worker stays paused), so a test can rebalance meanwhile.
+ * PARLEY_TEST_REBUILD_HOLD_FILE=PATH holds each rebuild before it starts
+ * while PATH exists (the worker stays paused), so a test can rebalance
+ * meanwhile and end the hold when it has seen what it waits for, not after
+ * a time that a loaded machine may overrun.
  * PARLEY_TEST_TXN_HOLD=AFTER:MS keeps one transaction open MS ms after its
  * records reached the broker, so a test can take the broker away under an
  * open transaction every time, not by luck (wk_txn_test_hold).
@@ -81,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "wk_internal.h"
 
@@ -353,8 +356,7 @@ static wk_step wk_txn_recover_work(wk_worker *w) {
     char err[PL_ERR_LEN * 2]; /* a prefix in front of librdkafka's message */
     switch (w->txn.recovering) {
     case WK_REC_PRODUCER:
-        if (w->txn.test_rebuild_delay_us &&
-            eng_sched_now_us() - w->txn.rec_since_us < w->txn.test_rebuild_delay_us)
+        if (w->txn.test_rebuild_hold_file && access(w->txn.test_rebuild_hold_file, F_OK) == 0)
             return WK_STEP_WAIT;
         if (w->prod.txp) {
             rd_kafka_purge(w->prod.txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);

@@ -228,8 +228,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
         w->txn.test_fatal_at = strtol(inj, &end, 10);
         w->txn.test_fatal_landed = !strcmp(end, ":landed");
     }
-    if ((inj = getenv("PARLEY_TEST_REBUILD_DELAY_MS")))
-        w->txn.test_rebuild_delay_us = strtol(inj, NULL, 10) * 1000;
+    w->txn.test_rebuild_hold_file = getenv("PARLEY_TEST_REBUILD_HOLD_FILE");
     if ((inj = getenv("PARLEY_TEST_TXN_HOLD"))) { /* AFTER:MS */
         char *end;
         w->txn.test_hold_after = strtol(inj, &end, 10);

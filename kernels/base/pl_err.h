@@ -46,7 +46,7 @@
  *    -800  engine/sched     ENG_SCHED_E*
  *    -900  cache            KV_E*
  *   -1000  kernels/cuda     KERN_CUDA_E*
- *   -1100  consumer common  CM_E* (configuration, start-up deadline)
+ *   -1100  consumer config  WK_CONFIG_E* (wk_config.h)
  *   -1200  consumer offsets WK_OFF_E*
  *   -1300  consumer worker  WK_E*
  *   -1400  engine/constraint ENG_CONSTRAINT_E*
@@ -56,8 +56,8 @@
  *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
  *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the
  *                           commands of engine/cli and consumer/cli)
- * The -1100 range is consumer/common (CM_E*: the configuration shared by the
- * worker and the gateway, the start-up deadline).
+ * The -1100 range is the configuration table and option parser the worker
+ * and the gateway share (consumer/worker/wk_config.h).
  *
  * A literal number is never a code (tests/py/test_format.py checks every
  * pl_errf / pl_errwrap / cm_startup_errf call outside this file).

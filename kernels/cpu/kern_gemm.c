@@ -118,7 +118,7 @@ int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *s
                     const float *bscale, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (N < 1 || K < 1 || !W || !scale == !bscale || (bscale && K % KERN_PACK_KB)) {
-        return pl_errf(err, errlen, -1, "bad weight shape %d x %d or scales", N, K);
+        return pl_errf(err, errlen, KERN_EINVAL, "bad weight shape %d x %d or scales", N, K);
     }
     int Kp = (K + KERN_PACK_KB - 1) / KERN_PACK_KB * KERN_PACK_KB;
     int G = (N + KERN_PACK_NC - 1) / KERN_PACK_NC, nb = Kp / KERN_PACK_KB;
@@ -128,7 +128,7 @@ int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *s
     else w->scale = calloc((size_t)G * KERN_PACK_NC, sizeof *w->scale);
     if (!w->q8 || (!w->bscale && !w->scale)) {
         kern_wpack_free(w);
-        return pl_errf(err, errlen, -1, "out of memory packing %d x %d weights", N, K);
+        return pl_errf(err, errlen, KERN_ENOMEM, "out of memory packing %d x %d weights", N, K);
     }
     memset(w->q8, 0, qbytes);
     w->N = N, w->K = K, w->Kp = Kp, w->n_groups = G, w->n_blocks = nb;
@@ -324,7 +324,7 @@ static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
 int kern_gemm_q8_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_wpack *w,
                      const kern_gemm_out *out) {
     int dense = !out->rows && !out->amax;
-    if (dense && !out->C) return -1;
+    if (dense && !out->C) return KERN_EINVAL;
     kern_q8_job j = {.base = {.A = a->A,
                               .lda = a->lda,
                               .a_scale = a->a_scale,

@@ -101,7 +101,7 @@ typedef struct kern_wpack {
 /* Pack W [N][K] (row-major int8 in [-127, 127]) with either per-channel
  * scales scale[N] or block scales bscale[N][K/32] (K a multiple of 32; each
  * rounded to fp16 -- exact for Q8_0 scales); exactly one of them non-NULL.
- * Returns 0, or -1 with a message in err (bad shape, out of memory); on
+ * Returns 0, or KERN_EINVAL / KERN_ENOMEM with a message in err (bad shape, out of memory); on
  * failure *w is left empty (kern_wpack_free is safe). */
 int kern_wpack_init(kern_wpack *w, int N, int K, const int8_t *W, const float *scale,
                     const float *bscale, char *err, size_t errlen);

@@ -111,11 +111,11 @@ const char *kern_isa_name(kern_isa isa) {
 }
 
 int kern_isa_parse(const char *name, kern_isa *out) {
-    if (!name) return -1;
+    if (!name) return KERN_EINVAL;
     for (int i = 0; i < KERN_ISA_COUNT; i++)
         if (strcasecmp(name, kern_isa_names[i]) == 0) {
             *out = (kern_isa)i;
             return 0;
         }
-    return -1;
+    return KERN_EINVAL;
 }

@@ -31,6 +31,14 @@
 #ifndef KERN_ISA_H
 #define KERN_ISA_H
 
+#include "pl_err.h"
+
+/* Error codes of kernels/cpu (the -1800 range of pl_err.h): the packers,
+ * probes and pool return these (with a message where they take one). */
+#define KERN_EINVAL PL_ERR_CODE(PL_ERR_KERN, PL_EINVAL) /* bad shape, value or argument */
+#define KERN_ENOMEM PL_ERR_CODE(PL_ERR_KERN, PL_ENOMEM) /* allocation failed */
+#define KERN_ESYS PL_ERR_CODE(PL_ERR_KERN, PL_EIO)      /* threads could not be started */
+
 typedef enum {
     KERN_ISA_SCALAR = 0,
     KERN_ISA_AVX2 = 1,
@@ -48,7 +56,8 @@ kern_isa kern_isa_best(void);
 void kern_isa_set_max(kern_isa max);
 /* "scalar", "avx2", "avx512vnni", "amx". */
 const char *kern_isa_name(kern_isa isa);
-/* Parse a name as above; returns 0, or -1 for an unknown name (*out untouched). */
+/* Parse a name as above; returns 0, or KERN_EINVAL for an unknown name (*out
+ * untouched). */
 int kern_isa_parse(const char *name, kern_isa *out);
 
 #endif

@@ -96,13 +96,13 @@ static int macs_cmp(const void *a, const void *b) {
 int kern_macs_measure(kern_pool *p, long iters, int repeats, kern_macs_result *out, char *err,
                       size_t errlen) {
     if (!out || iters < 1000 || repeats < 1 || repeats > 1000)
-        return pl_errf(err, errlen, -1, "macs: need iters >= 1000 and 1..1000 repeats");
+        return pl_errf(err, errlen, KERN_EINVAL, "macs: need iters >= 1000 and 1..1000 repeats");
     macs_job *j = calloc(1, sizeof *j);
     double *g = malloc((size_t)repeats * sizeof *g);
     if (!j || !g) {
         free(j);
         free(g);
-        return pl_errf(err, errlen, -1, "macs: out of memory");
+        return pl_errf(err, errlen, KERN_ENOMEM, "macs: out of memory");
     }
     int threads = p ? kern_pool_size(p) : 1;
     kern_isa isa = kern_isa_best();

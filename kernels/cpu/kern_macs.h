@@ -17,7 +17,7 @@
  * GMAC/s = MACs / 1e9 / pass seconds.  The ISA is kern_isa_best() (the
  * level the GEMM runs at, PARLEY_ISA cap included).
  *
- * Threading.  Uses the pool for the duration of the call.  Failure: -1 with
+ * Threading.  Uses the pool for the duration of the call.  Failure: KERN_EINVAL / KERN_ENOMEM with
  * a message for bad arguments or out of memory; nothing is leaked.
  */
 #ifndef KERN_MACS_H
@@ -39,7 +39,7 @@ typedef struct kern_macs_result {
 /* Measure int8 MAC throughput on pool p (NULL: the calling thread only)
  * with `repeats` (1..1000) timed passes of `iters` (>= 1000) loop
  * iterations per thread.  Returns 0 and fills *out (best_gmacs 0 when the
- * ISA has no probe), or -1 with a message in err. */
+ * ISA has no probe), or KERN_EINVAL / KERN_ENOMEM with a message in err. */
 int kern_macs_measure(kern_pool *p, long iters, int repeats, kern_macs_result *out, char *err,
                       size_t errlen);
 

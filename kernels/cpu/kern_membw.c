@@ -111,7 +111,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     uint64_t *sink = NULL;
     double *gbs = NULL;
     if (!out || bytes < ((size_t)64 << 10) || repeats < 1 || repeats > 1000) {
-        return pl_errf(err, errlen, -1, "membw: need bytes >= 64 KiB and 1..1000 repeats");
+        return pl_errf(err, errlen, KERN_EINVAL, "membw: need bytes >= 64 KiB and 1..1000 repeats");
     }
     int threads = p ? kern_pool_size(p) : 1;
     int n_tasks = threads * KERN_MEMBW_CHUNKS_PER_THREAD;
@@ -125,7 +125,7 @@ int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_resul
     sink = calloc((size_t)n_tasks, sizeof *sink);
     gbs = malloc((size_t)repeats * sizeof *gbs);
     if (!buf || !sink || !gbs) {
-        pl_errf(err, errlen, -1, "membw: cannot allocate %zu bytes", total);
+        pl_errf(err, errlen, KERN_ENOMEM, "membw: cannot allocate %zu bytes", total);
         goto err;
     }
     membw_job j = {buf, chunk, 0, sink};
@@ -156,5 +156,5 @@ err:
     free(buf);
     free(sink);
     free(gbs);
-    return -1;
+    return KERN_ENOMEM;
 }

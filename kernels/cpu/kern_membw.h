@@ -20,8 +20,8 @@
  *
  * Threading.  Uses the pool for the duration of the call (callers must not
  * run other work on it meanwhile).  Ownership: the buffer is freed before
- * returning.  Failure: returns -1 with a message for bad arguments or when
- * the buffer cannot be allocated; nothing is leaked.
+ * returning.  Failure: returns KERN_EINVAL with a message for bad arguments,
+ * KERN_ENOMEM when the buffer cannot be allocated; nothing is leaked.
  */
 #ifndef KERN_MEMBW_H
 #define KERN_MEMBW_H
@@ -41,7 +41,7 @@ typedef struct kern_membw_result {
 
 /* Measure read bandwidth over a buffer of `bytes` (>= 64 KiB) on pool p
  * (NULL: the calling thread only) with `repeats` (1..1000) timed passes.
- * Returns 0 and fills *out, or -1 with a message in err (bad argument, out
+ * Returns 0 and fills *out, or KERN_EINVAL / KERN_ENOMEM with a message in err (bad argument, out
  * of memory). */
 int kern_membw_measure(kern_pool *p, size_t bytes, int repeats, kern_membw_result *out, char *err,
                        size_t errlen);

@@ -25,6 +25,7 @@
  * ends it (published under the mutex), so no wake-up is lost.
  */
 #include "kern_pool.h"
+#include "kern_isa.h"
 #include "pl_time.h"
 
 #include <pthread.h>
@@ -146,7 +147,7 @@ int kern_pool_create(int n_threads, kern_pool **out) {
     }
     if (n_threads > 256) n_threads = 256;
     kern_pool *p = calloc(1, sizeof *p);
-    if (!p) return -1;
+    if (!p) return KERN_ENOMEM;
     p->size = n_threads;
     pthread_mutex_init(&p->run_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
@@ -178,7 +179,7 @@ int kern_pool_create(int n_threads, kern_pool **out) {
     return 0;
 err:
     kern_pool_destroy(p);
-    return -1;
+    return KERN_ESYS;
 }
 
 void kern_pool_destroy(kern_pool *p) {

@@ -16,8 +16,8 @@
  * turns (a mutex serialises jobs).  fn must not call kern_pool_run on the
  * same pool.
  *
- * Failure behaviour.  kern_pool_create returns -1 when threads cannot be
- * created (nothing is leaked); kern_pool_run cannot fail.
+ * Failure behaviour.  kern_pool_create returns KERN_ENOMEM or KERN_ESYS
+ * (kern_isa.h) when memory or threads cannot be had (nothing is leaked); kern_pool_run cannot fail.
  */
 #ifndef KERN_POOL_H
 #define KERN_POOL_H
@@ -28,7 +28,7 @@ typedef struct kern_pool kern_pool; /* opaque */
  * (0..kern_pool_size-1; use it to index per-thread scratch). */
 typedef void (*kern_task_fn)(void *arg, int task, int thread);
 
-/* n_threads <= 0: one per online CPU.  Returns 0 or -1. */
+/* n_threads <= 0: one per online CPU.  Returns 0 or KERN_ENOMEM / KERN_ESYS. */
 int kern_pool_create(int n_threads, kern_pool **out);
 void kern_pool_destroy(kern_pool *p);
 int kern_pool_size(const kern_pool *p);

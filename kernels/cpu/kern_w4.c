@@ -44,7 +44,7 @@ static int kern_w4_alloc(kern_w4pack *w, kern_w4_kind kind, int N, int K) {
     w->n_blocks = K / KERN_PACK_KB;
     size_t bytes = (size_t)w->n_groups * w->n_blocks * KERN_W4_NIB_BYTES;
     w->nib = kern_huge_alloc(bytes);
-    if (!w->nib) return -1;
+    if (!w->nib) return KERN_ENOMEM;
     memset(w->nib, 0, bytes);
     return 0;
 }
@@ -61,20 +61,21 @@ int kern_w4pack_init_lut(kern_w4pack *w, int N, int K, const int8_t *W, const fl
                          const int8_t lut[16], char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (N < 1 || K < KERN_PACK_KB || K % KERN_PACK_KB || !W || !bscale || !lut)
-        return pl_errf(err, errlen, -1, "bad W4 weight shape %d x %d (K a multiple of 32)", N, K);
+        return pl_errf(err, errlen, KERN_EINVAL, "bad W4 weight shape %d x %d (K a multiple of 32)",
+                       N, K);
     int8_t code_of[256];
     memset(code_of, -1, sizeof code_of);
     for (int i = 15; i >= 0; i--) { /* a repeated value keeps its first code */
-        if (lut[i] == -128) return pl_errf(err, errlen, -1, "W4 code book value -128");
+        if (lut[i] == -128) return pl_errf(err, errlen, KERN_EINVAL, "W4 code book value -128");
         code_of[lut[i] + 128] = (int8_t)i;
     }
     int nb = K / KERN_PACK_KB;
     if (!kern_w4_finite(bscale, (size_t)N * nb))
-        return pl_errf(err, errlen, -1, "W4 block scale not finite in fp16");
+        return pl_errf(err, errlen, KERN_EINVAL, "W4 block scale not finite in fp16");
     if (kern_w4_alloc(w, KERN_W4_LUT, N, K) ||
         !(w->bscale = calloc((size_t)w->n_groups * nb * KERN_PACK_NC, sizeof *w->bscale))) {
         kern_w4pack_free(w);
-        return pl_errf(err, errlen, -1, "out of memory packing %d x %d W4 weights", N, K);
+        return pl_errf(err, errlen, KERN_ENOMEM, "out of memory packing %d x %d W4 weights", N, K);
     }
     memcpy(w->lut, lut, sizeof w->lut);
     for (int n = 0; n < N; n++) {
@@ -83,8 +84,8 @@ int kern_w4pack_init_lut(kern_w4pack *w, int N, int K, const int8_t *W, const fl
             int code = code_of[row[k] + 128], sh;
             if (code < 0) {
                 kern_w4pack_free(w);
-                return pl_errf(err, errlen, -1, "W4 weight [%d][%d] = %d is not in the code book",
-                               n, k, row[k]);
+                return pl_errf(err, errlen, KERN_EINVAL,
+                               "W4 weight [%d][%d] = %d is not in the code book", n, k, row[k]);
             }
             size_t at = kern_w4_at(nb, n, k, &sh);
             w->nib[at] |= (uint8_t)(code << sh);
@@ -103,15 +104,16 @@ int kern_w4pack_init_affine(kern_w4pack *w, int N, int K, const uint8_t *U, cons
     memset(w, 0, sizeof *w);
     const int SK = KERN_W4_SUPER * KERN_PACK_KB;
     if (N < 1 || K < SK || K % SK || !U || !sc || !mn || !d || !dmin)
-        return pl_errf(err, errlen, -1, "bad W4 weight shape %d x %d (K a multiple of 256)", N, K);
+        return pl_errf(err, errlen, KERN_EINVAL,
+                       "bad W4 weight shape %d x %d (K a multiple of 256)", N, K);
     int nb = K / KERN_PACK_KB, ns = K / SK;
     if (!kern_w4_finite(d, (size_t)N * ns) || !kern_w4_finite(dmin, (size_t)N * ns))
-        return pl_errf(err, errlen, -1, "W4 super-block scale not finite in fp16");
+        return pl_errf(err, errlen, KERN_EINVAL, "W4 super-block scale not finite in fp16");
     if (kern_w4_alloc(w, KERN_W4_AFFINE, N, K) ||
         !(w->scmn = calloc((size_t)w->n_groups * nb * 2 * KERN_PACK_NC, 1)) ||
         !(w->dd = calloc((size_t)w->n_groups * ns * 2 * KERN_PACK_NC, sizeof *w->dd))) {
         kern_w4pack_free(w);
-        return pl_errf(err, errlen, -1, "out of memory packing %d x %d W4 weights", N, K);
+        return pl_errf(err, errlen, KERN_ENOMEM, "out of memory packing %d x %d W4 weights", N, K);
     }
     for (int n = 0; n < N; n++) {
         const uint8_t *row = U + (size_t)n * K;
@@ -119,7 +121,8 @@ int kern_w4pack_init_affine(kern_w4pack *w, int N, int K, const uint8_t *U, cons
             int sh;
             if (row[k] > 15) {
                 kern_w4pack_free(w);
-                return pl_errf(err, errlen, -1, "W4 code [%d][%d] = %d is not 0..15", n, k, row[k]);
+                return pl_errf(err, errlen, KERN_EINVAL, "W4 code [%d][%d] = %d is not 0..15", n, k,
+                               row[k]);
             }
             size_t at = kern_w4_at(nb, n, k, &sh);
             w->nib[at] |= (uint8_t)(row[k] << sh);
@@ -299,7 +302,7 @@ static void kern_w4_task(void *arg, int task, int thread) {
 int kern_gemm_w4_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_w4pack *w,
                      const kern_gemm_out *out) {
     int dense = !out->rows && !out->amax;
-    if (dense && !out->C) return -1;
+    if (dense && !out->C) return KERN_EINVAL;
     if (a->M <= 0) return 0;
     isa = kern_gemm_level(isa);
     kern_w4_job j = {.base = {.A = a->A,

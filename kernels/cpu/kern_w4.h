@@ -77,7 +77,7 @@
  * nothing (a prefill tile uses about 44 KiB of its thread's stack).  Packs
  * are read-only after init and may be shared by concurrent calls.
  *
- * Failure.  The init functions return -1 with a message (bad shape, a code
+ * Failure.  The init functions return KERN_EINVAL (KERN_ENOMEM) with a message (bad shape, a code
  * or scale out of range, out of memory) and leave the pack empty; the
  * GEMM and row look-up have no failure modes.  Nothing aborts.
  */
@@ -117,14 +117,14 @@ typedef struct kern_w4pack {
  * of lut[0..15] (values in [-127, 127]; a repeated value takes its first
  * code) and block scales bscale[N][K/32], rounded to fp16 as
  * kern_wpack_init does (exact for the fp16 scales of Q4_0 / IQ4_NL).
- * K must be a multiple of 32.  Returns 0, or -1 with a message in err (bad
+ * K must be a multiple of 32.  Returns 0, or KERN_EINVAL / KERN_ENOMEM with a message in err (bad
  * shape, a value not in lut, a non-finite scale, out of memory); on failure
  * *w is left empty (kern_w4pack_free is safe). */
 int kern_w4pack_init_lut(kern_w4pack *w, int N, int K, const int8_t *W, const float *bscale,
                          const int8_t lut[16], char *err, size_t errlen);
 /* AFFINE kind from codes U[N][K] (0..15), sc[N][K/32], mn[N][K/32] and
  * d[N][K/256], dmin[N][K/256] (rounded to fp16: exact for Q4_K's).  K must
- * be a multiple of 256.  Returns 0, or -1 with a message as above. */
+ * be a multiple of 256.  Returns 0, or KERN_EINVAL / KERN_ENOMEM with a message as above. */
 int kern_w4pack_init_affine(kern_w4pack *w, int N, int K, const uint8_t *U, const uint8_t *sc,
                             const uint8_t *mn, const float *d, const float *dmin, char *err,
                             size_t errlen);

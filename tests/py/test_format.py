@@ -83,3 +83,50 @@ def test_every_executable_script_names_its_interpreter():
             if f.read(2) != b"#!":
                 bad.append(path)
     assert not bad, f"executable without a #! line: {bad}"
+
+
+# pl_errf(err, errlen, CODE, ...), pl_errwrap(...) and cm_startup_errf(err,
+# errlen, CODE): the third argument, possibly on a later line.
+_ERR_CALL = re.compile(r"\b(pl_errf|pl_errwrap|cm_startup_errf)\s*\(")
+
+
+def _third_arg(text: str, start: int) -> str:
+    """The third top-level argument of the call whose '(' is at start."""
+    depth, args, cur = 0, [], []
+    for ch in text[start:]:
+        if ch in "([{":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(cur))
+                break
+        elif ch == "," and depth == 1:
+            args.append("".join(cur))
+            cur = []
+            if len(args) == 3:
+                break
+            continue
+        cur.append(ch)
+    return args[2].strip() if len(args) >= 3 else ""
+
+
+def test_error_codes_are_named():
+    """A literal number is never an error code (kernels/base/pl_err.h): every
+    pl_errf / pl_errwrap / cm_startup_errf call names its code."""
+    bad = []
+    for path in _sources():
+        if path.startswith("kernels/base/pl_err.") or path.startswith("tests/"):
+            continue
+        with open(os.path.join(REPO_ROOT, path), encoding="utf-8") as f:
+            text = f.read()
+        for m in _ERR_CALL.finditer(text):
+            if text[max(0, m.start() - 4):m.start()].endswith("int "):
+                continue  # the declaration or definition
+            code = _third_arg(text, m.end() - 1)
+            if re.fullmatch(r"[-+()\s\d]+", code):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{path}:{line}: {code}")
+    assert not bad, "literal error codes:\n" + "\n".join(bad)
