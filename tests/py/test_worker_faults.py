@@ -435,16 +435,20 @@ def test_partition_revoked_while_paused_is_served_when_it_returns(kafka_bootstra
     again once it came back, and every later turn on it was lost.
 
     w1's transactional producer fails (injected) and its rebuild is held
-    10 s (PARLEY_TEST_REBUILD_DELAY_MS), so it is paused when w2 joins and
-    takes partitions from it; the rebuild ends and w1 resumes what it
-    still owns; w2 leaves and w1 gets the partitions back, unpaused.
-    Turns produced to exactly those partitions must all be served."""
+    (PARLEY_TEST_REBUILD_HOLD_FILE) until w1 has logged the revocation, so
+    it is paused when w2 joins and takes partitions from it; the rebuild
+    ends and w1 resumes what it still owns; w2 leaves and w1 gets the
+    partitions back, unpaused.  Turns produced to exactly those partitions
+    must all be served.  (The hold was 10 s once: on a loaded machine w2's
+    join took longer and the revocation came after the rebuild.)"""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=4)
     rc = env.consumer("responses", "read_committed")
+    hold = tmp_path / "rebuild.hold"
+    hold.write_text("")
     try:
         env.start("w1", "--worker.txn_interval_ms", "1",
                   env={"PARLEY_TEST_TXN_FATAL_AFTER": "1",
-                             "PARLEY_TEST_REBUILD_DELAY_MS": "10000"})
+                       "PARLEY_TEST_REBUILD_HOLD_FILE": str(hold)})
         sent = produce_turns(env, range(8), 4)
         results = collect(rc, len(sent), 60)  # the first transaction commits
         sent |= produce_turns(env, range(8, 16), 4)  # the second one fails
@@ -456,8 +460,12 @@ def test_partition_revoked_while_paused_is_served_when_it_returns(kafka_bootstra
         end = time.time() + 60
         while time.time() < end and owned(env, "w2") == 0:
             time.sleep(0.2)
-        revoked = re.findall(r"event=revoked partitions=\d+ ids=([\d,]+) inflight=\d+ "
-                             r"paused=(\d)", env.log("w1"))
+        pat = r"event=revoked partitions=\d+ ids=([\d,]+) inflight=\d+ paused=(\d)"
+        end = time.time() + 60
+        while time.time() < end and not re.search(pat, env.log("w1")):
+            time.sleep(0.2)
+        revoked = re.findall(pat, env.log("w1"))
+        hold.unlink()  # the rebuild may go on
         print(f"\nw1 revocations (ids, paused): {revoked}")
         back = sorted({int(i) for ids, p in revoked if p == "1" for i in ids.split(",")})
         assert back, env.log("w1")[-2000:]
@@ -481,6 +489,7 @@ def test_partition_revoked_while_paused_is_served_when_it_returns(kafka_bootstra
         assert not lost, (sorted(lost)[:10], env.log("w1")[-3000:])
         assert len(seen) == len(set(seen))
     finally:
+        hold.unlink(missing_ok=True)
         rc.close()
         env.stop_all()
 
