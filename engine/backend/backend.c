@@ -8,7 +8,6 @@
 
 #include "eng_backend.h"
 #include "eng_err.h"
-#include "eng_model.h"
 
 const char *eng_backend_kind_name(eng_backend_kind k) {
     switch (k) {
@@ -59,4 +58,34 @@ int eng_backend_create(eng_backend *b, eng_backend_kind k, struct kern_pool *poo
 void eng_backend_free(eng_backend *b) {
     if (b && b->destroy) b->destroy(b->ctx);
     if (b) memset(b, 0, sizeof *b);
+}
+
+int eng_wdesc_check(const eng_wdesc *d, int q4k_use, char *err, size_t errlen) {
+    const char *name = d->name ? d->name : "weight";
+    if (d->rows < 1 || d->cols < 1 || d->n_parts < 1 || !d->parts || !d->use)
+        return pl_errf(err, errlen, ENG_EINVAL, "%s: bad shape %d x %d or no parts", name, d->rows,
+                       d->cols);
+    int next = 0;
+    for (int i = 0; i < d->n_parts; i++) {
+        const eng_wpart *p = &d->parts[i];
+        if (p->row0 != next || p->rows < 1 || p->row0 + p->rows > d->rows)
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d does not continue the rows", name,
+                           i);
+        next += p->rows;
+        int ok = p->fmt == ENG_WFMT_F32      ? p->f != NULL
+                 : p->fmt == ENG_WFMT_I8_ROW ? p->q && p->scale
+                 : p->fmt == ENG_WFMT_I8_B32 ? p->q && p->bscale && d->cols % 32 == 0
+                 : p->fmt == ENG_WFMT_Q4_K   ? p->u4 && p->sc && p->mn && p->d && p->dmin &&
+                                                 d->cols % 256 == 0 && (d->use & q4k_use) == q4k_use
+                                           : 0;
+        if (!ok)
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d: format %d unsupported here", name,
+                           i, (int)p->fmt);
+        if ((p->fmt == ENG_WFMT_F32) != (d->parts[0].fmt == ENG_WFMT_F32))
+            return pl_errf(err, errlen, ENG_EINVAL, "%s: fp32 and int8 parts mixed", name);
+    }
+    if (next != d->rows)
+        return pl_errf(err, errlen, ENG_EINVAL, "%s: parts cover %d of %d rows", name, next,
+                       d->rows);
+    return 0;
 }

@@ -16,7 +16,6 @@
 #include "backend_cpu_int.h"
 #include "eng_config.h"
 #include "eng_err.h"
-#include "eng_model.h"
 #include "kern_ops.h"
 
 static void *cpu_alloc(void *ctx, size_t bytes) {

@@ -25,7 +25,6 @@
 
 #include "backend_cpu_int.h"
 #include "eng_err.h"
-#include "eng_model.h"
 #include "kern_ops.h"
 
 #define CPU_KB 32 /* inputs per activation / weight scale block */
@@ -43,37 +42,6 @@ static int same_run(const eng_wpart *a, const eng_wpart *b, int native) {
     if (part_kind(a, native) != part_kind(b, native) || a->fmt != b->fmt) return 0;
     return part_kind(a, native) == CPU_RUN_I8 || a->fmt == ENG_WFMT_Q4_K ||
            memcmp(a->lut, b->lut, 16) == 0;
-}
-
-/* Check the parts of d: they cover its rows in order, each with the arrays its format needs. */
-static int check_desc(const eng_wdesc *d, char *err, size_t errlen) {
-    const char *name = d->name ? d->name : "weight";
-    if (d->rows < 1 || d->cols < 1 || d->n_parts < 1 || !d->parts || !d->use)
-        return pl_errf(err, errlen, ENG_EINVAL, "%s: bad shape %d x %d or no parts", name, d->rows,
-                       d->cols);
-    int next = 0;
-    for (int i = 0; i < d->n_parts; i++) {
-        const eng_wpart *p = &d->parts[i];
-        if (p->row0 != next || p->rows < 1 || p->row0 + p->rows > d->rows)
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d does not continue the rows", name,
-                           i);
-        next += p->rows;
-        int ok = p->fmt == ENG_WFMT_F32      ? p->f != NULL
-                 : p->fmt == ENG_WFMT_I8_ROW ? p->q && p->scale
-                 : p->fmt == ENG_WFMT_I8_B32 ? p->q && p->bscale && d->cols % CPU_KB == 0
-                 : p->fmt == ENG_WFMT_Q4_K   ? p->u4 && p->sc && p->mn && p->d && p->dmin &&
-                                                 d->cols % 256 == 0 && (d->use & ENG_WUSE_LINEAR)
-                                           : 0;
-        if (!ok)
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d: format %d unsupported here", name,
-                           i, (int)p->fmt);
-        if ((p->fmt == ENG_WFMT_F32) != (d->parts[0].fmt == ENG_WFMT_F32))
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: fp32 and int8 parts mixed", name);
-    }
-    if (next != d->rows)
-        return pl_errf(err, errlen, ENG_EINVAL, "%s: parts cover %d of %d rows", name, next,
-                       d->rows);
-    return 0;
 }
 
 /* Concatenate parts [p0, p1) (all in one int8 format) into row-major arrays. */
@@ -123,7 +91,7 @@ static int pack_w4(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *sub, s
     if (p->fmt == ENG_WFMT_Q4_K) {
         uint8_t *u = NULL;
         float *dd = NULL;
-        int rc = -1;
+        int rc = KERN_ENOMEM;
         if (p1 - p0 == 1)
             rc = kern_w4pack_init_affine(&r->w4, r->rows, d->cols, p->u4, p->sc, p->mn, p->d,
                                          p->dmin, sub, sublen);
@@ -137,7 +105,7 @@ static int pack_w4(const eng_wdesc *d, int p0, int p1, cpu_wrun *r, char *sub, s
     }
     int8_t *q = NULL;
     float *scale = NULL, *bscale = NULL;
-    int rc = -1;
+    int rc = KERN_ENOMEM;
     if (p1 - p0 == 1)
         rc = kern_w4pack_init_lut(&r->w4, r->rows, d->cols, p->q, p->bscale, p->lut, sub, sublen);
     else if (gather_i8(d, p0, p1, &q, &scale, &bscale) == 0)
@@ -168,7 +136,7 @@ static int pack_run(const eng_wdesc *d, int p0, int p1, int native, cpu_wrun *r,
                              p->fmt == ENG_WFMT_I8_ROW ? p->scale : NULL,
                              p->fmt == ENG_WFMT_I8_B32 ? p->bscale : NULL, sub, sizeof sub);
     } else if (gather_i8(d, p0, p1, &q, &scale, &bscale) != 0) {
-        rc = -1;
+        rc = KERN_ENOMEM;
         snprintf(sub, sizeof sub, "out of memory");
     } else {
         rc = kern_wpack_init(&r->pk, r->rows, d->cols, q, scale, bscale, sub, sizeof sub);
@@ -176,9 +144,9 @@ static int pack_run(const eng_wdesc *d, int p0, int p1, int native, cpu_wrun *r,
     free(q);
     free(scale);
     free(bscale);
-    if (rc != 0)
-        return pl_errf(err, errlen, ENG_ENOMEM, "packing %s: %s", d->name ? d->name : "weight",
-                       sub);
+    if (rc != 0) /* the kernels' class: a bad shape is not out of memory */
+        return pl_errf(err, errlen, rc == KERN_ENOMEM ? ENG_ENOMEM : ENG_EINVAL, "packing %s: %s",
+                       d->name ? d->name : "weight", sub);
     return 0;
 }
 
@@ -186,7 +154,7 @@ int eng_cpu_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweight
                           size_t errlen) {
     (void)ctx;
     *out = NULL;
-    int rc = check_desc(d, err, errlen);
+    int rc = eng_wdesc_check(d, ENG_WUSE_LINEAR, err, errlen);
     if (rc) return rc;
     eng_bweight *w = calloc(1, sizeof *w);
     if (!w) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");

@@ -264,7 +264,7 @@ int eng_backend_cuda_create(eng_backend *b, int device, int n_threads, char *err
     b->attention = eng_cuda_attention;
     b->argmax = cuda_argmax;
     b->kv_invalidate = eng_cuda_kv_invalidate;
-    b->kv_stats = eng_cuda_kv_stats;
+    b->kv_tier = eng_cuda_kv_tier;
     b->destroy = cuda_destroy;
     return 0;
 }

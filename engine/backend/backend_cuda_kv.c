@@ -522,7 +522,7 @@ void eng_cuda_kv_invalidate(void *ctx, const void *blk) {
     cuda_unlock(be);
 }
 
-void eng_cuda_kv_stats(void *ctx, eng_backend_kv_stats *out) {
+void eng_cuda_kv_tier(void *ctx, eng_backend_kv_tier *out) {
     cuda_be *be = ctx;
     memset(out, 0, sizeof *out);
     cuda_lock(be);

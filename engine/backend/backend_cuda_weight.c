@@ -37,37 +37,6 @@
 #include "eng_model.h"
 #include "kern_cuda_fold.h"
 
-/* Check the parts of d: they cover its rows in order, each with the arrays its format needs. */
-static int check_desc(const eng_wdesc *d, char *err, size_t errlen) {
-    const char *name = d->name ? d->name : "weight";
-    if (d->rows < 1 || d->cols < 1 || d->n_parts < 1 || !d->parts || !d->use)
-        return pl_errf(err, errlen, ENG_EINVAL, "%s: bad shape %d x %d or no parts", name, d->rows,
-                       d->cols);
-    int next = 0;
-    for (int i = 0; i < d->n_parts; i++) {
-        const eng_wpart *p = &d->parts[i];
-        if (p->row0 != next || p->rows < 1 || p->row0 + p->rows > d->rows)
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d does not continue the rows", name,
-                           i);
-        next += p->rows;
-        int ok = p->fmt == ENG_WFMT_F32      ? p->f != NULL
-                 : p->fmt == ENG_WFMT_I8_ROW ? p->q && p->scale
-                 : p->fmt == ENG_WFMT_I8_B32 ? p->q && p->bscale && d->cols % 32 == 0
-                 : p->fmt == ENG_WFMT_Q4_K
-                     ? p->u4 && p->sc && p->mn && p->d && p->dmin && d->cols % 256 == 0
-                     : 0;
-        if (!ok)
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: part %d: format %d unsupported here", name,
-                           i, (int)p->fmt);
-        if ((p->fmt == ENG_WFMT_F32) != (d->parts[0].fmt == ENG_WFMT_F32))
-            return pl_errf(err, errlen, ENG_EINVAL, "%s: fp32 and int8 parts mixed", name);
-    }
-    if (next != d->rows)
-        return pl_errf(err, errlen, ENG_EINVAL, "%s: parts cover %d of %d rows", name, next,
-                       d->rows);
-    return 0;
-}
-
 /* Row r (within part p) as per-channel int8 into q (cols bytes) and *scale; 0 or -1. */
 static int fold_part_row(const eng_wpart *p, int r, int cols, float *tmp, int8_t *q, float *scale) {
     size_t rc = (size_t)r * cols;
@@ -287,7 +256,7 @@ int eng_cuda_weight_upload(void *ctx, const eng_wdesc *d, int native, eng_bweigh
     cuda_be *be = ctx;
     (void)native; /* 4-bit parts are folded to int8: no native 4-bit form on the device */
     *out = NULL;
-    int rc = check_desc(d, err, errlen);
+    int rc = eng_wdesc_check(d, 0, err, errlen);
     if (rc) return rc;
     eng_bweight *w = calloc(1, sizeof *w);
     if (!w) return pl_errf(err, errlen, ENG_ENOMEM, "out of memory");

@@ -136,6 +136,13 @@ typedef struct eng_wdesc {
     const eng_wpart *parts; /* the parts */
 } eng_wdesc;
 
+/* The checks every weight_upload makes first: a shape, parts that cover
+ * the rows in order, each part's arrays present for its format (I8_B32:
+ * cols a multiple of 32; Q4_K: of 256, and its use including q4k_use, the
+ * uses a backend takes Q4_K for -- 0: any), fp32 and integer parts not
+ * mixed.  Returns 0 or ENG_EINVAL naming the weight and the part. */
+int eng_wdesc_check(const eng_wdesc *d, int q4k_use, char *err, size_t errlen);
+
 typedef struct eng_bweight eng_bweight; /* opaque: a weight in the backend's form */
 
 /* ---- descriptors ------------------------------------------------------------------------- */
@@ -170,7 +177,7 @@ typedef struct eng_kv_span {
 } eng_kv_span;
 
 /* Counters of a backend's own KV tier (device backends; zero on the CPU). */
-typedef struct eng_backend_kv_stats {
+typedef struct eng_backend_kv_tier {
     uint64_t lookups;         /* block reads by attention */
     uint64_t hits;            /* of which found in backend memory */
     uint64_t uploads;         /* blocks copied up (host -> backend) */
@@ -180,7 +187,7 @@ typedef struct eng_backend_kv_stats {
     uint64_t invalidations;   /* copies dropped by kv_invalidate */
     long resident;            /* blocks held now */
     long capacity;            /* blocks it can hold */
-} eng_backend_kv_stats;
+} eng_backend_kv_tier;
 
 /* Capability flags (eng_backend.caps). */
 enum {
@@ -273,7 +280,7 @@ typedef struct eng_backend {
     /* The host bytes of blk changed outside kv_store (the block was
      * allocated anew or filled by the cache): drop any copy of it. */
     void (*kv_invalidate)(void *ctx, const void *blk);
-    void (*kv_stats)(void *ctx, eng_backend_kv_stats *out);
+    void (*kv_tier)(void *ctx, eng_backend_kv_tier *out);
 
     /* End the backend: frees its context (every weight and buffer must have
      * been freed). */

@@ -130,9 +130,9 @@ const char *eng_model_backend_name(const eng_model *m);
  * refilled or re-allocated it): a backend keeping its own copy of the block
  * (a device KV tier) drops it.  No-op on the CPU backend.  Thread-safe. */
 void eng_model_kv_invalidate(eng_model *m, const void *blk);
-/* The backend's own KV tier counters (eng_backend_kv_stats); returns 0, or
+/* The backend's own KV tier counters (eng_backend_kv_tier); returns 0, or
  * -1 (out zeroed) when the backend has no such tier (the CPU). */
-int eng_model_kv_stats(const eng_model *m, eng_backend_kv_stats *out);
+int eng_model_kv_tier(const eng_model *m, eng_backend_kv_tier *out);
 
 /* Which logits a step wants.  ENG_LOGITS_ARGMAX: only the argmax of the
  * last token's logits (the lowest index of the largest; NaN counts as

@@ -246,10 +246,10 @@ void eng_model_kv_invalidate(eng_model *m, const void *blk) {
     if (m->be.kv_invalidate) m->be.kv_invalidate(m->be.ctx, blk);
 }
 
-int eng_model_kv_stats(const eng_model *m, eng_backend_kv_stats *out) {
+int eng_model_kv_tier(const eng_model *m, eng_backend_kv_tier *out) {
     memset(out, 0, sizeof *out);
-    if (!m->be.kv_stats) return -1;
-    m->be.kv_stats(m->be.ctx, out);
+    if (!m->be.kv_tier) return -1;
+    m->be.kv_tier(m->be.ctx, out);
     return 0;
 }
 

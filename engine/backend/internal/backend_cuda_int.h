@@ -7,7 +7,7 @@
  *                          staging and flush, element-wise ops, argmax
  *   backend_cuda_weight.c  weight_upload / free / bytes, linear, embed
  *   backend_cuda_kv.c      the device KV tier, kv_store, attention,
- *                          kv_invalidate, kv_stats
+ *                          kv_invalidate, kv_tier
  *
  * Staging.  Small host -> device copies (token ids, positions, attention
  * descriptors and block tables, KV blocks missing on the device) go
@@ -169,7 +169,7 @@ void eng_cuda_kv_store(void *ctx, const eng_kv_layout *l, int n_head, int layer,
                        int ld, const eng_kv_span *spans, int n_spans);
 void eng_cuda_attention(void *ctx, const eng_attn_shape *s, const eng_attn_desc *d, int n_desc);
 void eng_cuda_kv_invalidate(void *ctx, const void *blk);
-void eng_cuda_kv_stats(void *ctx, eng_backend_kv_stats *out);
+void eng_cuda_kv_tier(void *ctx, eng_backend_kv_tier *out);
 /* Copy every pending write-back row into its host block (the stream is idle). */
 void cuda_wb_scatter(cuda_be *be);
 /* Free the tiers and the attention memo. */

@@ -1,5 +1,7 @@
 /*
- * backend_prof.c -- the profiling backend wrapper (eng_prof.h).
+ * model_prof.c -- the profiling backend wrapper (eng_prof.h): it wraps a model's
+ * backend table and attributes each weight to its layer, so it lives with the
+ * model (it reads the model's internals), not among the backends.
  *
  * eng_prof_start copies the model's backend table into a heap state, then
  * points every slot of m->be at a wrapper here and m->be.ctx at that state;
@@ -31,10 +33,10 @@ typedef void (*prof_any_fn)(void);
 #define PROF_N_FN 25 /* function slots of eng_backend, alloc .. destroy */
 _Static_assert(sizeof(eng_backend) ==
                    offsetof(eng_backend, alloc) + PROF_N_FN * sizeof(prof_any_fn),
-               "eng_backend slots changed: update backend_prof.c");
+               "eng_backend slots changed: update model_prof.c");
 _Static_assert(offsetof(eng_backend, destroy) ==
                    offsetof(eng_backend, alloc) + (PROF_N_FN - 1) * sizeof(prof_any_fn),
-               "eng_backend slots changed: update backend_prof.c");
+               "eng_backend slots changed: update model_prof.c");
 
 /* Profiler state of one model (m->be.ctx while profiling). */
 typedef struct prof_state {
@@ -88,7 +90,7 @@ static int prof_argmax(void *ctx, const float *logits, int R, int V, int ld, int
     return O.argmax(O.ctx, logits, R, V, ld, out);
 }
 static void prof_kv_invalidate(void *ctx, const void *blk) { O.kv_invalidate(O.ctx, blk); }
-static void prof_kv_stats(void *ctx, eng_backend_kv_stats *out) { O.kv_stats(O.ctx, out); }
+static void prof_kv_tier(void *ctx, eng_backend_kv_tier *out) { O.kv_tier(O.ctx, out); }
 static void prof_destroy(void *ctx) { O.destroy(O.ctx); }
 
 /* ---- timed slots ---- */
@@ -210,7 +212,7 @@ int eng_prof_start(eng_model *m, char *err, size_t errlen) {
     b->attention = prof_attention;
     b->argmax = s->orig.argmax ? prof_argmax : NULL;
     b->kv_invalidate = s->orig.kv_invalidate ? prof_kv_invalidate : NULL;
-    b->kv_stats = s->orig.kv_stats ? prof_kv_stats : NULL;
+    b->kv_tier = s->orig.kv_tier ? prof_kv_tier : NULL;
     b->destroy = s->orig.destroy ? prof_destroy : NULL;
     s->t0 = pl_mono_s();
     return 0;
