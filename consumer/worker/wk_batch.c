@@ -2,8 +2,9 @@
  * wk_batch.c -- the state logic of exactly-once, without a Kafka call:
  * partition ownership and generations, consumed offsets, the batch of
  * outputs of the next transaction (which of them are ready, which a
- * commit or a reconcile removes, which a rebalance makes stale), and the
- * stages of a producer rebuild.  wk_loop.c and wk_txn.c make the Kafka
+ * commit or a reconcile removes, which a rebalance makes stale);
+ * wk_txn_state.c holds the stages of a producer rebuild.  wk_loop.c and
+ * wk_txn.c make the Kafka
  * calls and drive these functions; tests/worker/test_wk_batch.c drives
  * them without a broker.  See wk_loop.c for why committing only outputs
  * below their partition's commit position is exactly-once.
@@ -151,30 +152,4 @@ void wk_batch_free(wk_batch *b) {
     b->gen = NULL;
     b->owned = NULL;
     b->n_parts = 0;
-}
-
-/* ------------------------------------------------ transaction state */
-
-bool wk_txn_fence_stops(int fenced, int64_t txn_age_us, int64_t txn_timeout_us) {
-    return fenced && txn_age_us < txn_timeout_us;
-}
-
-void wk_txn_state_rebuild(wk_txn_state *t, int64_t now_us) {
-    t->recovering = WK_REC_PRODUCER;
-    t->rec_since_us = now_us;
-    t->abort_pending = 0;
-    t->begin_us = 0;
-}
-
-int wk_txn_rec_next(int stage, wk_step outcome) {
-    if (stage != WK_REC_PRODUCER && stage != WK_REC_INIT && stage != WK_REC_RECONCILE)
-        return stage; /* not recovering */
-    switch (outcome) {
-    case WK_STEP_OK:
-        return stage == WK_REC_PRODUCER ? WK_REC_INIT : stage == WK_REC_INIT ? WK_REC_RECONCILE : 0;
-    case WK_STEP_WAIT: return stage;
-    case WK_STEP_RESTART: return WK_REC_PRODUCER;
-    case WK_STEP_FATAL:
-    default: return -1;
-    }
 }

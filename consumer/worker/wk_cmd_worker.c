@@ -18,7 +18,6 @@
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "wk_config.h"
 #include "wk_worker.h"
 

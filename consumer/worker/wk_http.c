@@ -306,8 +306,8 @@ static void wk_metrics_cache(FILE *f, kv_cache *cache) {
 
 /* The model backend's own KV tier (device memory: the CUDA backend), when it has one. */
 static void wk_metrics_device(FILE *f, wk_worker *w) {
-    eng_backend_kv_stats d;
-    if (!w->eng.model || eng_model_kv_stats(w->eng.model, &d) != 0) return;
+    eng_backend_kv_tier d;
+    if (!w->eng.model || eng_model_kv_tier(w->eng.model, &d) != 0) return;
     fprintf(f,
             "# HELP parley_cache_device_lookups_total KV blocks attention read, device tier.\n"
             "# TYPE parley_cache_device_lookups_total counter\n"

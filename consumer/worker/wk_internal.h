@@ -6,15 +6,19 @@
  *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
  *                turn path's Kafka boundary (wk_record_from_kafka)
  *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
- *                an `expired` TurnResult; wk_log, wk_unix_ms
+ *                an `expired` TurnResult
+ *   wk_log.c     the structured log (wk_log) and its clock (wk_unix_ms)
  *   wk_history.c a conversation's remembered last turn (wk_history),
  *                which the next turn's prompt splices in (eng_template.h)
  *   wk_gen.c     submission to the scheduler and its delivery-thread
  *                callbacks: TokenChunks, the TurnResult, the done list
- *   wk_loop.c    the poll loop: conversation queues, rebalances,
- *                backpressure, lag, shutdown
+ *   wk_loop.c    the poll loop: conversation queues, rebalances, lag,
+ *                shutdown
+ *   wk_pause.c   every pause and resume: backpressure, producer rebuild,
+ *                shutdown
  *   wk_batch.c   the exactly-once state logic, no Kafka calls: partition
- *                ownership, offsets, the batch, producer-rebuild stages
+ *                ownership, offsets, the batch
+ *   wk_txn_state.c  the producer-rebuild decision and stages, no Kafka calls
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
  *   wk_reply.c   per-token logprobs in their wire form (texts looked up
@@ -436,7 +440,7 @@ struct wk_worker {
 #define WK_REC_INIT 2      /* recovery: init_transactions until it succeeds */
 #define WK_REC_RECONCILE 3 /* recovery: drop batch outputs below the committed offsets */
 
-/* wk_turn.c: structured log line on stderr: event + printf-style
+/* wk_log.c: structured log line on stderr: event + printf-style
  * key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -587,7 +591,7 @@ int wk_batch_drop_stale(wk_batch *b);
 /* Free the outputs, the offsets and the partition arrays. */
 void wk_batch_free(wk_batch *b);
 
-/* A fatal producer error stops the worker (rather than starting a
+/* wk_txn_state.c: a fatal producer error stops the worker (rather than starting a
  * rebuild) only when it is a fence of a transaction younger than
  * transaction.timeout.ms: another instance took the transactional.id.  A
  * fence of an older one is the coordinator's own timeout abort. */
@@ -612,8 +616,16 @@ int wk_txn_rec_next(int stage, wk_step outcome);
  * ours at their current generation (all turns when all != 0); write idle
  * conversations' KV to Redis first when handoff != 0. */
 void wk_drop_stale(struct wk_worker *w, int all, int handoff);
-/* Pause (pause != 0) or resume every assigned partition. */
+/* wk_pause.c: pause (pause != 0) or resume every assigned partition. */
 void wk_pause_all(struct wk_worker *w, int pause);
+/* wk_pause.c: backpressure: pause every partition while in-flight turns or
+ * KV memory are above their marks, resume when both are back below the low
+ * marks (half of max_inflight; worker.resume_kv_pct); not while a producer
+ * rebuild holds the pause. */
+void wk_backpressure(struct wk_worker *w, int64_t max_inflight);
+/* wk_pause.c: a producer rebuild starts (on: pause everything) or ends
+ * (resume, unless backpressure still holds the partitions). */
+void wk_pause_rebuild(struct wk_worker *w, int on);
 /* Free every conversation and its queued turns (wk_worker_free). */
 void wk_conv_free_all(struct wk_worker *w);
 /* wk_turn.c: free an output record (NULL is fine). */

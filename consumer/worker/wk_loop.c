@@ -379,57 +379,6 @@ static void wk_drain_done(wk_worker *w) {
     }
 }
 
-void wk_pause_all(wk_worker *w, int pause) {
-    rd_kafka_topic_partition_list_t *a = NULL;
-    if (rd_kafka_assignment(w->cons, &a) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-    if (pause) rd_kafka_pause_partitions(w->cons, a);
-    else rd_kafka_resume_partitions(w->cons, a);
-    rd_kafka_topic_partition_list_destroy(a);
-    w->pause.paused = pause != 0;
-}
-
-/* KV blocks held by running sequences, per mille of the pool (the larger
- * of the two block kinds).  Cached blocks nobody runs on are evictable and
- * do not count: a full prefix cache is not memory pressure. */
-static int64_t wk_kv_permille(wk_worker *w) {
-    eng_sched_stats st;
-    eng_sched_stats_get(w->eng.sched, &st);
-    int64_t pm = 0;
-    for (int k = 0; k < 2; k++)
-        if (st.blocks_total[k] > 0) {
-            int64_t v = (int64_t)st.blocks_held[k] * 1000 / st.blocks_total[k];
-            if (v > pm) pm = v;
-        }
-    return pm;
-}
-
-/* Backpressure: pause every partition while in-flight turns or KV memory
- * are above their marks, resume when both are back below the low marks
- * (half of worker.max_inflight; worker.resume_kv_pct). */
-static void wk_backpressure(wk_worker *w, int64_t max_inflight) {
-    int why = w->pause.why;
-    if (w->convs.inflight >= max_inflight) why |= WK_PAUSE_INFLIGHT;
-    else if (w->convs.inflight <= max_inflight / 2) why &= ~WK_PAUSE_INFLIGHT;
-    int64_t pm = wk_kv_permille(w);
-    __atomic_store_n(&w->met.ctr.kv_permille, pm, __ATOMIC_RELAXED);
-    if (w->pause.kv_hi > 0) {
-        if (pm >= w->pause.kv_hi) why |= WK_PAUSE_KV;
-        else if (pm <= w->pause.kv_lo) why &= ~WK_PAUSE_KV;
-    }
-    if (why && !w->pause.why) {
-        WK_ADD(w->met.ctr.pauses, 1);
-        if (why & WK_PAUSE_KV) WK_ADD(w->met.ctr.pauses_kv, 1);
-        wk_log("info", "pause", "reason=%s inflight=%lld kv_permille=%lld",
-               why & WK_PAUSE_KV ? "kv_memory" : "inflight", (long long)w->convs.inflight,
-               (long long)w->met.ctr.kv_permille);
-    } else if ((why & WK_PAUSE_KV) && !(w->pause.why & WK_PAUSE_KV)) {
-        WK_ADD(w->met.ctr.pauses_kv, 1);
-    }
-    w->pause.why = why;
-    __atomic_store_n(&w->met.ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);
-    if (!w->txn.recovering && (why != 0) != w->pause.paused) wk_pause_all(w, why != 0);
-}
-
 /* Refresh the per-partition lag gauge from librdkafka's cached high
  * watermarks (no network round trip). */
 static void wk_lag_update(wk_worker *w) {

@@ -17,7 +17,6 @@
  * header is application/json gets its TurnResult (and TokenChunks) as JSON
  * with that content-type; DeadLetters are always msgpack.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,29 +25,6 @@
 #include "wk_internal.h"
 #include "pl_time.h"
 #include "pl_hash.h"
-
-int64_t wk_unix_ms(void) { return pl_unix_ms(); }
-
-/* Rank of a level name: info 0, warn 1, error 2 (others: 0). */
-static int wk_log_rank(const char *level) {
-    return !strcmp(level, "error") ? 2 : !strcmp(level, "warn") ? 1 : 0;
-}
-
-static int wk_log_min; /* lines of a lower rank are dropped */
-
-void wk_log_set_level(const char *level) {
-    __atomic_store_n(&wk_log_min, wk_log_rank(level), __ATOMIC_RELAXED);
-}
-
-void wk_log(const char *level, const char *event, const char *fmt, ...) {
-    if (wk_log_rank(level) < __atomic_load_n(&wk_log_min, __ATOMIC_RELAXED)) return;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ts=%lld level=%s event=%s %s\n", (long long)wk_unix_ms(), level, event, msg);
-}
 
 void wk_out_free(wk_out *o) {
     if (!o) return;

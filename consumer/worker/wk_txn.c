@@ -111,7 +111,7 @@ static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
         wk_set_fatal(w, step, why);
         return;
     }
-    wk_pause_all(w, 1);
+    wk_pause_rebuild(w, 1);
     wk_txn_state_rebuild(&w->txn, eng_sched_now_us());
     wk_log("warn", "producer_fatal",
            "step=%s err=\"%s\" txn_age_ms=%lld kept_inflight=%lld kept_batch=%d action=rebuild",
@@ -397,7 +397,7 @@ void wk_txn_recover_step(wk_worker *w) {
     w->txn.recovering = next;
     if (next) return;
     WK_ADD(w->met.ctr.producer_rebuilds, 1);
-    if (!w->pause.why) wk_pause_all(w, 0);
+    wk_pause_rebuild(w, 0);
     wk_log("info", "producer_rebuilt", "rebuilds=%llu",
            (unsigned long long)w->met.ctr.producer_rebuilds);
 }

@@ -90,4 +90,8 @@ void wk_worker_free(wk_worker *w);
  * they do not break its conversation view. */
 void wk_log_set_level(const char *level);
 
+/* parley worker (wk_cmd_worker.c) (argv[0] = the subcommand name; returns 0 success, 1 runtime failure, 2
+ * usage error; --help prints usage, as eng_cli.h's commands) */
+int wk_cmd_worker(int argc, char **argv);
+
 #endif
