@@ -44,10 +44,10 @@
 #include <unistd.h>
 
 #include "bt_io.h"
+#include "pl_hash.h"
 #include "cm_startup.h"
 #include "gw_openai.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "cl_client.h"
 
 /* One request of the input. */
@@ -526,7 +526,7 @@ int bt_cmd_batch(int argc, char **argv) {
     r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
-                 (unsigned long long)(gw_fnv64(GW_FNV_SEED, r.output, strlen(r.output)) ^
+                 (unsigned long long)(pl_fnv1a64(PL_FNV64_SEED, r.output, strlen(r.output)) ^
                                       (cl_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
                                       (uint64_t)getpid()));
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;

@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bt_io.h"
+#include "pl_hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,7 @@
 #include "pl_err.h"
 
 uint64_t bt_id_hash(const char *id, size_t len) {
-    uint64_t h = gw_fnv64(GW_FNV_SEED, id, len);
+    uint64_t h = pl_fnv1a64(PL_FNV64_SEED, id, len);
     return h ? h : 1;
 }
 

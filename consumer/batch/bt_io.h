@@ -85,4 +85,8 @@ int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
 
 void bt_state_free(bt_state *s);
 
+/* parley batch (bt_batch.c) (argv[0] = the subcommand name; returns 0 success, 1 runtime failure, 2
+ * usage error; --help prints usage, as eng_cli.h's commands) */
+int bt_cmd_batch(int argc, char **argv);
+
 #endif

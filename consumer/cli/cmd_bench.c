@@ -22,11 +22,11 @@
  *
  * `--workload engine` is the engine's own throughput benchmark (prefill,
  * decode, batched decode, bandwidth roofline, kernel profile): it is
- * handed to cmd_bench_engine.c with the whole command line, as
+ * handed to engine/cli/bench_engine.c with the whole command line, as
  * `--workload chat` (real text through the tokenizer, chat template and
  * splicing) is to cmd_bench_chat.c, and `--workload spec` (speculative
  * decoding: verify-step costs, drafting off vs on per prompt) to
- * cmd_bench_spec.c.
+ * engine/cli/bench_spec.c.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +39,8 @@
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "kv_cache.h"
-#include "wk_cli.h"
+#include "eng_cli.h"
+#include "cmd_bench.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -394,15 +395,15 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
     return -1;
 }
 
-int wk_cmd_bench(int argc, char **argv) {
+int bench_cmd(int argc, char **argv) {
     bench_opts o = {NULL, 64, 8, 64, 8, 48, 8, 48, 0, 0, 16, 256, 512, 64, 10000, 200, 1, 0};
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "engine"))
-            return wk_bench_engine(argc, argv);
+            return eng_cmd_bench_engine(argc, argv);
         else if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "chat"))
-            return wk_bench_chat(argc, argv);
+            return bench_cmd_chat(argc, argv);
         else if (!strcmp(argv[i], "--workload") && !strcmp(argv[i + 1], "spec"))
-            return wk_bench_spec(argc, argv);
+            return eng_cmd_bench_spec(argc, argv);
     int rc = bench_parse(argc, argv, &o);
     if (rc >= 0) return rc;
     eng_load_opts lo = {.prec = ENG_PREC_INT8, .n_threads = o.threads, .block_tokens = o.block};

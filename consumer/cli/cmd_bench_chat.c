@@ -49,7 +49,7 @@
 #include "kv_cache.h"
 #include "pl_err.h"
 #include "pl_time.h"
-#include "wk_cli.h"
+#include "cmd_bench.h"
 
 #define CB_MAX_TEXT 8   /* --text files at most */
 #define CB_SENT_MIN 24  /* shortest sentence used (bytes) */
@@ -540,7 +540,7 @@ static int cb_workload(void *ctx, const cli_opt *opt, const char *v, char *err, 
     return strcmp(v, "chat") ? pl_errf(err, errlen, CLI_EINVAL, "chat") : 0;
 }
 
-int wk_bench_chat(int argc, char **argv) {
+int bench_cmd_chat(int argc, char **argv) {
     cb_opts o = {.runs = "splice,retok,before,nocache",
                  .system = "",
                  .convs = 8,

@@ -17,7 +17,11 @@
 #include "eng_cli.h"
 #include "kv_cache.h"
 #include "sch.h"
-#include "wk_cli.h"
+#include "bt_io.h"
+#include "cl_client.h"
+#include "cmd_bench.h"
+#include "gw_http.h"
+#include "wk_worker.h"
 
 typedef struct parley_cmd {
     const char *name;    /* as typed after `parley` */
@@ -39,8 +43,7 @@ static const parley_cmd parley_cmds[] = {
      cl_cmd_topics},
     {"demo", "embedded demo: in-process Kafka, the real worker, Gemma 3 270M (else synthetic)",
      cl_cmd_demo},
-    {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec",
-     wk_cmd_bench},
+    {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec", bench_cmd},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))
 

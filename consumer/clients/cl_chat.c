@@ -26,7 +26,6 @@
 
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "cl_client.h"
 
 #define CHAT_MAX_ATTEMPTS 64 /* attempts of one turn remembered */

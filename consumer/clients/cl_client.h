@@ -150,4 +150,11 @@ int cl_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
  * otherwise. */
 int cl_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint64_t *max);
 
+/* The clients' subcommands of `parley` (argv[0] = the subcommand name; returns 0 success, 1 runtime failure, 2
+ * usage error; --help prints usage, as eng_cli.h's commands) */
+int cl_cmd_chat(int argc, char **argv);   /* parley chat (cl_chat.c) */
+int cl_cmd_load(int argc, char **argv);   /* parley load (cl_load.c) */
+int cl_cmd_demo(int argc, char **argv);   /* parley demo (cl_demo.c) */
+int cl_cmd_topics(int argc, char **argv); /* parley topics (cl_topics.c) */
+
 #endif

@@ -63,7 +63,6 @@
 #include "eng_gguf.h"
 #include "pl_err.h"
 #include "sch.h"
-#include "wk_cli.h"
 #include "cl_client.h"
 #include "wk_config.h"
 #include "cl_demo_view.h"

@@ -33,7 +33,6 @@
 
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "cl_client.h"
 
 /* Vocabulary of the generated user messages. */

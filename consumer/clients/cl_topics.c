@@ -26,7 +26,6 @@
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "cl_client.h"
 
 /* Options of `parley topics`. */

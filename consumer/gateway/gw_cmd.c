@@ -21,7 +21,6 @@
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_cli.h"
 #include "wk_config.h"
 
 extern char **environ;

@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_hub.h"
+#include "pl_hash.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -46,7 +47,7 @@ struct gw_hub {
 };
 
 static size_t gw_bucket_of(const char *id, size_t n) {
-    return (size_t)(gw_fnv64(GW_FNV_SEED, id, n) % GW_BUCKETS);
+    return (size_t)(pl_fnv1a64(PL_FNV64_SEED, id, n) % GW_BUCKETS);
 }
 
 /* Under mu: the waiter of turn id (n bytes) or NULL. */

@@ -4,7 +4,7 @@
  * for them.
  *
  * Purpose.  One idempotent producer sends every request's ChatTurn to the
- * turns topic (wk_client).  One reader, assigned at start to the end of
+ * turns topic (cl_client).  One reader, assigned at start to the end of
  * every partition of the tokens and responses topics with
  * isolation.level=read_committed (the tokens topic has no transactions,
  * so its chunks are visible at once; a TurnResult only once its

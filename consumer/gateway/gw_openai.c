@@ -12,7 +12,6 @@
 #include "pl_err.h"
 #include "pl_hash.h"
 
-uint64_t gw_fnv64(uint64_t h, const void *p, size_t n) { return pl_fnv1a64(h, p, n); }
 
 static const char *gw_role_name(sch_role r) {
     const char *n = sch_role_name(r);
@@ -20,23 +19,23 @@ static const char *gw_role_name(sch_role r) {
 }
 
 void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
-    uint64_t h = GW_FNV_SEED;
+    uint64_t h = PL_FNV64_SEED;
     static const char zero = 0;
     for (size_t i = 0; i < n; i++) {
         const char *rn = gw_role_name(msgs[i].role);
-        h = gw_fnv64(h, rn, strlen(rn));
-        h = gw_fnv64(h, &zero, 1);
-        h = gw_fnv64(h, msgs[i].content.ptr, msgs[i].content.len);
-        h = gw_fnv64(h, &zero, 1);
+        h = pl_fnv1a64(h, rn, strlen(rn));
+        h = pl_fnv1a64(h, &zero, 1);
+        h = pl_fnv1a64(h, msgs[i].content.ptr, msgs[i].content.len);
+        h = pl_fnv1a64(h, &zero, 1);
         if (msgs[i].role == SCH_ROLE_USER) break;
     }
     snprintf(out, 20, "oa-%016llx", (unsigned long long)h);
 }
 
 void gw_prompt_hash(const sch_turn *t, char out[20]) {
-    uint64_t h = GW_FNV_SEED;
-    if (t->prompt.ptr) h = gw_fnv64(h, t->prompt.ptr, t->prompt.len);
-    else h = gw_fnv64(h, t->prompt_tokens, t->n_prompt_tokens * sizeof *t->prompt_tokens);
+    uint64_t h = PL_FNV64_SEED;
+    if (t->prompt.ptr) h = pl_fnv1a64(h, t->prompt.ptr, t->prompt.len);
+    else h = pl_fnv1a64(h, t->prompt_tokens, t->n_prompt_tokens * sizeof *t->prompt_tokens);
     snprintf(out, 20, "oc-%016llx", (unsigned long long)h);
 }
 

@@ -62,7 +62,6 @@
 #include <jansson.h>
 
 #include "pl_err.h"
-#include "pl_hash.h"
 #include "sch.h"
 
 /* The gateway's error codes (pl_err.h range -1600). */
@@ -126,10 +125,6 @@ void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]);
 /* Conversation key of a completions prompt (its text or token ids):
  * "oc-%016llx" into out[20]. */
 void gw_prompt_hash(const sch_turn *t, char out[20]);
-
-/* FNV-1a 64 of bytes, continuing from h (start with GW_FNV_SEED); pl_hash.h. */
-#define GW_FNV_SEED PL_FNV64_SEED
-uint64_t gw_fnv64(uint64_t h, const void *p, size_t n);
 
 /* One choice of a result (k = 0: the result's own fields; k >= 1: its
  * choices[k - 1]). */

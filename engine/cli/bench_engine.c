@@ -1,5 +1,5 @@
 /*
- * cmd_bench_engine.c -- `parley bench --workload engine`: the CPU engine's
+ * bench_engine.c -- `parley bench --workload engine`: the CPU engine's
  * throughput figures for one model in one process, next to this machine's
  * memory-bandwidth roofline, plus a per-kernel profile.
  *
@@ -64,7 +64,7 @@
 #include "kern_macs.h"
 #include "kern_membw.h"
 #include "kern_pool.h"
-#include "wk_cli.h"
+#include "eng_cli.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -477,7 +477,7 @@ static void be_print_table(const be_figs *f, const be_opts *o) {
     printf("  %-34s %12.2f %22s\n", "memory read bandwidth (GB/s)", f->bw_median, "");
     printf("  %-34s %12.2f\n", "  best pass (GB/s, the roofline's)", f->bw_best);
     if (f->huge_mib >= 0)
-        printf("  %-34s %12.0f\n", "huge pages held (MiB; see README)", f->huge_mib);
+        printf("  %-34s %12.0f\n", "huge pages held (MiB; docs/kernels)", f->huge_mib);
     printf("  %-34s %12.1f %10.1f .. %-10.1f\n", "prefill tok/s", f->prefill_tps, f->prefill_min,
            f->prefill_max);
     printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f->decode_tps,
@@ -593,7 +593,7 @@ static int be_probes(const be_opts *o, int threads, const char *isa, be_figs *f)
     return 0;
 }
 
-int wk_bench_engine(int argc, char **argv) {
+int eng_cmd_bench_engine(int argc, char **argv) {
     be_opts o = {.prompt = 512,
                  .gen = 32,
                  .batch = 64,

@@ -1,5 +1,5 @@
 /*
- * cmd_bench_spec.c -- `parley bench --workload spec`: what speculative
+ * bench_spec.c -- `parley bench --workload spec`: what speculative
  * decoding by prompt lookup costs and gains on one model, in one process.
  *
  * Step costs (--cost): the basis of the scheduler's drafting rule
@@ -42,7 +42,7 @@
 #include "eng_model.h"
 #include "eng_sched.h"
 #include "eng_tok.h"
-#include "wk_cli.h"
+#include "eng_cli.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -394,7 +394,7 @@ static int bs_workload(void *ctx, const cli_opt *opt, const char *v, char *err, 
     return strcmp(v, "spec") ? -1 : 0;
 }
 
-int wk_bench_spec(int argc, char **argv) {
+int eng_cmd_bench_spec(int argc, char **argv) {
     bs_opts o = {NULL, NULL, 0, 0, 256, 16, 128, 5, 6, 8, 2, 4, 0};
     const cli_opt opts[] = {
         {"--workload", NULL, CLI_FN, NULL, 0, 0, "spec", "this benchmark", bs_workload},

@@ -14,5 +14,10 @@
 int eng_cmd_generate(int argc, char **argv); /* parley generate */
 int eng_cmd_mkmodel(int argc, char **argv);  /* parley mkmodel */
 int eng_cmd_inspect(int argc, char **argv);  /* parley inspect */
+/* parley bench --workload engine (bench_engine.c) and --workload spec
+ * (bench_spec.c): engine-only benchmarks, reached through consumer/cli's
+ * `parley bench`, which owns the --workload switch. */
+int eng_cmd_bench_engine(int argc, char **argv);
+int eng_cmd_bench_spec(int argc, char **argv);
 
 #endif

@@ -9,7 +9,7 @@ Not part of the test suite (a benchmark, numbers only).  Usage:
       [--model ~/.cache/parley/models/gemma-3-270m-q4_k_m.gguf] \\
       [--threads 2] [--gen 128] [--repeat 5] [--no-llama-cpp]
 
-parley: `parley bench --workload spec` (cmd_bench_spec.c): first --cost
+parley: `parley bench --workload spec` (engine/cli/bench_spec.c): first --cost
 (the verify-chunk and batched-decode step costs behind the scheduler's
 drafting rule; 15 calls each, median and fastest), then each prompt of each set through the scheduler (one
 `parley bench` per prompt), drafting off and on alternately, --repeat

@@ -241,8 +241,8 @@ prefill:; /* prefill 512 */
     printf("  %s prefill 512: %.0f tok/s (%.1f ms)\n", form, 512 / best, 1e3 * best);
     snprintf(k, sizeof k, "%s_%s_prefill512", name, form);
     GPU_RESULT(k, "%.0ftok/s", 512 / best);
-    eng_backend_kv_stats ks;
-    if (full && eng_model_kv_stats(mg, &ks) == 0)
+    eng_backend_kv_tier ks;
+    if (full && eng_model_kv_tier(mg, &ks) == 0)
         printf("  device KV tier: %llu lookups, %llu hits, %llu uploads (%.1f MiB), %.1f MiB "
                "written through, %ld of %ld blocks resident\n",
                (unsigned long long)ks.lookups, (unsigned long long)ks.hits,

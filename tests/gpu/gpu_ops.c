@@ -722,10 +722,10 @@ static int t_tier(void) {
     void **bks[2] = {blocks(&l, 0, nb, 31), blocks(&l, 1, nb, 32)};
     fill_kv(&l, 3, nh, bks, P);
     acase c = {nkv, G, hd, 0, 2, 2, {1, 7}, {P - 1, 300}, {0}};
-    eng_backend_kv_stats s1, s2, s3;
+    eng_backend_kv_tier s1, s2, s3;
     double e;
     GPU_CHECK(!attn_both(&l, &c, bks[0], &e, NULL, &gb, 1) && e < 2e-4, "first call %g", e);
-    gb.kv_stats(gb.ctx, &s1);
+    gb.kv_tier(gb.ctx, &s1);
     uint64_t distinct = (uint64_t)(P - 1) / B + 1; /* both descriptors read blocks 0 .. (P-1)/B */
     printf(
         "    tier: first call %llu lookups, %llu hits, %llu uploads (%llu bytes), capacity %ld\n",
@@ -736,7 +736,7 @@ static int t_tier(void) {
     GPU_CHECK(s1.resident == (long)distinct && s1.capacity > s1.resident, "resident %ld",
               s1.resident);
     GPU_CHECK(!attn_both(&l, &c, bks[0], &e, NULL, &gb, 2) && e < 2e-4, "second call %g", e);
-    gb.kv_stats(gb.ctx, &s2);
+    gb.kv_tier(gb.ctx, &s2);
     GPU_CHECK(s2.uploads == s1.uploads, "a repeated call uploaded again");
     GPU_CHECK(s2.hits - s1.hits == s2.lookups - s1.lookups && s2.lookups > s1.lookups,
               "repeated call: %llu lookups, %llu hits",
@@ -771,7 +771,7 @@ static int t_tier(void) {
     printf("    tier: device-written rows == rows uploaded back (outputs bit-exact); vs cpu %.2e\n",
            e);
     GPU_CHECK(e < 2e-4, "the CPU reading the written-back rows: error %g", e);
-    gb.kv_stats(gb.ctx, &s3);
+    gb.kv_tier(gb.ctx, &s3);
     GPU_CHECK(s3.invalidations >= (uint64_t)nb - 1, "invalidations %llu",
               (unsigned long long)s3.invalidations);
     GPU_CHECK(s3.writeback_bytes > 0, "no write-back counted");
@@ -802,8 +802,8 @@ static int t_tier_small(void) {
     acase c = {nkv, G, hd, 0, 2, 3, {1, 1, 1}, {700, 690, 680}, {0, 48, 96}};
     double e = 0;
     GPU_CHECK(!attn_both(&l, &c, bks[0], &e, NULL, &small, 9) && e < 2e-4, "split call: %g", e);
-    eng_backend_kv_stats st;
-    small.kv_stats(small.ctx, &st);
+    eng_backend_kv_tier st;
+    small.kv_tier(small.ctx, &st);
     GPU_CHECK(st.evictions > 0, "no evictions with a tier of %ld blocks", st.capacity);
     printf("    small tier: capacity %ld, %llu evictions, max rel err %.2e\n", st.capacity,
            (unsigned long long)st.evictions, e);

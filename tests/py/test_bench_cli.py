@@ -1,5 +1,5 @@
 """`parley bench --workload engine` end to end on a synthetic model
-(consumer/cli/cmd_bench_engine.c): it runs, prints its JSON figures, and
+(engine/cli/bench_engine.c): it runs, prints its JSON figures, and
 survives batched prompts longer than a sliding window (the repeats used to
 stop at "cannot truncate a batched sequence to its prompt" once decode had
 released window blocks the prompt's end still attends)."""
