@@ -20,8 +20,8 @@
  * `unsupported_parameter` (or `unsupported_value` for a field parley
  * supports with other values).  A field that is not in OpenAI's spec is
  * refused too (code `unknown_parameter`): parley never answers a request
- * as if it had honoured something it ignored.  The README's table lists
- * every field.  Honoured: model (required), messages (required; role
+ * as if it had honoured something it ignored.  docs/openai.md's table
+ * lists every field.  Honoured: model (required), messages (required; role
  * system, developer (= system), user, assistant, tool; content a string
  * or an array of {"type": "text", "text": ...} parts; assistant
  * tool_calls and tool_call_id as the wire's JSON text / id; `name` as the

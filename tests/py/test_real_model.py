@@ -73,10 +73,10 @@ def test_int8_fidelity_next_to_llama_cpp(gemma_model, parley_build):
     """int8 vs the fp32 path on 511 teacher-forced tokens of licence text,
     next to llama.cpp running the file's own 4-6 bit kernels against the
     same reference (tests/bench/int8_fidelity.py; its 4,088-token run is in
-    the README).  The issue's target: parley's KL no worse than llama.cpp's
-    (measured here 0.0030 vs 0.0054 nats), top-1 agreement not below it
-    (97.3% vs 95.7%; 0.5 points of slack for another machine's llama.cpp
-    kernels)."""
+    docs/kernels.md and docs/known-gaps.md).  The issue's target: parley's
+    KL no worse than llama.cpp's (measured here 0.0030 vs 0.0054 nats),
+    top-1 agreement not below it (97.3% vs 95.7%; 0.5 points of slack for
+    another machine's llama.cpp kernels)."""
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
