@@ -264,13 +264,9 @@ static void kern_q8_task(void *arg, int task, int thread) {
     (void)thread;
     const kern_q8_job *j = arg;
     kern_q8_tile t = j->base;
-    int gt = task / j->n_mt, mt = task % j->n_mt;
-    int m0 = mt * KERN_TILE_M;
-    t.mr = j->M - m0 < KERN_TILE_M ? j->M - m0 : KERN_TILE_M;
-    t.g0 = gt * j->gpt;
-    t.ng = t.w->n_groups - t.g0 < j->gpt ? t.w->n_groups - t.g0 : j->gpt;
-    t.ncol = t.w->N - t.g0 * KERN_PACK_NC;
-    if (t.ncol > t.ng * KERN_PACK_NC) t.ncol = t.ng * KERN_PACK_NC;
+    kern_gemm_span sp = kern_gemm_task_span(task, j->n_mt, j->gpt, j->M, t.w->n_groups, t.w->N);
+    int m0 = sp.m0;
+    t.mr = sp.mr, t.g0 = sp.g0, t.ng = sp.ng, t.ncol = sp.ncol;
     t.A += (size_t)m0 * t.lda;
     if (t.a_scale) t.a_scale += (size_t)m0 * t.lds;
     if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;
@@ -300,6 +296,17 @@ static kern_q8_tile_fn kern_q8_pick(kern_isa isa) {
     case KERN_ISA_AVX2: return kern_q8_tile_avx2;
     default: return kern_q8_tile_scalar;
     }
+}
+
+kern_gemm_span kern_gemm_task_span(int task, int n_mt, int gpt, int M, int n_groups, int N) {
+    kern_gemm_span s;
+    s.m0 = task % n_mt * KERN_TILE_M;
+    s.mr = M - s.m0 < KERN_TILE_M ? M - s.m0 : KERN_TILE_M;
+    s.g0 = task / n_mt * gpt;
+    s.ng = n_groups - s.g0 < gpt ? n_groups - s.g0 : gpt;
+    s.ncol = N - s.g0 * KERN_PACK_NC;
+    if (s.ncol > s.ng * KERN_PACK_NC) s.ncol = s.ng * KERN_PACK_NC;
+    return s;
 }
 
 int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt) {

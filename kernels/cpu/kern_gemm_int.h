@@ -59,6 +59,15 @@ void kern_q8_tile_amx(const kern_q8_tile *t);        /* kern_gemm_amx.c */
  * tasks share weights). */
 int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt);
 
+/* What task `task` of such a split covers, for M rows and a weight of N
+ * channels in n_groups groups. */
+typedef struct kern_gemm_span {
+    int m0, mr; /* first row, rows (1..KERN_TILE_M) */
+    int g0, ng; /* first group, groups (1..gpt) */
+    int ncol;   /* output channels: ng * KERN_PACK_NC, fewer at the end of N */
+} kern_gemm_span;
+kern_gemm_span kern_gemm_task_span(int task, int n_mt, int gpt, int M, int n_groups, int N);
+
 /* isa lowered to kern_isa_best(). */
 kern_isa kern_gemm_level(kern_isa isa);
 

@@ -277,13 +277,9 @@ static void kern_w4_task(void *arg, int task, int thread) {
     (void)thread;
     const kern_w4_job *j = arg;
     kern_w4_tile t = j->base;
-    int gt = task / j->n_mt, mt = task % j->n_mt;
-    int m0 = mt * KERN_TILE_M;
-    t.mr = j->M - m0 < KERN_TILE_M ? j->M - m0 : KERN_TILE_M;
-    t.g0 = gt * j->gpt;
-    t.ng = t.w->n_groups - t.g0 < j->gpt ? t.w->n_groups - t.g0 : j->gpt;
-    t.ncol = t.w->N - t.g0 * KERN_PACK_NC;
-    if (t.ncol > t.ng * KERN_PACK_NC) t.ncol = t.ng * KERN_PACK_NC;
+    kern_gemm_span sp = kern_gemm_task_span(task, j->n_mt, j->gpt, j->M, t.w->n_groups, t.w->N);
+    int m0 = sp.m0;
+    t.mr = sp.mr, t.g0 = sp.g0, t.ng = sp.ng, t.ncol = sp.ncol;
     t.A += (size_t)m0 * t.lda;
     t.a_scale += (size_t)m0 * t.lds;
     if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;

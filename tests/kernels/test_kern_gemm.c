@@ -408,7 +408,7 @@ PT_TEST(q8_run_rows_argmax_and_sums_equal_the_dense_call) {
         }
         kern_gemm_out none = {0};
         kern_gemm_act a = {.M = M, .A = A, .lda = K, .a_scale = as, .lds = nb};
-        PT_EQ_INT(kern_gemm_q8_run(NULL, KERN_ISA_SCALAR, &a, &pk, &none), -1);
+        PT_EQ_INT(kern_gemm_q8_run(NULL, KERN_ISA_SCALAR, &a, &pk, &none), KERN_EINVAL);
         kern_wpack_free(&pk);
         free(W), free(sc), free(x), free(A), free(as), free(sum), free(C0), free(R), free(rows),
             free(keys);

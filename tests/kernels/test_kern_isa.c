@@ -65,9 +65,9 @@ PT_TEST(isa_names_round_trip) {
     PT_EQ_INT(kern_isa_parse("AVX512VNNI", &out), 0);
     PT_EQ_INT(out, KERN_ISA_AVX512VNNI);
     out = KERN_ISA_AVX2;
-    PT_EQ_INT(kern_isa_parse("avx512", &out), -1);
-    PT_EQ_INT(kern_isa_parse("", &out), -1);
-    PT_EQ_INT(kern_isa_parse(NULL, &out), -1);
+    PT_EQ_INT(kern_isa_parse("avx512", &out), KERN_EINVAL);
+    PT_EQ_INT(kern_isa_parse("", &out), KERN_EINVAL);
+    PT_EQ_INT(kern_isa_parse(NULL, &out), KERN_EINVAL);
     PT_EQ_INT(out, KERN_ISA_AVX2); /* untouched on error */
 }
 

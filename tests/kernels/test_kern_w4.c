@@ -340,7 +340,7 @@ PT_TEST(w4_rejects_bad_input_with_a_message) {
 #define REFUSED(call)                                        \
     do {                                                     \
         err[0] = 0;                                          \
-        PT_EQ_INT(call, -1);                                 \
+        PT_EQ_INT(call, KERN_EINVAL);                        \
         PT_ASSERT_MSG(err[0] != 0, "no message: %s", #call); \
         PT_ASSERT(w.nib == NULL && w.kind == KERN_W4_NONE);  \
         kern_w4pack_free(&w); /* safe on an empty pack */    \

@@ -200,9 +200,9 @@ PT_TEST(membw_positive_on_small_buffer) {
     PT_EQ_INT(r.threads, 1);
     /* bad arguments are refused with a message */
     err[0] = 0;
-    PT_EQ_INT(kern_membw_measure(p, 1000, 3, &r, err, sizeof err), -1);
+    PT_EQ_INT(kern_membw_measure(p, 1000, 3, &r, err, sizeof err), KERN_EINVAL);
     PT_ASSERT(err[0] != 0);
-    PT_EQ_INT(kern_membw_measure(p, (size_t)1 << 20, 0, &r, err, sizeof err), -1);
+    PT_EQ_INT(kern_membw_measure(p, (size_t)1 << 20, 0, &r, err, sizeof err), KERN_EINVAL);
     kern_pool_destroy(p);
 }
 
@@ -228,8 +228,8 @@ PT_TEST(macs_probe_per_isa_and_refusals) {
     kern_isa_set_max(KERN_ISA_AMX);
     /* bad arguments are refused with a message */
     err[0] = 0;
-    PT_EQ_INT(kern_macs_measure(p, 10, 3, &r, err, sizeof err), -1);
+    PT_EQ_INT(kern_macs_measure(p, 10, 3, &r, err, sizeof err), KERN_EINVAL);
     PT_ASSERT(err[0] != 0);
-    PT_EQ_INT(kern_macs_measure(p, 2000, 0, &r, err, sizeof err), -1);
+    PT_EQ_INT(kern_macs_measure(p, 2000, 0, &r, err, sizeof err), KERN_EINVAL);
     kern_pool_destroy(p);
 }
