@@ -681,11 +681,14 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
     """Redis is killed (SIGKILL) under a worker that uses it, between turns
     of live conversations; a second worker then joins, so the revocation
     handoff and the new owner's prefetches meet a dead Redis.  Every turn
-    completes (stop/length, no error) by recomputing, exactly once."""
+    completes (stop/length, no error) by recomputing, exactly once.  r2
+    reads nothing from Redis; what its first turns find cached is at most
+    what it computed itself (the system prompt all conversations share,
+    once one of them has finished a turn on r2)."""
     addr, run = private_redis
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
     convs, turns = 10, 4
-    port = free_port()
+    port, port2 = free_port(), free_port()
     try:
         env.start("r1", "--redis.addr", addr, "--redis.timeout_ms", "100",
                   "--worker.http", f"127.0.0.1:{port}")
@@ -700,7 +703,8 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
         up_before = metric(text, "parley_cache_redis_up")
         os.kill(int((run / "redis.pid").read_text()), signal.SIGKILL)
         time.sleep(0.5)
-        env.start("r2", "--redis.addr", addr, "--redis.timeout_ms", "100")
+        env.start("r2", "--redis.addr", addr, "--redis.timeout_ms", "100",
+                  "--worker.http", f"127.0.0.1:{port2}")
         end = time.time() + 60
         while time.time() < end and "event=assigned partitions=2" not in env.log("r2"):
             time.sleep(0.3)
@@ -711,6 +715,12 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
         status, text = http_get(port, "/metrics")
         assert status == 200
         redis_up = metric(text, "parley_cache_redis_up")
+        status, text2 = http_get(port2, "/metrics")
+        assert status == 200
+        r2_redis_tokens = metric(text2, 'parley_cache_hit_tokens_total{tier="redis"}')
+        r2_first = min(r["usage"]["prompt_tokens"] for r in
+                       (msgpack.unpackb(m.value(), raw=False) for m in results)
+                       if r["worker"] == "r2")
         by_worker = defaultdict(int)
         moved = {}  # conversation -> cached tokens of its first turn on r2
         for m in sorted(results, key=lambda m: (m.partition(), m.offset())):
@@ -729,7 +739,11 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
         check_results(env, results, chunks, convs, turns)  # all stop/length
         assert redis_up == 0
         assert moved, "no conversation moved to r2"
-        assert all(v == 0 for v in moved.values()), moved  # recomputed: no Redis to read
+        assert r2_redis_tokens == 0, text2  # recomputed: no Redis to read
+        assert 0 in moved.values(), moved  # the first moved conversation found nothing
+        # nothing beyond a prefix shorter than any prompt (the shared system
+        # prompt), so no conversation's own history came from anywhere
+        assert all(v < r2_first for v in moved.values()), (moved, r2_first)
     finally:
         env.stop_all()
     for wid, p in env.procs.items():
