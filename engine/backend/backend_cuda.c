@@ -24,7 +24,6 @@
 #include "backend_cuda_int.h"
 #include "eng_config.h"
 #include "eng_err.h"
-#include "eng_model.h"
 
 void cuda_lock(cuda_be *be) {
     pthread_mutex_lock(&be->mu);

@@ -28,7 +28,6 @@
 
 #include "backend_cuda_int.h"
 #include "eng_err.h"
-#include "eng_model.h"
 
 /* ---- the tier ---------------------------------------------------------------------------- */
 

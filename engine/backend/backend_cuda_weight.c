@@ -34,7 +34,6 @@
 
 #include "backend_cuda_int.h"
 #include "eng_err.h"
-#include "eng_model.h"
 #include "kern_cuda_fold.h"
 
 /* Row r (within part p) as per-channel int8 into q (cols bytes) and *scale; 0 or -1. */
