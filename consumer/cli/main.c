@@ -20,7 +20,7 @@
 #include "bt_io.h"
 #include "cl_client.h"
 #include "cmd_bench.h"
-#include "gw_http.h"
+#include "gw_cmd.h"
 #include "wk_worker.h"
 
 typedef struct parley_cmd {

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gw_cmd.h"
 #include "gw_http.h"
 #include "cli_opt.h"
 #include "cm_startup.h"

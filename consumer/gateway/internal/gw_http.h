@@ -87,8 +87,4 @@ void gw_http_stop(gw_http *s);
 /* Requests in flight now. */
 int gw_http_inflight(gw_http *s);
 
-/* parley gateway (gw_cmd.c) (argv[0] = the subcommand name; returns 0 success, 1 runtime failure, 2
- * usage error; --help prints usage, as eng_cli.h's commands) */
-int gw_cmd_gateway(int argc, char **argv);
-
 #endif
