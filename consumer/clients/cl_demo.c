@@ -555,7 +555,7 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     return 0;
 }
 
-static int wd_worker_config(wk_config **out, const char *model, const char *tmpl,
+static int wd_worker_config(cm_config **out, const char *model, const char *tmpl,
                             const char *bootstrap) {
     char err[PL_ERR_LEN * 2]; /* config messages quote values */
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
@@ -578,11 +578,11 @@ static int wd_worker_config(wk_config **out, const char *model, const char *tmpl
         return -1;
     }
     for (int i = 0; kv[i]; i += 2)
-        if (wk_config_set(*out, kv[i], kv[i + 1], "parley demo", err, sizeof err) != 0) {
+        if (cm_config_set(*out, kv[i], kv[i + 1], "parley demo", err, sizeof err) != 0) {
             fprintf(stderr, "demo: %s\n", err);
             return -1;
         }
-    if (wk_config_validate(*out, err, sizeof err) != 0) {
+    if (cm_config_validate(*out, err, sizeof err) != 0) {
         fprintf(stderr, "demo: %s\n", err);
         return -1;
     }
@@ -609,7 +609,7 @@ int cl_cmd_demo(int argc, char **argv) {
     }
     rd_kafka_t *mrk = NULL;
     rd_kafka_mock_cluster_t *mc = NULL;
-    wk_config *cfg = NULL;
+    cm_config *cfg = NULL;
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
@@ -702,7 +702,7 @@ done:
     cl_reader_free(d.tok_c);
     cl_reader_free(d.res_c);
     wk_worker_free(wt.w);
-    wk_config_free(cfg);
+    cm_config_free(cfg);
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);
     for (int c = 0; c < d.n_conv; c++) cl_history_free(&d.conv[c].hist);

@@ -1,6 +1,6 @@
 /*
  * gw_cmd.c -- `parley gateway`: configuration (file < environment <
- * flags, through wk_config over the gateway's own property table), the
+ * flags, through cm_config over the gateway's own property table), the
  * Kafka hub and the HTTP server, run until SIGTERM/SIGINT.
  *
  * On start it prints one line `gateway: listening on http://HOST:PORT`
@@ -22,47 +22,47 @@
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
-#include "wk_config.h"
+#include "cm_config.h"
 
 extern char **environ;
 
-static const wk_prop gw_props[] = {
-    {"gateway.listen", WK_PROP_STR, "127.0.0.1:8080", 0, 0,
+static const cm_prop gw_props[] = {
+    {"gateway.listen", CM_PROP_STR, "127.0.0.1:8080", 0, 0,
      "HTTP address as IPv4:port (port 0 = any free port, printed at start). Loopback by "
      "default; name 0.0.0.0:PORT to serve other hosts."},
-    {"gateway.api_keys", WK_PROP_STR, "", 0, 0,
+    {"gateway.api_keys", CM_PROP_STR, "", 0, 0,
      "Comma-separated `KEY=TENANT` pairs. A request must send `Authorization: Bearer KEY`; "
      "its turns get the key's tenant as cache namespace (field and `parley-namespace` "
      "header), so clients never choose it. Empty = no authentication, namespace "
      "`gateway.namespace`."},
-    {"gateway.namespace", WK_PROP_STR, "default", 0, 0,
+    {"gateway.namespace", CM_PROP_STR, "default", 0, 0,
      "Cache namespace of every turn when `gateway.api_keys` is empty."},
-    {"gateway.models", WK_PROP_STR, "", 0, 0,
+    {"gateway.models", CM_PROP_STR, "", 0, 0,
      "Comma-separated model names the fleet serves (workers' `model.name`): listed by "
      "`GET /v1/models`; a request naming another model gets 404 `model_not_found`. Empty "
      "= pass any name to the workers (which refuse unknown ones)."},
-    {"gateway.topic.turns", WK_PROP_STR, "parley.turns", 0, 0, "Topic the ChatTurns go to."},
-    {"gateway.topic.tokens", WK_PROP_STR, "parley.tokens", 0, 0,
+    {"gateway.topic.turns", CM_PROP_STR, "parley.turns", 0, 0, "Topic the ChatTurns go to."},
+    {"gateway.topic.tokens", CM_PROP_STR, "parley.tokens", 0, 0,
      "TokenChunk topic streamed replies are read from."},
-    {"gateway.topic.responses", WK_PROP_STR, "parley.responses", 0, 0,
+    {"gateway.topic.responses", CM_PROP_STR, "parley.responses", 0, 0,
      "TurnResult topic (read_committed)."},
-    {"gateway.topic.dlq", WK_PROP_STR, "parley.dlq", 0, 0,
+    {"gateway.topic.dlq", CM_PROP_STR, "parley.dlq", 0, 0,
      "DeadLetter topic watched so a turn the workers refused (unknown model, too long) is "
      "answered at once with its error; empty = not watched (such requests time out)."},
-    {"gateway.max_body_bytes", WK_PROP_INT, "1048576", 1024, 64LL << 20,
+    {"gateway.max_body_bytes", CM_PROP_INT, "1048576", 1024, 64LL << 20,
      "Largest request body; a larger one gets 400 `request_too_large`."},
-    {"gateway.max_inflight", WK_PROP_INT, "256", 1, 100000,
+    {"gateway.max_inflight", CM_PROP_INT, "256", 1, 100000,
      "Chat requests waiting for replies at most; more get 429 with `Retry-After: 1`."},
-    {"gateway.max_connections", WK_PROP_INT, "512", 1, 100000,
+    {"gateway.max_connections", CM_PROP_INT, "512", 1, 100000,
      "Open HTTP connections at most (one thread each)."},
-    {"gateway.timeout_ms", WK_PROP_INT, "60000", 100, 3600000,
+    {"gateway.timeout_ms", CM_PROP_INT, "60000", 100, 3600000,
      "Wait this long for a committed reply, then answer 504; also the turn's `deadline_ms`, "
      "so a worker that has not started it by then drops it."},
-    {"gateway.startup_timeout_ms", WK_PROP_INT, "30000", 1000, 3600000,
+    {"gateway.startup_timeout_ms", CM_PROP_INT, "30000", 1000, 3600000,
      "Longest start-up: the waits for Kafka before the gateway listens (the turns topic's "
      "metadata, the end offsets of the topics it reads) must end within it, else it exits "
      "with status 1 and one line naming what it waited for."},
-    {"gateway.max_tokens", WK_PROP_INT, "4096", 1, 32768,
+    {"gateway.max_tokens", CM_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
 };
 #define GW_NPROPS (sizeof gw_props / sizeof gw_props[0])
@@ -75,9 +75,9 @@ static void gw_on_signal(int sig) {
 }
 
 /* Split a comma list into the options; -1 with a message. */
-static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_t errlen) {
+static int gw_parse_opts(const cm_config *cfg, gw_http_opts *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
-    const char *l = wk_config_str(cfg, "gateway.listen");
+    const char *l = cm_config_str(cfg, "gateway.listen");
     const char *colon = strrchr(l, ':');
     if (!colon || colon == l || (size_t)(colon - l) >= sizeof o->host) {
         return pl_errf(err, errlen, GW_EINVAL, "gateway.listen: '%s' is not IPv4:port", l);
@@ -88,14 +88,14 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
         return pl_errf(err, errlen, GW_EINVAL, "gateway.listen: bad port in '%s'", l);
     }
     o->port = (int)port;
-    o->max_body = (size_t)wk_config_int(cfg, "gateway.max_body_bytes");
-    o->max_inflight = (int)wk_config_int(cfg, "gateway.max_inflight");
-    o->max_connections = (int)wk_config_int(cfg, "gateway.max_connections");
-    o->timeout_ms = (int)wk_config_int(cfg, "gateway.timeout_ms");
-    o->max_tokens = (uint32_t)wk_config_int(cfg, "gateway.max_tokens");
-    snprintf(o->ns, sizeof o->ns, "%s", wk_config_str(cfg, "gateway.namespace"));
+    o->max_body = (size_t)cm_config_int(cfg, "gateway.max_body_bytes");
+    o->max_inflight = (int)cm_config_int(cfg, "gateway.max_inflight");
+    o->max_connections = (int)cm_config_int(cfg, "gateway.max_connections");
+    o->timeout_ms = (int)cm_config_int(cfg, "gateway.timeout_ms");
+    o->max_tokens = (uint32_t)cm_config_int(cfg, "gateway.max_tokens");
+    snprintf(o->ns, sizeof o->ns, "%s", cm_config_str(cfg, "gateway.namespace"));
     char buf[8192];
-    snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.api_keys"));
+    snprintf(buf, sizeof buf, "%s", cm_config_str(cfg, "gateway.api_keys"));
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
@@ -121,7 +121,7 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
                            ns);
         }
     }
-    snprintf(buf, sizeof buf, "%s", wk_config_str(cfg, "gateway.models"));
+    snprintf(buf, sizeof buf, "%s", cm_config_str(cfg, "gateway.models"));
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
         if (o->n_models == GW_MAX_MODELS || strlen(tok) > 256) {
@@ -140,17 +140,17 @@ static int gw_parse_opts(const wk_config *cfg, gw_http_opts *o, char *err, size_
 
 int gw_cmd_gateway(int argc, char **argv) {
     char err[PL_ERR_LEN * 4]; /* config messages quote values and topic names whole */
-    wk_config *cfg = NULL;
+    cm_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;
     gw_http *http = NULL;
     int rc = 2, port = 0;
-    if (!o || wk_config_new_props(gw_props, GW_NPROPS, "gateway", &cfg) != 0) {
+    if (!o || cm_config_new(gw_props, GW_NPROPS, "gateway", NULL, &cfg) != 0) {
         fprintf(stderr, "gateway: out of memory\n");
         free(o);
         return 1;
     }
-    int pr = wk_config_cli(
+    int pr = cm_config_cli(
         cfg,
         "gateway --kafka.bootstrap.servers HOST:PORT [--config FILE]\n"
         "         [--set key=value]... [--KEY value]...\n"
@@ -161,32 +161,32 @@ int gw_cmd_gateway(int argc, char **argv) {
         "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n\n",
         argc, argv, environ);
     if (pr != CLI_OK) {
-        if (pr == WK_CONFIG_CLI_DOC) rc = wk_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
+        if (pr == CM_CONFIG_CLI_DOC) rc = cm_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;
         else rc = pr == CLI_HELP ? 0 : 2;
         goto done;
     }
     if (gw_parse_opts(cfg, o, err, sizeof err)) goto bad;
     gw_hub_conf hc;
     memset(&hc, 0, sizeof hc);
-    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
         const char *k, *v;
-        wk_config_kafka_at(cfg, i, &k, &v);
+        cm_config_kafka_at(cfg, i, &k, &v);
         if (!strcmp(k, "bootstrap.servers")) hc.brokers = v;
     }
     if (!hc.brokers) {
         pl_errf(err, sizeof err, GW_EINVAL, "kafka.bootstrap.servers is required");
         goto bad;
     }
-    if (cl_topic_set(hc.topics.turns, wk_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
-        cl_topic_set(hc.topics.tokens, wk_config_str(cfg, "gateway.topic.tokens"), err,
+    if (cl_topic_set(hc.topics.turns, cm_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
+        cl_topic_set(hc.topics.tokens, cm_config_str(cfg, "gateway.topic.tokens"), err,
                      sizeof err) ||
-        cl_topic_set(hc.topics.responses, wk_config_str(cfg, "gateway.topic.responses"), err,
+        cl_topic_set(hc.topics.responses, cm_config_str(cfg, "gateway.topic.responses"), err,
                      sizeof err))
         goto bad;
-    hc.dlq = wk_config_str(cfg, "gateway.topic.dlq");
+    hc.dlq = cm_config_str(cfg, "gateway.topic.dlq");
     rc = 1;
     cm_startup_begin("gateway", "gateway.startup_timeout_ms",
-                     wk_config_int(cfg, "gateway.startup_timeout_ms"));
+                     cm_config_int(cfg, "gateway.startup_timeout_ms"));
     hc.timeout_ms = cm_startup_left_ms();
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
         !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
@@ -217,7 +217,7 @@ bad:
 done:
     gw_http_stop(http);
     gw_hub_free(hub);
-    wk_config_free(cfg);
+    cm_config_free(cfg);
     free(o);
     return rc;
 }

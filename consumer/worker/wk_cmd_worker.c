@@ -33,7 +33,7 @@ static void wk_on_signal(int sig) {
 }
 
 int wk_cmd_worker(int argc, char **argv) {
-    wk_config *cfg = NULL;
+    cm_config *cfg = NULL;
     wk_worker *w = NULL;
     char err[PL_ERR_LEN * 4]; /* config values, paths and their causes */
     int rc = 2;
@@ -41,7 +41,7 @@ int wk_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "worker: out of memory\n");
         return 1;
     }
-    int pr = wk_config_cli(
+    int pr = cm_config_cli(
         cfg,
         "worker [--config FILE] [--set key=value]... [--KEY value]...\n"
         "worker --print-config-doc",
@@ -53,8 +53,8 @@ int wk_cmd_worker(int argc, char **argv) {
         "3 Kafka refused the worker (authentication, TLS verification or ACLs).\n\n",
         argc, argv, environ);
     if (pr != CLI_OK) {
-        wk_config_free(cfg);
-        if (pr == WK_CONFIG_CLI_DOC) return wk_config_doc(stdout) ? 1 : 0;
+        cm_config_free(cfg);
+        if (pr == CM_CONFIG_CLI_DOC) return wk_config_doc(stdout) ? 1 : 0;
         return pr == CLI_HELP ? 0 : 2;
     }
     /* Before the cache's I/O threads start: a peer that closes a socket
@@ -63,7 +63,7 @@ int wk_cmd_worker(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     /* every wait for Kafka before the worker serves is bounded */
     cm_startup_begin("worker", "worker.startup_timeout_ms",
-                     wk_config_int(cfg, "worker.startup_timeout_ms"));
+                     cm_config_int(cfg, "worker.startup_timeout_ms"));
     int cr = wk_worker_create(cfg, &w, err, sizeof err);
     cm_startup_end();
     if (cr) {
@@ -87,6 +87,6 @@ int wk_cmd_worker(int argc, char **argv) {
     wk_g_worker = NULL;
 done:
     wk_worker_free(w);
-    wk_config_free(cfg);
+    cm_config_free(cfg);
     return rc;
 }

@@ -158,9 +158,9 @@ static void wk_metrics_counters(FILE *f, wk_counters *c) {
 /* Memory against its budget: what an operator sizes MemoryMax / the
  * container limit from (deploy/README.md, "Memory"). */
 static void wk_metrics_memory(FILE *f, wk_worker *w) {
-    long long pool_mib = wk_config_bool(w->cfg, "cache.enabled")
-                             ? wk_config_int(w->cfg, "cache.budget_mib")
-                             : wk_config_int(w->cfg, "scheduler.kv_budget_mib");
+    long long pool_mib = cm_config_bool(w->cfg, "cache.enabled")
+                             ? cm_config_int(w->cfg, "cache.budget_mib")
+                             : cm_config_int(w->cfg, "scheduler.kv_budget_mib");
     wk_metric(f, "parley_kv_pool_bytes", "gauge",
               "Configured KV pool (cache.budget_mib, or scheduler.kv_budget_mib without the "
               "cache) in bytes.",

@@ -28,24 +28,24 @@
 void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts,
                      void *opaque);
 
-static char *wk_props_text; /* librdkafka's property table (NULL: unavailable) */
-static pthread_once_t wk_props_once = PTHREAD_ONCE_INIT;
+static char *cm_props_text; /* librdkafka's property table (NULL: unavailable) */
+static pthread_once_t cm_props_once = PTHREAD_ONCE_INIT;
 
-static void wk_props_load(void) {
+static void cm_props_load(void) {
     size_t n = 0;
-    FILE *f = open_memstream(&wk_props_text, &n);
+    FILE *f = open_memstream(&cm_props_text, &n);
     if (!f) return;
     rd_kafka_conf_properties_show(f);
     if (fclose(f) != 0) {
-        free(wk_props_text);
-        wk_props_text = NULL;
+        free(cm_props_text);
+        cm_props_text = NULL;
     }
 }
 
 char wk_kafka_scope(const char *name) {
-    pthread_once(&wk_props_once, wk_props_load);
+    pthread_once(&cm_props_once, cm_props_load);
     size_t nl = strlen(name);
-    for (const char *p = wk_props_text; p && *p;) {
+    for (const char *p = cm_props_text; p && *p;) {
         const char *eol = strchr(p, '\n');
         size_t ll = eol ? (size_t)(eol - p) : strlen(p);
         if (ll > nl && !strncmp(p, name, nl) && p[nl] == ' ') {
@@ -162,7 +162,7 @@ static void wk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
  * callback notes refusals on it. */
 static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *defs,
                                  const char *const *forced, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
+    const cm_config *cfg = w->cfg;
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     rd_kafka_conf_set_opaque(c, w);
     rd_kafka_conf_set_error_cb(c, wk_error_cb);
@@ -170,9 +170,9 @@ static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *def
     for (int i = 0; defs && defs[i]; i += 2)
         if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
             goto bad;
-    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
         const char *k, *v, *prop;
-        wk_config_kafka_at(cfg, i, &k, &v);
+        cm_config_kafka_at(cfg, i, &k, &v);
         if (!(prop = wk_kafka_for(k, kind))) continue;
         if (rd_kafka_conf_set(c, prop, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
             pl_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
@@ -194,9 +194,9 @@ bad:
  * missing one. */
 static void wk_topics_hint(const wk_worker *w, char *out, size_t n) {
     const char *bs = "HOST:PORT";
-    for (size_t i = 0; i < wk_config_kafka_count(w->cfg); i++) {
+    for (size_t i = 0; i < cm_config_kafka_count(w->cfg); i++) {
         const char *k, *v;
-        wk_config_kafka_at(w->cfg, i, &k, &v);
+        cm_config_kafka_at(w->cfg, i, &k, &v);
         if (!strcmp(k, "bootstrap.servers")) bs = v;
     }
     snprintf(out, n,
@@ -289,10 +289,10 @@ int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
  * (kafka.group.protocol = consumer): the broker assigns partitions, and
  * librdkafka refuses partition.assignment.strategy (and the classic
  * protocol's session/heartbeat settings) alongside it. */
-static int wk_kafka_kip848(const wk_config *cfg) {
-    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+static int wk_kafka_kip848(const cm_config *cfg) {
+    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
         const char *k, *v;
-        wk_config_kafka_at(cfg, i, &k, &v);
+        cm_config_kafka_at(cfg, i, &k, &v);
         if (!strcmp(k, "group.protocol")) return !strcmp(v, "consumer");
     }
     return 0;
@@ -304,7 +304,7 @@ static int wk_kafka_kip848(const wk_config *cfg) {
  * which reports it.  Returns 0 (also when the probe itself fails or times
  * out: the group join then proceeds as usual) or WK_EREFUSED. */
 static int wk_kafka_probe_group(wk_worker *w, char *err, size_t errlen) {
-    const char *group = wk_config_str(w->cfg, "worker.group");
+    const char *group = cm_config_str(w->cfg, "worker.group");
     rd_kafka_queue_t *q = rd_kafka_queue_new(w->cons);
     rd_kafka_AdminOptions_t *o =
         rd_kafka_AdminOptions_new(w->cons, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
@@ -336,10 +336,10 @@ done:
 }
 
 int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
+    const cm_config *cfg = w->cfg;
     char e[512];
     int kip848 = wk_kafka_kip848(cfg);
-    const char *cdefs[] = {"group.id", wk_config_str(cfg, "worker.group"), "auto.offset.reset",
+    const char *cdefs[] = {"group.id", cm_config_str(cfg, "worker.group"), "auto.offset.reset",
                            "earliest", "isolation.level", "read_committed", "client.id", w->id,
                            /* classic protocol: incremental (cooperative) rebalances;
                             * KIP-848 rebalances incrementally by design */

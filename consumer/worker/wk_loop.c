@@ -448,16 +448,16 @@ static void wk_wake_set(wk_worker *w, rd_kafka_queue_t *q) {
 }
 
 int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
-    int64_t iv_us = wk_config_int(cfg, "worker.txn_interval_ms") * 1000;
-    int64_t hz_us = wk_config_int(cfg, "worker.txn_horizon_ms") * 1000;
+    const cm_config *cfg = w->cfg;
+    int64_t iv_us = cm_config_int(cfg, "worker.txn_interval_ms") * 1000;
+    int64_t hz_us = cm_config_int(cfg, "worker.txn_horizon_ms") * 1000;
     int recheck = 0; /* poll for 1 ms only: the early commit looks again */
-    int max_rec = (int)wk_config_int(cfg, "worker.txn_max_records");
-    int64_t max_inflight = wk_config_int(cfg, "worker.max_inflight");
-    int64_t grace_us = wk_config_int(cfg, "worker.grace_ms") * 1000;
+    int max_rec = (int)cm_config_int(cfg, "worker.txn_max_records");
+    int64_t max_inflight = cm_config_int(cfg, "worker.max_inflight");
+    int64_t grace_us = cm_config_int(cfg, "worker.grace_ms") * 1000;
     int64_t stop_at = 0, last_log = eng_sched_now_us(), last_lag = 0, t0 = last_log;
-    w->pause.kv_hi = wk_config_int(cfg, "worker.pause_kv_pct") * 10;
-    w->pause.kv_lo = wk_config_int(cfg, "worker.resume_kv_pct") * 10;
+    w->pause.kv_hi = cm_config_int(cfg, "worker.pause_kv_pct") * 10;
+    w->pause.kv_lo = cm_config_int(cfg, "worker.resume_kv_pct") * 10;
     wk_wake_set(w, rd_kafka_queue_get_consumer(w->cons));
     while (!w->halt.fatal) {
         int64_t now = eng_sched_now_us();

@@ -17,10 +17,10 @@
 #include "wk_worker.h"
 #include "pl_hash.h"
 
-static bool wk_user_sets(const wk_config *cfg, const char *name) {
-    for (size_t i = 0; i < wk_config_kafka_count(cfg); i++) {
+static bool wk_user_sets(const cm_config *cfg, const char *name) {
+    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
         const char *k, *v;
-        wk_config_kafka_at(cfg, i, &k, &v);
+        cm_config_kafka_at(cfg, i, &k, &v);
         if (!strcmp(k, name)) return true;
     }
     return false;
@@ -29,29 +29,29 @@ static bool wk_user_sets(const wk_config *cfg, const char *name) {
 static void wk_kv_invalidate(void *model, const void *blk) { eng_model_kv_invalidate(model, blk); }
 
 static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
+    const cm_config *cfg = w->cfg;
     char e[512];
     eng_load_opts lo = {.prec = ENG_PREC_INT8,
-                        .n_threads = (int)wk_config_int(cfg, "model.threads"),
-                        .block_tokens = (int)wk_config_int(cfg, "model.block_tokens")};
-    const char *path = wk_config_str(cfg, "model.path");
-    if (eng_backend_kind_parse(wk_config_str(cfg, "model.backend"), &lo.backend) != 0)
+                        .n_threads = (int)cm_config_int(cfg, "model.threads"),
+                        .block_tokens = (int)cm_config_int(cfg, "model.block_tokens")};
+    const char *path = cm_config_str(cfg, "model.path");
+    if (eng_backend_kind_parse(cm_config_str(cfg, "model.backend"), &lo.backend) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.backend must be auto, cpu or cuda, not '%s'",
-                       wk_config_str(cfg, "model.backend"));
-    if (eng_weights_parse(wk_config_str(cfg, "model.weights"), &lo.weights) != 0)
+                       cm_config_str(cfg, "model.backend"));
+    if (eng_weights_parse(cm_config_str(cfg, "model.weights"), &lo.weights) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.weights must be native or int8, not '%s'",
-                       wk_config_str(cfg, "model.weights"));
+                       cm_config_str(cfg, "model.weights"));
     if (eng_model_load(path, &lo, &w->eng.model, e, sizeof e) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
     if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
-    const char *tmpl = wk_config_str(cfg, "model.chat_template");
+    const char *tmpl = cm_config_str(cfg, "model.chat_template");
     if (eng_tmpl_detect(eng_model_gguf(w->eng.model), *tmpl ? tmpl : NULL, &w->eng.fmt, e,
                         sizeof e))
         return pl_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
     const eng_config *mc = eng_model_config(w->eng.model);
     w->eng.n_vocab = mc->n_vocab;
-    long long mx = wk_config_int(cfg, "model.max_context");
+    long long mx = cm_config_int(cfg, "model.max_context");
     w->eng.n_ctx = mx > 0 ? (int)mx : mc->n_ctx_train > 0 ? mc->n_ctx_train : 4096;
     w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
     /* the template's own end of turn ends every turn, whatever the client
@@ -62,7 +62,7 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     for (int i = 0; i < w->eng.n_eog; i++) have |= w->eng.eog[i] == te_id;
     if (te_id >= 0 && !have && w->eng.n_eog < WK_MAX_EOG) w->eng.eog[w->eng.n_eog++] = te_id;
     w->eng.turn_stop = te.text;
-    const char *name = wk_config_str(cfg, "model.name");
+    const char *name = cm_config_str(cfg, "model.name");
     if (!*name) {
         const char *b = strrchr(path, '/');
         b = b ? b + 1 : path;
@@ -84,24 +84,24 @@ static void wk_redis_log(void *ctx, const char *msg) {
 }
 
 /* Empty string -> NULL (kv_cache_config's "not set"). */
-static const char *wk_opt(const wk_config *cfg, const char *key) {
-    const char *v = wk_config_str(cfg, key);
+static const char *wk_opt(const cm_config *cfg, const char *key) {
+    const char *v = cm_config_str(cfg, key);
     return *v ? v : NULL;
 }
 
 static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
-    const wk_config *cfg = w->cfg;
+    const cm_config *cfg = w->cfg;
     char e[512];
-    if (wk_config_bool(cfg, "cache.enabled")) {
+    if (cm_config_bool(cfg, "cache.enabled")) {
         kv_cache_config kc;
         kv_cache_config_default(&kc);
-        kc.budget_bytes = (size_t)wk_config_int(cfg, "cache.budget_mib") << 20;
+        kc.budget_bytes = (size_t)cm_config_int(cfg, "cache.budget_mib") << 20;
         kc.max_tokens = w->eng.n_ctx;
-        kc.partial_blocks = wk_config_bool(cfg, "cache.partial_blocks");
-        kc.cmd_timeout_ms = (int)wk_config_int(cfg, "redis.timeout_ms");
-        kc.ttl_s = (int)wk_config_int(cfg, "redis.ttl_s");
+        kc.partial_blocks = cm_config_bool(cfg, "cache.partial_blocks");
+        kc.cmd_timeout_ms = (int)cm_config_int(cfg, "redis.timeout_ms");
+        kc.ttl_s = (int)cm_config_int(cfg, "redis.ttl_s");
         char host[256] = "";
-        const char *addr = wk_config_str(cfg, "redis.addr");
+        const char *addr = cm_config_str(cfg, "redis.addr");
         if (*addr) {
             const char *colon = strrchr(addr, ':');
             long port = colon ? strtol(colon + 1, NULL, 10) : 0;
@@ -114,7 +114,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
             kc.redis_port = (int)port;
             kc.redis_user = wk_opt(cfg, "redis.user");
             kc.redis_password = wk_opt(cfg, "redis.password");
-            kc.redis_tls = wk_config_bool(cfg, "redis.tls");
+            kc.redis_tls = cm_config_bool(cfg, "redis.tls");
             kc.redis_tls_ca = wk_opt(cfg, "redis.tls.ca");
             kc.redis_tls_cert = wk_opt(cfg, "redis.tls.cert");
             kc.redis_tls_key = wk_opt(cfg, "redis.tls.key");
@@ -132,7 +132,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
         snprintf(tid, sizeof tid, "%016llx", (unsigned long long)th);
         kv_fp_inputs fi = {eng_model_config(w->eng.model)->arch_name,
                            eng_model_digest(w->eng.model), tid, ENG_KV_QUANT_VERSION,
-                           (uint32_t)wk_config_int(cfg, "model.block_tokens")};
+                           (uint32_t)cm_config_int(cfg, "model.block_tokens")};
         if (kv_cache_create(&kc, eng_model_kv_layout(w->eng.model), kv_fingerprint(&fi),
                             &w->eng.cache, e, sizeof e) != 0)
             return pl_errf(err, errlen, WK_EINVAL, "cache: %s", e);
@@ -142,25 +142,25 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     }
     eng_sched_config sc;
     eng_sched_config_default(&sc);
-    sc.max_running = (int)wk_config_int(cfg, "scheduler.max_running");
+    sc.max_running = (int)cm_config_int(cfg, "scheduler.max_running");
     w->eng.max_running = sc.max_running;
-    sc.step_tokens = (int)wk_config_int(cfg, "scheduler.step_tokens");
-    sc.batch_window_us = (int)wk_config_int(cfg, "scheduler.batch_window_us");
-    sc.fairness_ms = (int)wk_config_int(cfg, "scheduler.fairness_ms");
-    sc.prefetch_wait_ms = (int)wk_config_int(cfg, "scheduler.prefetch_wait_ms");
-    sc.kv_budget_bytes = (size_t)wk_config_int(cfg, "scheduler.kv_budget_mib") << 20;
-    const char *spec = wk_config_str(cfg, "scheduler.speculative");
+    sc.step_tokens = (int)cm_config_int(cfg, "scheduler.step_tokens");
+    sc.batch_window_us = (int)cm_config_int(cfg, "scheduler.batch_window_us");
+    sc.fairness_ms = (int)cm_config_int(cfg, "scheduler.fairness_ms");
+    sc.prefetch_wait_ms = (int)cm_config_int(cfg, "scheduler.prefetch_wait_ms");
+    sc.kv_budget_bytes = (size_t)cm_config_int(cfg, "scheduler.kv_budget_mib") << 20;
+    const char *spec = cm_config_str(cfg, "scheduler.speculative");
     if (!strcmp(spec, "off")) sc.speculative = ENG_SCHED_SPEC_OFF;
     else if (!strcmp(spec, "ngram")) sc.speculative = ENG_SCHED_SPEC_NGRAM;
     else
         return pl_errf(err, errlen, WK_EINVAL,
                        "configuration key 'scheduler.speculative': '%s' is not one of off, ngram",
                        spec);
-    sc.spec_tokens = (int)wk_config_int(cfg, "scheduler.spec_tokens");
-    sc.spec_max_batch_tokens = (int)wk_config_int(cfg, "scheduler.spec_max_batch_tokens");
-    sc.spec_ngram_min = (int)wk_config_int(cfg, "scheduler.spec_ngram_min");
-    sc.spec_ngram_max = (int)wk_config_int(cfg, "scheduler.spec_ngram_max");
-    if (!wk_config_bool(cfg, "scheduler.constraints")) {
+    sc.spec_tokens = (int)cm_config_int(cfg, "scheduler.spec_tokens");
+    sc.spec_max_batch_tokens = (int)cm_config_int(cfg, "scheduler.spec_max_batch_tokens");
+    sc.spec_ngram_min = (int)cm_config_int(cfg, "scheduler.spec_ngram_min");
+    sc.spec_ngram_max = (int)cm_config_int(cfg, "scheduler.spec_ngram_max");
+    if (!cm_config_bool(cfg, "scheduler.constraints")) {
         snprintf(w->eng.cvocab_why, sizeof w->eng.cvocab_why,
                  "this worker runs with scheduler.constraints=false");
     } else if (eng_constraint_vocab_new(w->eng.tok, w->eng.n_vocab, &w->eng.cvocab, e, sizeof e)) {
@@ -169,9 +169,9 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
         wk_log("warn", "constraints_off", "err=\"%s\"", e);
     }
     sc.constraint_vocab = w->eng.cvocab;
-    sc.mask_threads = (int)wk_config_int(cfg, "scheduler.mask_threads");
-    sc.mask_budget_us = wk_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
-    long long mi = wk_config_int(cfg, "worker.max_inflight");
+    sc.mask_threads = (int)cm_config_int(cfg, "scheduler.mask_threads");
+    sc.mask_budget_us = cm_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
+    long long mi = cm_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
                          sizeof e))
@@ -183,7 +183,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
 /* worker.namespace_from / worker.namespace. */
 static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
     static const char *const modes[] = {"field", "header", "topic", "fixed"};
-    const char *from = wk_config_str(w->cfg, "worker.namespace_from");
+    const char *from = cm_config_str(w->cfg, "worker.namespace_from");
     int mode = -1;
     for (int i = 0; i < 4; i++)
         if (!strcmp(from, modes[i])) mode = i;
@@ -193,7 +193,7 @@ static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
                        "'%s' is not one of field, header, topic, fixed",
                        from);
     w->ns_from = (wk_ns_from)mode;
-    w->ns_fixed = wk_config_str(w->cfg, "worker.namespace");
+    w->ns_fixed = cm_config_str(w->cfg, "worker.namespace");
     size_t n = strlen(w->ns_fixed);
     if (mode == WK_NS_FIXED && (!n || n > ENG_SCHED_NS_MAX))
         return pl_errf(err, errlen, WK_EINVAL,
@@ -201,7 +201,7 @@ static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
                        "1..%d bytes with worker.namespace_from=fixed",
                        ENG_SCHED_NS_MAX);
     if (mode == WK_NS_TOPIC &&
-        strlen(wk_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
+        strlen(cm_config_str(w->cfg, "worker.topic.turns")) > ENG_SCHED_NS_MAX)
         return pl_errf(err, errlen, WK_EINVAL,
                        "worker.namespace_from=topic: the turns topic "
                        "name is longer than a namespace (%d bytes)",
@@ -209,7 +209,7 @@ static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
     return 0;
 }
 
-int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen) {
+int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t errlen) {
     *out = NULL;
     if (!wk_user_sets(cfg, "bootstrap.servers"))
         return pl_errf(err, errlen, WK_EINVAL,
@@ -220,7 +220,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     pthread_mutex_init(&w->met.lag_mu, NULL);
     pthread_mutex_init(&w->prod.chp_mu, NULL);
     w->cfg = cfg;
-    w->convs.hist_max = (size_t)wk_config_int(cfg, "worker.history_mib") << 20;
+    w->convs.hist_max = (size_t)cm_config_int(cfg, "worker.history_mib") << 20;
     const char *inj = getenv("PARLEY_TEST_CHUNK_FATAL_AFTER"); /* fault injection for tests */
     if (inj) w->prod.test_fatal_at = strtol(inj, NULL, 10);
     if ((inj = getenv("PARLEY_TEST_TXN_FATAL_AFTER"))) {
@@ -234,7 +234,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
         w->txn.test_hold_after = strtol(inj, &end, 10);
         if (*end == ':') w->txn.test_hold_ms = strtoll(end + 1, NULL, 10);
     }
-    const char *id = wk_config_str(cfg, "worker.id");
+    const char *id = cm_config_str(cfg, "worker.id");
     if (*id) {
         snprintf(w->id, sizeof w->id, "%s", id);
     } else {
@@ -243,11 +243,11 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
         host[sizeof host - 1] = 0;
         snprintf(w->id, sizeof w->id, "%s-%d", host, (int)getpid());
     }
-    w->topics.turns = wk_config_str(cfg, "worker.topic.turns");
-    w->topics.tokens = wk_config_str(cfg, "worker.topic.tokens");
-    w->topics.resp = wk_config_str(cfg, "worker.topic.responses");
-    w->topics.dlq = wk_config_str(cfg, "worker.topic.dlq");
-    w->chunk_tokens = (int)wk_config_int(cfg, "worker.chunk_tokens");
+    w->topics.turns = cm_config_str(cfg, "worker.topic.turns");
+    w->topics.tokens = cm_config_str(cfg, "worker.topic.tokens");
+    w->topics.resp = cm_config_str(cfg, "worker.topic.responses");
+    w->topics.dlq = cm_config_str(cfg, "worker.topic.dlq");
+    w->chunk_tokens = (int)cm_config_int(cfg, "worker.chunk_tokens");
     sch_limits_default(&w->eng.lim);
     /* Attempt ids: a per-process base from the clock, pid and id, plus a
      * counter, so every processing attempt of any turn gets its own id. */
@@ -262,7 +262,7 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);
     if (!rc) rc = wk_kafka_setup(w, err, errlen);
-    const char *http = wk_config_str(cfg, "worker.http");
+    const char *http = cm_config_str(cfg, "worker.http");
     if (!rc && *http) rc = wk_http_start(w, http, &w->met.http, err, errlen);
     if (rc) {
         wk_worker_free(w);
@@ -272,10 +272,10 @@ int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t er
            "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
            "redis_auth=%s turns=%s",
            w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), w->eng.n_ctx,
-           w->eng.cache ? "on" : "off", wk_config_str(cfg, "redis.addr"),
-           wk_config_bool(cfg, "redis.tls") ? "on" : "off",
-           !*wk_config_str(cfg, "redis.password") ? "none"
-           : *wk_config_str(cfg, "redis.user")    ? "user"
+           w->eng.cache ? "on" : "off", cm_config_str(cfg, "redis.addr"),
+           cm_config_bool(cfg, "redis.tls") ? "on" : "off",
+           !*cm_config_str(cfg, "redis.password") ? "none"
+           : *cm_config_str(cfg, "redis.user")    ? "user"
                                                   : "password",
            w->topics.turns);
     *out = w;

@@ -66,7 +66,7 @@ typedef struct wk_worker wk_worker; /* opaque */
  * with the same worker.id).  Returns 0 or a WK_E* code with a message;
  * WK_EREFUSED as soon as a client reports that the cluster refuses it,
  * instead of retrying a wrong password or an untrusted CA forever. */
-int wk_worker_create(const wk_config *cfg, wk_worker **out, char *err, size_t errlen);
+int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t errlen);
 
 /* Run the poll loop until wk_worker_stop.  After a stop request: stop
  * fetching, let in-flight turns finish within worker.grace_ms (cancel the

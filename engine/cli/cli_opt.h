@@ -5,7 +5,7 @@
  * alias, type, destination, range, value name, help); cli_parse walks argv
  * against it and cli_usage prints the `--help` text from the same table, so
  * the help cannot drift from what is accepted.  The worker's and the
- * gateway's configuration tables (wk_config.h) reach argv through the same
+ * gateway's configuration tables (cm_config.h) reach argv through the same
  * parser: their fixed flags are a cli_opt table and `--KEY value` goes to
  * the table's unknown-option hook.
  *
@@ -117,7 +117,7 @@ int cli_fail(const cli_cmd *c, const char *fmt, ...) __attribute__((format(print
 /* The generated help: synopsis, about, one line per option, epilog. */
 void cli_usage(const cli_cmd *c, FILE *f);
 
-/* The one number parser behind every option (and wk_config): the whole of
+/* The one number parser behind every option (and cm_config): the whole of
  * s must be the number, within [lo, hi].  Integers: optional '-' (i64
  * only), then decimal digits or 0x and hex digits.  Floats: strtod syntax,
  * finite.  Return 0, or -1 leaving *out untouched. */

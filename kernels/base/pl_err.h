@@ -46,7 +46,7 @@
  *    -800  engine/sched     ENG_SCHED_E*
  *    -900  cache            KV_E*
  *   -1000  kernels/cuda     KERN_CUDA_E*
- *   -1100  consumer config  WK_CONFIG_E* (wk_config.h)
+ *   -1100  consumer common  CM_CONFIG_E* (cm_config.h: a command's configuration)
  *   -1200  consumer offsets WK_OFF_E*
  *   -1300  consumer worker  WK_E*
  *   -1400  engine/constraint ENG_CONSTRAINT_E*
@@ -56,8 +56,8 @@
  *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
  *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the
  *                           commands of engine/cli and consumer/cli)
- * The -1100 range is the configuration table and option parser the worker
- * and the gateway share (consumer/worker/wk_config.h).
+ * The -1100 range is consumer/common: the configuration tables the worker,
+ * the gateway and the demo share (cm_config.h).
  *
  * A literal number is never a code (tests/py/test_format.py checks every
  * pl_errf / pl_errwrap / cm_startup_errf call outside this file).
@@ -84,7 +84,7 @@
 #define PL_ERR_SCHED (-800)
 #define PL_ERR_KV (-900)
 #define PL_ERR_KERN_CUDA (-1000)
-#define PL_ERR_WK_CONFIG (-1100)
+#define PL_ERR_CM (-1100)
 #define PL_ERR_WK_OFF (-1200)
 #define PL_ERR_WK (-1300)
 #define PL_ERR_CONSTRAINT (-1400)

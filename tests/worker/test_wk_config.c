@@ -20,25 +20,25 @@ static void write_file(const char *path, const char *text) {
 }
 
 PT_TEST(defaults) {
-    wk_config *c;
+    cm_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
-    PT_EQ_STR(wk_config_str(c, "worker.topic.turns"), "parley.turns");
-    PT_EQ_INT(wk_config_int(c, "scheduler.max_running"), 64);
-    PT_ASSERT(wk_config_bool(c, "cache.enabled"));
+    PT_EQ_STR(cm_config_str(c, "worker.topic.turns"), "parley.turns");
+    PT_EQ_INT(cm_config_int(c, "scheduler.max_running"), 64);
+    PT_ASSERT(cm_config_bool(c, "cache.enabled"));
     /* model.path is required */
-    PT_EQ_INT(wk_config_validate(c, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_validate(c, err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "model.path") != NULL);
     /* every default satisfies its own row */
     size_t n;
-    const wk_prop *p = wk_config_props(&n);
+    const cm_prop *p = wk_config_props(&n);
     PT_ASSERT(n > 20);
     for (size_t i = 0; i < n; i++) {
-        if (p[i].type == WK_PROP_REQ) continue;
-        PT_ASSERT_MSG(wk_config_set(c, p[i].name, p[i].def, "test", err, sizeof err) == 0, "%s: %s",
+        if (p[i].type == CM_PROP_REQ) continue;
+        PT_ASSERT_MSG(cm_config_set(c, p[i].name, p[i].def, "test", err, sizeof err) == 0, "%s: %s",
                       p[i].name, err);
         PT_ASSERT_MSG(p[i].doc && *p[i].doc, "%s has no doc", p[i].name);
     }
-    wk_config_free(c);
+    cm_config_free(c);
 }
 
 PT_TEST(precedence_file_env_flags) {
@@ -49,63 +49,63 @@ PT_TEST(precedence_file_env_flags) {
     write_file(path, "# comment\n\n model.path = /m.gguf \nworker.max_inflight=10\n"
                      "scheduler.step_tokens = 64\nkafka.bootstrap.servers = a:1\n"
                      "kafka.linger.ms=7\n");
-    wk_config *c;
+    cm_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
-    PT_EQ_INT(wk_config_load_file(c, path, err, sizeof err), 0);
+    PT_EQ_INT(cm_config_load_file(c, path, err, sizeof err), 0);
     char *env[] = {"PARLEY_WORKER_MAX_INFLIGHT=20",
                    "PARLEY_SCHEDULER_STEP_TOKENS=128",
                    "PARLEY_KAFKA_BOOTSTRAP_SERVERS=b:2",
                    "PARLEY_TEST_KAFKA=ignored:1",
                    "HOME=/root",
                    NULL};
-    PT_EQ_INT(wk_config_load_env(c, env, err, sizeof err), 0);
-    PT_EQ_INT(wk_config_set_pair(c, "scheduler.step_tokens=256", "flag", err, sizeof err), 0);
-    PT_EQ_STR(wk_config_str(c, "model.path"), "/m.gguf");
-    PT_EQ_INT(wk_config_int(c, "worker.max_inflight"), 20);    /* env over file */
-    PT_EQ_INT(wk_config_int(c, "scheduler.step_tokens"), 256); /* flag over env */
-    PT_EQ_INT((int)wk_config_kafka_count(c), 2);
+    PT_EQ_INT(cm_config_load_env(c, env, err, sizeof err), 0);
+    PT_EQ_INT(cm_config_set_pair(c, "scheduler.step_tokens=256", "flag", err, sizeof err), 0);
+    PT_EQ_STR(cm_config_str(c, "model.path"), "/m.gguf");
+    PT_EQ_INT(cm_config_int(c, "worker.max_inflight"), 20);    /* env over file */
+    PT_EQ_INT(cm_config_int(c, "scheduler.step_tokens"), 256); /* flag over env */
+    PT_EQ_INT((int)cm_config_kafka_count(c), 2);
     const char *k, *v;
-    wk_config_kafka_at(c, 0, &k, &v);
+    cm_config_kafka_at(c, 0, &k, &v);
     PT_EQ_STR(k, "bootstrap.servers");
     PT_EQ_STR(v, "b:2");
-    wk_config_kafka_at(c, 1, &k, &v);
+    cm_config_kafka_at(c, 1, &k, &v);
     PT_EQ_STR(k, "linger.ms");
     PT_EQ_STR(v, "7");
-    PT_EQ_INT(wk_config_validate(c, err, sizeof err), 0);
-    wk_config_free(c);
+    PT_EQ_INT(cm_config_validate(c, err, sizeof err), 0);
+    cm_config_free(c);
     unlink(path);
 }
 
 PT_TEST(errors_name_key_and_source) {
-    wk_config *c;
+    cm_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
-    PT_EQ_INT(wk_config_set(c, "worker.max_inflight", "0", "flag", err, sizeof err),
-              WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "worker.max_inflight", "0", "flag", err, sizeof err),
+              CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "worker.max_inflight") && strstr(err, "outside"));
-    PT_EQ_INT(wk_config_set(c, "worker.max_inflight", "12x", "flag", err, sizeof err),
-              WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "worker.max_inflight", "12x", "flag", err, sizeof err),
+              CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "not an integer"));
     PT_EQ_INT(
-        wk_config_set(c, "worker.max_inflight", "99999999999999999999", "flag", err, sizeof err),
-        WK_CONFIG_EINVAL);
-    PT_EQ_INT(wk_config_set(c, "cache.enabled", "maybe", "flag", err, sizeof err),
-              WK_CONFIG_EINVAL);
+        cm_config_set(c, "worker.max_inflight", "99999999999999999999", "flag", err, sizeof err),
+        CM_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "cache.enabled", "maybe", "flag", err, sizeof err),
+              CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "cache.enabled") && strstr(err, "boolean"));
-    PT_EQ_INT(wk_config_set(c, "cache.enabled", "off", "flag", err, sizeof err), 0);
-    PT_ASSERT(!wk_config_bool(c, "cache.enabled"));
-    PT_EQ_INT(wk_config_set(c, "model.pth", "x", "flag", err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "cache.enabled", "off", "flag", err, sizeof err), 0);
+    PT_ASSERT(!cm_config_bool(c, "cache.enabled"));
+    PT_EQ_INT(cm_config_set(c, "model.pth", "x", "flag", err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "unknown configuration key 'model.pth'"));
-    PT_EQ_INT(wk_config_set(c, "model.path", "", "flag", err, sizeof err), WK_CONFIG_EINVAL);
-    PT_EQ_INT(wk_config_set_pair(c, "novalue", "flag --set", err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "model.path", "", "flag", err, sizeof err), CM_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set_pair(c, "novalue", "flag --set", err, sizeof err), CM_CONFIG_EINVAL);
     char *env[] = {"PARLEY_WORKER_CHUNK_TOKENS=-4", NULL};
-    PT_EQ_INT(wk_config_load_env(c, env, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_load_env(c, env, err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "worker.chunk_tokens") && strstr(err, "PARLEY_WORKER_CHUNK_TOKENS"));
     /* kafka.* values are checked by librdkafka at validation */
-    PT_EQ_INT(wk_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
-    PT_EQ_INT(wk_config_set(c, "kafka.no.such.property", "1", "flag", err, sizeof err), 0);
-    PT_EQ_INT(wk_config_validate(c, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
+    PT_EQ_INT(cm_config_set(c, "kafka.no.such.property", "1", "flag", err, sizeof err), 0);
+    PT_EQ_INT(cm_config_validate(c, err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "kafka.no.such.property"));
-    wk_config_free(c);
+    cm_config_free(c);
     /* file errors carry the line */
     char path[] = "/tmp/wk_cfg_XXXXXX";
     int fd = mkstemp(path);
@@ -113,21 +113,21 @@ PT_TEST(errors_name_key_and_source) {
     close(fd);
     write_file(path, "model.path = /m\nthis line has no equals sign\n");
     PT_EQ_INT(wk_config_new(&c), 0);
-    PT_EQ_INT(wk_config_load_file(c, path, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_load_file(c, path, err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT(strstr(err, "line 2"));
     unlink(path);
-    PT_EQ_INT(wk_config_load_file(c, path, err, sizeof err), WK_CONFIG_EIO);
-    wk_config_free(c);
+    PT_EQ_INT(cm_config_load_file(c, path, err, sizeof err), CM_CONFIG_EIO);
+    cm_config_free(c);
 }
 
 /* Validate a config of model.path plus the key=value pairs in kv (NULL-ended). */
 static int validate_with(const char *const *kv) {
-    wk_config *c;
+    cm_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
-    PT_EQ_INT(wk_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
-    for (; *kv; kv++) PT_EQ_INT(wk_config_set_pair(c, *kv, "flag", err, sizeof err), 0);
-    int rc = wk_config_validate(c, err, sizeof err);
-    wk_config_free(c);
+    PT_EQ_INT(cm_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
+    for (; *kv; kv++) PT_EQ_INT(cm_config_set_pair(c, *kv, "flag", err, sizeof err), 0);
+    int rc = cm_config_validate(c, err, sizeof err);
+    cm_config_free(c);
     return rc;
 }
 
@@ -143,31 +143,31 @@ PT_TEST(redis_auth_and_tls_keys_validated_together) {
                         NULL};
     PT_EQ_INT(validate_with(ok), 0);
     const char *cert_only[] = {"redis.addr=r:1", "redis.tls=on", "redis.tls.cert=/c.pem", NULL};
-    PT_EQ_INT(validate_with(cert_only), WK_CONFIG_EINVAL);
+    PT_EQ_INT(validate_with(cert_only), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(strstr(err, "'redis.tls.cert' needs 'redis.tls.key'"), "%s", err);
     const char *key_only[] = {"redis.addr=r:1", "redis.tls=on", "redis.tls.key=/k.pem", NULL};
-    PT_EQ_INT(validate_with(key_only), WK_CONFIG_EINVAL);
+    PT_EQ_INT(validate_with(key_only), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(strstr(err, "'redis.tls.key' needs 'redis.tls.cert'"), "%s", err);
     const char *no_tls[] = {"redis.addr=r:1", "redis.tls.ca=/ca.pem", NULL};
-    PT_EQ_INT(validate_with(no_tls), WK_CONFIG_EINVAL);
+    PT_EQ_INT(validate_with(no_tls), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(strstr(err, "'redis.tls.ca' is set but 'redis.tls' is false"), "%s", err);
     const char *user_only[] = {"redis.addr=r:1", "redis.user=parley", NULL};
-    PT_EQ_INT(validate_with(user_only), WK_CONFIG_EINVAL);
+    PT_EQ_INT(validate_with(user_only), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(strstr(err, "'redis.user' needs 'redis.password'"), "%s", err);
     const char *no_addr[] = {"redis.password=s3cret", NULL};
-    PT_EQ_INT(validate_with(no_addr), WK_CONFIG_EINVAL);
+    PT_EQ_INT(validate_with(no_addr), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(strstr(err, "redis.addr"), "%s", err);
     /* the password comes from the environment too, and no message shows it */
-    wk_config *c;
+    cm_config *c;
     PT_EQ_INT(wk_config_new(&c), 0);
     char *env[] = {"PARLEY_REDIS_PASSWORD=hunter2", "PARLEY_REDIS_TLS_SERVER_NAME=n", NULL};
-    PT_EQ_INT(wk_config_load_env(c, env, err, sizeof err), 0);
-    PT_EQ_STR(wk_config_str(c, "redis.password"), "hunter2");
-    PT_EQ_STR(wk_config_str(c, "redis.tls.server_name"), "n");
-    PT_EQ_INT(wk_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
-    PT_EQ_INT(wk_config_validate(c, err, sizeof err), WK_CONFIG_EINVAL);
+    PT_EQ_INT(cm_config_load_env(c, env, err, sizeof err), 0);
+    PT_EQ_STR(cm_config_str(c, "redis.password"), "hunter2");
+    PT_EQ_STR(cm_config_str(c, "redis.tls.server_name"), "n");
+    PT_EQ_INT(cm_config_set(c, "model.path", "/m", "flag", err, sizeof err), 0);
+    PT_EQ_INT(cm_config_validate(c, err, sizeof err), CM_CONFIG_EINVAL);
     PT_ASSERT_MSG(!strstr(err, "hunter2"), "%s", err);
-    wk_config_free(c);
+    cm_config_free(c);
 }
 
 PT_TEST(reference_lists_every_property) {
@@ -178,7 +178,7 @@ PT_TEST(reference_lists_every_property) {
     PT_EQ_INT(wk_config_doc(f), 0);
     fclose(f);
     size_t n;
-    const wk_prop *p = wk_config_props(&n);
+    const cm_prop *p = wk_config_props(&n);
     char want[128];
     for (size_t i = 0; i < n; i++) {
         snprintf(want, sizeof want, "| `%s` |", p[i].name);

@@ -416,7 +416,7 @@ typedef struct wk_metrics {
 } wk_metrics;
 
 struct wk_worker {
-    const wk_config *cfg; /* configuration (caller's) */
+    const cm_config *cfg; /* configuration (caller's) */
     char id[128];         /* worker id */
     wk_ns_from ns_from;   /* worker.namespace_from */
     const char *ns_fixed; /* worker.namespace (WK_NS_FIXED) */
