@@ -77,6 +77,13 @@ static int vocab_token_bytes(const eng_tok *t, int32_t id, char *out, size_t cap
     return eng_tok_piece(t, id, out, cap, n) == 0 ? 0 : -1;
 }
 
+/* 1 when id is one of the n end-of-generation ids. */
+static int vocab_is_eog(const int32_t *eog, int n, int32_t id) {
+    for (int i = 0; i < n; i++)
+        if (eog[i] == id) return 1;
+    return 0;
+}
+
 int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_vocab **out, char *err,
                              size_t errlen) {
     if (out) *out = NULL;
@@ -92,6 +99,7 @@ int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_voc
     int n_eog = eng_tok_eog_ids(tok, eog, 64);
     eng_constraint_vocab *v = calloc(1, sizeof *v);
     if (!lens || !bytes || !v) goto nomem;
+    if (!(v->special = malloc((size_t)nt * sizeof *v->special))) goto nomem;
     for (int id = 0; id < nt; id++) {
         if (cap - used < piece_cap) {
             char *b = realloc(bytes, cap * 2);
@@ -101,6 +109,8 @@ int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_voc
         }
         size_t n = 0;
         if (vocab_token_bytes(tok, id, bytes + used, cap - used, &n) != 0) n = 0;
+        if (n && (unsigned char)bytes[used] == 0xFF && !vocab_is_eog(eog, n_eog, id))
+            v->special[v->n_special++] = id;
         lens[id] = (uint32_t)n;
         used += n;
     }
@@ -122,6 +132,7 @@ int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_voc
     free(lens);
     free(bytes);
     if (!v->tok) {
+        free(v->special);
         free(v);
         return cons_err(err, errlen, ENG_CONSTRAINT_EINVAL, "cannot build the tokenizer", msg);
     }
@@ -132,6 +143,7 @@ int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_voc
 nomem:
     free(lens);
     free(bytes);
+    if (v) free(v->special);
     free(v);
     return pl_errf(err, errlen, ENG_CONSTRAINT_ENOMEM,
                    "constraint: out of memory for the vocabulary");
@@ -140,6 +152,7 @@ nomem:
 void eng_constraint_vocab_free(eng_constraint_vocab *v) {
     if (!v) return;
     llg_free_tokenizer(v->tok);
+    free(v->special);
     free(v);
 }
 
@@ -369,6 +382,12 @@ int cons_advance(eng_constraint *c, int64_t budget_us, clockid_t ck,
             if (r != 0)
                 return cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "mask",
                                 llg_matcher_get_error(c->m));
+            /* special tokens other than the end: llguidance's mask may allow
+             * them where its own validate refuses them (fuzz_constraint,
+             * corpus/lark-negated-special: <unk> and <s> under a negated lexeme);
+             * a constraint never produces them */
+            for (int k = 0; k < c->v->n_special; k++)
+                dst[c->v->special[k] >> 5] &= ~(1u << (c->v->special[k] & 31));
             c->mptr[i] = dst;
             c->n_masks = i + 1;
         }

@@ -19,7 +19,9 @@
  *       byte string of every token (SentencePiece "▁" as a space, byte
  *       tokens as their byte, byte-level BPE's alphabet decoded; control,
  *       unknown and unused tokens as 0xFF + their text, so generated text
- *       can never spell them) and the end-of-generation ids (eng_tok_eog_ids:
+ *       can never spell them, and cleared from every mask as well: a
+ *       negated Lark lexeme let llguidance's mask allow <unk> where its
+ *       validate refused it) and the end-of-generation ids (eng_tok_eog_ids:
  *       allowed exactly when the constraint is in an accepting state).
  *       Built once per model (Gemma 3's 262,144 tokens: 1.4 s on the
  *       2-core test machine) and shared, read-only, by every constraint.

@@ -153,6 +153,34 @@ PT_TEST(vocab_spm_pieces) {
     eng_constraint_vocab_free(v);
 }
 
+/* Every token a mask allows validates: a negated Lark lexeme once let
+ * llguidance's mask allow <unk> and <s> (0xFF-marked specials) that its
+ * own validate refused (fuzz_constraint, corpus/lark-negated-special); parley
+ * clears the specials that do not end generation from every mask. */
+PT_TEST(mask_allows_only_what_validates) {
+    if (!have()) return;
+    eng_tok *t = vu_spm();
+    PT_ASSERT(t);
+    eng_constraint_vocab *v = vocab(t, eng_tok_n_vocab(t));
+    PT_ASSERT(v);
+    eng_constraint *c =
+        mk(v, ENG_CONSTRAINT_LARK, "start: item (\",\" item)*\nitem: \"cat\" |~/[:0-9]+/");
+    if (!c) { /* a grammar llguidance refuses cannot show it */
+        eng_constraint_vocab_free(v);
+        return;
+    }
+    const uint32_t *m = mask(c);
+    PT_ASSERT(m);
+    PT_ASSERT(!eng_constraint_allows(m, id_of(t, "<unk>")));
+    PT_ASSERT(!eng_constraint_allows(m, id_of(t, "<s>")));
+    for (int32_t i = 0; i < eng_constraint_vocab_size(v); i++)
+        if (eng_constraint_allows(m, i))
+            PT_ASSERT_MSG(eng_constraint_validate(c, &i, 1) == 1, "token %d allowed, refused",
+                          (int)i);
+    eng_constraint_free(c);
+    eng_constraint_vocab_free(v);
+}
+
 PT_TEST(json_formatting) {
     if (!have()) return;
     eng_tok *t = vu_bpe();

@@ -27,6 +27,8 @@ struct eng_constraint_vocab {
     LlgTokenizer *tok; /* llguidance's tokenizer (trie of token bytes) */
     int n_vocab;       /* tokens it covers (masks' bits) */
     size_t words;      /* 32-bit words per mask */
+    int32_t *special;  /* control / unknown / unused ids that do not end generation */
+    int n_special;     /* their count: cleared from every mask (cons_advance) */
 };
 
 struct eng_constraint {
