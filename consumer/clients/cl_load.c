@@ -209,7 +209,11 @@ static int load_on_result(load_run *r, const rd_kafka_message_t *m) {
     r->w_ttft[r->n_total] = (double)res.ttft_ms;
     r->w_total[r->n_total] = (double)res.total_ms;
     r->total[r->n_total++] = now - cv->sent_ms;
-    if (cv->first_ms > 0) r->ttft[r->n_ttft++] = cv->first_ms - cv->sent_ms;
+    /* a result committed before any of its chunks was read (the chunk
+     * producer lingers, commits do not) brought the reply first: its time
+     * is the turn's first token, else the ttft figures would leave out
+     * exactly the fastest turns */
+    if (r->o->stream) r->ttft[r->n_ttft++] = (cv->first_ms > 0 ? cv->first_ms : now) - cv->sent_ms;
     r->prompt += res.prompt_tokens;
     r->cached += res.cached_tokens;
     r->completion += res.completion_tokens;
