@@ -138,6 +138,8 @@ int eng_constraint_vocab_new(const eng_tok *tok, int n_vocab, eng_constraint_voc
     }
     v->n_vocab = V;
     v->words = ((size_t)V + 31) / 32;
+    v->n_eog = n_eog < 0 ? 0 : n_eog > 64 ? 64 : n_eog;
+    memcpy(v->eog, eog, (size_t)v->n_eog * sizeof *eog);
     *out = v;
     return 0;
 nomem:
@@ -382,12 +384,16 @@ int cons_advance(eng_constraint *c, int64_t budget_us, clockid_t ck,
             if (r != 0)
                 return cons_err(msg, msglen, ENG_CONSTRAINT_EMATCH, "mask",
                                 llg_matcher_get_error(c->m));
-            /* special tokens other than the end: llguidance's mask may allow
-             * them where its own validate refuses them (fuzz_constraint,
-             * corpus/lark-negated-special: <unk> and <s> under a negated lexeme);
-             * a constraint never produces them */
+            /* special tokens: llguidance's mask may allow them by their
+             * 0xFF-marked bytes where its matcher then refuses them (a
+             * negated Lark lexeme matches any bytes: fuzz_constraint,
+             * corpus/lark-negated-special); a constraint never produces the
+             * others, and the end only where the matcher accepts */
             for (int k = 0; k < c->v->n_special; k++)
                 dst[c->v->special[k] >> 5] &= ~(1u << (c->v->special[k] & 31));
+            if (!llg_matcher_is_accepting(c->m))
+                for (int k = 0; k < c->v->n_eog; k++)
+                    dst[c->v->eog[k] >> 5] &= ~(1u << (c->v->eog[k] & 31));
             c->mptr[i] = dst;
             c->n_masks = i + 1;
         }

@@ -22,7 +22,9 @@
  *       can never spell them, and cleared from every mask as well: a
  *       negated Lark lexeme let llguidance's mask allow <unk> where its
  *       validate refused it) and the end-of-generation ids (eng_tok_eog_ids:
- *       allowed exactly when the constraint is in an accepting state).
+ *       allowed exactly when the constraint is in an accepting state;
+ *       parley clears them elsewhere, as the negated lexeme let the mask
+ *       allow the end's marked bytes too).
  *       Built once per model (Gemma 3's 262,144 tokens: 1.4 s on the
  *       2-core test machine) and shared, read-only, by every constraint.
  *   eng_constraint  one sequence's matcher: compiled from an

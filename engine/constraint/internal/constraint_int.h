@@ -29,6 +29,8 @@ struct eng_constraint_vocab {
     size_t words;      /* 32-bit words per mask */
     int32_t *special;  /* control / unknown / unused ids that do not end generation */
     int n_special;     /* their count: cleared from every mask (cons_advance) */
+    int32_t eog[64];   /* end-of-generation ids: cleared where the matcher is not accepting */
+    int n_eog;         /* their count */
 };
 
 struct eng_constraint {
