@@ -125,6 +125,7 @@ static size_t wk_stream_safe_end(const wk_turn *t, const wk_choice *c) {
 static void wk_chunk_emit(wk_turn *t, int k, int final, int last) {
     wk_worker *w = t->w;
     wk_choice *ch = &t->ch[k];
+    if (!last) wk_test_hold_trigger(w, WK_HOLD_CHUNK);
     size_t end = final ? ch->text_len : wk_stream_safe_end(t, ch);
     if (end < ch->chunk_from) end = ch->chunk_from; /* (a final text shorter than streamed) */
     sch_chunk c;

@@ -5,8 +5,13 @@
  * wk_txn.c) and shutdown (the loop).  librdkafka keeps a pause flag per
  * partition; the worker keeps why it paused (w->pause.why: backpressure
  * reasons) and whether it is paused (w->pause.paused), and a rebuild's end
- * resumes only when no backpressure reason holds.  Poll thread only.
+ * resumes only when no backpressure reason holds.  Poll thread only, but
+ * for wk_test_hold_trigger (a test hook; any thread).
  */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "wk_internal.h"
 
 void wk_pause_all(wk_worker *w, int pause) {
@@ -33,6 +38,42 @@ static int64_t wk_kv_permille(wk_worker *w) {
     return pm;
 }
 
+/* PARLEY_TEST_ENGINE_HOLD=TRIGGER:PATH (tests only).  A test that must see
+ * the worker in a state a fast or loaded machine would pass through too
+ * quickly (the KV pool full; a turn part-way through its generation)
+ * holds it there: from the moment TRIGGER happens while PATH exists, no
+ * engine step runs (eng_sched_hold) until the test removes PATH.
+ * TRIGGER is kv_pause (the worker pauses its partitions for KV memory; the
+ * hold is set in the same poll-loop pass, so the pool stays as full as it
+ * was, give or take the step in progress) or chunk (a non-final chunk of a
+ * turn is produced).  The pause and resume stay the marks' own. */
+int wk_test_hold_parse(wk_worker *w, const char *spec) {
+    const char *colon = strchr(spec, ':');
+    if (!colon || !colon[1] || strlen(colon + 1) >= sizeof w->thold.path) return -1;
+    size_t n = (size_t)(colon - spec);
+    if (n == 8 && !strncmp(spec, "kv_pause", n)) w->thold.trigger = WK_HOLD_KV_PAUSE;
+    else if (n == 5 && !strncmp(spec, "chunk", n)) w->thold.trigger = WK_HOLD_CHUNK;
+    else return -1;
+    snprintf(w->thold.path, sizeof w->thold.path, "%s", colon + 1);
+    return 0;
+}
+
+void wk_test_hold_trigger(wk_worker *w, int trigger) {
+    if (w->thold.trigger != trigger || __atomic_load_n(&w->thold.held, __ATOMIC_ACQUIRE)) return;
+    if (access(w->thold.path, F_OK) != 0) return;
+    if (__atomic_exchange_n(&w->thold.held, 1, __ATOMIC_ACQ_REL)) return;
+    eng_sched_hold(w->eng.sched, 1);
+    wk_log("info", "test_engine_hold", "held=1");
+}
+
+void wk_test_hold_poll(wk_worker *w) {
+    if (!__atomic_load_n(&w->thold.held, __ATOMIC_ACQUIRE) || access(w->thold.path, F_OK) == 0)
+        return;
+    eng_sched_hold(w->eng.sched, 0);
+    __atomic_store_n(&w->thold.held, 0, __ATOMIC_RELEASE);
+    wk_log("info", "test_engine_hold", "held=0");
+}
+
 /* Backpressure: pause every partition while in-flight turns or KV memory
  * are above their marks, resume when both are back below the low marks
  * (half of worker.max_inflight; worker.resume_kv_pct). */
@@ -55,6 +96,8 @@ void wk_backpressure(wk_worker *w, int64_t max_inflight) {
     } else if ((why & WK_PAUSE_KV) && !(w->pause.why & WK_PAUSE_KV)) {
         WK_ADD(w->met.ctr.pauses_kv, 1);
     }
+    if (why & WK_PAUSE_KV) wk_test_hold_trigger(w, WK_HOLD_KV_PAUSE);
+    wk_test_hold_poll(w);
     w->pause.why = why;
     __atomic_store_n(&w->met.ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);
     if (!w->txn.recovering && (why != 0) != w->pause.paused) wk_pause_all(w, why != 0);

@@ -258,6 +258,10 @@ int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t er
     w->convs.attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;
     int rc = 0;
     if (wk_offsets_new(&w->batch.offs) != 0) rc = pl_errf(err, errlen, WK_ENOMEM, "out of memory");
+    const char *hold = getenv("PARLEY_TEST_ENGINE_HOLD");
+    if (!rc && hold && wk_test_hold_parse(w, hold) != 0)
+        rc = pl_errf(err, errlen, WK_EINVAL,
+                     "PARLEY_TEST_ENGINE_HOLD '%.100s': want kv_pause:PATH or chunk:PATH", hold);
     if (!rc) rc = wk_setup_namespace(w, err, errlen);
     if (!rc) rc = wk_setup_model(w, err, errlen);
     if (!rc) rc = wk_setup_sched(w, err, errlen);

@@ -511,6 +511,15 @@ int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep);
  * choice as a request of its own). */
 uint64_t eng_sched_choice_seed(uint64_t seed, int choice);
 
+/* Hold (hold != 0) or release the scheduler: while held no step runs, so
+ * running sequences keep their KV blocks and their place and waiting ones
+ * stay waiting; requests are still accepted, cancels and deadlines still
+ * end requests, and closing ends a hold.  At most the step in progress
+ * when the hold is set still runs.  For tests that need the KV pool held
+ * until they release it (the worker's PARLEY_TEST_KV_HOLD_FILE) and for
+ * callers that must stop the engine for a while.  Any thread. */
+void eng_sched_hold(eng_sched *s, int hold);
+
 /* When the earliest request in flight is expected to finish (eng_sched_now_us
  * clock; see "Completion estimate"): 0 when a completion is queued for
  * delivery and its on_done has not returned, INT64_MAX when no request is

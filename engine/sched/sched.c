@@ -482,6 +482,13 @@ int eng_sched_stop_choice(eng_sched *s, uint64_t id, int choice, int n_keep) {
     return sched_flag(s, id, choice < 0 ? -1 : choice, SCHED_END_STOP, n_keep < 0 ? -1 : n_keep);
 }
 
+void eng_sched_hold(eng_sched *s, int hold) {
+    pthread_mutex_lock(&s->mu);
+    s->held = hold != 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 int64_t eng_sched_next_finish_us(eng_sched *s, int64_t *step_us) {
     pthread_mutex_lock(&s->mu);
     int64_t t = s->done_pending ? 0 : s->n_live ? s->eta_us : INT64_MAX;

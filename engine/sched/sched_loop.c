@@ -2,8 +2,9 @@
  * sched_loop.c -- the scheduler's step loop (its own thread).
  *
  * One iteration: take new requests from the inbox; end cancelled and
- * expired ones; mark waiting requests admissible once their prefetch is
- * done; when idle, hold new arrivals for the batching window; admit waiting
+ * expired ones; while held (eng_sched_hold) go no further; mark waiting
+ * requests admissible once their prefetch is done; when idle, hold new
+ * arrivals for the batching window; admit waiting
  * requests in cache-aware order with the fairness bound while their KV
  * fits; build one batch (a decode token per decoding sequence, then prefill
  * chunks in admission order under the step's token budget); preempt the
@@ -694,7 +695,7 @@ void *sched_loop_main(void *arg) {
             sched_list_append(&s->waiting, r);
         }
         s->inbox_tail = NULL;
-        int closing = s->closing, drain = s->drain;
+        int closing = s->closing, drain = s->drain, held = s->held;
         pthread_mutex_unlock(&s->mu);
         /* a new constrained request's first mask is computed while it
          * queues and prefills (a failure to start shows at its wait) */
@@ -705,6 +706,14 @@ void *sched_loop_main(void *arg) {
         int64_t now = eng_sched_now_us();
         sched_reap(s, now, closing && !drain);
         if (closing && !s->waiting && !s->running) break;
+        if (held && !closing) {
+            /* eng_sched_hold: no step; wake for a release, a close, new
+             * work to queue, or the next deadline check (5 ms) */
+            pthread_mutex_lock(&s->mu);
+            if (s->held && !s->inbox && !s->closing) cv_wait_until(s, now + 5000);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
 
         int n_ready = sched_ready(s, now);
         if (!s->running) {

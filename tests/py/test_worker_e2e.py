@@ -413,11 +413,19 @@ def owned(env, wid):
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, model, tmp_path, protocol):
+    """k2 is killed (-9) part-way through a second turn: k1 takes its
+    conversations over and redoes that turn under a new attempt; exactly
+    one committed result per turn.  k2 runs with
+    PARLEY_TEST_ENGINE_HOLD=chunk:FILE, and FILE is made once every first
+    turn is answered: k2's engine stops at its first chunk of a later turn,
+    so that turn is still unfinished when the kill lands, however fast the
+    machine generates (it was 320 tokens of head start before)."""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path, protocol=protocol)
     convs, turns = 12, 3
+    hold = tmp_path / "k2-hold"
     try:
         env.start("k1")
-        victim = env.start("k2")
+        victim = env.start("k2", env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
         # both own partitions (all 4 split between them) before any turn
         # exists, so k2 serves whole conversations from their first turn
         end = time.time() + 60
@@ -433,15 +441,15 @@ def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, mod
         wait_assigned(rc, tc)
         # First turns only: learn which conversations k2 serves.
         produce_workload(env, convs, 1, max_tokens=24, poison=False)
-        first, chunks, k2_convs = [], [], set()
-        end = time.time() + 120
-        while time.time() < end and not k2_convs:
-            first += collect(rc, 1, 2)
-            k2_convs = {r["conversation_id"] for r in
-                        (msgpack.unpackb(m.value(), raw=False) for m in first) if r["worker"] == "k2"}
+        chunks = []
+        first = collect(rc, convs, 120)
+        assert len(first) == convs, env.log("k2")[-2000:]
+        k2_convs = {r["conversation_id"] for r in
+                    (msgpack.unpackb(m.value(), raw=False) for m in first) if r["worker"] == "k2"}
         assert k2_convs, env.log("k2")[-2000:]
-        # Second turns long, so k2 is still generating one when it dies:
-        # kill it at its first streamed chunk of a second turn.
+        # k2 is idle now; its engine stops at the first chunk it streams of
+        # a second turn, and the test kills it when that chunk arrives.
+        hold.touch()
         produce_workload(env, convs, turns, max_tokens=320, poison=False, first_turn=1)
         end, mid = time.time() + 120, False
         while time.time() < end and not mid:
@@ -453,6 +461,7 @@ def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, mod
             mid = ch["turn_id"].endswith("-t1") and ch["turn_id"].rsplit("-t", 1)[0] in k2_convs \
                 and not ch.get("last")
         assert mid, env.log("k2")[-2000:]
+        assert "event=test_engine_hold held=1" in env.log("k2"), env.log("k2")[-2000:]
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         results = first + collect(rc, convs * turns - len(first), 150)

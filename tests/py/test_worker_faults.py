@@ -185,6 +185,16 @@ def private_redis(tmp_path):
     svc("redis.sh", run, "stop")
 
 
+def running(pid):
+    """Whether pid still runs: a killed process of another parent may stay a
+    zombie until that parent reaps it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def alive(pid):
     """Whether pid runs (a broker restarted by restart_broker is this
     process's child: reap it when it has exited)."""
@@ -553,15 +563,21 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
     fills the pool with running sequences: the worker pauses its partitions
     for KV memory.  A second wave produced meanwhile stays unconsumed while
     the pause holds; once the pool drains the worker resumes, and every
-    turn of both waves is answered exactly once.  The first wave is long
-    enough (60 turns of 400 tokens: only a few fit in the pool at a time,
-    the rest wait, so the held share stays above the resume mark for
-    seconds) that the pause always holds through the second wave's window:
-    that is asserted, so the check that nothing of the second wave was
-    consumed while paused always applies."""
+    turn of both waves is answered exactly once.
+
+    The pool is held by the test, not by the length of the first wave: with
+    PARLEY_TEST_ENGINE_HOLD=kv_pause:FILE the worker holds its engine (no
+    step runs) from the moment it pauses for KV memory until the test
+    removes the file, so
+    the pause lasts through the second wave however fast or loaded the
+    machine is (a first wave sized to outlast the window drained within it
+    on a loaded 2-core Zen 4).  The pause and the resume are still the
+    worker's own marks: the hold only stops the engine."""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=2)
-    wave1, wave2 = 60, 120
+    wave1, wave2 = 40, 120
     port = free_port()
+    hold = tmp_path / "kv-hold"
+    hold.touch()
 
     def metrics():
         status, text = http_get(port, "/metrics")
@@ -574,15 +590,19 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
     try:
         proc = env.start("k1", "--worker.max_inflight", "100000", "--cache.budget_mib", "1",
                          "--worker.pause_kv_pct", "60", "--worker.resume_kv_pct", "30",
-                         "--worker.http", f"127.0.0.1:{port}")
+                         "--worker.http", f"127.0.0.1:{port}",
+                         env={"PARLEY_TEST_ENGINE_HOLD": f"kv_pause:{hold}"})
         sent = produce_all(env, wave1, 1, max_tokens=400)
-        end = time.time() + 60
+        end = time.time() + 120
         while time.time() < end and not kv_paused(metrics()):
+            assert proc.poll() is None, env.log("k1")[-3000:]
             time.sleep(0.05)
         text = metrics()
         assert kv_paused(text), env.log("k1")[-3000:]
+        assert "event=test_engine_hold held=1" in env.log("k1")  # logged before the gauge moved
         consumed_at_pause = metric(text, "parley_records_consumed_total")
         pauses_at_pause = metric(text, "parley_backpressure_kv_pauses_total")
+        steps_at_pause = metric(text, "parley_sched_steps_total")
         held = metric(text, "parley_kv_held_ratio")
         p = ck.Producer({"bootstrap.servers": env.bootstrap, "enable.idempotence": True})
         for c in range(wave2):
@@ -590,15 +610,18 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
                       value=turn_record(1000 + c, 0, 8))
         assert p.flush(30) == 0
         sent |= {f"conv-{1000 + c}-t0" for c in range(wave2)}
+        # The hold keeps the pool (and so the pause) for as long as this
+        # takes; the second only gives a worker that wrongly consumed while
+        # paused the time to show it.
         time.sleep(1.0)
         text = metrics()
-        # Paused now, and no pause began since the first: the first pause held
-        # through the whole window (producer start, flush, 1 s).
         still_paused = kv_paused(text) and \
             metric(text, "parley_backpressure_kv_pauses_total") == pauses_at_pause
         consumed_while_paused = metric(text, "parley_records_consumed_total")
+        steps_held = metric(text, "parley_sched_steps_total") - steps_at_pause
+        hold.unlink()  # the engine runs again; the pool drains; the worker resumes
         rc = env.consumer("responses", "read_committed")
-        results = collect(rc, len(sent), 120) + read_to_end(rc)
+        results = collect(rc, len(sent), 180) + read_to_end(rc)
         rc.close()
         text = metrics()
         assert proc.poll() is None, env.log("k1")[-3000:]
@@ -606,17 +629,22 @@ def test_backpressure_on_kv_memory(kafka_bootstrap, parley_bin, model, tmp_path)
         ids = [msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results]
         print(f"\nkv backpressure: paused for KV memory with {consumed_at_pause:.0f} turns "
               f"consumed, KV held {held:.2f} of the pool; second wave of {wave2} produced, "
-              f"consumed 1 s later {consumed_while_paused:.0f} (the first pause still held: {still_paused}); "
+              f"consumed after the window {consumed_while_paused:.0f} (the first pause still held: "
+              f"{still_paused}, engine steps while held {steps_held:.0f}); "
               f"results={len(ids)}/{len(sent)} kv pauses={kv_pauses:.0f}")
         assert held >= 0.6
-        assert still_paused, "the first wave drained within the window: make it longer"
+        assert still_paused, env.log("k1")[-3000:]
+        assert steps_held <= 1  # at most the step in progress when the hold began
         assert consumed_while_paused == consumed_at_pause  # nothing of the second wave taken
         assert sorted(ids) == sorted(sent)
         assert kv_pauses >= 1
         assert "event=pause reason=kv_memory" in env.log("k1")
+        assert "event=test_engine_hold held=0" in env.log("k1")
         assert metric(text, "parley_kv_held_ratio") <= 0.3  # drained: below the resume mark
         assert not kv_paused(text)
     finally:
+        if hold.exists():
+            hold.unlink()
         env.stop_all()
     assert env.procs["k1"].returncode == 0, env.log("k1")[-2000:]
 
@@ -701,8 +729,12 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
         assert status == 200
         lookups_before = metric(text, 'parley_cache_lookups_total{tier="redis"}')
         up_before = metric(text, "parley_cache_redis_up")
-        os.kill(int((run / "redis.pid").read_text()), signal.SIGKILL)
-        time.sleep(0.5)
+        redis_pid = int((run / "redis.pid").read_text())
+        os.kill(redis_pid, signal.SIGKILL)
+        end = time.time() + 30
+        while time.time() < end and running(redis_pid):  # gone, not merely signalled
+            time.sleep(0.05)
+        assert not running(redis_pid)
         env.start("r2", "--redis.addr", addr, "--redis.timeout_ms", "100",
                   "--worker.http", f"127.0.0.1:{port2}")
         end = time.time() + 60

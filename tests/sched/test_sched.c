@@ -394,6 +394,49 @@ PT_TEST(close_cancels_or_drains) {
     }
 }
 
+/* eng_sched_hold: no step runs while held (requests are accepted and
+ * wait), a cancel still ends a request, and the release lets the rest
+ * finish as if never held. */
+PT_TEST(hold_stops_steps) {
+    PT_ASSERT(model());
+    enum { P = 40 };
+    int32_t prompt[P];
+    su_tokens(prompt, P, NV, 31);
+    char err[256];
+    eng_sched *s = mk_sched(4, 512, 0);
+    PT_ASSERT(s);
+    su_coll c;
+    su_coll_init(&c, 3, 0);
+    eng_sched_hold(s, 1);
+    eng_sched_request r;
+    su_request(&c, 0, &r, prompt, P, 40);
+    PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err), 0);
+    su_request(&c, 1, &r, prompt, P, 5);
+    PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[1].id, err, sizeof err), 0);
+    su_request(&c, 2, &r, prompt, P, 300);
+    PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[2].id, err, sizeof err), 0);
+    PT_EQ_INT(eng_sched_cancel(s, c.reqs[2].id), 0);
+    PT_EQ_INT(su_wait(&c, 1, 30000), 0); /* the cancel ends it while held */
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL); /* 50 ms held: steps would have run by now */
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    PT_EQ_INT((int)st.steps, 0);
+    pthread_mutex_lock(&c.mu);
+    PT_EQ_INT(c.reqs[0].n_tokens + c.reqs[1].n_tokens, 0);
+    PT_EQ_INT(c.reqs[0].done + c.reqs[1].done, 0);
+    PT_EQ_INT(c.reqs[2].done, 1);
+    pthread_mutex_unlock(&c.mu);
+    PT_EQ_INT(c.reqs[2].res.finish, ENG_SCHED_CANCELLED);
+    eng_sched_hold(s, 0);
+    PT_EQ_INT(su_wait(&c, 3, 30000), 0);
+    eng_sched_free(s);
+    PT_EQ_INT(c.reqs[0].res.finish, ENG_SCHED_LENGTH);
+    PT_EQ_INT(c.reqs[0].res.n_tokens, 40);
+    PT_EQ_INT(c.reqs[1].res.finish, ENG_SCHED_LENGTH);
+    su_coll_free(&c);
+}
+
 PT_TEST(refuses_bad_requests) {
     PT_ASSERT(model());
     const eng_kv_layout *l = eng_model_kv_layout(model());

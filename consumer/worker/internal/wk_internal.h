@@ -15,7 +15,7 @@
  *   wk_loop.c    the poll loop: conversation queues, rebalances, lag,
  *                shutdown
  *   wk_pause.c   every pause and resume: backpressure, producer rebuild,
- *                shutdown
+ *                shutdown; the tests' engine hold (PARLEY_TEST_ENGINE_HOLD)
  *   wk_batch.c   the exactly-once state logic, no Kafka calls: partition
  *                ownership, offsets, the batch
  *   wk_txn_state.c  the producer-rebuild decision and stages, no Kafka calls
@@ -367,6 +367,20 @@ typedef struct wk_pause {
     int64_t kv_hi, kv_lo; /* KV pause / resume marks (per mille of the pool) */
 } wk_pause;
 
+/* PARLEY_TEST_ENGINE_HOLD=TRIGGER:PATH (tests only; wk_pause.c): from the
+ * moment TRIGGER happens while PATH exists, the engine is held
+ * (eng_sched_hold) until PATH is removed. */
+enum {
+    WK_HOLD_NONE,     /* no hook */
+    WK_HOLD_KV_PAUSE, /* the worker pauses its partitions for KV memory */
+    WK_HOLD_CHUNK     /* a non-final chunk of a turn is produced */
+};
+typedef struct wk_test_hold {
+    int trigger;    /* WK_HOLD_*: what starts the hold */
+    char path[512]; /* the hold lasts while this file exists */
+    int held;       /* the engine is held (atomic: set by the trigger's thread) */
+} wk_test_hold;
+
 /* The open transaction and a producer rebuild in progress (wk_txn.c;
  * poll thread). */
 typedef struct wk_txn_state {
@@ -428,6 +442,7 @@ struct wk_worker {
     wk_convs convs;       /* conversation table, turns in flight, done list */
     wk_batch batch;       /* next transaction's outputs, offsets, partition ownership */
     wk_pause pause;       /* backpressure */
+    wk_test_hold thold;   /* PARLEY_TEST_ENGINE_HOLD */
     wk_txn_state txn;     /* open transaction, producer rebuild */
     wk_halt halt;         /* stop requests and fatal errors */
     wk_metrics met;       /* counters, overhead ring, lag, HTTP endpoint */
@@ -626,6 +641,12 @@ void wk_backpressure(struct wk_worker *w, int64_t max_inflight);
 /* wk_pause.c: a producer rebuild starts (on: pause everything) or ends
  * (resume, unless backpressure still holds the partitions). */
 void wk_pause_rebuild(struct wk_worker *w, int on);
+/* wk_pause.c, PARLEY_TEST_ENGINE_HOLD: `trigger` happened (any thread);
+ * wk_test_hold_parse reads the variable at start (0, or -1 when malformed);
+ * wk_test_hold_poll ends the hold once the file is gone (poll thread). */
+int wk_test_hold_parse(struct wk_worker *w, const char *spec);
+void wk_test_hold_trigger(struct wk_worker *w, int trigger);
+void wk_test_hold_poll(struct wk_worker *w);
 /* Free every conversation and its queued turns (wk_worker_free). */
 void wk_conv_free_all(struct wk_worker *w);
 /* wk_turn.c: free an output record (NULL is fine). */

@@ -143,6 +143,7 @@ struct eng_sched {
     uint64_t next_id;              /* next request id */
     int closing;                   /* close requested */
     int drain;                     /* close lets requests finish */
+    int held;                      /* eng_sched_hold: no step runs while set */
     eng_sched_stats st;            /* counters (under mu) */
     int64_t step_us_ema;           /* recent step duration, us (EMA 1/4; 0 before a step; mu) */
     int64_t eta_us;                /* earliest expected finish of a live request (mu) */
