@@ -93,11 +93,13 @@ def start_gateway(kafka_bootstrap, parley_bin, prefix, *extra):
 def gateway(kafka_bootstrap, parley_bin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gateway")
     prefix = f"gw-{uuid.uuid4().hex[:10]}"
-    worker = start_fleet(kafka_bootstrap, parley_bin, tmp, prefix)
+    hold = tmp / "engine-hold"  # while it exists, the worker's engine stops at a first chunk
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp, prefix,
+                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
     gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.max_body_bytes",
                             "65536", "--gateway.timeout_ms", "30000")
     yield {"url": url, "worker": worker, "log": tmp / "worker.log", "prefix": prefix,
-           "kafka": kafka_bootstrap, "bin": parley_bin, "tmp": tmp}
+           "kafka": kafka_bootstrap, "bin": parley_bin, "tmp": tmp, "hold": hold}
     stop(gw)
     stop(worker)
 
@@ -310,19 +312,28 @@ def test_20_concurrent_conversations(gateway):
 
 
 def test_client_disconnect_mid_stream_releases_the_request(gateway):
-    """A streaming client reads its first token and goes away while the
-    worker is stopped (so the turn cannot finish instead): the gateway
-    notices at its next keep-alive and nothing is left in flight."""
-    url, worker = gateway["url"], gateway["worker"]
+    """A streaming client reads its first event and goes away while the
+    turn cannot finish (the worker's engine is held from the turn's first
+    chunk: PARLEY_TEST_ENGINE_HOLD, so a fast machine cannot finish the
+    turn first): the gateway notices at its next keep-alive and nothing is
+    left in flight."""
+    url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
     before = metric(url, "parley_gateway_disconnects_total")
+    holds = log.read_text().count("event=test_engine_hold held=1")
     c = client(gateway)
-    s = c.chat.completions.create(model="cai-tiny", max_tokens=320, temperature=0, stream=True,
-                                  messages=[{"role": "user", "content": "a long story, please"}])
+    hold.touch()
     try:
+        s = c.chat.completions.create(model="cai-tiny", max_tokens=320, temperature=0,
+                                      stream=True,
+                                      messages=[{"role": "user", "content": "a long story"}])
         for ch in s:
-            if ch.choices and ch.choices[0].delta.content:
-                worker.send_signal(signal.SIGSTOP)
+            if ch.choices:
                 break
+        end = time.time() + 60
+        while time.time() < end and \
+                log.read_text().count("event=test_engine_hold held=1") == holds:
+            time.sleep(0.05)
+        assert log.read_text().count("event=test_engine_hold held=1") == holds + 1
         assert metric(url, "parley_gateway_inflight") == 1
         s.close()
         c.close()
@@ -330,7 +341,7 @@ def test_client_disconnect_mid_stream_releases_the_request(gateway):
         assert wait_metric(url, "parley_gateway_turns_waiting", 0) == 0
         assert metric(url, "parley_gateway_disconnects_total") == before + 1
     finally:
-        worker.send_signal(signal.SIGCONT)
+        hold.unlink()
 
 
 def test_stopped_worker_gives_504_and_backpressure_429(gateway):

@@ -824,12 +824,19 @@ def test_backpressure_bounds_rss(kafka_bootstrap, parley_bin, model, tmp_path):
         t0 = time.time()
         sent = produce_all(env, convs, turns, max_tokens=1)
         produce_s = time.time() - t0
-        window = 20.0
-        while time.time() - t0 < window:
+        # Sample while the flood is being served: at least 100 RSS samples
+        # (10 s), and until the worker has paused; the assertions below
+        # hold at any speed (a faster worker only serves more of the flood).
+        end = time.time() + 120
+        while time.time() < end:
             status, text = http_get(port, "/metrics")
             assert status == 200
             inflight.append(metric(text, "parley_inflight_turns"))
+            pauses = metric(text, "parley_backpressure_pauses_total")
+            if len(samples) >= 100 and pauses >= 1:
+                break
             time.sleep(0.25)
+        window = time.time() - t0
         status, text = http_get(port, "/metrics")
         served = metric(text, "parley_turns_total")
         pauses = metric(text, "parley_backpressure_pauses_total")
@@ -847,9 +854,8 @@ def test_backpressure_bounds_rss(kafka_bootstrap, parley_bin, model, tmp_path):
               f"{idle_rss / 1024:.1f} MiB peak={peak / 1024:.1f} MiB over {len(samples)} "
               f"samples; budget={budget_kib / 1024:.1f} MiB (idle {idle_rss / 1024:.1f} + "
               f"cache {cache_mib} + fetch queue {queue_kib // 1024} + slack 16)")
-        assert produce_rate >= 10 * serve_rate
-        assert served > 0 and served < len(sent)  # it was still behind
-        assert pauses >= 1
+        assert served > 0
+        assert pauses >= 1  # it was behind: the flood paused it
         assert max(inflight) <= max_inflight
         assert len(samples) >= 100
         assert peak < budget_kib
