@@ -413,16 +413,21 @@ def owned(env, wid):
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_worker_kill9_redoes_turns_exactly_once(kafka_bootstrap, parley_bin, model, tmp_path, protocol):
+    kill9_redoes_turns_exactly_once(Env(kafka_bootstrap, parley_bin, model, tmp_path,
+                                        protocol=protocol))
+
+
+def kill9_redoes_turns_exactly_once(env):
     """k2 is killed (-9) part-way through a second turn: k1 takes its
     conversations over and redoes that turn under a new attempt; exactly
     one committed result per turn.  k2 runs with
     PARLEY_TEST_ENGINE_HOLD=chunk:FILE, and FILE is made once every first
     turn is answered: k2's engine stops at its first chunk of a later turn,
     so that turn is still unfinished when the kill lands, however fast the
-    machine generates (it was 320 tokens of head start before)."""
-    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, protocol=protocol)
+    machine generates (it was 320 tokens of head start before).  Also run
+    against the oldest broker parley supports (test_kafka_versions.py)."""
     convs, turns = 12, 3
-    hold = tmp_path / "k2-hold"
+    hold = env.tmp / "k2-hold"
     try:
         env.start("k1")
         victim = env.start("k2", env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
