@@ -3,7 +3,8 @@
 # end to end on embedded defaults.
 #
 # Steps, each announced with the time it took (a few seconds each when warm;
-# about three minutes in all the first time on 2 cores):
+# the first time on 2 cores, the first streamed reply came 79 s after the
+# start: the README gives each step's time):
 #   1. Debian packages that building parley needs (deploy/setup.sh build);
 #   2. the pinned librdkafka 2.12.1 and hiredis 1.5.0 that the tests run
 #      too (deploy/setup.sh libs: sha256-checked archives from crates.io and
