@@ -394,6 +394,37 @@ wait_brokers() {
     done
 }
 
+# fixed_ports N: N distinct ports free on 127.0.0.1 now, outside the
+# kernel's ephemeral range (ip_local_port_range).  A broker restarted on its
+# old port (start-node) must find it free: a port from the ephemeral range
+# can meanwhile be taken as the local port of any outgoing connection (the
+# clients reconnecting to the very broker that is down), and the broker then
+# exits with "Address already in use".
+fixed_ports() {
+    python3 - "$1" <<'EOF'
+import random, socket, sys
+try:
+    lo, hi = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+except OSError:
+    lo, hi = 32768, 60999
+pool = [p for p in range(10000, 65535) if not lo <= p <= hi]
+random.shuffle(pool)
+got = []
+for p in pool:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", p))
+        got.append(p)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if len(got) == int(sys.argv[1]):
+        break
+print(" ".join(map(str, got)))
+EOF
+}
+
 cluster_start() {
     local nodes=$1
     [ "$nodes" = 3 ] || { svc_err "--nodes: 1 or 3 (got $nodes)"; exit 2; }
@@ -408,7 +439,7 @@ cluster_start() {
     command -v java >/dev/null || { svc_err "no java on PATH: run deploy/setup.sh"; exit 1; }
     local ports cid voters=() i n addrs=() pids=()
     # shellcheck disable=SC2207
-    ports=($(svc_free_ports 6)) # brokers 1..3, controllers 101..103
+    ports=($(fixed_ports 6)) # brokers 1..3, controllers 101..103
     for i in 1 2 3; do voters+=("$((100 + i))@127.0.0.1:${ports[i + 2]}"); done
     voters=$(IFS=,; echo "${voters[*]}")
     rm -rf "$SDIR"
