@@ -33,6 +33,7 @@ metadata, ISRs, a worker's log line, a result count), never on sleeps.
 
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -153,6 +154,11 @@ def cluster(have_java, tmp_path_factory):
     try:
         yield Cluster(run)
     finally:
+        # kafka.sh stop deletes the nodes' directories: keep their logs
+        keep = run.parent / "cluster-logs"
+        keep.mkdir(exist_ok=True)
+        for log in (run / "kafka").glob("*/*.log"):
+            shutil.copy(log, keep / f"{log.parent.name}-{log.name}")
         subprocess.run([str(REPO / "deploy" / "kafka.sh"), "stop"], env=env,
                        capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
 
