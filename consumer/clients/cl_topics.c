@@ -10,9 +10,15 @@
  *                              workers share the load; tokens and
  *                              responses get the same count
  *   dlq                        1 partition
- * with replication factor --replication-factor R (default -1: the broker's
- * default.replication.factor).  A topic that exists already is left as it
- * is and reported with its partition count; that is not an error.
+ * with replication factor --replication-factor R and min.insync.replicas
+ * --min-insync-replicas M.  By default R is min(3, brokers in the cluster)
+ * and, where R is 3, M is 2: a broker may fail without losing a committed
+ * record or stopping produces (acks=all needs M in-sync replicas); M is 1
+ * where R is 1 or 2; -1 leaves either to the broker's default.  Every created topic is printed
+ * with its settings.  A topic that exists already is left as it is and
+ * reported with its partition count and replication factor; that is not an
+ * error, but one replicated fewer times than the default R would be (an
+ * RF-1 topic on a three-broker cluster) gets a warning on stderr.
  *
  * Exit status: 0 every topic exists afterwards, 1 a topic could not be
  * created (or Kafka did not answer within --startup-timeout-s), 2 usage.
@@ -34,7 +40,8 @@ typedef struct tp_opts {
     cl_topics topics;    /* turns / tokens / responses names */
     char dlq[256];       /* DeadLetter topic name */
     int partitions;      /* of turns, tokens, responses */
-    int replication;     /* replication factor (-1: broker default) */
+    int replication;     /* replication factor (0: min(3, brokers); -1: broker default) */
+    int min_isr;         /* min.insync.replicas (0: 2 where RF is 3; -1: broker default) */
     uint64_t startup_s;  /* bound on the waits for Kafka */
 } tp_opts;
 
@@ -55,7 +62,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     char err[PL_ERR_LEN];
     memset(o, 0, sizeof *o);
     o->partitions = 12;
-    o->replication = -1;
+    o->replication = 0;
+    o->min_isr = 0;
     o->startup_s = 30;
     cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
@@ -65,7 +73,11 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
          "partitions of turns, tokens and responses (default 12; the DLQ gets 1)", NULL},
         {"--replication-factor", NULL, CLI_INT, &o->replication, -1, 32767, "R",
-         "replicas per partition (default -1: the broker's default)", NULL},
+         "replicas per partition (default: min(3, brokers); -1: the broker's default)", NULL},
+        {"--min-insync-replicas", NULL, CLI_INT, &o->min_isr, -1, 32767, "M",
+         "min.insync.replicas of the topics (default: 2 where R is 3, 1 where R is 1 or 2; "
+         "-1: the broker's)",
+         NULL},
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
          "topics P.turns, P.tokens, P.responses, P.dlq (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
@@ -81,11 +93,14 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     const cli_cmd cmd = {
         .name = "topics",
         .synopsis = "topics --brokers HOST:PORT [--partitions N] [--replication-factor R]\n"
+                    "         [--min-insync-replicas M]\n"
                     "         [--topic-prefix P | --turns-topic T --tokens-topic T\n"
                     "         --responses-topic T --dlq-topic T] [--startup-timeout-s N]",
         .about = "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
                  "partitions (the turns topic's partition count bounds how many workers\n"
-                 "share the load), the DLQ with 1.  Existing topics are left as they are.\n"
+                 "share the load), the DLQ with 1.  Replication factor min(3, brokers) and,\n"
+                 "where it is 3, min.insync.replicas 2 unless told otherwise.  Existing\n"
+                 "topics are left as they are (a warning when replicated fewer times).\n"
                  "Exit status: 0 all four exist afterwards, 1 failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
@@ -100,17 +115,47 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     return 0;
 }
 
-/* Partitions of an existing topic (from metadata), or -1. */
-static int tp_partitions(rd_kafka_t *rk, const char *topic) {
+/* Partitions and replication factor (replicas of its first partition) of
+ * an existing topic, from metadata; -1 each when unknown. */
+static void tp_describe(rd_kafka_t *rk, const char *topic, int *parts, int *rf) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    int n = -1;
+    *parts = *rf = -1;
     if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, cm_startup_left_ms()) == 0 &&
-        md->topic_cnt == 1 && !md->topics[0].err)
-        n = md->topics[0].partition_cnt;
+        md->topic_cnt == 1 && !md->topics[0].err) {
+        *parts = md->topics[0].partition_cnt;
+        if (md->topics[0].partition_cnt > 0) *rf = md->topics[0].partitions[0].replica_cnt;
+    }
     if (md) rd_kafka_metadata_destroy(md);
     if (rkt) rd_kafka_topic_destroy(rkt);
+}
+
+/* The number of brokers in the cluster (metadata), or -1 when Kafka did not
+ * answer in time (err: the line to print). */
+static int tp_brokers(rd_kafka_t *rk, const char *brokers, char *err, size_t errlen) {
+    const struct rd_kafka_metadata *md = NULL;
+    snprintf(err, errlen, "metadata from %.300s", brokers);
+    cm_startup_wait(err);
+    rd_kafka_resp_err_t me = rd_kafka_metadata(rk, 0, NULL, &md, cm_startup_left_ms());
+    if (me) {
+        if (me == RD_KAFKA_RESP_ERR__TIMED_OUT || cm_startup_expired())
+            cm_startup_errf(err, errlen, CL_ETIMEDOUT);
+        else snprintf(err, errlen, "metadata: %s", rd_kafka_err2str(me));
+        return -1;
+    }
+    int n = md->broker_cnt;
+    rd_kafka_metadata_destroy(md);
     return n;
+}
+
+/* The replication factor and min.insync.replicas to create with (-1: the
+ * broker's default), from the options and the cluster's broker count.
+ * min.insync.replicas is set with the replication factor it belongs to: 2
+ * for 3 replicas, 1 for 1 or 2 (a broker default of 2, right for the
+ * cluster's RF-3 topics, would refuse every write to an RF-1 topic). */
+static void tp_plan(const tp_opts *o, int brokers, int *rf, int *min_isr) {
+    *rf = o->replication ? o->replication : (brokers < 3 ? brokers : 3);
+    *min_isr = o->min_isr ? o->min_isr : *rf == 3 ? 2 : (*rf == 1 || *rf == 2) ? 1 : -1;
 }
 
 int cl_cmd_topics(int argc, char **argv) {
@@ -133,12 +178,26 @@ int cl_cmd_topics(int argc, char **argv) {
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
     const char *names[4] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq};
+    int brokers = tp_brokers(rk, o.brokers, e, sizeof e);
+    if (brokers < 0) {
+        fprintf(stderr, "topics: %s\n", e);
+        cm_startup_end();
+        rd_kafka_destroy(rk);
+        return 1;
+    }
+    int rf, min_isr;
+    tp_plan(&o, brokers, &rf, &min_isr);
+    char isr_s[16];
+    snprintf(isr_s, sizeof isr_s, "%d", min_isr);
     rd_kafka_NewTopic_t *nt[4];
     for (int i = 0; i < 4; i++)
-        if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i < 3 ? o.partitions : 1, o.replication, e,
-                                            sizeof e))) {
-            fprintf(stderr, "topics: %s: %s\n", names[i], e);
-            for (int k = 0; k < i; k++) rd_kafka_NewTopic_destroy(nt[k]);
+        if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i < 3 ? o.partitions : 1, rf, e, sizeof e)) ||
+            (min_isr > 0 &&
+             rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0)) {
+            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "min.insync.replicas" : e);
+            for (int k = 0; k <= i; k++)
+                if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
+            cm_startup_end();
             rd_kafka_destroy(rk);
             return 2;
         }
@@ -169,11 +228,26 @@ int cl_cmd_topics(int argc, char **argv) {
             const char *t = rd_kafka_topic_result_name(res[i]);
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(res[i]);
             if (!te) {
-                printf("created  %s (%d partition%s)\n", t, strcmp(t, o.dlq) ? o.partitions : 1,
-                       strcmp(t, o.dlq) && o.partitions != 1 ? "s" : "");
+                char rf_s[48] = "the broker's default", isr_p[48] = "the broker's default";
+                int np = strcmp(t, o.dlq) ? o.partitions : 1;
+                if (rf > 0) snprintf(rf_s, sizeof rf_s, "%d", rf);
+                if (min_isr > 0) snprintf(isr_p, sizeof isr_p, "%d", min_isr);
+                printf("created  %s (%d partition%s, replication factor %s, "
+                       "min.insync.replicas %s)\n",
+                       t, np, np != 1 ? "s" : "", rf_s, isr_p);
             } else if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-                int p = tp_partitions(rk, t);
-                printf("exists   %s (%d partition%s)\n", t, p, p == 1 ? "" : "s");
+                int p, r;
+                tp_describe(rk, t, &p, &r);
+                printf("exists   %s (%d partition%s, replication factor %d)\n", t, p,
+                       p == 1 ? "" : "s", r);
+                int want = brokers < 3 ? brokers : 3;
+                if (r > 0 && r < want)
+                    fprintf(stderr,
+                            "topics: warning: %s has replication factor %d on a cluster of %d "
+                            "brokers: losing the broker%s holding it stops or loses its records "
+                            "(raise it with Kafka's kafka-reassign-partitions, or recreate the "
+                            "topic with --replication-factor %d)\n",
+                            t, r, brokers, r == 1 ? "" : "s", want);
             } else {
                 fprintf(stderr, "topics: %s: %s\n", t,
                         rd_kafka_topic_result_error_string(res[i])

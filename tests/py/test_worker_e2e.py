@@ -50,7 +50,8 @@ def model(parley_bin, tmp_path_factory):
 class Env:
     """Topics, group and worker processes of one test."""
 
-    def __init__(self, bootstrap, parley_bin, model, tmp_path, partitions=4, protocol="classic"):
+    def __init__(self, bootstrap, parley_bin, model, tmp_path, partitions=4, protocol="classic",
+                 replication=1, topic_config=None):
         self.bootstrap = bootstrap
         self.protocol = protocol  # consumer group protocol: classic or consumer (KIP-848)
         self.bin = str(parley_bin)
@@ -61,11 +62,13 @@ class Env:
         self.group = f"wk-group-{sfx}"
         self.procs = {}
         admin = AdminClient({"bootstrap.servers": bootstrap})
+        # replication / topic_config: a cluster's (test_cluster_faults.py)
+        cfg = dict(topic_config or {})
         futs = admin.create_topics([
-            NewTopic(self.topics["turns"], partitions, 1),
-            NewTopic(self.topics["tokens"], partitions, 1),
-            NewTopic(self.topics["responses"], partitions, 1),
-            NewTopic(self.topics["dlq"], 1, 1),
+            NewTopic(self.topics["turns"], partitions, replication, config=cfg),
+            NewTopic(self.topics["tokens"], partitions, replication, config=cfg),
+            NewTopic(self.topics["responses"], partitions, replication, config=cfg),
+            NewTopic(self.topics["dlq"], 1, replication, config=cfg),
         ])
         for f in futs.values():
             f.result(30)
