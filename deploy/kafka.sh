@@ -127,6 +127,9 @@ listener.security.protocol.map=$map
 log.dirs=$dir/data
 EOF
     shared_props 1 1 >>"$dir/server.properties"
+    # every broker logs at INFO (without the file a 4.x broker logs errors
+    # only, and `start` cannot print the version it reads from the log)
+    write_log4j
     [ -n "$sport" ] || return 0
     cat >>"$dir/server.properties" <<EOF
 sasl.enabled.mechanisms=SCRAM-SHA-512
@@ -138,19 +141,6 @@ ssl.key.password=parley-test
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
 allow.everyone.if.no.acl.found=false
-EOF
-    cat >"$dir/log4j2.properties" <<'EOF'
-status = warn
-appender.out.type = Console
-appender.out.name = STDOUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = STDOUT
-logger.request.name = kafka.request.logger
-logger.request.level = WARN
-logger.state.name = state.change.logger
-logger.state.level = WARN
 EOF
 }
 
@@ -514,17 +504,11 @@ node_cmd() {
                 svc_log "broker $n already running"
                 return 0
             fi
-            # A restarted broker sometimes exits during start-up on a loaded
-            # machine (cause not yet known: its errors are printed); it is
-            # started again, up to 3 times.
-            local try
-            for try in 1 2 3; do
-                launch_node "$name"
-                wait_brokers "$name" && break
-                svc_kill "$pidf" "$(node_pattern "$name")" 5
-                [ "$try" -lt 3 ] || exit 1
-                svc_log "broker $n: start $try failed, starting it again"
-            done
+            # A restarted broker that exits during start-up fails the call
+            # with its log's errors (seen in 2 of 6 loaded runs of
+            # test_cluster_faults, cause not yet known): never retried past.
+            launch_node "$name"
+            wait_brokers "$name" || { svc_kill "$pidf" "$(node_pattern "$name")" 5; exit 1; }
             svc_log "broker $n running again at $(cat "$SDIR/$name/addr") after ${SECONDS}s" \
                 "(pid $(cat "$pidf"))" ;;
     esac

@@ -284,8 +284,10 @@ run_pytest() {
         "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs --continue-on-collection-errors \
             "${PYTEST_ARGS[@]}" 2>&1 | tee "$log"
     else
+        # test_cluster_faults.py runs only when named (see its header):
+        # not yet reliable enough for every run
         "${limit[@]}" "$PARLEY_PY" -m pytest -q -rfEs --continue-on-collection-errors tests/py \
-            ${REGEX:+-k "$REGEX"} 2>&1 | tee "$log"
+            --ignore=tests/py/test_cluster_faults.py ${REGEX:+-k "$REGEX"} 2>&1 | tee "$log"
     fi
     rc=${PIPESTATUS[0]}
     set -e
