@@ -5,6 +5,7 @@
  * consumer/common/cm_config.c.
  */
 #include "wk_config.h"
+#include "cm_kafka.h"
 #include "pl_err.h"
 
 #include <stdbool.h>
@@ -227,6 +228,9 @@ static int wk_config_check(const cm_config *c, char *err, size_t errlen) {
                        "scheduler.spec_ngram_max (%lld)",
                        cm_config_int(c, "scheduler.spec_ngram_min"),
                        cm_config_int(c, "scheduler.spec_ngram_max"));
+    /* every kafka.* key reaches one of the worker's clients, or is refused */
+    int rc = cm_kafka_config_check(c, CM_KAFKA_GROUP | CM_KAFKA_PRODUCER, "worker", err, errlen);
+    if (rc) return pl_err_recode(rc, PL_ERR_CM, CM_CONFIG_EINVAL);
     return wk_config_check_redis(c, err, errlen);
 }
 

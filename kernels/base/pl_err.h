@@ -56,6 +56,8 @@
  *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
  *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the
  *                           commands of engine/cli and consumer/cli)
+ *   -2000  consumer kafka   CM_KAFKA_E* (cm_kafka.h: the Kafka layer every
+ *                           command builds its clients through)
  * The -1100 range is consumer/common: the configuration tables the worker,
  * the gateway and the demo share (cm_config.h).
  *
@@ -93,6 +95,7 @@
 #define PL_ERR_BT (-1700)
 #define PL_ERR_KERN (-1800)
 #define PL_ERR_CLI (-1900)
+#define PL_ERR_CM_KAFKA (-2000)
 
 /* Generic classes: a code's offset below its base (1..9), and what
  * pl_err_class returns (as a positive number; 0 = success). */
