@@ -254,8 +254,14 @@ int wk_config_doc(FILE *f) {
                "only, a common one (`kafka.bootstrap.servers`, `kafka.client.id`, SASL/SSL) to\n"
                "all three.  `kafka.consumer.<property>` and `kafka.producer.<property>` force\n"
                "a property onto the consumer or onto the producers only (e.g. a separate\n"
-               "`kafka.producer.client.id`).  A bad value stops the worker at start with a\n"
-               "message naming the key (exit status 2).\n\n"
+               "`kafka.producer.client.id`).  Keys the worker sets itself are refused, not\n"
+               "overwritten: `kafka.transactional.id` (named by `worker.id`),\n"
+               "`kafka.enable.auto.commit` / `kafka.enable.auto.offset.store` (offsets go in\n"
+               "the transactions), `kafka.enable.idempotence` other than `true`.  Every other\n"
+               "command (gateway, batch, chat, load, topics) builds its clients through the\n"
+               "same layer (`consumer/common/cm_kafka.h`; see the end of this file).  A bad\n"
+               "value or a refused key stops the worker at start with a message naming the\n"
+               "key (exit status 2).\n\n"
                "| key | type | default | environment | description |\n"
                "|---|---|---|---|---|\n");
     return cm_config_doc_table(f, wk_props, WK_NPROPS);

@@ -59,7 +59,9 @@
  *   -2000  consumer kafka   CM_KAFKA_E* (cm_kafka.h: the Kafka layer every
  *                           command builds its clients through)
  * The -1100 range is consumer/common: the configuration tables the worker,
- * the gateway and the demo share (cm_config.h).
+ * the gateway and the demo share (cm_config.h); the -2000 range is
+ * consumer/common's Kafka layer (cm_kafka.h), through which every command
+ * builds its Kafka clients.
  *
  * A literal number is never a code (tests/py/test_format.py checks every
  * pl_errf / pl_errwrap / cm_startup_errf call outside this file).
