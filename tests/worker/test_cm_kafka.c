@@ -114,7 +114,7 @@ PT_TEST(conf_builders_apply_user_keys_where_they_belong) {
     PT_EQ_STR(conf_get(r1, "isolation.level"), "read_committed");
     PT_EQ_STR(conf_get(r2, "isolation.level"), "read_uncommitted");
     PT_EQ_STR(conf_get(r1, "enable.auto.commit"), "false");
-    char g1[128];
+    char g1[256];
     snprintf(g1, sizeof g1, "%s", conf_get(r1, "group.id"));
     PT_ASSERT(strcmp(g1, conf_get(r2, "group.id")) != 0); /* every reader its own */
     PT_ASSERT(strcmp(conf_get(r1, "client.id"), "p-id") != 0);
