@@ -44,11 +44,10 @@ def sasl_flags(k, user="parley", password=None):
 
 
 def grant_client_acls(k, user, topics, create_prefix=None):
-    """What the gateway and the command-line clients need as `user`: WRITE
-    on the turns topic, READ on tokens, responses and the DLQ (DESCRIBE on
-    each), READ on the readers' group ids (prefix parley-: they never join
-    or commit, but the consumer asks for its group's coordinator), and
-    CREATE on topics named create_prefix* (parley topics)."""
+    """What the gateway and the command-line clients need as `user`, and no
+    more: WRITE on the turns topic, READ on tokens, responses and the DLQ
+    (DESCRIBE on each; no group: their readers are assigned, never join or
+    commit), and CREATE on topics named create_prefix* (parley topics)."""
     admin = AdminClient({"bootstrap.servers": k["plain"]})
     p, allow = f"User:{user}", AclPermissionType.ALLOW
     lit, pre = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -57,7 +56,6 @@ def grant_client_acls(k, user, topics, create_prefix=None):
     for n in ("tokens", "responses", "dlq"):
         acl += [(ResourceType.TOPIC, topics[n], lit, op)
                 for op in (AclOperation.READ, AclOperation.DESCRIBE)]
-    acl.append((ResourceType.GROUP, "parley-", pre, AclOperation.READ))
     if create_prefix:
         acl += [(ResourceType.TOPIC, create_prefix, pre, op)
                 for op in (AclOperation.CREATE, AclOperation.DESCRIBE)]
