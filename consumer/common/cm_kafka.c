@@ -177,14 +177,26 @@ const char *cm_kafka_brokers_of(const cm_config *cfg) {
 
 const char *cm_kafka_brokers(const cm_kafka *k) { return cm_kafka_brokers_of(k->cfg); }
 
-/* The layer's error callback: record refusals, leave the rest to
- * librdkafka's retries (and its log). */
+/* Record what client rk was told, unless it is a reader's group: a reader
+ * carries a group id (librdkafka's consumer API wants one) that it never
+ * joins or commits to, so the coordinator lookup librdkafka still makes
+ * for it may be refused (no group ACL) without harm. */
+static void cm_kafka_note_from(cm_kafka *k, rd_kafka_t *rk, rd_kafka_resp_err_t e,
+                               const char *reason) {
+    if (e == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED && rd_kafka_type(rk) == RD_KAFKA_CONSUMER)
+        return;
+    cm_kafka_refusal_note(k, e, reason);
+}
+
+/* The layer's error callback (clients built without spec->error_cb: the
+ * readers, producers and admin clients of every command but the worker):
+ * record refusals, leave the rest to librdkafka's retries (and its log). */
 static void cm_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     char fbuf[512];
     rd_kafka_resp_err_t e = (rd_kafka_resp_err_t)err;
     if (e == RD_KAFKA_RESP_ERR__FATAL && (e = rd_kafka_fatal_error(rk, fbuf, sizeof fbuf)))
         reason = fbuf;
-    cm_kafka_refusal_note(opaque, e, reason);
+    cm_kafka_note_from(opaque, rk, e, reason);
 }
 
 /* Apply name, value pairs; -1 with librdkafka's message in kerr. */
@@ -334,7 +346,7 @@ int cm_kafka_refused(cm_kafka *k, rd_kafka_t *rk) {
     if (rk && rd_kafka_type(rk) == RD_KAFKA_CONSUMER) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 0);
         if (m) {
-            if (m->err) cm_kafka_refusal_note(k, m->err, rd_kafka_message_errstr(m));
+            if (m->err) cm_kafka_note_from(k, rk, m->err, rd_kafka_message_errstr(m));
             rd_kafka_message_destroy(m);
         }
     } else if (rk) {

@@ -52,8 +52,11 @@
  * waits (cm_kafka_metadata_get, cm_kafka_event_wait) poll in short slices
  * and end as soon as one is recorded: a wrong password or a missing ACL
  * ends start-up at once with one line naming it, not at the deadline.
- * The worker keeps its own error callback (spec->error_cb) and refusal
- * state and uses cm_kafka_refusal_class to classify.
+ * A reader's group is the exception: a reader carries a group id (the
+ * consumer API wants one) that it never joins or commits to, and a refused
+ * coordinator lookup for it (no group ACL) does no harm, so it is not a
+ * refusal.  The worker keeps its own error callback (spec->error_cb) and
+ * refusal state and uses cm_kafka_refusal_class to classify.
  *
  * Threading.  cm_kafka_new / cm_kafka_config_check / the factories run on
  * the command's start-up thread; the refusal record is written from
