@@ -190,13 +190,22 @@ static void cm_kafka_note_from(cm_kafka *k, rd_kafka_t *rk, rd_kafka_resp_err_t 
 
 /* The layer's error callback (clients built without spec->error_cb: the
  * readers, producers and admin clients of every command but the worker):
- * record refusals, leave the rest to librdkafka's retries (and its log). */
+ * record refusals; write the other errors to stderr as librdkafka does for
+ * a client without an error callback (not the connection failures, which
+ * its own log lines report), and leave them to its retries. */
 static void cm_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     char fbuf[512];
+    cm_kafka *k = opaque;
     rd_kafka_resp_err_t e = (rd_kafka_resp_err_t)err;
     if (e == RD_KAFKA_RESP_ERR__FATAL && (e = rd_kafka_fatal_error(rk, fbuf, sizeof fbuf)))
         reason = fbuf;
-    cm_kafka_note_from(opaque, rk, e, reason);
+    if (cm_kafka_refusal_class(e, reason)) {
+        cm_kafka_note_from(k, rk, e, reason);
+        return;
+    }
+    if (e == RD_KAFKA_RESP_ERR__TRANSPORT || e == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) return;
+    fprintf(stderr, "%s: kafka error (%s, %s): %.300s\n", k->cmd, rd_kafka_name(rk),
+            rd_kafka_err2name(e), reason ? reason : "");
 }
 
 /* Apply name, value pairs; -1 with librdkafka's message in kerr. */

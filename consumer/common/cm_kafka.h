@@ -67,7 +67,10 @@
  * were built with their own error callback (spec->error_cb).
  *
  * Failure behaviour.  Functions return 0 or a negative CM_KAFKA_E* code
- * with a message in err; nothing prints or exits.
+ * with a message in err; nothing exits.  Only the layer's error callback
+ * prints: librdkafka's errors that are not refusals, one line each to
+ * stderr, as librdkafka itself does for a client without an error
+ * callback.
  */
 #ifndef CM_KAFKA_H
 #define CM_KAFKA_H

@@ -117,12 +117,7 @@ static int wk_kafka_client(wk_worker *w, cm_kafka_spec *s, const char *what, rd_
 /* The command that creates the worker's topics, for messages about a
  * missing one. */
 static void wk_topics_hint(const wk_worker *w, char *out, size_t n) {
-    const char *bs = "HOST:PORT";
-    for (size_t i = 0; i < cm_config_kafka_count(w->cfg); i++) {
-        const char *k, *v;
-        cm_config_kafka_at(w->cfg, i, &k, &v);
-        if (!strcmp(k, "bootstrap.servers")) bs = v;
-    }
+    const char *bs = *cm_kafka_brokers_of(w->cfg) ? cm_kafka_brokers_of(w->cfg) : "HOST:PORT";
     snprintf(out, n,
              "parley topics --brokers %.200s --turns-topic %.100s --tokens-topic %.100s "
              "--responses-topic %.100s --dlq-topic %.100s",

@@ -1,14 +1,15 @@
 """Every parley Kafka client against a broker that authenticates, encrypts
 and authorizes (the SASL_SSL listener of deploy/kafka.sh with
 PARLEY_KAFKA_SECURE=1, the fixture of test_kafka_secure.py): the gateway,
-`parley batch`, `parley chat` and `parley topics` build their clients
+`parley batch`, `chat`, `load` and `topics` build their clients
 through the one Kafka layer (consumer/common/cm_kafka.h), so the kafka.*
 keys (flags, or a --config file) reach them.
 
 * Served: the gateway answers a chat completion and a stream over SASL_SSL
   with a worker on SASL_SSL behind it; `parley batch` runs a small file;
-  `parley chat --file` gets its turns answered; `parley topics` creates
-  topics.
+  `parley chat --file` gets its turns answered (its keys from a --config
+  file); `parley load` gets every turn answered once; `parley topics`
+  creates topics.  The clients' principal has topic ACLs only.
 * Refused: with a wrong password, and as a principal without ACLs, each of
   them exits with status 1 and one line "CMD: Kafka refused parley CMD:
   <what>" naming the refusal -- not the start-up deadline's give-up line,
@@ -143,7 +144,7 @@ def test_gateway_serves_over_sasl_ssl(fleet):
         gw.wait(30)
 
 
-def test_batch_chat_and_topics_over_sasl_ssl(fleet, tmp_path):
+def test_batch_chat_load_and_topics_over_sasl_ssl(fleet, tmp_path):
     k, t = fleet["k"], fleet["topics"]
     # parley batch, the keys as flags
     inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
@@ -174,6 +175,14 @@ def test_batch_chat_and_topics_over_sasl_ssl(fleet, tmp_path):
                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-2000:]
     assert len(re.findall(r"^\[turn \d+\] finish=", r.stdout, re.M)) == 2, r.stdout
+    # parley load, streaming: every turn exactly once
+    r = subprocess.run([fleet["bin"], "load", "--brokers", k["sasl"], *sasl_flags(k),
+                        *topic_flags(t), "--conversations", "2", "--turns", "2", "--rate", "50",
+                        "--max-tokens", "2:3", "--temperature", "0", "--stream",
+                        "--timeout-s", "240", "--grace-ms", "500", "--startup-timeout-s", "120"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-2000:]
+    assert re.search(r"^load: turns=4 done=4 lost=0 duplicated=0 ", r.stdout, re.M), r.stdout
     # parley topics (the principal may create sect-* topics)
     prefix = f"sect-{uuid.uuid4().hex[:8]}"
     r = subprocess.run([fleet["bin"], "topics", "--brokers", k["sasl"], *sasl_flags(k),
@@ -213,6 +222,8 @@ def refused_run(fleet, prog, user, password, tmp_path):
                 "--dlq-topic", t["dlq"]]
     elif prog == "chat":
         args = ["--file", "/dev/null", *topic_flags(t)]
+    elif prog == "load":
+        args = ["--conversations", "1", "--turns", "1", *topic_flags(t)]
     else:
         args = ["--topic-prefix", f"sect-{uuid.uuid4().hex[:8]}"]
     r = subprocess.run([fleet["bin"], prog, *common, *args], capture_output=True, text=True,
@@ -220,7 +231,7 @@ def refused_run(fleet, prog, user, password, tmp_path):
     return r.returncode, r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("prog", ["gateway", "batch", "chat", "topics"])
+@pytest.mark.parametrize("prog", ["gateway", "batch", "chat", "load", "topics"])
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_refused_client_exits_1_naming_the_refusal(fleet, tmp_path, prog, case):
     user, password, want = REFUSALS[case]
