@@ -62,26 +62,27 @@ typedef struct bt_item {
 
 /* Command-line options and run state. */
 typedef struct bt_run {
-    const char *input, *output, *brokers, *ns, *dlq; /* options */
-    char errors[4096];                               /* error file path */
-    char state_path[4096];                           /* OUTPUT.state */
-    cl_topics topics;                                /* turns / responses */
-    uint64_t window;                                 /* turns in flight at most */
-    uint64_t timeout_s;                              /* per request */
-    uint64_t startup_s;                              /* bound on the start-up waits */
-    uint64_t progress_s;                             /* plain progress interval */
-    uint64_t max_tokens;                             /* cap of max_tokens */
-    bt_item *items;                                  /* requests to answer */
-    size_t n, cap;                                   /* items used / allocated */
-    size_t total, done, failed, inflight;            /* counters */
-    uint64_t tokens;                                 /* completion tokens received */
-    bt_out out;                                      /* output file */
-    bt_out seen;       /* custom_ids of the input read so far (set only) */
-    FILE *err_f;       /* error file */
-    bt_state st;       /* resume state */
-    double t0;         /* start, monotonic ms */
-    double last_sweep; /* last timeout sweep, monotonic ms */
-    int resumed;       /* a saved state was found (a rerun) */
+    const char *input, *output, *ns, *dlq; /* options */
+    cl_kafka_cli kafka;                    /* --brokers, --config, --kafka.*: the Kafka layer */
+    char errors[4096];                     /* error file path */
+    char state_path[4096];                 /* OUTPUT.state */
+    cl_topics topics;                      /* turns / responses */
+    uint64_t window;                       /* turns in flight at most */
+    uint64_t timeout_s;                    /* per request */
+    uint64_t startup_s;                    /* bound on the start-up waits */
+    uint64_t progress_s;                   /* plain progress interval */
+    uint64_t max_tokens;                   /* cap of max_tokens */
+    bt_item *items;                        /* requests to answer */
+    size_t n, cap;                         /* items used / allocated */
+    size_t total, done, failed, inflight;  /* counters */
+    uint64_t tokens;                       /* completion tokens received */
+    bt_out out;                            /* output file */
+    bt_out seen;                           /* custom_ids of the input read so far (set only) */
+    FILE *err_f;                           /* error file */
+    bt_state st;                           /* resume state */
+    double t0;                             /* start, monotonic ms */
+    double last_sweep;                     /* last timeout sweep, monotonic ms */
+    int resumed;                           /* a saved state was found (a rerun) */
 } bt_run;
 
 static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed) {
@@ -328,7 +329,7 @@ static void bt_progress(bt_run *r, int final) {
  * on a fresh batch the offsets are the topics' ends now, saved first. */
 static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk = cl_reader_new_topics(r->brokers, topics, r->dlq ? 2 : 1, 1,
+    rd_kafka_t *rk = cl_reader_new_topics(r->kafka.k, topics, r->dlq ? 2 : 1, 1,
                                           cm_startup_left_ms(), err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
     if (!rk) return NULL;
@@ -406,6 +407,11 @@ static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, s
     return 0;
 }
 
+/* --kafka.X VALUE (cli_unknown_fn). */
+static int bt_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
+    return cl_kafka_cli_key(&((bt_run *)ctx)->kafka, arg, val, err, errlen);
+}
+
 /* Parse argv into r; 0 to run, 1 after --help, 2 usage error (printed). */
 static int bt_parse(int argc, char **argv, bt_run *r) {
     char err[PL_ERR_LEN];
@@ -424,8 +430,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "OpenAI Batch requests, JSONL (required)", NULL},
         {"--output", NULL, CLI_STR, &r->output, 0, 0, "FILE", "batch output, JSONL (required)",
          NULL},
-        {"--brokers", NULL, CLI_STR, &r->brokers, 0, 0, "H:P", "Kafka bootstrap servers (required)",
-         NULL},
+        CL_KAFKA_OPTS(&r->kafka),
         {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE",
          "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
         {"--namespace", NULL, CLI_STR, &r->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
@@ -449,6 +454,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
         .name = "batch",
         .synopsis =
             "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
+            "         [--config FILE] [--kafka.X VALUE]...\n"
             "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
             "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
             "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]",
@@ -459,10 +465,13 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
             "requests, 1 error, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
+        .unknown = bt_kafka_key,
     };
-    int pr = cli_parse(&cmd, argc, argv, r, NULL, NULL);
+    r->kafka.cmd = "batch";
+    r->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
+    int pr = cl_kafka_cli_parse(&cmd, &r->kafka, argc, argv, r);
     if (pr != CLI_OK) return pr;
-    if (!r->input || !r->output || !r->brokers) {
+    if (!r->input || !r->output) {
         fprintf(stderr, "batch: --input, --output and --brokers are required\n");
         cli_usage(&cmd, stderr);
         return 2;
@@ -513,7 +522,10 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
 int bt_cmd_batch(int argc, char **argv) {
     bt_run r;
     int prc = bt_parse(argc, argv, &r);
-    if (prc) return prc == 1 ? 0 : 2;
+    if (prc) {
+        cl_kafka_cli_free(&r.kafka);
+        return prc == 1 ? 0 : 2;
+    }
     char err[PL_ERR_LEN * 4]; /* a path of up to 900 bytes and its cause */
     int rc = 1;
     FILE *in = NULL;
@@ -549,7 +561,7 @@ int bt_cmd_batch(int argc, char **argv) {
             r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
         cm_startup_begin("batch", "--startup-timeout-s", (int64_t)r.startup_s * 1000);
-        if (!(prod = cl_producer_new(r.brokers, r.topics.turns, cm_startup_left_ms(), err,
+        if (!(prod = cl_producer_new(r.kafka.k, r.topics.turns, cm_startup_left_ms(), err,
                                      sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
@@ -594,5 +606,6 @@ out:
     bt_out_close(&r.out);
     bt_out_close(&r.seen);
     bt_state_free(&r.st);
+    cl_kafka_cli_free(&r.kafka);
     return rc;
 }

@@ -32,7 +32,7 @@
 
 /* Command-line options. */
 typedef struct chat_opts {
-    const char *brokers; /* bootstrap servers */
+    cl_kafka_cli kafka;  /* --brokers, --config, --kafka.*: the Kafka layer */
     char conv[128];      /* conversation id */
     const char *system;  /* system prompt or NULL */
     const char *file;    /* input file or NULL (stdin) */
@@ -220,6 +220,11 @@ static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err
     return 0;
 }
 
+/* --kafka.X VALUE (cli_unknown_fn). */
+static int chat_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
+    return cl_kafka_cli_key(&((chat_opts *)ctx)->kafka, arg, val, err, errlen);
+}
+
 /* Parse argv into o; returns 0, or 2 after printing a usage message (1
  * for --help, which the caller turns into exit 0). */
 static int chat_parse(int argc, char **argv, chat_opts *o) {
@@ -233,8 +238,7 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)cl_epoch_ms(),
              (unsigned)getpid());
     const cli_opt opts[] = {
-        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
-         "Kafka bootstrap servers (required)", NULL},
+        CL_KAFKA_OPTS(&o->kafka),
         {"--conversation", NULL, CLI_FN, NULL, 0, 0, "ID",
          "conversation id (default chat-<time>-<pid>)", chat_conv_opt},
         {"--system", NULL, CLI_STR, &o->system, 0, 0, "TEXT", "system message", NULL},
@@ -253,7 +257,8 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     };
     const cli_cmd cmd = {
         .name = "chat",
-        .synopsis = "chat --brokers HOST:PORT [--conversation ID] [--system TEXT]\n"
+        .synopsis = "chat --brokers HOST:PORT [--config FILE] [--kafka.X VALUE]...\n"
+                    "         [--conversation ID] [--system TEXT]\n"
                     "         [--file TURNS.txt] [--topic-prefix P | --turns-topic T\n"
                     "         --tokens-topic T --responses-topic T] [--namespace NS] [--model M]\n"
                     "         [--max-tokens N] [--temperature T] [--timeout-ms N]\n"
@@ -266,21 +271,20 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
                  "Exit status: 0 every turn answered, 1 timeout or Kafka failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
+        .unknown = chat_kafka_key,
     };
-    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
-    if (pr != CLI_OK) return pr;
-    if (!o->brokers) {
-        fprintf(stderr, "chat: --brokers is required\n");
-        cli_usage(&cmd, stderr);
-        return 2;
-    }
-    return 0;
+    o->kafka.cmd = "chat";
+    o->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
+    return cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
 }
 
 int cl_cmd_chat(int argc, char **argv) {
     chat_opts o;
     int prc = chat_parse(argc, argv, &o);
-    if (prc) return prc == 1 ? 0 : 2;
+    if (prc) {
+        cl_kafka_cli_free(&o.kafka);
+        return prc == 1 ? 0 : 2;
+    }
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1, turn_no = 0;
     cl_history h = {0};
@@ -290,17 +294,16 @@ int cl_cmd_chat(int argc, char **argv) {
     size_t cap = 0;
     if (o.file && !(in = fopen(o.file, "r"))) {
         fprintf(stderr, "chat: cannot open %s\n", o.file);
+        cl_kafka_cli_free(&o.kafka);
         return 2;
     }
     int interactive = !o.file && isatty(STDIN_FILENO);
     if (o.system && cl_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
     cm_startup_begin("chat", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
-    if (!(prod =
-              cl_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
-        !(tok = cl_reader_new(o.brokers, o.topics.tokens, 0, cm_startup_left_ms(), err,
-                              sizeof err)) ||
-        !(res = cl_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
-                              sizeof err))) {
+    cm_kafka *k = o.kafka.k;
+    if (!(prod = cl_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+        !(tok = cl_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err)) ||
+        !(res = cl_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "chat: %s\n", err);
         goto err;
     }
@@ -329,5 +332,6 @@ err:
         rd_kafka_destroy(prod);
     }
     cl_history_free(&h);
+    cl_kafka_cli_free(&o.kafka);
     return rc;
 }

@@ -67,55 +67,45 @@ uint64_t cl_epoch_ms(void) { return (uint64_t)pl_unix_ms(); }
 
 double cl_mono_ms(void) { return pl_mono_msf(); }
 
-/* Set one property; -1 with the librdkafka message. */
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errlen) {
-    if (rd_kafka_conf_set(conf, k, v, err, errlen) != RD_KAFKA_CONF_OK) return -1;
-    return 0;
-}
-
-rd_kafka_t *cl_producer_new(const char *brokers, const char *topic, int timeout_ms, char *err,
+rd_kafka_t *cl_producer_new(cm_kafka *k, const char *topic, int timeout_ms, char *err,
                             size_t errlen) {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        conf_set(conf, "enable.idempotence", "true", err, errlen) ||
-        conf_set(conf, "linger.ms", "1", err, errlen) ||
-        conf_set(conf, "log_level", "3", err, errlen)) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
+    static const char *const defs[] = {"linger.ms", "1", "log_level", "3", NULL};
+    cm_kafka_spec s = {.role = CM_KAFKA_PRODUCER, .defs = defs};
+    rd_kafka_t *rk = NULL;
+    if (cm_kafka_client_new(k, &s, "producer", &rk, err, errlen) != 0) return NULL;
     /* Learn the topic's leaders now: the first turn's latency must not
      * include the producer's lazy metadata lookup. */
     char what[600];
-    snprintf(what, sizeof what, "the metadata of topic %.200s from %.300s", topic, brokers);
+    snprintf(what, sizeof what, "the metadata of topic %.200s from %.300s", topic,
+             cm_kafka_brokers(k));
     cm_startup_wait(what);
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t e =
-        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+        rkt ? cm_kafka_metadata_get(k, rk, rkt, timeout_ms, &md) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR && (md->topic_cnt != 1 || md->topics[0].err))
         e = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
     if (md) rd_kafka_metadata_destroy(md);
     if (rkt) rd_kafka_topic_destroy(rkt);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        cl_kafka_errf(err, errlen, brokers, topic, e);
+        cl_kafka_errf(err, errlen, k, topic, e);
         rd_kafka_destroy(rk);
         return NULL;
     }
     return rk;
 }
 
-void cl_kafka_errf(char *err, size_t errlen, const char *brokers, const char *topic,
+void cl_kafka_errf(char *err, size_t errlen, cm_kafka *k, const char *topic,
                    rd_kafka_resp_err_t e) {
-    if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
+    char why[PL_ERR_LEN];
+    snprintf(why, sizeof why, "topic %.200s: %s", topic, rd_kafka_err2str(e));
+    cm_kafka_refusal_note(k, e, why); /* an authorization error is a refusal */
+    if (cm_kafka_refusal_msg(k)) pl_errf(err, errlen, CL_EREFUSED, "%s", cm_kafka_refusal_msg(k));
+    else if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
         pl_errf(err, errlen, CL_ENOTOPIC,
                 "topic %s: %s: create the topics with `parley topics --brokers %.200s` "
                 "(see parley topics --help)",
-                topic, rd_kafka_err2str(e), brokers);
+                topic, rd_kafka_err2str(e), cm_kafka_brokers(k));
     else if (cm_startup_expired() || e == RD_KAFKA_RESP_ERR__TIMED_OUT ||
              e == RD_KAFKA_RESP_ERR__TRANSPORT)
         cm_startup_errf(err, errlen, CL_ETIMEDOUT);
@@ -160,9 +150,8 @@ out:
 
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
-static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *brokers,
-                                                    const char *topic, int timeout_ms, char *err,
-                                                    size_t errlen,
+static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, cm_kafka *k, const char *topic,
+                                                    int timeout_ms, char *err, size_t errlen,
                                                     rd_kafka_topic_partition_list_t *into) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
@@ -171,14 +160,14 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
     snprintf(what, sizeof what, "the metadata and end offsets of topic %.300s", topic);
     cm_startup_wait(what);
     rd_kafka_resp_err_t e =
-        rkt ? rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms) : RD_KAFKA_RESP_ERR__INVALID_ARG;
+        rkt ? cm_kafka_metadata_get(k, rk, rkt, timeout_ms, &md) : RD_KAFKA_RESP_ERR__INVALID_ARG;
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        cl_kafka_errf(err, errlen, brokers, topic, e);
+        cl_kafka_errf(err, errlen, k, topic, e);
         goto err;
     }
     if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt <= 0) {
         if (md->topic_cnt == 1 && md->topics[0].err)
-            cl_kafka_errf(err, errlen, brokers, topic, md->topics[0].err);
+            cl_kafka_errf(err, errlen, k, topic, md->topics[0].err);
         else pl_errf(err, errlen, CL_EKAFKA, "topic %s: no partitions", topic);
         goto err;
     }
@@ -189,6 +178,7 @@ static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, const char *
         e = rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, timeout_ms);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
             if (cm_startup_expired()) cm_startup_errf(err, errlen, CL_ETIMEDOUT);
+            else if (cm_kafka_refusal_class(e, NULL)) cl_kafka_errf(err, errlen, k, topic, e);
             else
                 pl_errf(err, errlen, CL_EKAFKA, "end offset of %s[%d]: %s", topic, (int)p,
                         rd_kafka_err2str(e));
@@ -206,57 +196,38 @@ err:
     return NULL;
 }
 
-rd_kafka_t *cl_reader_new(const char *brokers, const char *topic, int committed, int timeout_ms,
-                          char *err, size_t errlen) {
-    return cl_reader_new_topics(brokers, &topic, 1, committed, timeout_ms, err, errlen);
+rd_kafka_t *cl_reader_new(cm_kafka *k, const char *topic, int committed, int timeout_ms, char *err,
+                          size_t errlen) {
+    return cl_reader_new_topics(k, &topic, 1, committed, timeout_ms, err, errlen);
 }
 
 /* One try at the end offsets of every partition of every topic. */
-static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, const char *brokers,
+static rd_kafka_topic_partition_list_t *reader_ends_all(rd_kafka_t *rk, cm_kafka *k,
                                                         const char *const *topics, size_t n,
                                                         int timeout_ms, char *err, size_t errlen) {
     rd_kafka_topic_partition_list_t *all = rd_kafka_topic_partition_list_new(16);
     for (size_t i = 0; i < n; i++)
-        if (!reader_ends(rk, brokers, topics[i], timeout_ms, err, errlen, all)) {
+        if (!reader_ends(rk, k, topics[i], timeout_ms, err, errlen, all)) {
             rd_kafka_topic_partition_list_destroy(all);
             return NULL;
         }
     return all;
 }
 
-rd_kafka_t *cl_reader_new_topics(const char *brokers, const char *const *topics, size_t n_topics,
+rd_kafka_t *cl_reader_new_topics(cm_kafka *k, const char *const *topics, size_t n_topics,
                                  int committed, int timeout_ms, char *err, size_t errlen) {
-    char group[64];
-    snprintf(group, sizeof group, "parley-client-%llu-%ld", (unsigned long long)cl_epoch_ms(),
-             (long)rand());
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (conf_set(conf, "bootstrap.servers", brokers, err, errlen) ||
-        conf_set(conf, "group.id", group, err, errlen) ||
-        conf_set(conf, "enable.auto.commit", "false", err, errlen) ||
-        conf_set(conf, "enable.partition.eof", "false", err, errlen) ||
-        conf_set(conf, "fetch.wait.max.ms", "10", err, errlen) ||
-        conf_set(conf, "log_level", "3", err, errlen) ||
-        conf_set(conf, "isolation.level", committed ? "read_committed" : "read_uncommitted", err,
-                 errlen)) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, errlen);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    rd_kafka_poll_set_consumer(rk);
+    cm_kafka_spec s = {.role = CM_KAFKA_READER, .committed = committed};
+    rd_kafka_t *rk = NULL;
+    if (cm_kafka_client_new(k, &s, "reader", &rk, err, errlen) != 0) return NULL;
     /* A topic created a moment ago may still lack leaders: retry until
      * timeout_ms, then report the last error. */
     double give_up = cl_mono_ms() + timeout_ms;
     rd_kafka_topic_partition_list_t *parts;
     for (;;) {
         int left = (int)(give_up - cl_mono_ms());
-        if ((parts =
-                 reader_ends_all(rk, brokers, topics, n_topics, left > 1 ? left : 1, err, errlen)))
+        if ((parts = reader_ends_all(rk, k, topics, n_topics, left > 1 ? left : 1, err, errlen)))
             break;
-        if (cl_mono_ms() >= give_up) {
+        if (cl_mono_ms() >= give_up || cm_kafka_refusal_msg(k)) {
             rd_kafka_destroy(rk);
             return NULL;
         }
@@ -305,4 +276,56 @@ int cl_topic_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t
 
 int cl_topic_name_cli(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     return cl_topic_set(o->dst, val, err, errlen);
+}
+
+/* ---- the Kafka options of the command-line clients ---- */
+
+int cl_kafka_cli_brokers(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    cl_kafka_cli *kc = o->dst;
+    if (kc->phase != 2) return 0;
+    return cm_config_set(kc->cfg, "kafka.bootstrap.servers", val, "flag --brokers", err, errlen)
+               ? -2
+               : 0;
+}
+
+int cl_kafka_cli_config(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    cl_kafka_cli *kc = o->dst;
+    if (kc->phase != 1) return 0;
+    return cm_config_load_file(kc->cfg, val, err, errlen) ? -2 : 0;
+}
+
+int cl_kafka_cli_key(cl_kafka_cli *kc, const char *arg, const char *val, char *err, size_t errlen) {
+    if (strncmp(arg, "--kafka.", 8)) return -2;
+    if (!val) {
+        pl_errf(err, errlen, CL_EINVAL, "%s needs a value", arg);
+        return -1;
+    }
+    if (kc->phase == 2 && cm_config_set(kc->cfg, arg + 2, val, "command line", err, errlen))
+        return -1;
+    return 1;
+}
+
+int cl_kafka_cli_parse(const cli_cmd *cmd, cl_kafka_cli *kc, int argc, char **argv, void *ctx) {
+    char err[CLI_ERRLEN];
+    if (cm_config_new(NULL, 0, kc->cmd, NULL, &kc->cfg) != 0) return cli_fail(cmd, "out of memory");
+    for (kc->phase = 1; kc->phase <= 2; kc->phase++) {
+        int pr = cli_parse(cmd, argc, argv, ctx, NULL, NULL);
+        if (pr != CLI_OK) return pr;
+    }
+    if (!*cm_kafka_brokers_of(kc->cfg)) {
+        fprintf(stderr, "%s: --brokers (or kafka.bootstrap.servers) is required\n", kc->cmd);
+        cli_usage(cmd, stderr);
+        return CLI_USAGE;
+    }
+    if (cm_config_validate(kc->cfg, err, sizeof err) != 0 ||
+        cm_kafka_new(kc->cfg, kc->roles, kc->cmd, &kc->k, err, sizeof err) != 0)
+        return cli_fail(cmd, "%s", err);
+    return CLI_OK;
+}
+
+void cl_kafka_cli_free(cl_kafka_cli *kc) {
+    cm_kafka_free(kc->k);
+    cm_config_free(kc->cfg);
+    kc->k = NULL;
+    kc->cfg = NULL;
 }

@@ -610,6 +610,7 @@ int cl_cmd_demo(int argc, char **argv) {
     rd_kafka_t *mrk = NULL;
     rd_kafka_mock_cluster_t *mc = NULL;
     cm_config *cfg = NULL;
+    cm_kafka *kafka = NULL; /* the clients' Kafka layer, over the worker's configuration */
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
@@ -669,12 +670,12 @@ int cl_cmd_demo(int argc, char **argv) {
     running = 1;
     /* the readers start at the topics' ends: they exist before the first
      * turn is sent, so they see every chunk and reply of this run */
-    if (!(d.prod =
-              cl_producer_new(bootstrap, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
-        !(d.tok_c = cl_reader_new(bootstrap, "parley.tokens", 0, cm_startup_left_ms(), err,
-                                  sizeof err)) ||
-        !(d.res_c = cl_reader_new(bootstrap, "parley.responses", 1, cm_startup_left_ms(), err,
-                                  sizeof err))) {
+    if (cm_kafka_new(cfg, CM_KAFKA_PRODUCER | CM_KAFKA_READER, "demo", &kafka, err, sizeof err) ||
+        !(d.prod = cl_producer_new(kafka, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
+        !(d.tok_c =
+              cl_reader_new(kafka, "parley.tokens", 0, cm_startup_left_ms(), err, sizeof err)) ||
+        !(d.res_c =
+              cl_reader_new(kafka, "parley.responses", 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
@@ -702,6 +703,7 @@ done:
     cl_reader_free(d.tok_c);
     cl_reader_free(d.res_c);
     wk_worker_free(wt.w);
+    cm_kafka_free(kafka);
     cm_config_free(cfg);
     if (mc) rd_kafka_mock_cluster_destroy(mc);
     if (mrk) rd_kafka_destroy(mrk);

@@ -50,23 +50,23 @@ static const char *const load_words[] = {
 
 /* Command-line options. */
 typedef struct load_opts {
-    const char *brokers; /* bootstrap servers */
-    cl_topics topics;    /* topic names */
-    const char *ns;      /* KV-cache namespace or NULL */
-    const char *model;   /* model name or NULL */
-    uint64_t convs;      /* conversations */
-    uint64_t turns;      /* turns per conversation */
-    double rate;         /* target arrivals, turns/s */
-    uint64_t user_min;   /* words per user message, min */
-    uint64_t user_max;   /* ... max */
-    uint64_t tok_min;    /* params.max_tokens, min */
-    uint64_t tok_max;    /* ... max */
-    double temperature;  /* params.temperature */
-    uint64_t timeout_s;  /* whole run */
-    uint64_t startup_s;  /* bound on the start-up waits (metadata, end offsets) */
-    uint64_t grace_ms;   /* listening for duplicates after the end */
-    uint64_t seed;       /* random seed */
-    int stream;          /* ask for TokenChunks, measure TTFT */
+    cl_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
+    cl_topics topics;   /* topic names */
+    const char *ns;     /* KV-cache namespace or NULL */
+    const char *model;  /* model name or NULL */
+    uint64_t convs;     /* conversations */
+    uint64_t turns;     /* turns per conversation */
+    double rate;        /* target arrivals, turns/s */
+    uint64_t user_min;  /* words per user message, min */
+    uint64_t user_max;  /* ... max */
+    uint64_t tok_min;   /* params.max_tokens, min */
+    uint64_t tok_max;   /* ... max */
+    double temperature; /* params.temperature */
+    uint64_t timeout_s; /* whole run */
+    uint64_t startup_s; /* bound on the start-up waits (metadata, end offsets) */
+    uint64_t grace_ms;  /* listening for duplicates after the end */
+    uint64_t seed;      /* random seed */
+    int stream;         /* ask for TokenChunks, measure TTFT */
 } load_opts;
 
 /* One conversation of the run. */
@@ -252,6 +252,11 @@ static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *er
     return cl_parse_range(v, 1, 32768, &o->tok_min, &o->tok_max);
 }
 
+/* --kafka.X VALUE (cli_unknown_fn). */
+static int load_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
+    return cl_kafka_cli_key(&((load_opts *)ctx)->kafka, arg, val, err, errlen);
+}
+
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
 static int load_parse(int argc, char **argv, load_opts *o) {
     char err[PL_ERR_LEN];
@@ -270,8 +275,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     o->seed = cl_epoch_ms();
     cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
-        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
-         "Kafka bootstrap servers (required)", NULL},
+        CL_KAFKA_OPTS(&o->kafka),
         {"--conversations", NULL, CLI_U64, &o->convs, 1, 1000000, "C", "conversations (default 10)",
          NULL},
         {"--turns", NULL, CLI_U64, &o->turns, 1, 4096, "T", "turns per conversation (default 3)",
@@ -300,6 +304,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     const cli_cmd cmd = {
         .name = "load",
         .synopsis = "load --brokers HOST:PORT --conversations C --turns T --rate R\n"
+                    "         [--config FILE] [--kafka.X VALUE]...\n"
                     "         [--user MIN:MAX] [--max-tokens MIN:MAX] [--timeout-s N] [--stream]\n"
                     "         [--startup-timeout-s N]\n"
                     "         [--grace-ms N] [--temperature T] [--seed N] [--namespace NS]\n"
@@ -313,14 +318,12 @@ static int load_parse(int argc, char **argv, load_opts *o) {
                  "Exit status: 0 no loss, no duplicate, in time; 1 otherwise; 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
+        .unknown = load_kafka_key,
     };
-    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
+    o->kafka.cmd = "load";
+    o->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
+    int pr = cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
     if (pr != CLI_OK) return pr;
-    if (!o->brokers) {
-        fprintf(stderr, "load: --brokers is required\n");
-        cli_usage(&cmd, stderr);
-        return 2;
-    }
     if (o->convs * o->turns > 100000000ull) {
         fprintf(stderr, "load: conversations x turns is too large\n");
         return 2;
@@ -415,7 +418,10 @@ static int load_report(load_run *r, double elapsed_ms, int timed_out) {
 int cl_cmd_load(int argc, char **argv) {
     load_opts o;
     int prc = load_parse(argc, argv, &o);
-    if (prc) return prc == 1 ? 0 : 2;
+    if (prc) {
+        cl_kafka_cli_free(&o.kafka);
+        return prc == 1 ? 0 : 2;
+    }
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
     int rc = 1;
     load_run r;
@@ -450,12 +456,11 @@ int cl_cmd_load(int argc, char **argv) {
     }
     r.r_len = o.convs;
     cm_startup_begin("load", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
-    if (!(prod =
-              cl_producer_new(o.brokers, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
-        (o.stream && !(tok = cl_reader_new(o.brokers, o.topics.tokens, 0, cm_startup_left_ms(), err,
-                                           sizeof err))) ||
-        !(res = cl_reader_new(o.brokers, o.topics.responses, 1, cm_startup_left_ms(), err,
-                              sizeof err))) {
+    cm_kafka *k = o.kafka.k;
+    if (!(prod = cl_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+        (o.stream &&
+         !(tok = cl_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err))) ||
+        !(res = cl_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "load: %s\n", err);
         goto err;
     }
@@ -514,5 +519,6 @@ err:
     free(r.w_queue);
     free(r.w_ttft);
     free(r.w_total);
+    cl_kafka_cli_free(&o.kafka);
     return rc;
 }

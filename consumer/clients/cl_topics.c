@@ -36,13 +36,13 @@
 
 /* Options of `parley topics`. */
 typedef struct tp_opts {
-    const char *brokers; /* bootstrap servers (required) */
-    cl_topics topics;    /* turns / tokens / responses names */
-    char dlq[256];       /* DeadLetter topic name */
-    int partitions;      /* of turns, tokens, responses */
-    int replication;     /* replication factor (0: min(3, brokers); -1: broker default) */
-    int min_isr;         /* min.insync.replicas (0: 2 where RF is 3; -1: broker default) */
-    uint64_t startup_s;  /* bound on the waits for Kafka */
+    cl_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
+    cl_topics topics;   /* turns / tokens / responses names */
+    char dlq[256];      /* DeadLetter topic name */
+    int partitions;     /* of turns, tokens, responses */
+    int replication;    /* replication factor (0: min(3, brokers); -1: broker default) */
+    int min_isr;        /* min.insync.replicas (0: 2 where RF is 3; -1: broker default) */
+    uint64_t startup_s; /* bound on the waits for Kafka */
 } tp_opts;
 
 static int tp_dlq_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
@@ -57,6 +57,11 @@ static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err
     return 0;
 }
 
+/* --kafka.X VALUE (cli_unknown_fn). */
+static int tp_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
+    return cl_kafka_cli_key(&((tp_opts *)ctx)->kafka, arg, val, err, errlen);
+}
+
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
 static int tp_parse(int argc, char **argv, tp_opts *o) {
     char err[PL_ERR_LEN];
@@ -68,8 +73,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
     const cli_opt opts[] = {
-        {"--brokers", NULL, CLI_STR, &o->brokers, 0, 0, "HOST:PORT",
-         "Kafka bootstrap servers (required)", NULL},
+        CL_KAFKA_OPTS(&o->kafka),
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
          "partitions of turns, tokens and responses (default 12; the DLQ gets 1)", NULL},
         {"--replication-factor", NULL, CLI_INT, &o->replication, -1, 32767, "R",
@@ -92,8 +96,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     };
     const cli_cmd cmd = {
         .name = "topics",
-        .synopsis = "topics --brokers HOST:PORT [--partitions N] [--replication-factor R]\n"
-                    "         [--min-insync-replicas M]\n"
+        .synopsis = "topics --brokers HOST:PORT [--config FILE] [--kafka.X VALUE]...\n"
+                    "         [--partitions N] [--replication-factor R] [--min-insync-replicas M]\n"
                     "         [--topic-prefix P | --turns-topic T --tokens-topic T\n"
                     "         --responses-topic T --dlq-topic T] [--startup-timeout-s N]",
         .about = "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
@@ -104,15 +108,11 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
                  "Exit status: 0 all four exist afterwards, 1 failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
+        .unknown = tp_kafka_key,
     };
-    int pr = cli_parse(&cmd, argc, argv, o, NULL, NULL);
-    if (pr != CLI_OK) return pr;
-    if (!o->brokers) {
-        fprintf(stderr, "topics: --brokers is required\n");
-        cli_usage(&cmd, stderr);
-        return 2;
-    }
-    return 0;
+    o->kafka.cmd = "topics";
+    o->kafka.roles = CM_KAFKA_ADMIN;
+    return cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
 }
 
 /* Partitions and replication factor (replicas of its first partition) of
@@ -131,14 +131,15 @@ static void tp_describe(rd_kafka_t *rk, const char *topic, int *parts, int *rf) 
 }
 
 /* The number of brokers in the cluster (metadata), or -1 when Kafka did not
- * answer in time (err: the line to print). */
-static int tp_brokers(rd_kafka_t *rk, const char *brokers, char *err, size_t errlen) {
+ * answer in time or refused parley (err: the line to print). */
+static int tp_brokers(cm_kafka *k, rd_kafka_t *rk, char *err, size_t errlen) {
     const struct rd_kafka_metadata *md = NULL;
-    snprintf(err, errlen, "metadata from %.300s", brokers);
+    snprintf(err, errlen, "metadata from %.300s", cm_kafka_brokers(k));
     cm_startup_wait(err);
-    rd_kafka_resp_err_t me = rd_kafka_metadata(rk, 0, NULL, &md, cm_startup_left_ms());
+    rd_kafka_resp_err_t me = cm_kafka_metadata_get(k, rk, NULL, cm_startup_left_ms(), &md);
     if (me) {
-        if (me == RD_KAFKA_RESP_ERR__TIMED_OUT || cm_startup_expired())
+        if (cm_kafka_refusal_msg(k)) snprintf(err, errlen, "%s", cm_kafka_refusal_msg(k));
+        else if (me == RD_KAFKA_RESP_ERR__TIMED_OUT || cm_startup_expired())
             cm_startup_errf(err, errlen, CL_ETIMEDOUT);
         else snprintf(err, errlen, "metadata: %s", rd_kafka_err2str(me));
         return -1;
@@ -161,28 +162,27 @@ static void tp_plan(const tp_opts *o, int brokers, int *rf, int *min_isr) {
 int cl_cmd_topics(int argc, char **argv) {
     tp_opts o;
     int pr = tp_parse(argc, argv, &o);
-    if (pr) return pr == 1 ? 0 : 2;
-    char e[512];
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(c, "bootstrap.servers", o.brokers, e, sizeof e) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(c, "log_level", "3", e, sizeof e) != RD_KAFKA_CONF_OK) {
-        rd_kafka_conf_destroy(c);
-        fprintf(stderr, "topics: %s\n", e);
-        return 2;
+    if (pr) {
+        cl_kafka_cli_free(&o.kafka);
+        return pr == 1 ? 0 : 2;
     }
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e);
-    if (!rk) {
-        rd_kafka_conf_destroy(c);
+    char e[512];
+    cm_kafka *k = o.kafka.k;
+    cm_kafka_spec spec = {.role = CM_KAFKA_ADMIN};
+    rd_kafka_t *rk = NULL;
+    if (cm_kafka_client_new(k, &spec, "admin client", &rk, e, sizeof e) != 0) {
         fprintf(stderr, "topics: %s\n", e);
+        cl_kafka_cli_free(&o.kafka);
         return 1;
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
     const char *names[4] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq};
-    int brokers = tp_brokers(rk, o.brokers, e, sizeof e);
+    int brokers = tp_brokers(k, rk, e, sizeof e);
     if (brokers < 0) {
         fprintf(stderr, "topics: %s\n", e);
         cm_startup_end();
         rd_kafka_destroy(rk);
+        cl_kafka_cli_free(&o.kafka);
         return 1;
     }
     int rf, min_isr;
@@ -199,6 +199,7 @@ int cl_cmd_topics(int argc, char **argv) {
                 if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
             cm_startup_end();
             rd_kafka_destroy(rk);
+            cl_kafka_cli_free(&o.kafka);
             return 2;
         }
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -206,12 +207,25 @@ int cl_cmd_topics(int argc, char **argv) {
     int left = cm_startup_left_ms();
     rd_kafka_AdminOptions_set_request_timeout(ao, left, NULL, 0);
     rd_kafka_AdminOptions_set_operation_timeout(ao, left, NULL, 0);
-    snprintf(e, sizeof e, "CreateTopics from %.300s", o.brokers);
+    snprintf(e, sizeof e, "CreateTopics from %.300s", cm_kafka_brokers(k));
     cm_startup_wait(e);
     rd_kafka_CreateTopics(rk, nt, 4, ao, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, left + 1000);
+    rd_kafka_event_t *ev = cm_kafka_event_wait(k, rk, q, left + 1000);
     int rc = 1;
-    if (!ev) {
+    size_t n_res = 0;
+    const rd_kafka_topic_result_t **res =
+        ev && !rd_kafka_event_error(ev)
+            ? rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n_res)
+            : NULL;
+    for (size_t i = 0; i < n_res; i++) /* an authorization error is a refusal: one line */
+        if (cm_kafka_refusal_class(rd_kafka_topic_result_error(res[i]), NULL))
+            cm_kafka_refusal_note(k, rd_kafka_topic_result_error(res[i]),
+                                  rd_kafka_topic_result_error_string(res[i]));
+    if (ev && rd_kafka_event_error(ev))
+        cm_kafka_refusal_note(k, rd_kafka_event_error(ev), rd_kafka_event_error_string(ev));
+    if (cm_kafka_refusal_msg(k)) {
+        fprintf(stderr, "topics: %s\n", cm_kafka_refusal_msg(k));
+    } else if (!ev) {
         cm_startup_errf(e, sizeof e, CL_ETIMEDOUT);
         fprintf(stderr, "topics: %s\n", e);
     } else if (rd_kafka_event_error(ev)) {
@@ -220,11 +234,8 @@ int cl_cmd_topics(int argc, char **argv) {
         else snprintf(e, sizeof e, "%s", rd_kafka_event_error_string(ev));
         fprintf(stderr, "topics: %s\n", e);
     } else {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
         rc = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n_res; i++) {
             const char *t = rd_kafka_topic_result_name(res[i]);
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(res[i]);
             if (!te) {
@@ -264,5 +275,6 @@ int cl_cmd_topics(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
         if (nt[i]) rd_kafka_NewTopic_destroy(nt[i]);
     rd_kafka_destroy(rk);
+    cl_kafka_cli_free(&o.kafka);
     return rc;
 }

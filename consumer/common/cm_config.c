@@ -152,6 +152,10 @@ int cm_config_set(cm_config *c, const char *key, const char *val, const char *or
         return rc ? pl_errf(err, errlen, rc, "out of memory") : 0;
     }
     int i = cm_prop_find(c, key);
+    if (i < 0 && !c->n_props)
+        return pl_errf(err, errlen, CM_CONFIG_EINVAL,
+                       "unknown configuration key '%s' (%s); parley %s takes kafka.* keys only",
+                       key, origin, c->cmd);
     if (i < 0)
         return pl_errf(err, errlen, CM_CONFIG_EINVAL,
                        "unknown configuration key '%s' (%s); see parley %s "

@@ -1,15 +1,17 @@
 /*
  * cm_config.h -- a command's configuration: one table of properties, three
  * sources, one reference document.  Shared by `parley worker` (its table:
- * consumer/worker/wk_config.h), `parley gateway` (gw_cmd.c) and the demo.
+ * consumer/worker/wk_config.h), `parley gateway` (gw_cmd.c) and the demo;
+ * `parley chat`, `load`, `batch` and `topics` hold their kafka.* keys in
+ * one without a table (cl_client.h's cl_kafka_cli).
  *
  * Purpose.  Every setting a command reads is a row of one static table
  * (name, type, default, range, documentation).  The same table validates
  * input, answers lookups and generates the configuration reference
  * (`--print-config-doc`, Markdown), so the docs cannot drift from the code.
  * Any `kafka.X` key is passed through unchanged to librdkafka as property
- * X (bootstrap.servers, SASL/SSL, tuning); which clients get it is the
- * command's business (the worker: wk_kafka.c).
+ * X (bootstrap.servers, SASL/SSL, tuning); which clients get it, and which
+ * keys a command refuses, is the Kafka layer's business (cm_kafka.h).
  *
  * Sources and precedence (later wins): the file given with --config (lines
  * `key = value`, `#` comments), then the environment (PARLEY_<KEY>: the key
@@ -77,7 +79,8 @@ void cm_config_free(cm_config *c);
 
 /* Set key to val; origin names the source in messages.  A table key is
  * type/range-checked; kafka.X is stored for librdkafka; anything else is
- * CM_CONFIG_EINVAL ("unknown configuration key").  Returns 0 or < 0. */
+ * CM_CONFIG_EINVAL ("unknown configuration key"; a configuration without a
+ * table takes kafka.* keys only).  Returns 0 or < 0. */
 int cm_config_set(cm_config *c, const char *key, const char *val, const char *origin, char *err,
                   size_t errlen);
 

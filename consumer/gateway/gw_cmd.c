@@ -23,8 +23,13 @@
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "cm_config.h"
+#include "cm_kafka.h"
 
 extern char **environ;
+
+/* The gateway's clients: one idempotent producer (turns) and one reader
+ * (tokens, responses, DLQ), built through the common Kafka layer. */
+#define GW_KAFKA_ROLES (CM_KAFKA_PRODUCER | CM_KAFKA_READER)
 
 static const cm_prop gw_props[] = {
     {"gateway.listen", CM_PROP_STR, "127.0.0.1:8080", 0, 0,
@@ -66,6 +71,13 @@ static const cm_prop gw_props[] = {
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
 };
 #define GW_NPROPS (sizeof gw_props / sizeof gw_props[0])
+
+/* The gateway's cross-key checks (cm_config_check_fn): every kafka.* key
+ * reaches one of its clients, or is refused naming it. */
+static int gw_config_check(const cm_config *c, char *err, size_t errlen) {
+    int rc = cm_kafka_config_check(c, GW_KAFKA_ROLES, "gateway", err, errlen);
+    return rc ? pl_err_recode(rc, PL_ERR_CM, CM_CONFIG_EINVAL) : 0;
+}
 
 static volatile sig_atomic_t gw_g_stop;
 
@@ -145,7 +157,8 @@ int gw_cmd_gateway(int argc, char **argv) {
     gw_hub *hub = NULL;
     gw_http *http = NULL;
     int rc = 2, port = 0;
-    if (!o || cm_config_new(gw_props, GW_NPROPS, "gateway", NULL, &cfg) != 0) {
+    cm_kafka *kafka = NULL;
+    if (!o || cm_config_new(gw_props, GW_NPROPS, "gateway", gw_config_check, &cfg) != 0) {
         fprintf(stderr, "gateway: out of memory\n");
         free(o);
         return 1;
@@ -168,15 +181,12 @@ int gw_cmd_gateway(int argc, char **argv) {
     if (gw_parse_opts(cfg, o, err, sizeof err)) goto bad;
     gw_hub_conf hc;
     memset(&hc, 0, sizeof hc);
-    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
-        const char *k, *v;
-        cm_config_kafka_at(cfg, i, &k, &v);
-        if (!strcmp(k, "bootstrap.servers")) hc.brokers = v;
-    }
-    if (!hc.brokers) {
+    if (!*cm_kafka_brokers_of(cfg)) {
         pl_errf(err, sizeof err, GW_EINVAL, "kafka.bootstrap.servers is required");
         goto bad;
     }
+    if (cm_kafka_new(cfg, GW_KAFKA_ROLES, "gateway", &kafka, err, sizeof err) != 0) goto bad;
+    hc.kafka = kafka;
     if (cl_topic_set(hc.topics.turns, cm_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
         cl_topic_set(hc.topics.tokens, cm_config_str(cfg, "gateway.topic.tokens"), err,
                      sizeof err) ||
@@ -217,6 +227,7 @@ bad:
 done:
     gw_http_stop(http);
     gw_hub_free(hub);
+    cm_kafka_free(kafka);
     cm_config_free(cfg);
     free(o);
     return rc;

@@ -191,8 +191,8 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
     snprintf(h->topics_dlq, sizeof h->topics_dlq, "%s", conf->dlq ? conf->dlq : "");
     const char *read[3] = {conf->topics.tokens, conf->topics.responses, h->topics_dlq};
     if (!(h->producer =
-              cl_producer_new(conf->brokers, conf->topics.turns, conf->timeout_ms, err, errlen)) ||
-        !(h->reader = cl_reader_new_topics(conf->brokers, read, h->topics_dlq[0] ? 3 : 2, 1,
+              cl_producer_new(conf->kafka, conf->topics.turns, conf->timeout_ms, err, errlen)) ||
+        !(h->reader = cl_reader_new_topics(conf->kafka, read, h->topics_dlq[0] ? 3 : 2, 1,
                                            cm_startup_left_ms(), err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {

@@ -5,6 +5,7 @@
  * consumer/common/cm_config.c.
  */
 #include "wk_config.h"
+#include "cm_kafka.h"
 #include "pl_err.h"
 
 #include <stdbool.h>
@@ -227,6 +228,9 @@ static int wk_config_check(const cm_config *c, char *err, size_t errlen) {
                        "scheduler.spec_ngram_max (%lld)",
                        cm_config_int(c, "scheduler.spec_ngram_min"),
                        cm_config_int(c, "scheduler.spec_ngram_max"));
+    /* every kafka.* key reaches one of the worker's clients, or is refused */
+    int rc = cm_kafka_config_check(c, CM_KAFKA_GROUP | CM_KAFKA_PRODUCER, "worker", err, errlen);
+    if (rc) return pl_err_recode(rc, PL_ERR_CM, CM_CONFIG_EINVAL);
     return wk_config_check_redis(c, err, errlen);
 }
 
@@ -250,8 +254,14 @@ int wk_config_doc(FILE *f) {
                "only, a common one (`kafka.bootstrap.servers`, `kafka.client.id`, SASL/SSL) to\n"
                "all three.  `kafka.consumer.<property>` and `kafka.producer.<property>` force\n"
                "a property onto the consumer or onto the producers only (e.g. a separate\n"
-               "`kafka.producer.client.id`).  A bad value stops the worker at start with a\n"
-               "message naming the key (exit status 2).\n\n"
+               "`kafka.producer.client.id`).  Keys the worker sets itself are refused, not\n"
+               "overwritten: `kafka.transactional.id` (named by `worker.id`),\n"
+               "`kafka.enable.auto.commit` / `kafka.enable.auto.offset.store` (offsets go in\n"
+               "the transactions), `kafka.enable.idempotence` other than `true`.  Every other\n"
+               "command (gateway, batch, chat, load, topics) builds its clients through the\n"
+               "same layer (`consumer/common/cm_kafka.h`; see the end of this file).  A bad\n"
+               "value or a refused key stops the worker at start with a message naming the\n"
+               "key (exit status 2).\n\n"
                "| key | type | default | environment | description |\n"
                "|---|---|---|---|---|\n");
     return cm_config_doc_table(f, wk_props, WK_NPROPS);

@@ -1,72 +1,29 @@
 /*
  * wk_kafka.c -- the worker's three Kafka handles (group consumer,
- * transactional producer, idempotent chunk producer): parley's defaults,
- * the user's kafka.* pass-through scoped to the clients that understand
- * each property, and forced settings.  The transactional producer can be
- * built again in place (wk_kafka_txp_new) when a fatal, non-fencing error
- * leaves the old one unusable (see wk_txn.c); so can the chunk producer
- * (wk_kafka_chp_new, see wk_gen.c).  wk_record_from_kafka is the turn
- * path's boundary: the rest of the turn path sees a plain wk_record.
- *
- * Scoping.  librdkafka knows every property as consumer-only (C),
- * producer-only (P) or common (*); setting a consumer property on a
- * producer works but logs a CONFWARN on every start.  The scope comes from
- * librdkafka's own property table (rd_kafka_conf_properties_show), read
- * once.  `kafka.consumer.X` / `kafka.producer.X` force X onto the consumer
- * or onto both producers only; plain `kafka.X` goes where librdkafka says
- * X belongs (a property the table does not list goes everywhere).
+ * transactional producer, idempotent chunk producer), built through the
+ * common Kafka layer (consumer/common/cm_kafka.h: the user's kafka.* keys
+ * scoped to the clients that understand each property, consumer.* /
+ * producer.* prefixes, forced settings) with the worker's own defaults on
+ * top: linger, retry backoff, client.id = worker.id, the group, earliest
+ * offsets, read_committed, cooperative-sticky assignment.  The
+ * transactional producer can be built again in place (wk_kafka_txp_new)
+ * when a fatal, non-fencing error leaves the old one unusable (see
+ * wk_txn.c); so can the chunk producer (wk_kafka_chp_new, see wk_gen.c).
+ * The worker keeps its own error callback (refusals stop the worker with
+ * exit status 3, also mid-run).  wk_record_from_kafka is the turn path's
+ * boundary: the rest of the turn path sees a plain wk_record.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cm_kafka.h"
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "wk_internal.h"
 
 void wk_rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e, rd_kafka_topic_partition_list_t *parts,
                      void *opaque);
-
-static char *cm_props_text; /* librdkafka's property table (NULL: unavailable) */
-static pthread_once_t cm_props_once = PTHREAD_ONCE_INIT;
-
-static void cm_props_load(void) {
-    size_t n = 0;
-    FILE *f = open_memstream(&cm_props_text, &n);
-    if (!f) return;
-    rd_kafka_conf_properties_show(f);
-    if (fclose(f) != 0) {
-        free(cm_props_text);
-        cm_props_text = NULL;
-    }
-}
-
-char wk_kafka_scope(const char *name) {
-    pthread_once(&cm_props_once, cm_props_load);
-    size_t nl = strlen(name);
-    for (const char *p = cm_props_text; p && *p;) {
-        const char *eol = strchr(p, '\n');
-        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
-        if (ll > nl && !strncmp(p, name, nl) && p[nl] == ' ') {
-            const char *bar = memchr(p + nl, '|', ll - nl);
-            if (bar)
-                for (const char *q = bar + 1; q < p + ll && *q != '|'; q++)
-                    if (*q == 'C' || *q == 'P' || *q == '*') return *q;
-        }
-        p = eol ? eol + 1 : p + ll;
-    }
-    return '*';
-}
-
-/* The librdkafka property a kafka.* entry sets on a client of kind
- * ('C' consumer, 'P' producer), or NULL when it is not for that client. */
-static const char *wk_kafka_for(const char *name, char kind) {
-    if (!strncmp(name, "consumer.", 9)) return kind == 'C' ? name + 9 : NULL;
-    if (!strncmp(name, "producer.", 9)) return kind == 'P' ? name + 9 : NULL;
-    char s = wk_kafka_scope(name);
-    return s == '*' || s == kind ? name : NULL;
-}
 
 int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
                          wk_header **heap) {
@@ -100,28 +57,14 @@ int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *b
 }
 
 /* What a refusal by the cluster is, for an error code and its reason;
- * NULL when it is not one (transport errors, timeouts, TLS errors other
- * than certificate verification: librdkafka retries those). */
+ * NULL when it is not one (cm_kafka_refusal_class). */
 static const char *wk_refusal_kind(rd_kafka_resp_err_t e, const char *reason) {
-    switch (e) {
-    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
-    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
-        return "SASL authentication failed (kafka.sasl.username / kafka.sasl.password / "
-               "kafka.sasl.mechanisms)";
-    case RD_KAFKA_RESP_ERR__SSL: /* only verification: other TLS errors (a reset handshake) pass */
-        return reason && strstr(reason, "certificate")
-                   ? "TLS certificate verification failed (kafka.ssl.ca.location, the broker's "
-                     "certificate, kafka.ssl.*)"
-                   : NULL;
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return "not authorized (the worker's principal needs READ on the turns topic and its "
-               "group, WRITE on the tokens, responses and DLQ topics, WRITE on transactional id "
-               "parley-<worker.id>)";
-    default: return NULL;
-    }
+    int cls = cm_kafka_refusal_class(e, reason);
+    return cls ? cm_kafka_refusal_text(
+                     cls, "not authorized (the worker's principal needs READ on the turns topic "
+                          "and its group, WRITE on the tokens, responses and DLQ topics, WRITE on "
+                          "transactional id parley-<worker.id>)")
+               : NULL;
 }
 
 void wk_kafka_note_refusal(wk_worker *w, rd_kafka_resp_err_t e, const char *reason) {
@@ -156,49 +99,25 @@ static void wk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
            rd_kafka_err2name(e), reason ? reason : "");
 }
 
-/* Kafka configuration for a client of kind ('C'/'P') of worker w: parley
- * defaults (pairs, NULL-terminated), then the user's kafka.* properties for
- * that kind, then forced settings (pairs); w is the opaque and the error
- * callback notes refusals on it. */
-static rd_kafka_conf_t *wk_kconf(wk_worker *w, char kind, const char *const *defs,
-                                 const char *const *forced, char *err, size_t errlen) {
-    const cm_config *cfg = w->cfg;
-    rd_kafka_conf_t *c = rd_kafka_conf_new();
-    rd_kafka_conf_set_opaque(c, w);
-    rd_kafka_conf_set_error_cb(c, wk_error_cb);
-    char kerr[PL_ERR_LEN];
-    for (int i = 0; defs && defs[i]; i += 2)
-        if (rd_kafka_conf_set(c, defs[i], defs[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
-            goto bad;
-    for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
-        const char *k, *v, *prop;
-        cm_config_kafka_at(cfg, i, &k, &v);
-        if (!(prop = wk_kafka_for(k, kind))) continue;
-        if (rd_kafka_conf_set(c, prop, v, kerr, sizeof kerr) != RD_KAFKA_CONF_OK) {
-            pl_errf(err, errlen, WK_EINVAL, "configuration key 'kafka.%s': %s", k, kerr);
-            rd_kafka_conf_destroy(c);
-            return NULL;
-        }
-    }
-    for (int i = 0; forced && forced[i]; i += 2)
-        if (rd_kafka_conf_set(c, forced[i], forced[i + 1], kerr, sizeof kerr) != RD_KAFKA_CONF_OK)
-            goto bad;
-    return c;
-bad:
-    pl_errf(err, errlen, WK_EKAFKA, "kafka configuration: %s", kerr);
-    rd_kafka_conf_destroy(c);
-    return NULL;
+/* Build a client of worker w through the common layer (cm_kafka.h): w is
+ * the opaque of every callback, and the error callback notes refusals on
+ * it.  A key the layer refuses is the configuration's fault (WK_EINVAL:
+ * exit status 2); other failures are WK_EKAFKA. */
+static int wk_kafka_client(wk_worker *w, cm_kafka_spec *s, const char *what, rd_kafka_t **out,
+                           char *err, size_t errlen) {
+    cm_kafka *k = NULL;
+    s->error_cb = wk_error_cb;
+    s->opaque = w;
+    int rc = cm_kafka_new(w->cfg, CM_KAFKA_GROUP | CM_KAFKA_PRODUCER, "worker", &k, err, errlen);
+    if (!rc) rc = cm_kafka_client_new(k, s, what, out, err, errlen);
+    cm_kafka_free(k);
+    return rc ? pl_err_recode(rc, PL_ERR_WK, WK_EKAFKA) : 0;
 }
 
 /* The command that creates the worker's topics, for messages about a
  * missing one. */
 static void wk_topics_hint(const wk_worker *w, char *out, size_t n) {
-    const char *bs = "HOST:PORT";
-    for (size_t i = 0; i < cm_config_kafka_count(w->cfg); i++) {
-        const char *k, *v;
-        cm_config_kafka_at(w->cfg, i, &k, &v);
-        if (!strcmp(k, "bootstrap.servers")) bs = v;
-    }
+    const char *bs = *cm_kafka_brokers_of(w->cfg) ? cm_kafka_brokers_of(w->cfg) : "HOST:PORT";
     snprintf(out, n,
              "parley topics --brokers %.200s --turns-topic %.100s --tokens-topic %.100s "
              "--responses-topic %.100s --dlq-topic %.100s",
@@ -246,7 +165,7 @@ static void wk_txp_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 }
 
 int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
-    char e[512], txid[200];
+    char txid[200];
     snprintf(txid, sizeof txid, "parley-%s", w->id);
     /* retry.backoff.ms: a transaction begun right after the previous commit
      * finds the coordinator still writing that one's markers (2-10 ms on
@@ -256,33 +175,26 @@ int wk_kafka_txp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
      * From its default, 100 ms, such a commit waited 100-300 ms; from 2 ms
      * it waits about as long as the markers take, and a broker that is
      * away still sees the backoff grow to a second within 10 retries. */
-    const char *pdefs[] = {"linger.ms", "5", "retry.backoff.ms", "2", "client.id", w->id, NULL};
-    const char *tforced[] = {"transactional.id", txid, NULL};
-    rd_kafka_conf_t *c = wk_kconf(w, 'P', pdefs, tforced, err, errlen);
-    if (!c) return WK_EKAFKA;
-    rd_kafka_conf_set_dr_msg_cb(c, wk_txp_dr);
+    const char *pdefs[] = {"linger.ms", "5", "retry.backoff.ms", "2", NULL};
+    cm_kafka_spec s = {.role = CM_KAFKA_PRODUCER,
+                       .client_id = w->id,
+                       .txn_id = txid,
+                       .defs = pdefs,
+                       .dr_msg_cb = wk_txp_dr};
+    int rc = wk_kafka_client(w, &s, "transactional producer", out, err, errlen);
+    if (rc) return rc;
     char tmo[32];
     size_t tl = sizeof tmo;
-    if (rd_kafka_conf_get(c, "transaction.timeout.ms", tmo, &tl) == RD_KAFKA_CONF_OK)
+    if (rd_kafka_conf_get(rd_kafka_conf(*out), "transaction.timeout.ms", tmo, &tl) ==
+        RD_KAFKA_CONF_OK)
         w->txn.timeout_us = strtoll(tmo, NULL, 10) * 1000;
-    if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
-        rd_kafka_conf_destroy(c);
-        return pl_errf(err, errlen, WK_EKAFKA, "kafka transactional producer: %s", e);
-    }
     return 0;
 }
 
 int wk_kafka_chp_new(wk_worker *w, rd_kafka_t **out, char *err, size_t errlen) {
-    char e[512];
-    const char *pdefs[] = {"linger.ms", "5", "client.id", w->id, NULL};
-    const char *iforced[] = {"enable.idempotence", "true", NULL};
-    rd_kafka_conf_t *c = wk_kconf(w, 'P', pdefs, iforced, err, errlen);
-    if (!c) return WK_EKAFKA;
-    if (!(*out = rd_kafka_new(RD_KAFKA_PRODUCER, c, e, sizeof e))) {
-        rd_kafka_conf_destroy(c);
-        return pl_errf(err, errlen, WK_EKAFKA, "kafka chunk producer: %s", e);
-    }
-    return 0;
+    const char *pdefs[] = {"linger.ms", "5", NULL};
+    cm_kafka_spec s = {.role = CM_KAFKA_PRODUCER, .client_id = w->id, .defs = pdefs};
+    return wk_kafka_client(w, &s, "chunk producer", out, err, errlen);
 }
 
 /* 1 if the kafka.* pass-through selects KIP-848's consumer group protocol
@@ -337,26 +249,20 @@ done:
 
 int wk_kafka_setup(wk_worker *w, char *err, size_t errlen) {
     const cm_config *cfg = w->cfg;
-    char e[512];
     int kip848 = wk_kafka_kip848(cfg);
-    const char *cdefs[] = {"group.id", cm_config_str(cfg, "worker.group"), "auto.offset.reset",
-                           "earliest", "isolation.level", "read_committed", "client.id", w->id,
+    const char *cdefs[] = {"auto.offset.reset", "earliest", "isolation.level", "read_committed",
                            /* classic protocol: incremental (cooperative) rebalances;
                             * KIP-848 rebalances incrementally by design */
                            kip848 ? NULL : "partition.assignment.strategy", "cooperative-sticky",
                            NULL};
-    const char *cforced[] = {"enable.auto.commit", "false", "enable.auto.offset.store", "false",
-                             NULL};
-    rd_kafka_conf_t *c = wk_kconf(w, 'C', cdefs, cforced, err, errlen);
-    if (!c) return WK_EKAFKA;
-    rd_kafka_conf_set_rebalance_cb(c, wk_rebalance_cb);
-    w->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, e, sizeof e);
-    if (!w->cons) {
-        rd_kafka_conf_destroy(c);
-        return pl_errf(err, errlen, WK_EKAFKA, "kafka consumer: %s", e);
-    }
-    rd_kafka_poll_set_consumer(w->cons);
-    int rc = wk_kafka_txp_new(w, &w->prod.txp, err, errlen);
+    cm_kafka_spec s = {.role = CM_KAFKA_GROUP,
+                       .client_id = w->id,
+                       .group_id = cm_config_str(cfg, "worker.group"),
+                       .defs = cdefs,
+                       .rebalance_cb = wk_rebalance_cb};
+    int rc = wk_kafka_client(w, &s, "consumer", &w->cons, err, errlen);
+    if (rc) return rc;
+    rc = wk_kafka_txp_new(w, &w->prod.txp, err, errlen);
     if (rc) return rc;
     if ((rc = wk_kafka_chp_new(w, &w->prod.chp, err, errlen))) return rc;
     /* init_transactions in short slices, serving every client's callbacks

@@ -49,9 +49,9 @@ int pl_err_recode(int cause, int base, int fallback) {
 
 const char *pl_err_module(int code) {
     static const char *const names[] = {
-        "schemas",    "gguf",      "tok",     "template", "config",      "model",   "kv",
-        "sampler",    "scheduler", "cache",   "cuda",     "config file", "offsets", "worker",
-        "constraint", "clients",   "gateway", "batch",    "kernels",     "commands"};
+        "schemas",    "gguf",      "tok",     "template", "config",      "model",    "kv",
+        "sampler",    "scheduler", "cache",   "cuda",     "config file", "offsets",  "worker",
+        "constraint", "clients",   "gateway", "batch",    "kernels",     "commands", "kafka"};
     if (code == 0) return "ok";
     if (code > 0) return "unknown";
     int r = (-code) / 100;

@@ -56,8 +56,12 @@
  *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
  *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the
  *                           commands of engine/cli and consumer/cli)
+ *   -2000  consumer kafka   CM_KAFKA_E* (cm_kafka.h: the Kafka layer every
+ *                           command builds its clients through)
  * The -1100 range is consumer/common: the configuration tables the worker,
- * the gateway and the demo share (cm_config.h).
+ * the gateway and the demo share (cm_config.h); the -2000 range is
+ * consumer/common's Kafka layer (cm_kafka.h), through which every command
+ * builds its Kafka clients.
  *
  * A literal number is never a code (tests/py/test_format.py checks every
  * pl_errf / pl_errwrap / cm_startup_errf call outside this file).
@@ -93,6 +97,7 @@
 #define PL_ERR_BT (-1700)
 #define PL_ERR_KERN (-1800)
 #define PL_ERR_CLI (-1900)
+#define PL_ERR_CM_KAFKA (-2000)
 
 /* Generic classes: a code's offset below its base (1..9), and what
  * pl_err_class returns (as a positive number; 0 = success). */

@@ -4,7 +4,8 @@
  * for them.
  *
  * Purpose.  One idempotent producer sends every request's ChatTurn to the
- * turns topic (cl_client).  One reader, assigned at start to the end of
+ * turns topic (cl_client; both clients are built through the common Kafka
+ * layer, cm_kafka.h, so the gateway's kafka.* keys reach them).  One reader, assigned at start to the end of
  * every partition of the tokens and responses topics with
  * isolation.level=read_committed (the tokens topic has no transactions,
  * so its chunks are visible at once; a TurnResult only once its
@@ -51,10 +52,10 @@ typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
 
 /* What gw_hub_new needs. */
 typedef struct gw_hub_conf {
-    const char *brokers; /* bootstrap servers */
-    cl_topics topics;    /* turns, tokens, responses */
-    const char *dlq;     /* DeadLetter topic to watch, or NULL/"" */
-    int timeout_ms;      /* start-up metadata timeout (the readers: cm_startup_left_ms) */
+    cm_kafka *kafka;  /* the Kafka layer the clients are built through (borrowed) */
+    cl_topics topics; /* turns, tokens, responses */
+    const char *dlq;  /* DeadLetter topic to watch, or NULL/"" */
+    int timeout_ms;   /* start-up metadata timeout (the readers: cm_startup_left_ms) */
 } gw_hub_conf;
 
 /* Connect, assign the reader, start its thread.  0 or -1 (err). */

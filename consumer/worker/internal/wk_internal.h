@@ -537,9 +537,6 @@ void wk_kafka_note_refusal(struct wk_worker *w, rd_kafka_resp_err_t e, const cha
  * Returns 0, or -1 out of memory. */
 int wk_record_from_kafka(const rd_kafka_message_t *m, wk_record *r, wk_header *buf, size_t cap,
                          wk_header **heap);
-/* librdkafka's scope of a property: 'C' consumer, 'P' producer, '*' both
- * (also for names it does not list). */
-char wk_kafka_scope(const char *name);
 
 /* wk_txn.c: produce the ready batch entries and the commit positions in
  * one transaction.  Returns 0 committed (or nothing to do, or a rebuild
