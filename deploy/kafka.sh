@@ -193,6 +193,19 @@ make_tls() {
         -name broker -passout pass:parley-test -out "$d/broker.p12"
 }
 
+# new_cluster_id: a random Kafka Uuid in its text form (URL-safe base64, no
+# padding); like Kafka's own Uuid.randomUuid, never one starting with "-",
+# which the formatter's argument parser would read as an option.
+new_cluster_id() {
+    python3 -c '
+import base64, uuid
+while True:
+    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    if not cid.startswith("-"):
+        print(cid)
+        break'
+}
+
 cmd_start() {
     if svc_pid_alive "$RUN/kafka.pid" "$PATTERN"; then
         svc_log "already running at $(cat "$RUN/kafka.addr") (run dir $RUN)"
@@ -219,16 +232,7 @@ cmd_start() {
         done
     fi
     write_config "$SDIR" "$port" "$cport" "$sport"
-    # A random Kafka Uuid in its text form (URL-safe base64, no padding);
-    # like Kafka's own Uuid.randomUuid, never one starting with "-", which
-    # the formatter's argument parser would read as an option.
-    cid=$(python3 -c '
-import base64, uuid
-while True:
-    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    if not cid.startswith("-"):
-        print(cid)
-        break')
+    cid=$(new_cluster_id)
     java_cmd
     if ! "${JAVA_CMD[@]}" kafka.tools.StorageTool format --cluster-id "$cid" \
         --config "$SDIR/server.properties" --ignore-formatted "${scram[@]}" >"$SDIR/broker.log" 2>&1; then
@@ -441,13 +445,7 @@ cluster_start() {
         addrs+=("127.0.0.1:${ports[i - 1]}")
     done
     echo 3 >"$RUN/kafka.nodes"
-    cid=$(python3 -c '
-import base64, uuid
-while True:
-    cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-    if not cid.startswith("-"):
-        print(cid)
-        break')
+    cid=$(new_cluster_id)
     java_cmd 256m
     for n in c1 c2 c3 b1 b2 b3; do # in parallel: each is a JVM start
         "${JAVA_CMD[@]}" kafka.tools.StorageTool format --cluster-id "$cid" \
