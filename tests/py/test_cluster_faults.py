@@ -272,6 +272,16 @@ def finish(env, flow, name, extra=""):
     return counts
 
 
+def release(env, flow, tail):
+    """What every test ends with, passed or not: the flow (if it still
+    runs), the tail reader and the workers stopped."""
+    if flow.thread.is_alive():
+        flow.halt.set()
+        flow.thread.join()
+    tail.close()
+    env.stop_all()
+
+
 def stop_workers(env):
     env.stop_all()
     for wid, p in env.procs.items():
@@ -339,11 +349,7 @@ def test_turns_leader_killed(cluster, parley_bin, model, tmp_path, protocol):
                f"broker {victim} killed; turns-{part} led by broker "
                f"{cluster.leader(turns, part)} {moved:.1f} s later (group coordinator {gc})")
     finally:
-        if flow.thread.is_alive():
-            flow.halt.set()
-            flow.thread.join()
-        tail.close()
-        env.stop_all()
+        release(env, flow, tail)
     stop_workers(env)
 
 
@@ -398,11 +404,7 @@ def test_two_brokers_down_not_enough_replicas(cluster, parley_bin, model, tmp_pa
                f"refused, {during} before the restart; errors seen "
                f"{ {w: [e for e in ev if e in env.log(w)] for w in env.procs} }")
     finally:
-        if flow.thread.is_alive():
-            flow.halt.set()
-            flow.thread.join()
-        tail.close()
-        env.stop_all()
+        release(env, flow, tail)
     stop_workers(env)
 
 
@@ -453,11 +455,7 @@ def test_txn_coordinator_killed_mid_commit(cluster, parley_bin, model, tmp_path,
                f"aborts={env.log(wid).count('event=txn_abort ')}")
         assert "event=kafka_fatal" not in env.log(wid), env.log(wid)[-3000:]
     finally:
-        if flow.thread.is_alive():
-            flow.halt.set()
-            flow.thread.join()
-        tail.close()
-        env.stop_all()
+        release(env, flow, tail)
     stop_workers(env)
 
 
@@ -498,11 +496,7 @@ def test_rolling_restart(cluster, parley_bin, model, tmp_path, protocol):
         finish(env, flow, f"rolling restart ({protocol})",
                f"turns delivered after each broker's restart: {marks}")
     finally:
-        if flow.thread.is_alive():
-            flow.halt.set()
-            flow.thread.join()
-        tail.close()
-        env.stop_all()
+        release(env, flow, tail)
     stop_workers(env)
 
 
