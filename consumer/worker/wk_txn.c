@@ -165,18 +165,31 @@ static int wk_txn_abort(wk_worker *w) {
     return -1;
 }
 
-/* A transaction step failed with e (consumed). */
+/* A transaction step failed with e (consumed): abort, then rebuild the
+ * producer before the next transaction.  librdkafka speaks transactions v1
+ * (no KIP-890), where the producer epoch stays the same from one
+ * transaction to the next: a produce request of the aborted transaction
+ * still on its way (its connection dropped, the broker slow or restarting)
+ * can land after the abort marker and join the next transaction, which
+ * then commits it beside the same outputs produced again (a doubled
+ * TurnResult, seen after a broker restart under load).  The new producer's
+ * init_transactions bumps the epoch, which fences every request of the old
+ * one; the batch is kept and reconciled as after a fatal error. */
 static void wk_txn_failed(wk_worker *w, const char *step, rd_kafka_error_t *e) {
     if (rd_kafka_error_is_fatal(e)) {
         wk_txn_on_fatal(w, step, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
         return;
     }
-    wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d", step, rd_kafka_error_string(e),
-           w->batch.n);
+    wk_log("warn", "txn_abort", "step=%s err=\"%s\" records=%d action=rebuild", step,
+           rd_kafka_error_string(e), w->batch.n);
     rd_kafka_error_destroy(e);
     WK_ADD(w->met.ctr.txn_aborts, 1);
-    wk_txn_abort(w);
+    wk_txn_abort(w); /* best effort: the new producer's init aborts what is left open */
+    if (w->halt.fatal || w->txn.recovering) return; /* the abort met a fatal error */
+    wk_pause_rebuild(w, 1);
+    wk_txn_state_rebuild(&w->txn, eng_sched_now_us());
+    w->txn.after_abort = 1;
 }
 
 /* Retry a retriable error of a blocking transaction call a few times. */
@@ -396,8 +409,13 @@ void wk_txn_recover_step(wk_worker *w) {
     if (next < 0) return; /* fatal: the loop stops on w->halt.fatal */
     w->txn.recovering = next;
     if (next) return;
-    WK_ADD(w->met.ctr.producer_rebuilds, 1);
+    /* parley_producer_rebuilds_total counts the rebuilds after a fatal
+     * error (the alert's signal); the routine one after an abort is in
+     * parley_txn_aborts_total already */
+    if (!w->txn.after_abort) WK_ADD(w->met.ctr.producer_rebuilds, 1);
     wk_pause_rebuild(w, 0);
-    wk_log("info", "producer_rebuilt", "rebuilds=%llu",
+    wk_log("info", "producer_rebuilt", "reason=%s rebuilds=%llu",
+           w->txn.after_abort ? "abort" : "fatal",
            (unsigned long long)w->met.ctr.producer_rebuilds);
+    w->txn.after_abort = 0;
 }

@@ -15,6 +15,7 @@ void wk_txn_state_rebuild(wk_txn_state *t, int64_t now_us) {
     t->recovering = WK_REC_PRODUCER;
     t->rec_since_us = now_us;
     t->abort_pending = 0;
+    t->after_abort = 0;
     t->begin_us = 0;
 }
 

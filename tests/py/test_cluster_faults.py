@@ -54,7 +54,7 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from test_worker_e2e import TRACEPARENT, Env, check_results, model, turn_record  # noqa: E402
-from test_worker_faults import read_outputs, tally, where_lost  # noqa: E402
+from test_worker_faults import assert_exactly_once, read_outputs, tally  # noqa: E402
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
 
@@ -264,10 +264,7 @@ def finish(env, flow, name, extra=""):
         print(extra)
     for wid, p in env.procs.items():
         assert p.poll() is None, f"{wid} exited:\n" + env.log(wid)[-4000:]
-    if counts["lost"]:
-        seen = {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
-        print(where_lost(env, sent - seen))
-    assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+    assert_exactly_once(env, counts, sent, results)
     check_results(env, results, chunks, len(sent), 1)
     return counts
 

@@ -27,6 +27,7 @@ disturbed.
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -140,6 +141,36 @@ def where_lost(env, lost_ids, limit=20):
     return "\n".join(lines)
 
 
+def where_doubled(env, results, limit=20):
+    """Explain duplicated results: each copy's (partition, offset, attempt)
+    on the responses topic, with every worker's transaction, recovery and
+    rebalance log lines, so a failure says how the second copy landed."""
+    copies = defaultdict(list)
+    for m in results:
+        r = msgpack.unpackb(m.value(), raw=False)
+        copies[r["turn_id"]].append((m.partition(), m.offset(), r.get("attempt")))
+    doubled = {t: c for t, c in copies.items() if len(c) > 1}
+    lines = [f"doubled turn -> [(partition, offset, attempt)]: "
+             f"{dict(sorted(doubled.items())[:limit])}"]
+    ev = re.compile(r"event=(producer_fatal|producer_rebuilt|rewound|rewind_retry|assigned|"
+                    r"revoked|lost|offset_skip|init_transactions_retry|txn_\w+|"
+                    r"reconcile\w*|batch_reconciled) ")
+    for wid in env.procs:
+        lines += [f"{wid}: {ln}" for ln in env.log(wid).splitlines() if ev.search(ln)][-60:]
+    return "\n".join(lines)
+
+
+def assert_exactly_once(env, counts, sent, results):
+    """The exactly-once check of a fault run, explaining a failure: where
+    the lost turns were and how the doubled ones landed."""
+    if counts["lost"]:
+        seen = {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
+        print(where_lost(env, set(sent) - seen))
+    if counts["duplicates"]:
+        print(where_doubled(env, results))
+    assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+
+
 def read_outputs(env, want, timeout):
     """All committed TurnResults (waiting for `want`, then for any
     duplicate) and every token chunk."""
@@ -174,6 +205,9 @@ def private_kafka(have_java, tmp_path):
     port = free_port()
     svc("kafka.sh", run, "start", PARLEY_KAFKA_PORT=str(port))
     yield f"127.0.0.1:{port}", run
+    log = run / "kafka" / "broker.log"  # kept: kafka.sh stop deletes the run's data
+    if log.exists():
+        shutil.copy(log, tmp_path / "broker.log")
     svc("kafka.sh", run, "stop")
 
 
@@ -260,11 +294,15 @@ def test_broker_restart_mid_run_exactly_once(private_kafka, parley_bin, model, t
         results, chunks = read_outputs(env, convs * turns, 150)
         counts = tally("broker restart", sent, results, chunks)
         aborts = {w: env.log(w).count("event=txn_abort ") for w in env.procs}
+        renewed = {w: env.log(w).count("event=producer_rebuilt reason=abort ") for w in env.procs}
         print(f"broker unreachable for {down:.1f} s after {len(first)} results; "
-              f"aborted transactions by worker {aborts}")
+              f"aborted transactions by worker {aborts}, producers renewed after them {renewed}")
         for wid in env.procs:
             assert env.procs[wid].poll() is None, env.log(wid)[-3000:]
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        # every abort is followed by a new producer epoch before the next
+        # transaction (a late request of the aborted one must not join it)
+        assert aborts == renewed, env.log("b1")[-3000:]
+        assert_exactly_once(env, counts, sent, results)
         check_results(env, results, chunks, convs, turns)
     finally:
         env.stop_all()
@@ -333,16 +371,14 @@ def test_broker_outage_past_txn_timeout_worker_stays_up(private_kafka, parley_bi
         chunks = read_chunks(env, results)
         counts = tally("broker outage past the transaction timeout", set(sent), results, chunks)
         fatal = {w: env.log(w).count("event=producer_fatal ") for w in env.procs}
-        rebuilt = {w: env.log(w).count("event=producer_rebuilt ") for w in env.procs}
+        rebuilt = {w: env.log(w).count("event=producer_rebuilt reason=fatal ")
+                   for w in env.procs}
         print(f"broker down {down:.1f} s under o1's open transaction; fatal producer errors by "
               f"worker {fatal}, producers rebuilt {rebuilt}")
         for wid, p in env.procs.items():
             assert p.poll() is None, env.log(wid)[-3000:]
             assert "event=kafka_fatal" not in env.log(wid), env.log(wid)[-3000:]
-        if counts["lost"]:
-            seen = {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
-            print(where_lost(env, set(sent) - seen))
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert_exactly_once(env, counts, sent, results)
         check_results(env, results, chunks, len(sent), 1)
         assert fatal["o1"] >= 1, env.log("o1")[-3000:]  # the held transaction was aborted
         assert all(rebuilt[w] == fatal[w] for w in env.procs), (fatal, rebuilt)
@@ -421,7 +457,7 @@ def test_txn_producer_fatal_keeps_work(kafka_bootstrap, parley_bin, model, tmp_p
         assert "event=producer_fatal " in log and "event=producer_rebuilt " in log, log[-3000:]
         assert "event=kafka_fatal" not in log, log[-3000:]
         assert env.procs["tf"].poll() is None, log[-3000:]
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert_exactly_once(env, counts, sent, results)
         assert counts["redone"] == 0, counts
         check_results(env, results, chunks, convs, turns)
         assert len(rec) == 1
@@ -540,7 +576,7 @@ def test_chunk_producer_fatal_is_rebuilt(kafka_bootstrap, parley_bin, model, tmp
         results = first + second
         chunks = read_chunks(env, second)
         counts = tally("chunk producer fatal", sent, results, chunks)
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert_exactly_once(env, counts, sent, results)
         by_attempt = defaultdict(list)
         for m in chunks:
             ch = msgpack.unpackb(m.value(), raw=False)
@@ -678,7 +714,7 @@ def test_third_worker_joins_under_load(kafka_bootstrap, redis_addr, parley_bin, 
         sent |= produce_all(env, convs, turns, max_tokens=8, first=1)
         results, chunks = read_outputs(env, convs * turns, 150)
         counts = tally("third worker joins", sent, results, chunks)
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert_exactly_once(env, counts, sent, results)
         check_results(env, results, chunks, convs, turns)
         by_conv = defaultdict(list)
         for m in results:
@@ -767,7 +803,7 @@ def test_redis_killed_mid_run_turns_recompute(kafka_bootstrap, private_redis, pa
         assert lookups_before > 0 and up_before == 1  # r1 did use Redis before it died
         for wid in env.procs:
             assert env.procs[wid].poll() is None, env.log(wid)[-3000:]
-        assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        assert_exactly_once(env, counts, sent, results)
         check_results(env, results, chunks, convs, turns)  # all stop/length
         assert redis_up == 0
         assert moved, "no conversation moved to r2"

@@ -386,6 +386,8 @@ typedef struct wk_test_hold {
 typedef struct wk_txn_state {
     int recovering;        /* WK_REC_* stage of a producer rebuild; 0 = none */
     int abort_pending;     /* an abort failed retriably: retried before the next begin */
+    int after_abort;       /* the rebuild in progress follows an aborted transaction
+                            * (epoch bump), not a fatal error */
     int64_t begin_us;      /* when the open transaction began; 0 = none open */
     int64_t timeout_us;    /* the transactional producer's transaction.timeout.ms */
     int64_t rec_since_us;  /* when the current producer rebuild started */
