@@ -153,6 +153,12 @@ static const cm_prop wk_props[] = {
      "this percentage of the pool (must be below `worker.pause_kv_pct`)."},
     {"worker.chunk_tokens", CM_PROP_INT, "4", 1, 4096,
      "Tokens per TokenChunk for streaming turns."},
+    {"worker.stall_ms", CM_PROP_INT, "300000", 1000, 86400000,
+     "Liveness: `/healthz` answers 503 (and the worker logs `event=loop_stalled`) once its "
+     "poll loop has not run for this long, so that an orchestrator restarts a worker stuck "
+     "in a Kafka call that never returns (librdkafka #5511). Keep it above the longest "
+     "legitimate wait: a commit's retried transactional calls (3 x 30 s each for the "
+     "offsets and the commit)."},
     {"worker.startup_timeout_ms", CM_PROP_INT, "60000", 1000, 3600000,
      "Longest start-up: every wait for Kafka before the worker serves (metadata, "
      "init_transactions, the group probe, subscribe) must end within it, else the worker "

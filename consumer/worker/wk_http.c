@@ -5,7 +5,8 @@
  *                 histograms, scheduler and KV-cache statistics, memory
  *                 (resident set, model weights, KV pool) for dashboards
  *                 and alerts (deploy/grafana, deploy/prometheus);
- *   GET /healthz  200 while the process runs;
+ *   GET /healthz  200 while the poll loop runs; 503 once it has not run for
+ *                 worker.stall_ms (a Kafka call that never returns);
  *   GET /readyz   200 when partitions are assigned, else 503.
  * Requests are read with a deadline and a size cap; anything else is 404.
  * The thread polls the listening socket with a short timeout so
@@ -364,6 +365,28 @@ static void wk_send(int fd, const char *status, const char *ctype, const char *b
     }
 }
 
+/* GET /healthz: 200 while the poll loop runs; 503 once it has been silent
+ * longer than worker.stall_ms (a Kafka call that never returns), logged
+ * once per stall. */
+static void wk_healthz(wk_worker *w, int fd) {
+    int64_t beat = __atomic_load_n(&w->met.loop_beat_us, __ATOMIC_ACQUIRE);
+    int64_t silent = beat ? eng_sched_now_us() - beat : 0;
+    if (!w->met.stall_us || silent <= w->met.stall_us) {
+        w->met.stall_logged = 0;
+        wk_send(fd, "200 OK", "text/plain; charset=utf-8", "ok\n", 3);
+        return;
+    }
+    char body[128];
+    int n = snprintf(body, sizeof body, "stalled: the poll loop has not run for %lld ms\n",
+                     (long long)(silent / 1000));
+    if (!w->met.stall_logged) {
+        w->met.stall_logged = 1;
+        wk_log("error", "loop_stalled", "silent_ms=%lld stall_ms=%lld", (long long)(silent / 1000),
+               (long long)(w->met.stall_us / 1000));
+    }
+    wk_send(fd, "503 Service Unavailable", "text/plain; charset=utf-8", body, (size_t)n);
+}
+
 static void wk_serve(wk_http *h, int fd) {
     char req[2048];
     size_t got = 0;
@@ -383,7 +406,7 @@ static void wk_serve(wk_http *h, int fd) {
         else wk_send(fd, "500 Internal Server Error", text, "out of memory\n", 14);
         free(body);
     } else if (!strncmp(req, "GET /healthz ", 13)) {
-        wk_send(fd, "200 OK", text, "ok\n", 3);
+        wk_healthz(h->w, fd);
     } else if (!strncmp(req, "GET /readyz ", 12)) {
         if (WK_LD(h->w->met.ctr.assigned) > 0) wk_send(fd, "200 OK", text, "ready\n", 6);
         else wk_send(fd, "503 Service Unavailable", text, "no partitions assigned\n", 23);

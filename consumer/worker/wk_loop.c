@@ -461,8 +461,10 @@ int wk_worker_run(wk_worker *w, char *err, size_t errlen) {
     w->pause.kv_hi = cm_config_int(cfg, "worker.pause_kv_pct") * 10;
     w->pause.kv_lo = cm_config_int(cfg, "worker.resume_kv_pct") * 10;
     wk_wake_set(w, rd_kafka_queue_get_consumer(w->cons));
+    w->met.stall_us = cm_config_int(cfg, "worker.stall_ms") * 1000;
     while (!w->halt.fatal) {
         int64_t now = eng_sched_now_us();
+        __atomic_store_n(&w->met.loop_beat_us, now, __ATOMIC_RELEASE); /* /healthz */
         if (__atomic_load_n(&w->halt.refused, __ATOMIC_ACQUIRE)) {
             /* stop now, commit nothing: what was consumed is read again */
             w->halt.fatal = 1;

@@ -3,7 +3,7 @@
 real Kafka broker and a real Redis, with a checker that reads only Kafka.
 
     tests/chaos/chaos.py --minutes 30 [--seed N] [--workers 3] [--convs 24]
-                         [--protocol classic|consumer]
+                         [--protocol classic|consumer] [--nodes 1|3]
 
 (with tests/run.sh's environment: PARLEY_BUILD, the venv; it starts its own
 broker and Redis on fixed ports under a temporary run dir, so restarts keep
@@ -27,12 +27,29 @@ one fault every 6-12 s:
   redis_stall SIGSTOP Redis for 3 s
   join_leave  start one more worker, SIGTERM it 8-12 s later
 
+With --nodes 3 the broker is a three-broker cluster (deploy/kafka.sh start
+--nodes 3; topics with replication factor 3 and min.insync.replicas 2),
+and `broker` gives way to the faults only a cluster has:
+
+  broker_kill9  SIGKILL one broker, start it again 1-3 s later
+  zombie        SIGSTOP one broker for 8-12 s (past the 6 s broker session
+                timeout: it is fenced and leaves the ISRs), then SIGCONT
+  two_down      SIGKILL two brokers (produces fail with NOT_ENOUGH_REPLICAS),
+                start them again 2-5 s later
+
+A broker fault spares the broker that coordinates the workers' group:
+with the pinned librdkafka 2.12.1 a worker hangs for good when that broker
+leaves while a commit's offsets wait on it (librdkafka #5511/#5456, see
+tests/py/test_cluster_faults.py).  Each fault waits for the cluster to be
+whole and in sync again before the next one.
+
 The checker (read_committed, after the faults stop and the last turns are
 answered) asserts: exactly one TurnResult per turn, results of each
 conversation in turn order, every poison record in the DLQ, and the
 streamed chunks of each counted attempt concatenating to its result.  It
 prints the counts: turns, faults of each kind, lost, doubled, redone, and
-the longest gap between two results after a fault (the recovery time).
+for each kind of fault the longest gap between two results that starts
+during or after one (the recovery time).
 
 A worker exit the campaign did not inject -- anything but the SIGKILL of a
 kill9 fault, or exit status 0 after the SIGTERM of join_leave -- fails the
@@ -45,6 +62,7 @@ import argparse
 import os
 import random
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,7 +78,7 @@ import msgpack  # noqa: E402
 
 from test_worker_e2e import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
                              read_to_end, turn_record)
-from test_worker_faults import drain_idle, read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
+from test_worker_faults import read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 
 ROUND = 2.0  # seconds between rounds of turns
 TURNS = 20   # turns per conversation; then a fresh conversation takes its slot (bounded prompts)
@@ -74,12 +92,22 @@ class Campaign:
         self.rng = random.Random(a.seed)
         self.krun, self.rrun = self.tmp / "kafka-run", self.tmp / "redis-run"
         kport, rport = free_port(), free_port()
-        svc("kafka.sh", self.krun, "start", PARLEY_KAFKA_PORT=str(kport))
+        self.cluster = None
+        if a.nodes == 3:
+            from test_cluster_faults import Cluster, TOPIC_CONFIG
+            kafka_sh(self.krun, "start", "--nodes", "3")
+            self.cluster = Cluster(self.krun)
+            self.bootstrap = self.cluster.bootstrap
+            repl, cfg = 3, TOPIC_CONFIG
+        else:
+            svc("kafka.sh", self.krun, "start", PARLEY_KAFKA_PORT=str(kport))
+            self.bootstrap = f"127.0.0.1:{kport}"
+            repl, cfg = 1, None
         svc("redis.sh", self.rrun, "start", PARLEY_REDIS_PORT=str(rport))
-        self.bootstrap, self.rport = f"127.0.0.1:{kport}", rport
+        self.rport = rport
         self.redis = (self.rrun / "redis.addr").read_text().strip()
         self.env = Env(self.bootstrap, parley_bin, model, self.tmp / "workers", partitions=6,
-                       protocol=a.protocol)
+                       protocol=a.protocol, replication=repl, topic_config=cfg)
         (self.tmp / "workers").mkdir(exist_ok=True)
         self.faults = []  # (kind, start, end, detail)
         self.stopped = set()  # SIGSTOPped workers
@@ -139,6 +167,8 @@ class Campaign:
         elif kind == "broker":
             down = restart_broker(self.krun, self.bootstrap, hold=self.rng.uniform(0, 3))
             detail = f"down {down:.1f}s"
+        elif kind in ("broker_kill9", "zombie", "two_down"):
+            detail = self.cluster_fault(kind)
         elif kind == "redis_kill":
             os.kill(self.redis_pid(), signal.SIGKILL)
             time.sleep(2)
@@ -161,12 +191,39 @@ class Campaign:
         self.faults.append((kind, t0, time.time(), detail))
         print(f"  t={t0 - self.t_start:6.1f}s fault {kind} {detail}", flush=True)
 
+    def cluster_fault(self, kind):
+        """One of the three-broker faults on brokers other than the group
+        coordinator; returns once the cluster is whole and in sync again."""
+        from test_cluster_faults import group_coordinator
+        c = self.cluster
+        spare = group_coordinator(c, self.env)
+        others = sorted({1, 2, 3} - {spare})
+        if kind == "broker_kill9":
+            b = [self.rng.choice(others)]
+            c.kill(b[0])
+            time.sleep(self.rng.uniform(1, 3))
+        elif kind == "zombie":
+            b = [self.rng.choice(others)]
+            c.signal(b[0], signal.SIGSTOP)
+            time.sleep(self.rng.uniform(8, 12))
+            c.signal(b[0], signal.SIGCONT)
+        else:  # two_down
+            b = others
+            for n in b:
+                c.kill(n)
+            time.sleep(self.rng.uniform(2, 5))
+        for n in {1, 2, 3} - c.running():
+            c.start(n)
+        c.wait(c.in_sync, "every replica in sync on 3 brokers", 300)
+        return f"brokers {b} (group coordinator {spare})"
+
     # ------------------------------------------------------------ run
     def run(self):
         a = self.a
-        kinds = ["kill9", "stop_cont", "broker", "redis_kill", "redis_stall", "join_leave"]
+        kinds = ["kill9", "stop_cont", "redis_kill", "redis_stall", "join_leave"]
+        kinds += ["broker_kill9", "zombie", "two_down"] if a.nodes == 3 else ["broker"]
         print(f"chaos: {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
-              f"group protocol {a.protocol}, "
+              f"group protocol {a.protocol}, {a.nodes} broker(s), "
               f"broker {self.bootstrap}, redis {self.redis}", flush=True)
         for i in range(a.workers):
             self.start_worker(f"w{i}")
@@ -221,17 +278,22 @@ class Campaign:
         dc.close()
         sent = {f"conv-{c}-t{t}" for c in range(n_conv) for t in range(TURNS)}
         counts = tally("chaos", sent, results, chunks)
-        # recovery: longest gap between consecutive results (by broker timestamp) that
-        # starts inside a fault's window
+        # recovery, per kind of fault: the longest gap between consecutive
+        # results (by broker timestamp) that starts inside one of its windows
         ts = sorted(m.timestamp()[1] / 1000.0 for m in results)
         gaps = [(y - x, x) for x, y in zip(ts, ts[1:])]
-        rec = max((g for g, x in gaps if any(f[1] - 1 <= x <= f[2] + 30 for f in self.faults)), default=0.0)
+        rec_by = {}
+        for kind, t0, t1, _ in self.faults:
+            g = max((g for g, x in gaps if t0 - 1 <= x <= t1 + 30), default=0.0)
+            rec_by[kind] = round(max(rec_by.get(kind, 0.0), g), 1)
+        rec = max(rec_by.values(), default=0.0)
         kinds = Counter(f[0] for f in self.faults)
         poison_dlq = sum(1 for m in dead if (m.key() or b"").startswith(b"poison-"))
         print(f"chaos summary: seed={a.seed} minutes={a.minutes} turns={want} "
               f"results={counts['results']} lost={counts['lost']} doubled={counts['duplicates']} "
               f"redone={counts['redone']} poison={self.poison} in_dlq={poison_dlq} "
-              f"faults={dict(kinds)} max_recovery_s={rec:.1f}", flush=True)
+              f"faults={dict(kinds)} max_recovery_s={rec:.1f} recovery_s_by_kind={rec_by}",
+              flush=True)
         self.watch()
         problems = list(self.crashes)
         if counts["lost"] or counts["duplicates"]:
@@ -247,19 +309,36 @@ class Campaign:
         for w in list(self.stopped):
             self.env.procs[w].send_signal(signal.SIGCONT)
         self.env.stop_all()
-        svc("kafka.sh", self.krun, "stop")
+        if self.cluster:
+            keep = self.tmp / "cluster-logs"  # kafka.sh stop deletes the nodes' directories
+            keep.mkdir(exist_ok=True)
+            for log in (self.krun / "kafka").glob("*/*.log"):
+                shutil.copy(log, keep / f"{log.parent.name}-{log.name}")
+            kafka_sh(self.krun, "stop")
+        else:
+            svc("kafka.sh", self.krun, "stop")
         svc("redis.sh", self.rrun, "stop")
+
+
+def kafka_sh(run, *args):
+    """deploy/kafka.sh ARGS for a cluster in run (start-up can take minutes
+    of a loaded 2-core machine: 6 JVMs)."""
+    r = subprocess.run([str(HERE.parents[1] / "deploy" / "kafka.sh"), *args],
+                       env=dict(os.environ, PARLEY_RUN_DIR=str(run), PARLEY_KAFKA_START_TIMEOUT="240"),
+                       capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 or args[0] == "stop", r.stderr[-3000:]
 
 
 def new_seed():
     return secrets.randbelow(10**9)
 
 
-def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4, protocol="classic"):
-    print(f"chaos: seed {seed} (replay: tests/chaos/chaos.py --minutes {minutes} --seed {seed})",
-          flush=True)
+def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4, protocol="classic",
+             nodes=1):
+    print(f"chaos: seed {seed} (replay: tests/chaos/chaos.py --minutes {minutes} --seed {seed} "
+          f"--protocol {protocol} --nodes {nodes})", flush=True)
     a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens,
-                           protocol=protocol)
+                           protocol=protocol, nodes=nodes)
     c = Campaign(a, parley_bin, model, tmp)
     try:
         return c.run()
@@ -276,6 +355,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=4)
     ap.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
                     help="consumer group protocol: classic cooperative-sticky, or consumer (KIP-848)")
+    ap.add_argument("--nodes", type=int, choices=[1, 3], default=1,
+                    help="one broker, or a three-broker cluster with the cluster faults")
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     a = ap.parse_args()
     if a.seed is None:
@@ -289,7 +370,7 @@ def main():
     subprocess.run([str(parley), "mkmodel", "--preset", "cai-tiny", "--out", str(model)], check=True,
                    capture_output=True)
     counts, kinds, rec, problems = campaign(parley, model, tmp, a.minutes, a.seed, a.workers, a.convs,
-                                            a.max_tokens, a.protocol)
+                                            a.max_tokens, a.protocol, a.nodes)
     for p in problems:
         print("PROBLEM:", p)
     sys.exit(1 if problems else 0)

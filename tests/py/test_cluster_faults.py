@@ -15,7 +15,10 @@ PARLEY_RUN_DIR), topics with replication factor 3 and min.insync.replicas
 conversations (one every 100 ms from a producer thread) so that turns are
 in flight whenever a fault lands.  The faults:
 
-  * the leader of a turns partition hard-killed (SIGKILL), then restarted;
+  * the leader of a turns partition, and of a responses partition,
+    hard-killed (SIGKILL), then restarted;
+  * the leader of a turns partition frozen (SIGSTOP) until it is fenced and
+    out of the ISR, then thawed: a zombie that wakes up thinking it leads;
   * two brokers of three killed, so produces fail with NOT_ENOUGH_REPLICAS
     (observed with a probe producer), then both restarted;
   * the transaction coordinator of a worker's transactional.id killed
@@ -41,6 +44,7 @@ metadata, ISRs, a worker's log line, a result count), never on sleeps.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -91,6 +95,10 @@ class Cluster:
 
     def start(self, n):
         self.sh("start-node", str(n))
+
+    def signal(self, n, sig):
+        """Send sig to broker n's process (SIGSTOP/SIGCONT: a zombie)."""
+        os.kill(int((self.run / f"kafka.b{n}.pid").read_text()), sig)
 
     def running(self):
         """Node ids of the brokers whose processes run (kafka.sh status)."""
@@ -315,10 +323,12 @@ WORKER_ARGS = ("--kafka.transaction.timeout.ms", "15000")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_turns_leader_killed(cluster, parley_bin, model, tmp_path, protocol):
-    """SIGKILL the leader of a turns partition under load (one that is not
-    the group coordinator, see group_coordinator); a follower takes over
-    (the dead broker is fenced); restart it."""
+@pytest.mark.parametrize("topic", ["turns", "responses"])
+def test_leader_killed(cluster, parley_bin, model, tmp_path, protocol, topic):
+    """SIGKILL the leader of a turns partition (what the workers consume),
+    or of a responses partition (what their transactions write), under
+    load, one that is not the group coordinator (see group_coordinator);
+    a follower takes over (the dead broker is fenced); restart it."""
     cluster.restore()
     env = cluster_env(cluster, parley_bin, model, tmp_path, protocol)
     flow = Flow(env)
@@ -328,24 +338,76 @@ def test_turns_leader_killed(cluster, parley_bin, model, tmp_path, protocol):
             env.start(wid, *WORKER_ARGS)
         flow.start()
         tail.wait(5)
+        name = env.topics[topic]
+        gc = group_coordinator(cluster, env)
+        leaders = {p: cluster.leader(name, p) for p in range(4)}
+        part = next((p for p, b in leaders.items() if b != gc), None)
+        if part is None:
+            pytest.skip(f"every {topic} partition is led by the group coordinator {gc}")
+        victim = leaders[part]
+        cluster.kill(victim)
+        t0 = time.time()
+        cluster.wait(lambda: cluster.leader(name, part) not in (victim, -1),
+                     f"a new leader of {name}-{part} (broker {victim} killed)")
+        moved = time.time() - t0
+        cluster.start(victim)
+        cluster.wait(cluster.in_sync, "every replica back in sync")
+        finish(env, flow, f"{topic} leader killed ({protocol})",
+               f"broker {victim} killed; {topic}-{part} led by broker "
+               f"{cluster.leader(name, part)} {moved:.1f} s later (group coordinator {gc})")
+    finally:
+        release(env, flow, tail)
+    stop_workers(env)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_zombie_broker(cluster, parley_bin, model, tmp_path, protocol):
+    """Freeze (SIGSTOP) the leader of a turns partition, not the group
+    coordinator, until the controller has fenced it (a new leader) and its
+    replicas have left the ISR (replica.lag.time.max.ms passed), then thaw
+    it (SIGCONT): the zombie wakes up believing it still leads, with
+    requests of the workers queued on its sockets.  Its stale leadership
+    must take no write (the partition epoch moved on), it rejoins the ISR,
+    and every turn still has exactly one committed result."""
+    cluster.restore()
+    env = cluster_env(cluster, parley_bin, model, tmp_path, protocol)
+    flow = Flow(env)
+    tail = Tail(env)
+    frozen = None
+    try:
+        for wid in ("z1", "z2"):
+            env.start(wid, *WORKER_ARGS)
+        flow.start()
+        tail.wait(5)
         turns = env.topics["turns"]
         gc = group_coordinator(cluster, env)
         leaders = {p: cluster.leader(turns, p) for p in range(4)}
         part = next((p for p, b in leaders.items() if b != gc), None)
         if part is None:
             pytest.skip(f"every turns partition is led by the group coordinator {gc}")
-        victim = leaders[part]
-        cluster.kill(victim)
+        frozen = leaders[part]
+        cluster.signal(frozen, signal.SIGSTOP)
         t0 = time.time()
-        cluster.wait(lambda: cluster.leader(turns, part) not in (victim, -1),
-                     f"a new leader of {turns}-{part} (broker {victim} killed)")
-        moved = time.time() - t0
-        cluster.start(victim)
-        cluster.wait(cluster.in_sync, "every replica back in sync")
-        finish(env, flow, f"turns leader killed ({protocol})",
-               f"broker {victim} killed; turns-{part} led by broker "
-               f"{cluster.leader(turns, part)} {moved:.1f} s later (group coordinator {gc})")
+
+        def fenced():
+            pm = cluster.md(turns).topics[turns].partitions[part]
+            return pm.leader not in (frozen, -1) and frozen not in pm.isrs
+
+        cluster.wait(fenced, f"{turns}-{part} led elsewhere with broker {frozen} out of its ISR",
+                     180)
+        out = time.time() - t0
+        before = tail.n
+        tail.wait(before + 5)  # the survivors serve turns while it is frozen
+        cluster.signal(frozen, signal.SIGCONT)
+        frozen = None
+        cluster.wait(cluster.in_sync, "every replica back in sync", 180)
+        finish(env, flow, f"zombie broker ({protocol})",
+               f"broker {leaders[part]} frozen; {turns}-{part} led by broker "
+               f"{cluster.leader(turns, part)} and its ISR without the zombie {out:.1f} s later; "
+               f"results {before} then, {tail.n} now (group coordinator {gc})")
     finally:
+        if frozen is not None:
+            cluster.signal(frozen, signal.SIGCONT)
         release(env, flow, tail)
     stop_workers(env)
 

@@ -429,6 +429,10 @@ typedef struct wk_metrics {
     pthread_mutex_t lag_mu;      /* guards lag / n_lag (poll thread writes, HTTP reads) */
     int64_t *lag;  /* per partition: high watermark - commit position; -1 unknown/not owned */
     int32_t n_lag; /* entries */
+    int64_t loop_beat_us; /* start of the poll loop's latest pass (eng_sched_now_us; atomic;
+                           * 0 = not running): /healthz fails when it is too old */
+    int64_t stall_us;     /* worker.stall_ms in us: the silence that fails /healthz */
+    int stall_logged;     /* the current stall was logged (HTTP thread only) */
 } wk_metrics;
 
 struct wk_worker {
