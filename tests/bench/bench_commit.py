@@ -12,7 +12,12 @@ Not part of the test suite (a benchmark, numbers only).  Usage:
       [--concurrency 1,4,32,64] [--repeat 5] [--turns 96] [--max-tokens 8:32] \
       [--worker-arg after=--worker.txn_horizon_ms=10 ...] [--json out.jsonl]
 
-(--kafka defaults to $PARLEY_TEST_KAFKA.)  One trial: fresh topics
+(--kafka defaults to $PARLEY_TEST_KAFKA.)  What replication costs: give
+--kafka more than once as NAME=BOOTSTRAP@RF, e.g. `--kafka one=HOST:P1@1
+--kafka three=H:P2,H:P3,H:P4@3` (deploy/kafka.sh start, and start --nodes
+3): every build then runs on every cluster, alternately, with topics of
+that replication factor (min.insync.replicas 2 where RF > 1).  One trial:
+fresh topics
 (bench-cm-<random>.*, 8 turn partitions), one worker of the build with
 --model.threads, `parley load` (always the first build's client) sending C
 conversations closed-loop (--rate 1e6: every conversation has a turn in
@@ -53,11 +58,13 @@ def loadavg():
     return Path("/proc/loadavg").read_text().split()[0]
 
 
-def trial(a, name, parley, client, model, conc, extra, tmp):
+def trial(a, name, parley, client, model, conc, extra, tmp, kafka, rf):
     prefix = f"bench-cm-{uuid.uuid4().hex[:8]}"
     topics = {k: f"{prefix}.{k}" for k in ("turns", "tokens", "responses", "dlq")}
-    admin = AdminClient({"bootstrap.servers": a.kafka})
-    for f in admin.create_topics([NewTopic(t, 8 if k == "turns" else 4 if k != "dlq" else 1, 1)
+    admin = AdminClient({"bootstrap.servers": kafka})
+    cfg = {"min.insync.replicas": "2"} if rf > 1 else {}
+    for f in admin.create_topics([NewTopic(t, 8 if k == "turns" else 4 if k != "dlq" else 1, rf,
+                                           config=cfg)
                                   for k, t in topics.items()]).values():
         f.result(30)
     la = loadavg()
@@ -69,7 +76,7 @@ def trial(a, name, parley, client, model, conc, extra, tmp):
          "--worker.group", f"g-{prefix}", "--worker.topic.turns", topics["turns"],
          "--worker.topic.tokens", topics["tokens"], "--worker.topic.responses",
          topics["responses"], "--worker.topic.dlq", topics["dlq"],
-         "--kafka.bootstrap.servers", a.kafka] + extra, stdout=log, stderr=subprocess.STDOUT)
+         "--kafka.bootstrap.servers", kafka] + extra, stdout=log, stderr=subprocess.STDOUT)
     try:
         end = time.time() + 120
         while time.time() < end and "event=assigned" not in logp.read_text(errors="replace"):
@@ -78,7 +85,7 @@ def trial(a, name, parley, client, model, conc, extra, tmp):
             time.sleep(0.1)
         turns = min(a.max_turns, max(3, -(-a.turns // conc)))
         lo = subprocess.run(
-            [client, "load", "--brokers", a.kafka, "--conversations", str(conc), "--turns",
+            [client, "load", "--brokers", kafka, "--conversations", str(conc), "--turns",
              str(turns), "--rate", "1000000", "--max-tokens", a.max_tokens, "--user", a.user,
              "--seed", "7", "--model", "bench", "--grace-ms", "0", "--timeout-s", "900",
              "--turns-topic", topics["turns"], "--tokens-topic", topics["tokens"],
@@ -106,7 +113,8 @@ def trial(a, name, parley, client, model, conc, extra, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kafka", default=os.environ.get("PARLEY_TEST_KAFKA"))
+    ap.add_argument("--kafka", action="append", default=[],
+                    help="HOST:PORT, or NAME=BOOTSTRAP@RF (repeatable: one run per cluster)")
     ap.add_argument("--build", action="append", required=True, help="NAME=PATH to parley")
     ap.add_argument("--model", default="cai-tiny", help="cai-tiny, or a GGUF file")
     ap.add_argument("--threads", type=int, default=2)
@@ -122,13 +130,26 @@ def main():
                     help="NAME=--flag=value: an extra worker flag for build NAME")
     ap.add_argument("--json", help="append every trial as a JSON line to this file")
     a = ap.parse_args()
+    if not a.kafka and os.environ.get("PARLEY_TEST_KAFKA"):
+        a.kafka = [os.environ["PARLEY_TEST_KAFKA"]]
     if not a.kafka:
         sys.exit("bench_commit: --kafka HOST:PORT (or PARLEY_TEST_KAFKA) is required")
+    clusters = []  # (name, bootstrap, replication factor)
+    for k in a.kafka:
+        name, _, rest = k.rpartition("=") if "=" in k else ("", "", k)
+        boot, _, rf = rest.partition("@")
+        clusters.append((name, boot, int(rf or 1)))
     builds = [b.split("=", 1) for b in a.build]
-    extra = {n: [] for n, _ in builds}
+    if len(clusters) > 1:  # every build on every cluster: NAME becomes build/cluster
+        builds = [(f"{b}/{c[0]}", p, c) for b, p in builds for c in clusters]
+    else:
+        builds = [(b, p, clusters[0]) for b, p in builds]
+    extra = {n: [] for n, _, _ in builds}
     for x in a.worker_arg:
         n, flag = x.split("=", 1)
-        extra[n] += flag.split("=", 1)
+        for b in extra:
+            if b == n or b.split("/")[0] == n:
+                extra[b] += flag.split("=", 1)
     tmp = Path(tempfile.mkdtemp(prefix="bench-cm-"))
     model = a.model
     if model == "cai-tiny":
@@ -144,8 +165,8 @@ def main():
     for rnd in range(a.repeat):
         order = builds if rnd % 2 == 0 else builds[::-1]
         for c in conc:
-            for name, path in order:
-                r = trial(a, name, path, builds[0][1], model, c, extra[name], tmp)
+            for name, path, (_, kafka, rf) in order:
+                r = trial(a, name, path, builds[0][1], model, c, extra[name], tmp, kafka, rf)
                 r["round"] = rnd
                 rows.append(r)
                 print(f"round {rnd} conc {c:3d} {name:8s} load {r['loadavg']:>5s}: "
@@ -157,7 +178,7 @@ def main():
                         f.write(json.dumps(r) + "\n")
     print("\nmedians over rounds (min..max):")
     for c in conc:
-        for name, _ in builds:
+        for name, _, _ in builds:
             rs = [r for r in rows if r["conc"] == c and r["build"] == name]
 
             def m(k, rs=rs):

@@ -1,12 +1,8 @@
 """Exactly-once through broker failover: `parley worker` on a three-broker
 cluster (issue 39).
 
-Not yet part of every `tests/run.sh` (its default pytest run ignores this
-file): in 2 of 6 runs on a loaded 2-core machine a restarted broker exited
-during start-up for a reason not yet known (deploy/kafka.sh start-node
-fails then, with the node's errors), and librdkafka's hang below.  Run it
-by name: `tests/run.sh --no-build --pytest tests/py/test_cluster_faults.py`
-(about 4 minutes).
+Part of every `tests/run.sh` (about 7 minutes; by name: `tests/run.sh
+--no-build --pytest tests/py/test_cluster_faults.py`).
 
 A module-scoped cluster of its own (`deploy/kafka.sh start --nodes 3`: 3
 brokers, node ids 1-3, and 3 KRaft controllers, in a temporary
