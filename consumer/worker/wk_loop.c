@@ -20,9 +20,9 @@
  * stays and is produced again in the next one, by a rebuilt producer (a new
  * epoch fences any late request of the aborted transaction, which
  * transactions v1 would let join the next one: wk_txn_failed); nothing is
- * marked committed that is not.  A crash leaves at most an open transaction, which the
- * broker aborts (transaction.timeout.ms) or the restarted worker's
- * init_transactions fences; the new owner of the partitions starts at the
+ * marked committed that is not.  A crash leaves at most an open
+ * transaction, which the broker aborts (transaction.timeout.ms) or the
+ * restarted worker's init_transactions fences; the new owner of the partitions starts at the
  * committed positions and redoes the unfinished turns under new attempts.
  *
  * Rebalances (cooperative).  Revocation first commits the finished work of
