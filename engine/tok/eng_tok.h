@@ -14,7 +14,7 @@
  *            bytes as <0xNN> tokens (or the unknown token, runs fused).
  *   "gpt2"   byte-level BPE (Llama 3, Qwen2, GPT-2): the text is split by the
  *            pre-tokenizer named in tokenizer.ggml.pre ("llama-bpe"/"llama3",
- *            "qwen2", "gpt2"/"default"; hand-written matchers equivalent to
+ *            "qwen2", "gpt2"/"default", "smollm"; hand-written matchers equivalent to
  *            their regexes, with full Unicode categories: L and N exactly as
  *            HF tokenizers' Oniguruma (Unicode 16.0) matches them, see
  *            tests/tok/gen_unicode_tables.py), each piece's bytes
@@ -103,7 +103,8 @@ typedef enum eng_tok_pre {
     ENG_TOK_PRE_NONE = 0,   /* SPM: no pre-tokenizer */
     ENG_TOK_PRE_GPT2 = 1,   /* GPT-2's regex ('s|'t|... ?\p{L}+| ?\p{N}+|...) */
     ENG_TOK_PRE_LLAMA3 = 2, /* Llama 3's regex (\p{N}{1,3}, case-insensitive contractions) */
-    ENG_TOK_PRE_QWEN2 = 3   /* Qwen2's regex (Llama 3's with single \p{N}) */
+    ENG_TOK_PRE_QWEN2 = 3,  /* Qwen2's regex (Llama 3's with single \p{N}) */
+    ENG_TOK_PRE_SMOLLM = 4  /* every \p{N} alone, then GPT-2's regex on the rest */
 } eng_tok_pre;
 
 /*

@@ -5,7 +5,8 @@
  * vocabulary size; unknown models and pre-tokenizers are refused by name.
  *
  * Keys read: tokenizer.ggml.model ("llama" | "gpt2"), .pre (gpt2 only:
- * "llama-bpe"/"llama3"/"llama-v3" | "qwen2" | "gpt-2"/"gpt2"), .tokens,
+ * "llama-bpe"/"llama3"/"llama-v3" | "qwen2" | "gpt-2"/"gpt2" |
+ * "smollm"), .tokens,
  * .scores (llama: required), .token_type, .merges (gpt2: required),
  * .bos_token_id, .eos_token_id, .eot_token_id, .unknown_token_id,
  * .padding_token_id, .add_bos_token (default: llama true, gpt2 false),
@@ -84,17 +85,19 @@ int eng_tok_load(const eng_gguf *g, eng_tok **out, char *err, size_t errlen) {
     }
     if (sp.model == ENG_TOK_MODEL_BPE) {
         if (eng_gguf_get_str(g, "tokenizer.ggml.pre", &s, &sl) != 0) {
-            return pl_errf(err, errlen, ENG_TOK_EFORMAT,
-                           "tokenizer.ggml.pre: missing (supported: llama-bpe, qwen2, gpt-2)");
+            return pl_errf(
+                err, errlen, ENG_TOK_EFORMAT,
+                "tokenizer.ggml.pre: missing (supported: llama-bpe, qwen2, gpt-2, smollm)");
         }
         if (str_is(s, sl, "llama-bpe") || str_is(s, sl, "llama3") || str_is(s, sl, "llama-v3"))
             sp.pre = ENG_TOK_PRE_LLAMA3, sp.ignore_merges = true;
         else if (str_is(s, sl, "qwen2")) sp.pre = ENG_TOK_PRE_QWEN2;
         else if (str_is(s, sl, "gpt-2") || str_is(s, sl, "gpt2")) sp.pre = ENG_TOK_PRE_GPT2;
+        else if (str_is(s, sl, "smollm")) sp.pre = ENG_TOK_PRE_SMOLLM;
         else {
             return pl_errf(
                 err, errlen, ENG_TOK_EFORMAT,
-                "tokenizer.ggml.pre \"%.*s\" not supported (supported: llama-bpe, qwen2, gpt-2)",
+                "tokenizer.ggml.pre \"%.*s\" not supported (supported: llama-bpe, qwen2, gpt-2, smollm)",
                 (int)(sl > 40 ? 40 : sl), s);
         }
     }

@@ -10,6 +10,12 @@
  * look-ahead \s+(?!\S) handled by giving back the last whitespace).  Input is
  * valid UTF-8 (the encoder replaced ill-formed bytes before).
  *
+ * "smollm" (SmolLM/SmolLM2, StarCoder) is two splits in sequence, as HF's
+ * Sequence[Digits(individual_digits), ByteLevel] and llama.cpp's two-regex
+ * list do: first every \p{N} code point becomes a piece of its own, then
+ * GPT-2's regex runs on each run of non-numbers separately (a run's end is
+ * the end of text for the look-ahead, so " 7" is " " then "7").
+ *
  * Also the GPT-2 byte alphabet: bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF stand
  * for themselves, the other 68 bytes map to U+0100.. in byte order.
  */
@@ -134,6 +140,19 @@ static size_t match_llama3(const cps *c, size_t i, size_t max_digits) {
     return 1;
 }
 
+/* One piece of the "smollm" split at i: a single \p{N}, or one GPT-2 match
+ * inside the run of non-numbers that holds i, which ends at *run_end
+ * (found once per run, kept by the caller, so the split stays linear). */
+static size_t match_smollm(const cps *c, size_t i, size_t *run_end) {
+    if (is_n(c, i)) return 1;
+    if (*run_end <= i) {
+        *run_end = i;
+        while (*run_end < c->n && !is_n(c, *run_end)) (*run_end)++;
+    }
+    cps run = {c->cp + i, c->off + i, c->fl + i, *run_end - i};
+    return match_gpt2(&run, 0);
+}
+
 int tok_pretokenize(eng_tok_pre pre, const char *text, size_t len, tok_piece_fn emit, void *ctx) {
     if (len == 0) return 0;
     cps c = {0};
@@ -160,10 +179,13 @@ int tok_pretokenize(eng_tok_pre pre, const char *text, size_t len, tok_piece_fn 
         pos += (size_t)n;
     }
     c.off[c.n] = (uint32_t)len;
+    size_t run_end = 0; /* "smollm": end of the current run of non-numbers */
     for (size_t i = 0; i < c.n;) {
-        size_t k = pre == ENG_TOK_PRE_GPT2    ? match_gpt2(&c, i)
-                   : pre == ENG_TOK_PRE_QWEN2 ? match_llama3(&c, i, 1)
-                                              : match_llama3(&c, i, 3);
+        size_t k;
+        if (pre == ENG_TOK_PRE_SMOLLM) k = match_smollm(&c, i, &run_end);
+        else if (pre == ENG_TOK_PRE_GPT2) k = match_gpt2(&c, i);
+        else if (pre == ENG_TOK_PRE_QWEN2) k = match_llama3(&c, i, 1);
+        else k = match_llama3(&c, i, 3);
         if (k == 0) k = 1;
         if (i + k > c.n) k = c.n - i;
         rc = emit(ctx, text + c.off[i], c.off[i + k] - c.off[i]);

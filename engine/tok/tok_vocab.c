@@ -193,9 +193,10 @@ static int spec_check(const eng_tok_spec *sp, char *err, size_t errlen) {
     }
     if (sp->model == ENG_TOK_MODEL_BPE &&
         (sp->pre != ENG_TOK_PRE_GPT2 && sp->pre != ENG_TOK_PRE_LLAMA3 &&
-         sp->pre != ENG_TOK_PRE_QWEN2)) {
-        return pl_errf(err, errlen, ENG_TOK_EFORMAT,
-                       "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2)");
+         sp->pre != ENG_TOK_PRE_QWEN2 && sp->pre != ENG_TOK_PRE_SMOLLM)) {
+        return pl_errf(
+            err, errlen, ENG_TOK_EFORMAT,
+            "tokenizer: byte-level BPE needs a pre-tokenizer (gpt2, llama3, qwen2, smollm)");
     }
     int n = sp->n_tokens;
     if ((rc = check_id(sp->bos, n, "bos", err, errlen)) ||

@@ -160,6 +160,28 @@ def gemma_model() -> Path:
     return path
 
 
+# The instruction-tuned model (issue 41), installed by the same `model` step.
+SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def smollm_path() -> Path:
+    """Where deploy/setup.sh model puts SmolLM2-135M-Instruct Q4_1
+    ($PARLEY_SMOLLM_MODEL overrides)."""
+    deps = Path(os.environ.get("PARLEY_DEPS", Path.home() / ".cache" / "parley"))
+    return Path(os.environ.get("PARLEY_SMOLLM_MODEL", deps / "models" / SMOLLM_FILE))
+
+
+@pytest.fixture(scope="session")
+def smollm_model() -> Path:
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF; skips (a failure under
+    CI=true) with the command that installs it, as gemma_model does."""
+    path = smollm_path()
+    if not path.is_file():
+        pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
+    return path
+
+
 @pytest.fixture(scope="session")
 def gguf_dump() -> Path:
     """tests/gguf/gguf_dump of the release tree (the GGUF reader as a tool)."""

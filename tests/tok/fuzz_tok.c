@@ -26,7 +26,7 @@
 #include "eng_tok.h"
 #include "tok_internal.h"
 
-static eng_tok *bpe[3], *spm[2];
+static eng_tok *bpe[4], *spm[2];
 
 static eng_tok *make_bpe(eng_tok_pre pre) {
     static char store[256][4];
@@ -115,6 +115,7 @@ static void init(void) {
     bpe[0] = make_bpe(ENG_TOK_PRE_LLAMA3);
     bpe[1] = make_bpe(ENG_TOK_PRE_QWEN2);
     bpe[2] = make_bpe(ENG_TOK_PRE_GPT2);
+    bpe[3] = make_bpe(ENG_TOK_PRE_SMOLLM);
     spm[0] = make_spm(true);
     spm[1] = make_spm(false);
 }
@@ -278,7 +279,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *d = (const char *)data + 1;
     size_t n = size - 1;
     switch (sel % 4) {
-    case 0: fuzz_encode(bpe[(sel >> 2) % 3], d, n, (sel & 0x40) ? ENG_TOK_PARSE_SPECIAL : 0); break;
+    case 0: fuzz_encode(bpe[(sel >> 2) % 4], d, n, (sel & 0x40) ? ENG_TOK_PARSE_SPECIAL : 0); break;
     case 1: fuzz_encode(spm[(sel >> 2) & 1], d, n, (sel & 0x40) ? ENG_TOK_PARSE_SPECIAL : 0); break;
     case 2:
         fuzz_decode((sel >> 2) & 1 ? spm[(sel >> 3) & 1] : bpe[0], (const uint8_t *)d, n,

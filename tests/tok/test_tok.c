@@ -99,6 +99,14 @@ PT_TEST(pre_gpt2) {
     check_split(ENG_TOK_PRE_GPT2, "I'm 42 ok'S!!  \xe4\xb8\xad\xe6\x96\x87", w, 9);
 }
 
+PT_TEST(pre_smollm_digits_alone_then_gpt2) {
+    /* expected: HF tokenizers' Sequence[Digits(individual_digits=True),
+     * ByteLevel] (SmolLM2's tokenizer.json), as llama.cpp's "smollm" */
+    const char *w[] = {"I", "'m", " ", "4",  "2", " ok", "  ", "\xd9\xa3",
+                       "x", "'",  "S", "  ", "1", "!!",  " ",  " \xe4\xb8\xad"};
+    check_split(ENG_TOK_PRE_SMOLLM, "I'm 42 ok  \xd9\xa3x'S  1!!  \xe4\xb8\xad", w, 16);
+}
+
 /* ---- SPM ---- */
 static eng_tok *spm_vocab(bool prefix) {
     static char bytes[256][8];
