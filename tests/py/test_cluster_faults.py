@@ -318,6 +318,19 @@ def group_coordinator(cluster, env):
 WORKER_ARGS = ("--kafka.transaction.timeout.ms", "15000")
 
 
+def spared_victim(cluster, env, topic):
+    """(partition, its leader, the group coordinator): the first partition
+    of `topic` (a key of env.topics) whose leader is not the workers' group
+    coordinator (see group_coordinator); skips when every one is."""
+    name = env.topics[topic]
+    gc = group_coordinator(cluster, env)
+    leaders = {p: cluster.leader(name, p) for p in range(4)}
+    part = next((p for p, b in leaders.items() if b != gc), None)
+    if part is None:
+        pytest.skip(f"every {topic} partition is led by the group coordinator {gc}")
+    return part, leaders[part], gc
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("topic", ["turns", "responses"])
 def test_leader_killed(cluster, parley_bin, model, tmp_path, protocol, topic):
@@ -335,12 +348,7 @@ def test_leader_killed(cluster, parley_bin, model, tmp_path, protocol, topic):
         flow.start()
         tail.wait(5)
         name = env.topics[topic]
-        gc = group_coordinator(cluster, env)
-        leaders = {p: cluster.leader(name, p) for p in range(4)}
-        part = next((p for p, b in leaders.items() if b != gc), None)
-        if part is None:
-            pytest.skip(f"every {topic} partition is led by the group coordinator {gc}")
-        victim = leaders[part]
+        part, victim, gc = spared_victim(cluster, env, topic)
         cluster.kill(victim)
         t0 = time.time()
         cluster.wait(lambda: cluster.leader(name, part) not in (victim, -1),
@@ -376,12 +384,8 @@ def test_zombie_broker(cluster, parley_bin, model, tmp_path, protocol):
         flow.start()
         tail.wait(5)
         turns = env.topics["turns"]
-        gc = group_coordinator(cluster, env)
-        leaders = {p: cluster.leader(turns, p) for p in range(4)}
-        part = next((p for p, b in leaders.items() if b != gc), None)
-        if part is None:
-            pytest.skip(f"every turns partition is led by the group coordinator {gc}")
-        frozen = leaders[part]
+        part, victim, gc = spared_victim(cluster, env, "turns")
+        frozen = victim
         cluster.signal(frozen, signal.SIGSTOP)
         t0 = time.time()
 
@@ -398,7 +402,7 @@ def test_zombie_broker(cluster, parley_bin, model, tmp_path, protocol):
         frozen = None
         cluster.wait(cluster.in_sync, "every replica back in sync", 180)
         finish(env, flow, f"zombie broker ({protocol})",
-               f"broker {leaders[part]} frozen; {turns}-{part} led by broker "
+               f"broker {victim} frozen; {turns}-{part} led by broker "
                f"{cluster.leader(turns, part)} and its ISR without the zombie {out:.1f} s later; "
                f"results {before} then, {tail.n} now (group coordinator {gc})")
     finally:
