@@ -58,15 +58,9 @@ LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tok"))
 import tok_data  # noqa: E402
-from test_tok_gemma import encode, run_tool  # noqa: E402
+from test_tok_gemma import encode, run_tool, texts  # noqa: E402  (texts: the held-out lines)
 
-
-@pytest.fixture(scope="module")
-def texts():
-    lines = tok_data.held_out_lines()
-    assert len(lines) >= 10000
-    # both references take str: ill-formed bytes replaced as parley does
-    return [ln.decode("utf-8", "replace") for ln in lines]
+__all__ = ["texts"]  # the module-scoped fixture, shared
 
 
 @pytest.fixture(scope="module")
