@@ -45,9 +45,7 @@ Also: decode(encode(x)) == x and matches llama.cpp's detokenizer, the
 ChatML control tokens are parsed only in template text, and every digit
 (ASCII, Arabic-Indic, Roman numeral) is a piece of its own.
 """
-import os
 import subprocess
-import sys
 import unicodedata
 
 import pytest
@@ -56,8 +54,6 @@ regex = pytest.importorskip("regex")
 NUMBER = regex.compile(r"\p{N}")
 LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tok"))
-import tok_data  # noqa: E402
 from test_tok_gemma import encode, run_tool, texts  # noqa: E402  (texts: the held-out lines)
 
 __all__ = ["texts"]  # the module-scoped fixture, shared
