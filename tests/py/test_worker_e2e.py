@@ -199,6 +199,23 @@ def wait_assigned(*consumers, timeout=60):
     assert all(c.assignment() for c in consumers)
 
 
+def watermarks(consumer, tp, end):
+    """(low, high) of tp, asked again while the answer is a retriable error
+    (a leader that just moved: NOT_LEADER_FOR_PARTITION from a broker the
+    client's metadata still names) until time `end`."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        except ck.KafkaException as e:
+            err = e.args[0]
+            moving = err.code() in (ck.KafkaError.NOT_LEADER_FOR_PARTITION,
+                                    ck.KafkaError.LEADER_NOT_AVAILABLE,
+                                    ck.KafkaError._TRANSPORT, ck.KafkaError._TIMED_OUT)
+            if not (moving or err.retriable()) or time.time() >= end:
+                raise
+            time.sleep(0.2)
+
+
 def read_to_end(consumer, limit=60.0):
     """Every record from the consumer's position up to the end offsets its
     partitions have now: the high watermark, reached by a read_committed
@@ -212,8 +229,9 @@ def read_to_end(consumer, limit=60.0):
             out.append(m)
     parts = consumer.assignment()
     assert parts, "the reader got no partitions"
-    marks = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-             for tp in parts}
+    marks = {}
+    for tp in parts:
+        marks[(tp.topic, tp.partition)] = watermarks(consumer, tp, end)
     while True:
         pos = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(parts)}
         if all(hi <= lo or pos[k] >= hi for k, (lo, hi) in marks.items()):
