@@ -67,7 +67,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -78,7 +78,7 @@ import msgpack  # noqa: E402
 
 from test_worker_e2e import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
                              read_to_end, turn_record)
-from test_worker_faults import read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
+from fault_kit import read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 
 ROUND = 2.0  # seconds between rounds of turns
 TURNS = 20   # turns per conversation; then a fresh conversation takes its slot (bounded prompts)
@@ -264,7 +264,7 @@ class Campaign:
         n_conv = a.convs * (self.rounds // TURNS)
         want = n_conv * TURNS
         rc = env.consumer("responses", "read_committed")
-        results, stamps = [], []
+        results = []
         end = time.time() + 300
         while len(results) < want and time.time() < end:
             got = collect(rc, want - len(results), 2)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import _missing
 from test_worker_e2e import Env, kill9_redoes_turns_exactly_once, model  # noqa: F401 (fixture)
-from test_worker_faults import svc
+from fault_kit import svc
 
 
 @pytest.fixture(scope="module")
