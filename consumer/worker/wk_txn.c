@@ -120,12 +120,25 @@ static void wk_txn_on_fatal(wk_worker *w, const char *step, const char *msg) {
 
 /* PARLEY_TEST_TXN_FATAL_AFTER: 1 when the injected fatal error is due now
  * at `where` (0 before the offsets are sent, 1 after the commit); raises it
- * on the producer once. */
+ * on the producer once.
+ *
+ * Before the "open" injection the transaction's records are flushed to the
+ * broker (they sit there uncommitted, for the new producer's
+ * init_transactions to abort).  rd_kafka_test_fatal_error, unlike the
+ * fatal errors librdkafka raises itself, leaves the transaction manager in
+ * IN_TRANSACTION, where a partition registration may still be sent while
+ * the rebuild destroys the producer; librdkafka 2.12.1 then fails that
+ * AddPartitionsToTxn request with __DESTROY on the broker thread before
+ * its main thread has counted it, and asserts (txn_req_cnt > 0 in
+ * rd_kafka_txn_handle_AddPartitionsToTxn: seen once in a fresh clone's
+ * CI run).  After the flush every partition is registered, so none is
+ * left to send. */
 static int wk_txn_inject(wk_worker *w, int where) {
     if (w->txn.test_fatal_at <= 0 || w->txn.test_fatal_landed != where ||
         (long)w->met.ctr.txn_commits < w->txn.test_fatal_at)
         return 0;
     w->txn.test_fatal_at = 0;
+    if (where == 0) rd_kafka_flush(w->prod.txp, 10000);
     rd_kafka_test_fatal_error(w->prod.txp, RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
                               "injected by PARLEY_TEST_TXN_FATAL_AFTER");
     return 1;
