@@ -130,3 +130,46 @@ def test_error_codes_are_named():
                 line = text.count("\n", 0, m.start()) + 1
                 bad.append(f"{path}:{line}: {code}")
     assert not bad, "literal error codes:\n" + "\n".join(bad)
+
+
+# Every repository path and worker configuration key the docs name exists:
+# a doc sentence made false by a rename or a removed key fails here, in the
+# change that made it false.
+CONFIG_KEY = re.compile(r"(cache|gateway|model|redis|scheduler|worker)\.[a-z0-9_]+")
+FILE_EXT = re.compile(r"\.(sh|conf|md|c|h|py|json|txt|yaml|yml|toml|gguf|service)$")
+DOC_REF = re.compile(r"`([^`\s]+)`|\]\(([^)\s]+)\)")
+
+
+def _tracked(pattern: str = "") -> list[str]:
+    args = ["git", "ls-files"] + ([pattern] if pattern else [])
+    return subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_docs_name_only_paths_and_keys_that_exist():
+    tracked = _tracked()
+    tops = {f.split("/")[0] for f in tracked if "/" in f}
+    docs = [f for f in _tracked("*.md") if f != "consumer/CONFIG.md"]
+    assert "README.md" in docs and len(docs) > 10, docs
+    config = (REPO_ROOT / "consumer/CONFIG.md").read_text()
+    keys = set(re.findall(r"^\| `([a-z_]+\.[a-z0-9_.]+)`", config, re.M))
+    assert len(keys) > 50, "consumer/CONFIG.md lists too few keys: is its table format new?"
+    bad = []
+    for doc in docs:
+        text = (REPO_ROOT / doc).read_text()
+        for m in DOC_REF.finditer(text):
+            ref, link = m.group(1) or m.group(2), m.group(2) is not None
+            if ref.startswith(("http:", "https:", "mailto:", "#")):
+                continue
+            path = re.sub(r":\d+(-\d+)?$", "", ref.split("#")[0])
+            if CONFIG_KEY.fullmatch(path) and not FILE_EXT.search(path):
+                if path not in keys:
+                    bad.append(f"{doc}: configuration key `{path}` is not in consumer/CONFIG.md")
+                continue
+            if not path or any(c in path for c in "*<>{}$=|,"):
+                continue
+            if link or ("/" in path and path.split("/")[0] in tops):
+                here = (REPO_ROOT / doc).parent / path
+                if not here.exists() and not (REPO_ROOT / path).exists():
+                    bad.append(f"{doc}: `{ref}` does not exist")
+    assert not bad, "\n".join(bad)

@@ -1,6 +1,9 @@
 /*
  * wk_internal.h -- the worker's private structures and the functions its
  * files share.  Not a public header (wk_worker.h is).  The files:
+ *   wk_cmd_worker.c  `parley worker`: configuration in, run until a signal
+ *   wk_config.c  the property table (every setting), its cross-key checks
+ *                and the reference document (consumer/CONFIG.md)
  *   wk_worker.c  create and free: model, tokenizer, template, cache,
  *                scheduler, then the Kafka handles and the HTTP endpoint
  *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
@@ -18,6 +21,8 @@
  *                shutdown; the tests' engine hold (PARLEY_TEST_ENGINE_HOLD)
  *   wk_batch.c   the exactly-once state logic, no Kafka calls: partition
  *                ownership, offsets, the batch
+ *   wk_offsets.c ring windows of (offset, done) per partition, under
+ *                wk_batch.c's commit positions (wk_offsets.h)
  *   wk_txn_state.c  the producer-rebuild decision and stages, no Kafka calls
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
