@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_openai.h"
+#include "gw_request.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -20,10 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Fill *f (400, param p, code) and return -1.  fmt is printf-style. */
-static int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...) {
+int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->message, sizeof f->message, fmt, ap);
@@ -194,9 +192,7 @@ static int gw_fields_check(json_t *o, int legacy, gw_fault *f) {
     return 0;
 }
 
-/* Keep a malloc'd string with the request (freed by gw_chat_free); NULL
- * when out of memory (s is freed then). */
-static char *gw_keep(gw_chat *c, char *s) {
+char *gw_keep(gw_chat *c, char *s) {
     char **np = s ? realloc(c->parts, (c->n_parts + 1) * sizeof *np) : NULL;
     if (!np) {
         free(s);
@@ -447,84 +443,6 @@ static int gw_stream(gw_chat *c, json_t *o, gw_fault *f) {
     return 0;
 }
 
-/* response_format: text, json_object, json_schema {name, schema, strict,
- * description}, and parley's extensions regex {regex} and grammar
- * {grammar} (a Lark grammar).  The schema goes on the wire as compact
- * JSON text.  strict: parley always enforces the schema (true or false). */
-static int gw_response_format(gw_chat *c, json_t *rf, gw_fault *f) {
-    static const char *P = "response_format";
-    sch_response_format *out = &c->turn.params.response_format;
-    if (!rf || json_is_null(rf)) return 0;
-    json_t *type = json_object_get(rf, "type");
-    if (!json_is_object(rf) || !json_is_string(type))
-        return gw_fail(f, P, NULL, "response_format must be an object with a string \"type\"");
-    const char *t = json_string_value(type), *k;
-    json_t *v;
-    const char *member = NULL; /* the one member beside type */
-    if (!strcmp(t, "text")) out->type = SCH_RF_TEXT;
-    else if (!strcmp(t, "json_object")) out->type = SCH_RF_JSON_OBJECT;
-    else if (!strcmp(t, "json_schema")) out->type = SCH_RF_JSON_SCHEMA, member = "json_schema";
-    else if (!strcmp(t, "regex")) out->type = SCH_RF_REGEX, member = "regex";
-    else if (!strcmp(t, "grammar")) out->type = SCH_RF_GRAMMAR, member = "grammar";
-    else
-        return gw_fail(f, "response_format.type", "unsupported_value",
-                       "response_format.type must be text, json_object, json_schema, regex or "
-                       "grammar, not \"%.40s\"",
-                       t);
-    json_object_foreach(rf, k, v) {
-        if (!strcmp(k, "type") || (member && !strcmp(k, member))) continue;
-        char p[96];
-        snprintf(p, sizeof p, "response_format.%.60s", k);
-        return gw_fail(f, p, "unknown_parameter", "%s is not a member of a %s response_format", p,
-                       t);
-    }
-    if (!member) return 0;
-    json_t *m = json_object_get(rf, member);
-    char p[64];
-    snprintf(p, sizeof p, "response_format.%s", member);
-    if (out->type != SCH_RF_JSON_SCHEMA) {
-        if (!json_is_string(m) || json_string_length(m) == 0)
-            return gw_fail(f, p, NULL, "%s must be a non-empty string", p);
-        out->spec = (sch_str){json_string_value(m), json_string_length(m)};
-        return 0;
-    }
-    if (!json_is_object(m)) return gw_fail(f, p, NULL, "%s must be an object", p);
-    json_object_foreach(m, k, v) {
-        char q[96];
-        snprintf(q, sizeof q, "response_format.json_schema.%.40s", k);
-        if (!strcmp(k, "name")) {
-            size_t n = json_string_length(v);
-            if (!json_is_string(v) || n == 0 || n > 64 ||
-                strspn(json_string_value(v), "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                             "0123456789_-") != n)
-                return gw_fail(f, q, NULL, "%s must be 1..64 characters of a-z, A-Z, 0-9, _ and -",
-                               q);
-        } else if (!strcmp(k, "strict")) {
-            if (!json_is_null(v) && !json_is_boolean(v))
-                return gw_fail(f, q, NULL, "%s must be a boolean", q);
-        } else if (!strcmp(k, "description")) {
-            if (!json_is_null(v) && !json_is_string(v))
-                return gw_fail(f, q, NULL, "%s must be a string", q);
-        } else if (!strcmp(k, "schema")) {
-            if (!json_is_object(v)) return gw_fail(f, q, NULL, "%s must be an object", q);
-        } else {
-            return gw_fail(f, q, "unknown_parameter", "%s is not a member of json_schema", q);
-        }
-    }
-    if (!json_is_string(json_object_get(m, "name")))
-        return gw_fail(f, "response_format.json_schema.name", NULL,
-                       "response_format.json_schema.name is required");
-    json_t *schema = json_object_get(m, "schema");
-    if (!schema) { /* OpenAI: no schema is any JSON (parley: any JSON object) */
-        out->type = SCH_RF_JSON_OBJECT;
-        return 0;
-    }
-    char *txt = gw_keep(c, json_dumps(schema, JSON_COMPACT | JSON_ENSURE_ASCII));
-    if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
-    out->spec = sch_str_c(txt);
-    return 0;
-}
-
 /* logprobs (bool) and top_logprobs (0..20, only with logprobs true). */
 static int gw_logprobs(gw_chat *c, json_t *o, gw_fault *f) {
     json_t *lp = json_object_get(o, "logprobs"), *top = json_object_get(o, "top_logprobs");
@@ -553,90 +471,6 @@ static int gw_n(gw_chat *c, json_t *n, gw_fault *f) {
         return gw_fail(f, "n", "unsupported_value",
                        "n: parley gives at most %d choices per request", SCH_MAX_N);
     c->turn.params.n = (uint32_t)json_integer_value(n);
-    return 0;
-}
-
-/* tools (OpenAI's array of {type "function", function: {name,
- * description, parameters, strict}}), tool_choice and parallel_tool_calls,
- * as the wire's JSON text.  A tool_choice that calls for a function needs
- * tools (the named one among them). */
-static int gw_tools(gw_chat *c, json_t *o, gw_fault *f) {
-    json_t *tools = json_object_get(o, "tools"), *choice = json_object_get(o, "tool_choice");
-    json_t *par = json_object_get(o, "parallel_tool_calls");
-    size_t i, n = json_array_size(tools);
-    json_t *t;
-    int have = tools && !json_is_null(tools);
-    if (have && (!json_is_array(tools) || n == 0 || n > 128))
-        return gw_fail(f, "tools", NULL, "tools must be an array of 1..128 tools");
-    json_array_foreach(tools, i, t) {
-        json_t *fn = json_object_get(t, "function"), *k;
-        const char *type = json_string_value(json_object_get(t, "type"));
-        const char *name = json_string_value(json_object_get(fn, "name")), *key;
-        char p[64];
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(fn))
-            return gw_fail(f, p, NULL, "%s must be {\"type\": \"function\", \"function\": {...}}",
-                           p);
-        json_object_foreach(fn, key, k) {
-            int ok = !strcmp(key, "name") ||
-                     (!strcmp(key, "description") && (json_is_string(k) || json_is_null(k))) ||
-                     (!strcmp(key, "parameters") && (json_is_object(k) || json_is_null(k))) ||
-                     (!strcmp(key, "strict") && (json_is_boolean(k) || json_is_null(k)));
-            if (!ok)
-                return gw_fail(f, p, NULL,
-                               "%s.function.%.40s: not a string description, an object "
-                               "parameters or a boolean strict",
-                               p, key);
-        }
-        size_t nl = name ? strlen(name) : 0;
-        if (!nl || nl > 64 ||
-            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != nl)
-            return gw_fail(f, p, NULL,
-                           "%s.function.name must be 1..64 characters of a-z, A-Z, 0-9, _ and -",
-                           p);
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(name, json_string_value(json_object_get(
-                                  json_object_get(json_array_get(tools, j), "function"), "name"))))
-                return gw_fail(f, "tools", NULL, "tools: the function '%s' twice", name);
-    }
-    if (have) {
-        char *txt = gw_keep(c, json_dumps(tools, JSON_COMPACT));
-        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
-        c->turn.params.tools = sch_str_c(txt);
-    }
-    if (choice && !json_is_null(choice)) {
-        const char *s = json_string_value(choice);
-        const char *name =
-            json_string_value(json_object_get(json_object_get(choice, "function"), "name"));
-        const char *type = json_string_value(json_object_get(choice, "type"));
-        int found = 0;
-        json_array_foreach(tools, i, t) found |=
-            name && !strcmp(name, json_string_value(
-                                      json_object_get(json_object_get(t, "function"), "name")));
-        if (s ? strcmp(s, "none") && strcmp(s, "auto") && strcmp(s, "required")
-              : !json_is_object(choice) || !type || strcmp(type, "function") || !name)
-            return gw_fail(f, "tool_choice", NULL,
-                           "tool_choice must be \"none\", \"auto\", \"required\" or "
-                           "{\"type\": \"function\", \"function\": {\"name\": ...}}");
-        if ((!s || strcmp(s, "none")) && !have)
-            return gw_fail(f, "tool_choice", NULL, "tool_choice needs tools");
-        if (name && !found)
-            return gw_fail(f, "tool_choice", NULL,
-                           "tool_choice names '%.64s', which is not "
-                           "among tools",
-                           name);
-        char *txt = gw_keep(c, json_dumps(choice, JSON_COMPACT | JSON_ENCODE_ANY));
-        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
-        c->turn.params.tool_choice = sch_str_c(txt);
-    }
-    if (par && !json_is_null(par)) {
-        if (!json_is_boolean(par))
-            return gw_fail(f, "parallel_tool_calls", NULL, "parallel_tool_calls must be a boolean");
-        if (!have)
-            return gw_fail(f, "parallel_tool_calls", NULL,
-                           "parallel_tool_calls is only allowed with tools");
-        c->turn.params.parallel_tool_calls = json_is_true(par);
-    }
     return 0;
 }
 
