@@ -392,7 +392,96 @@ static int gw_model_ok(const gw_http_opts *o, const char *m) {
     return 0;
 }
 
-/* POST /v1/chat/completions, or /v1/completions when legacy. */
+/* The conversation key of a request: the X-Parley-Conversation header, or
+ * a hash of the opening messages (of the prompt when legacy).  0, or -1
+ * with *rc the 400 answered. */
+static int gw_chat_conv(gw_http *s, struct MHD_Connection *c, const gw_chat *ch, int legacy,
+                        char conv[GW_MAX_ID + 1], enum MHD_Result *rc) {
+    const char *hc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Parley-Conversation");
+    if (!hc) {
+        if (legacy) gw_prompt_hash(&ch->turn, conv);
+        else gw_conv_hash(ch->msgs, ch->n_msgs, conv);
+        return 0;
+    }
+    size_t n = strlen(hc), bad = n == 0 || n > 200;
+    for (size_t i = 0; i < n; i++) bad |= (unsigned char)hc[i] < 0x20 || hc[i] == 0x7f;
+    if (bad) {
+        *rc = gw_error(s, c, 400,
+                       "X-Parley-Conversation must be 1..200 bytes without "
+                       "control characters",
+                       "invalid_request_error", NULL, NULL);
+        return -1;
+    }
+    snprintf(conv, GW_MAX_ID + 1, "%s", hc);
+    return 0;
+}
+
+/* A sent turn, answered as a stream.  Returns 1 when the SSE response took
+ * the request (*ch is left empty), the hub's wait and the in-flight count,
+ * which gw_sse_free releases (also when queueing it fails: *rc MHD_NO);
+ * 0 when out of memory (*rc MHD_NO), and the caller still owns them. */
+static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, gw_chat *ch, gw_wait *w,
+                          const char *id, double t0, uint64_t now_ms, enum MHD_Result *rc) {
+    *rc = MHD_NO;
+    gw_sse *e = calloc(1, sizeof *e);
+    struct MHD_Response *r =
+        e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, gw_sse_read, e, gw_sse_free)
+          : NULL;
+    if (!r) {
+        free(e);
+        return 0;
+    }
+    e->s = s;
+    e->w = w;
+    snprintf(e->id, sizeof e->id, "%s", id);
+    e->created = now_ms / 1000;
+    e->n = (int)ch->turn.params.n;
+    gw_chat_move(&e->q, ch); /* the stream keeps the request; ch is empty now */
+    e->t0 = t0;
+    e->deadline = t0 + s->o->timeout_ms;
+    atomic_fetch_add(&s->streams, 1);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    *rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    gw_count(s, 200);
+    return 1;
+}
+
+/* A sent turn, answered whole: wait for its TurnResult until the
+ * gateway's timeout, then answer with the completion or the error. */
+static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const gw_chat *ch,
+                                    gw_wait *w, const char *id, double t0, uint64_t now_ms) {
+    const gw_http_opts *o = s->o;
+    const sch_result *res = NULL;
+    for (;;) {
+        double left = t0 + o->timeout_ms - cl_mono_ms();
+        if (left <= 0) break;
+        gw_piece *pieces;
+        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
+        gw_pieces_free(pieces);
+        if (got) break;
+    }
+    enum MHD_Result rc;
+    if (!res) {
+        rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout", "timeout",
+                      NULL, "timeout");
+    } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
+        const char *type, *code;
+        char pbuf[32];
+        int st = gw_result_status(res, &type, &code);
+        rc = gw_error(s, c, st, res->error_message.ptr ? res->error_message.ptr : "the turn failed",
+                      type, gw_result_param(res, pbuf, sizeof pbuf), code);
+    } else {
+        rc = gw_send_json(s, c, 200, gw_completion_json(res, ch, id, now_ms / 1000));
+    }
+    gw_time(s, cl_mono_ms() - t0);
+    return rc;
+}
+
+/* POST /v1/chat/completions, or /v1/completions when legacy: admit (key,
+ * body, model, conversation, in-flight limit), send the ChatTurn, then
+ * stream or wait. */
 static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq, int legacy) {
     const gw_http_opts *o = s->o;
     /* err quotes a model name of up to 256 bytes */
@@ -420,23 +509,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
         rc = gw_error(s, c, 404, err, "invalid_request_error", "model", "model_not_found");
         goto out;
     }
-    const char *hc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Parley-Conversation");
-    if (hc) {
-        size_t n = strlen(hc), bad = n == 0 || n > 200;
-        for (size_t i = 0; i < n; i++) bad |= (unsigned char)hc[i] < 0x20 || hc[i] == 0x7f;
-        if (bad) {
-            rc = gw_error(s, c, 400,
-                          "X-Parley-Conversation must be 1..200 bytes without "
-                          "control characters",
-                          "invalid_request_error", NULL, NULL);
-            goto out;
-        }
-        snprintf(conv, sizeof conv, "%s", hc);
-    } else if (legacy) {
-        gw_prompt_hash(&ch.turn, conv);
-    } else {
-        gw_conv_hash(ch.msgs, ch.n_msgs, conv);
-    }
+    if (gw_chat_conv(s, c, &ch, legacy, conv, &rc) != 0) goto out;
     counted = 1;
     if (atomic_fetch_add(&s->inflight, 1) >= o->max_inflight) {
         rc = gw_error(s, c, 429, "too many requests in flight; retry shortly",
@@ -458,56 +531,12 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
     }
     char id[320];
     snprintf(id, sizeof id, "%s-%s", legacy ? "cmpl" : "chatcmpl", turn_id);
-    if (ch.stream) {
-        gw_sse *e = calloc(1, sizeof *e);
-        struct MHD_Response *r = e ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
-                                                                       gw_sse_read, e, gw_sse_free)
-                                   : NULL;
-        if (!r) {
-            free(e);
-            rc = MHD_NO;
-            goto out;
-        }
-        e->s = s;
-        e->w = w; /* the stream releases the wait and the in-flight count */
-        w = NULL;
+    if (!ch.stream) {
+        rc = gw_chat_wait(s, c, &ch, w, id, t0, now_ms);
+    } else if (gw_chat_stream(s, c, &ch, w, id, t0, now_ms, &rc)) {
+        w = NULL; /* the stream releases the wait and the in-flight count */
         counted = 0;
-        snprintf(e->id, sizeof e->id, "%s", id);
-        e->created = now_ms / 1000;
-        e->n = (int)ch.turn.params.n;
-        gw_chat_move(&e->q, &ch); /* the stream keeps the request; ch is empty now */
-        e->t0 = t0;
-        e->deadline = t0 + o->timeout_ms;
-        atomic_fetch_add(&s->streams, 1);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        rc = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        gw_count(s, 200);
-        goto out;
     }
-    const sch_result *res = NULL;
-    for (;;) {
-        double left = t0 + o->timeout_ms - cl_mono_ms();
-        if (left <= 0) break;
-        gw_piece *pieces;
-        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
-        gw_pieces_free(pieces);
-        if (got) break;
-    }
-    if (!res) {
-        rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout", "timeout",
-                      NULL, "timeout");
-    } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
-        const char *type, *code;
-        char pbuf[32];
-        int st = gw_result_status(res, &type, &code);
-        rc = gw_error(s, c, st, res->error_message.ptr ? res->error_message.ptr : "the turn failed",
-                      type, gw_result_param(res, pbuf, sizeof pbuf), code);
-    } else {
-        rc = gw_send_json(s, c, 200, gw_completion_json(res, &ch, id, now_ms / 1000));
-    }
-    gw_time(s, cl_mono_ms() - t0);
 out:
     if (w) gw_hub_release(s->hub, w);
     if (counted) atomic_fetch_sub(&s->inflight, 1);
