@@ -3,7 +3,7 @@
 Both directions, plus the golden vectors:
   * every schemas/testdata vector through the C decoder (sch_tool) with the
     expected view or error code, and every valid vector through PyPI msgpack
-    and the Python reading of the spec (gen_vectors.*_view) with the same
+    and the Python reading of the spec (sch_views.py) with the same
     view; the committed vectors must be what gen_vectors.py generates;
   * Python-encoded random turns (and chunks, results, dead letters) decoded
     by C and compared field by field with the Python view;
@@ -30,6 +30,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "schemas"))
 import gen_vectors as gv  # noqa: E402
+import sch_views as sv  # noqa: E402
 
 BUILD = pathlib.Path(os.environ.get("PARLEY_BUILD", "/work/main/build"))
 TOOL = BUILD / "tests" / "schemas" / "sch_tool"
@@ -110,7 +111,7 @@ def test_valid_vector_through_python(doc):
     spec = json.loads(doc.read_text(encoding="utf-8"))
     rec = msgpack.unpackb(doc.with_suffix(".msgpack").read_bytes(),
                           raw=False, strict_map_key=False)
-    view = gv.VIEWS[spec["kind"]](rec, spec.get("limits"))
+    view = sv.VIEWS[spec["kind"]](rec, spec.get("limits"))
     assert view == spec["value"]
 
 
@@ -177,8 +178,8 @@ def random_turn(rng):
     if rng.random() < 0.3:
         t = rng.choice(["text", "json_object", "json_schema", "regex", "grammar"])
         p["response_format"] = {"type": t}
-        if t in gv.RF_KEYS:
-            p["response_format"][gv.RF_KEYS[t]] = rtext(rng, 30) or "x"
+        if t in sv.RF_KEYS:
+            p["response_format"][sv.RF_KEYS[t]] = rtext(rng, 30) or "x"
     if rng.random() < 0.3:
         p["logprobs"] = rng.randint(0, 20)
     if rng.random() < 0.3:
@@ -217,7 +218,7 @@ def test_python_turns_decode_in_c(tool):
         data = msgpack.packb(d, use_single_float=single)
         out = c_decode(tool, "turn", data)
         assert out["ok"], (d, out)
-        want = gv.turn_view(d)
+        want = sv.turn_view(d)
         if single:
             for k in ("temperature", "top_p", "repetition_penalty"):
                 if (d.get("params") or {}).get(k) is not None:
@@ -329,7 +330,7 @@ def test_python_records_decode_in_c(tool, kind):
         d = RANDOM[kind](rng)
         out = c_decode(tool, kind, msgpack.packb(d))
         assert out["ok"], (d, out)
-        assert out["value"] == gv.VIEWS[kind](d), d
+        assert out["value"] == sv.VIEWS[kind](d), d
 
 
 # ------------------------------------------------ C -> Python decoding
@@ -349,7 +350,7 @@ def test_c_samples_decode_in_python(tool, kind):
         doc = json.loads(out.stdout)
         rec = check_canonical(bytes.fromhex(doc["hex"]))
         assert rec["v"] == 1
-        assert gv.VIEWS[kind](rec) == doc["value"], (kind, seed)
+        assert sv.VIEWS[kind](rec) == doc["value"], (kind, seed)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -359,7 +360,7 @@ def test_c_reencode_decodes_in_python(tool, kind):
         d = RANDOM[kind](rng)
         data = c_reencode(tool, kind, msgpack.packb(d))
         rec = check_canonical(data)
-        assert gv.VIEWS[kind](rec) == gv.VIEWS[kind](d), d
+        assert sv.VIEWS[kind](rec) == sv.VIEWS[kind](d), d
         if kind == "turn":
             # the encoder writes every param explicitly
             assert set(rec["params"]) >= {"max_tokens", "temperature",
@@ -380,7 +381,7 @@ def test_c_rejects_what_it_must_not_encode(tool):
 
 def test_default_limits_match(tool):
     out = subprocess.run([tool, "limits"], capture_output=True, check=True)
-    assert json.loads(out.stdout) == gv.DEFAULT_LIMITS
+    assert json.loads(out.stdout) == sv.DEFAULT_LIMITS
 
 
 def test_error_codes_documented(tool):
