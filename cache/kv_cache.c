@@ -4,6 +4,7 @@
  * The design (data structures, invariants, locking) is in kv_cache.h.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,18 +100,11 @@ int kv_cache_create(const kv_cache_config *cfg, const eng_kv_layout *l, uint64_t
     c->key_mask = cfg->hash_mask_bits == 0 || cfg->hash_mask_bits == 64
                       ? ~0ull
                       : (1ull << cfg->hash_mask_bits) - 1;
-    /* Split the budget: nl = local_share * ng local blocks per global one. */
-    if (c->has_kind[0] && c->has_kind[1]) {
-        double per = (double)c->bbytes[0] + cfg->local_share * (double)c->bbytes[1];
-        c->nblk[0] = (int)((double)cfg->budget_bytes / per);
-        c->nblk[1] = (int)((double)c->nblk[0] * cfg->local_share);
-        while (c->nblk[0] && (size_t)c->nblk[0] * c->bbytes[0] + (size_t)c->nblk[1] * c->bbytes[1] >
-                                 cfg->budget_bytes)
-            c->nblk[1]--;
-    } else {
-        int k = c->has_kind[0] ? 0 : 1;
-        c->nblk[k] = (int)(cfg->budget_bytes / c->bbytes[k]);
-    }
+    /* Split the budget: local_share local blocks per global one (the
+     * scheduler's budget splits its own the same way). */
+    long split[2];
+    eng_kv_layout_split(l, cfg->budget_bytes, cfg->local_share, split);
+    for (int k = 0; k < 2; k++) c->nblk[k] = split[k] > INT_MAX ? INT_MAX : (int)split[k];
     if (c->nblk[0] + c->nblk[1] < 2 || (c->has_kind[0] && c->nblk[0] < 1) ||
         (c->has_kind[1] && c->nblk[1] < 1)) {
         rc = pl_errf(err, errlen, KV_EINVAL,

@@ -113,6 +113,14 @@ int eng_kv_layout_init(eng_kv_layout *l, const eng_config *c, int block_tokens, 
 int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_tokens, int kv_fp32,
                           char *err, size_t errlen);
 
+/* Split a byte budget into block counts per kind, the one rule the cache's
+ * pool and the scheduler's budget share: with both kinds, local_share
+ * local blocks per global one (rounded down, then local blocks dropped
+ * until the total fits); with one kind, all of it.  n[k] is 0 for a kind
+ * the layout has no layers of; n[0] * block_bytes[0] + n[1] *
+ * block_bytes[1] <= budget always.  local_share > 0. */
+void eng_kv_layout_split(const eng_kv_layout *l, size_t budget, double local_share, long n[2]);
+
 /* Addresses inside block blk for model layer `layer` (which may be a sharing
  * layer: the offsets are its source's).  Scale helpers return NULL for fp32
  * layouts. */

@@ -11,6 +11,7 @@
 #include "eng_kv.h"
 #include "eng_err.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,4 +304,21 @@ void eng_kvseq_commit(eng_kvseq *s, const int32_t *tok, int n_new) {
             s->alloc.release(s->alloc.ctx, ENG_KV_LOCAL, s->blk[1][i]);
             s->blk[1][i] = NULL;
         }
+}
+
+void eng_kv_layout_split(const eng_kv_layout *l, size_t budget, double local_share, long n[2]) {
+    size_t gb = l->n_layers[0] ? l->block_bytes[0] : 0;
+    size_t lb = l->n_layers[1] ? l->block_bytes[1] : 0;
+    n[0] = n[1] = 0;
+    if (gb && lb) {
+        double per = (double)gb + local_share * (double)lb;
+        n[0] = (long)((double)budget / per);
+        n[1] = (long)((double)n[0] * local_share);
+        while (n[1] > 0 && (size_t)n[0] * gb + (size_t)n[1] * lb > budget) n[1]--;
+    } else if (gb) {
+        n[0] = (long)(budget / gb);
+    } else if (lb) {
+        n[1] = (long)(budget / lb);
+    }
+    assert((size_t)n[0] * gb + (size_t)n[1] * lb <= budget);
 }

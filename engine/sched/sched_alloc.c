@@ -4,8 +4,9 @@
  *
  * Without a cache, sequences draw blocks from the engine's malloc allocator
  * through a counting wrapper that refuses to go past a per-kind block cap.
- * The caps split the byte budget the way the cache's pool does (local_share
- * local blocks per global block), so cache-on and cache-off runs of the
+ * The caps split the byte budget the way the cache's pool does, with the
+ * same function (eng_kv_layout_split: local_share local blocks per global
+ * block), so cache-on and cache-off runs of the
  * benchmark get the same KV memory.  The wrapper records the peak so tests
  * can check the budget was never exceeded.  Forked sequences share blocks
  * (eng_kvseq_fork): the wrapper counts the extra references of a shared
@@ -144,17 +145,7 @@ int sched_budget_create(const eng_kv_layout *l, size_t budget, double local_shar
     }
     size_t gb = l->n_layers[0] ? l->block_bytes[0] : 0;
     size_t lb = l->n_layers[1] ? l->block_bytes[1] : 0;
-    if (gb && lb) {
-        double per = (double)gb + local_share * (double)lb;
-        b->cap[0] = (long)((double)budget / per);
-        b->cap[1] = (long)((double)b->cap[0] * local_share);
-        while (b->cap[1] > 0 && (size_t)b->cap[0] * gb + (size_t)b->cap[1] * lb > budget)
-            b->cap[1]--;
-    } else if (gb) {
-        b->cap[0] = (long)(budget / gb);
-    } else if (lb) {
-        b->cap[1] = (long)(budget / lb);
-    }
+    eng_kv_layout_split(l, budget, local_share, b->cap);
     if ((gb && b->cap[0] < 1) || (lb && b->cap[1] < 1)) {
         pl_errf(err, errlen, ENG_SCHED_EINVAL,
                 "sched: KV budget of %zu bytes holds no block (block bytes %zu/%zu)", budget, gb,

@@ -4,7 +4,8 @@
  * of local blocks that left every window; all-or-nothing reservation when
  * the allocator runs dry; adopting a cached prefix; truncation; forks
  * (full blocks shared through retain, the partial one copied; copies
- * without retain; all-or-nothing when blocks run out).
+ * without retain; all-or-nothing when blocks run out); the budget split
+ * (eng_kv_layout_split).
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -91,6 +92,36 @@ static void b_release(void *ctx, int kind, void *blk) {
 }
 
 static int32_t toks[256];
+
+/* eng_kv_layout_split: the one budget rule of the cache and the scheduler:
+ * within the budget always, local_share local blocks per global one, and
+ * all of it to the one kind of a model without the other. */
+PT_TEST(budget_split) {
+    eng_config c;
+    cfg6(&c);
+    eng_kv_layout l;
+    PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
+    size_t gb = l.block_bytes[ENG_KV_GLOBAL], lb = l.block_bytes[ENG_KV_LOCAL];
+    static const double shares[] = {0.25, 0.5, 1.0, 3.0, 64.0};
+    for (size_t i = 0; i < sizeof shares / sizeof *shares; i++)
+        for (size_t budget = 0; budget < 40 * (gb + lb); budget += 37) {
+            long n[2];
+            eng_kv_layout_split(&l, budget, shares[i], n);
+            PT_ASSERT(n[0] >= 0 && n[1] >= 0);
+            PT_ASSERT((size_t)n[0] * gb + (size_t)n[1] * lb <= budget);
+            PT_ASSERT(n[1] <= (long)((double)n[0] * shares[i])); /* the share, never above */
+            /* the global count is the most that leaves room for its share */
+            PT_ASSERT((double)(n[0] + 1) * ((double)gb + shares[i] * (double)lb) > (double)budget);
+        }
+    int g[6] = {0, 0, 0, 0, 0, 0}, src[6] = {0, 1, 2, 3, 4, 5};
+    memcpy(c.window, g, sizeof g); /* all global */
+    memcpy(c.kv_src, src, sizeof src);
+    PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
+    long n[2];
+    eng_kv_layout_split(&l, 10 * l.block_bytes[ENG_KV_GLOBAL] + 1, 0.5, n);
+    PT_EQ_INT(n[ENG_KV_GLOBAL], 10);
+    PT_EQ_INT(n[ENG_KV_LOCAL], 0);
+}
 
 PT_TEST(sequence_grows_and_drops_dead_local_blocks) {
     eng_config c;
