@@ -159,13 +159,17 @@ static void wk_metrics_counters(FILE *f, wk_counters *c) {
 /* Memory against its budget: what an operator sizes MemoryMax / the
  * container limit from (deploy/README.md, "Memory"). */
 static void wk_metrics_memory(FILE *f, wk_worker *w) {
-    long long pool_mib = cm_config_bool(w->cfg, "cache.enabled")
-                             ? cm_config_int(w->cfg, "cache.budget_mib")
-                             : cm_config_int(w->cfg, "scheduler.kv_budget_mib");
+    /* the cache's own figure; without it, the scheduler's budget */
+    double pool = (double)cm_config_int(w->cfg, "scheduler.kv_budget_mib") * 1048576.0;
+    if (w->eng.cache) {
+        kv_stats ks;
+        kv_cache_stats(w->eng.cache, &ks);
+        pool = (double)ks.budget_bytes;
+    }
     wk_metric(f, "parley_kv_pool_bytes", "gauge",
               "Configured KV pool (cache.budget_mib, or scheduler.kv_budget_mib without the "
               "cache) in bytes.",
-              (double)pool_mib * 1048576.0);
+              pool);
     wk_metric(f, "parley_model_resident_bytes", "gauge",
               "Bytes the loaded model's weights hold after repacking.",
               (double)eng_model_resident_bytes(w->eng.model));
