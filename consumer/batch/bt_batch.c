@@ -49,6 +49,7 @@
 #include "gw_openai.h"
 #include "pl_err.h"
 #include "cl_client.h"
+#include "pl_time.h"
 
 /* One request of the input. */
 typedef struct bt_item {
@@ -260,7 +261,7 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
         char id[96];
         snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
         resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body", gw_completion_json(res, &it->chat, id, cl_epoch_ms() / 1000));
+                         "body", gw_completion_json(res, &it->chat, id, pl_unix_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];
@@ -305,7 +306,7 @@ static int bt_on_record(bt_run *r, const rd_kafka_message_t *m) {
 }
 
 static void bt_progress(bt_run *r, int final) {
-    double s = (cl_mono_ms() - r->t0) / 1000.0;
+    double s = (pl_mono_msf() - r->t0) / 1000.0;
     double rate = s > 0 ? (double)r->tokens / s : 0;
     size_t left = r->total > r->done ? r->total - r->done : 0;
     double reqs = s > 0 ? (double)r->done / s : 0;
@@ -376,9 +377,9 @@ static int bt_catch_up(bt_run *r, rd_kafka_t *rk) {
                                              &hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
             end->elems[i].offset = hi;
     }
-    double give_up = cl_mono_ms() + 15000;
+    double give_up = pl_mono_msf() + 15000;
     int rc = 0;
-    while (rc == 0 && cl_mono_ms() < give_up) {
+    while (rc == 0 && pl_mono_msf() < give_up) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (m) {
             if (!m->err && m->rkt) rc = bt_on_record(r, m);
@@ -484,7 +485,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
 /* Produce what the window allows; time out old turns. */
 static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
-    double now = cl_mono_ms();
+    double now = pl_mono_msf();
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
         bt_item *it = &r->items[i];
         if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
@@ -500,7 +501,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     while (*next < r->n && r->inflight < r->window) {
         bt_item *it = &r->items[(*next)++];
         if (it->state != 0) continue;
-        uint64_t ms = cl_epoch_ms();
+        uint64_t ms = pl_unix_ms();
         /* the items were sorted (moved): point at this item's own arrays now */
         it->chat.turn.conversation_id = sch_str_c(it->turn_id);
         it->chat.turn.turn_id = sch_str_c(it->turn_id);
@@ -532,15 +533,14 @@ int bt_cmd_batch(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0, next = 0;
     rd_kafka_t *prod = NULL, *rk = NULL;
-    r.t0 = cl_mono_ms();
+    r.t0 = pl_mono_msf();
     int have = bt_state_load(r.state_path, &r.st, err, sizeof err);
     if (have < 0) goto fail;
     r.resumed = have;
     if (!have)
         snprintf(r.st.batch_id, sizeof r.st.batch_id, "%016llx",
                  (unsigned long long)(pl_fnv1a64(PL_FNV64_SEED, r.output, strlen(r.output)) ^
-                                      (cl_epoch_ms() * 0x9e3779b97f4a7c15ull) ^
-                                      (uint64_t)getpid()));
+                                      (pl_unix_ms() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)getpid()));
     if (bt_out_open(&r.out, r.output, err, sizeof err) != 0) goto fail;
     if (!(r.err_f = fopen(r.errors, "a"))) {
         pl_errf(err, sizeof err, BT_EIO, "%.900s: %s", r.errors, strerror(errno));
@@ -568,7 +568,7 @@ int bt_cmd_batch(int argc, char **argv) {
         cm_startup_end();
         if (have && bt_catch_up(&r, rk) != 0) goto out;
     }
-    double last = cl_mono_ms();
+    double last = pl_mono_msf();
     while (r.done < r.total) {
         if (bt_pump(&r, prod, &next) != 0) goto out;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
@@ -578,7 +578,7 @@ int bt_cmd_batch(int argc, char **argv) {
             if (e) goto out;
         }
         rd_kafka_poll(prod, 0);
-        double now = cl_mono_ms();
+        double now = pl_mono_msf();
         if (now - last >= (isatty(STDERR_FILENO) ? 250.0 : (double)r.progress_s * 1000.0)) {
             bt_progress(&r, 0);
             last = now;

@@ -27,6 +27,7 @@
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "cl_client.h"
+#include "pl_time.h"
 
 #define CHAT_MAX_ATTEMPTS 64 /* attempts of one turn remembered */
 
@@ -97,7 +98,7 @@ static void chat_on_chunk(const chat_opts *o, const char *turn_id, chat_stream *
     }
     if (c.seq < s->next_seq) goto out; /* duplicate */
     s->next_seq = c.seq + 1;
-    if (s->first_ms == 0) s->first_ms = cl_mono_ms();
+    if (s->first_ms == 0) s->first_ms = pl_mono_msf();
     if (chat_stream_add(s, c.text.ptr, c.text.len) == 0) {
         fwrite(c.text.ptr, 1, c.text.len, stdout);
         fflush(stdout);
@@ -110,7 +111,7 @@ out:
  * Returns 0, or -1 out of memory. */
 static int chat_on_result(int turn_no, const sch_result *r, const chat_stream *s, double sent_ms,
                           cl_history *h) {
-    double now = cl_mono_ms();
+    double now = pl_mono_msf();
     if (r->finish_reason == SCH_FINISH_ERROR) {
         printf("\n[turn %d] error %s: %s\n", turn_no, r->error_name.ptr ? r->error_name.ptr : "?",
                r->error_message.ptr ? r->error_message.ptr : "");
@@ -153,7 +154,7 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
         return -1;
     }
     snprintf(turn_id, sizeof turn_id, "%s-t%d-%llx", o->conv, turn_no,
-             (unsigned long long)cl_epoch_ms());
+             (unsigned long long)pl_unix_ms());
     sch_turn t;
     sch_turn_init(&t);
     t.conversation_id = sch_str_c(o->conv);
@@ -165,10 +166,10 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     t.stream = true;
     if (o->ns) t.ns = sch_str_c(o->ns);
     if (o->model) t.model = sch_str_c(o->model);
-    t.created_ms = cl_epoch_ms();
+    t.created_ms = pl_unix_ms();
     chat_stream s;
     memset(&s, 0, sizeof s);
-    double sent = cl_mono_ms();
+    double sent = pl_mono_msf();
     if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "chat: %s\n", err);
         h->n--;
@@ -179,7 +180,7 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     printf("assistant> ");
     fflush(stdout);
     int rc = 1;
-    while (cl_mono_ms() - sent < (double)o->timeout_ms) {
+    while (pl_mono_msf() - sent < (double)o->timeout_ms) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(tok, 5);
         if (m) {
             if (!m->err) chat_on_chunk(o, turn_id, &s, m);
@@ -235,7 +236,7 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     o->timeout_ms = 60000;
     o->startup_s = 30;
     cl_topics_prefix(&o->topics, "parley", err, sizeof err);
-    snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)cl_epoch_ms(),
+    snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)pl_unix_ms(),
              (unsigned)getpid());
     const cli_opt opts[] = {
         CL_KAFKA_OPTS(&o->kafka),

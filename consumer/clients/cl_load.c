@@ -34,6 +34,7 @@
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "cl_client.h"
+#include "pl_time.h"
 
 /* Vocabulary of the generated user messages. */
 static const char *const load_words[] = {
@@ -140,14 +141,14 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c) {
     t.stream = o->stream != 0;
     if (o->ns) t.ns = sch_str_c(o->ns);
     if (o->model) t.model = sch_str_c(o->model);
-    t.created_ms = cl_epoch_ms();
+    t.created_ms = pl_unix_ms();
     if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
     }
     cv->sent++;
     cv->in_flight = 1;
-    cv->sent_ms = cl_mono_ms();
+    cv->sent_ms = pl_mono_msf();
     cv->first_ms = 0;
     return 0;
 }
@@ -176,7 +177,7 @@ static void load_on_chunk(load_run *r, const rd_kafka_message_t *m) {
     if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) return;
     if (load_locate(r, &ch.conversation_id, &ch.turn_id, &c, &t) == 0) {
         load_conv *cv = &r->convs[c];
-        if (cv->in_flight && t + 1 == cv->sent && cv->first_ms == 0) cv->first_ms = cl_mono_ms();
+        if (cv->in_flight && t + 1 == cv->sent && cv->first_ms == 0) cv->first_ms = pl_mono_msf();
     }
     sch_chunk_free(&ch);
 }
@@ -201,7 +202,7 @@ static int load_on_result(load_run *r, const rd_kafka_message_t *m) {
         r->unexpected++;
         goto out;
     }
-    double now = cl_mono_ms();
+    double now = pl_mono_msf();
     cv->in_flight = 0;
     r->done++;
     r->last_ms = now;
@@ -272,7 +273,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     o->timeout_s = 120;
     o->startup_s = 30;
     o->grace_ms = 1000;
-    o->seed = cl_epoch_ms();
+    o->seed = pl_unix_ms();
     cl_topics_prefix(&o->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
         CL_KAFKA_OPTS(&o->kafka),
@@ -443,7 +444,7 @@ int cl_cmd_load(int argc, char **argv) {
         fprintf(stderr, "load: out of memory\n");
         goto err;
     }
-    snprintf(r.prefix, sizeof r.prefix, "load-%llx-%04llx-c", (unsigned long long)cl_epoch_ms(),
+    snprintf(r.prefix, sizeof r.prefix, "load-%llx-%04llx-c", (unsigned long long)pl_unix_ms(),
              (unsigned long long)(load_rand(&r) & 0xffff));
     for (size_t c = 0; c < o.convs; c++) {
         snprintf(r.convs[c].id, sizeof r.convs[c].id, "%s%zu", r.prefix, c);
@@ -465,12 +466,12 @@ int cl_cmd_load(int argc, char **argv) {
         goto err;
     }
     cm_startup_end();
-    double t0 = cl_mono_ms(), deadline = t0 + (double)o.timeout_s * 1000.0;
+    double t0 = pl_mono_msf(), deadline = t0 + (double)o.timeout_s * 1000.0;
     double next_arrival = t0 + load_exp_ms(&r);
     uint64_t arrivals = 0, pending = 0;
     int timed_out = 0;
     while (r.done < total) {
-        double now = cl_mono_ms();
+        double now = pl_mono_msf();
         if (now >= deadline) {
             timed_out = 1;
             break;
@@ -496,10 +497,10 @@ int cl_cmd_load(int argc, char **argv) {
             goto err;
         }
     }
-    double elapsed = (r.done ? r.last_ms : cl_mono_ms()) - t0;
+    double elapsed = (r.done ? r.last_ms : pl_mono_msf()) - t0;
     /* keep listening for late duplicates */
-    double grace_end = cl_mono_ms() + (double)o.grace_ms;
-    while (cl_mono_ms() < grace_end)
+    double grace_end = pl_mono_msf() + (double)o.grace_ms;
+    while (pl_mono_msf() < grace_end)
         if (load_poll(&r, NULL, res, 20) != 0) goto err;
     rc = load_report(&r, elapsed, timed_out);
 err:

@@ -42,11 +42,7 @@ static void *cm_watchdog(void *arg) {
     while (!cm_su.over) {
         int64_t left = cm_su.deadline_ms - pl_mono_ms();
         if (left <= 0) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += (time_t)(left / 1000);
-        ts.tv_nsec += (long)(left % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = pl_deadline_ts(left);
         int rc = pthread_cond_timedwait(&cm_su.cv, &cm_su.mu, &ts);
         if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) break;
     }

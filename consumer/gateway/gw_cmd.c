@@ -24,6 +24,7 @@
 #include "pl_err.h"
 #include "cm_config.h"
 #include "cm_kafka.h"
+#include "pl_time.h"
 
 extern char **environ;
 
@@ -146,7 +147,7 @@ static int gw_parse_opts(const cm_config *cfg, gw_http_opts *o, char *err, size_
     gethostname(host, sizeof host - 1);
     host[strcspn(host, ".")] = 0;
     snprintf(o->id_prefix, sizeof o->id_prefix, "gw-%.24s-%d-%llx", host, (int)getpid(),
-             (unsigned long long)cl_epoch_ms());
+             (unsigned long long)pl_unix_ms());
     return 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include "gw_openai.h"
 #include "pl_err.h"
+#include "pl_time.h"
 
 #define GW_NCODES 10 /* status codes counted in /metrics */
 static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
@@ -347,13 +348,13 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             e->phase = 1;
             if (e->olen) continue;
         }
-        double now = cl_mono_ms();
+        double now = pl_mono_msf();
         int wait = (int)(e->deadline - now);
         wait = wait > 1000 ? 1000 : wait < 1 ? 1 : wait;
         gw_piece *pieces;
         const sch_result *r;
         gw_wait_poll(e->s->hub, e->w, wait, &pieces, &r);
-        now = cl_mono_ms();
+        now = pl_mono_msf();
         for (gw_piece *p = pieces; p && !r; p = p->next) gw_sse_piece(e, p);
         /* with the result at hand, the result decides what the rest is */
         gw_pieces_free(pieces);
@@ -455,7 +456,7 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
     const gw_http_opts *o = s->o;
     const sch_result *res = NULL;
     for (;;) {
-        double left = t0 + o->timeout_ms - cl_mono_ms();
+        double left = t0 + o->timeout_ms - pl_mono_msf();
         if (left <= 0) break;
         gw_piece *pieces;
         int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
@@ -475,7 +476,7 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
     } else {
         rc = gw_send_json(s, c, 200, gw_completion_json(res, ch, id, now_ms / 1000));
     }
-    gw_time(s, cl_mono_ms() - t0);
+    gw_time(s, pl_mono_msf() - t0);
     return rc;
 }
 
@@ -516,8 +517,8 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
                       "rate_limit_exceeded", NULL, "rate_limit_exceeded");
         goto out;
     }
-    double t0 = cl_mono_ms();
-    uint64_t now_ms = cl_epoch_ms();
+    double t0 = pl_mono_msf();
+    uint64_t now_ms = pl_unix_ms();
     snprintf(turn_id, sizeof turn_id, "%s-%llu", o->id_prefix,
              (unsigned long long)atomic_fetch_add(&s->seq, 1));
     ch.turn.conversation_id = sch_str_c(conv);

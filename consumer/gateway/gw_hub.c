@@ -17,6 +17,7 @@
 #include "gw_openai.h"
 #include "cm_startup.h"
 #include "pl_err.h"
+#include "pl_time.h"
 
 #define GW_BUCKETS 4096 /* hash buckets of the waiter table */
 
@@ -257,14 +258,7 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
 }
 
 int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, gw_piece **pieces, const sch_result **res) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = pl_deadline_ts(timeout_ms);
     *pieces = NULL;
     *res = NULL;
     pthread_mutex_lock(&h->mu);

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "wk_internal.h"
+#include "pl_time.h"
 
 static int wk_text_append(wk_choice *c, const char *p, size_t n) {
     if (c->text_len + n + 1 > c->text_cap) {
@@ -482,7 +483,7 @@ static int wk_submit_code(int rc) {
 void wk_turn_submit(wk_turn *t) {
     wk_worker *w = t->w;
     t->attempt = w->convs.attempt_base + ++w->convs.attempt_ctr;
-    t->submit_unix_ms = wk_unix_ms();
+    t->submit_unix_ms = pl_unix_ms();
     t->tm.submit_us = eng_sched_now_us();
     for (int k = 0; k < t->n_choices; k++) eng_tok_stream_init(&t->ch[k].ts, w->eng.tok, 0);
     eng_sched_request q;

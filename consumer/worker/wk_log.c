@@ -11,7 +11,6 @@
 #include "pl_time.h"
 #include "wk_internal.h"
 
-int64_t wk_unix_ms(void) { return pl_unix_ms(); }
 
 /* Rank of a level name: info 0, warn 1, error 2 (others: 0). */
 static int wk_log_rank(const char *level) {
@@ -31,5 +30,5 @@ void wk_log(const char *level, const char *event, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "ts=%lld level=%s event=%s %s\n", (long long)wk_unix_ms(), level, event, msg);
+    fprintf(stderr, "ts=%lld level=%s event=%s %s\n", (long long)pl_unix_ms(), level, event, msg);
 }

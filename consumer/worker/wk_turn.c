@@ -140,7 +140,7 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
         d.turn_id = t->turn_id;
     }
     d.worker = sch_str_c(w->id);
-    d.dead_ms = (uint64_t)wk_unix_ms();
+    d.dead_ms = (uint64_t)pl_unix_ms();
     sch_header hv[64];
     size_t nh = 0;
     for (size_t i = 0; nh < 64 && i < rec->n_headers; i++) {
@@ -590,7 +590,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     eng_constraint_spec spec;
     memset(&spec, 0, sizeof spec);
     if (!code) code = wk_turn_features(w, &t, &tools, &spec, &schema, msg, sizeof msg);
-    int64_t now_ms = wk_unix_ms();
+    int64_t now_ms = pl_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
     } else if (code) {

@@ -16,6 +16,7 @@
 #include "wk_internal.h"
 #include "wk_worker.h"
 #include "pl_hash.h"
+#include "pl_time.h"
 
 static bool wk_user_sets(const cm_config *cfg, const char *name) {
     for (size_t i = 0; i < cm_config_kafka_count(cfg); i++) {
@@ -252,7 +253,7 @@ int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t er
     /* Attempt ids: a per-process base from the clock, pid and id, plus a
      * counter, so every processing attempt of any turn gets its own id. */
     uint64_t h =
-        (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^ ((uint64_t)wk_unix_ms() << 20);
+        (uint64_t)eng_sched_now_us() ^ ((uint64_t)getpid() << 40) ^ ((uint64_t)pl_unix_ms() << 20);
     h = pl_fnv1a64_str(h, w->id);
     h ^= h >> 31;
     w->convs.attempt_base = (h & 0x7fffffffffffffffull) & ~0xffffffull;

@@ -13,6 +13,7 @@
 #include "eng_mkmodel.h"
 #include "eng_model.h"
 #include "pl_err.h"
+#include "pl_time.h"
 
 /* The parsed command line. */
 typedef struct mk_args {
@@ -66,8 +67,7 @@ int eng_cmd_mkmodel(int argc, char **argv) {
         return 2;
     }
     char err[PL_ERR_LEN * 2]; /* a path and its cause */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = pl_mono_s();
     int rc = eng_mkmodel(&a.o, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "mkmodel: %s\n", err);
@@ -77,8 +77,6 @@ int eng_cmd_mkmodel(int argc, char **argv) {
         }
         return rc == ENG_EINVAL ? 2 : 1;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("wrote %s: preset %s, %s, %.2f s\n", a.o.out, a.o.preset, a.type,
-           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    printf("wrote %s: preset %s, %s, %.2f s\n", a.o.out, a.o.preset, a.type, pl_mono_s() - t0);
     return 0;
 }

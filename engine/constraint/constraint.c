@@ -38,6 +38,7 @@ const char *eng_constraint_kind_name(eng_constraint_kind k) {
 #include <errno.h>
 
 #include "constraint_int.h"
+#include "pl_time.h"
 
 int eng_constraint_available(void) { return 1; }
 
@@ -340,12 +341,6 @@ void cons_kill(eng_constraint *c, int code, const char *msg) {
 
 /* ---- masks ---- */
 
-int64_t cons_clock_us(clockid_t ck) {
-    struct timespec ts;
-    if (clock_gettime(ck, &ts) != 0) return 0;
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Room for n masks (the pointers of the known ones follow a move). */
 static int cons_reserve(eng_constraint *c, int n) {
     if (n <= c->cap_masks) return 0;
@@ -368,10 +363,10 @@ int cons_advance(eng_constraint *c, int64_t budget_us, clockid_t ck,
                 return pl_errf(msg, msglen, ENG_CONSTRAINT_ENOMEM,
                                "constraint: out of memory for masks");
             uint32_t *dst = c->masks + (size_t)i * c->v->words;
-            int64_t t0 = cons_clock_us(ck);
+            int64_t t0 = pl_clock_us(ck);
             if (mark) mark(c, t0);
             int r = llg_matcher_compute_mask_into(c->m, dst, bytes);
-            int64_t dt = cons_clock_us(ck) - t0;
+            int64_t dt = pl_clock_us(ck) - t0;
             if (dt > *cpu_max_us) *cpu_max_us = dt;
             *cpu_total_us += dt;
             ++*n_done;

@@ -48,7 +48,7 @@ static void *pool_main(void *arg) {
         c->qnext = NULL;
         c->state = CONS_RUNNING;
         c->run_clock = ck;
-        c->run_cpu0_us = cons_clock_us(ck);
+        c->run_cpu0_us = pl_clock_us(ck);
         int64_t cpu = 0, cpu_max = 0;
         int n_done = 0, rc;
         char msg[PL_ERR_LEN] = "";
@@ -215,7 +215,7 @@ static void pool_join(eng_constraint *c, int cancel_now) {
     while (c->state != CONS_DONE) {
         int64_t slice = 5000;
         if (c->state == CONS_RUNNING && !c->cancelled && (cancel_now || c->budget_us > 0)) {
-            int64_t used = cons_clock_us(c->run_clock) - c->run_cpu0_us;
+            int64_t used = pl_clock_us(c->run_clock) - c->run_cpu0_us;
             if (cancel_now || used > c->budget_us) {
                 c->cancelled = 1;
                 llg_cancel(c->cancel);

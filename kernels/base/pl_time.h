@@ -14,8 +14,13 @@
  * timestamps that leave the process (created_ms, expiry checks against a
  * producer's clock).
  *
+ * pl_deadline_ts gives the CLOCK_REALTIME timespec that
+ * pthread_cond_timedwait wants for "ms from now"; pl_clock_us reads any
+ * other clock (a thread's CPU time) in microseconds.
+ *
  * Failure behaviour.  None: clock_gettime cannot fail for these clocks on
- * Linux.  Header only, no state; safe from any thread.
+ * Linux (pl_clock_us returns 0 for a clock the system lacks).  Header
+ * only, no state; safe from any thread.
  */
 #ifndef PL_TIME_H
 #define PL_TIME_H
@@ -63,6 +68,25 @@ static inline int64_t pl_unix_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The CLOCK_REALTIME time ms milliseconds from now (ms >= 0), as
+ * pthread_cond_timedwait's absolute deadline. */
+static inline struct timespec pl_deadline_ts(int64_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
+/* Microseconds of clock ck (e.g. CLOCK_THREAD_CPUTIME_ID); 0 when the
+ * clock cannot be read. */
+static inline int64_t pl_clock_us(clockid_t ck) {
+    struct timespec ts;
+    if (clock_gettime(ck, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "eng_mkmodel.h"
+#include "pl_time.h"
 
 eng_model *su_model(const char *preset, int window, int threads) {
     char dir[] = "/tmp/parley-sched-XXXXXX";
@@ -106,11 +107,7 @@ void su_request(su_coll *c, int i, eng_sched_request *r, const int32_t *prompt, 
 }
 
 int su_wait(su_coll *c, int n, int timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = pl_deadline_ts(timeout_ms);
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     while (c->n_done < n && rc == 0) rc = pthread_cond_timedwait(&c->cv, &c->mu, &ts);

@@ -10,7 +10,7 @@
  *                turn path's Kafka boundary (wk_record_from_kafka)
  *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
  *                an `expired` TurnResult
- *   wk_log.c     the structured log (wk_log) and its clock (wk_unix_ms)
+ *   wk_log.c     the structured log (wk_log)
  *   wk_history.c a conversation's remembered last turn (wk_history),
  *                which the next turn's prompt splices in (eng_template.h)
  *   wk_gen.c     submission to the scheduler and its delivery-thread
@@ -470,9 +470,6 @@ struct wk_worker {
  * key=value text. */
 void wk_log(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Wall clock in unix milliseconds. */
-int64_t wk_unix_ms(void);
 
 /* The last header of r named `name` (names compare exactly, as
  * librdkafka's rd_kafka_header_get_last), or NULL. */

@@ -74,8 +74,6 @@ struct eng_constraint_pool {
     eng_constraint_pool_stats st;       /* counters */
 };
 
-/* CPU time of clock ck in microseconds. */
-int64_t cons_clock_us(clockid_t ck);
 
 /* Advance c's look-ahead job (the caller owns the matcher: a pool thread
  * or the owner): compute the mask of the current look-ahead state when it
