@@ -478,6 +478,17 @@ def test_txn_coordinator_killed_mid_commit(cluster, parley_bin, model, tmp_path,
     env = cluster_env(cluster, parley_bin, model, tmp_path, protocol)
     flow = Flow(env)
     tail = Tail(env)
+    # Kafka creates __transaction_state at the first InitProducerId: on a
+    # fresh cluster (this test alone) it does not exist yet
+    txp = ck.Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 2,
+                       "transactional.id": f"probe-{uuid.uuid4().hex[:8]}"})
+    txp.init_transactions(60)
+    def txn_state_led():
+        t = cluster.md("__transaction_state").topics.get("__transaction_state")
+        return (t is not None and len(t.partitions) == TXN_PARTITIONS
+                and all(q.leader > 0 for q in t.partitions.values()))
+
+    cluster.wait(txn_state_led, "__transaction_state with a leader for each partition")
     # a worker id whose transaction coordinator is not the group's (see
     # group_coordinator)
     gc = group_coordinator(cluster, env)
