@@ -73,6 +73,8 @@ struct msgpack_zone;
 #define SCH_MAX_TOP_LOGPROBS 20
 /* Tool calls in one reply (TurnResult / choice) at most (1.2). */
 #define SCH_MAX_TOOL_CALLS 64
+/* params.tools: functions per turn at most (1.2). */
+#define SCH_MAX_TOOLS 128
 
 /*
  * Error codes.  Numeric values and names are stable (never renumbered or
@@ -502,6 +504,17 @@ int sch_msgpack_to_json(const void *buf, size_t len, sch_buf *out, char *err, si
  * of sch_X_encode, as a JSON object (content type SCH_CONTENT_TYPE_JSON). */
 int sch_result_encode_json(const sch_result *r, sch_buf *out, char *err, size_t errlen);
 int sch_chunk_encode_json(const sch_chunk *c, sch_buf *out, char *err, size_t errlen);
+
+/* Check OpenAI's `tools` array, given as JSON text (params.tools): 1..
+ * SCH_MAX_TOOLS entries {"type": "function", "function": {...}} whose
+ * function has a name of 1..64 of [A-Za-z0-9_-], unique in the array, and
+ * may have a string description, an object parameters and a boolean strict
+ * (null for any of them is its absence); any other member of function is
+ * refused.  The one check of the gateway (before a ChatTurn is sent) and
+ * the worker (before a turn is rendered).  Returns 0, or SCH_E_BAD_CONSTRAINT
+ * with *at the index of the offending tool (-1: the array as a whole) and a
+ * message naming the member from "tools" ("tools[2].function.name: ..."). */
+int sch_tools_check(const char *json, size_t len, int *at, char *err, size_t errlen);
 
 /* Check a W3C traceparent value ("00-<32 hex>-<16 hex>-<2 hex>", lower-case
  * hex, ids not all zero; future versions may append "-..." fields).

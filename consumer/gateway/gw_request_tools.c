@@ -95,45 +95,20 @@ int gw_response_format(gw_chat *c, json_t *rf, gw_fault *f) {
 int gw_tools(gw_chat *c, json_t *o, gw_fault *f) {
     json_t *tools = json_object_get(o, "tools"), *choice = json_object_get(o, "tool_choice");
     json_t *par = json_object_get(o, "parallel_tool_calls");
-    size_t i, n = json_array_size(tools);
+    size_t i;
     json_t *t;
     int have = tools && !json_is_null(tools);
-    if (have && (!json_is_array(tools) || n == 0 || n > 128))
-        return gw_fail(f, "tools", NULL, "tools must be an array of 1..128 tools");
-    json_array_foreach(tools, i, t) {
-        json_t *fn = json_object_get(t, "function"), *k;
-        const char *type = json_string_value(json_object_get(t, "type"));
-        const char *name = json_string_value(json_object_get(fn, "name")), *key;
-        char p[64];
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        if (!json_is_object(t) || !type || strcmp(type, "function") || !json_is_object(fn))
-            return gw_fail(f, p, NULL, "%s must be {\"type\": \"function\", \"function\": {...}}",
-                           p);
-        json_object_foreach(fn, key, k) {
-            int ok = !strcmp(key, "name") ||
-                     (!strcmp(key, "description") && (json_is_string(k) || json_is_null(k))) ||
-                     (!strcmp(key, "parameters") && (json_is_object(k) || json_is_null(k))) ||
-                     (!strcmp(key, "strict") && (json_is_boolean(k) || json_is_null(k)));
-            if (!ok)
-                return gw_fail(f, p, NULL,
-                               "%s.function.%.40s: not a string description, an object "
-                               "parameters or a boolean strict",
-                               p, key);
-        }
-        size_t nl = name ? strlen(name) : 0;
-        if (!nl || nl > 64 ||
-            strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != nl)
-            return gw_fail(f, p, NULL,
-                           "%s.function.name must be 1..64 characters of a-z, A-Z, 0-9, _ and -",
-                           p);
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(name, json_string_value(json_object_get(
-                                  json_object_get(json_array_get(tools, j), "function"), "name"))))
-                return gw_fail(f, "tools", NULL, "tools: the function '%s' twice", name);
-    }
-    if (have) {
+    if (have && !json_is_array(tools))
+        return gw_fail(f, "tools", NULL, "tools must be an array of 1..%d tools", SCH_MAX_TOOLS);
+    if (have) { /* the wire's JSON text, checked by the rule the worker applies too */
         char *txt = gw_keep(c, json_dumps(tools, JSON_COMPACT));
         if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+        char msg[PL_ERR_LEN], p[32];
+        int at;
+        if (sch_tools_check(txt, strlen(txt), &at, msg, sizeof msg) != 0) {
+            if (at >= 0) snprintf(p, sizeof p, "tools[%d]", at);
+            return gw_fail(f, at >= 0 ? p : "tools", NULL, "%s", msg);
+        }
         c->turn.params.tools = sch_str_c(txt);
     }
     if (choice && !json_is_null(choice)) {

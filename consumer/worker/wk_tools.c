@@ -10,19 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pl_err.h"
 #include "pl_hash.h"
 
-#define WK_MAX_TOOLS 128 /* functions per turn */
 
 wk_tool_format wk_tools_format_of(eng_tmpl_format f) {
     return f == ENG_TMPL_LLAMA3 ? WK_TOOLS_LLAMA3 : WK_TOOLS_TAGS;
-}
-
-/* OpenAI's function name rule: 1..64 of [A-Za-z0-9_-]. */
-static int wk_fn_name_ok(const char *s) {
-    size_t n = s ? strlen(s) : 0;
-    return n >= 1 && n <= 64 &&
-           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
 }
 
 /* The function object of tool i. */
@@ -39,43 +32,6 @@ static int wk_tool_index(const wk_tools *t, const char *name) {
     for (size_t i = 0; name && i < json_array_size(t->tools); i++)
         if (!strcmp(wk_fn_name(t, i), name)) return (int)i;
     return -1;
-}
-
-static int wk_tools_check(json_t *tools, char *msg, size_t msglen) {
-    size_t i, n = json_array_size(tools);
-    json_t *tool;
-    if (!json_is_array(tools) || n == 0 || n > WK_MAX_TOOLS)
-        return snprintf(msg, msglen, "params.tools: an array of 1..%d tools", WK_MAX_TOOLS), -1;
-    json_array_foreach(tools, i, tool) {
-        json_t *fn = json_object_get(tool, "function");
-        const char *type = json_string_value(json_object_get(tool, "type"));
-        const char *name = json_string_value(json_object_get(fn, "name"));
-        json_t *params = json_object_get(fn, "parameters");
-        json_t *desc = json_object_get(fn, "description");
-        if (!json_is_object(tool) || !type || strcmp(type, "function") || !json_is_object(fn))
-            return snprintf(msg, msglen,
-                            "params.tools[%zu]: not {\"type\": \"function\", \"function\": {...}}",
-                            i),
-                   -1;
-        if (!wk_fn_name_ok(name))
-            return snprintf(msg, msglen,
-                            "params.tools[%zu].function.name: 1..64 characters of a-z, A-Z, 0-9, "
-                            "_ and -",
-                            i),
-                   -1;
-        if (params && !json_is_null(params) && !json_is_object(params))
-            return snprintf(msg, msglen, "params.tools[%zu].function.parameters: not an object", i),
-                   -1;
-        if (desc && !json_is_null(desc) && !json_is_string(desc))
-            return snprintf(msg, msglen, "params.tools[%zu].function.description: not a string", i),
-                   -1;
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(json_string_value(json_object_get(
-                            json_object_get(json_array_get(tools, j), "function"), "name")),
-                        name))
-                return snprintf(msg, msglen, "params.tools: the function '%s' twice", name), -1;
-    }
-    return 0;
 }
 
 int wk_tools_parse(const sch_params *p, wk_tool_format fmt, wk_tools *t, char *msg, size_t msglen) {
@@ -125,7 +81,10 @@ int wk_tools_parse(const sch_params *p, wk_tool_format fmt, wk_tools *t, char *m
         snprintf(msg, msglen, "params.tools: not JSON (%s)", je.text);
         return SCH_E_BAD_CONSTRAINT;
     }
-    if (wk_tools_check(t->tools, msg, msglen) != 0) {
+    char why[PL_ERR_LEN];
+    int at;
+    if (sch_tools_check(p->tools.ptr, p->tools.len, &at, why, sizeof why) != 0) {
+        snprintf(msg, msglen, "params.%s", why);
         json_decref(choice);
         wk_tools_free(t);
         return SCH_E_BAD_CONSTRAINT;

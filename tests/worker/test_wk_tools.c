@@ -1,7 +1,7 @@
 /*
  * test_wk_tools.c -- tool calls in the worker (wk_tools.h) without a
  * model: tool_choice modes and the refusal of tools that are not OpenAI's
- * shape; the schema a forced call is constrained to (one function, any of
+ * shape (sch_tools_check, the gateway's rule too); the schema a forced call is constrained to (one function, any of
  * several, an array with parallel calls; llama3's "parameters"); the
  * messages rendered for each tool format (tools in the system message or
  * the first user message, earlier calls, results as <tool_response> or
@@ -59,6 +59,10 @@ PT_TEST(modes_and_refusals) {
         {"[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
          "\"function\": {\"name\": \"f\"}}]",
          NULL},
+        /* the gateway refused these two and the worker took them, until
+         * both called sch_tools_check */
+        {"[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"nope\": 1}}]", NULL},
+        {"[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"strict\": \"yes\"}}]", NULL},
         {TT_TOOLS, "\"sometimes\""},
         {TT_TOOLS, "{\"type\": \"function\", \"function\": {\"name\": \"nope\"}}"},
         {NULL, "\"required\""},
