@@ -22,7 +22,8 @@
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
  *   wk_reply.c   per-token logprobs in their wire form (texts looked up
- *                when a chunk or result is encoded)
+ *                when a chunk or result is encoded); a TurnResult's
+ *                encoding and its fallbacks
  *   wk_tools.c   tool calls: tools shown in the template's format, calls
  *                read back from replies (wk_tools.h)
  *
@@ -504,6 +505,14 @@ typedef struct wk_lp_set {
 int wk_lp_set_build(const struct wk_worker *w, const wk_choice *c, int from, int to,
                     wk_lp_set *out);
 void wk_lp_set_free(wk_lp_set *s);
+
+/* wk_reply.c: encode s (JSON when json, else msgpack) into out.  A reply
+ * over max_bytes becomes an E_INTERNAL error result (sch_result_fail: no
+ * choices, logprobs or tool calls), and one the schema refuses (an engine
+ * message it cannot carry) gets a fixed message instead; s is changed to
+ * what was written.  0, or the sch_err of the last encode (err says). */
+int wk_result_encode(sch_result *s, bool json, size_t max_bytes, sch_buf *out, char *err,
+                     size_t errlen);
 
 /* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
