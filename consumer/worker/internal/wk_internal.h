@@ -117,7 +117,8 @@ typedef struct wk_record {
 
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
-    struct wk_out *next;         /* batch list link */
+    struct wk_out *next;         /* batch list link (before: the next output
+                                  * of the same input offset, or NULL) */
     int dlq;                     /* 1: DLQ topic, 0: responses topic */
     int json;                    /* val is JSON (content-type application/json): the turn's
                                  * accept header asked for it; DeadLetters never are */
@@ -476,7 +477,10 @@ const wk_header *wk_record_header(const wk_record *r, const char *name);
 
 /* Decode and validate record r (consumed at partition generation gen) into
  * a new turn (*turn) or, for bad input, a DeadLetter or an `expired`
- * TurnResult (*out).  Exactly one of *turn / *out is set on 0; < 0 (a
+ * TurnResult (*out).  A refused turn whose ids could be read gets both: the
+ * DeadLetter, and its `error` TurnResult chained after it (*out)->next
+ * (schemas/README.md 7), unless its key names another conversation
+ * (E_KEY_MISMATCH).  Exactly one of *turn / *out is set on 0; < 0 (a
  * SCH_E_NOMEM code) only for out-of-memory, with neither set.  Reads the
  * worker's engine limits, id, namespace mode and topic names only.  hist
  * (may be NULL) is the conversation's remembered last turn: a message
@@ -587,8 +591,9 @@ int wk_batch_consume(wk_batch *b, int32_t p, int64_t offset, uint32_t *gen);
  * last + 1); -1 when p is not owned or nothing was consumed. */
 int64_t wk_batch_commit_position(const wk_batch *b, int32_t p);
 
-/* Append an output (its input offset is finished now; now_us starts the
- * batch timer when the batch was empty). */
+/* Append an output and the outputs chained after it (o->next; all of one
+ * input offset, which is finished now); now_us starts the batch timer when
+ * the batch was empty. */
 void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
 /* true when the batch should be committed now: records waiting and
  * max_records reached or interval_us passed since since_us. */
