@@ -5,8 +5,8 @@
  *                scheduler, then the Kafka handles and the HTTP endpoint
  *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
  *                turn path's Kafka boundary (wk_record_from_kafka)
- *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
- *                an `expired` TurnResult
+ *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter
+ *                (and the turn's error TurnResult) or an `expired` one
  *   wk_log.c     the structured log (wk_log) and its clock (wk_unix_ms)
  *   wk_history.c a conversation's remembered last turn (wk_history),
  *                which the next turn's prompt splices in (eng_template.h)
@@ -29,7 +29,8 @@
  *
  * Life of a turn: the poll thread copies a consumed message into a
  * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out
- * DeadLetter / expired result straight for the batch); the turn is queued
+ * DeadLetter, with the turn's error result chained, or an expired result,
+ * straight for the batch); the turn is queued
  * on its conversation (wk_conv) and submitted when the conversation is
  * idle.  The scheduler's delivery thread runs wk_gen.c's callbacks
  * (wk_on_token / wk_on_done): they stream chunks, build the TurnResult
