@@ -401,6 +401,18 @@ typedef struct sch_result {
 } sch_result;
 
 void sch_result_init(sch_result *r);
+/* Choice k of r as an sch_choice: k == 0 is the result's own text, tokens,
+ * finish, logprobs and tool calls; 1..r->n_choices is r->choices[k - 1].
+ * Any other k gives a zeroed choice with that index. */
+void sch_result_choice(const sch_result *r, size_t k, sch_choice *out);
+/* Set choice c->index of r: index 0 writes the result's own fields; index
+ * 1..SCH_MAX_N - 1 writes more[index - 1] (caller memory, SCH_MAX_N - 1
+ * entries) and makes r->choices = more, r->n_choices at least index. */
+void sch_result_set_choice(sch_result *r, sch_choice *more, const sch_choice *c);
+/* Make r an error result: error code and message (pointed at, not copied),
+ * finish_reason "expired" for SCH_E_EXPIRED and "error" otherwise, and no
+ * other choices, logprobs or tool calls (an error result carries none). */
+void sch_result_fail(sch_result *r, int code, sch_str message);
 int sch_result_decode(const void *buf, size_t len, const sch_limits *lim, sch_result *out,
                       char *err, size_t errlen);
 int sch_result_encode(const sch_result *r, sch_buf *out, char *err, size_t errlen);

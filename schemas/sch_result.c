@@ -28,6 +28,54 @@ void sch_result_free(sch_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+void sch_result_choice(const sch_result *r, size_t k, sch_choice *out) {
+    memset(out, 0, sizeof *out);
+    out->index = (uint32_t)k;
+    if (k == 0) {
+        out->text = r->text;
+        out->tokens = r->tokens;
+        out->n_tokens = r->n_tokens;
+        out->finish_reason = r->finish_reason;
+        out->logprobs = r->logprobs;
+        out->n_logprobs = r->n_logprobs;
+        out->tool_calls = r->tool_calls;
+        out->n_tool_calls = r->n_tool_calls;
+    } else if (k <= r->n_choices && r->choices) {
+        *out = r->choices[k - 1];
+    }
+}
+
+void sch_result_set_choice(sch_result *r, sch_choice *more, const sch_choice *c) {
+    if (c->index == 0) {
+        r->text = c->text;
+        r->tokens = c->tokens;
+        r->n_tokens = c->n_tokens;
+        r->finish_reason = c->finish_reason;
+        r->logprobs = c->logprobs;
+        r->n_logprobs = c->n_logprobs;
+        r->tool_calls = c->tool_calls;
+        r->n_tool_calls = c->n_tool_calls;
+    } else if (c->index < SCH_MAX_N) {
+        more[c->index - 1] = *c;
+        r->choices = more;
+        if (r->n_choices < c->index) r->n_choices = c->index;
+    }
+}
+
+void sch_result_fail(sch_result *r, int code, sch_str message) {
+    r->has_error = true;
+    r->error_code = code;
+    r->error_name = (sch_str){0};
+    r->error_message = message;
+    r->finish_reason = code == SCH_E_EXPIRED ? SCH_FINISH_EXPIRED : SCH_FINISH_ERROR;
+    r->choices = NULL;
+    r->n_choices = 0;
+    r->logprobs = NULL;
+    r->n_logprobs = 0;
+    r->tool_calls = NULL;
+    r->n_tool_calls = 0;
+}
+
 int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out) {
     char q[200];
     const char *dot = *path ? "." : "";

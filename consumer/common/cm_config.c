@@ -52,6 +52,12 @@ int cm_config_new(const cm_prop *props, size_t n, const char *cmd, cm_config_che
         free(c);
         return *out = NULL, CM_CONFIG_ENOMEM;
     }
+    for (size_t i = 0; i < n; i++) /* an enum's default is the first of its values */
+        if (props[i].type == CM_PROP_ENUM &&
+            !(c->val[i] = strndup(props[i].def, strcspn(props[i].def, "|")))) {
+            cm_config_free(c);
+            return *out = NULL, CM_CONFIG_ENOMEM;
+        }
     *out = c;
     return 0;
 }
@@ -82,6 +88,37 @@ static int cm_parse_bool(const char *s, bool *out) {
     return -1;
 }
 
+/* Position of val among the '|'-separated values vs, or -1. */
+static int cm_enum_find(const char *vs, const char *val) {
+    size_t n = strlen(val);
+    for (int i = 0;; i++) {
+        const char *end = strchr(vs, '|');
+        size_t len = end ? (size_t)(end - vs) : strlen(vs);
+        if (len == n && !strncmp(vs, val, n)) return i;
+        if (!end) return -1;
+        vs = end + 1;
+    }
+}
+
+/* The '|'-separated values vs as text: each between q and q, separated by
+ * ", ", the empty value as "" (for messages, and `...` for the reference);
+ * returns the length of the first value (the default). */
+static int cm_enum_list(const char *vs, const char *q, char *out, size_t cap) {
+    int first = -1;
+    size_t at = 0;
+    out[0] = 0;
+    for (const char *v = vs; v;) {
+        const char *end = strchr(v, '|');
+        int len = end ? (int)(end - v) : (int)strlen(v);
+        if (first < 0) first = len;
+        snprintf(out + at, cap - at, "%s%s%.*s%s", v == vs ? "" : ", ", q, len ? len : 2,
+                 len ? v : "\"\"", q);
+        at += strlen(out + at);
+        v = end ? end + 1 : NULL;
+    }
+    return first;
+}
+
 /* Check val against row p; message names key and origin. */
 static int cm_prop_check(const cm_prop *p, const char *val, const char *origin, char *err,
                          size_t errlen) {
@@ -104,6 +141,15 @@ static int cm_prop_check(const cm_prop *p, const char *val, const char *origin, 
                            "configuration key '%s' (%s): '%s' is not a boolean "
                            "(true/false)",
                            p->name, origin, val);
+        return 0;
+    case CM_PROP_ENUM:
+        if (cm_enum_find(p->def, val) < 0) {
+            char vs[256];
+            cm_enum_list(p->def, "", vs, sizeof vs);
+            return pl_errf(err, errlen, CM_CONFIG_EINVAL,
+                           "configuration key '%s' (%s): '%s' is not one of %s", p->name, origin,
+                           val, vs);
+        }
         return 0;
     case CM_PROP_REQ:
         if (!*val)
@@ -312,6 +358,13 @@ bool cm_config_bool(const cm_config *c, const char *key) {
     return s && t == CM_PROP_BOOL && cm_parse_bool(s, &b) == 0 ? b : false;
 }
 
+int cm_config_enum(const cm_config *c, const char *key) {
+    int i = cm_prop_find(c, key);
+    if (i < 0 || c->props[i].type != CM_PROP_ENUM) return 0;
+    int k = cm_enum_find(c->props[i].def, c->val[i]);
+    return k < 0 ? 0 : k;
+}
+
 size_t cm_config_kafka_count(const cm_config *c) { return c->n_kafka; }
 
 void cm_config_kafka_at(const cm_config *c, size_t i, const char **name, const char **val) {
@@ -320,15 +373,21 @@ void cm_config_kafka_at(const cm_config *c, size_t i, const char **name, const c
 }
 
 int cm_config_doc_table(FILE *f, const cm_prop *props, size_t n) {
-    static const char *const tname[] = {"string", "integer", "boolean", "string (required)"};
+    static const char *const tname[] = {"string", "integer", "boolean", "string (required)",
+                                        "one of"};
     char env[256];
     for (size_t i = 0; i < n; i++) {
         const cm_prop *p = &props[i];
-        char range[96] = "";
+        char range[256] = "";
         if (p->type == CM_PROP_INT) snprintf(range, sizeof range, " %lld..%lld", p->min, p->max);
+        int def_len = (int)strlen(p->def);
+        if (p->type == CM_PROP_ENUM) { /* " `a`, `b`", and the default is the first */
+            range[0] = ' ';
+            def_len = cm_enum_list(p->def, "`", range + 1, sizeof range - 1);
+        }
         cm_env_name(p->name, env, sizeof env);
-        fprintf(f, "| `%s` | %s%s | `%s` | `%s` | %s |\n", p->name, tname[p->type], range, p->def,
-                env, p->doc);
+        fprintf(f, "| `%s` | %s%s | `%.*s` | `%s` | %s |\n", p->name, tname[p->type], range,
+                def_len, p->def, env, p->doc);
     }
     return ferror(f) ? -1 : 0;
 }

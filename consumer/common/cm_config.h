@@ -6,9 +6,12 @@
  * one without a table (cl_client.h's cl_kafka_cli).
  *
  * Purpose.  Every setting a command reads is a row of one static table
- * (name, type, default, range, documentation).  The same table validates
- * input, answers lookups and generates the configuration reference
- * (`--print-config-doc`, Markdown), so the docs cannot drift from the code.
+ * (name, type, default, range or accepted values, documentation).  The
+ * same table validates input, answers lookups and generates the
+ * configuration reference (`--print-config-doc`, Markdown), so the docs
+ * cannot drift from the code.  An enum row (CM_PROP_ENUM, like
+ * librdkafka's string-to-int properties) lists its values in the table,
+ * and a value outside them is refused when set, like a bad integer.
  * Any `kafka.X` key is passed through unchanged to librdkafka as property
  * X (bootstrap.servers, SASL/SSL, tuning); which clients get it, and which
  * keys a command refuses, is the Kafka layer's business (cm_kafka.h).
@@ -50,14 +53,17 @@ typedef enum cm_prop_type {
     CM_PROP_STR = 0,  /* any string */
     CM_PROP_INT = 1,  /* integer within [min, max] */
     CM_PROP_BOOL = 2, /* true/false/1/0/yes/no/on/off */
-    CM_PROP_REQ = 3   /* string that must be set (non-empty) */
+    CM_PROP_REQ = 3,  /* string that must be set (non-empty) */
+    CM_PROP_ENUM = 4  /* one of the values listed in def (checked when set) */
 } cm_prop_type;
 
 /* One row of the property table. */
 typedef struct cm_prop {
     const char *name;  /* dotted key, e.g. "worker.topic.turns" */
     cm_prop_type type; /* value type */
-    const char *def;   /* default as text ("" = empty) */
+    const char *def;   /* default as text ("" = empty); CM_PROP_ENUM: the accepted
+                          values separated by '|', the first the default
+                          ("auto|cpu|cuda"; "|a|b": "" is one, the default) */
     long long min;     /* CM_PROP_INT: smallest accepted value */
     long long max;     /* CM_PROP_INT: largest accepted value */
     const char *doc;   /* one-paragraph description (Markdown) */
@@ -106,6 +112,9 @@ int cm_config_validate(const cm_config *c, char *err, size_t errlen);
 const char *cm_config_str(const cm_config *c, const char *key);
 long long cm_config_int(const cm_config *c, const char *key);
 bool cm_config_bool(const cm_config *c, const char *key);
+/* A CM_PROP_ENUM key's value as its position in the row's values (0 for
+ * the first); 0 as well for a key that is not an enum (programming error). */
+int cm_config_enum(const cm_config *c, const char *key);
 
 /* kafka.* pass-through properties, i < cm_config_kafka_count(c); *name is
  * without the "kafka." prefix. */

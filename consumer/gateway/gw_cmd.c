@@ -53,8 +53,9 @@ static const cm_prop gw_props[] = {
     {"gateway.topic.responses", CM_PROP_STR, "parley.responses", 0, 0,
      "TurnResult topic (read_committed)."},
     {"gateway.topic.dlq", CM_PROP_STR, "parley.dlq", 0, 0,
-     "DeadLetter topic watched so a turn the workers refused (unknown model, too long) is "
-     "answered at once with its error; empty = not watched (such requests time out)."},
+     "DeadLetter topic watched for turns the workers refused (unknown model, too long): such a "
+     "request is answered with its error by whichever comes first, the DeadLetter or the error "
+     "TurnResult the worker writes with it; empty = not watched (the TurnResult answers)."},
     {"gateway.max_body_bytes", CM_PROP_INT, "1048576", 1024, 64LL << 20,
      "Largest request body; a larger one gets 400 `request_too_large`."},
     {"gateway.max_inflight", CM_PROP_INT, "256", 1, 100000,

@@ -241,7 +241,7 @@ static size_t gw_sse_from(const gw_sse *e, int k) {
 /* The rest of choice k from the committed result: its text and logprobs
  * beyond what was streamed, its tool calls as OpenAI streams them (one
  * delta with id, type and name, one with the arguments), its finish. */
-static void gw_sse_finish_choice(gw_sse *e, const gw_choice *c) {
+static void gw_sse_finish_choice(gw_sse *e, const sch_choice *c) {
     gw_sse_choice *sc = &e->ch[c->index];
     gw_delta d = {.index = c->index};
     json_t *lp = NULL;
@@ -287,7 +287,7 @@ static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
     }
     int ok = gw_result_choices(r) >= e->n;
     for (int k = 0; ok && k < e->n; k++) {
-        gw_choice c;
+        sch_choice c;
         gw_result_choice(r, k, &c);
         ok = e->ch[k].len <= c.text.len && !memcmp(e->ch[k].text, c.text.ptr, e->ch[k].len) &&
              e->ch[k].n_lp <= c.n_logprobs;
@@ -301,7 +301,7 @@ static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
         return;
     }
     for (int k = 0; k < e->n; k++) {
-        gw_choice c;
+        sch_choice c;
         gw_result_choice(r, k, &c);
         gw_sse_finish_choice(e, &c);
     }

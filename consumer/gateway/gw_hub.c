@@ -96,7 +96,8 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c) {
 
 /* A DeadLetter naming a waiting turn: the worker refused it before work
  * (unknown model, context overflow...); answer the request with an error
- * result made from it. */
+ * result made from it, unless the error TurnResult the worker writes in
+ * the same transaction came first (the later one finds w->result set). */
 static void gw_on_dead(gw_hub *h, const rd_kafka_message_t *m) {
     char err[PL_ERR_LEN];
     sch_dead *d = malloc(sizeof *d);

@@ -41,33 +41,14 @@ void gw_prompt_hash(const sch_turn *t, char out[20]) {
 
 int gw_result_choices(const sch_result *r) { return 1 + (int)r->n_choices; }
 
-void gw_result_choice(const sch_result *r, int k, gw_choice *out) {
-    memset(out, 0, sizeof *out);
-    out->index = k;
-    if (k == 0) {
-        out->text = r->text;
-        out->n_tokens = r->n_tokens;
-        out->finish = r->finish_reason;
-        out->logprobs = r->logprobs;
-        out->n_logprobs = r->n_logprobs;
-        out->tool_calls = r->tool_calls;
-        out->n_tool_calls = r->n_tool_calls;
-    } else if (k >= 1 && (size_t)k <= r->n_choices) {
-        const sch_choice *c = &r->choices[k - 1];
-        out->text = c->text;
-        out->n_tokens = c->n_tokens;
-        out->finish = c->finish_reason;
-        out->logprobs = c->logprobs;
-        out->n_logprobs = c->n_logprobs;
-        out->tool_calls = c->tool_calls;
-        out->n_tool_calls = c->n_tool_calls;
-    }
+void gw_result_choice(const sch_result *r, int k, sch_choice *out) {
+    sch_result_choice(r, (size_t)k, out);
     if (!out->text.ptr) out->text = (sch_str){"", 0};
 }
 
-const char *gw_finish_name(const gw_choice *c) {
+const char *gw_finish_name(const sch_choice *c) {
     if (c->n_tool_calls) return "tool_calls";
-    return c->finish == SCH_FINISH_LENGTH ? "length" : "stop";
+    return c->finish_reason == SCH_FINISH_LENGTH ? "length" : "stop";
 }
 
 static json_t *gw_usage_json(const sch_result *r) {
@@ -143,7 +124,7 @@ json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n) {
 }
 
 /* One entry of `choices` of the complete response. */
-static json_t *gw_choice_json(const gw_chat *q, const gw_choice *c) {
+static json_t *gw_choice_json(const gw_chat *q, const sch_choice *c) {
     json_t *lp = json_null();
     if (q->logprobs) {
         json_t *content = gw_logprobs_content(c->logprobs, c->n_logprobs);
@@ -183,7 +164,7 @@ json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id
                            uint64_t created_s) {
     json_t *choices = json_array(), *usage = gw_usage_json(r);
     for (int k = 0; choices && k < gw_result_choices(r); k++) {
-        gw_choice c;
+        sch_choice c;
         gw_result_choice(r, k, &c);
         json_t *j = gw_choice_json(q, &c);
         if (!j) {

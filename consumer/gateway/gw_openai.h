@@ -126,26 +126,15 @@ void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]);
  * "oc-%016llx" into out[20]. */
 void gw_prompt_hash(const sch_turn *t, char out[20]);
 
-/* One choice of a result (k = 0: the result's own fields; k >= 1: its
- * choices[k - 1]). */
-typedef struct gw_choice {
-    int index;                       /* k */
-    sch_str text;                    /* its text */
-    size_t n_tokens;                 /* its tokens */
-    sch_finish finish;               /* why it ended */
-    const sch_logprob *logprobs;     /* per token, or NULL */
-    size_t n_logprobs;               /* entries */
-    const sch_tool_call *tool_calls; /* calls it made, or NULL */
-    size_t n_tool_calls;             /* entries */
-} gw_choice;
-
-/* Choices in a result (1 + its extra choices), and choice k of it. */
+/* Choices in a result (1 + its extra choices), and choice k of it
+ * (sch_result_choice: k = 0 the result's own fields, k >= 1 its
+ * choices[k - 1]), with an absent text as "". */
 int gw_result_choices(const sch_result *r);
-void gw_result_choice(const sch_result *r, int k, gw_choice *out);
+void gw_result_choice(const sch_result *r, int k, sch_choice *out);
 
 /* OpenAI finish_reason of a choice: tool_calls when it made calls, else
  * length or stop. */
-const char *gw_finish_name(const gw_choice *c);
+const char *gw_finish_name(const sch_choice *c);
 
 /* The complete response to request q: `chat.completion`, or
  * `text_completion` for /v1/completions (echo, legacy logprobs). */

@@ -59,13 +59,15 @@ int64_t wk_batch_commit_position(const wk_batch *b, int32_t p) {
 }
 
 void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us) {
-    o->next = NULL;
+    wk_offsets_done(b->offs, o->partition, o->offset);
+    if (!b->n) b->since_us = now_us;
     if (b->tail) b->tail->next = o;
     else b->head = o;
-    b->tail = o;
-    if (!b->n++) b->since_us = now_us;
-    o->ready = 0;
-    wk_offsets_done(b->offs, o->partition, o->offset);
+    for (; o; o = o->next) { /* the chain finishes one input offset */
+        o->ready = 0;
+        b->n++;
+        b->tail = o;
+    }
 }
 
 bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t interval_us) {

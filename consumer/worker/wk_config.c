@@ -9,7 +9,6 @@
 #include "pl_err.h"
 
 #include <stdbool.h>
-#include <string.h>
 
 #define WK_I32 2147483647LL
 
@@ -20,15 +19,15 @@ static const cm_prop wk_props[] = {
      "A turn naming another model goes to the DLQ with `E_UNKNOWN_MODEL`."},
     {"model.threads", CM_PROP_INT, "0", 0, 1024, "Compute threads; 0 = one per online CPU."},
     {"model.block_tokens", CM_PROP_INT, "16", 1, 256, "KV block size B in tokens."},
-    {"model.backend", CM_PROP_STR, "auto", 0, 0,
+    {"model.backend", CM_PROP_ENUM, "auto|cpu|cuda", 0, 0,
      "Where the model computes: `cpu`, `cuda`, or `auto` (CUDA when this build has the CUDA "
      "backend and a GPU answers, else the CPU)."},
-    {"model.weights", CM_PROP_STR, "native", 0, 0,
+    {"model.weights", CM_PROP_ENUM, "native|int8", 0, 0,
      "How 4-bit tensors are held: `native` keeps Q4_0, IQ4_NL and Q4_K weights 4-bit (W4A8 "
      "kernels: about half the bytes a decode step reads), `int8` requantises them to int8 like "
      "every other weight."},
-    {"model.chat_template", CM_PROP_STR, "", 0, 0,
-     "Chat template name (llama2, llama3, gemma, gemma2, chatml, transcript); empty = detect from "
+    {"model.chat_template", CM_PROP_ENUM, "|llama2|llama3|gemma|gemma2|chatml|transcript", 0, 0,
+     "Chat template name; empty = detect from "
      "the model's tokenizer.chat_template, or for a file without one its architecture's format "
      "(gemma3: gemma, qwen2/qwen3: chatml)."},
     {"model.max_context", CM_PROP_INT, "0", 0, 1 << 24,
@@ -45,7 +44,7 @@ static const cm_prop wk_props[] = {
      "Longest wait for a turn's Redis prefetch before admitting it."},
     {"scheduler.kv_budget_mib", CM_PROP_INT, "256", 1, 1 << 24,
      "KV memory for running sequences when the cache is disabled (MiB)."},
-    {"scheduler.speculative", CM_PROP_STR, "ngram", 0, 0,
+    {"scheduler.speculative", CM_PROP_ENUM, "ngram|off", 0, 0,
      "Speculative decoding: `ngram` drafts up to `scheduler.spec_tokens` tokens per decoding "
      "sequence by prompt lookup (the continuation of the longest recent n-gram of the "
      "conversation that occurred before) and verifies them in the same forward step; `off` "
@@ -165,7 +164,7 @@ static const cm_prop wk_props[] = {
      "exits with status 1 and one line naming what it waited for."},
     {"worker.grace_ms", CM_PROP_INT, "10000", 0, 3600000,
      "On SIGTERM/SIGINT: time in-flight turns get to finish before they are cancelled."},
-    {"worker.namespace_from", CM_PROP_STR, "field", 0, 0,
+    {"worker.namespace_from", CM_PROP_ENUM, "field|header|topic|fixed", 0, 0,
      "Where a turn's cache namespace comes from: `field` (the record's `namespace`, "
      "for producers you trust), `header` (the `parley-namespace` header, set by a trusted "
      "gateway; a record without it goes to the DLQ), `topic` (the turns topic's name: one "
@@ -223,11 +222,6 @@ static int wk_config_check(const cm_config *c, char *err, size_t errlen) {
                        "configuration key 'worker.resume_kv_pct': %lld must be below "
                        "worker.pause_kv_pct (%lld)",
                        lo, hi);
-    const char *spec = cm_config_str(c, "scheduler.speculative");
-    if (strcmp(spec, "off") && strcmp(spec, "ngram"))
-        return pl_errf(err, errlen, CM_CONFIG_EINVAL,
-                       "configuration key 'scheduler.speculative': '%s' is not one of off, ngram",
-                       spec);
     if (cm_config_int(c, "scheduler.spec_ngram_min") > cm_config_int(c, "scheduler.spec_ngram_max"))
         return pl_errf(err, errlen, CM_CONFIG_EINVAL,
                        "configuration key 'scheduler.spec_ngram_min': %lld must not exceed "

@@ -314,84 +314,46 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
     wk_lp_set lps[SCH_MAX_N];
     sch_choice more[SCH_MAX_N - 1];
     memset(lps, 0, sizeof lps);
-    memset(more, 0, sizeof more);
     if (r) {
         s.cached_tokens = (uint64_t)r->cached_tokens;
         s.queue_ms = (uint64_t)before_submit + (uint64_t)r->queue_ms;
         s.ttft_ms = (uint64_t)r->ttft_ms;
         s.total_ms = (uint64_t)r->total_ms;
+        const char *fail_msg = NULL;
+        int fail_code = 0;
         for (int k = 0; k < n; k++) {
             wk_outcome o = wk_outcome_of(t, r, k);
             const wk_choice *c = &t->ch[k];
             const char *why;
             int ecode = wk_outcome_error(&o, &why);
-            if (ecode && !s.has_error) { /* a turn that fails fails as a whole */
-                s.has_error = true;
-                s.error_code = ecode;
-                s.error_message = sch_str_c(why);
-                s.finish_reason = ecode == SCH_E_EXPIRED ? SCH_FINISH_EXPIRED : SCH_FINISH_ERROR;
+            if (ecode && !fail_code) { /* a turn that fails fails as a whole */
+                fail_code = ecode;
+                fail_msg = why;
             }
             toks[k] = wk_u32(o.tokens, o.n_tokens);
             size_t nt = toks[k] ? (size_t)o.n_tokens : 0;
             s.completion_tokens += nt;
             if (t->logprobs && nt && c->n_lp >= (int)nt) wk_lp_set_build(w, c, 0, (int)nt, &lps[k]);
-            if (k == 0) {
-                s.tokens = toks[0];
-                s.n_tokens = nt;
-                if (!s.has_error) s.finish_reason = wk_finish(o.finish);
-                s.logprobs = lps[0].lp;
-                s.n_logprobs = lps[0].lp ? nt : 0;
-                s.tool_calls = c->calls.calls;
-                s.n_tool_calls = c->calls.n;
-            } else {
-                sch_choice *m = &more[k - 1];
-                m->index = (uint32_t)k;
-                m->text = (sch_str){c->text ? c->text : "", c->text_len};
-                m->tokens = toks[k];
-                m->n_tokens = nt;
-                m->finish_reason = wk_finish(o.finish);
-                m->logprobs = lps[k].lp;
-                m->n_logprobs = lps[k].lp ? nt : 0;
-                m->tool_calls = c->calls.calls;
-                m->n_tool_calls = c->calls.n;
-            }
+            sch_choice ch = {(uint32_t)k,
+                             {c->text ? c->text : "", c->text_len},
+                             toks[k],
+                             nt,
+                             wk_finish(o.finish),
+                             lps[k].lp,
+                             lps[k].lp ? nt : 0,
+                             c->calls.calls,
+                             (size_t)c->calls.n};
+            sch_result_set_choice(&s, more, &ch);
         }
-        if (n > 1) {
-            s.choices = more;
-            s.n_choices = (size_t)n - 1;
-        }
+        if (fail_code) sch_result_fail(&s, fail_code, sch_str_c(fail_msg));
     } else {
-        s.finish_reason = SCH_FINISH_ERROR;
-        s.has_error = true;
-        s.error_code = code;
-        s.error_message = sch_str_c(msg);
-    }
-    if (s.has_error) { /* an error result carries no other choices, logprobs or calls */
-        s.n_choices = 0;
-        s.n_logprobs = 0;
-        s.n_tool_calls = 0;
+        sch_result_fail(&s, code, sch_str_c(msg));
     }
     char err[PL_ERR_LEN];
-    int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
-        t->json_out ? sch_result_encode_json : sch_result_encode;
-    t->result_rc = enc(&s, &t->result, err, sizeof err);
-    if (!t->result_rc && t->result.len > w->eng.lim.max_total_bytes) {
-        /* admission bounds logprobs, so this is a worker bug: say so plainly */
-        s.has_error = true;
-        s.finish_reason = SCH_FINISH_ERROR;
-        s.error_code = SCH_E_INTERNAL;
-        s.error_message = sch_str_c("the reply is larger than max_total_bytes");
-        s.n_choices = 0;
-        s.n_logprobs = 0;
-        t->result_rc = enc(&s, &t->result, err, sizeof err);
-    }
-    if (t->result_rc) {
-        /* The message (engine text) broke the schema's rules: say so plainly. */
-        s.error_message = sch_str_c("engine error (message not representable)");
-        t->result_rc = enc(&s, &t->result, err, sizeof err);
-        if (t->result_rc)
-            wk_log("error", "result_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
-    }
+    t->result_rc =
+        wk_result_encode(&s, t->json_out, w->eng.lim.max_total_bytes, &t->result, err, sizeof err);
+    if (t->result_rc)
+        wk_log("error", "result_encode", "turn_id=\"%.100s\" err=\"%s\"", t->turn_id, err);
     for (int k = 0; k < SCH_MAX_N; k++) {
         free(toks[k]);
         wk_lp_set_free(&lps[k]);

@@ -301,7 +301,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         snprintf(w->halt.fatal_msg, sizeof w->halt.fatal_msg, "out of memory");
         return;
     }
-    if (o) {
+    if (o) { /* a DeadLetter (and the turn's error result chained after it), or a result */
         wk_batch_add(&w->batch, o, eng_sched_now_us());
         return;
     }

@@ -12,6 +12,10 @@
  * wants finite log-probabilities <= 0: -inf (a probability that is 0 in
  * float) is written as -9999, OpenAI's convention, and a rounding
  * excursion above 0 as 0.
+ *
+ * Also the TurnResult's encoding (wk_result_encode) with its fallbacks: a
+ * reply over the record limit, or an engine message the schema refuses,
+ * still ends the turn with one decodable error result.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -121,4 +125,22 @@ void wk_lp_set_free(wk_lp_set *s) {
     free(s->tops);
     free(s->arena);
     memset(s, 0, sizeof *s);
+}
+
+int wk_result_encode(sch_result *s, bool json, size_t max_bytes, sch_buf *out, char *err,
+                     size_t errlen) {
+    int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
+        json ? sch_result_encode_json : sch_result_encode;
+    int rc = enc(s, out, err, errlen);
+    if (!rc && out->len > max_bytes) {
+        /* admission bounds logprobs, so this is a worker bug: say so plainly */
+        sch_result_fail(s, SCH_E_INTERNAL, sch_str_c("the reply is larger than max_total_bytes"));
+        rc = enc(s, out, err, errlen);
+    }
+    if (rc) {
+        /* The message (engine text) broke the schema's rules: say so plainly. */
+        s->error_message = sch_str_c("engine error (message not representable)");
+        rc = enc(s, out, err, errlen);
+    }
+    return rc;
 }

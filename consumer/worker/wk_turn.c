@@ -106,6 +106,15 @@ static int wk_dead_encode(const sch_dead *d, const sch_limits *lim, sch_buf *out
     return rc;
 }
 
+/* A refusal's reason may quote input (a model name cut at 100 bytes):
+ * copy it as printable ASCII, so it is always valid DeadLetter and
+ * TurnResult text. */
+static void wk_printable(char *out, size_t cap, const char *reason) {
+    snprintf(out, cap, "%s", reason);
+    for (char *p = out; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+}
+
 /* DeadLetter for rec: the original value (a prefix when huge), key and
  * headers (the first 64), reason and code.  Encoding is retried without
  * the headers and the key when they break the DLQ schema's own rules or
@@ -115,12 +124,8 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
     wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->dlq = 1;
-    /* The reason may quote input (a model name cut at 100 bytes): keep it
-     * printable ASCII so it is always valid DeadLetter text. */
     char why[512];
-    snprintf(why, sizeof why, "%s", reason);
-    for (char *p = why; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    wk_printable(why, sizeof why, reason);
     sch_dead d;
     sch_dead_init(&d);
     d.reason = sch_str_c(why);
@@ -171,9 +176,14 @@ static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const c
     return o;
 }
 
-/* An `expired` TurnResult for a turn whose deadline passed before work. */
-static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
-                          const sch_turn *t, int n_prompt, bool json) {
+/* The error TurnResult of a turn that ends before work: `expired` for a
+ * deadline that passed (SCH_E_EXPIRED), else `error` with the code and
+ * message of the turn's DeadLetter, so a client waiting on the responses
+ * topic is told (schemas/README.md 7).  A message the schema refuses is
+ * replaced by a fixed one. */
+static wk_out *wk_error_result(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp,
+                               const sch_turn *t, int n_prompt, bool json, int code,
+                               const char *msg) {
     wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->json = json;
@@ -182,18 +192,21 @@ static wk_out *wk_expired(wk_worker *w, const wk_record *rec, uint32_t gen, cons
     r.conversation_id = t->conversation_id;
     r.turn_id = t->turn_id;
     r.text = sch_str_c("");
-    r.finish_reason = SCH_FINISH_EXPIRED;
     r.prompt_tokens = (uint64_t)n_prompt;
     r.worker = sch_str_c(w->id);
     r.model = sch_str_c(w->eng.model_name);
-    r.has_error = true;
-    r.error_code = SCH_E_EXPIRED;
-    r.error_message = sch_str_c("deadline_ms passed before the turn was started");
+    char why[512];
+    wk_printable(why, sizeof why, msg);
+    sch_result_fail(&r, code, sch_str_c(why));
     char err[PL_ERR_LEN];
-    if ((json ? sch_result_encode_json(&r, &o->val, err, sizeof err)
-              : sch_result_encode(&r, &o->val, err, sizeof err)) != 0) {
-        wk_out_free(o);
-        return NULL;
+    int (*enc)(const sch_result *, sch_buf *, char *, size_t) =
+        json ? sch_result_encode_json : sch_result_encode;
+    if (enc(&r, &o->val, err, sizeof err) != 0) {
+        r.error_message = sch_str_c("turn refused (the DeadLetter says why)");
+        if (enc(&r, &o->val, err, sizeof err) != 0) {
+            wk_out_free(o);
+            return NULL;
+        }
     }
     return o;
 }
@@ -594,10 +607,22 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
     } else if (code) {
+        /* the DeadLetter, and the turn's error TurnResult chained after it
+         * (the same input offset: one transaction holds both); a turn whose
+         * key names another conversation gets none, lest it answer that one.
+         * Without its result (out of memory, or ids the encoder refuses)
+         * the DeadLetter still goes: a refused record must not stop the
+         * worker. */
         *out = wk_dead(w, rec, gen, meta.tp, code, msg, &t);
+        if (*out && code != SCH_E_KEY_MISMATCH &&
+            !((*out)->next =
+                  wk_error_result(w, rec, gen, meta.tp, &t, n_ids, meta.json_out, code, msg)))
+            wk_log("error", "error_result_lost", "partition=%d offset=%lld", (int)rec->partition,
+                   (long long)rec->offset);
         rc = *out ? 0 : SCH_E_NOMEM;
     } else if (t.deadline_ms && (int64_t)t.deadline_ms <= now_ms) {
-        *out = wk_expired(w, rec, gen, meta.tp, &t, n_ids, meta.json_out);
+        *out = wk_error_result(w, rec, gen, meta.tp, &t, n_ids, meta.json_out, SCH_E_EXPIRED,
+                               "deadline_ms passed before the turn was started");
         rc = *out ? 0 : SCH_E_NOMEM;
     } else {
         *turn = wk_turn_new(w, rec, gen, &meta, &t, &spec, ns, ns_len, ids, n_ids, now_ms);

@@ -35,13 +35,13 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     eng_load_opts lo = {.prec = ENG_PREC_INT8,
                         .n_threads = (int)cm_config_int(cfg, "model.threads"),
                         .block_tokens = (int)cm_config_int(cfg, "model.block_tokens")};
+    /* in the order of the table's values (wk_config.c), which were checked there */
+    static const eng_backend_kind backends[] = {ENG_BACKEND_AUTO, ENG_BACKEND_CPU,
+                                                ENG_BACKEND_CUDA};
+    static const eng_weights weights[] = {ENG_WEIGHTS_NATIVE, ENG_WEIGHTS_INT8};
+    lo.backend = backends[cm_config_enum(cfg, "model.backend")];
+    lo.weights = weights[cm_config_enum(cfg, "model.weights")];
     const char *path = cm_config_str(cfg, "model.path");
-    if (eng_backend_kind_parse(cm_config_str(cfg, "model.backend"), &lo.backend) != 0)
-        return pl_errf(err, errlen, WK_EMODEL, "model.backend must be auto, cpu or cuda, not '%s'",
-                       cm_config_str(cfg, "model.backend"));
-    if (eng_weights_parse(cm_config_str(cfg, "model.weights"), &lo.weights) != 0)
-        return pl_errf(err, errlen, WK_EMODEL, "model.weights must be native or int8, not '%s'",
-                       cm_config_str(cfg, "model.weights"));
     if (eng_model_load(path, &lo, &w->eng.model, e, sizeof e) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.path %s: %s", path, e);
     if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)
@@ -150,13 +150,9 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.fairness_ms = (int)cm_config_int(cfg, "scheduler.fairness_ms");
     sc.prefetch_wait_ms = (int)cm_config_int(cfg, "scheduler.prefetch_wait_ms");
     sc.kv_budget_bytes = (size_t)cm_config_int(cfg, "scheduler.kv_budget_mib") << 20;
-    const char *spec = cm_config_str(cfg, "scheduler.speculative");
-    if (!strcmp(spec, "off")) sc.speculative = ENG_SCHED_SPEC_OFF;
-    else if (!strcmp(spec, "ngram")) sc.speculative = ENG_SCHED_SPEC_NGRAM;
-    else
-        return pl_errf(err, errlen, WK_EINVAL,
-                       "configuration key 'scheduler.speculative': '%s' is not one of off, ngram",
-                       spec);
+    /* the table's values: ngram, off */
+    sc.speculative =
+        cm_config_enum(cfg, "scheduler.speculative") ? ENG_SCHED_SPEC_OFF : ENG_SCHED_SPEC_NGRAM;
     sc.spec_tokens = (int)cm_config_int(cfg, "scheduler.spec_tokens");
     sc.spec_max_batch_tokens = (int)cm_config_int(cfg, "scheduler.spec_max_batch_tokens");
     sc.spec_ngram_min = (int)cm_config_int(cfg, "scheduler.spec_ngram_min");
@@ -183,16 +179,8 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
 
 /* worker.namespace_from / worker.namespace. */
 static int wk_setup_namespace(wk_worker *w, char *err, size_t errlen) {
-    static const char *const modes[] = {"field", "header", "topic", "fixed"};
-    const char *from = cm_config_str(w->cfg, "worker.namespace_from");
-    int mode = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(from, modes[i])) mode = i;
-    if (mode < 0)
-        return pl_errf(err, errlen, WK_EINVAL,
-                       "configuration key 'worker.namespace_from': "
-                       "'%s' is not one of field, header, topic, fixed",
-                       from);
+    /* the table's values field, header, topic, fixed, in wk_ns_from's order */
+    int mode = cm_config_enum(w->cfg, "worker.namespace_from");
     w->ns_from = (wk_ns_from)mode;
     w->ns_fixed = cm_config_str(w->cfg, "worker.namespace");
     size_t n = strlen(w->ns_fixed);

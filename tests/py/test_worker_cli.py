@@ -42,6 +42,41 @@ def test_missing_model_is_a_runtime_failure(parley_bin, tmp_path):
     assert r.returncode == 1 and "model.path" in r.stderr
 
 
+# Every key whose value is one of a fixed set (the table's enum kind), with
+# the values it takes.
+ENUM_KEYS = {
+    "model.backend": ["auto", "cpu", "cuda"],
+    "model.weights": ["native", "int8"],
+    "model.chat_template": ["", "llama2", "llama3", "gemma", "gemma2", "chatml", "transcript"],
+    "scheduler.speculative": ["ngram", "off"],
+    "worker.namespace_from": ["field", "header", "topic", "fixed"],
+}
+
+
+def test_enum_keys_refuse_bad_values(parley_bin, tmp_path):
+    """A value outside an enum key's set is a configuration error (exit 2,
+    the key and its values named), refused when set: before the model is
+    read (the model here does not exist) or a broker is asked.  model.backend
+    and model.weights were once checked at model load and exited 1."""
+    doc = run(parley_bin, "--print-config-doc").stdout
+    listed = {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \| one of ", doc, re.M)}
+    assert listed == set(ENUM_KEYS), listed
+    base = ["--model.path", str(tmp_path / "absent.gguf"), "--kafka.bootstrap.servers",
+            "127.0.0.1:1"]
+    for key, values in ENUM_KEYS.items():
+        for source in ("flag", "env"):
+            if source == "flag":
+                r = run(parley_bin, *base, f"--{key}", "bogus")
+            else:
+                env = {"PATH": "/usr/bin:/bin",
+                       "PARLEY_" + key.upper().replace(".", "_"): "bogus"}
+                r = run(parley_bin, *base, env=env)
+            assert r.returncode == 2, (key, source, r.returncode, r.stderr)
+            listed_values = ", ".join(v or '""' for v in values)
+            assert key in r.stderr and f"'bogus' is not one of {listed_values}" in r.stderr, \
+                r.stderr
+
+
 def test_config_reference(parley_bin):
     r = run(parley_bin, "--print-config-doc")
     assert r.returncode == 0

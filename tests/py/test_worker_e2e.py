@@ -11,7 +11,8 @@ and reads the outputs back:
   * tokens (read_uncommitted): the chunks of the attempt a TurnResult names
     concatenate, in seq order, to the result's text;
   * later turns of a conversation report cached prompt tokens;
-  * every poison record lands in the DLQ with the expected error code;
+  * every poison record lands in the DLQ with the expected error code, and
+    a refused turn whose ids were read gets its one error TurnResult;
   * after kill -9 of a worker mid-run, every turn still has exactly one
     visible TurnResult (the dead worker's open transaction is aborted and
     its turns are redone by the survivor under new attempts).
@@ -350,15 +351,22 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         env.start("w2", "--kafka.fetch.wait.max.ms", "100", "--kafka.linger.ms", "2")
         expected_dlq = produce_workload(env, convs, turns, max_tokens=6)
         rc = env.consumer("responses", "read_committed")
-        results = collect(rc, convs * turns + 1, 150)
+        # + the expired turn's result, + the error results of the two
+        # refused turns whose ids were read (the key mismatch gets none)
+        results = collect(rc, convs * turns + 3, 150)
         results += read_to_end(rc)  # a duplicate would show up here
         rc.close()
         expired = [msgpack.unpackb(m.value(), raw=False) for m in results
                    if m.key() == b"conv-z"]
         assert len(expired) == 1 and expired[0]["finish_reason"] == "expired"
         assert expired[0]["error"]["code"] == "E_EXPIRED"
+        refused = [msgpack.unpackb(m.value(), raw=False) for m in results
+                   if m.key() in (b"conv-x", b"conv-y")]
+        assert sorted(r["turn_id"] for r in refused) == ["conv-x-t0", "conv-y-t0"], refused
+        assert all(r["finish_reason"] == "error" and r["error"]["code"] == "E_UNKNOWN_MODEL"
+                   for r in refused), refused
         all_results = results
-        results = [m for m in results if m.key() != b"conv-z"]
+        results = [m for m in results if m.key() not in (b"conv-x", b"conv-y", b"conv-z")]
         tc = env.consumer("tokens", "read_uncommitted")
         chunks = drain(tc, 4)
         tc.close()
@@ -387,16 +395,19 @@ def test_worker_exactly_once_two_workers(kafka_bootstrap, parley_bin, model, tmp
         assert http_get(port, "/nope")[0] == 404
         status, text = http_get(port, "/metrics")
         assert status == 200
-        w1_results = sum(msgpack.unpackb(m.value(), raw=False)["worker"] == "w1"
-                         for m in all_results)
+        w1_all = [msgpack.unpackb(m.value(), raw=False) for m in all_results]
+        w1_all = [r for r in w1_all if r["worker"] == "w1"]
+        w1_results = len(w1_all)
+        # expired before start or refused: never ran (no TTFT, no overhead)
+        w1_unrun = sum(r["finish_reason"] in ("expired", "error") for r in w1_all)
         w1_dlq = sum(msgpack.unpackb(m.value(), raw=False)["worker"] == "w1" for m in dead)
         assert metric(text, "parley_turns_total") == w1_results
         assert metric(text, "parley_dlq_total") == w1_dlq
         assert metric(text, "parley_inflight_turns") == 0
         assert metric(text, "parley_txn_commits_total") >= 1
-        assert metric(text, "parley_ttft_seconds_count") >= w1_results - 1  # expired: no TTFT
+        assert metric(text, "parley_ttft_seconds_count") >= w1_results - w1_unrun
         ovh = metric(text, "parley_turn_overhead_seconds_count")
-        assert w1_results - 1 <= ovh <= w1_results, (ovh, w1_results)  # expired: never ran
+        assert ovh == w1_results - w1_unrun, (ovh, w1_results, w1_unrun)
         assert metric(text, "parley_turn_overhead_seconds_sum") > 0
         # speculative decoding's counters are consistent (whether 50 busy
         # conversations drafted at all depends on the batch: drafting stops
@@ -635,7 +646,7 @@ def test_namespace_from_header_isolates_tenants(kafka_bootstrap, parley_bin, mod
     tenant's cached KV by writing its name.  All turns share the system
     prompt, so a turn in the same namespace as an earlier one reuses its
     KV (cached_tokens > 0) and a turn in another one cannot (0).  A record
-    without the header goes to the DLQ."""
+    without the header goes to the DLQ, and gets an error result."""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path)
     p = ck.Producer({"bootstrap.servers": env.bootstrap})
     rc = env.consumer("responses", "read_committed")
@@ -668,6 +679,9 @@ def test_namespace_from_header_isolates_tenants(kafka_bootstrap, parley_bin, mod
               f"no header: {dead['error_code']}")
         assert first == 0 and claim == 0 and same > 0
         assert dead["error_code"] == "E_MISSING_FIELD" and "parley-namespace" in dead["reason"]
+        (m,) = collect(rc, 1, 60)  # and its error result, for a client waiting on it
+        r = msgpack.unpackb(m.value(), raw=False)
+        assert r["turn_id"] == "conv-3-t0" and r["error"]["code"] == "E_MISSING_FIELD", r
     finally:
         rc.close()
         env.stop_all()

@@ -296,3 +296,47 @@ PT_TEST(v12_reply_encode_refusals) {
     PT_EQ_INT(sch_result_encode(&r, &b, err, sizeof err), SCH_E_BAD_VALUE);
     sch_buf_free(&b);
 }
+
+/* The choice helpers: choice 0 is the result's own fields, the others
+ * its choices array; sch_result_fail leaves an error result with no
+ * choices, logprobs or tool calls. */
+PT_TEST(v12_result_choice_helpers) {
+    static const uint32_t toks[2] = {7, 8};
+    sch_tool_call call = {sch_str_c("c1"), sch_str_c("f"), sch_str_c("{}")};
+    sch_result r;
+    sch_choice more[SCH_MAX_N - 1], got;
+    sch_result_init(&r);
+    for (uint32_t k = 0; k < 3; k++) {
+        sch_choice c = {.index = k,
+                        .text = sch_str_c(k ? "other" : "first"),
+                        .tokens = toks,
+                        .n_tokens = 2,
+                        .finish_reason = SCH_FINISH_LENGTH,
+                        .tool_calls = &call,
+                        .n_tool_calls = k == 2 ? 1u : 0u};
+        sch_result_set_choice(&r, more, &c);
+    }
+    PT_EQ_INT(r.n_choices, 2);
+    PT_ASSERT(r.choices == more);
+    PT_EQ_STR(r.text.ptr, "first");
+    PT_EQ_INT(r.n_tokens, 2);
+    PT_EQ_INT(r.finish_reason, SCH_FINISH_LENGTH);
+    sch_result_choice(&r, 2, &got);
+    PT_EQ_INT(got.index, 2);
+    PT_EQ_STR(got.text.ptr, "other");
+    PT_EQ_INT(got.n_tool_calls, 1);
+    sch_result_choice(&r, 0, &got);
+    PT_EQ_INT(got.index, 0);
+    PT_ASSERT(got.tokens == toks);
+    sch_result_choice(&r, 3, &got); /* past the last: zeroed */
+    PT_EQ_INT(got.index, 3);
+    PT_ASSERT(!got.text.ptr && !got.n_tokens);
+    r.tool_calls = &call;
+    r.n_tool_calls = 1;
+    sch_result_fail(&r, SCH_E_EXPIRED, sch_str_c("late"));
+    PT_ASSERT(r.has_error);
+    PT_EQ_INT(r.finish_reason, SCH_FINISH_EXPIRED);
+    PT_ASSERT(!r.n_choices && !r.n_tool_calls && !r.n_logprobs);
+    sch_result_fail(&r, SCH_E_INTERNAL, sch_str_c("bug"));
+    PT_EQ_INT(r.finish_reason, SCH_FINISH_ERROR);
+}

@@ -114,6 +114,32 @@ PT_TEST(only_outputs_below_the_commit_position_are_ready) {
     PT_ASSERT(b.head == NULL && b.offs == NULL && b.n == 0);
 }
 
+/* A chain (a refused turn's DeadLetter and its error result) is added
+ * whole: two records of one input offset, ready and dropped together. */
+PT_TEST(chain_of_one_offset) {
+    wk_batch b;
+    tb_init(&b);
+    PT_EQ_INT(wk_batch_assign(&b, 0), 0);
+    uint32_t g;
+    for (int64_t off = 0; off < 3; off++) PT_EQ_INT(wk_batch_consume(&b, 0, off, &g), 0);
+    wk_out *dead = tb_out(0, 1, g, 1);
+    dead->next = tb_out(0, 1, g, 0);
+    wk_batch_add(&b, dead, 100);
+    int64_t l[8];
+    PT_EQ_INT(tb_list(&b, l, 8), 2);
+    PT_ASSERT(l[0] == 1 && l[1] == 1);
+    PT_EQ_INT(b.since_us, 100);
+    PT_EQ_INT(wk_batch_commit_position(&b, 0), 0); /* 0 is not finished */
+    wk_batch_add(&b, tb_out(0, 2, g, 0), 200);
+    wk_batch_add(&b, tb_out(0, 0, g, 0), 300);
+    PT_EQ_INT(tb_list(&b, l, 8), 4);
+    PT_EQ_INT(wk_batch_commit_position(&b, 0), 3); /* offset 1 finished once */
+    PT_EQ_INT(wk_batch_mark_ready(&b), 4);
+    PT_EQ_INT(wk_batch_drop_if(&b, tb_is_ready, NULL), 4);
+    PT_ASSERT(b.head == NULL && b.tail == NULL && b.n == 0);
+    wk_batch_free(&b);
+}
+
 PT_TEST(due) {
     wk_batch b;
     tb_init(&b);

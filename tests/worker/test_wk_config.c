@@ -33,11 +33,51 @@ PT_TEST(defaults) {
     const cm_prop *p = wk_config_props(&n);
     PT_ASSERT(n > 20);
     for (size_t i = 0; i < n; i++) {
-        if (p[i].type == CM_PROP_REQ) continue;
+        PT_ASSERT_MSG(p[i].doc && *p[i].doc, "%s has no doc", p[i].name);
+        if (p[i].type == CM_PROP_REQ || p[i].type == CM_PROP_ENUM) continue; /* enums: below */
         PT_ASSERT_MSG(cm_config_set(c, p[i].name, p[i].def, "test", err, sizeof err) == 0, "%s: %s",
                       p[i].name, err);
-        PT_ASSERT_MSG(p[i].doc && *p[i].doc, "%s has no doc", p[i].name);
     }
+    cm_config_free(c);
+}
+
+/* An enum row: its default is its first value, every listed value is
+ * accepted and read back as its position, anything else is refused when
+ * set, naming the key, the origin and the values. */
+PT_TEST(enum_keys) {
+    cm_config *c;
+    char err[512];
+    PT_EQ_INT(wk_config_new(&c), 0);
+    PT_EQ_STR(cm_config_str(c, "model.backend"), "auto");
+    PT_EQ_INT(cm_config_enum(c, "model.backend"), 0);
+    PT_EQ_STR(cm_config_str(c, "model.chat_template"), "");
+    PT_EQ_INT(cm_config_enum(c, "model.max_context"), 0); /* not an enum */
+    size_t n, n_enum = 0;
+    const cm_prop *p = wk_config_props(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].type != CM_PROP_ENUM) continue;
+        n_enum++;
+        const char *v = p[i].def;
+        for (int k = 0;; k++) {
+            char one[64];
+            size_t len = strcspn(v, "|");
+            PT_ASSERT(len < sizeof one);
+            memcpy(one, v, len);
+            one[len] = 0;
+            PT_ASSERT_MSG(cm_config_set(c, p[i].name, one, "test", err, sizeof err) == 0, "%s: %s",
+                          p[i].name, err);
+            PT_EQ_INT(cm_config_enum(c, p[i].name), k);
+            PT_EQ_STR(cm_config_str(c, p[i].name), one);
+            if (!v[len]) break;
+            v += len + 1;
+        }
+        PT_EQ_INT(cm_config_set(c, p[i].name, "bogus", "flag --set", err, sizeof err),
+                  CM_CONFIG_EINVAL);
+        PT_ASSERT_MSG(strstr(err, p[i].name) && strstr(err, "flag --set") &&
+                          strstr(err, "'bogus' is not one of "),
+                      "%s", err);
+    }
+    PT_EQ_INT(n_enum, 5);
     cm_config_free(c);
 }
 

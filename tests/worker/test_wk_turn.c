@@ -4,7 +4,9 @@
  * generation, traceparent, ids, prompt and parameters; every malformed or
  * hostile record becomes exactly one DeadLetter (or an `expired`
  * TurnResult) that decodes and names the reason's code, the source
- * position, key, value (a prefix when huge) and headers; random bytes and
+ * position, key, value (a prefix when huge) and headers, and a refused
+ * turn whose ids were read also one `error` TurnResult with the
+ * DeadLetter's code (the same offset); random bytes and
  * random mutations of a valid record never crash and always give exactly
  * one of the two.  The worker is a bare struct wk_worker with only what
  * the turn path reads (limits, vocabulary, context, model name, id,
@@ -107,6 +109,33 @@ static void tw_expect_dead(struct wk_worker *w, const wk_record *r, int code, sc
     PT_EQ_INT(d->timestamp_ms, r->timestamp_ms);
     PT_EQ_INT(d->value_size, r->value ? r->len : 0);
     PT_EQ_STR(d->worker.ptr, "test-worker");
+    /* a turn whose ids could be read also gets an error TurnResult, the
+     * same code, on the responses topic for the same offset */
+    wk_out *x = o->next;
+    if (d->error_code == SCH_E_KEY_MISMATCH) {
+        PT_ASSERT(!x); /* its ids are not its key's */
+    } else {
+        PT_ASSERT_MSG(x || !d->turn_id.ptr, "a refused turn with ids has no error result");
+    }
+    if (x) {
+        sch_result res;
+        PT_EQ_INT(x->dlq, 0);
+        PT_ASSERT(x->next == NULL);
+        PT_EQ_INT(x->partition, r->partition);
+        PT_EQ_INT(x->offset, r->offset);
+        PT_EQ_INT(x->gen, 7);
+        PT_ASSERT_MSG(sch_result_decode(x->val.data, x->val.len, NULL, &res, err, sizeof err) == 0,
+                      "error result does not decode: %s", err);
+        PT_ASSERT(res.has_error);
+        PT_EQ_INT(res.error_code, d->error_code);
+        PT_EQ_INT(res.finish_reason, SCH_FINISH_ERROR);
+        if (d->turn_id.ptr) { /* (a DeadLetter too large for them drops them) */
+            PT_EQ_STR(res.turn_id.ptr, d->turn_id.ptr);
+            PT_EQ_STR(res.conversation_id.ptr, d->conversation_id.ptr);
+        }
+        sch_result_free(&res);
+        wk_out_free(x);
+    }
     wk_out_free(o);
 }
 
@@ -455,6 +484,7 @@ static void tw_one_outcome(struct wk_worker *w, const wk_record *r) {
                           "%s", err);
             sch_dead_free(&d);
         }
+        wk_out_free(o->next); /* a refused turn's error result */
         wk_out_free(o);
     } else {
         PT_ASSERT(t->n_prompt > 0 && t->n_prompt <= TW_CTX);

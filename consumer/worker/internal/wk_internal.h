@@ -8,8 +8,8 @@
  *                scheduler, then the Kafka handles and the HTTP endpoint
  *   wk_kafka.c   the Kafka handles, kafka.* scoping, refusals, and the
  *                turn path's Kafka boundary (wk_record_from_kafka)
- *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter or
- *                an `expired` TurnResult
+ *   wk_turn.c    a wk_record -> a validated wk_turn, or a DeadLetter
+ *                (and the turn's error TurnResult) or an `expired` one
  *   wk_log.c     the structured log (wk_log)
  *   wk_history.c a conversation's remembered last turn (wk_history),
  *                which the next turn's prompt splices in (eng_template.h)
@@ -27,13 +27,15 @@
  *   wk_txn.c     the transactions and the producer rebuild (Kafka calls)
  *   wk_http.c    /metrics, /healthz, /readyz
  *   wk_reply.c   per-token logprobs in their wire form (texts looked up
- *                when a chunk or result is encoded)
+ *                when a chunk or result is encoded); a TurnResult's
+ *                encoding and its fallbacks
  *   wk_tools.c   tool calls: tools shown in the template's format, calls
  *                read back from replies (wk_tools.h)
  *
  * Life of a turn: the poll thread copies a consumed message into a
  * wk_record, which wk_turn_from_record turns into a wk_turn (or a wk_out
- * DeadLetter / expired result straight for the batch); the turn is queued
+ * DeadLetter, with the turn's error result chained, or an expired result,
+ * straight for the batch); the turn is queued
  * on its conversation (wk_conv) and submitted when the conversation is
  * idle.  The scheduler's delivery thread runs wk_gen.c's callbacks
  * (wk_on_token / wk_on_done): they stream chunks, build the TurnResult
@@ -121,7 +123,8 @@ typedef struct wk_record {
 
 /* One output record of the next transaction (TurnResult or DeadLetter). */
 typedef struct wk_out {
-    struct wk_out *next;         /* batch list link */
+    struct wk_out *next;         /* batch list link (before: the next output
+                                  * of the same input offset, or NULL) */
     int dlq;                     /* 1: DLQ topic, 0: responses topic */
     int json;                    /* val is JSON (content-type application/json): the turn's
                                  * accept header asked for it; DeadLetters never are */
@@ -477,7 +480,10 @@ const wk_header *wk_record_header(const wk_record *r, const char *name);
 
 /* Decode and validate record r (consumed at partition generation gen) into
  * a new turn (*turn) or, for bad input, a DeadLetter or an `expired`
- * TurnResult (*out).  Exactly one of *turn / *out is set on 0; < 0 (a
+ * TurnResult (*out).  A refused turn whose ids could be read gets both: the
+ * DeadLetter, and its `error` TurnResult chained after it (*out)->next
+ * (schemas/README.md 7), unless its key names another conversation
+ * (E_KEY_MISMATCH).  Exactly one of *turn / *out is set on 0; < 0 (a
  * SCH_E_NOMEM code) only for out-of-memory, with neither set.  Reads the
  * worker's engine limits, id, namespace mode and topic names only.  hist
  * (may be NULL) is the conversation's remembered last turn: a message
@@ -506,6 +512,14 @@ typedef struct wk_lp_set {
 int wk_lp_set_build(const struct wk_worker *w, const wk_choice *c, int from, int to,
                     wk_lp_set *out);
 void wk_lp_set_free(wk_lp_set *s);
+
+/* wk_reply.c: encode s (JSON when json, else msgpack) into out.  A reply
+ * over max_bytes becomes an E_INTERNAL error result (sch_result_fail: no
+ * choices, logprobs or tool calls), and one the schema refuses (an engine
+ * message it cannot carry) gets a fixed message instead; s is changed to
+ * what was written.  0, or the sch_err of the last encode (err says). */
+int wk_result_encode(sch_result *s, bool json, size_t max_bytes, sch_buf *out, char *err,
+                     size_t errlen);
 
 /* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
@@ -580,8 +594,9 @@ int wk_batch_consume(wk_batch *b, int32_t p, int64_t offset, uint32_t *gen);
  * last + 1); -1 when p is not owned or nothing was consumed. */
 int64_t wk_batch_commit_position(const wk_batch *b, int32_t p);
 
-/* Append an output (its input offset is finished now; now_us starts the
- * batch timer when the batch was empty). */
+/* Append an output and the outputs chained after it (o->next; all of one
+ * input offset, which is finished now); now_us starts the batch timer when
+ * the batch was empty. */
 void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
 /* true when the batch should be committed now: records waiting and
  * max_records reached or interval_us passed since since_us. */
