@@ -133,7 +133,7 @@ int sch_logprobs_read(sch_ctx *c, const msgpack_object *map, const char *path, s
 int sch_tool_calls_read(sch_ctx *c, const msgpack_object *map, const char *path,
                         const sch_tool_call **out, size_t *n_out);
 int sch_choices_read(sch_ctx *c, const msgpack_object *root, sch_result *r);
-/* map's required `finish_reason` (sch_result.c). */
+/* map's required `finish_reason` (sch_read.c). */
 int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out);
 /* Encoder checks of the same (n entries; logprobs need n == n_tokens). */
 int sch_check_logprobs(const char *path, const sch_logprob *lp, size_t n, size_t n_tokens,

@@ -347,3 +347,26 @@ int sch_get_version(sch_ctx *c, const msgpack_object *root, uint32_t *v) {
     *v = SCH_VERSION;
     return SCH_OK;
 }
+
+/* A map's required `finish_reason` (a TurnResult's, or a choice's). */
+int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out) {
+    char q[200];
+    const char *dot = *path ? "." : "";
+    const msgpack_object *o = sch_map_get(map, "finish_reason");
+    if (!o)
+        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
+                       "%s%sfinish_reason: required field missing", path, dot);
+    if (o->type != MSGPACK_OBJECT_STR)
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
+                       "%s%sfinish_reason: expected str, got %s", path, dot, sch_type_name(o));
+    for (int k = 0; sch_finish_name((sch_finish)k); k++) {
+        const char *name = sch_finish_name((sch_finish)k);
+        if (o->via.str.size == strlen(name) && !memcmp(o->via.str.ptr, name, o->via.str.size)) {
+            *out = (sch_finish)k;
+            return SCH_OK;
+        }
+    }
+    sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
+    return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
+                   "%s%sfinish_reason: %s is not stop, length, expired or error", path, dot, q);
+}

@@ -15,7 +15,6 @@
 
 #include <string.h>
 
-static const char *const sch_finishes[] = {"stop", "length", "expired", "error"};
 
 void sch_result_init(sch_result *r) {
     memset(r, 0, sizeof *r);
@@ -74,28 +73,6 @@ void sch_result_fail(sch_result *r, int code, sch_str message) {
     r->n_logprobs = 0;
     r->tool_calls = NULL;
     r->n_tool_calls = 0;
-}
-
-int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch_finish *out) {
-    char q[200];
-    const char *dot = *path ? "." : "";
-    const msgpack_object *o = sch_map_get(map, "finish_reason");
-    if (!o)
-        return pl_errf(c->err, c->errlen, SCH_E_MISSING_FIELD,
-                       "%s%sfinish_reason: required field missing", path, dot);
-    if (o->type != MSGPACK_OBJECT_STR)
-        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE,
-                       "%s%sfinish_reason: expected str, got %s", path, dot, sch_type_name(o));
-    for (int k = 0; k < 4; k++) {
-        if (o->via.str.size == strlen(sch_finishes[k]) &&
-            !memcmp(o->via.str.ptr, sch_finishes[k], o->via.str.size)) {
-            *out = (sch_finish)k;
-            return SCH_OK;
-        }
-    }
-    sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
-    return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
-                   "%s%sfinish_reason: %s is not stop, length, expired or error", path, dot, q);
 }
 
 /* A required sub-map whose fields are all required uints. */
