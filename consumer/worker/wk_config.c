@@ -28,7 +28,7 @@ static const cm_prop wk_props[] = {
      "kernels: about half the bytes a decode step reads), `int8` requantises them to int8 like "
      "every other weight."},
     {"model.chat_template", CM_PROP_STR, "", 0, 0,
-     "Chat template name (llama2, llama3, gemma, gemma2, chatml, transcript); empty = detect from "
+     "Chat template name (llama2, llama3, gemma, gemma2, chatml, smollm2, transcript); empty = detect from "
      "the model's tokenizer.chat_template, or for a file without one its architecture's format "
      "(gemma3: gemma, qwen2/qwen3: chatml)."},
     {"model.max_context", CM_PROP_INT, "0", 0, 1 << 24,
