@@ -3,7 +3,7 @@
 # end to end on embedded defaults.
 #
 # Steps, each announced with the time it took (a few seconds each when warm;
-# the README gives each step's time the first time on 2 cores):
+# docs/building.md gives each step's time the first time on 2 cores):
 #   1. Debian packages that building parley needs (deploy/setup.sh build);
 #   2. the pinned librdkafka 2.12.1 and hiredis 1.5.0 that the tests run
 #      too (deploy/setup.sh libs: sha256-checked archives from crates.io and
