@@ -556,10 +556,10 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
                  "3 x 3, 64 tokens per reply) and prints turns, tokens/s, the share of prompt\n"
                  "tokens served from cache and TTFT.  The model's own chat template is used\n"
                  "when parley recognises it (SmolLM2's: smollm2, ChatML with a default system\n"
-                 "message).  A model file without a chat template is taken for a base model and gets\n"
-                 "the plain transcript format (User: / Assistant:; a turn ends where the model\n"
-                 "starts the next \"User:\" line) unless --chat-template names one.  A\n"
-                 "synthetic model has random weights: its text is meaningless.  The mock\n"
+                 "message).  A model file without a chat template is taken for a base model\n"
+                 "and gets the plain transcript format (User: / Assistant:; a turn ends where\n"
+                 "the model starts the next \"User:\" line) unless --chat-template names one.\n"
+                 "A synthetic model has random weights: its text is meaningless.  The mock\n"
                  "cluster has no read_committed semantics: the demo shows the code path, not\n"
                  "the exactly-once guarantee.\n\n",
         .opts = opts,

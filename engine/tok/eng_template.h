@@ -129,7 +129,7 @@ typedef enum eng_tmpl_format {
     ENG_TMPL_LLAMA3 = 2,
     ENG_TMPL_GEMMA = 3,
     ENG_TMPL_CHATML = 4,
-    ENG_TMPL_GEMMA2 = 5,    /* Gemma 1/2: as gemma, but a system message is an error */
+    ENG_TMPL_GEMMA2 = 5,     /* Gemma 1/2: as gemma, but a system message is an error */
     ENG_TMPL_TRANSCRIPT = 6, /* plain "User: / Assistant:" text for base (pretrained) models */
     ENG_TMPL_SMOLLM2 = 7     /* ChatML with SmolLM2's default system message */
 } eng_tmpl_format;

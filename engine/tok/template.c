@@ -291,8 +291,8 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     case ENG_TMPL_GEMMA2: rc = r_gemma(t, m, n, gen, 1, s, err, errlen); break;
     case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, NULL, s); break;
     case ENG_TMPL_SMOLLM2:
-        rc = r_chatml(m, n, gen, "You are a helpful AI assistant named SmolLM, trained by Hugging Face",
-                      s);
+        rc = r_chatml(m, n, gen,
+                      "You are a helpful AI assistant named SmolLM, trained by Hugging Face", s);
         break;
     case ENG_TMPL_TRANSCRIPT: rc = r_transcript(t, m, n, gen, s, err, errlen); break;
     default: return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template: no format chosen");
