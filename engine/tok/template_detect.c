@@ -101,13 +101,19 @@ static const known_tmpl known[] = {
      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
      "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
      "}}{% endif %}"},
+    {"smollm2", ENG_TMPL_SMOLLM2, /* SmolLM2-135M-Instruct (its GGUF writes real newlines) */
+     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+     "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+     "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+     "'<|im_start|>assistant\n' }}{% endif %}"},
 };
 
-static const char *const fmt_names[] = {"none",   "llama2", "llama3",    "gemma",
-                                        "chatml", "gemma2", "transcript"};
+static const char *const fmt_names[] = {"none",   "llama2", "llama3",     "gemma",
+                                        "chatml", "gemma2", "transcript", "smollm2"};
 
 const char *eng_tmpl_name(eng_tmpl_format f) {
-    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_TRANSCRIPT) ? fmt_names[f] : "none";
+    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_SMOLLM2) ? fmt_names[f] : "none";
 }
 
 eng_tmpl_turn_end eng_tmpl_end_of_turn(eng_tmpl_format f) {
@@ -115,14 +121,15 @@ eng_tmpl_turn_end eng_tmpl_end_of_turn(eng_tmpl_format f) {
     case ENG_TMPL_LLAMA3: return (eng_tmpl_turn_end){"<|eot_id|>", NULL};
     case ENG_TMPL_GEMMA:
     case ENG_TMPL_GEMMA2: return (eng_tmpl_turn_end){"<end_of_turn>", NULL};
-    case ENG_TMPL_CHATML: return (eng_tmpl_turn_end){"<|im_end|>", NULL};
+    case ENG_TMPL_CHATML:
+    case ENG_TMPL_SMOLLM2: return (eng_tmpl_turn_end){"<|im_end|>", NULL};
     case ENG_TMPL_TRANSCRIPT: return (eng_tmpl_turn_end){NULL, "\nUser:"};
     default: return (eng_tmpl_turn_end){NULL, NULL}; /* llama2: EOS, already an end of generation */
     }
 }
 
 int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t errlen) {
-    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_TRANSCRIPT; f++) {
+    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_SMOLLM2; f++) {
         if (name && strcmp(name, fmt_names[f]) == 0) {
             *out = (eng_tmpl_format)f;
             return 0;
@@ -130,7 +137,7 @@ int eng_tmpl_from_name(const char *name, eng_tmpl_format *out, char *err, size_t
     }
     return pl_errf(
         err, errlen, ENG_TMPL_EUNKNOWN,
-        "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, transcript)",
+        "chat template \"%.40s\" unknown (known: llama2, llama3, gemma, gemma2, chatml, smollm2, transcript)",
         name ? name : "(null)");
 }
 
@@ -199,7 +206,7 @@ int eng_tmpl_recognise(const char *tmpl, size_t len, eng_tmpl_format *out, char 
     pl_errf(
         err, errlen, rc,
         "the model's chat template (tokenizer.chat_template, %zu bytes) is not one parley knows; "
-        "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)",
+        "set the format explicitly with the chat_template option (--chat-template llama2|llama3|gemma|gemma2|chatml|smollm2|transcript)",
         len);
 done:
     if (rc == ENG_TMPL_ENOMEM) pl_errf(err, errlen, rc, "chat template: out of memory");
@@ -231,5 +238,5 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
         err, errlen, ENG_TMPL_EUNKNOWN,
         "the model has no chat template (tokenizer.chat_template) and its architecture has no "
         "default turn format; set the format explicitly with the chat_template option "
-        "(--chat-template llama2|llama3|gemma|gemma2|chatml|transcript)");
+        "(--chat-template llama2|llama3|gemma|gemma2|chatml|smollm2|transcript)");
 }

@@ -8,10 +8,12 @@ cai-tiny model (--synthetic) and checks what a user relies on: exit status
 message and the reply (a finished block per turn when the output is not a
 terminal; live lines redrawn in place on a terminal), later turns of a
 conversation served partly from the KV cache, and a clean worker shutdown.
-Then the default run, which picks the installed Gemma 3 270M: real replies
-(English words, ended by the worker at the transcript format's own end of
-turn "\nUser:" although the demo sends no stop string), and the note that
-it is a base model.  (Start-up deadlines: tests/py/test_startup.py.)
+Then the default run, which picks the installed SmolLM2-135M-Instruct with
+its own chat template (recognised as smollm2): real replies, no template
+text in them (a turn ends at the template's <|im_end|>, although the demo
+sends no stop string), and no base-model note; and Gemma 3 270M passed with --model: real replies, ended
+at the transcript format's own end of turn "\nUser:", and the note that it
+is a base model.  (Start-up deadlines: tests/py/test_startup.py.)
 """
 
 import os
@@ -131,10 +133,36 @@ def test_demo_rejects_bad_options(parley_bin, tmp_path):
     assert r.returncode == 0 and "usage: parley demo" in r.stdout
 
 
-def test_demo_chats_with_the_real_model(parley_bin, gemma_model, tmp_path):
-    r = subprocess.run([str(parley_bin), "demo", "--conversations", "2", "--turns", "2", "--max-tokens", "32"],
+COMMON = {"the", "a", "to", "you", "and", "of", "is", "it", "i", "in", "for", "that", "can", "your"}
+
+
+def test_demo_default_is_the_assistant(parley_bin, smollm_model, tmp_path):
+    r = subprocess.run([str(parley_bin), "demo", "--conversations", "2", "--turns", "2"],
                        capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PARLEY_GEMMA_MODEL=str(gemma_model), PARLEY_DEPS=str(tmp_path)))
+                       env=dict(os.environ, PARLEY_SMOLLM_MODEL=str(smollm_model), PARLEY_DEPS=str(tmp_path)))
+    out = r.stdout
+    assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
+    header = out.splitlines()[0]
+    assert header.startswith("== parley demo: model ") and str(smollm_model) in header, header
+    assert re.search(r"^   chat template: smollm2 \(the file's own, recognised", out, re.M), out
+    assert "not an assistant" not in out and "meaningless" not in out
+    assert "constraints_off" not in out + r.stderr, "the binary was built without llguidance"
+    assert re.search(r"^turns answered\s+4/4 \(0 failed\)", out, re.M)
+    blocks = BLOCK.findall(out)
+    assert len(blocks) == 4, out
+    replies = " ".join(b[4] for b in blocks)
+    words = re.findall(r"[A-Za-z]+", replies)
+    assert len(words) >= 20 and sum(w.lower() in COMMON for w in words) >= 5, replies
+    # no template text leaks into a reply: the turn ends at <|im_end|>
+    assert "<|im" not in replies and "User:" not in replies
+    assert all(b[6] in ("stop", "length") for b in blocks)
+
+
+def test_demo_chats_with_gemma_as_a_base_model(parley_bin, gemma_model, tmp_path):
+    r = subprocess.run([str(parley_bin), "demo", "--model", str(gemma_model), "--conversations", "2",
+                        "--turns", "2", "--max-tokens", "32"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PARLEY_DEPS=str(tmp_path)))
     out = r.stdout
     assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
     header = out.splitlines()[0]
@@ -146,8 +174,7 @@ def test_demo_chats_with_the_real_model(parley_bin, gemma_model, tmp_path):
     assert len(blocks) == 4, out
     replies = " ".join(b[4] for b in blocks)
     words = re.findall(r"[A-Za-z]+", replies)
-    common = {"the", "a", "to", "you", "and", "of", "is", "it", "i", "in", "for", "that", "can", "your"}
-    assert len(words) >= 20 and sum(w.lower() in common for w in words) >= 5, replies
+    assert len(words) >= 20 and sum(w.lower() in COMMON for w in words) >= 5, replies
     # the worker ended the turns at the format's end of turn: no reply runs
     # on into an invented next turn
     assert "User:" not in replies and all(b[6] in ("stop", "length") for b in blocks)

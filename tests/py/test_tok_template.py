@@ -24,6 +24,7 @@ TOOL = os.path.join(BUILD, "tests", "tok", "tok_tool")
 CASES = {
     "llama3": ("bpe_llama3", "llama3", "<|begin_of_text|>", "<|end_of_text|>"),
     "chatml": ("bpe_qwen2", "chatml", "<|begin_of_text|>", "<|im_end|>"),
+    "smollm2": ("bpe_qwen2", "smollm2", "<|begin_of_text|>", "<|im_end|>"),
     "llama2": ("spm_llama2", "llama2", "<s>", "</s>"),
     "gemma": ("spm_gemma", "gemma3", "<bos>", "<eos>"),
     "gemma2": ("spm_gemma", "gemma", "<bos>", "<eos>"),
@@ -60,7 +61,7 @@ def conversations(fmt, rng):
             msgs.append({"role": "system", "content": rng.choice(CONTENT)})
         for k in range(turns):
             msgs.append({"role": "user" if k % 2 == 0 else "assistant", "content": rng.choice(CONTENT)})
-        if fmt in ("llama3", "chatml") and i % 5 == 4:
+        if fmt in ("llama3", "chatml", "smollm2") and i % 5 == 4:
             msgs.append({"role": "tool", "content": rng.choice(CONTENT)})
         convs.append(msgs)
     return convs
@@ -129,8 +130,8 @@ def test_role_errors_like_the_original(toks, fmt, conv, msg):
 
 def test_detect_from_gguf_and_override(toks):
     for fmt, (name, _, _, _) in CASES.items():
-        if fmt in ("gemma2", "transcript"):
-            continue  # the Gemma GGUF carries Gemma 3's template
+        if fmt in ("gemma2", "transcript", "smollm2"):
+            continue  # the Gemma GGUF carries Gemma 3's template, the Qwen one ChatML
         out = subprocess.run([TOOL, "detect", toks[name][0]], capture_output=True, timeout=30).stdout.decode()
         assert out.strip() == fmt
     # the gpt-2 GGUF carries no template: refused, naming the override
@@ -160,7 +161,7 @@ def test_no_template_uses_the_architectures_format(arch, fmt, tmp_path):
 
 
 @pytest.mark.parametrize("tmpl,fmt", [("llama2", "llama2"), ("llama3", "llama3"), ("gemma", "gemma2"),
-                                      ("gemma3", "gemma"), ("chatml", "chatml")])
+                                      ("gemma3", "gemma"), ("chatml", "chatml"), ("smollm2", "smollm2")])
 def test_recognise_template_files(tmpl, fmt, tmp_path):
     out = subprocess.run([TOOL, "recognise", os.path.join(tok_data.TEMPLATES, tmpl + ".jinja")],
                          capture_output=True, timeout=30).stdout.decode()

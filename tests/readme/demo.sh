@@ -5,11 +5,13 @@
 # runs `deploy/demo.sh` there verbatim, in a new shell with a clean
 # environment (no env.sh sourced, a default PATH, no terminal), into the
 # clone's own build directory, under a deadline; then `deploy/demo.sh
-# --synthetic` the same way.  Checks, for each run: exit status 0, the four
+# --synthetic` the same way.  Checks, for each run: exit status 0, the five
 # set-up steps announced with their times, every turn answered, the header
-# naming the model (Gemma 3 270M for the first run), the summary lines; and
-# that the binary the demo built runs the same librdkafka and hiredis as the
-# suite's own build ($PARLEY_BIN, when set): one library set.
+# naming the model (SmolLM2-135M-Instruct with its own chat template for
+# the first run), the summary lines; that the binary the demo built runs
+# the same librdkafka and hiredis as the suite's own build ($PARLEY_BIN,
+# when set): one library set; and that it was built with llguidance (its
+# worker does not warn constraints_off).
 #
 # The deps cache is the shared one ($PARLEY_DEPS, default ~/.cache/parley):
 # a fresh one per run would reinstall everything; a cold run with an empty
@@ -59,10 +61,12 @@ check_log() { grep -Eq -- "$1" "$LOG" || fail "$2 (no line matching /$1/)"; }
 
 check_common() {
     local n
-    n=$(grep -Ec '^== \[[1-4]/4\] ' "$LOG")
-    [ "$n" = 4 ] || fail "the four set-up steps are not all announced ($n)"
+    n=$(grep -Ec '^== \[[1-5]/5\] ' "$LOG")
+    [ "$n" = 5 ] || fail "the five set-up steps are not all announced ($n)"
     n=$(grep -Ec '^   done in [0-9]+ s' "$LOG")
-    [ "$n" -ge 4 ] || fail "not every set-up step printed its time ($n)"
+    [ "$n" -ge 5 ] || fail "not every set-up step printed its time ($n)"
+    grep -q 'llguidance could not be built' "$LOG" && fail "llguidance was not built"
+    grep -q 'constraints_off' "$LOG" && fail "the demo's binary has no llguidance (constraints_off)"
     check_log '^turns answered +9/9 \(0 failed\)$' "not every turn was answered"
     check_log '^== summary$' "no summary"
     check_log '^generated tokens +[0-9]+ in [0-9.]+ s = [0-9.]+ tokens/s' "no speed line"
@@ -74,7 +78,8 @@ check_common() {
 
 run_demo real
 check_common
-check_log '^== parley demo: model Gemma 3 .*gemma-3-270m-q4_k_m\.gguf' "the header does not name Gemma 3 270M"
+check_log '^== parley demo: model .*SmolLM2-135M-Instruct\.Q4_1\.gguf' "the header does not name SmolLM2-135M-Instruct"
+check_log '^   chat template: smollm2 \(the file.s own' "the model's own chat template was not recognised"
 grep -q 'running the synthetic model instead' "$LOG" && fail "the real model was not installed"
 
 # One library set: what the demo built runs the suite's librdkafka and hiredis.

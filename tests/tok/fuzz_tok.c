@@ -251,7 +251,7 @@ static void fuzz_template(const char *d, size_t n) {
         m[nm++] = (eng_tmpl_msg){r, strlen(r), d + pos, len};
         pos += len + 1;
     }
-    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_TRANSCRIPT; f++) {
+    for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_SMOLLM2; f++) {
         eng_tok *t = (f == ENG_TMPL_LLAMA2 || f == ENG_TMPL_GEMMA || f == ENG_TMPL_GEMMA2 ||
                       f == ENG_TMPL_TRANSCRIPT)
                          ? spm[0]

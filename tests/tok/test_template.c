@@ -66,6 +66,19 @@ PT_TEST(chatml_text) {
               "<|im_start|>user\n q <|im_end|>\n<|im_start|>assistant\n");
 }
 
+/* SmolLM2-Instruct's ChatML: its default system message when the
+ * conversation has none, the conversation as given when it has one. */
+PT_TEST(smollm2_text) {
+    eng_tmpl_msg m[] = {M("system", "S"), M("user", "q")};
+    int rc;
+    PT_EQ_STR(render(ENG_TMPL_SMOLLM2, m + 1, 1, true, &rc),
+              "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+              "Face<|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+    PT_EQ_STR(render(ENG_TMPL_SMOLLM2, m, 2, false, &rc),
+              "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n");
+    PT_EQ_STR(render(ENG_TMPL_SMOLLM2, m, 0, true, &rc), "<|im_start|>assistant\n");
+}
+
 PT_TEST(recognise_and_names) {
     eng_tmpl_format f;
     char err[512];
@@ -92,6 +105,20 @@ PT_TEST(recognise_and_names) {
         "{% endif %}";
     PT_EQ_INT(eng_tmpl_recognise(nl, strlen(nl), &f, err, sizeof err), 0);
     PT_EQ_INT(f, ENG_TMPL_LLAMA3);
+    /* SmolLM2-135M-Instruct's template as its GGUF carries it (real
+     * newlines in the literals): ChatML with a default system message,
+     * not plain chatml */
+    const char *smol =
+        "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+        "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|im_start|>assistant\n' }}{% endif %}";
+    PT_EQ_INT(eng_tmpl_recognise(smol, strlen(smol), &f, err, sizeof err), 0);
+    PT_EQ_INT(f, ENG_TMPL_SMOLLM2);
+    PT_EQ_INT(eng_tmpl_from_name("smollm2", &f, err, sizeof err), 0);
+    PT_EQ_INT(f, ENG_TMPL_SMOLLM2);
+    PT_EQ_STR(eng_tmpl_name(ENG_TMPL_SMOLLM2), "smollm2");
     /* a changed literal is not */
     const char *other = "{% for message in messages %}{{'<|im_start|>' + message['role'] + ' ' + "
                         "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
@@ -108,7 +135,8 @@ PT_TEST(recognise_and_names) {
  * the text that starts the next user line; llama2 closes with EOS. */
 PT_TEST(end_of_turn_follows_the_assistant_message) {
     static const eng_tmpl_format fs[] = {ENG_TMPL_LLAMA2, ENG_TMPL_LLAMA3, ENG_TMPL_GEMMA,
-                                         ENG_TMPL_GEMMA2, ENG_TMPL_CHATML, ENG_TMPL_TRANSCRIPT};
+                                         ENG_TMPL_GEMMA2, ENG_TMPL_CHATML, ENG_TMPL_TRANSCRIPT,
+                                         ENG_TMPL_SMOLLM2};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
         eng_tmpl_msg m[] = {M("user", "q1"), M("assistant", "REPLY"), M("user", "q2")};
         int rc;
