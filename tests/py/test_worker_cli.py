@@ -47,7 +47,8 @@ def test_missing_model_is_a_runtime_failure(parley_bin, tmp_path):
 ENUM_KEYS = {
     "model.backend": ["auto", "cpu", "cuda"],
     "model.weights": ["native", "int8"],
-    "model.chat_template": ["", "llama2", "llama3", "gemma", "gemma2", "chatml", "transcript"],
+    "model.chat_template": ["", "llama2", "llama3", "gemma", "gemma2", "chatml", "smollm2",
+                            "transcript"],
     "scheduler.speculative": ["ngram", "off"],
     "worker.namespace_from": ["field", "header", "topic", "fixed"],
 }
