@@ -63,10 +63,6 @@ void cl_history_free(cl_history *h) {
     h->n = h->cap = 0;
 }
 
-uint64_t cl_epoch_ms(void) { return (uint64_t)pl_unix_ms(); }
-
-double cl_mono_ms(void) { return pl_mono_msf(); }
-
 rd_kafka_t *cl_producer_new(cm_kafka *k, const char *topic, int timeout_ms, char *err,
                             size_t errlen) {
     static const char *const defs[] = {"linger.ms", "1", "log_level", "3", NULL};
@@ -221,13 +217,13 @@ rd_kafka_t *cl_reader_new_topics(cm_kafka *k, const char *const *topics, size_t 
     if (cm_kafka_client_new(k, &s, "reader", &rk, err, errlen) != 0) return NULL;
     /* A topic created a moment ago may still lack leaders: retry until
      * timeout_ms, then report the last error. */
-    double give_up = cl_mono_ms() + timeout_ms;
+    double give_up = pl_mono_msf() + timeout_ms;
     rd_kafka_topic_partition_list_t *parts;
     for (;;) {
-        int left = (int)(give_up - cl_mono_ms());
+        int left = (int)(give_up - pl_mono_msf());
         if ((parts = reader_ends_all(rk, k, topics, n_topics, left > 1 ? left : 1, err, errlen)))
             break;
-        if (cl_mono_ms() >= give_up || cm_kafka_refusal_msg(k)) {
+        if (pl_mono_msf() >= give_up || cm_kafka_refusal_msg(k)) {
             rd_kafka_destroy(rk);
             return NULL;
         }

@@ -154,12 +154,6 @@ int cl_history_push(cl_history *h, sch_role role, const char *content, size_t le
 /* Free every message and the array; the history is empty afterwards. */
 void cl_history_free(cl_history *h);
 
-/* Wall clock, unix epoch milliseconds. */
-uint64_t cl_epoch_ms(void);
-
-/* Monotonic clock, milliseconds (fractional). */
-double cl_mono_ms(void);
-
 /* An idempotent producer built through the Kafka layer k (cm_kafka.h:
  * the command's kafka.* keys, linger 1 ms) that has already fetched the
  * metadata of `topic` (within timeout_ms; the topic must exist).  NULL

@@ -71,6 +71,7 @@
 #include "wk_config.h"
 #include "cl_demo_view.h"
 #include "wk_worker.h"
+#include "pl_time.h"
 
 #define WD_MAX_CONVS 64 /* --conversations ceiling */
 #define WD_MAX_TURNS 32 /* --turns ceiling */
@@ -109,7 +110,7 @@ typedef struct wd_turn_stat {
     uint64_t ttft_ms;    /* worker-measured start -> first token */
     uint64_t queue_ms;   /* worker-measured produce -> start of work */
     int got_last;        /* the last TokenChunk was seen */
-    double sent_at;      /* monotonic ms of its produce (cl_mono_ms) */
+    double sent_at;      /* monotonic ms of its produce (pl_mono_msf) */
     double client_ttft;  /* produce -> first TokenChunk seen, ms (-1 none) */
 } wd_turn_stat;
 
@@ -319,12 +320,12 @@ static int wd_send(wd_demo *d, int c) {
     t.params.has_seed = true;
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
-    t.created_ms = cl_epoch_ms();
+    t.created_ms = pl_unix_ms();
     if (cl_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
         fprintf(stderr, "demo: turn %s: %s\n", tid, err);
         return -1;
     }
-    cv->st[cv->turn].sent_at = cl_mono_ms();
+    cv->st[cv->turn].sent_at = pl_mono_msf();
     wd_view_turn_start(d->view, c, cv->id, cv->turn, d->n_turns, u);
     return 0;
 }
@@ -358,8 +359,8 @@ static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
         wd_turn_stat *st = &cv->st[t];
         if (ch.last) st->got_last = 1;
         if (st->client_ttft < 0 && ch.n_tokens > 0) {
-            st->client_ttft = cl_mono_ms() - st->sent_at;
-            if (d->t_first == 0) d->t_first = cl_mono_ms();
+            st->client_ttft = pl_mono_msf() - st->sent_at;
+            if (d->t_first == 0) d->t_first = pl_mono_msf();
         }
         wd_view_delta(d->view, c, t, ch.text.ptr, ch.text.len);
     }
@@ -386,7 +387,7 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         st->queue_ms = r.queue_ms;
         double work = st->sent_at + (double)r.queue_ms;
         if (d->t_work == 0 || work < d->t_work) d->t_work = work;
-        d->t_last = cl_mono_ms();
+        d->t_last = pl_mono_msf();
         d->answered++;
         d->failed += st->failed;
         char fig[512];
@@ -491,7 +492,7 @@ static void wd_summary(const wd_demo *d) {
 /* Serve every conversation: first turns now, later turns as replies are
  * committed.  Returns 0 when all turns were answered. */
 static int wd_drive(wd_demo *d, wd_wthread *wt) {
-    d->t0 = cl_mono_ms();
+    d->t0 = pl_mono_msf();
     for (int c = 0; c < d->n_conv; c++)
         if (wd_send(d, c) != 0) return -1;
     int total = d->n_conv * d->n_turns;
@@ -503,7 +504,7 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
             fprintf(stderr, "demo: the worker stopped early: %s\n", wt->rc ? wt->err : "no error");
             return -1;
         }
-        if (cl_mono_ms() - d->t0 > d->timeout_s * 1e3) {
+        if (pl_mono_msf() - d->t0 > d->timeout_s * 1e3) {
             fprintf(stderr, "demo: only %d of %d turns answered after %.0f s (--timeout)\n",
                     d->answered, total, d->timeout_s);
             return -1;
@@ -511,10 +512,10 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
     }
     /* Chunks and replies travel on different topics: print the streamed
      * text still on its way (bounded wait). */
-    double until = cl_mono_ms() + 3000.0;
+    double until = pl_mono_msf() + 3000.0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++)
-            while (!d->conv[c].st[t].got_last && cl_mono_ms() < until)
+            while (!d->conv[c].st[t].got_last && pl_mono_msf() < until)
                 if (wd_drain(d, d->tok_c, 0, 10)) return -1;
     return 0;
 }
@@ -641,8 +642,8 @@ int cl_cmd_demo(int argc, char **argv) {
     wd_wthread wt = {0};
     pthread_t th;
     int rc = 1, running = 0;
-    double start = cl_mono_ms();
-    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)cl_epoch_ms() % 0xffffffu);
+    double start = pl_mono_msf();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)pl_unix_ms() % 0xffffffu);
     for (int c = 0; c < d.n_conv; c++) {
         snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
         for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
@@ -748,7 +749,7 @@ done:
     for (int c = 0; c < d.n_conv; c++) cl_history_free(&d.conv[c].hist);
     wd_view_free(d.view);
     printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished",
-           (cl_mono_ms() - start) * 1e-3,
+           (pl_mono_msf() - start) * 1e-3,
            running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley topics --brokers HOST:9092, then\n"

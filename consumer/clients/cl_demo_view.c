@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cl_demo_view.h"
+#include "pl_time.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +31,6 @@ struct wd_view {
     double last_draw; /* monotonic ms of the last redraw */
     wdv_slot *s;      /* [n] */
 };
-
-static double wdv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int wdv_width(const wd_view *v) {
     struct winsize ws;
@@ -123,7 +118,7 @@ static void wdv_draw(wd_view *v) {
         v->drawn++;
     }
     fflush(v->out);
-    v->last_draw = wdv_now_ms();
+    v->last_draw = pl_mono_msf();
 }
 
 wd_view *wd_view_new(FILE *out, int n, int tty) {
@@ -164,7 +159,7 @@ void wd_view_delta(wd_view *v, int c, int t, const char *text, size_t n) {
     memcpy(s->reply + s->n, text, n);
     s->n += n;
     s->reply[s->n] = 0;
-    if (wdv_now_ms() - v->last_draw >= WDV_MIN_REDRAW_MS) wdv_draw(v);
+    if (pl_mono_msf() - v->last_draw >= WDV_MIN_REDRAW_MS) wdv_draw(v);
 }
 
 /* The reply as an indented block: each line of text after "prefix". */

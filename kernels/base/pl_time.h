@@ -4,9 +4,10 @@
  * Purpose.  Every module needs "now" in some unit: the scheduler in
  * microseconds, the caches and clients in milliseconds, the benchmarks in
  * seconds, the thread pool in nanoseconds; records on the wire carry Unix
- * milliseconds.  These inline helpers are the only place the tree reads
- * the clock for such values, so the unit and the clock behind each name
- * are written once.
+ * milliseconds.  These inline helpers are the only place parley's own
+ * sources (schemas, kernels, engine, cache, consumer) read the clock, so
+ * the unit and the clock behind each name are written once; a few test
+ * and benchmark programs under tests/ still time themselves.
  *
  * Clocks.  pl_mono_* read CLOCK_MONOTONIC: for durations and deadlines
  * inside one process (never jumps with the wall clock, meaningless across
