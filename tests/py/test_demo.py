@@ -136,39 +136,13 @@ def test_demo_rejects_bad_options(parley_bin, tmp_path):
 COMMON = {"the", "a", "to", "you", "and", "of", "is", "it", "i", "in", "for", "that", "can", "your"}
 
 
-def test_demo_default_is_the_assistant(parley_bin, smollm_model, tmp_path):
-    r = subprocess.run([str(parley_bin), "demo", "--conversations", "2", "--turns", "2"],
-                       capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PARLEY_SMOLLM_MODEL=str(smollm_model), PARLEY_DEPS=str(tmp_path)))
+def demo_replies(parley_bin, env, *args):
+    """Run a real model's demo of 2 conversations x 2 turns: its output, and
+    the four replies joined, once they read as English and ended well."""
+    r = subprocess.run([str(parley_bin), "demo", "--conversations", "2", "--turns", "2", *args],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, **env))
     out = r.stdout
     assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
-    header = out.splitlines()[0]
-    assert header.startswith("== parley demo: model ") and str(smollm_model) in header, header
-    assert re.search(r"^   chat template: smollm2 \(the file's own, recognised", out, re.M), out
-    assert "not an assistant" not in out and "meaningless" not in out
-    assert "constraints_off" not in out + r.stderr, "the binary was built without llguidance"
-    assert re.search(r"^turns answered\s+4/4 \(0 failed\)", out, re.M)
-    blocks = BLOCK.findall(out)
-    assert len(blocks) == 4, out
-    replies = " ".join(b[4] for b in blocks)
-    words = re.findall(r"[A-Za-z]+", replies)
-    assert len(words) >= 20 and sum(w.lower() in COMMON for w in words) >= 5, replies
-    # no template text leaks into a reply: the turn ends at <|im_end|>
-    assert "<|im" not in replies and "User:" not in replies
-    assert all(b[6] in ("stop", "length") for b in blocks)
-
-
-def test_demo_chats_with_gemma_as_a_base_model(parley_bin, gemma_model, tmp_path):
-    r = subprocess.run([str(parley_bin), "demo", "--model", str(gemma_model), "--conversations", "2",
-                        "--turns", "2", "--max-tokens", "32"],
-                       capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PARLEY_DEPS=str(tmp_path)))
-    out = r.stdout
-    assert r.returncode == 0, f"stdout:\n{out}\nstderr:\n{r.stderr}"
-    header = out.splitlines()[0]
-    assert header.startswith("== parley demo: model Gemma 3") and str(gemma_model) in header, header
-    assert "base (pretrained)" in out and "not an assistant" in out
-    assert "meaningless" not in out
     assert re.search(r"^turns answered\s+4/4 \(0 failed\)", out, re.M)
     blocks = BLOCK.findall(out)
     assert len(blocks) == 4, out
@@ -178,3 +152,24 @@ def test_demo_chats_with_gemma_as_a_base_model(parley_bin, gemma_model, tmp_path
     # the worker ended the turns at the format's end of turn: no reply runs
     # on into an invented next turn
     assert "User:" not in replies and all(b[6] in ("stop", "length") for b in blocks)
+    return out, r.stderr, replies
+
+
+def test_demo_default_is_the_assistant(parley_bin, smollm_model, tmp_path):
+    out, err, replies = demo_replies(parley_bin, {"PARLEY_SMOLLM_MODEL": str(smollm_model),
+                                                  "PARLEY_DEPS": str(tmp_path)})
+    header = out.splitlines()[0]
+    assert header.startswith("== parley demo: model ") and str(smollm_model) in header, header
+    assert re.search(r"^   chat template: smollm2 \(the file's own, recognised", out, re.M), out
+    assert "not an assistant" not in out and "meaningless" not in out
+    assert "constraints_off" not in out + err, "the binary was built without llguidance"
+    assert "<|im" not in replies  # the turn ends at <|im_end|>
+
+
+def test_demo_chats_with_gemma_as_a_base_model(parley_bin, gemma_model, tmp_path):
+    out, _, _ = demo_replies(parley_bin, {"PARLEY_DEPS": str(tmp_path)},
+                             "--model", str(gemma_model), "--max-tokens", "32")
+    header = out.splitlines()[0]
+    assert header.startswith("== parley demo: model Gemma 3") and str(gemma_model) in header, header
+    assert "base (pretrained)" in out and "not an assistant" in out
+    assert "meaningless" not in out
