@@ -76,7 +76,7 @@ sys.path.insert(0, str(HERE.parent / "py"))
 import confluent_kafka as ck  # noqa: E402
 import msgpack  # noqa: E402
 
-from test_worker_e2e import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
+from worker_kit import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
                              read_to_end, turn_record)
 from fault_kit import read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import msgpack
 import confluent_kafka as ck
 
-from test_worker_e2e import TRACEPARENT, collect, read_to_end, turn_record
+from worker_kit import TRACEPARENT, collect, read_to_end, turn_record
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -53,7 +53,7 @@ msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from test_worker_e2e import TRACEPARENT, Env, check_results, model, turn_record  # noqa: E402
+from worker_kit import TRACEPARENT, Env, check_results, model, turn_record  # noqa: E402
 from fault_kit import assert_exactly_once, read_outputs, tally  # noqa: E402
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared

@@ -547,7 +547,7 @@ def scrape(parley_bin, kafka_bootstrap, redis_addr, tmp_path_factory):
     msgpack = pytest.importorskip("msgpack")
     ck = pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
-    from test_worker_e2e import free_port, http_get, wait_listening
+    from worker_kit import free_port, http_get, wait_listening
 
     tmp = tmp_path_factory.mktemp("deployops")
     model = tmp / "cai-tiny.gguf"

@@ -33,7 +33,7 @@ import pytest
 msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 
-from test_worker_e2e import Env, collect, model, wait_assigned  # noqa: E402,F401
+from worker_kit import Env, collect, model, wait_assigned  # noqa: E402,F401
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
 

@@ -26,7 +26,7 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, NewTopic, ResourcePatternType, ResourceType)
 
-from test_worker_e2e import model  # noqa: E402,F401  (the module-scoped cai-tiny fixture)
+from worker_kit import model  # noqa: E402,F401  (the module-scoped cai-tiny fixture)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 USERS = {"parley": "parley-secret", "intruder": "intruder-secret", "nogroup": "nogroup-secret"}

@@ -35,7 +35,7 @@ from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, 
                                    AdminClient, ResourcePatternType, ResourceType)
 
 from test_kafka_secure import USERS, secure_kafka, setup_topics, worker  # noqa: E402,F401
-from test_worker_e2e import model  # noqa: E402,F401  (the module-scoped cai-tiny fixture)
+from worker_kit import model  # noqa: E402,F401  (the module-scoped cai-tiny fixture)
 
 
 def sasl_flags(k, user="parley", password=None):

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import _missing
-from test_worker_e2e import Env, kill9_redoes_turns_exactly_once, model  # noqa: F401 (fixture)
+from test_worker_e2e import kill9_redoes_turns_exactly_once
+from worker_kit import Env, model  # noqa: F401 (fixture)
 from fault_kit import svc
 
 

@@ -32,7 +32,7 @@ msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 redis_py = pytest.importorskip("redis")
 
-from test_worker_e2e import (  # noqa: E402  (helpers only: no test functions)
+from worker_kit import (  # noqa: E402  (helpers only: no test functions)
     Env, collect, free_port, http_get, metric, model, produce_turn, read_to_end)
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared

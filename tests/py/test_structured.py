@@ -33,7 +33,7 @@ import pytest
 
 import schema_gen
 from test_gateway import start_gateway, stop
-from test_worker_e2e import free_port
+from worker_kit import free_port
 
 openai = pytest.importorskip("openai")
 ck = pytest.importorskip("confluent_kafka")

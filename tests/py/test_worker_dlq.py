@@ -19,7 +19,7 @@ import pytest
 msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 
-from test_worker_e2e import Env, collect, model, read_to_end, turn_record  # noqa: E402
+from worker_kit import Env, collect, model, read_to_end, turn_record  # noqa: E402
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
 

@@ -3,7 +3,7 @@
 The happy path, kill -9, SIGTERM, the two-worker Redis handoff and the
 poison records (every DeadLetter code interleaved with good turns, checked
 in test_worker_exactly_once_two_workers) live in test_worker_e2e.py; this
-file reuses its helpers and fault_kit.py's (produce, read back, count and
+file reuses worker_kit.py's helpers and fault_kit.py's (produce, read back, count and
 explain, restart a broker) and adds the faults of issue 8's verification:
 
   * the broker stopped and restarted mid-run (a private broker on a fixed
@@ -41,7 +41,7 @@ import pytest
 msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 
-from test_worker_e2e import (  # noqa: E402  (helpers only: no test functions)
+from worker_kit import (  # noqa: E402  (helpers only: no test functions)
     TRACEPARENT, Env, check_results, collect, free_port, http_get, metric, model, owned,
     read_to_end, turn_record)
 

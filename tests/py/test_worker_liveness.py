@@ -21,7 +21,7 @@ import pytest
 msgpack = pytest.importorskip("msgpack")
 pytest.importorskip("confluent_kafka")
 
-from test_worker_e2e import Env, collect, free_port, http_get, model, read_to_end  # noqa: E402
+from worker_kit import Env, collect, free_port, http_get, model, read_to_end  # noqa: E402
 from fault_kit import produce_all  # noqa: E402
 
 __all__ = ["model"]  # the module-scoped cai-tiny model fixture, shared
