@@ -79,6 +79,7 @@
  * records reached the broker, so a test can take the broker away under an
  * open transaction every time, not by luck (wk_txn_test_hold).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,35 @@ static int wk_txn_reconcile(wk_worker *w) {
     return 0;
 }
 
+/* Tear a replaced transactional producer down off the poll thread: purge
+ * what it still holds, then destroy it.  librdkafka's destroy waits for its
+ * threads, and once (a CI run under broker faults) the poll thread stayed
+ * silent for over 30 s right after an aborted transaction, before the
+ * rebuild's init_transactions was ever sent; a rebuild must not wait on the
+ * old handle, whose requests the new one's init_transactions fences anyway.
+ * Logs event=producer_destroyed with the time it took. */
+static void *wk_txp_destroy_main(void *arg) {
+    rd_kafka_t *rk = arg;
+    int64_t t0 = eng_sched_now_us();
+    rd_kafka_purge(rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_destroy(rk);
+    wk_log("info", "producer_destroyed", "ms=%lld", (long long)((eng_sched_now_us() - t0) / 1000));
+    return NULL;
+}
+
+static void wk_txp_destroy_async(rd_kafka_t *rk) {
+    pthread_t th;
+    pthread_attr_t at;
+    int ok = pthread_attr_init(&at) == 0;
+    if (ok && pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED) == 0 &&
+        pthread_create(&th, &at, wk_txp_destroy_main, rk) == 0) {
+        pthread_attr_destroy(&at);
+        return;
+    }
+    if (ok) pthread_attr_destroy(&at);
+    wk_txp_destroy_main(rk); /* no thread: here, as before */
+}
+
 /* One stage's Kafka work of a producer rebuild: its outcome (a fatal one
  * has set w->halt.fatal with its message). */
 static wk_step wk_txn_recover_work(wk_worker *w) {
@@ -385,8 +415,7 @@ static wk_step wk_txn_recover_work(wk_worker *w) {
         if (w->txn.test_rebuild_hold_file && access(w->txn.test_rebuild_hold_file, F_OK) == 0)
             return WK_STEP_WAIT;
         if (w->prod.txp) {
-            rd_kafka_purge(w->prod.txp, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-            rd_kafka_destroy(w->prod.txp);
+            wk_txp_destroy_async(w->prod.txp);
             w->prod.txp = NULL;
         }
         if (wk_kafka_txp_new(w, &w->prod.txp, err, sizeof err) != 0) {

@@ -251,6 +251,16 @@ class Tail:
         self.thread.join()
 
 
+def start_workers(env, wids, *args):
+    """Start the workers and wait until each is ready (its transactional
+    producer initialised): a fault must not meet a worker still starting,
+    whose start-up wait (worker.startup_timeout_ms) would then end it."""
+    for wid in wids:
+        env.start(wid, *args)
+    for wid in wids:
+        wait_log(env, wid, "event=worker_ready ")
+
+
 def wait_log(env, wid, needle, timeout=120):
     end = time.time() + timeout
     while time.time() < end and needle not in env.log(wid):
@@ -343,8 +353,7 @@ def test_leader_killed(cluster, parley_bin, model, tmp_path, protocol, topic):
     flow = Flow(env)
     tail = Tail(env)
     try:
-        for wid in ("k1", "k2"):
-            env.start(wid, *WORKER_ARGS)
+        start_workers(env, ("k1", "k2"), *WORKER_ARGS)
         flow.start()
         tail.wait(5)
         name = env.topics[topic]
@@ -379,8 +388,7 @@ def test_zombie_broker(cluster, parley_bin, model, tmp_path, protocol):
     tail = Tail(env)
     frozen = None
     try:
-        for wid in ("z1", "z2"):
-            env.start(wid, *WORKER_ARGS)
+        start_workers(env, ("z1", "z2"), *WORKER_ARGS)
         flow.start()
         tail.wait(5)
         turns = env.topics["turns"]
@@ -426,8 +434,7 @@ def test_two_brokers_down_not_enough_replicas(cluster, parley_bin, model, tmp_pa
     flow = Flow(env)
     tail = Tail(env)
     try:
-        for wid in ("n1", "n2"):
-            env.start(wid, *WORKER_ARGS)
+        start_workers(env, ("n1", "n2"), *WORKER_ARGS)
         flow.start()
         tail.wait(5)
         survivor = group_coordinator(cluster, env)  # spared: see group_coordinator
@@ -551,8 +558,7 @@ if os.environ.get("PARLEY_TEST_CLUSTER_ROLLING") == "1":
         flow = Flow(env)
         tail = Tail(env)
         try:
-            for wid in ("r1", "r2"):
-                env.start(wid, *WORKER_ARGS)
+            start_workers(env, ("r1", "r2"), *WORKER_ARGS)
             flow.start()
             tail.wait(5)
             marks = []
