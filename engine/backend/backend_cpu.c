@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "backend_cpu_int.h"
-#include "eng_config.h"
 #include "eng_err.h"
 #include "kern_ops.h"
 

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "backend_cuda_int.h"
-#include "eng_config.h"
 #include "eng_err.h"
 
 void cuda_lock(cuda_be *be) {

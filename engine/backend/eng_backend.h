@@ -74,6 +74,13 @@
 
 enum { ENG_GLU_SILU = 0, ENG_GLU_GELU_TANH = 1 };
 
+/* How the rope op pairs a head's dimensions; the model's config picks one
+ * per architecture (eng_config.h). */
+typedef enum {
+    ENG_ROPE_NORM = 0, /* llama.cpp "normal": adjacent pairs (x0,x1) */
+    ENG_ROPE_NEOX = 2  /* halves (x_i, x_{i+d/2}) */
+} eng_rope_type;
+
 /* Which backend a load asks for (model.backend). */
 typedef enum eng_backend_kind {
     ENG_BACKEND_AUTO = 0, /* CUDA when built and a device is present, else CPU */

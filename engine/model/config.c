@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eng_backend.h" /* eng_rope_type */
 #include "eng_config.h"
 #include "eng_err.h"
 #include "eng_kv.h"

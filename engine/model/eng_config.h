@@ -141,11 +141,6 @@ typedef enum {
     ENG_ARCH_QWEN3 = 4
 } eng_arch;
 
-typedef enum {
-    ENG_ROPE_NORM = 0, /* llama.cpp "normal": adjacent pairs (x0,x1) */
-    ENG_ROPE_NEOX = 2  /* halves (x_i, x_{i+d/2}) */
-} eng_rope_type;
-
 #define ENG_MAX_LAYERS 256
 
 /* Context length inspect uses for the amortised local-layer KV figure. */
@@ -166,7 +161,7 @@ typedef struct eng_config {
     float rope_base;             /* rope theta, global layers */
     float rope_base_local;       /* rope theta, local (window > 0) layers;
                                   * = rope_base for llama */
-    eng_rope_type rope_type;     /* llama: NORM, gemma3/qwen2/qwen3: NEOX */
+    int rope_type; /* eng_rope_type (eng_backend.h): llama NORM, gemma3/qwen2/qwen3 NEOX */
     float rope_freq_scale;       /* global layers: multiplier on every rope
                                   * frequency (1 / linear factor; 1 = none) */
     float rope_freq_scale_local; /* local layers (gemma3: always 1) */
