@@ -18,8 +18,7 @@
  * its tree reference is pinned.  Nothing on the lookup/insert/alloc path
  * calls malloc: nodes, blocks, namespace roots, writer slots and prefetch
  * tickets all come from arrays sized at creation (only hiredis allocates,
- * for replies, on the Redis I/O threads).  The response cache (whole
- * replies, off by default) is a separate object: kv_resp.h.
+ * for replies, on the Redis I/O threads).
  *
  * Prefix index.  A trie with one node per full block ("radix tree over
  * blocks").  A node stores h_k (kv_hash.h), its parent, its B token ids,

@@ -2,7 +2,7 @@
  * kv_hash.h -- the cache's fixed 64-bit hash, model fingerprints and block
  * identities.
  *
- * Every key the cache writes (host radix tree, Redis keys, response cache)
+ * Every key the cache writes (host radix tree, Redis keys)
  * is derived from one function, H = XXH64 (xxHash, 64-bit variant, as
  * specified in xxhash's doc/xxhash_spec.md), implemented here from the
  * specification with no external dependency.  All multi-byte inputs are

@@ -1,5 +1,5 @@
 /*
- * kv_stats.h -- counters of the KV cache and the response cache, per tier,
+ * kv_stats.h -- counters of the KV cache, per tier,
  * in one plain struct the worker copies out (kv_cache_stats) and publishes.
  *
  * Every counter is monotonic since creation except the gauges marked so.
@@ -23,7 +23,6 @@ enum {
     KV_MISS_TIMEOUT,    /* Redis command timed out */
     KV_MISS_DOWN,       /* Redis unreachable or backing off after a failure */
     KV_MISS_NOMEM,      /* fetched, but no pool block could be freed for it */
-    KV_MISS_EXPIRED,    /* response cache: entry past its TTL */
     KV_MISS_N
 };
 
@@ -33,7 +32,7 @@ typedef struct kv_tier_stats {
     uint64_t lookups;           /* lookups that reached this tier */
     uint64_t hits;              /* lookups that got at least one block from this tier */
     uint64_t hit_tokens;        /* tokens served from this tier */
-    uint64_t misses[KV_MISS_N]; /* blocks (responses) not served, by reason */
+    uint64_t misses[KV_MISS_N]; /* blocks not served, by reason */
     uint64_t evictions;         /* blocks evicted out of this tier */
     uint64_t bytes_in;          /* payload bytes stored into this tier */
     uint64_t bytes_out;         /* payload bytes served from this tier */
