@@ -5,12 +5,12 @@
  *
  * Input lines: {"custom_id": "...", "method": "POST", "url":
  * "/v1/chat/completions" or "/v1/completions", "body": {the request, with
- * the gateway's rules: gw_openai.h}} (blank lines are skipped).  Output lines, as OpenAI's batch output:
+ * the gateway's rules: oa_openai.h}} (blank lines are skipped).  Output lines, as OpenAI's batch output:
  *   {"id": "batch_req_<turn id>", "custom_id": "...",
  *    "response": {"status_code": 200, "request_id": "<turn id>",
  *                 "body": {chat.completion}}, "error": null}
  * A request the fleet refused, and a body the gateway would refuse (a
- * field parley does not honour, a value out of range: gw_openai.h), gets
+ * field parley does not honour, a value out of range: oa_openai.h), gets
  * its HTTP status and an OpenAI error body in `response` (request_id null
  * when nothing was sent); a line that cannot be parsed, names another method
  * or url, repeats a custom_id or gets no reply in --timeout-s gets
@@ -46,7 +46,7 @@
 #include "bt_io.h"
 #include "pl_hash.h"
 #include "cm_startup.h"
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "pl_err.h"
 #include "cl_client.h"
 #include "pl_time.h"
@@ -55,7 +55,7 @@
 typedef struct bt_item {
     uint64_t h;       /* bt_id_hash(custom_id) */
     char *custom_id;  /* malloc'd */
-    gw_chat chat;     /* parsed body (turn inside) */
+    oa_chat chat;     /* parsed body (turn inside) */
     char turn_id[64]; /* b-<batch>-<hash> */
     int state;        /* 0 to send, 1 in flight, 2 written */
     double sent_ms;   /* monotonic time it was produced */
@@ -119,11 +119,11 @@ static int bt_fail(bt_run *r, uint64_t h, const char *custom_id, long line_no, c
 
 /* A body the gateway would refuse: the line carries the same HTTP status
  * and OpenAI error object a gateway client gets (nothing was sent). */
-static int bt_refuse(bt_run *r, uint64_t h, const char *custom_id, const gw_fault *f) {
+static int bt_refuse(bt_run *r, uint64_t h, const char *custom_id, const oa_fault *f) {
     char rid[96];
     snprintf(rid, sizeof rid, "batch_req_refused_%016llx", (unsigned long long)h);
     json_t *body =
-        gw_error_json(f->message, "invalid_request_error", f->param[0] ? f->param : NULL, f->code);
+        oa_error_json(f->message, "invalid_request_error", f->param[0] ? f->param : NULL, f->code);
     return bt_write(r, h,
                     json_pack("{ss ss s{sI sn so} sn}", "id", rid, "custom_id", custom_id,
                               "response", "status_code", (json_int_t)f->status, "request_id",
@@ -203,8 +203,8 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     }
     bt_item *it = &r->items[r->n];
     memset(it, 0, sizeof *it);
-    gw_fault f;
-    if ((legacy ? gw_cmpl_from_json : gw_chat_from_json)(
+    oa_fault f;
+    if ((legacy ? oa_cmpl_from_json : oa_chat_from_json)(
             json_object_get(j, "body"), (uint32_t)r->max_tokens, &it->chat, &f) != 0) {
         /* as the gateway answers the same body: its status and error object */
         rc = bt_refuse(r, h, id, &f);
@@ -251,17 +251,17 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
         char pbuf[32];
-        int st = gw_result_status(res, &type, &code);
+        int st = oa_result_status(res, &type, &code);
         resp = json_pack(
             "{sI ss so}", "status_code", (json_int_t)st, "request_id", it->turn_id, "body",
-            gw_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
-                          gw_result_param(res, pbuf, sizeof pbuf), code));
+            oa_error_json(res->error_message.ptr ? res->error_message.ptr : "the turn failed", type,
+                          oa_result_param(res, pbuf, sizeof pbuf), code));
         failed = 1;
     } else {
         char id[96];
         snprintf(id, sizeof id, "%s-%s", it->chat.legacy ? "cmpl" : "chatcmpl", it->turn_id);
         resp = json_pack("{sI ss so}", "status_code", (json_int_t)200, "request_id", it->turn_id,
-                         "body", gw_completion_json(res, &it->chat, id, pl_unix_ms() / 1000));
+                         "body", oa_completion_json(res, &it->chat, id, pl_unix_ms() / 1000));
         r->tokens += res->completion_tokens;
     }
     char rid[96];
@@ -272,7 +272,7 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
                       json_pack("{ss ss so sn}", "id", rid, "custom_id", it->custom_id, "response",
                                 resp, "error"),
                       failed);
-    gw_chat_free(&it->chat);
+    oa_chat_free(&it->chat);
     return rc;
 }
 
@@ -491,7 +491,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
         if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
             r->inflight--;
             it->state = 2;
-            gw_chat_free(&it->chat);
+            oa_chat_free(&it->chat);
             if (bt_fail(r, it->h, it->custom_id, 0, "timeout",
                         "no reply from the fleet within --timeout-s") != 0)
                 return -1;
@@ -599,7 +599,7 @@ out:
         rd_kafka_destroy(prod);
     }
     for (size_t i = 0; i < r.n; i++) {
-        gw_chat_free(&r.items[i].chat);
+        oa_chat_free(&r.items[i].chat);
         free(r.items[i].custom_id);
     }
     free(r.items);

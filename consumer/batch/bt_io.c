@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "pl_err.h"
 
 uint64_t bt_id_hash(const char *id, size_t len) {

@@ -4,6 +4,7 @@
  * (see gw_http.h).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "gw_cmd.h" /* GW_E* */
 #include "gw_http.h"
 
 #include <arpa/inet.h>
@@ -14,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "pl_err.h"
 #include "pl_time.h"
 
@@ -89,7 +90,7 @@ static enum MHD_Result gw_send_json(gw_http *s, struct MHD_Connection *c, int st
 
 static enum MHD_Result gw_error(gw_http *s, struct MHD_Connection *c, int status, const char *msg,
                                 const char *type, const char *param, const char *code) {
-    return gw_send_json(s, c, status, gw_error_json(msg, type, param, code));
+    return gw_send_json(s, c, status, oa_error_json(msg, type, param, code));
 }
 
 /* The tenant of the request's API key: 0 and *ns set, or -1. */
@@ -186,7 +187,7 @@ typedef struct gw_sse_choice {
 typedef struct gw_sse {
     gw_http *s;                  /* server */
     gw_wait *w;                  /* the request's waiter */
-    gw_chat q;                   /* the request (owned: legacy, logprobs, echo, prompt) */
+    oa_chat q;                   /* the request (owned: legacy, logprobs, echo, prompt) */
     char id[320];                /* chatcmpl-<turn id> / cmpl-<turn id> */
     uint64_t created;            /* unix seconds */
     gw_sse_choice ch[SCH_MAX_N]; /* per choice */
@@ -222,8 +223,8 @@ static void gw_sse_event(gw_sse *e, json_t *j) {
 }
 
 /* One chunk event with one choice's delta. */
-static void gw_sse_delta(gw_sse *e, const gw_delta *d) {
-    gw_sse_event(e, gw_chunk_json(&e->q, e->id, e->created, d, NULL));
+static void gw_sse_delta(gw_sse *e, const oa_delta *d) {
+    gw_sse_event(e, oa_chunk_json(&e->q, e->id, e->created, d, NULL));
 }
 
 static void gw_sse_done(gw_sse *e, double now) {
@@ -243,10 +244,10 @@ static size_t gw_sse_from(const gw_sse *e, int k) {
  * delta with id, type and name, one with the arguments), its finish. */
 static void gw_sse_finish_choice(gw_sse *e, const sch_choice *c) {
     gw_sse_choice *sc = &e->ch[c->index];
-    gw_delta d = {.index = c->index};
+    oa_delta d = {.index = c->index};
     json_t *lp = NULL;
     if (e->q.logprobs && c->n_logprobs > sc->n_lp)
-        lp = gw_logprobs_content(c->logprobs + sc->n_lp, c->n_logprobs - sc->n_lp);
+        lp = oa_logprobs_content(c->logprobs + sc->n_lp, c->n_logprobs - sc->n_lp);
     if (c->text.len > sc->len || lp) {
         d.text = c->text.ptr + sc->len;
         d.len = c->text.len - sc->len;
@@ -257,7 +258,7 @@ static void gw_sse_finish_choice(gw_sse *e, const sch_choice *c) {
     }
     for (size_t i = 0; !e->q.legacy && i < c->n_tool_calls; i++) {
         const sch_tool_call *t = &c->tool_calls[i];
-        gw_delta td = {.index = c->index};
+        oa_delta td = {.index = c->index};
         td.tool_calls = json_pack("[{sI ss# ss s{ss# ss}}]", "index", (json_int_t)i, "id",
                                   t->id.ptr, (int)t->id.len, "type", "function", "function", "name",
                                   t->name.ptr, (int)t->name.len, "arguments", "");
@@ -268,7 +269,7 @@ static void gw_sse_finish_choice(gw_sse *e, const sch_choice *c) {
         gw_sse_delta(e, &td);
         json_decref(td.tool_calls);
     }
-    gw_delta f = {.index = c->index, .finish = gw_finish_name(c)};
+    oa_delta f = {.index = c->index, .finish = oa_finish_name(c)};
     if (e->q.legacy) f.text = "";
     gw_sse_delta(e, &f);
 }
@@ -278,22 +279,22 @@ static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
     const char *type, *code;
     char pbuf[32];
     if (r->finish_reason == SCH_FINISH_ERROR || r->finish_reason == SCH_FINISH_EXPIRED) {
-        gw_result_status(r, &type, &code);
+        oa_result_status(r, &type, &code);
         gw_sse_event(e,
-                     gw_error_json(r->error_message.ptr ? r->error_message.ptr : "the turn failed",
-                                   type, gw_result_param(r, pbuf, sizeof pbuf), code));
+                     oa_error_json(r->error_message.ptr ? r->error_message.ptr : "the turn failed",
+                                   type, oa_result_param(r, pbuf, sizeof pbuf), code));
         gw_sse_done(e, now);
         return;
     }
-    int ok = gw_result_choices(r) >= e->n;
+    int ok = oa_result_choices(r) >= e->n;
     for (int k = 0; ok && k < e->n; k++) {
         sch_choice c;
-        gw_result_choice(r, k, &c);
+        oa_result_choice(r, k, &c);
         ok = e->ch[k].len <= c.text.len && !memcmp(e->ch[k].text, c.text.ptr, e->ch[k].len) &&
              e->ch[k].n_lp <= c.n_logprobs;
     }
     if (!ok) {
-        gw_sse_event(e, gw_error_json("the turn was redone by another worker and its committed "
+        gw_sse_event(e, oa_error_json("the turn was redone by another worker and its committed "
                                       "reply differs from the text already streamed; retry "
                                       "the request",
                                       "server_error", NULL, "stream_restarted"));
@@ -302,10 +303,10 @@ static void gw_sse_result(gw_sse *e, const sch_result *r, double now) {
     }
     for (int k = 0; k < e->n; k++) {
         sch_choice c;
-        gw_result_choice(r, k, &c);
+        oa_result_choice(r, k, &c);
         gw_sse_finish_choice(e, &c);
     }
-    if (e->q.include_usage) gw_sse_event(e, gw_chunk_json(&e->q, e->id, e->created, NULL, r));
+    if (e->q.include_usage) gw_sse_event(e, oa_chunk_json(&e->q, e->id, e->created, NULL, r));
     gw_sse_done(e, now);
 }
 
@@ -320,7 +321,7 @@ static void gw_sse_piece(gw_sse *e, const gw_piece *p) {
         sc->text = t;
         sc->cap = cap;
     }
-    gw_delta d = {.index = p->index, .text = p->text, .len = p->len};
+    oa_delta d = {.index = p->index, .text = p->text, .len = p->len};
     d.text_from = gw_sse_from(e, p->index);
     d.logprobs = e->q.logprobs ? p->logprobs : NULL;
     gw_sse_delta(e, &d);
@@ -338,7 +339,7 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (e->phase == 0) {
             /* chat: each choice opens with role assistant; legacy echo: with the prompt */
             for (int k = 0; k < e->n; k++) {
-                gw_delta d = {.index = k, .role = 1, .text = "", .len = 0};
+                oa_delta d = {.index = k, .role = 1, .text = "", .len = 0};
                 if (e->q.echo) {
                     d.text = e->q.turn.prompt.ptr;
                     d.len = e->q.turn.prompt.len;
@@ -360,7 +361,7 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         gw_pieces_free(pieces);
         if (r) gw_sse_result(e, r, now);
         else if (!pieces && now >= e->deadline) {
-            gw_sse_event(e, gw_error_json("no reply from the fleet before the gateway's timeout",
+            gw_sse_event(e, oa_error_json("no reply from the fleet before the gateway's timeout",
                                           "timeout", NULL, "timeout"));
             gw_sse_done(e, now);
         } else if (!pieces) {
@@ -379,7 +380,7 @@ static void gw_sse_free(void *cls) {
     gw_hub_release(e->s->hub, e->w);
     atomic_fetch_sub(&e->s->inflight, 1);
     for (int k = 0; k < SCH_MAX_N; k++) free(e->ch[k].text);
-    gw_chat_free(&e->q);
+    oa_chat_free(&e->q);
     free(e->out);
     free(e);
 }
@@ -396,12 +397,12 @@ static int gw_model_ok(const gw_http_opts *o, const char *m) {
 /* The conversation key of a request: the X-Parley-Conversation header, or
  * a hash of the opening messages (of the prompt when legacy).  0, or -1
  * with *rc the 400 answered. */
-static int gw_chat_conv(gw_http *s, struct MHD_Connection *c, const gw_chat *ch, int legacy,
-                        char conv[GW_MAX_ID + 1], enum MHD_Result *rc) {
+static int gw_chat_conv(gw_http *s, struct MHD_Connection *c, const oa_chat *ch, int legacy,
+                        char conv[OA_MAX_ID + 1], enum MHD_Result *rc) {
     const char *hc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Parley-Conversation");
     if (!hc) {
-        if (legacy) gw_prompt_hash(&ch->turn, conv);
-        else gw_conv_hash(ch->msgs, ch->n_msgs, conv);
+        if (legacy) oa_prompt_hash(&ch->turn, conv);
+        else oa_conv_hash(ch->msgs, ch->n_msgs, conv);
         return 0;
     }
     size_t n = strlen(hc), bad = n == 0 || n > 200;
@@ -413,7 +414,7 @@ static int gw_chat_conv(gw_http *s, struct MHD_Connection *c, const gw_chat *ch,
                        "invalid_request_error", NULL, NULL);
         return -1;
     }
-    snprintf(conv, GW_MAX_ID + 1, "%s", hc);
+    snprintf(conv, OA_MAX_ID + 1, "%s", hc);
     return 0;
 }
 
@@ -421,7 +422,7 @@ static int gw_chat_conv(gw_http *s, struct MHD_Connection *c, const gw_chat *ch,
  * the request (*ch is left empty), the hub's wait and the in-flight count,
  * which gw_sse_free releases (also when queueing it fails: *rc MHD_NO);
  * 0 when out of memory (*rc MHD_NO), and the caller still owns them. */
-static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, gw_chat *ch, gw_wait *w,
+static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, oa_chat *ch, gw_wait *w,
                           const char *id, double t0, uint64_t now_ms, enum MHD_Result *rc) {
     *rc = MHD_NO;
     gw_sse *e = calloc(1, sizeof *e);
@@ -437,7 +438,7 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, gw_chat *ch, gw_
     snprintf(e->id, sizeof e->id, "%s", id);
     e->created = now_ms / 1000;
     e->n = (int)ch->turn.params.n;
-    gw_chat_move(&e->q, ch); /* the stream keeps the request; ch is empty now */
+    oa_chat_move(&e->q, ch); /* the stream keeps the request; ch is empty now */
     e->t0 = t0;
     e->deadline = t0 + s->o->timeout_ms;
     atomic_fetch_add(&s->streams, 1);
@@ -451,7 +452,7 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, gw_chat *ch, gw_
 
 /* A sent turn, answered whole: wait for its TurnResult until the
  * gateway's timeout, then answer with the completion or the error. */
-static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const gw_chat *ch,
+static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const oa_chat *ch,
                                     gw_wait *w, const char *id, double t0, uint64_t now_ms) {
     const gw_http_opts *o = s->o;
     const sch_result *res = NULL;
@@ -470,11 +471,11 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
     } else if (res->finish_reason == SCH_FINISH_ERROR || res->finish_reason == SCH_FINISH_EXPIRED) {
         const char *type, *code;
         char pbuf[32];
-        int st = gw_result_status(res, &type, &code);
+        int st = oa_result_status(res, &type, &code);
         rc = gw_error(s, c, st, res->error_message.ptr ? res->error_message.ptr : "the turn failed",
-                      type, gw_result_param(res, pbuf, sizeof pbuf), code);
+                      type, oa_result_param(res, pbuf, sizeof pbuf), code);
     } else {
-        rc = gw_send_json(s, c, 200, gw_completion_json(res, ch, id, now_ms / 1000));
+        rc = gw_send_json(s, c, 200, oa_completion_json(res, ch, id, now_ms / 1000));
     }
     gw_time(s, pl_mono_msf() - t0);
     return rc;
@@ -486,7 +487,7 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
 static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *rq, int legacy) {
     const gw_http_opts *o = s->o;
     /* err quotes a model name of up to 256 bytes */
-    char err[PL_ERR_LEN * 2], turn_id[160], conv[GW_MAX_ID + 1];
+    char err[PL_ERR_LEN * 2], turn_id[160], conv[OA_MAX_ID + 1];
     const char *ns;
     if (gw_auth(s, c, &ns) != 0)
         return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
@@ -496,9 +497,9 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
                 o->max_body);
         return gw_error(s, c, 400, err, "invalid_request_error", NULL, "request_too_large");
     }
-    gw_chat ch;
-    gw_fault f;
-    if ((legacy ? gw_cmpl_parse : gw_chat_parse)(rq->body ? rq->body : "", rq->len, o->max_tokens,
+    oa_chat ch;
+    oa_fault f;
+    if ((legacy ? oa_cmpl_parse : oa_chat_parse)(rq->body ? rq->body : "", rq->len, o->max_tokens,
                                                  &ch, &f) != 0)
         return gw_error(s, c, f.status, f.message, "invalid_request_error",
                         f.param[0] ? f.param : NULL, f.code);
@@ -541,7 +542,7 @@ static enum MHD_Result gw_on_chat(gw_http *s, struct MHD_Connection *c, gw_req *
 out:
     if (w) gw_hub_release(s->hub, w);
     if (counted) atomic_fetch_sub(&s->inflight, 1);
-    gw_chat_free(&ch);
+    oa_chat_free(&ch);
     return rc;
 }
 

@@ -3,6 +3,7 @@
  * the gateway (see gw_hub.h).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "gw_cmd.h" /* GW_E* */
 #include "gw_hub.h"
 #include "pl_hash.h"
 
@@ -14,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "cm_startup.h"
 #include "pl_err.h"
 #include "pl_time.h"
@@ -86,7 +87,7 @@ static void gw_on_chunk(gw_wait *w, const sch_chunk *c) {
     p->text = (char *)(p + 1);
     memcpy(p->text, c->text.ptr, c->text.len);
     p->len = c->text.len;
-    if (c->n_logprobs) p->logprobs = gw_logprobs_content(c->logprobs, c->n_logprobs);
+    if (c->n_logprobs) p->logprobs = oa_logprobs_content(c->logprobs, c->n_logprobs);
     if (w->tail) w->tail->next = p;
     else w->head = p;
     w->tail = p;

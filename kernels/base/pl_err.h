@@ -51,7 +51,7 @@
  *   -1300  consumer worker  WK_E*
  *   -1400  engine/constraint ENG_CONSTRAINT_E*
  *   -1500  consumer clients CL_E*  (cl_client.h)
- *   -1600  consumer gateway GW_E*  (gw_openai.h)
+ *   -1600  consumer gateway GW_E*  (gw_cmd.h)
  *   -1700  consumer batch   BT_E*  (bt_io.h)
  *   -1800  kernels/cpu      KERN_E* (kern_isa.h)
  *   -1900  commands         CLI_E* (cli_opt.h: the option parser and the

@@ -170,7 +170,7 @@ def test_models_and_errors(gateway):
 
 # Request fields parley does not implement, each with a value that asks for
 # something: the gateway refuses them with 400 naming the field (the same
-# fields at their defaults are accepted: tests/gateway/test_gw_request.c).
+# fields at their defaults are accepted: tests/openai/test_oa_request.c).
 UNSUPPORTED = [
     ("audio", {"voice": "alloy", "format": "wav"}),
     ("frequency_penalty", 0.5),

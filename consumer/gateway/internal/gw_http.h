@@ -40,7 +40,7 @@
  * Failure behaviour.  gw_http_start returns NULL with a message (address
  * in use, bad address).  A request can never crash the server: bodies are
  * bounded, JSON is parsed by jansson, every field is validated
- * (gw_openai.h).
+ * (oa_openai.h).
  */
 #ifndef GW_HTTP_H
 #define GW_HTTP_H

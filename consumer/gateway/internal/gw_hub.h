@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "sch.h"
 #include "cl_client.h"
 

@@ -1,10 +1,10 @@
 /*
- * gw_request.c -- OpenAI request bodies -> a validated gw_chat (see
- * gw_openai.h for the rules).
+ * oa_request.c -- OpenAI request bodies -> a validated oa_chat (see
+ * oa_openai.h for the rules).
  *
  * Every field of OpenAI's chat-completions request is in gw_fields with
  * what the gateway does with it: GW_F_READ fields are parsed by
- * gw_chat_from_json and honoured; the others are accepted only at their
+ * oa_chat_from_json and honoured; the others are accepted only at their
  * default value (GW_DEF_*: a request that asks for nothing is honoured
  * trivially) and refused otherwise, with `param` naming the field.  A
  * field the table does not know is not OpenAI's (or is newer than this
@@ -12,8 +12,8 @@
  * silently dropped.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gw_openai.h"
-#include "gw_request.h"
+#include "oa_openai.h"
+#include "oa_request.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...) {
+int oa_fail(oa_fault *f, const char *p, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->message, sizeof f->message, fmt, ap);
@@ -35,7 +35,7 @@ int gw_fail(gw_fault *f, const char *p, const char *code, const char *fmt, ...) 
 /* What a field's value may be when parley does not implement the field:
  * its default, which asks for nothing. */
 typedef enum gw_def {
-    GW_F_READ = 0,    /* parsed and honoured by gw_chat_from_json */
+    GW_F_READ = 0,    /* parsed and honoured by oa_chat_from_json */
     GW_DEF_NULL,      /* null only */
     GW_DEF_FALSE,     /* null or false */
     GW_DEF_ZERO,      /* null or the number 0 */
@@ -172,19 +172,19 @@ static int gw_at_default(const gw_field *fd, json_t *v) {
 
 /* Every member of the request is a known field, and each one parley does
  * not implement is at its default. */
-static int gw_fields_check(json_t *o, int legacy, gw_fault *f) {
+static int gw_fields_check(json_t *o, int legacy, oa_fault *f) {
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
         const gw_field *fd = legacy ? gw_field_of(gw_cmpl_fields, GW_NCMPL, k)
                                     : gw_field_of(gw_fields, GW_NFIELDS, k);
         if (!fd)
-            return gw_fail(f, k, "unknown_parameter",
+            return oa_fail(f, k, "unknown_parameter",
                            "Unrecognized request argument supplied: %.100s (not a field of "
                            "OpenAI's %s request)",
                            k, legacy ? "completions" : "chat completions");
         if (fd->def != GW_F_READ && !gw_at_default(fd, v))
-            return gw_fail(f, k, "unsupported_parameter",
+            return oa_fail(f, k, "unsupported_parameter",
                            "%s: %s; parley refuses what it "
                            "cannot honour",
                            k, fd->why);
@@ -192,7 +192,7 @@ static int gw_fields_check(json_t *o, int legacy, gw_fault *f) {
     return 0;
 }
 
-char *gw_keep(gw_chat *c, char *s) {
+char *oa_keep(oa_chat *c, char *s) {
     char **np = s ? realloc(c->parts, (c->n_parts + 1) * sizeof *np) : NULL;
     if (!np) {
         free(s);
@@ -203,16 +203,16 @@ char *gw_keep(gw_chat *c, char *s) {
     return s;
 }
 
-/* A string with no C0 control or DEL, 1..GW_MAX_ID bytes. */
+/* A string with no C0 control or DEL, 1..OA_MAX_ID bytes. */
 static int gw_id_ok(const char *s, size_t n) {
-    if (n == 0 || n > GW_MAX_ID) return 0;
+    if (n == 0 || n > OA_MAX_ID) return 0;
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
     return 1;
 }
 
 /* Content of message i: a string, or text parts joined. */
-static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f) {
+static int gw_content(oa_chat *c, size_t i, json_t *v, sch_str *out, oa_fault *f) {
     char p[64];
     snprintf(p, sizeof p, "messages[%zu].content", i);
     if (json_is_string(v)) {
@@ -225,12 +225,12 @@ static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f
             json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
             if (!json_is_object(part) || !json_is_string(ty) ||
                 strcmp(json_string_value(ty), "text") != 0 || !json_is_string(tx))
-                return gw_fail(f, p, "unsupported_value",
+                return oa_fail(f, p, "unsupported_value",
                                "%s: only content parts of type \"text\" with a string \"text\" "
                                "are supported",
                                p);
             if (json_object_size(part) != 2)
-                return gw_fail(f, p, "unsupported_parameter",
+                return oa_fail(f, p, "unsupported_parameter",
                                "%s: a text part has only \"type\" and \"text\"", p);
             total += json_string_length(tx);
             if (total > 256 * 1024) break;
@@ -239,7 +239,7 @@ static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f
             char *buf = malloc(total + 1), **np;
             if (!buf || !(np = realloc(c->parts, (c->n_parts + 1) * sizeof *np))) {
                 free(buf);
-                return gw_fail(f, NULL, NULL, "out of memory");
+                return oa_fail(f, NULL, NULL, "out of memory");
             }
             c->parts = np;
             c->parts[c->n_parts++] = buf;
@@ -254,10 +254,10 @@ static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f
         }
         out->len = total;
     } else {
-        return gw_fail(f, p, NULL, "%s must be a string or an array of text parts", p);
+        return oa_fail(f, p, NULL, "%s must be a string or an array of text parts", p);
     }
     if (out->len > 256 * 1024)
-        return gw_fail(f, p, NULL, "%s: content longer than 262144 bytes", p);
+        return oa_fail(f, p, NULL, "%s: content longer than 262144 bytes", p);
     return 0;
 }
 
@@ -265,7 +265,7 @@ static int gw_content(gw_chat *c, size_t i, json_t *v, sch_str *out, gw_fault *f
  * parley's chat templates, like the models' own, do not show it) and
  * OpenAI's assistant-message fields at their defaults; anything else is
  * refused. */
-static int gw_message_fields(json_t *msg, size_t i, gw_fault *f) {
+static int gw_message_fields(json_t *msg, size_t i, oa_fault *f) {
     const char *k;
     json_t *v;
     char p[96];
@@ -274,15 +274,15 @@ static int gw_message_fields(json_t *msg, size_t i, gw_fault *f) {
         if (!strcmp(k, "role") || !strcmp(k, "content")) continue;
         if (!strcmp(k, "name")) {
             if (!json_is_null(v) && !json_is_string(v))
-                return gw_fail(f, p, NULL, "%s must be a string", p);
+                return oa_fail(f, p, NULL, "%s must be a string", p);
         } else if (!strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id")) {
             continue; /* gw_message_tools */
         } else if (!strcmp(k, "refusal") || !strcmp(k, "audio") || !strcmp(k, "function_call")) {
             if (!json_is_null(v))
-                return gw_fail(f, p, "unsupported_parameter",
+                return oa_fail(f, p, "unsupported_parameter",
                                "%s is not supported; parley refuses what it cannot honour", p);
         } else {
-            return gw_fail(f, p, "unknown_parameter", "%s is not a field of OpenAI's chat messages",
+            return oa_fail(f, p, "unknown_parameter", "%s is not a field of OpenAI's chat messages",
                            p);
         }
     }
@@ -292,13 +292,13 @@ static int gw_message_fields(json_t *msg, size_t i, gw_fault *f) {
 /* An assistant message's tool_calls (OpenAI's array of {id, type
  * "function", function: {name, arguments}}) as the wire's JSON text, and a
  * tool message's tool_call_id. */
-static int gw_message_tools(gw_chat *c, json_t *msg, size_t i, sch_message *out, gw_fault *f) {
+static int gw_message_tools(oa_chat *c, json_t *msg, size_t i, sch_message *out, oa_fault *f) {
     json_t *calls = json_object_get(msg, "tool_calls"), *id = json_object_get(msg, "tool_call_id");
     char p[64];
     if (calls && !json_is_null(calls) && !(json_is_array(calls) && !json_array_size(calls))) {
         snprintf(p, sizeof p, "messages[%zu].tool_calls", i);
         if (out->role != SCH_ROLE_ASSISTANT || !json_is_array(calls))
-            return gw_fail(f, p, NULL, "%s: an array, on assistant messages only", p);
+            return oa_fail(f, p, NULL, "%s: an array, on assistant messages only", p);
         size_t k;
         json_t *call;
         json_array_foreach(calls, k, call) {
@@ -308,33 +308,33 @@ static int gw_message_tools(gw_chat *c, json_t *msg, size_t i, sch_message *out,
                 (type && strcmp(type, "function")) || !json_is_object(fn) ||
                 !json_is_string(json_object_get(fn, "name")) ||
                 !json_is_string(json_object_get(fn, "arguments")))
-                return gw_fail(f, p, NULL,
+                return oa_fail(f, p, NULL,
                                "%s[%zu] must be {\"id\", \"type\": \"function\", \"function\": "
                                "{\"name\", \"arguments\": a string}}",
                                p, k);
         }
-        char *txt = gw_keep(c, json_dumps(calls, JSON_COMPACT));
-        if (!txt) return gw_fail(f, NULL, NULL, "out of memory");
+        char *txt = oa_keep(c, json_dumps(calls, JSON_COMPACT));
+        if (!txt) return oa_fail(f, NULL, NULL, "out of memory");
         out->tool_calls = sch_str_c(txt);
     }
     snprintf(p, sizeof p, "messages[%zu].tool_call_id", i);
     if (out->role == SCH_ROLE_TOOL) {
         if (!json_is_string(id) || !gw_id_ok(json_string_value(id), json_string_length(id)))
-            return gw_fail(f, p, NULL, "%s: a tool message needs the id of the call it answers", p);
+            return oa_fail(f, p, NULL, "%s: a tool message needs the id of the call it answers", p);
         out->tool_call_id = (sch_str){json_string_value(id), json_string_length(id)};
     } else if (id && !json_is_null(id)) {
-        return gw_fail(f, p, NULL, "%s: on tool messages only", p);
+        return oa_fail(f, p, NULL, "%s: on tool messages only", p);
     }
     return 0;
 }
 
-static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
+static int gw_messages(oa_chat *c, json_t *m, oa_fault *f) {
     if (!json_is_array(m) || json_array_size(m) == 0)
-        return gw_fail(f, "messages", NULL, "messages must be a non-empty array");
-    if (json_array_size(m) > GW_MAX_MESSAGES)
-        return gw_fail(f, "messages", NULL, "messages: more than 4096 messages");
+        return oa_fail(f, "messages", NULL, "messages must be a non-empty array");
+    if (json_array_size(m) > OA_MAX_MESSAGES)
+        return oa_fail(f, "messages", NULL, "messages: more than 4096 messages");
     if (!(c->msgs = calloc(json_array_size(m), sizeof *c->msgs)))
-        return gw_fail(f, NULL, NULL, "out of memory");
+        return oa_fail(f, NULL, NULL, "out of memory");
     size_t i;
     json_t *msg;
     json_array_foreach(m, i, msg) {
@@ -342,7 +342,7 @@ static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
         char p[64];
         snprintf(p, sizeof p, "messages[%zu].role", i);
         if (!json_is_object(msg) || !json_is_string(role))
-            return gw_fail(f, p, NULL, "messages[%zu] must be an object with a string \"role\"", i);
+            return oa_fail(f, p, NULL, "messages[%zu] must be an object with a string \"role\"", i);
         const char *r = json_string_value(role);
         sch_message *out = &c->msgs[i];
         if (!strcmp(r, "system") || !strcmp(r, "developer")) out->role = SCH_ROLE_SYSTEM;
@@ -350,7 +350,7 @@ static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
         else if (!strcmp(r, "assistant")) out->role = SCH_ROLE_ASSISTANT;
         else if (!strcmp(r, "tool")) out->role = SCH_ROLE_TOOL;
         else
-            return gw_fail(f, p, NULL,
+            return oa_fail(f, p, NULL,
                            "%s must be system, developer, user, assistant or tool, not \"%.40s\"",
                            p, r);
         json_t *content = json_object_get(msg, "content");
@@ -366,29 +366,29 @@ static int gw_messages(gw_chat *c, json_t *m, gw_fault *f) {
 
 /* An optional integer field in [lo, hi]: 1 present, 0 absent, -1 bad. */
 static int gw_int(json_t *o, const char *k, long long lo, long long hi, long long *out,
-                  gw_fault *f) {
+                  oa_fault *f) {
     json_t *v = json_object_get(o, k);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return gw_fail(f, k, NULL, "%s must be an integer in %lld..%lld", k, lo, hi);
+        return oa_fail(f, k, NULL, "%s must be an integer in %lld..%lld", k, lo, hi);
     *out = json_integer_value(v);
     return 1;
 }
 
 /* An optional number field in [lo, hi] (lo excluded when open_lo). */
 static int gw_num(json_t *o, const char *k, double lo, double hi, int open_lo, double *out,
-                  gw_fault *f) {
+                  oa_fault *f) {
     json_t *v = json_object_get(o, k);
     if (!v || json_is_null(v)) return 0;
     double d = json_is_number(v) ? json_number_value(v) : NAN;
     if (!isfinite(d) || d < lo || d > hi || (open_lo && d == lo))
-        return gw_fail(f, k, NULL, "%s must be a number in %s%g, %g]", k, open_lo ? "(" : "[", lo,
+        return oa_fail(f, k, NULL, "%s must be a number in %s%g, %g]", k, open_lo ? "(" : "[", lo,
                        hi);
     *out = d;
     return 1;
 }
 
-static int gw_stop(gw_chat *c, json_t *s, gw_fault *f) {
+static int gw_stop(oa_chat *c, json_t *s, oa_fault *f) {
     size_t n = 0;
     if (!s || json_is_null(s)) return 0;
     json_t *one[1] = {s};
@@ -396,14 +396,14 @@ static int gw_stop(gw_chat *c, json_t *s, gw_fault *f) {
         n = 1;
     } else if (json_is_array(s)) {
         n = json_array_size(s);
-        if (n > GW_MAX_STOP) return gw_fail(f, "stop", NULL, "stop: at most 16 stop strings");
+        if (n > OA_MAX_STOP) return oa_fail(f, "stop", NULL, "stop: at most 16 stop strings");
     } else {
-        return gw_fail(f, "stop", NULL, "stop must be a string or an array of strings");
+        return oa_fail(f, "stop", NULL, "stop must be a string or an array of strings");
     }
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_is_string(s) ? one[0] : json_array_get(s, i);
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256)
-            return gw_fail(f, "stop", NULL, "stop: each stop string must be 1..256 bytes");
+            return oa_fail(f, "stop", NULL, "stop: each stop string must be 1..256 bytes");
         c->stop[i].ptr = json_string_value(v);
         c->stop[i].len = json_string_length(v);
     }
@@ -413,48 +413,48 @@ static int gw_stop(gw_chat *c, json_t *s, gw_fault *f) {
 }
 
 /* stream and stream_options. */
-static int gw_stream(gw_chat *c, json_t *o, gw_fault *f) {
+static int gw_stream(oa_chat *c, json_t *o, oa_fault *f) {
     json_t *st = json_object_get(o, "stream");
     if (st && !json_is_null(st) && !json_is_boolean(st))
-        return gw_fail(f, "stream", NULL, "stream must be a boolean");
+        return oa_fail(f, "stream", NULL, "stream must be a boolean");
     c->stream = json_is_true(st);
     c->turn.stream = c->stream;
     json_t *so = json_object_get(o, "stream_options");
     if (!so || json_is_null(so)) return 0;
-    if (!json_is_object(so)) return gw_fail(f, "stream_options", NULL, "must be an object");
+    if (!json_is_object(so)) return oa_fail(f, "stream_options", NULL, "must be an object");
     const char *k;
     json_t *v;
     json_object_foreach(so, k, v) {
         char p[96];
         snprintf(p, sizeof p, "stream_options.%.60s", k);
         if (!json_is_null(v) && !json_is_boolean(v))
-            return gw_fail(f, p, NULL, "%s must be a boolean", p);
+            return oa_fail(f, p, NULL, "%s must be a boolean", p);
         if (!strcmp(k, "include_usage")) c->include_usage = json_is_true(v);
         else if (!strcmp(k, "include_obfuscation")) {
             if (json_is_true(v))
-                return gw_fail(f, p, "unsupported_value",
+                return oa_fail(f, p, "unsupported_value",
                                "%s: parley does not pad stream events (set it false or leave "
                                "it out)",
                                p);
         } else {
-            return gw_fail(f, p, "unknown_parameter", "%s is not an OpenAI stream option", p);
+            return oa_fail(f, p, "unknown_parameter", "%s is not an OpenAI stream option", p);
         }
     }
     return 0;
 }
 
 /* logprobs (bool) and top_logprobs (0..20, only with logprobs true). */
-static int gw_logprobs(gw_chat *c, json_t *o, gw_fault *f) {
+static int gw_logprobs(oa_chat *c, json_t *o, oa_fault *f) {
     json_t *lp = json_object_get(o, "logprobs"), *top = json_object_get(o, "top_logprobs");
     if (lp && !json_is_null(lp) && !json_is_boolean(lp))
-        return gw_fail(f, "logprobs", NULL, "logprobs must be a boolean");
+        return oa_fail(f, "logprobs", NULL, "logprobs must be a boolean");
     if (top && !json_is_null(top)) {
         if (!json_is_integer(top) || json_integer_value(top) < 0 ||
             json_integer_value(top) > SCH_MAX_TOP_LOGPROBS)
-            return gw_fail(f, "top_logprobs", NULL, "top_logprobs must be an integer in 0..%d",
+            return oa_fail(f, "top_logprobs", NULL, "top_logprobs must be an integer in 0..%d",
                            SCH_MAX_TOP_LOGPROBS);
         if (!json_is_true(lp))
-            return gw_fail(f, "top_logprobs", NULL, "top_logprobs needs logprobs set to true");
+            return oa_fail(f, "top_logprobs", NULL, "top_logprobs needs logprobs set to true");
         c->turn.params.top_logprobs = (uint32_t)json_integer_value(top);
     }
     c->turn.params.has_logprobs = json_is_true(lp);
@@ -463,12 +463,12 @@ static int gw_logprobs(gw_chat *c, json_t *o, gw_fault *f) {
 }
 
 /* n: choices, 1..SCH_MAX_N. */
-static int gw_n(gw_chat *c, json_t *n, gw_fault *f) {
+static int gw_n(oa_chat *c, json_t *n, oa_fault *f) {
     if (!n || json_is_null(n)) return 0;
     if (!json_is_integer(n) || json_integer_value(n) < 1)
-        return gw_fail(f, "n", NULL, "n must be an integer >= 1");
+        return oa_fail(f, "n", NULL, "n must be an integer >= 1");
     if (json_integer_value(n) > SCH_MAX_N)
-        return gw_fail(f, "n", "unsupported_value",
+        return oa_fail(f, "n", "unsupported_value",
                        "n: parley gives at most %d choices per request", SCH_MAX_N);
     c->turn.params.n = (uint32_t)json_integer_value(n);
     return 0;
@@ -476,36 +476,36 @@ static int gw_n(gw_chat *c, json_t *n, gw_fault *f) {
 
 /* user and safety_identifier: identifiers of the end user (abuse
  * monitoring), which parley keeps nowhere. */
-static int gw_ident(json_t *o, const char *k, gw_fault *f) {
+static int gw_ident(json_t *o, const char *k, oa_fault *f) {
     json_t *v = json_object_get(o, k);
     if (v && !json_is_null(v) && (!json_is_string(v) || json_string_length(v) > 256))
-        return gw_fail(f, k, NULL, "%s must be a string of at most 256 bytes", k);
+        return oa_fail(f, k, NULL, "%s must be a string of at most 256 bytes", k);
     return 0;
 }
 
 /* A legacy completions prompt: one string (the ChatTurn's raw `prompt`)
  * or one array of token ids (`prompt_tokens`); a string or token array in
  * a one-element array is the same.  Several prompts are refused. */
-static int gw_prompt(gw_chat *c, json_t *p, gw_fault *f) {
+static int gw_prompt(oa_chat *c, json_t *p, oa_fault *f) {
     if (json_is_array(p) && json_array_size(p) == 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
         p = json_array_get(p, 0);
     if (json_is_string(p)) {
         if (json_string_length(p) == 0 || json_string_length(p) > 256 * 1024)
-            return gw_fail(f, "prompt", NULL, "prompt must be a string of 1..262144 bytes");
+            return oa_fail(f, "prompt", NULL, "prompt must be a string of 1..262144 bytes");
         c->turn.prompt = (sch_str){json_string_value(p), json_string_length(p)};
         return 0;
     }
     if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0))) {
         size_t n = json_array_size(p);
-        if (n > 131072) return gw_fail(f, "prompt", NULL, "prompt: more than 131072 tokens");
+        if (n > 131072) return oa_fail(f, "prompt", NULL, "prompt: more than 131072 tokens");
         uint32_t *ids = malloc(n * sizeof *ids);
-        if (!ids || !gw_keep(c, (char *)ids)) return gw_fail(f, NULL, NULL, "out of memory");
+        if (!ids || !oa_keep(c, (char *)ids)) return oa_fail(f, NULL, NULL, "out of memory");
         for (size_t i = 0; i < n; i++) {
             json_t *v = json_array_get(p, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > 2147483647LL)
-                return gw_fail(f, "prompt", NULL, "prompt: token ids are integers in 0..2^31-1");
+                return oa_fail(f, "prompt", NULL, "prompt: token ids are integers in 0..2^31-1");
             ids[i] = (uint32_t)json_integer_value(v);
         }
         c->turn.prompt_tokens = ids;
@@ -513,14 +513,14 @@ static int gw_prompt(gw_chat *c, json_t *p, gw_fault *f) {
         return 0;
     }
     if (json_is_array(p) && json_array_size(p) > 1)
-        return gw_fail(f, "prompt", "unsupported_value",
+        return oa_fail(f, "prompt", "unsupported_value",
                        "prompt: one prompt per request (send the others as requests of their "
                        "own)");
-    return gw_fail(f, "prompt", NULL, "prompt must be a non-empty string or an array of token ids");
+    return oa_fail(f, "prompt", NULL, "prompt must be a non-empty string or an array of token ids");
 }
 
 /* The completions-only fields: logprobs (0..20 alternatives), echo. */
-static int gw_cmpl_fields_read(gw_chat *c, json_t *o, gw_fault *f) {
+static int gw_cmpl_fields_read(oa_chat *c, json_t *o, oa_fault *f) {
     long long iv = 0;
     int r = gw_int(o, "logprobs", 0, SCH_MAX_TOP_LOGPROBS, &iv, f);
     if (r < 0) return -1;
@@ -531,21 +531,21 @@ static int gw_cmpl_fields_read(gw_chat *c, json_t *o, gw_fault *f) {
     }
     json_t *echo = json_object_get(o, "echo");
     if (echo && !json_is_null(echo) && !json_is_boolean(echo))
-        return gw_fail(f, "echo", NULL, "echo must be a boolean");
+        return oa_fail(f, "echo", NULL, "echo must be a boolean");
     c->echo = json_is_true(echo);
     if (c->echo && c->logprobs)
-        return gw_fail(f, "echo", "unsupported_value",
+        return oa_fail(f, "echo", "unsupported_value",
                        "echo with logprobs would need the prompt's log-probabilities, which parley "
                        "does not compute; ask for one or the other");
     if (c->echo && !c->turn.prompt.ptr)
-        return gw_fail(f, "echo", "unsupported_value",
+        return oa_fail(f, "echo", "unsupported_value",
                        "echo needs the prompt as text (parley does not detokenize token "
                        "prompts)");
     return 0;
 }
 
 /* The body of both endpoints (legacy: /v1/completions). */
-static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c, gw_fault *f) {
+static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, oa_chat *c, oa_fault *f) {
     long long iv = 0;
     double dv = 0;
     int r;
@@ -553,12 +553,12 @@ static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c,
     memset(f, 0, sizeof *f);
     sch_turn_init(&c->turn);
     c->legacy = legacy;
-    if (!json_is_object(o)) return gw_fail(f, NULL, NULL, "the request body must be a JSON object");
+    if (!json_is_object(o)) return oa_fail(f, NULL, NULL, "the request body must be a JSON object");
     c->root = json_incref(o);
     if (gw_fields_check(o, legacy, f) != 0) goto err;
     json_t *model = json_object_get(o, "model");
     if (!json_is_string(model) || !gw_id_ok(json_string_value(model), json_string_length(model))) {
-        gw_fail(f, "model", NULL,
+        oa_fail(f, "model", NULL,
                 "model must be a string of 1..256 bytes without control characters");
         goto err;
     }
@@ -592,48 +592,48 @@ static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, gw_chat *c,
     }
     if (gw_n(c, json_object_get(o, "n"), f) != 0 ||
         (legacy ? gw_cmpl_fields_read(c, o, f)
-                : gw_logprobs(c, o, f) || gw_tools(c, o, f) ||
-                      gw_response_format(c, json_object_get(o, "response_format"), f)) != 0 ||
+                : gw_logprobs(c, o, f) || oa_tools(c, o, f) ||
+                      oa_response_format(c, json_object_get(o, "response_format"), f)) != 0 ||
         gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
         gw_ident(o, "user", f) != 0 || gw_ident(o, "safety_identifier", f) != 0)
         goto err;
     return 0;
 err:
-    gw_chat_free(c);
+    oa_chat_free(c);
     return -1;
 }
 
-int gw_chat_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+int oa_chat_from_json(json_t *o, uint32_t cap, oa_chat *c, oa_fault *f) {
     return gw_request_from_json(o, cap, 0, c, f);
 }
 
-int gw_cmpl_from_json(json_t *o, uint32_t cap, gw_chat *c, gw_fault *f) {
+int oa_cmpl_from_json(json_t *o, uint32_t cap, oa_chat *c, oa_fault *f) {
     return gw_request_from_json(o, cap, 1, c, f);
 }
 
-static int gw_parse(const char *body, size_t len, uint32_t cap, int legacy, gw_chat *c,
-                    gw_fault *f) {
+static int gw_parse(const char *body, size_t len, uint32_t cap, int legacy, oa_chat *c,
+                    oa_fault *f) {
     json_error_t je;
     memset(c, 0, sizeof *c);
     memset(f, 0, sizeof *f);
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!o)
-        return gw_fail(f, NULL, NULL, "the request body is not valid JSON: %s (line %d column %d)",
+        return oa_fail(f, NULL, NULL, "the request body is not valid JSON: %s (line %d column %d)",
                        je.text, je.line, je.column);
     int rc = gw_request_from_json(o, cap, legacy, c, f);
     json_decref(o);
     return rc;
 }
 
-int gw_chat_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+int oa_chat_parse(const char *body, size_t len, uint32_t cap, oa_chat *c, oa_fault *f) {
     return gw_parse(body, len, cap, 0, c, f);
 }
 
-int gw_cmpl_parse(const char *body, size_t len, uint32_t cap, gw_chat *c, gw_fault *f) {
+int oa_cmpl_parse(const char *body, size_t len, uint32_t cap, oa_chat *c, oa_fault *f) {
     return gw_parse(body, len, cap, 1, c, f);
 }
 
-void gw_chat_move(gw_chat *dst, gw_chat *src) {
+void oa_chat_move(oa_chat *dst, oa_chat *src) {
     *dst = *src;
     /* the turn points at arrays inside the struct: at dst's now */
     dst->turn.model = (sch_str){dst->model, strlen(dst->model)};
@@ -641,7 +641,7 @@ void gw_chat_move(gw_chat *dst, gw_chat *src) {
     memset(src, 0, sizeof *src);
 }
 
-void gw_chat_free(gw_chat *c) {
+void oa_chat_free(oa_chat *c) {
     if (c->root) json_decref(c->root);
     for (size_t i = 0; i < c->n_parts; i++) free(c->parts[i]);
     free(c->parts);

@@ -1,9 +1,9 @@
 /*
- * gw_openai.c -- the OpenAI response, chunk and error objects and the
- * conversation key (see gw_openai.h; requests are parsed in gw_request.c).
+ * oa_openai.c -- the OpenAI response, chunk and error objects and the
+ * conversation key (see oa_openai.h; requests are parsed in oa_request.c).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gw_openai.h"
+#include "oa_openai.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ static const char *gw_role_name(sch_role r) {
     return n ? n : "assistant";
 }
 
-void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
+void oa_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
     uint64_t h = PL_FNV64_SEED;
     static const char zero = 0;
     for (size_t i = 0; i < n; i++) {
@@ -32,21 +32,21 @@ void gw_conv_hash(const sch_message *msgs, size_t n, char out[20]) {
     snprintf(out, 20, "oa-%016llx", (unsigned long long)h);
 }
 
-void gw_prompt_hash(const sch_turn *t, char out[20]) {
+void oa_prompt_hash(const sch_turn *t, char out[20]) {
     uint64_t h = PL_FNV64_SEED;
     if (t->prompt.ptr) h = pl_fnv1a64(h, t->prompt.ptr, t->prompt.len);
     else h = pl_fnv1a64(h, t->prompt_tokens, t->n_prompt_tokens * sizeof *t->prompt_tokens);
     snprintf(out, 20, "oc-%016llx", (unsigned long long)h);
 }
 
-int gw_result_choices(const sch_result *r) { return 1 + (int)r->n_choices; }
+int oa_result_choices(const sch_result *r) { return 1 + (int)r->n_choices; }
 
-void gw_result_choice(const sch_result *r, int k, sch_choice *out) {
+void oa_result_choice(const sch_result *r, int k, sch_choice *out) {
     sch_result_choice(r, (size_t)k, out);
     if (!out->text.ptr) out->text = (sch_str){"", 0};
 }
 
-const char *gw_finish_name(const sch_choice *c) {
+const char *oa_finish_name(const sch_choice *c) {
     if (c->n_tool_calls) return "tool_calls";
     return c->finish_reason == SCH_FINISH_LENGTH ? "length" : "stop";
 }
@@ -73,7 +73,7 @@ static json_t *gw_lp_one(const sch_logprob *e) {
                      "logprob", e->logprob, "bytes", gw_bytes_json(e));
 }
 
-json_t *gw_logprobs_content(const sch_logprob *lp, size_t n) {
+json_t *oa_logprobs_content(const sch_logprob *lp, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++) {
         json_t *top = json_array(), *e = gw_lp_one(&lp[i]);
@@ -91,7 +91,7 @@ json_t *gw_logprobs_content(const sch_logprob *lp, size_t n) {
     return a;
 }
 
-json_t *gw_logprobs_legacy(json_t *content, size_t text_from) {
+json_t *oa_logprobs_legacy(json_t *content, size_t text_from) {
     json_t *toks = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
     size_t off = text_from, i, j;
     json_t *e, *t;
@@ -112,7 +112,7 @@ json_t *gw_logprobs_legacy(json_t *content, size_t text_from) {
                      "text_offset", offs);
 }
 
-json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n) {
+json_t *oa_tool_calls_json(const sch_tool_call *t, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
         json_array_append_new(a, json_pack("{ss# ss s{ss# ss#}}", "id", t[i].id.ptr,
@@ -124,11 +124,11 @@ json_t *gw_tool_calls_json(const sch_tool_call *t, size_t n) {
 }
 
 /* One entry of `choices` of the complete response. */
-static json_t *gw_choice_json(const gw_chat *q, const sch_choice *c) {
+static json_t *gw_choice_json(const oa_chat *q, const sch_choice *c) {
     json_t *lp = json_null();
     if (q->logprobs) {
-        json_t *content = gw_logprobs_content(c->logprobs, c->n_logprobs);
-        lp = q->legacy ? gw_logprobs_legacy(content, 0)
+        json_t *content = oa_logprobs_content(c->logprobs, c->n_logprobs);
+        lp = q->legacy ? oa_logprobs_legacy(content, 0)
                        : json_pack("{sO sn}", "content", content, "refusal");
         json_decref(content);
     }
@@ -149,23 +149,23 @@ static json_t *gw_choice_json(const gw_chat *q, const sch_choice *c) {
             text = json_stringn(c->text.ptr, c->text.len);
         }
         return json_pack("{so sI so ss}", "text", text, "index", (json_int_t)c->index, "logprobs",
-                         lp, "finish_reason", gw_finish_name(c));
+                         lp, "finish_reason", oa_finish_name(c));
     }
     json_t *msg = json_pack("{ss sn}", "role", "assistant", "refusal");
     if (msg && c->n_tool_calls && !c->text.len) json_object_set_new(msg, "content", json_null());
     else if (msg) json_object_set_new(msg, "content", json_stringn(c->text.ptr, c->text.len));
     if (msg && c->n_tool_calls)
-        json_object_set_new(msg, "tool_calls", gw_tool_calls_json(c->tool_calls, c->n_tool_calls));
+        json_object_set_new(msg, "tool_calls", oa_tool_calls_json(c->tool_calls, c->n_tool_calls));
     return json_pack("{sI so so ss}", "index", (json_int_t)c->index, "message", msg, "logprobs", lp,
-                     "finish_reason", gw_finish_name(c));
+                     "finish_reason", oa_finish_name(c));
 }
 
-json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id,
+json_t *oa_completion_json(const sch_result *r, const oa_chat *q, const char *id,
                            uint64_t created_s) {
     json_t *choices = json_array(), *usage = gw_usage_json(r);
-    for (int k = 0; choices && k < gw_result_choices(r); k++) {
+    for (int k = 0; choices && k < oa_result_choices(r); k++) {
         sch_choice c;
-        gw_result_choice(r, k, &c);
+        oa_result_choice(r, k, &c);
         json_t *j = gw_choice_json(q, &c);
         if (!j) {
             json_decref(choices);
@@ -184,7 +184,7 @@ json_t *gw_completion_json(const sch_result *r, const gw_chat *q, const char *id
                      (json_int_t)created_s, "model", q->model, "choices", choices, "usage", usage);
 }
 
-json_t *gw_chunk_json(const gw_chat *q, const char *id, uint64_t created_s, const gw_delta *d,
+json_t *oa_chunk_json(const oa_chat *q, const char *id, uint64_t created_s, const oa_delta *d,
                       const sch_result *usage) {
     json_t *choices = json_array();
     json_t *o = json_pack("{ss ss sI ss}", "id", id, "object",
@@ -193,7 +193,7 @@ json_t *gw_chunk_json(const gw_chat *q, const char *id, uint64_t created_s, cons
     if (!choices || !o) goto err;
     if (d) {
         json_t *ch, *lp = json_null();
-        if (q->legacy && d->logprobs) lp = gw_logprobs_legacy(d->logprobs, d->text_from);
+        if (q->legacy && d->logprobs) lp = oa_logprobs_legacy(d->logprobs, d->text_from);
         json_t *fin = d->finish ? json_string(d->finish) : json_null();
         if (q->legacy) {
             ch = json_pack("{ss# sI so so}", "text", d->text ? d->text : "", (int)d->len, "index",
@@ -220,13 +220,13 @@ err:
     return NULL;
 }
 
-json_t *gw_error_json(const char *message, const char *type, const char *param, const char *code) {
+json_t *oa_error_json(const char *message, const char *type, const char *param, const char *code) {
     return json_pack("{s{ss ss so so}}", "error", "message", message, "type", type, "param",
                      param ? json_string(param) : json_null(), "code",
                      code ? json_string(code) : json_null());
 }
 
-const char *gw_result_param(const sch_result *r, char *buf, size_t n) {
+const char *oa_result_param(const sch_result *r, char *buf, size_t n) {
     /* worker messages about a request field start "params.<field>" */
     const char *m = r->error_message.ptr;
     if (!m || strncmp(m, "params.", 7) || !n) return NULL;
@@ -240,7 +240,7 @@ const char *gw_result_param(const sch_result *r, char *buf, size_t n) {
     return NULL;
 }
 
-int gw_result_status(const sch_result *r, const char **type, const char **code) {
+int oa_result_status(const sch_result *r, const char **type, const char **code) {
     const char *name = r->error_name.ptr ? r->error_name.ptr : "";
     *code = r->has_error ? name : NULL;
     if (r->finish_reason == SCH_FINISH_EXPIRED || !strcmp(name, "E_EXPIRED")) {

@@ -1,5 +1,5 @@
 /*
- * test_gw_request.c -- gw_chat_parse without a server: what the gateway
+ * test_oa_request.c -- oa_chat_parse without a server: what the gateway
  * and the batch runner accept and refuse.  Every OpenAI request field
  * parley does not implement is accepted at its default value (null,
  * false, 0, {"type": "text"}, ...) and refused otherwise with 400, the
@@ -8,33 +8,33 @@
  * are parsed into the ChatTurn; hostile bodies never crash.
  */
 #define PTEST_MAIN
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "ptest.h"
 
 #define TG_CAP 4096 /* max_tokens cap */
 
 /* Parse {"model": "m", "messages": [{"role": "user", "content": "hi"}], <extra>}. */
-static int tg_parse(const char *extra, gw_chat *c, gw_fault *f) {
+static int tg_parse(const char *extra, oa_chat *c, oa_fault *f) {
     char body[4096];
     snprintf(body, sizeof body,
              "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s%s}",
              extra && *extra ? ", " : "", extra ? extra : "");
-    return gw_chat_parse(body, strlen(body), TG_CAP, c, f);
+    return oa_chat_parse(body, strlen(body), TG_CAP, c, f);
 }
 
 /* extra is accepted. */
 static void tg_ok(const char *extra) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     int rc = tg_parse(extra, &c, &f);
     PT_ASSERT_MSG(rc == 0, "refused %s: %s (param %s)", extra, f.message, f.param);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
 }
 
 /* extra is refused with 400, param and code. */
 static void tg_refused(const char *extra, const char *param, const char *code) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     int rc = tg_parse(extra, &c, &f);
     PT_ASSERT_MSG(rc == -1, "accepted %s", extra);
     PT_EQ_INT(f.status, 400);
@@ -87,37 +87,37 @@ PT_TEST(unknown_fields_refused) {
 }
 
 PT_TEST(n_choices) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     tg_ok("\"n\": 1");
     PT_EQ_INT(tg_parse("\"n\": 16", &c, &f), 0);
     PT_EQ_INT(c.turn.params.n, 16);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     tg_refused("\"n\": 17", "n", "unsupported_value");
     tg_refused("\"n\": 0", "n", NULL);
     tg_refused("\"n\": \"2\"", "n", NULL);
 }
 
 PT_TEST(logprobs_fields) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     PT_EQ_INT(tg_parse("\"logprobs\": true, \"top_logprobs\": 20", &c, &f), 0);
     PT_ASSERT(c.logprobs && c.turn.params.has_logprobs && c.turn.params.top_logprobs == 20);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     PT_EQ_INT(tg_parse("\"logprobs\": true", &c, &f), 0);
     PT_ASSERT(c.turn.params.has_logprobs && c.turn.params.top_logprobs == 0);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     PT_EQ_INT(tg_parse("\"logprobs\": false, \"top_logprobs\": null", &c, &f), 0);
     PT_ASSERT(!c.logprobs && !c.turn.params.has_logprobs);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     tg_refused("\"top_logprobs\": 2", "top_logprobs", NULL); /* needs logprobs true */
     tg_refused("\"logprobs\": true, \"top_logprobs\": 21", "top_logprobs", NULL);
     tg_refused("\"logprobs\": 1", "logprobs", NULL);
 }
 
 PT_TEST(response_format_fields) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     PT_EQ_INT(tg_parse("\"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
                        "{\"name\": \"person\", \"strict\": true, \"schema\": {\"type\": "
                        "\"object\", \"properties\": {\"n\": {\"type\": \"string\"}}}}}",
@@ -127,12 +127,12 @@ PT_TEST(response_format_fields) {
     PT_EQ_STR(c.turn.params.response_format.spec.ptr,
               "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\"}}}");
     /* the schema text is heap-owned: it survives moving the request */
-    gw_chat moved;
-    gw_chat_move(&moved, &c);
+    oa_chat moved;
+    oa_chat_move(&moved, &c);
     PT_EQ_STR(moved.turn.params.response_format.spec.ptr,
               "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\"}}}");
     PT_EQ_STR(moved.turn.model.ptr, "m");
-    gw_chat_free(&moved);
+    oa_chat_free(&moved);
     static const struct {
         const char *rf;
         sch_rf type;
@@ -152,7 +152,7 @@ PT_TEST(response_format_fields) {
         PT_ASSERT_MSG(tg_parse(buf, &c, &f) == 0, "%s: %s", ok[i].rf, f.message);
         PT_EQ_INT(c.turn.params.response_format.type, ok[i].type);
         if (ok[i].spec) PT_EQ_STR(c.turn.params.response_format.spec.ptr, ok[i].spec);
-        gw_chat_free(&c);
+        oa_chat_free(&c);
     }
     tg_refused("\"response_format\": {\"type\": \"xml\"}", "response_format.type",
                "unsupported_value");
@@ -173,31 +173,31 @@ PT_TEST(response_format_fields) {
 }
 
 /* Parse a /v1/completions body {"model": "m", <extra>}. */
-static int tg_cmpl(const char *extra, gw_chat *c, gw_fault *f) {
+static int tg_cmpl(const char *extra, oa_chat *c, oa_fault *f) {
     char body[2048];
     snprintf(body, sizeof body, "{\"model\": \"m\", %s}", extra);
-    return gw_cmpl_parse(body, strlen(body), TG_CAP, c, f);
+    return oa_cmpl_parse(body, strlen(body), TG_CAP, c, f);
 }
 
 PT_TEST(completions_fields) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     PT_EQ_INT(tg_cmpl("\"prompt\": \"Once upon\", \"echo\": true, \"n\": 2", &c, &f), 0);
     PT_ASSERT(c.legacy && c.echo && !c.turn.messages);
     PT_EQ_STR(c.turn.prompt.ptr, "Once upon");
     PT_EQ_INT(c.turn.params.max_tokens, 16); /* OpenAI's completions default */
     PT_EQ_INT(c.turn.params.n, 2);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     PT_EQ_INT(tg_cmpl("\"prompt\": [[1, 2, 3]], \"logprobs\": 5, \"suffix\": null, "
                       "\"best_of\": 1",
                       &c, &f),
               0);
     PT_EQ_INT(c.turn.n_prompt_tokens, 3);
     PT_ASSERT(c.logprobs && c.turn.params.top_logprobs == 5 && !c.turn.prompt.ptr);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     PT_EQ_INT(tg_cmpl("\"prompt\": [\"one\"], \"logprobs\": 0", &c, &f), 0);
     PT_ASSERT(c.logprobs && c.turn.params.has_logprobs && c.turn.params.top_logprobs == 0);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     static const char *const bad[][3] = {
         {"\"prompt\": \"x\", \"suffix\": \"end\"", "suffix", "unsupported_parameter"},
         {"\"prompt\": \"x\", \"echo\": true, \"logprobs\": 1", "echo", "unsupported_value"},
@@ -221,12 +221,12 @@ PT_TEST(completions_fields) {
 }
 
 PT_TEST(message_fields) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     const char *named = "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"name\": "
                         "\"ann\", \"content\": \"hi\"}]}";
-    PT_EQ_INT(gw_chat_parse(named, strlen(named), TG_CAP, &c, &f), 0);
-    gw_chat_free(&c);
+    PT_EQ_INT(oa_chat_parse(named, strlen(named), TG_CAP, &c, &f), 0);
+    oa_chat_free(&c);
     static const char *const bad[][3] = {
         {"{\"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": [{\"id\": \"c\"}]}",
          "messages[0].tool_calls", NULL},
@@ -244,15 +244,15 @@ PT_TEST(message_fields) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char body[1024];
         snprintf(body, sizeof body, "{\"model\": \"m\", \"messages\": [%s]}", bad[i][0]);
-        PT_EQ_INT(gw_chat_parse(body, strlen(body), TG_CAP, &c, &f), -1);
+        PT_EQ_INT(oa_chat_parse(body, strlen(body), TG_CAP, &c, &f), -1);
         PT_EQ_STR(f.param, bad[i][1]);
         if (bad[i][2]) PT_EQ_STR(f.code, bad[i][2]);
     }
 }
 
 PT_TEST(tools_fields) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     const char *tools = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": "
                         "\"get_weather\", \"description\": \"d\", \"parameters\": {\"type\": "
                         "\"object\"}, \"strict\": true}}]";
@@ -266,25 +266,25 @@ PT_TEST(tools_fields) {
     PT_EQ_STR(c.turn.params.tool_choice.ptr,
               "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}");
     PT_ASSERT(!c.turn.params.parallel_tool_calls);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     snprintf(buf, sizeof buf, "%s, \"tool_choice\": \"required\"", tools);
     PT_EQ_INT(tg_parse(buf, &c, &f), 0);
     PT_EQ_STR(c.turn.params.tool_choice.ptr, "\"required\"");
     PT_ASSERT(c.turn.params.parallel_tool_calls);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     /* a conversation with a call and its result */
     const char *conv =
         "{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, "
         "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", "
         "\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": "
         "\"{}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"18C\"}]}";
-    PT_EQ_INT(gw_chat_parse(conv, strlen(conv), TG_CAP, &c, &f), 0);
+    PT_EQ_INT(oa_chat_parse(conv, strlen(conv), TG_CAP, &c, &f), 0);
     PT_EQ_INT(c.turn.messages[1].role, SCH_ROLE_ASSISTANT);
     PT_EQ_INT(c.turn.messages[1].content.len, 0);
     PT_ASSERT(strstr(c.turn.messages[1].tool_calls.ptr, "get_weather") != NULL);
     PT_EQ_INT(c.turn.messages[2].role, SCH_ROLE_TOOL);
     PT_EQ_STR(c.turn.messages[2].tool_call_id.ptr, "c1");
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     static const char *const bad[][2] = {
         {"\"tools\": []", "tools"},
         {"\"tools\": [{\"type\": \"code\"}]", "tools[0]"},
@@ -306,8 +306,8 @@ PT_TEST(tools_fields) {
 }
 
 PT_TEST(honoured_fields_parsed) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     PT_EQ_INT(tg_parse("\"max_completion_tokens\": 7, \"temperature\": 0.5, \"top_p\": 0.9, "
                        "\"seed\": 3, \"stop\": [\"a\", \"b\"], \"stream\": true, \"top_k\": 4, "
                        "\"repetition_penalty\": 1.1, \"user\": \"u\", \"safety_identifier\": "
@@ -322,15 +322,15 @@ PT_TEST(honoured_fields_parsed) {
     PT_ASSERT(c.stream && c.turn.stream && c.include_usage);
     PT_EQ_STR(c.model, "m");
     PT_EQ_INT(c.turn.n_messages, 1);
-    gw_chat_free(&c);
+    oa_chat_free(&c);
     tg_refused("\"temperature\": 3", "temperature", NULL);
     tg_refused("\"max_tokens\": 5000", "max_tokens", NULL);
     tg_refused("\"user\": 5", "user", NULL);
 }
 
 PT_TEST(hostile_bodies) {
-    gw_chat c;
-    gw_fault f;
+    oa_chat c;
+    oa_fault f;
     const char *const bodies[] = {"",
                                   "{",
                                   "[1]",
@@ -339,7 +339,7 @@ PT_TEST(hostile_bodies) {
                                   "{\"model\": \"m\", \"model\": \"m\"}",
                                   "{\"model\": \"m\"}"};
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
-        PT_EQ_INT(gw_chat_parse(bodies[i], strlen(bodies[i]), TG_CAP, &c, &f), -1);
+        PT_EQ_INT(oa_chat_parse(bodies[i], strlen(bodies[i]), TG_CAP, &c, &f), -1);
         PT_EQ_INT(f.status, 400);
     }
     /* random bytes and mutations of a full request: never a crash */
@@ -351,6 +351,6 @@ PT_TEST(hostile_bodies) {
         size_t n = strlen(full);
         memcpy(buf, full, n);
         for (int k = 0; k < 1 + (int)(pt_rand() % 4); k++) buf[pt_rand() % n] = (char)pt_rand();
-        if (gw_chat_parse(buf, n, TG_CAP, &c, &f) == 0) gw_chat_free(&c);
+        if (oa_chat_parse(buf, n, TG_CAP, &c, &f) == 0) oa_chat_free(&c);
     }
 }

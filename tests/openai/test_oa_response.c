@@ -1,5 +1,5 @@
 /*
- * test_gw_response.c -- the OpenAI response shapes the gateway and the
+ * test_oa_response.c -- the OpenAI response shapes the gateway and the
  * batch runner write from a TurnResult: every choice of an n > 1 result,
  * chat logprobs ({token, logprob, bytes, top_logprobs}; bytes of a partial
  * character are its raw bytes), tool calls (message.tool_calls, content
@@ -8,7 +8,7 @@
  * result names.
  */
 #define PTEST_MAIN
-#include "gw_openai.h"
+#include "oa_openai.h"
 #include "ptest.h"
 
 static sch_logprob tr_top[2] = {
@@ -58,12 +58,12 @@ PT_TEST(chat_choices_logprobs_tool_calls) {
     sch_result r;
     sch_choice more;
     tr_result(&r, &more);
-    gw_chat q;
-    gw_fault f;
+    oa_chat q;
+    oa_fault f;
     const char *body = "{\"model\": \"m\", \"n\": 2, \"logprobs\": true, \"top_logprobs\": 2, "
                        "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}";
-    PT_EQ_INT(gw_chat_parse(body, strlen(body), 4096, &q, &f), 0);
-    json_t *j = gw_completion_json(&r, &q, "chatcmpl-t", 1);
+    PT_EQ_INT(oa_chat_parse(body, strlen(body), 4096, &q, &f), 0);
+    json_t *j = oa_completion_json(&r, &q, "chatcmpl-t", 1);
     PT_ASSERT(j != NULL);
     PT_EQ_STR(json_string_value(tr_path(j, "object")), "chat.completion");
     PT_EQ_INT(json_array_size(tr_path(j, "choices")), 2);
@@ -90,16 +90,16 @@ PT_TEST(chat_choices_logprobs_tool_calls) {
     PT_EQ_INT(json_integer_value(tr_path(j, "usage.prompt_tokens")), 7);
     json_decref(j);
     /* a stream chunk of choice 1 with a tool-call delta */
-    gw_delta d = {.index = 1};
+    oa_delta d = {.index = 1};
     d.tool_calls = json_pack("[{sI s{ss}}]", "index", (json_int_t)0, "function", "arguments", "{}");
-    j = gw_chunk_json(&q, "chatcmpl-t", 1, &d, NULL);
+    j = oa_chunk_json(&q, "chatcmpl-t", 1, &d, NULL);
     PT_EQ_STR(json_string_value(tr_path(j, "object")), "chat.completion.chunk");
     PT_EQ_INT(json_integer_value(tr_path(j, "choices.0.index")), 1);
     PT_EQ_STR(json_string_value(tr_path(j, "choices.0.delta.tool_calls.0.function.arguments")),
               "{}");
     json_decref(j);
     json_decref(d.tool_calls);
-    gw_chat_free(&q);
+    oa_chat_free(&q);
 }
 
 PT_TEST(legacy_completion_echo_and_logprobs) {
@@ -107,19 +107,19 @@ PT_TEST(legacy_completion_echo_and_logprobs) {
     sch_choice more;
     tr_result(&r, &more);
     r.n_choices = 0;
-    gw_chat q;
-    gw_fault f;
+    oa_chat q;
+    oa_fault f;
     const char *body = "{\"model\": \"m\", \"prompt\": \"Say: \", \"echo\": true}";
-    PT_EQ_INT(gw_cmpl_parse(body, strlen(body), 4096, &q, &f), 0);
-    json_t *j = gw_completion_json(&r, &q, "cmpl-t", 1);
+    PT_EQ_INT(oa_cmpl_parse(body, strlen(body), 4096, &q, &f), 0);
+    json_t *j = oa_completion_json(&r, &q, "cmpl-t", 1);
     PT_EQ_STR(json_string_value(tr_path(j, "object")), "text_completion");
     PT_EQ_STR(json_string_value(tr_path(j, "choices.0.text")), "Say: Hi");
     PT_ASSERT(json_is_null(tr_path(j, "choices.0.logprobs")));
     json_decref(j);
-    gw_chat_free(&q);
+    oa_chat_free(&q);
     body = "{\"model\": \"m\", \"prompt\": \"Say: \", \"logprobs\": 2}";
-    PT_EQ_INT(gw_cmpl_parse(body, strlen(body), 4096, &q, &f), 0);
-    j = gw_completion_json(&r, &q, "cmpl-t", 1);
+    PT_EQ_INT(oa_cmpl_parse(body, strlen(body), 4096, &q, &f), 0);
+    j = oa_completion_json(&r, &q, "cmpl-t", 1);
     PT_EQ_STR(json_string_value(tr_path(j, "choices.0.text")), "Hi");
     PT_EQ_STR(json_string_value(tr_path(j, "choices.0.logprobs.tokens.0")), "Hi");
     PT_ASSERT(json_real_value(tr_path(j, "choices.0.logprobs.token_logprobs.0")) == -0.25);
@@ -127,15 +127,15 @@ PT_TEST(legacy_completion_echo_and_logprobs) {
     PT_EQ_INT(json_integer_value(tr_path(j, "choices.0.logprobs.text_offset.0")), 0);
     json_decref(j);
     /* a legacy stream chunk: text, index, finish_reason, offsets from text_from */
-    json_t *content = gw_logprobs_content(tr_lp, 1);
-    gw_delta d = {.index = 0, .text = "Hi", .len = 2, .text_from = 4, .logprobs = content};
-    j = gw_chunk_json(&q, "cmpl-t", 1, &d, NULL);
+    json_t *content = oa_logprobs_content(tr_lp, 1);
+    oa_delta d = {.index = 0, .text = "Hi", .len = 2, .text_from = 4, .logprobs = content};
+    j = oa_chunk_json(&q, "cmpl-t", 1, &d, NULL);
     PT_EQ_STR(json_string_value(tr_path(j, "choices.0.text")), "Hi");
     PT_EQ_INT(json_integer_value(tr_path(j, "choices.0.logprobs.text_offset.0")), 4);
     PT_ASSERT(json_is_null(tr_path(j, "choices.0.finish_reason")));
     json_decref(j);
     json_decref(content);
-    gw_chat_free(&q);
+    oa_chat_free(&q);
 }
 
 PT_TEST(error_result_param) {
@@ -143,13 +143,13 @@ PT_TEST(error_result_param) {
     char buf[32];
     sch_result_init(&r);
     r.error_message = sch_str_c("params.response_format (json_schema): bad schema");
-    PT_EQ_STR(gw_result_param(&r, buf, sizeof buf), "response_format");
+    PT_EQ_STR(oa_result_param(&r, buf, sizeof buf), "response_format");
     r.error_message = sch_str_c("params.n: 9 choices exceed scheduler.max_running (4)");
-    PT_EQ_STR(gw_result_param(&r, buf, sizeof buf), "n");
+    PT_EQ_STR(oa_result_param(&r, buf, sizeof buf), "n");
     r.error_message = sch_str_c("params.tools: not supported");
-    PT_EQ_STR(gw_result_param(&r, buf, sizeof buf), "tools");
+    PT_EQ_STR(oa_result_param(&r, buf, sizeof buf), "tools");
     r.error_message = sch_str_c("prompt (9 tokens) exceeds");
-    PT_ASSERT(gw_result_param(&r, buf, sizeof buf) == NULL);
+    PT_ASSERT(oa_result_param(&r, buf, sizeof buf) == NULL);
     r.error_message = sch_str_c("params.bogus: x");
-    PT_ASSERT(gw_result_param(&r, buf, sizeof buf) == NULL);
+    PT_ASSERT(oa_result_param(&r, buf, sizeof buf) == NULL);
 }
