@@ -48,7 +48,7 @@
 #include "cm_startup.h"
 #include "oa_openai.h"
 #include "pl_err.h"
-#include "cl_client.h"
+#include "cm_client.h"
 #include "pl_time.h"
 
 /* One request of the input. */
@@ -64,10 +64,10 @@ typedef struct bt_item {
 /* Command-line options and run state. */
 typedef struct bt_run {
     const char *input, *output, *ns, *dlq; /* options */
-    cl_kafka_cli kafka;                    /* --brokers, --config, --kafka.*: the Kafka layer */
+    cm_kafka_cli kafka;                    /* --brokers, --config, --kafka.*: the Kafka layer */
     char errors[4096];                     /* error file path */
     char state_path[4096];                 /* OUTPUT.state */
-    cl_topics topics;                      /* turns / responses */
+    cm_topics topics;                      /* turns / responses */
     uint64_t window;                       /* turns in flight at most */
     uint64_t timeout_s;                    /* per request */
     uint64_t startup_s;                    /* bound on the start-up waits */
@@ -330,7 +330,7 @@ static void bt_progress(bt_run *r, int final) {
  * on a fresh batch the offsets are the topics' ends now, saved first. */
 static rd_kafka_t *bt_reader(bt_run *r, int fresh, char *err, size_t errlen) {
     const char *topics[2] = {r->topics.responses, r->dlq};
-    rd_kafka_t *rk = cl_reader_new_topics(r->kafka.k, topics, r->dlq ? 2 : 1, 1,
+    rd_kafka_t *rk = cm_reader_new_topics(r->kafka.k, topics, r->dlq ? 2 : 1, 1,
                                           cm_startup_left_ms(), err, errlen);
     rd_kafka_topic_partition_list_t *a = NULL;
     if (!rk) return NULL;
@@ -363,7 +363,7 @@ err:
     pl_errf(err, errlen, BT_EKAFKA, "cannot read the end offsets / assign the reader");
 err_quiet:
     if (a && a != r->st.from) rd_kafka_topic_partition_list_destroy(a);
-    cl_reader_free(rk);
+    cm_reader_free(rk);
     return NULL;
 }
 
@@ -410,7 +410,7 @@ static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, s
 
 /* --kafka.X VALUE (cli_unknown_fn). */
 static int bt_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
-    return cl_kafka_cli_key(&((bt_run *)ctx)->kafka, arg, val, err, errlen);
+    return cm_kafka_cli_key(&((bt_run *)ctx)->kafka, arg, val, err, errlen);
 }
 
 /* Parse argv into r; 0 to run, 1 after --help, 2 usage error (printed). */
@@ -425,13 +425,13 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     r->progress_s = 10;
     r->max_tokens = 4096;
     r->dlq = "parley.dlq";
-    cl_topics_prefix(&r->topics, "parley", err, sizeof err);
+    cm_topics_prefix(&r->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
         {"--input", NULL, CLI_STR, &r->input, 0, 0, "FILE",
          "OpenAI Batch requests, JSONL (required)", NULL},
         {"--output", NULL, CLI_STR, &r->output, 0, 0, "FILE", "batch output, JSONL (required)",
          NULL},
-        CL_KAFKA_OPTS(&r->kafka),
+        CM_KAFKA_OPTS(&r->kafka),
         {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE",
          "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
         {"--namespace", NULL, CLI_STR, &r->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
@@ -439,7 +439,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "DLQ topic read for rejected turns (default parley.dlq;\n"
          "empty: none)",
          bt_dlq_opt},
-        CL_TOPIC_OPTS(&r->topics),
+        CM_TOPIC_OPTS(&r->topics),
         {"--window", NULL, CLI_U64, &r->window, 1, 100000, "N",
          "turns in flight at most (default 64)", NULL},
         {"--timeout-s", NULL, CLI_U64, &r->timeout_s, 1, 86400 * 7, "N",
@@ -470,7 +470,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     };
     r->kafka.cmd = "batch";
     r->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
-    int pr = cl_kafka_cli_parse(&cmd, &r->kafka, argc, argv, r);
+    int pr = cm_kafka_cli_parse(&cmd, &r->kafka, argc, argv, r);
     if (pr != CLI_OK) return pr;
     if (!r->input || !r->output) {
         fprintf(stderr, "batch: --input, --output and --brokers are required\n");
@@ -509,7 +509,7 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
         it->chat.turn.params.stop = it->chat.stop;
         it->chat.turn.created_ms = ms;
         it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
-        if (cl_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
+        if (cm_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
             fprintf(stderr, "batch: %s\n", err);
             return -1;
         }
@@ -524,7 +524,7 @@ int bt_cmd_batch(int argc, char **argv) {
     bt_run r;
     int prc = bt_parse(argc, argv, &r);
     if (prc) {
-        cl_kafka_cli_free(&r.kafka);
+        cm_kafka_cli_free(&r.kafka);
         return prc == 1 ? 0 : 2;
     }
     char err[PL_ERR_LEN * 4]; /* a path of up to 900 bytes and its cause */
@@ -561,7 +561,7 @@ int bt_cmd_batch(int argc, char **argv) {
             r.input, r.total, r.done, r.n, r.st.batch_id, have ? ", resumed" : "");
     if (r.n > 0) {
         cm_startup_begin("batch", "--startup-timeout-s", (int64_t)r.startup_s * 1000);
-        if (!(prod = cl_producer_new(r.kafka.k, r.topics.turns, cm_startup_left_ms(), err,
+        if (!(prod = cm_producer_new(r.kafka.k, r.topics.turns, cm_startup_left_ms(), err,
                                      sizeof err)) ||
             !(rk = bt_reader(&r, !have, err, sizeof err)))
             goto fail;
@@ -593,7 +593,7 @@ out:
     free(line);
     if (in) fclose(in);
     if (r.err_f) fclose(r.err_f);
-    cl_reader_free(rk);
+    cm_reader_free(rk);
     if (prod) {
         rd_kafka_flush(prod, 5000);
         rd_kafka_destroy(prod);
@@ -606,6 +606,6 @@ out:
     bt_out_close(&r.out);
     bt_out_close(&r.seen);
     bt_state_free(&r.st);
-    cl_kafka_cli_free(&r.kafka);
+    cm_kafka_cli_free(&r.kafka);
     return rc;
 }

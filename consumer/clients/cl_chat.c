@@ -33,13 +33,13 @@
 
 /* Command-line options. */
 typedef struct chat_opts {
-    cl_kafka_cli kafka;  /* --brokers, --config, --kafka.*: the Kafka layer */
+    cm_kafka_cli kafka;  /* --brokers, --config, --kafka.*: the Kafka layer */
     char conv[128];      /* conversation id */
     const char *system;  /* system prompt or NULL */
     const char *file;    /* input file or NULL (stdin) */
     const char *ns;      /* KV-cache namespace or NULL (default) */
     const char *model;   /* model name or NULL (worker default) */
-    cl_topics topics;    /* topic names */
+    cm_topics topics;    /* topic names */
     uint64_t max_tokens; /* params.max_tokens */
     double temperature;  /* params.temperature */
     uint64_t timeout_ms; /* per-turn wait for the result */
@@ -170,7 +170,7 @@ static int chat_turn(const chat_opts *o, rd_kafka_t *prod, rd_kafka_t *tok, rd_k
     chat_stream s;
     memset(&s, 0, sizeof s);
     double sent = pl_mono_msf();
-    if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
+    if (cm_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "chat: %s\n", err);
         h->n--;
         free((char *)h->msgs[h->n].content.ptr);
@@ -223,7 +223,7 @@ static int chat_conv_opt(void *ctx, const cli_opt *opt, const char *v, char *err
 
 /* --kafka.X VALUE (cli_unknown_fn). */
 static int chat_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
-    return cl_kafka_cli_key(&((chat_opts *)ctx)->kafka, arg, val, err, errlen);
+    return cm_kafka_cli_key(&((chat_opts *)ctx)->kafka, arg, val, err, errlen);
 }
 
 /* Parse argv into o; returns 0, or 2 after printing a usage message (1
@@ -235,18 +235,18 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     o->temperature = 0.7;
     o->timeout_ms = 60000;
     o->startup_s = 30;
-    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
+    cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->conv, sizeof o->conv, "chat-%llx-%x", (unsigned long long)pl_unix_ms(),
              (unsigned)getpid());
     const cli_opt opts[] = {
-        CL_KAFKA_OPTS(&o->kafka),
+        CM_KAFKA_OPTS(&o->kafka),
         {"--conversation", NULL, CLI_FN, NULL, 0, 0, "ID",
          "conversation id (default chat-<time>-<pid>)", chat_conv_opt},
         {"--system", NULL, CLI_STR, &o->system, 0, 0, "TEXT", "system message", NULL},
         {"--file", NULL, CLI_STR, &o->file, 0, 0, "TURNS.txt", "one user message per line", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
-        CL_TOPIC_OPTS(&o->topics),
+        CM_TOPIC_OPTS(&o->topics),
         {"--max-tokens", NULL, CLI_U64, &o->max_tokens, 1, 32768, "N",
          "params.max_tokens (default 128)", NULL},
         {"--temperature", NULL, CLI_F64, &o->temperature, 0, 100, "T",
@@ -276,14 +276,14 @@ static int chat_parse(int argc, char **argv, chat_opts *o) {
     };
     o->kafka.cmd = "chat";
     o->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
-    return cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
+    return cm_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
 }
 
 int cl_cmd_chat(int argc, char **argv) {
     chat_opts o;
     int prc = chat_parse(argc, argv, &o);
     if (prc) {
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return prc == 1 ? 0 : 2;
     }
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
@@ -295,16 +295,16 @@ int cl_cmd_chat(int argc, char **argv) {
     size_t cap = 0;
     if (o.file && !(in = fopen(o.file, "r"))) {
         fprintf(stderr, "chat: cannot open %s\n", o.file);
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return 2;
     }
     int interactive = !o.file && isatty(STDIN_FILENO);
     if (o.system && cl_history_push(&h, SCH_ROLE_SYSTEM, o.system, strlen(o.system)) != 0) goto err;
     cm_startup_begin("chat", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
     cm_kafka *k = o.kafka.k;
-    if (!(prod = cl_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
-        !(tok = cl_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err)) ||
-        !(res = cl_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
+    if (!(prod = cm_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+        !(tok = cm_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err)) ||
+        !(res = cm_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "chat: %s\n", err);
         goto err;
     }
@@ -326,13 +326,13 @@ int cl_cmd_chat(int argc, char **argv) {
 err:
     free(line);
     if (in != stdin) fclose(in);
-    cl_reader_free(tok);
-    cl_reader_free(res);
+    cm_reader_free(tok);
+    cm_reader_free(res);
     if (prod) {
         rd_kafka_flush(prod, 2000);
         rd_kafka_destroy(prod);
     }
     cl_history_free(&h);
-    cl_kafka_cli_free(&o.kafka);
+    cm_kafka_cli_free(&o.kafka);
     return rc;
 }

@@ -321,7 +321,7 @@ static int wd_send(wd_demo *d, int c) {
     t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
     t.stream = true;
     t.created_ms = pl_unix_ms();
-    if (cl_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
+    if (cm_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
         fprintf(stderr, "demo: turn %s: %s\n", tid, err);
         return -1;
     }
@@ -710,11 +710,11 @@ int cl_cmd_demo(int argc, char **argv) {
     /* the readers start at the topics' ends: they exist before the first
      * turn is sent, so they see every chunk and reply of this run */
     if (cm_kafka_new(cfg, CM_KAFKA_PRODUCER | CM_KAFKA_READER, "demo", &kafka, err, sizeof err) ||
-        !(d.prod = cl_producer_new(kafka, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
+        !(d.prod = cm_producer_new(kafka, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
         !(d.tok_c =
-              cl_reader_new(kafka, "parley.tokens", 0, cm_startup_left_ms(), err, sizeof err)) ||
+              cm_reader_new(kafka, "parley.tokens", 0, cm_startup_left_ms(), err, sizeof err)) ||
         !(d.res_c =
-              cl_reader_new(kafka, "parley.responses", 1, cm_startup_left_ms(), err, sizeof err))) {
+              cm_reader_new(kafka, "parley.responses", 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
@@ -739,8 +739,8 @@ done:
         }
     }
     if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
-    cl_reader_free(d.tok_c);
-    cl_reader_free(d.res_c);
+    cm_reader_free(d.tok_c);
+    cm_reader_free(d.res_c);
     wk_worker_free(wt.w);
     cm_kafka_free(kafka);
     cm_config_free(cfg);

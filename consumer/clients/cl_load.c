@@ -51,8 +51,8 @@ static const char *const load_words[] = {
 
 /* Command-line options. */
 typedef struct load_opts {
-    cl_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
-    cl_topics topics;   /* topic names */
+    cm_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
+    cm_topics topics;   /* topic names */
     const char *ns;     /* KV-cache namespace or NULL */
     const char *model;  /* model name or NULL */
     uint64_t convs;     /* conversations */
@@ -142,7 +142,7 @@ static int load_send(load_run *r, rd_kafka_t *prod, size_t c) {
     if (o->ns) t.ns = sch_str_c(o->ns);
     if (o->model) t.model = sch_str_c(o->model);
     t.created_ms = pl_unix_ms();
-    if (cl_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
+    if (cm_turn_send(prod, o->topics.turns, &t, err, sizeof err) != 0) {
         fprintf(stderr, "load: %s\n", err);
         return -1;
     }
@@ -255,7 +255,7 @@ static int load_range_opt(void *ctx, const cli_opt *opt, const char *v, char *er
 
 /* --kafka.X VALUE (cli_unknown_fn). */
 static int load_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
-    return cl_kafka_cli_key(&((load_opts *)ctx)->kafka, arg, val, err, errlen);
+    return cm_kafka_cli_key(&((load_opts *)ctx)->kafka, arg, val, err, errlen);
 }
 
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
@@ -274,9 +274,9 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     o->startup_s = 30;
     o->grace_ms = 1000;
     o->seed = pl_unix_ms();
-    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
+    cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
-        CL_KAFKA_OPTS(&o->kafka),
+        CM_KAFKA_OPTS(&o->kafka),
         {"--conversations", NULL, CLI_U64, &o->convs, 1, 1000000, "C", "conversations (default 10)",
          NULL},
         {"--turns", NULL, CLI_U64, &o->turns, 1, 4096, "T", "turns per conversation (default 3)",
@@ -300,7 +300,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
         {"--seed", NULL, CLI_U64, &o->seed, 0, 0, "N", "random seed (default: the time)", NULL},
         {"--namespace", NULL, CLI_STR, &o->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
         {"--model", NULL, CLI_STR, &o->model, 0, 0, "M", "model the turns name", NULL},
-        CL_TOPIC_OPTS(&o->topics),
+        CM_TOPIC_OPTS(&o->topics),
     };
     const cli_cmd cmd = {
         .name = "load",
@@ -323,7 +323,7 @@ static int load_parse(int argc, char **argv, load_opts *o) {
     };
     o->kafka.cmd = "load";
     o->kafka.roles = CM_KAFKA_PRODUCER | CM_KAFKA_READER;
-    int pr = cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
+    int pr = cm_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
     if (pr != CLI_OK) return pr;
     if (o->convs * o->turns > 100000000ull) {
         fprintf(stderr, "load: conversations x turns is too large\n");
@@ -420,7 +420,7 @@ int cl_cmd_load(int argc, char **argv) {
     load_opts o;
     int prc = load_parse(argc, argv, &o);
     if (prc) {
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return prc == 1 ? 0 : 2;
     }
     char err[PL_ERR_LEN * 2]; /* topic names run to 255 bytes */
@@ -458,10 +458,10 @@ int cl_cmd_load(int argc, char **argv) {
     r.r_len = o.convs;
     cm_startup_begin("load", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
     cm_kafka *k = o.kafka.k;
-    if (!(prod = cl_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
+    if (!(prod = cm_producer_new(k, o.topics.turns, cm_startup_left_ms(), err, sizeof err)) ||
         (o.stream &&
-         !(tok = cl_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err))) ||
-        !(res = cl_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
+         !(tok = cm_reader_new(k, o.topics.tokens, 0, cm_startup_left_ms(), err, sizeof err))) ||
+        !(res = cm_reader_new(k, o.topics.responses, 1, cm_startup_left_ms(), err, sizeof err))) {
         fprintf(stderr, "load: %s\n", err);
         goto err;
     }
@@ -504,8 +504,8 @@ int cl_cmd_load(int argc, char **argv) {
         if (load_poll(&r, NULL, res, 20) != 0) goto err;
     rc = load_report(&r, elapsed, timed_out);
 err:
-    cl_reader_free(tok);
-    cl_reader_free(res);
+    cm_reader_free(tok);
+    cm_reader_free(res);
     if (prod) {
         rd_kafka_flush(prod, 2000);
         rd_kafka_destroy(prod);
@@ -520,6 +520,6 @@ err:
     free(r.w_queue);
     free(r.w_ttft);
     free(r.w_total);
-    cl_kafka_cli_free(&o.kafka);
+    cm_kafka_cli_free(&o.kafka);
     return rc;
 }

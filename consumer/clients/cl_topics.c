@@ -1,5 +1,5 @@
 /*
- * cl_topics.c -- `parley topics`: create the four topics a parley fleet
+ * cm_topics.c -- `parley topics`: create the four topics a parley fleet
  * uses, with the partition advice of the README, on a Kafka cluster.
  *
  * Why.  A worker started against a cluster without its topics waits and
@@ -36,8 +36,8 @@
 
 /* Options of `parley topics`. */
 typedef struct tp_opts {
-    cl_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
-    cl_topics topics;   /* turns / tokens / responses names */
+    cm_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
+    cm_topics topics;   /* turns / tokens / responses names */
     char dlq[256];      /* DeadLetter topic name */
     int partitions;     /* of turns, tokens, responses */
     int replication;    /* replication factor (0: min(3, brokers); -1: broker default) */
@@ -47,19 +47,19 @@ typedef struct tp_opts {
 
 static int tp_dlq_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
-    return cl_topic_set(t->dlq, val, err, errlen);
+    return cm_topic_set(t->dlq, val, err, errlen);
 }
 
 static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
-    if (cl_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
+    if (cm_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
     snprintf(t->dlq, sizeof t->dlq, "%s.dlq", val);
     return 0;
 }
 
 /* --kafka.X VALUE (cli_unknown_fn). */
 static int tp_kafka_key(void *ctx, const char *arg, const char *val, char *err, size_t errlen) {
-    return cl_kafka_cli_key(&((tp_opts *)ctx)->kafka, arg, val, err, errlen);
+    return cm_kafka_cli_key(&((tp_opts *)ctx)->kafka, arg, val, err, errlen);
 }
 
 /* Parse argv; 0 ok, 1 --help, 2 usage error (printed). */
@@ -70,10 +70,10 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     o->replication = 0;
     o->min_isr = 0;
     o->startup_s = 30;
-    cl_topics_prefix(&o->topics, "parley", err, sizeof err);
+    cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
     const cli_opt opts[] = {
-        CL_KAFKA_OPTS(&o->kafka),
+        CM_KAFKA_OPTS(&o->kafka),
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
          "partitions of turns, tokens and responses (default 12; the DLQ gets 1)", NULL},
         {"--replication-factor", NULL, CLI_INT, &o->replication, -1, 32767, "R",
@@ -85,11 +85,11 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
          "topics P.turns, P.tokens, P.responses, P.dlq (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
-         cl_topic_name_cli},
+         cm_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
-         cl_topic_name_cli},
+         cm_topic_name_cli},
         {"--responses-topic", NULL, CLI_FN, o->topics.responses, 0, 0, "T", "TurnResult topic",
-         cl_topic_name_cli},
+         cm_topic_name_cli},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DeadLetter topic", tp_dlq_opt},
         {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
          "give up (exit 1) when Kafka does not answer within N s (default 30)", NULL},
@@ -112,7 +112,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     };
     o->kafka.cmd = "topics";
     o->kafka.roles = CM_KAFKA_ADMIN;
-    return cl_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
+    return cm_kafka_cli_parse(&cmd, &o->kafka, argc, argv, o);
 }
 
 /* Partitions and replication factor (replicas of its first partition) of
@@ -163,7 +163,7 @@ int cl_cmd_topics(int argc, char **argv) {
     tp_opts o;
     int pr = tp_parse(argc, argv, &o);
     if (pr) {
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return pr == 1 ? 0 : 2;
     }
     char e[512];
@@ -172,7 +172,7 @@ int cl_cmd_topics(int argc, char **argv) {
     rd_kafka_t *rk = NULL;
     if (cm_kafka_client_new(k, &spec, "admin client", &rk, e, sizeof e) != 0) {
         fprintf(stderr, "topics: %s\n", e);
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return 1;
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
@@ -182,7 +182,7 @@ int cl_cmd_topics(int argc, char **argv) {
         fprintf(stderr, "topics: %s\n", e);
         cm_startup_end();
         rd_kafka_destroy(rk);
-        cl_kafka_cli_free(&o.kafka);
+        cm_kafka_cli_free(&o.kafka);
         return 1;
     }
     int rf, min_isr;
@@ -199,7 +199,7 @@ int cl_cmd_topics(int argc, char **argv) {
                 if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
             cm_startup_end();
             rd_kafka_destroy(rk);
-            cl_kafka_cli_free(&o.kafka);
+            cm_kafka_cli_free(&o.kafka);
             return 2;
         }
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -275,6 +275,6 @@ int cl_cmd_topics(int argc, char **argv) {
     for (int i = 0; i < 4; i++)
         if (nt[i]) rd_kafka_NewTopic_destroy(nt[i]);
     rd_kafka_destroy(rk);
-    cl_kafka_cli_free(&o.kafka);
+    cm_kafka_cli_free(&o.kafka);
     return rc;
 }

@@ -3,7 +3,7 @@
  * sources, one reference document.  Shared by `parley worker` (its table:
  * consumer/worker/wk_config.h), `parley gateway` (gw_cmd.c) and the demo;
  * `parley chat`, `load`, `batch` and `topics` hold their kafka.* keys in
- * one without a table (cl_client.h's cl_kafka_cli).
+ * one without a table (cm_client.h's cm_kafka_cli).
  *
  * Purpose.  Every setting a command reads is a row of one static table
  * (name, type, default, range or accepted values, documentation).  The

@@ -189,10 +189,10 @@ int gw_cmd_gateway(int argc, char **argv) {
     }
     if (cm_kafka_new(cfg, GW_KAFKA_ROLES, "gateway", &kafka, err, sizeof err) != 0) goto bad;
     hc.kafka = kafka;
-    if (cl_topic_set(hc.topics.turns, cm_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
-        cl_topic_set(hc.topics.tokens, cm_config_str(cfg, "gateway.topic.tokens"), err,
+    if (cm_topic_set(hc.topics.turns, cm_config_str(cfg, "gateway.topic.turns"), err, sizeof err) ||
+        cm_topic_set(hc.topics.tokens, cm_config_str(cfg, "gateway.topic.tokens"), err,
                      sizeof err) ||
-        cl_topic_set(hc.topics.responses, cm_config_str(cfg, "gateway.topic.responses"), err,
+        cm_topic_set(hc.topics.responses, cm_config_str(cfg, "gateway.topic.responses"), err,
                      sizeof err))
         goto bad;
     hc.dlq = cm_config_str(cfg, "gateway.topic.dlq");

@@ -38,7 +38,7 @@ struct gw_wait {
 struct gw_hub {
     rd_kafka_t *producer;        /* idempotent turns producer */
     rd_kafka_t *reader;          /* tokens + responses, read_committed */
-    cl_topics topics;            /* topic names */
+    cm_topics topics;            /* topic names */
     char topics_dlq[256];        /* DLQ topic watched for refused turns ("" none) */
     pthread_t thread;            /* reader thread */
     int started;                 /* thread running */
@@ -194,8 +194,8 @@ int gw_hub_new(const gw_hub_conf *conf, gw_hub **out, char *err, size_t errlen) 
     snprintf(h->topics_dlq, sizeof h->topics_dlq, "%s", conf->dlq ? conf->dlq : "");
     const char *read[3] = {conf->topics.tokens, conf->topics.responses, h->topics_dlq};
     if (!(h->producer =
-              cl_producer_new(conf->kafka, conf->topics.turns, conf->timeout_ms, err, errlen)) ||
-        !(h->reader = cl_reader_new_topics(conf->kafka, read, h->topics_dlq[0] ? 3 : 2, 1,
+              cm_producer_new(conf->kafka, conf->topics.turns, conf->timeout_ms, err, errlen)) ||
+        !(h->reader = cm_reader_new_topics(conf->kafka, read, h->topics_dlq[0] ? 3 : 2, 1,
                                            cm_startup_left_ms(), err, errlen)))
         goto err;
     if (pthread_create(&h->thread, NULL, gw_hub_main, h) != 0) {
@@ -220,7 +220,7 @@ void gw_hub_free(gw_hub *h) {
         atomic_store(&h->stop, 1);
         pthread_join(h->thread, NULL);
     }
-    cl_reader_free(h->reader);
+    cm_reader_free(h->reader);
     if (h->producer) {
         rd_kafka_flush(h->producer, 2000);
         rd_kafka_destroy(h->producer);
@@ -252,7 +252,7 @@ gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *
     h->bucket[b] = w;
     h->n_wait++;
     pthread_mutex_unlock(&h->mu);
-    if (cl_turn_send_ns(h->producer, h->topics.turns, t, ns_header, err, errlen) != 0) {
+    if (cm_turn_send_ns(h->producer, h->topics.turns, t, ns_header, err, errlen) != 0) {
         gw_hub_release(h, w);
         return NULL;
     }

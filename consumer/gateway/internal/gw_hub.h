@@ -4,7 +4,7 @@
  * for them.
  *
  * Purpose.  One idempotent producer sends every request's ChatTurn to the
- * turns topic (cl_client; both clients are built through the common Kafka
+ * turns topic (cm_client.h; both clients are built through the common Kafka
  * layer, cm_kafka.h, so the gateway's kafka.* keys reach them).  One reader, assigned at start to the end of
  * every partition of the tokens and responses topics with
  * isolation.level=read_committed (the tokens topic has no transactions,
@@ -45,7 +45,7 @@
 
 #include "oa_openai.h"
 #include "sch.h"
-#include "cl_client.h"
+#include "cm_client.h"
 
 typedef struct gw_hub gw_hub;   /* opaque */
 typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
@@ -53,7 +53,7 @@ typedef struct gw_wait gw_wait; /* one request in flight (opaque) */
 /* What gw_hub_new needs. */
 typedef struct gw_hub_conf {
     cm_kafka *kafka;  /* the Kafka layer the clients are built through (borrowed) */
-    cl_topics topics; /* turns, tokens, responses */
+    cm_topics topics; /* turns, tokens, responses */
     const char *dlq;  /* DeadLetter topic to watch, or NULL/"" */
     int timeout_ms;   /* start-up metadata timeout (the readers: cm_startup_left_ms) */
 } gw_hub_conf;
