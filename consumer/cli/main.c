@@ -20,6 +20,7 @@
 #include "bt_io.h"
 #include "cl_client.h"
 #include "cmd_bench.h"
+#include "cmd_demo.h"
 #include "gw_cmd.h"
 #include "wk_worker.h"
 
@@ -41,8 +42,8 @@ static const parley_cmd parley_cmds[] = {
     {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", bt_cmd_batch},
     {"topics", "create the turns, tokens, responses and DLQ topics on a Kafka cluster",
      cl_cmd_topics},
-    {"demo", "embedded demo: in-process Kafka, the real worker, Gemma 3 270M (else synthetic)",
-     cl_cmd_demo},
+    {"demo", "embedded demo: in-process Kafka, the real worker, SmolLM2-135M-Instruct (else synthetic)",
+     demo_cmd},
     {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec", bench_cmd},
 };
 #define PARLEY_NCMDS (sizeof(parley_cmds) / sizeof(parley_cmds[0]))

@@ -1,6 +1,6 @@
 /*
- * cl_client.h -- consumer/clients: `parley chat`, `load`, `topics` and
- * `demo`, and what they share beyond the Kafka plumbing of
+ * cl_client.h -- consumer/clients: `parley chat`, `load` and `topics`,
+ * and what they share (with the demo, consumer/cli/cmd_demo.c) beyond the Kafka plumbing of
  * consumer/common/cm_client.h (which this header includes).
  *
  * Purpose.  The clients keep each conversation's message history to send
@@ -53,7 +53,6 @@ int cl_parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *min, uint6
  * usage error; --help prints usage, as eng_cli.h's commands) */
 int cl_cmd_chat(int argc, char **argv);   /* parley chat (cl_chat.c) */
 int cl_cmd_load(int argc, char **argv);   /* parley load (cl_load.c) */
-int cl_cmd_demo(int argc, char **argv);   /* parley demo (cl_demo.c) */
 int cl_cmd_topics(int argc, char **argv); /* parley topics (cm_topics.c) */
 
 #endif

