@@ -19,8 +19,10 @@ worker and Kafka:
   giving 404, and the script never handing text to innerHTML & co.
 
 A screenshot of the page goes to $PARLEY_TEST_ARTIFACTS (default
-build/test-artifacts)/playground.png.  Without chromium, chromedriver or
-selenium the browser tests skip, which CI=true turns into failures."""
+build/test-artifacts)/playground.png.  The browser is $PARLEY_CHROMIUM
+else chromium on PATH, its driver $PARLEY_CHROMEDRIVER else chromedriver.
+Without chromium, chromedriver or selenium the browser tests skip, which
+CI=true turns into failures (only missing hardware may skip)."""
 
 import json
 import os
@@ -102,9 +104,11 @@ def browser():
     """Headless Debian chromium through its own chromedriver."""
     webdriver = pytest.importorskip("selenium.webdriver",
                                     reason="no selenium: run deploy/setup.sh browser")
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.skip("no chromium / chromedriver on PATH: run deploy/setup.sh browser")
+    chromium = os.environ.get("PARLEY_CHROMIUM") or shutil.which("chromium")
+    driver = os.environ.get("PARLEY_CHROMEDRIVER") or shutil.which("chromedriver")
+    if not (chromium and os.access(chromium, os.X_OK) and driver and os.access(driver, os.X_OK)):
+        pytest.skip(f"no chromium / chromedriver ({chromium}, {driver}): run deploy/setup.sh "
+                    "browser")
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
