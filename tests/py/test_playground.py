@@ -8,7 +8,8 @@ worker and Kafka:
   before the reply is done; the second turn of the conversation (the
   whole history sent again) shows cached tokens > 0, and every reply shows
   prompt tokens, time to first token, tokens/s and the finish reason;
-- json_schema mode with a pasted schema gives JSON valid for the schema;
+- json_schema mode with a pasted schema gives JSON valid for the schema,
+  in each of n = 2 choices;
 - markup from the user and from the model (forced by a schema whose only
   value is an <img onerror> tag) is shown as text: no element is made and
   no handler runs;
@@ -244,14 +245,17 @@ def test_json_schema_mode(fleet, browser):
     schema = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
               "properties": {"name": {"type": "string", "maxLength": 24},
                              "age": {"type": "integer", "minimum": 0, "maximum": 120}}}
-    new_chat(d, temperature="0", max_tokens="64", format="json_schema",
+    # n = 2 (greedy, so deterministic): each choice shown, each valid for the schema
+    new_chat(d, temperature="0", max_tokens="100", n="2", format="json_schema",
              schema=json.dumps(schema))
     type_message(d, "Invent a person and give their name and age.")
     r = finished(d)
-    assert r["state"] == "done", r
-    v = json.loads(r["texts"][0])
-    assert set(v) == {"name", "age"} and isinstance(v["name"], str) and len(v["name"]) <= 24
-    assert isinstance(v["age"], int) and 0 <= v["age"] <= 120
+    assert r["state"] == "done" and len(r["texts"]) == 2, r
+    for text in r["texts"]:
+        v = json.loads(text)
+        assert set(v) == {"name", "age"} and isinstance(v["name"], str) and len(v["name"]) <= 24
+        assert isinstance(v["age"], int) and 0 <= v["age"] <= 120
+    set_field(d, "n", "1")
     assert console_errors(d) == []
 
 
