@@ -14,7 +14,8 @@ worker and Kafka:
   value is an <img onerror> tag) is shown as text: no element is made and
   no handler runs;
 - a stopped fleet (SIGSTOP, a gateway with a 3 s timeout) shows an error,
-  not an endless spinner;
+  not an endless spinner, and so does a gateway that is gone; a wrong key
+  shows the gateway's 401;
 - without a browser: the page's Content-Security-Policy and other headers,
   the API keys still guarding every API call, gateway.playground=false
   giving 404, and the script never handing text to innerHTML & co.
@@ -297,6 +298,28 @@ def test_stopped_fleet_shows_an_error(fleet, browser):
         assert "timeout" in d.execute_script("return document.getElementById('status').textContent")
     finally:
         stop(gw)
+    # the gateway itself gone: the request fails at once, shown as such
+    type_message(d, "Still there?")
+    r = finished(d, timeout=30)
+    assert r["state"] == "error" and "the request failed" in r["error"], r
+
+
+def test_wrong_key_is_shown(fleet, browser):
+    """The page loads without a key; its API calls carry the key entered,
+    and a wrong one is refused like any client's (401 shown on the page)."""
+    d = browser
+    d.get(fleet["url"] + "/")
+    d.execute_script("sessionStorage.clear()")
+    d.get(fleet["url"] + "/")
+    assert "enter the API key" in d.execute_script(
+        "return document.getElementById('status').textContent")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    d.find_element(By.ID, "key").send_keys("sk-wrong" + Keys.ENTER)
+    wait(lambda: "HTTP 401" in d.execute_script(
+        "return document.getElementById('status').textContent"), 10, "the 401")
+    assert d.execute_script("return document.getElementById('model').options.length") == 0
 
 
 # ---- without a browser ------------------------------------------------------
