@@ -70,6 +70,11 @@
 #           version with a pinned Go toolchain that also comes from the
 #           proxy (golang.org/toolchain); its module cache is removed
 #           afterwards (about 5 minutes cold on 2 cores).
+#   browser Debian's chromium and chromium-driver (chromedriver built from
+#           the same Chromium release, so the driver always matches the
+#           browser) and the pinned selenium ($SELENIUM_VERSION) in the venv:
+#           tests/py/test_playground.py drives the gateway's playground page
+#           in headless Chromium.  Needs the venv step first.
 #
 # Then it writes $PARLEY_DEPS/env.sh, which exports PARLEY_DEPS, PARLEY_PY
 # (the venv's python), KAFKA_VERSION, KAFKA_LIBS, CUDAToolkit_ROOT and
@@ -78,7 +83,7 @@
 # pinned libraries' PKG_CONFIG_PATH; `source` it before building or starting services.
 #
 # Usage: deploy/setup.sh [STEP...]   (steps: build apt libs llguidance model
-# model-smollm model-gemma venv kafka cuda promtool; default all but build,
+# model-smollm model-gemma venv browser kafka cuda promtool; default all but build,
 # which apt includes, and model-smollm/model-gemma, which model includes).  Exits non-zero,
 # naming the step and what it could not do, when a step fails.
 set -euo pipefail
@@ -134,6 +139,11 @@ PROMTOOL_VERSION=v0.316.0
 # the Go module proxy's golang.org/toolchain archive, pinned.
 GO_TOOLCHAIN=v0.0.1-go1.26.8.linux-amd64
 GO_TOOLCHAIN_SHA256=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
+
+# The browser tests' WebDriver client (step browser), pinned (4.52 wants a
+# certifi newer than PyPI serves); it talks to Debian's chromedriver over
+# HTTP (W3C WebDriver), no Selenium Manager and no download of a browser.
+SELENIUM_VERSION=4.51.0
 
 VENV=$PARLEY_DEPS/venv
 LIBS_PREFIX=$PARLEY_DEPS/libs-rdkafka$RDKAFKA_VERSION-hiredis$HIREDIS_VERSION
@@ -288,6 +298,21 @@ step_venv() {
     "$VENV/bin/python" -c 'import pytest, msgpack, confluent_kafka, redis, numpy, gguf, torch, transformers, tokenizers, llama_cpp, openai, yamllint, kubernetes_validate, prometheus_client, promql_parser, grafana_foundation_sdk' ||
         die "venv: imports fail after install"
     echo "$want" >"$stamp"
+}
+
+# Headless Chromium for the playground's browser tests: Debian's chromium
+# and chromium-driver (one source package, so versions always match) and
+# selenium in the test venv (outside requirements-test.txt, whose stamp
+# would rebuild llama-cpp-python).
+step_browser() {
+    apt_ensure chromium chromium-driver fonts-dejavu-core
+    [ -x "$VENV/bin/python" ] || die "browser: no venv at $VENV (run the venv step first)"
+    if [ "$("$VENV/bin/python" -c 'import selenium; print(selenium.__version__)' 2>/dev/null)" != "$SELENIUM_VERSION" ]; then
+        log "browser: installing selenium==$SELENIUM_VERSION"
+        "$VENV/bin/python" -m pip install -q --disable-pip-version-check "selenium==$SELENIUM_VERSION" ||
+            die "browser: pip install selenium==$SELENIUM_VERSION failed"
+    fi
+    log "browser: $(chromium --version 2>/dev/null | head -1), $(chromedriver --version | head -1)"
 }
 
 # kafka_pom VERSION: a pom whose run-time class path is that broker release.
@@ -684,12 +709,12 @@ EOF
 
 main() {
     local steps=("$@") s
-    [ ${#steps[@]} -gt 0 ] || steps=(apt libs llguidance model venv kafka cuda promtool)
+    [ ${#steps[@]} -gt 0 ] || steps=(apt libs llguidance model venv browser kafka cuda promtool)
     for s in "${steps[@]}"; do
         case $s in
-            build|apt|libs|llguidance|model|model-smollm|model-gemma|venv|kafka|cuda|promtool) timed "$s" ;;
+            build|apt|libs|llguidance|model|model-smollm|model-gemma|venv|browser|kafka|cuda|promtool) timed "$s" ;;
             -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-            *) die "unknown step '$s' (build apt libs llguidance model model-smollm model-gemma venv kafka cuda promtool)" ;;
+            *) die "unknown step '$s' (build apt libs llguidance model model-smollm model-gemma venv browser kafka cuda promtool)" ;;
         esac
     done
     write_env

@@ -71,6 +71,9 @@ static const cm_prop gw_props[] = {
      "with status 1 and one line naming what it waited for."},
     {"gateway.max_tokens", CM_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
+    {"gateway.playground", CM_PROP_BOOL, "true", 0, 0,
+     "Serve the chat playground at `GET /` (docs/playground.md): a page on the same address "
+     "as the API whose every call sends the API key typed into it; `false` = 404."},
 };
 #define GW_NPROPS (sizeof gw_props / sizeof gw_props[0])
 
@@ -107,6 +110,7 @@ static int gw_parse_opts(const cm_config *cfg, gw_http_opts *o, char *err, size_
     o->max_connections = (int)cm_config_int(cfg, "gateway.max_connections");
     o->timeout_ms = (int)cm_config_int(cfg, "gateway.timeout_ms");
     o->max_tokens = (uint32_t)cm_config_int(cfg, "gateway.max_tokens");
+    o->playground = cm_config_bool(cfg, "gateway.playground");
     snprintf(o->ns, sizeof o->ns, "%s", cm_config_str(cfg, "gateway.namespace"));
     char buf[8192];
     snprintf(buf, sizeof buf, "%s", cm_config_str(cfg, "gateway.api_keys"));
@@ -171,9 +175,10 @@ int gw_cmd_gateway(int argc, char **argv) {
         "         [--set key=value]... [--KEY value]...\n"
         "gateway --print-config-doc",
         "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
-        "GET /v1/models, /healthz, /metrics.  Each request becomes a ChatTurn on\n"
-        "Kafka; the reply is the committed TurnResult.  Keys: see consumer/CONFIG.md\n"
-        "(gateway.*).  Exit status: 0 clean shutdown, 1 runtime failure, 2 config.\n\n",
+        "GET /v1/models, /healthz, /metrics and the playground page at /.  Each\n"
+        "request becomes a ChatTurn on Kafka; the reply is the committed TurnResult.\n"
+        "Keys: see consumer/CONFIG.md (gateway.*).  Exit status: 0 clean shutdown,\n"
+        "1 runtime failure, 2 config.\n\n",
         argc, argv, environ);
     if (pr != CLI_OK) {
         if (pr == CM_CONFIG_CLI_DOC) rc = cm_config_doc_table(stdout, gw_props, GW_NPROPS) ? 1 : 0;

@@ -1,7 +1,7 @@
 /*
  * gw_http.c -- libmicrohttpd handlers of `parley gateway`: routing, auth,
- * body limit, chat completions (JSON and SSE), models, health, metrics
- * (see gw_http.h).
+ * body limit, chat completions (JSON and SSE), models, health, metrics,
+ * the playground page (see gw_http.h).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_cmd.h" /* GW_E* */
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_web.h"
 #include "oa_openai.h"
 #include "pl_err.h"
 #include "pl_time.h"
@@ -171,6 +172,24 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
     fclose(f);
     enum MHD_Result rc = gw_send(s, c, 200, "text/plain; version=0.0.4", buf, len);
     free(buf);
+    return rc;
+}
+
+/* GET of a playground file (gw_web.h), with the page's security headers:
+ * the CSP, no MIME sniffing, no framing, no referrer. */
+static enum MHD_Result gw_web(gw_http *s, struct MHD_Connection *c, const gw_web_asset *a) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->ctype);
+    MHD_add_response_header(r, "Content-Security-Policy", gw_web_csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    gw_count(s, 200);
     return rc;
 }
 
@@ -594,9 +613,13 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions"))
         return post ? gw_on_chat(s, c, rq, url[4] == 'c' && url[5] == 'o')
                     : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
+    const gw_web_asset *a = s->o->playground ? gw_web_find(url) : NULL;
+    if (a)
+        return get ? gw_web(s, c, a)
+                   : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
     return gw_error(s, c, 404,
                     "unknown path; parley serves /v1/chat/completions, /v1/completions, "
-                    "/v1/models, /healthz and /metrics",
+                    "/v1/models, /healthz, /metrics and (when on) the playground at /",
                     "invalid_request_error", NULL, "not_found");
 }
 

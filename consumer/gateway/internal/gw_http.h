@@ -10,6 +10,9 @@
  *   GET  /healthz              (200 {"status":"ok"})
  *   GET  /metrics              (Prometheus text: requests by code,
  *                               in flight, latency histogram)
+ *   GET  /, /playground.js,    (the chat playground, gw_web.h, when
+ *        /playground.css,       gateway.playground is on; no key needed to
+ *        /favicon.svg           load it, every API call it makes sends one)
  * Every error is OpenAI's JSON error object with the matching status:
  * 400 bad JSON / wrong field / body over the size limit, 401 missing or
  * wrong API key, 404 unknown path or model, 405 wrong method, 429 too
@@ -74,6 +77,7 @@ typedef struct gw_http_opts {
     char models[GW_MAX_MODELS][257]; /* served models; none = any name */
     size_t n_models;                 /* entries in models */
     char id_prefix[64];              /* turn id prefix, unique per gateway */
+    int playground;                  /* serve the playground page (GET /) */
 } gw_http_opts;
 
 typedef struct gw_http gw_http; /* opaque */
