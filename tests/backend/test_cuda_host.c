@@ -17,6 +17,7 @@
 #define PTEST_MAIN
 #include "ptest.h"
 
+#include "eng_config.h"
 #include "eng_kv.h"
 #include "kern_cuda_fold.h"
 #include "kern_cuda_plan.h"

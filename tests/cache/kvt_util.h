@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "eng_config.h"
 #include "eng_kv.h"
 #include "kv_cache.h"
 

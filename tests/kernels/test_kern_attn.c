@@ -15,6 +15,7 @@
 #include "ptest.h"
 
 #include "eng_backend.h"
+#include "eng_config.h"
 #include "eng_kv.h"
 #include "kern_attn.h"
 #include "kern_isa.h"

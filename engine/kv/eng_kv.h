@@ -68,7 +68,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "eng_config.h"
+/* The layout is built from the model's configuration (eng_config.h), by
+ * the model part (engine/model/kv_layout.c): this header names the struct
+ * only, so the KV storage and the backend that reads it depend on nothing
+ * of the model. */
+struct eng_config;
+
+#define ENG_KV_MAX_LAYERS 256 /* model layers a layout describes (>= ENG_MAX_LAYERS) */
 
 /* Error codes of this module (negative). */
 #define ENG_KV_EINVAL (-601) /* bad argument or inconsistent state */
@@ -99,19 +105,20 @@ typedef struct eng_kv_layout {
     size_t block_bytes[2];          /* bytes of one block per kind (0 if no such layers) */
     size_t layer_bytes;             /* bytes one owning layer takes inside a block */
     int max_window;                 /* largest local window (0 if none) */
-    int layer_kind[ENG_MAX_LAYERS]; /* per model layer: kind of its KV source */
+    int layer_kind[ENG_KV_MAX_LAYERS]; /* per model layer: kind of its KV source */
     /* per model layer: byte offset of its source's K within a block */
-    size_t layer_offset[ENG_MAX_LAYERS];
+    size_t layer_offset[ENG_KV_MAX_LAYERS];
 } eng_kv_layout;
 
-/* Build the int8 layout of config c for blocks of block_tokens (1..4096).
+/* Build the int8 layout of config c for blocks of block_tokens (1..4096)
+ * (engine/model/kv_layout.c).
  * Returns 0, or ENG_KV_EINVAL with a message (bad block size, kv_src not
  * pointing at an owning layer, n_layer out of range). */
-int eng_kv_layout_init(eng_kv_layout *l, const eng_config *c, int block_tokens, char *err,
+int eng_kv_layout_init(eng_kv_layout *l, const struct eng_config *c, int block_tokens, char *err,
                        size_t errlen);
 /* Same, choosing the element type: kv_fp32 = 1 builds the fp32 layout. */
-int eng_kv_layout_init_ex(eng_kv_layout *l, const eng_config *c, int block_tokens, int kv_fp32,
-                          char *err, size_t errlen);
+int eng_kv_layout_init_ex(eng_kv_layout *l, const struct eng_config *c, int block_tokens,
+                          int kv_fp32, char *err, size_t errlen);
 
 /* Split a byte budget into block counts per kind, the one rule the cache's
  * pool and the scheduler's budget share: with both kinds, local_share

@@ -10,6 +10,7 @@
 #define PTEST_MAIN
 #include "ptest.h"
 
+#include "eng_config.h"
 #include "eng_kv.h"
 
 /* 6 layers: 0 local owner, 1 shares 0, 2 global owner, 3 local owner,
