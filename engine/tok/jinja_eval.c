@@ -234,15 +234,43 @@ static int contains(jj_ctx *c, jj_val item, jj_val box, bool *out)
     return jj_fail(c, ENG_JINJA_ERENDER, "TypeError: argument of type '%s' is not iterable", jj_type_name(box));
 }
 
+/* Append s; inside a Markup sum a plain str is HTML-escaped (markupsafe.escape). */
+static int put_markup(jj_buf *b, jj_val s, bool markup)
+{
+    if (!markup || s.safe)
+        return jj_buf_put(b, s.u.s->s, s.u.s->n);
+    size_t run = 0;
+    for (size_t i = 0; i < s.u.s->n; i++) {
+        const char *e = NULL;
+        switch (s.u.s->s[i]) {
+        case '&': e = "&amp;"; break;
+        case '<': e = "&lt;"; break;
+        case '>': e = "&gt;"; break;
+        case '\'': e = "&#39;"; break;
+        case '"': e = "&#34;"; break;
+        }
+        if (!e) {
+            run++;
+            continue;
+        }
+        if (jj_buf_put(b, s.u.s->s + i - run, run) || jj_buf_put(b, e, strlen(e)))
+            return b->c->rc;
+        run = 0;
+    }
+    return jj_buf_put(b, s.u.s->s + s.u.s->n - run, run);
+}
+
 static int arith(jj_ctx *c, const char *op, jj_val a, jj_val b, jj_val *out)
 {
     if (a.kind == JV_UNDEF || b.kind == JV_UNDEF)
         return jj_fail(c, ENG_JINJA_ERENDER, "UndefinedError: undefined value in '%s'", op);
     if (op[0] == '+' && a.kind == JV_STR && b.kind == JV_STR) {
         jj_buf buf = {.c = c};
-        if (jj_buf_put(&buf, a.u.s->s, a.u.s->n) || jj_buf_put(&buf, b.u.s->s, b.u.s->n))
+        bool safe = a.safe || b.safe;
+        if (put_markup(&buf, a, safe) || put_markup(&buf, b, safe))
             return c->rc;
         *out = jj_buf_val(&buf);
+        out->safe = safe;
         return 0;
     }
     if (op[0] == '+' && a.kind == JV_LIST && b.kind == JV_LIST) {

@@ -83,8 +83,7 @@ static int indent(jj_ctx *c, jj_val s, jj_val *w, jj_val *first, jj_val *blank, 
         const char *q = p;
         while (q < end && *q != '\n' && *q != '\r')
             q++;
-        if (q == end && p == end && line > 0)
-            break; /* s += "\n" then splitlines(): no empty last line */
+        /* (s + "\n").splitlines(): every piece of s, an empty last one too */
         if (line) {
             jj_buf_put(&b, "\n", 1);
             if ((bl || q > p) && ind.n)
@@ -142,11 +141,13 @@ static int seq_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, s
 {
     jj_list *src;
     bool attr = strstr(name, "attr") != NULL, rej = name[0] == 'r', map = name[0] == 'm';
-    if (jj_iter_list(c, args[0], &src))
-        return c->rc;
     jj_val l = jj_list_new(c->ar);
     if (l.kind != JV_LIST)
         return NOMEM(c);
+    if (!jj_truthy(args[0])) /* jinja2: `if value:` before iterating (None gives nothing) */
+        return *out = l, 0;
+    if (jj_iter_list(c, args[0], &src))
+        return c->rc;
     jj_val *attrname = map ? arg(args, nargs, kw, 99, "attribute") : attr ? arg(args, nargs, kw, 1, "") : NULL;
     jj_val *dflt = map ? arg(args, nargs, kw, 99, "default") : NULL;
     size_t first = attr ? 2 : 1; /* the test or filter name's position */
@@ -204,8 +205,12 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
 {
     jj_val v = args[0], s;
     jj_buf b = {.c = c};
-    if (!strcmp(name, "safe"))
-        return *out = v, 0;
+    if (!strcmp(name, "safe")) {
+        if (need_str(c, name, v, out))
+            return c->rc;
+        out->safe = true;
+        return 0;
+    }
     if (!strcmp(name, "string"))
         return need_str(c, name, v, out);
     if (!strcmp(name, "trim") || !strcmp(name, "upper") || !strcmp(name, "lower") ||

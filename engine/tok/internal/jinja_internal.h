@@ -125,6 +125,8 @@ typedef struct jj_dict jj_dict;
 
 struct jj_val {
     int kind;                  /* JV_* */
+    bool safe;                 /* JV_STR: a markupsafe.Markup (from |safe): `+` escapes
+                                * the plain-str operand, as Markup.__add__ does */
     union {
         bool b;                /* JV_BOOL */
         long long i;           /* JV_INT */
