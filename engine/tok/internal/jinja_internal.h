@@ -224,6 +224,7 @@ jj_val jj_buf_val(jj_buf *b);
 int jj_str_of(jj_buf *b, jj_val v);
 int jj_repr_of(jj_buf *b, jj_val v);
 int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort);
+int jj_num_str(jj_buf *b, jj_val v); /* an int or float as Python prints it */
 jj_val jj_to_str(jj_ctx *c, jj_val v);
 
 /* JSON text -> value (jansson) */
