@@ -458,6 +458,8 @@ int jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *n, jj_val *out)
             break;
         if (n->name[0] == 'n')
             *out = jj_bool(!jj_truthy(a));
+        else if (n->name[0] == '-' && a.kind == JV_FLOAT)
+            *out = (jj_val){.kind = JV_FLOAT, .u.f = -a.u.f};
         else if (n->name[0] == '-')
             rc = arith(c, "-", jj_int(0), a, out);
         else if (!is_num(a))

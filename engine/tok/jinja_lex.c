@@ -63,6 +63,22 @@ static int lx_text(lexer *L, size_t b, size_t e)
     return 0;
 }
 
+static int is_hex(char c) { return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
+static uint32_t hexval(char c) { return c <= '9' ? (uint32_t)(c - '0') : (uint32_t)((c | 32) - 'a' + 10); }
+
+static size_t put_utf8(char *o, uint32_t cp)
+{
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 63)); o[2] = (char)(0x80 | (cp & 63));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 63));
+    o[2] = (char)(0x80 | (cp >> 6 & 63)); o[3] = (char)(0x80 | (cp & 63));
+    return 4;
+}
+
 /* Decode a string literal starting at L->pos (the quote). */
 static int lx_string(lexer *L)
 {
@@ -80,10 +96,27 @@ static int lx_string(lexer *L)
             case 'n': buf[n++] = '\n'; break;
             case 't': buf[n++] = '\t'; break;
             case 'r': buf[n++] = '\r'; break;
+            case 'a': buf[n++] = '\a'; break;
+            case 'b': buf[n++] = '\b'; break;
+            case 'f': buf[n++] = '\f'; break;
+            case 'v': buf[n++] = '\v'; break;
             case '\\': buf[n++] = '\\'; break;
             case '\'': buf[n++] = '\''; break;
             case '"': buf[n++] = '"'; break;
             case '\n': break;
+            case 'x': case 'u': case 'U': { /* Python's \xXX \uXXXX \UXXXXXXXX */
+                int want = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+                uint32_t cp = 0;
+                int k;
+                for (k = 0; k < want && i + 1 < L->len && is_hex(L->src[i + 1]); k++)
+                    cp = cp * 16 + hexval(L->src[++i]);
+                if (k < want || cp > 0x10FFFF) {
+                    pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: bad \\%c escape", L->line, e);
+                    return ENG_JINJA_ESYNTAX;
+                }
+                n += put_utf8(buf + n, cp);
+                break;
+            }
             default:
                 buf[n++] = '\\';
                 buf[n++] = e;

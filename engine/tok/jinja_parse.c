@@ -393,27 +393,33 @@ static jj_node *math1(parser *P)
     return l;
 }
 
+/* Comparisons chain as in Python: a < b < c is (a < b) and (b < c). */
 static jj_node *compare(parser *P)
 {
-    jj_node *l = math1(P);
+    jj_node *l = math1(P), *chain = NULL, *left = l;
     static const char *ops[] = {"==", "!=", "<=", ">=", "<", ">"};
-    while (l) {
+    while (left) {
         int k;
+        const char *op;
         for (k = 0; k < 6 && !jp_is_op(jp_pk(P), ops[k]); k++)
             ;
         if (k < 6) {
             jp_nx(P);
-            l = bin(P, JN_BINARY, ops[k], l, math1(P));
+            op = ops[k];
         } else if (jp_accept_name(P, "in")) {
-            l = bin(P, JN_BINARY, "in", l, math1(P));
+            op = "in";
         } else if (jp_is_name(jp_pk(P), "not") && P->i + 1 < P->n && jp_is_name(&P->t[P->i + 1], "in")) {
             jp_nx(P);
             jp_nx(P);
-            l = bin(P, JN_BINARY, "notin", l, math1(P));
+            op = "notin";
         } else
             break;
+        jj_node *right = math1(P);
+        jj_node *cmp = bin(P, JN_BINARY, op, left, right);
+        chain = chain ? bin(P, JN_AND, "and", chain, cmp) : cmp;
+        left = cmp ? right : NULL;
     }
-    return l;
+    return chain ? chain : l;
 }
 
 static jj_node *not_expr(parser *P)

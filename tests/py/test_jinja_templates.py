@@ -104,3 +104,70 @@ def test_corpus_matches_jinja2():
     for b in bad[:15]:
         print("  MISMATCH %s__%s (%s)\n    want %r\n    got  %r" % b)
     assert not bad, "%d pairs differ from jinja2 (first: %s__%s)" % (len(bad), bad[0][0], bad[0][1])
+
+
+# Constructs beyond what the corpus exercises, each rendered by jinja2 set
+# up as transformers does (the environment of render_reference.py) and by
+# parley over the same context.
+SNIPPETS = [
+    "{{ messages[0].content | upper }}|{{ 'Hello World' | lower }}|{{ 'hello wORLD' | title }}|{{ 'hELLO' | capitalize }}",
+    "{{ [3, 1, 2] | first }}{{ [3, 1, 2] | last }}{{ 'abc' | list }}{{ {'a': 1} | items | list }}",
+    "{{ messages | map(attribute='role') | join(', ') }}|{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
+    "{{ [1, none, 2] | reject('none') | list }}|{{ [1, 2, 3] | select('odd') | list }}|{{ ['a', 'A', 'b'] | unique | list }}",
+    "{{ x | default('d') }}|{{ '' | default('e', true) }}|{{ none | default('n') }}",
+    "{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, first=true) }}|{{ 'x\\n\\ny' | indent(4, blank=true) }}",
+    "{{ ' a ' | trim }}|{{ '--a--'.strip('-') }}|{{ 'xxa'.lstrip('x') }}|{{ 'a  b c'.split() }}|{{ 'a b c'.split(' ', 1) }}",
+    "{{ 'abc'.startswith(('x', 'a')) }}{{ 'abc'.endswith('bc') }}{{ 'a-b'.replace('-', '+') }}{{ 'aaa'.replace('a', 'b', 2) }}",
+    "{{ {'b': 1, 'a': [1, 2.5, none, true, 'é']} | tojson }}|{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}|{{ 'ü\\u0001\\t' | tojson }}",
+    "{{ {'a': {'b': [1, {}]}, 'c': []} | tojson(indent=2) }}",
+    "{{ 10 / 4 }} {{ 10 // 4 }} {{ -10 // 4 }} {{ -10 % 3 }} {{ 2 ** 0.5 }} {{ 1e100 }} {{ 3.0 * 2 }} {{ 1 == 1.0 }} {{ 7 / 7 }}",
+    "{{ 'ab' * 3 }}{{ [1] + [2] }}{{ (1, 2) }}{{ (1,) }}{{ 'x' ~ 1.5 ~ true ~ none }}",
+    "{{ messages[1:] | length }}{{ messages[-1].role }}{{ 'héllo'[1] }}{{ 'héllo'[1:3] }}{{ [1,2,3,4][::2] }}{{ [1,2,3][::-1] }}",
+    "{% for a, b in {'x': 1, 'y': 2} | items %}{{ a }}={{ b }}{{ loop.revindex }}{% endfor %}",
+    "{% for m in messages %}{{ loop.index0 }}{{ loop.previtem.role if loop.previtem is defined }}{{ loop.nextitem.role if loop.nextitem }}{% else %}none{% endfor %}",
+    "{% for x in [] %}{{ x }}{% else %}empty{% endfor %}|{% for c in 'ab' %}{{ c }}{% endfor %}",
+    "{% set a, b = 1, 2 %}{{ a + b }}{% set t = (3, 4) %}{% set c, d = t %}{{ c * d }}",
+    "{% macro greet(name, punct='!') -%}Hi {{ name }}{{ punct }}{%- endmacro %}{{ greet('A') }} {{ greet('B', punct='?') }} {{ greet(name='C') }}",
+    "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}inner{% endcall %}",
+    "{% if x is not defined and messages is iterable and messages is sequence and 1 is number and 'a' is string %}ok{% endif %}",
+    "{% if {} is mapping and none is none and true is boolean and 3 is divisibleby(3) and 4 is even %}ok{% endif %}",
+    "{{ messages[0] }}|{{ {'k': 'it\\'s', 'q': \"a\\\"b\"} }}|{{ [1.0, -0.0, 1e-7] }}",
+    "{{ messages[0]['role'] }}{{ messages[0].get('missing', 'dflt') }}{{ messages[0].get('role') }}{{ messages[0].keys() | list }}",
+    "{%- set ns = namespace(found=false, n=0) -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.found = true -%}{%- set ns.n = ns.n + 1 -%}{%- endif -%}{%- endfor -%}{{ ns.found }}{{ ns.n }}",
+    "  {% if true %}\n    x\n  {% endif %}\n{%+ if true %}y{% endif %}\n{{ 'z' }}\n\n{# c #}\n  {#- c -#}  w\n",
+    "{% filter upper %}a{{ 'b' }}{% endfilter %}{% set blk %}  q  {% endset %}[{{ blk }}]",
+    "{{ strftime_now('%Y-%m-%d %d %b %Y') }}|{{ range(3) | list }}{{ range(1, 7, 2) | list }}|{{ dict(a=1) }}",
+    "{{ 'a' if messages else 'b' }}{{ messages and 'y' }}{{ none or 'z' }}{{ not messages }}{{ 3 > 2 > 1 }}{{ 'b' > 'a' }}",
+    "{{ '<b>' | safe + '<i>' }}|{{ '<b>' + '<i>' | safe }}|{{ ('<b>' | safe) ~ '<i>' }}",
+    "{{ 12 | string + 'x' }}{{ '42' | int + 1 }}{{ '3.5' | float }}{{ 3.9 | int }}{{ -5 | abs }}{{ [1,2] | count }}",
+    "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
+]
+
+
+def test_snippets_match_jinja2():
+    _data_or_fail()
+    jinja2 = pytest.importorskip("jinja2")
+    import jinja2.ext
+    from datetime import datetime
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["strftime_now"] = lambda fmt: datetime(2024, 7, 26).strftime(fmt)
+    ctx = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <you>"}],
+           "add_generation_prompt": True}
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, src in enumerate(SNIPPETS):
+            want = env.from_string(src).render(**ctx)
+            path = os.path.join(tmp, "t%d.jinja" % i)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(src)
+            rendered, out = _render(path, ctx, tmp)
+            got = out.decode("utf-8", errors="replace")
+            if not rendered or got != want:
+                bad.append((src, want, got))
+    for src, want, got in bad:
+        print("\n  SNIPPET %r\n    jinja2 %r\n    parley %r" % (src, want, got))
+    assert not bad, "%d of %d snippets differ from jinja2" % (len(bad), len(SNIPPETS))
