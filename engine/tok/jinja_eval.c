@@ -388,7 +388,7 @@ int jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *n, jj_val *out)
 {
     if (step(c))
         return c->rc;
-    if (++c->depth > c->max_depth + 200) /* expressions nest within the parser's bound */
+    if (++c->depth > JJ_MAX_EVAL)
         return jj_fail(c, ENG_JINJA_ELIMIT, "recursion limit reached");
     int rc = 0;
     jj_val a, *args = NULL;

@@ -209,7 +209,7 @@ static int call_macro(jj_ctx *c, jj_val fn, jj_val *args, size_t nargs, const ch
 {
     const jj_node *m = fn.u.m;
     jj_scope *ms = NULL;
-    if (c->depth + 1 > c->max_depth)
+    if (c->calls + 1 > c->max_depth)
         return jj_fail(c, ENG_JINJA_ELIMIT, "recursion limit of %d reached", c->max_depth);
     if (new_scope(c, fn.env, &ms))
         return c->rc;
@@ -243,9 +243,9 @@ static int call_macro(jj_ctx *c, jj_val fn, jj_val *args, size_t nargs, const ch
         if (bind(c, ms, m->names[k], d))
             return c->rc;
     }
-    c->depth++;
+    c->calls++;
     int rc = capture(c, ms, m->kids[0], out);
-    c->depth--;
+    c->calls--;
     c->brk = 0;
     return rc;
 }

@@ -59,7 +59,7 @@ static int json_nl(jj_buf *b, int indent, int level)
 int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort)
 {
     int rc = 0;
-    if (level > b->c->max_depth)
+    if (level > JJ_MAX_NEST)
         return jj_fail(b->c, ENG_JINJA_ELIMIT, "tojson: value nested too deeply");
     switch (v.kind) {
     case JV_NONE: return bputs(b, "null");

@@ -259,6 +259,8 @@ static jj_node *st_tag(parser *P)
 
 static jj_node *body(parser *P, const char *const *ends)
 {
+    if (++P->depth > MAX_PARSE_DEPTH) /* nested tags: the parser's and the renderer's recursion */
+        return jp_perr(P, ENG_JINJA_ELIMIT, "tags nested too deeply");
     jj_node *b = jp_mk(P, JN_BODY, 0);
     while (b && !P->rc) {
         const jj_tok *t = jp_pk(P);
@@ -266,10 +268,13 @@ static jj_node *body(parser *P, const char *const *ends)
         if (t->kind == JT_EOF) {
             if (ends)
                 return jp_perr(P, ENG_JINJA_ESYNTAX, "missing '{%% %s %%}'", ends[0]);
+            P->depth--;
             return b;
         }
-        if (at_end_tag(P, ends))
+        if (at_end_tag(P, ends)) {
+            P->depth--;
             return b;
+        }
         if (t->kind == JT_TEXT) {
             jp_nx(P);
             if ((n = jp_mk(P, JN_TEXT, 0)))

@@ -175,8 +175,15 @@ bool jj_truthy(jj_val v)
     }
 }
 
-bool jj_equal(jj_val a, jj_val b)
+static bool equal_at(jj_val a, jj_val b, int level);
+
+bool jj_equal(jj_val a, jj_val b) { return equal_at(a, b, 0); }
+
+/* Values nest at most JJ_MAX_NEST deep in a comparison (deeper: unequal). */
+static bool equal_at(jj_val a, jj_val b, int level)
 {
+    if (level > JJ_MAX_NEST)
+        return false;
     bool an = a.kind == JV_INT || a.kind == JV_FLOAT || a.kind == JV_BOOL;
     bool bn = b.kind == JV_INT || b.kind == JV_FLOAT || b.kind == JV_BOOL;
     if (an && bn) {
@@ -197,7 +204,7 @@ bool jj_equal(jj_val a, jj_val b)
         if (a.u.l->n != b.u.l->n)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jj_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (!equal_at(a.u.l->v[i], b.u.l->v[i], level + 1))
                 return false;
         return true;
     case JV_DICT:
@@ -205,7 +212,7 @@ bool jj_equal(jj_val a, jj_val b)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jj_val *o = jj_dict_getv(b.u.d, a.u.d->k[i]);
-            if (!o || !jj_equal(a.u.d->v[i], *o))
+            if (!o || !equal_at(a.u.d->v[i], *o, level + 1))
                 return false;
         }
         return true;
@@ -338,8 +345,14 @@ static int str_repr(jj_buf *b, const jj_str *s)
     return rc ? rc : jj_buf_put(b, &q, 1);
 }
 
-int jj_repr_of(jj_buf *b, jj_val v)
+static int repr_at(jj_buf *b, jj_val v, int level);
+
+int jj_repr_of(jj_buf *b, jj_val v) { return repr_at(b, v, 0); }
+
+static int repr_at(jj_buf *b, jj_val v, int level)
 {
+    if (level > JJ_MAX_NEST)
+        return jj_fail(b->c, ENG_JINJA_ELIMIT, "value nested too deeply to print");
     int rc = 0;
     switch (v.kind) {
     case JV_STR: return str_repr(b, v.u.s);
@@ -350,7 +363,7 @@ int jj_repr_of(jj_buf *b, jj_val v)
             if (i)
                 rc = bputs(b, ", ");
             if (!rc)
-                rc = jj_repr_of(b, v.u.l->v[i]);
+                rc = repr_at(b, v.u.l->v[i], level + 1);
         }
         if (!rc && tu && v.u.l->n == 1)
             rc = bputs(b, ",");
@@ -363,9 +376,9 @@ int jj_repr_of(jj_buf *b, jj_val v)
         for (size_t i = 0; i < v.u.d->n && !rc; i++) {
             if (i)
                 rc = bputs(b, ", ");
-            if (!rc) rc = jj_repr_of(b, v.u.d->k[i]);
+            if (!rc) rc = repr_at(b, v.u.d->k[i], level + 1);
             if (!rc) rc = bputs(b, ": ");
-            if (!rc) rc = jj_repr_of(b, v.u.d->v[i]);
+            if (!rc) rc = repr_at(b, v.u.d->v[i], level + 1);
         }
         return rc ? rc : bputs(b, "}");
     default: return jj_str_of(b, v);

@@ -101,4 +101,19 @@ PT_TEST(jinja_sandbox_limits)
         deep[n++] = ')';
     snprintf(deep + n, sizeof deep - n, " }}");
     PT_EQ_INT(render(deep, "{}", &lim, buf, sizeof buf), ENG_JINJA_ELIMIT);
+
+    /* nested tags, a long left-deep chain, a deeply nested value */
+    static char big[200000];
+    n = 0;
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "{%% if true %%}");
+    PT_EQ_INT(render(big, "{}", &lim, buf, sizeof buf), ENG_JINJA_ELIMIT);
+    n = (size_t)snprintf(big, sizeof big, "{{ 1");
+    for (int i = 0; i < 20000; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "+1");
+    snprintf(big + n, sizeof big - n, " }}");
+    PT_EQ_INT(render(big, "{}", &lim, buf, sizeof buf), ENG_JINJA_ELIMIT);
+    PT_EQ_INT(render("{% set ns = namespace(x=1) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+                     "{}", NULL, buf, sizeof buf),
+              ENG_JINJA_ELIMIT);
 }

@@ -19,6 +19,13 @@
 
 #include "eng_jinja.h"
 
+/* Deepest nesting of list/dict values that printing, comparing and tojson
+ * walk (recursion, so bounded; Python would raise RecursionError). */
+#define JJ_MAX_NEST 500
+
+/* Deepest nesting of expression evaluation, macro calls included (C stack). */
+#define JJ_MAX_EVAL 1000
+
 /* ------------------------------------------------------------- arena */
 
 typedef struct jj_chunk jj_chunk;
@@ -184,7 +191,8 @@ typedef struct {
     size_t max_out;           /* limit on any output buffer */
     int64_t now;              /* strftime_now's clock (seconds since the epoch, UTC) */
     uint64_t steps, max_steps;/* evaluation steps taken / allowed */
-    int depth, max_depth;     /* current / allowed recursion depth */
+    int depth;                /* nested jj_eval calls (bounded by JJ_MAX_EVAL) */
+    int calls, max_depth;     /* macro calls in progress / allowed */
     int rc;                   /* first error code (0 = none) */
     char *err;                /* message buffer */
     size_t errlen;
