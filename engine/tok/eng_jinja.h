@@ -59,11 +59,11 @@
 #define ENG_JINJA_ELIMIT (-14)       /* a sandbox limit was reached */
 
 typedef struct {
-    uint64_t max_steps;   /* evaluation steps; 0 = 10,000,000 */
-    size_t max_output;    /* bytes of output; 0 = 4 MiB */
-    size_t max_memory;    /* bytes of render memory; 0 = 64 MiB */
-    int max_depth;        /* recursion depth; 0 = 64 */
-    int64_t now;          /* strftime_now's clock, seconds since the epoch (UTC);
+    uint64_t max_steps; /* evaluation steps; 0 = 10,000,000 */
+    size_t max_output;  /* bytes of output; 0 = 4 MiB */
+    size_t max_memory;  /* bytes of render memory; 0 = 64 MiB */
+    int max_depth;      /* recursion depth; 0 = 64 */
+    int64_t now;        /* strftime_now's clock, seconds since the epoch (UTC);
                            * 0 = the real clock (tests pin it) */
 } eng_jinja_limits;
 

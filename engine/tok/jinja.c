@@ -15,8 +15,7 @@ struct eng_jinja {
     jj_node *root; /* the template's body */
 };
 
-int eng_jinja_compile(const char *src, size_t len, eng_jinja **out, char *err, size_t errlen)
-{
+int eng_jinja_compile(const char *src, size_t len, eng_jinja **out, char *err, size_t errlen) {
     int rc;
     if (!src || !out) {
         pl_errf(err, errlen, ENG_JINJA_EINVAL, "eng_jinja_compile: NULL argument");
@@ -39,20 +38,16 @@ int eng_jinja_compile(const char *src, size_t len, eng_jinja **out, char *err, s
     for (size_t i = 0; i < len; i++) {
         if (src[i] == '\r') {
             s[n++] = '\n';
-            if (i + 1 < len && src[i + 1] == '\n')
-                i++;
-        } else
-            s[n++] = src[i];
+            if (i + 1 < len && src[i + 1] == '\n') i++;
+        } else s[n++] = src[i];
     }
     if (n && s[n - 1] == '\n') /* keep_trailing_newline=False */
         n--;
     s[n] = 0;
     jj_tok *toks;
     size_t ntok;
-    if ((rc = jj_lex(&t->ar, s, n, &toks, &ntok, err, errlen)))
-        goto err;
-    if ((rc = jj_parse(&t->ar, toks, ntok, &t->root, err, errlen)))
-        goto err;
+    if ((rc = jj_lex(&t->ar, s, n, &toks, &ntok, err, errlen))) goto err;
+    if ((rc = jj_parse(&t->ar, toks, ntok, &t->root, err, errlen))) goto err;
     *out = t;
     return 0;
 err:
@@ -60,25 +55,21 @@ err:
     return rc;
 }
 
-void eng_jinja_free(eng_jinja *t)
-{
-    if (!t)
-        return;
+void eng_jinja_free(eng_jinja *t) {
+    if (!t) return;
     jj_arena_free(&t->ar);
     free(t);
 }
 
 int eng_jinja_render(const eng_jinja *t, const char *ctx_json, size_t ctx_len,
                      const eng_jinja_limits *lim, char **out, size_t *outlen, char *err,
-                     size_t errlen)
-{
+                     size_t errlen) {
     if (!t || !ctx_json || !out) {
         pl_errf(err, errlen, ENG_JINJA_EINVAL, "eng_jinja_render: NULL argument");
         return ENG_JINJA_EINVAL;
     }
     *out = NULL;
-    if (outlen)
-        *outlen = 0;
+    if (outlen) *outlen = 0;
     eng_jinja_limits L = lim ? *lim : (eng_jinja_limits){0};
     jj_arena ar = {.limit = L.max_memory ? L.max_memory : 64u << 20};
     jj_ctx c = {
@@ -95,10 +86,8 @@ int eng_jinja_render(const eng_jinja *t, const char *ctx_json, size_t ctx_len,
     jj_val g;
     int rc;
     c.out = &b;
-    if (err && errlen)
-        err[0] = 0;
-    if ((rc = jj_from_json(&c, ctx_json, ctx_len, &g)))
-        goto done;
+    if (err && errlen) err[0] = 0;
+    if ((rc = jj_from_json(&c, ctx_json, ctx_len, &g))) goto done;
     globals.vars = g.u.d;
     jj_val d = jj_dict_new(&ar);
     if (d.kind != JV_DICT) {
@@ -106,8 +95,7 @@ int eng_jinja_render(const eng_jinja *t, const char *ctx_json, size_t ctx_len,
         goto done;
     }
     top.vars = d.u.d;
-    if ((rc = jj_exec(&c, &top, t->root)))
-        goto done;
+    if ((rc = jj_exec(&c, &top, t->root))) goto done;
     if (ar.failed) {
         rc = jj_fail(&c, ENG_JINJA_ELIMIT, "render memory limit reached");
         goto done;
@@ -118,11 +106,9 @@ int eng_jinja_render(const eng_jinja *t, const char *ctx_json, size_t ctx_len,
         pl_errf(err, errlen, ENG_JINJA_ENOMEM, "out of memory");
         goto done;
     }
-    if (b.n)
-        memcpy(*out, b.p, b.n);
+    if (b.n) memcpy(*out, b.p, b.n);
     (*out)[b.n] = 0;
-    if (outlen)
-        *outlen = b.n;
+    if (outlen) *outlen = b.n;
 done:
     jj_arena_free(&ar);
     return rc;

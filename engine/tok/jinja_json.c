@@ -13,8 +13,7 @@
 
 static int bputs(jj_buf *b, const char *s) { return jj_buf_put(b, s, strlen(s)); }
 
-static int json_str(jj_buf *b, const char *s, size_t n)
-{
+static int json_str(jj_buf *b, const char *s, size_t n) {
     int rc = bputs(b, "\"");
     size_t run = 0;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -38,37 +37,31 @@ static int json_str(jj_buf *b, const char *s, size_t n)
         if (esc) {
             rc = jj_buf_put(b, s + i - run, run);
             run = 0;
-            if (!rc)
-                rc = bputs(b, esc);
-        } else
-            run++;
+            if (!rc) rc = bputs(b, esc);
+        } else run++;
     }
-    if (!rc)
-        rc = jj_buf_put(b, s + n - run, run);
+    if (!rc) rc = jj_buf_put(b, s + n - run, run);
     return rc ? rc : bputs(b, "\"");
 }
 
-static int json_nl(jj_buf *b, int indent, int level)
-{
+static int json_nl(jj_buf *b, int indent, int level) {
     int rc = bputs(b, "\n");
-    for (int i = 0; i < indent * level && !rc; i++)
-        rc = bputs(b, " ");
+    for (int i = 0; i < indent * level && !rc; i++) rc = bputs(b, " ");
     return rc;
 }
 
-int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort)
-{
+int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort) {
     int rc = 0;
     if (level > JJ_MAX_NEST)
         return jj_fail(b->c, ENG_JINJA_ELIMIT, "tojson: value nested too deeply");
     switch (v.kind) {
     case JV_NONE: return bputs(b, "null");
     case JV_BOOL: return bputs(b, v.u.b ? "true" : "false");
-    case JV_INT: case JV_FLOAT: return jj_num_str(b, v);
+    case JV_INT:
+    case JV_FLOAT: return jj_num_str(b, v);
     case JV_STR: return json_str(b, v.u.s->s, v.u.s->n);
     case JV_LIST:
-        if (!v.u.l->n)
-            return bputs(b, "[]");
+        if (!v.u.l->n) return bputs(b, "[]");
         rc = bputs(b, "[");
         for (size_t i = 0; i < v.u.l->n && !rc; i++) {
             if (i) rc = bputs(b, indent >= 0 ? "," : ", ");
@@ -79,17 +72,18 @@ int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort)
         return rc ? rc : bputs(b, "]");
     case JV_DICT: {
         jj_dict *d = v.u.d;
-        if (!d->n)
-            return bputs(b, "{}");
+        if (!d->n) return bputs(b, "{}");
         size_t *ord = jj_alloc(b->c->ar, d->n * sizeof *ord);
-        if (!ord)
-            return jj_fail(b->c, ENG_JINJA_ELIMIT, "render memory limit reached");
-        for (size_t i = 0; i < d->n; i++)
-            ord[i] = i;
+        if (!ord) return jj_fail(b->c, ENG_JINJA_ELIMIT, "render memory limit reached");
+        for (size_t i = 0; i < d->n; i++) ord[i] = i;
         for (size_t i = 1; sort && i < d->n; i++) /* insertion sort by key */
-            for (size_t j = i; j > 0 && d->k[ord[j]].kind == JV_STR && d->k[ord[j - 1]].kind == JV_STR &&
-                               strcmp(d->k[ord[j]].u.s->s, d->k[ord[j - 1]].u.s->s) < 0; j--) {
-                size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
+            for (size_t j = i;
+                 j > 0 && d->k[ord[j]].kind == JV_STR && d->k[ord[j - 1]].kind == JV_STR &&
+                 strcmp(d->k[ord[j]].u.s->s, d->k[ord[j - 1]].u.s->s) < 0;
+                 j--) {
+                size_t t = ord[j];
+                ord[j] = ord[j - 1];
+                ord[j - 1] = t;
             }
         rc = bputs(b, "{");
         for (size_t i = 0; i < d->n && !rc; i++) {
@@ -97,8 +91,7 @@ int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort)
             if (i) rc = bputs(b, indent >= 0 ? "," : ", ");
             if (!rc && indent >= 0) rc = json_nl(b, indent, level + 1);
             if (rc) break;
-            if (k.kind == JV_STR)
-                rc = json_str(b, k.u.s->s, k.u.s->n);
+            if (k.kind == JV_STR) rc = json_str(b, k.u.s->s, k.u.s->n);
             else {
                 jj_val ks = jj_to_str(b->c, k);
                 rc = ks.kind == JV_STR ? json_str(b, ks.u.s->s, ks.u.s->n) : ENG_JINJA_ELIMIT;
@@ -117,10 +110,8 @@ int jj_tojson(jj_buf *b, jj_val v, int indent, int level, bool sort)
 
 /* ------------------------------------------------------------- JSON in */
 
-static int from_json(jj_ctx *c, json_t *j, jj_val *out, int depth)
-{
-    if (depth > 100)
-        return jj_fail(c, ENG_JINJA_ELIMIT, "context JSON nested too deeply");
+static int from_json(jj_ctx *c, json_t *j, jj_val *out, int depth) {
+    if (depth > 100) return jj_fail(c, ENG_JINJA_ELIMIT, "context JSON nested too deeply");
     switch (json_typeof(j)) {
     case JSON_NULL: *out = jj_none(); return 0;
     case JSON_TRUE: *out = jj_bool(true); return 0;
@@ -129,15 +120,14 @@ static int from_json(jj_ctx *c, json_t *j, jj_val *out, int depth)
     case JSON_REAL: *out = (jj_val){.kind = JV_FLOAT, .u.f = json_real_value(j)}; return 0;
     case JSON_STRING:
         *out = jj_strn(c->ar, json_string_value(j), json_string_length(j));
-        return out->kind == JV_STR ? 0 : jj_fail(c, ENG_JINJA_ELIMIT, "render memory limit reached");
+        return out->kind == JV_STR ? 0
+                                   : jj_fail(c, ENG_JINJA_ELIMIT, "render memory limit reached");
     case JSON_ARRAY: {
         *out = jj_list_new(c->ar);
         for (size_t i = 0; out->kind == JV_LIST && i < json_array_size(j); i++) {
             jj_val v;
-            if (from_json(c, json_array_get(j, i), &v, depth + 1))
-                return c->rc;
-            if (jj_list_push(c->ar, out->u.l, v))
-                break;
+            if (from_json(c, json_array_get(j, i), &v, depth + 1)) return c->rc;
+            if (jj_list_push(c->ar, out->u.l, v)) break;
         }
         return c->ar->failed ? jj_fail(c, ENG_JINJA_ELIMIT, "render memory limit reached") : 0;
     }
@@ -145,24 +135,19 @@ static int from_json(jj_ctx *c, json_t *j, jj_val *out, int depth)
         const char *k;
         json_t *jv;
         *out = jj_dict_new(c->ar);
-        json_object_foreach(j, k, jv)
-        {
+        json_object_foreach(j, k, jv) {
             jj_val v;
-            if (out->kind != JV_DICT || from_json(c, jv, &v, depth + 1))
-                break;
-            if (jj_dict_set(c->ar, out->u.d, jj_cstr(c->ar, k), v))
-                break;
+            if (out->kind != JV_DICT || from_json(c, jv, &v, depth + 1)) break;
+            if (jj_dict_set(c->ar, out->u.d, jj_cstr(c->ar, k), v)) break;
         }
-        if (c->rc)
-            return c->rc;
+        if (c->rc) return c->rc;
         return c->ar->failed ? jj_fail(c, ENG_JINJA_ELIMIT, "render memory limit reached") : 0;
     }
     }
     return jj_fail(c, ENG_JINJA_EINVAL, "unknown JSON value");
 }
 
-int jj_from_json(jj_ctx *c, const char *json, size_t len, jj_val *out)
-{
+int jj_from_json(jj_ctx *c, const char *json, size_t len, jj_val *out) {
     json_error_t je;
     json_t *j = json_loadb(json, len, JSON_ALLOW_NUL, &je);
     if (!j)

@@ -23,15 +23,12 @@ typedef struct {
     size_t errlen;
 } lexer;
 
-static jj_tok *lx_push(lexer *L, int kind, const char *s, size_t n)
-{
+static jj_tok *lx_push(lexer *L, int kind, const char *s, size_t n) {
     if (L->n == L->cap) {
         size_t cap = L->cap ? L->cap * 2 : 256;
         jj_tok *t = jj_alloc(L->a, cap * sizeof *t);
-        if (!t)
-            return NULL;
-        if (L->n)
-            memcpy(t, L->t, L->n * sizeof *t);
+        if (!t) return NULL;
+        if (L->n) memcpy(t, L->t, L->n * sizeof *t);
         L->t = t;
         L->cap = cap;
     }
@@ -44,50 +41,58 @@ static jj_tok *lx_push(lexer *L, int kind, const char *s, size_t n)
     return t;
 }
 
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static int is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 static int is_id0(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static void count_lines(lexer *L, size_t from, size_t to)
-{
+static void count_lines(lexer *L, size_t from, size_t to) {
     for (size_t i = from; i < to; i++)
-        if (L->src[i] == '\n')
-            L->line++;
+        if (L->src[i] == '\n') L->line++;
 }
 
 /* Emit text [b, e) after applying the strip decided by the next tag. */
-static int lx_text(lexer *L, size_t b, size_t e)
-{
-    if (e > b && !lx_push(L, JT_TEXT, L->src + b, e - b))
-        return ENG_JINJA_ENOMEM;
+static int lx_text(lexer *L, size_t b, size_t e) {
+    if (e > b && !lx_push(L, JT_TEXT, L->src + b, e - b)) return ENG_JINJA_ENOMEM;
     return 0;
 }
 
 static int is_hex(char c) { return (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
-static uint32_t hexval(char c) { return c <= '9' ? (uint32_t)(c - '0') : (uint32_t)((c | 32) - 'a' + 10); }
+static uint32_t hexval(char c) {
+    return c <= '9' ? (uint32_t)(c - '0') : (uint32_t)((c | 32) - 'a' + 10);
+}
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
+static size_t put_utf8(char *o, uint32_t cp) {
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 63));
+        return 2;
+    }
     if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 63)); o[2] = (char)(0x80 | (cp & 63));
+        o[0] = (char)(0xE0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 63));
+        o[2] = (char)(0x80 | (cp & 63));
         return 3;
     }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 63));
-    o[2] = (char)(0x80 | (cp >> 6 & 63)); o[3] = (char)(0x80 | (cp & 63));
+    o[0] = (char)(0xF0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 63));
+    o[2] = (char)(0x80 | (cp >> 6 & 63));
+    o[3] = (char)(0x80 | (cp & 63));
     return 4;
 }
 
 /* Decode a string literal starting at L->pos (the quote). */
-static int lx_string(lexer *L)
-{
+static int lx_string(lexer *L) {
     char q = L->src[L->pos];
     size_t i = L->pos + 1;
     char *buf = jj_alloc(L->a, L->len - L->pos + 1);
     size_t n = 0;
-    if (!buf)
-        return ENG_JINJA_ENOMEM;
+    if (!buf) return ENG_JINJA_ENOMEM;
     while (i < L->len && L->src[i] != q) {
         char ch = L->src[i];
         if (ch == '\\' && i + 1 < L->len) {
@@ -104,28 +109,28 @@ static int lx_string(lexer *L)
             case '\'': buf[n++] = '\''; break;
             case '"': buf[n++] = '"'; break;
             case '\n': break;
-            case 'x': case 'u': case 'U': { /* Python's \xXX \uXXXX \UXXXXXXXX */
+            case 'x':
+            case 'u':
+            case 'U': { /* Python's \xXX \uXXXX \UXXXXXXXX */
                 int want = e == 'x' ? 2 : e == 'u' ? 4 : 8;
                 uint32_t cp = 0;
                 int k;
                 for (k = 0; k < want && i + 1 < L->len && is_hex(L->src[i + 1]); k++)
                     cp = cp * 16 + hexval(L->src[++i]);
                 if (k < want || cp > 0x10FFFF) {
-                    pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: bad \\%c escape", L->line, e);
+                    pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: bad \\%c escape",
+                            L->line, e);
                     return ENG_JINJA_ESYNTAX;
                 }
                 n += put_utf8(buf + n, cp);
                 break;
             }
-            default:
-                buf[n++] = '\\';
-                buf[n++] = e;
+            default: buf[n++] = '\\'; buf[n++] = e;
             }
             i++;
             continue;
         }
-        if (ch == '\n')
-            L->line++;
+        if (ch == '\n') L->line++;
         buf[n++] = ch;
         i++;
     }
@@ -134,29 +139,28 @@ static int lx_string(lexer *L)
         return ENG_JINJA_ESYNTAX;
     }
     buf[n] = 0;
-    if (!lx_push(L, JT_STR, buf, n))
-        return ENG_JINJA_ENOMEM;
+    if (!lx_push(L, JT_STR, buf, n)) return ENG_JINJA_ENOMEM;
     L->pos = i + 1;
     return 0;
 }
 
-static const char *const OPS[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~",
-                                  "(", ")", "[", "]", "{", "}", ",", ".", ":", "|", "=", "<", ">"};
+static const char *const OPS[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*",
+                                  "/",  "%",  "~",  "(",  ")",  "[",  "]", "{", "}",
+                                  ",",  ".",  ":",  "|",  "=",  "<",  ">"};
 
 /* Lex the inside of a tag until its end ("}}" or "%}"); returns the index
  * just past the end marker in *endp and whether it was "-" (strip after)
  * or "+" (keep) in *ctl. */
-static int lx_tag(lexer *L, char close, int *ctl)
-{
+static int lx_tag(lexer *L, char close, int *ctl) {
     int depth = 0;
     for (;;) {
         while (L->pos < L->len && is_ws(L->src[L->pos])) {
-            if (L->src[L->pos] == '\n')
-                L->line++;
+            if (L->src[L->pos] == '\n') L->line++;
             L->pos++;
         }
         if (L->pos >= L->len) {
-            pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: unexpected end of template inside a tag", L->line);
+            pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX,
+                    "line %d: unexpected end of template inside a tag", L->line);
             return ENG_JINJA_ESYNTAX;
         }
         const char *p = L->src + L->pos;
@@ -175,51 +179,40 @@ static int lx_tag(lexer *L, char close, int *ctl)
         }
         if (*p == '\'' || *p == '"') {
             int rc = lx_string(L);
-            if (rc)
-                return rc;
+            if (rc) return rc;
             continue;
         }
         if (is_id0(*p)) {
             size_t n = 1;
-            while (n < left && (is_id0(p[n]) || is_digit(p[n])))
-                n++;
-            if (!lx_push(L, JT_NAME, p, n))
-                return ENG_JINJA_ENOMEM;
+            while (n < left && (is_id0(p[n]) || is_digit(p[n]))) n++;
+            if (!lx_push(L, JT_NAME, p, n)) return ENG_JINJA_ENOMEM;
             L->pos += n;
             continue;
         }
         if (is_digit(*p)) {
             size_t n = 0;
             bool fl = false;
-            while (n < left && (is_digit(p[n]) || p[n] == '_'))
-                n++;
+            while (n < left && (is_digit(p[n]) || p[n] == '_')) n++;
             if (n + 1 < left && p[n] == '.' && is_digit(p[n + 1])) {
                 fl = true;
                 n++;
-                while (n < left && is_digit(p[n]))
-                    n++;
+                while (n < left && is_digit(p[n])) n++;
             }
             if (n < left && (p[n] == 'e' || p[n] == 'E')) {
                 fl = true;
                 n++;
-                if (n < left && (p[n] == '+' || p[n] == '-'))
-                    n++;
-                while (n < left && is_digit(p[n]))
-                    n++;
+                if (n < left && (p[n] == '+' || p[n] == '-')) n++;
+                while (n < left && is_digit(p[n])) n++;
             }
             char tmp[64];
             size_t k = 0;
             for (size_t j = 0; j < n && k < sizeof tmp - 1; j++)
-                if (p[j] != '_')
-                    tmp[k++] = p[j];
+                if (p[j] != '_') tmp[k++] = p[j];
             tmp[k] = 0;
             jj_tok *t = lx_push(L, fl ? JT_FLOAT : JT_INT, p, n);
-            if (!t)
-                return ENG_JINJA_ENOMEM;
-            if (fl)
-                t->f = strtod(tmp, NULL);
-            else
-                t->i = strtoll(tmp, NULL, 10);
+            if (!t) return ENG_JINJA_ENOMEM;
+            if (fl) t->f = strtod(tmp, NULL);
+            else t->i = strtoll(tmp, NULL, 10);
             L->pos += n;
             continue;
         }
@@ -227,26 +220,23 @@ static int lx_tag(lexer *L, char close, int *ctl)
         for (k = 0; k < sizeof OPS / sizeof OPS[0]; k++) {
             size_t on = strlen(OPS[k]);
             if (left >= on && memcmp(p, OPS[k], on) == 0) {
-                if (!lx_push(L, JT_OP, OPS[k], on))
-                    return ENG_JINJA_ENOMEM;
-                if (*p == '(' || *p == '[' || *p == '{')
-                    depth++;
-                else if ((*p == ')' || *p == ']' || *p == '}') && depth > 0)
-                    depth--;
+                if (!lx_push(L, JT_OP, OPS[k], on)) return ENG_JINJA_ENOMEM;
+                if (*p == '(' || *p == '[' || *p == '{') depth++;
+                else if ((*p == ')' || *p == ']' || *p == '}') && depth > 0) depth--;
                 L->pos += on;
                 break;
             }
         }
         if (k == sizeof OPS / sizeof OPS[0]) {
-            pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: unexpected character '%c'", L->line, *p);
+            pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: unexpected character '%c'",
+                    L->line, *p);
             return ENG_JINJA_ESYNTAX;
         }
     }
 }
 
 int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok, char *err,
-           size_t errlen)
-{
+           size_t errlen) {
     lexer L = {.a = a, .src = src, .len = len, .line = 1, .err = err, .errlen = errlen};
     int rc = 0;
     size_t text_start = 0;
@@ -261,30 +251,23 @@ int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok
         size_t tag = hit ? (size_t)(hit - src) : len;
         size_t tb = text_start, te = tag;
         if (strip_next)
-            while (tb < te && is_ws(src[tb]))
-                tb++;
+            while (tb < te && is_ws(src[tb])) tb++;
         if (hit) {
             char kind = hit[1];
             char ctl = tag + 2 < len ? src[tag + 2] : 0;
             if (ctl == '-') {
-                while (te > tb && is_ws(src[te - 1]))
-                    te--;
+                while (te > tb && is_ws(src[te - 1])) te--;
             } else if (ctl != '+' && kind != '{') { /* lstrip_blocks */
                 size_t ls = te;
-                while (ls > tb && (src[ls - 1] == ' ' || src[ls - 1] == '\t'))
-                    ls--;
-                if (ls == 0 || src[ls - 1] == '\n')
-                    te = ls > tb ? ls : tb;
+                while (ls > tb && (src[ls - 1] == ' ' || src[ls - 1] == '\t')) ls--;
+                if (ls == 0 || src[ls - 1] == '\n') te = ls > tb ? ls : tb;
             }
         }
         count_lines(&L, text_start, tag);
-        if ((rc = lx_text(&L, tb, te)))
-            goto err;
-        if (!hit)
-            break;
+        if ((rc = lx_text(&L, tb, te))) goto err;
+        if (!hit) break;
         L.pos = tag + 2;
-        if (L.pos < len && (src[L.pos] == '-' || src[L.pos] == '+'))
-            L.pos++;
+        if (L.pos < len && (src[L.pos] == '-' || src[L.pos] == '+')) L.pos++;
         int endctl = 0;
         if (hit[1] == '#') {
             const char *e = NULL;
@@ -299,8 +282,7 @@ int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok
                 goto err;
             }
             size_t ep = (size_t)(e - src);
-            if (ep > L.pos && (src[ep - 1] == '-' || src[ep - 1] == '+'))
-                endctl = src[ep - 1];
+            if (ep > L.pos && (src[ep - 1] == '-' || src[ep - 1] == '+')) endctl = src[ep - 1];
             count_lines(&L, L.pos, ep);
             L.pos = ep + 2;
         } else {
@@ -309,14 +291,12 @@ int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok
                 rc = ENG_JINJA_ENOMEM;
                 goto err;
             }
-            if ((rc = lx_tag(&L, var ? '}' : '%', &endctl)))
-                goto err;
+            if ((rc = lx_tag(&L, var ? '}' : '%', &endctl))) goto err;
             if (!lx_push(&L, var ? JT_VAR_END : JT_BLK_END, "", 0)) {
                 rc = ENG_JINJA_ENOMEM;
                 goto err;
             }
-            if (var && endctl == '+')
-                endctl = 0;
+            if (var && endctl == '+') endctl = 0;
             if (var && endctl == 0) {
                 strip_next = 0;
                 text_start = L.pos;

@@ -18,12 +18,12 @@ static const char CTX[] =
     " \"arguments\": {\"a\": [1, 2.5, true]}}}]}], \"tools\": [{\"type\": \"function\"}],"
     " \"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     eng_jinja *t = NULL;
     char err[PL_ERR_LEN], *out = NULL;
     size_t n = 0;
-    eng_jinja_limits lim = {.max_steps = 200000, .max_output = 1 << 16, .max_memory = 1 << 24, .max_depth = 32};
+    eng_jinja_limits lim = {
+        .max_steps = 200000, .max_output = 1 << 16, .max_memory = 1 << 24, .max_depth = 32};
     if (eng_jinja_compile((const char *)data, size, &t, err, sizeof err) == 0) {
         int rc = eng_jinja_render(t, CTX, sizeof CTX - 1, &lim, &out, &n, err, sizeof err);
         if (rc == 0 && (n > lim.max_output || strlen(out) > n))

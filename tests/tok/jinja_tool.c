@@ -14,13 +14,11 @@
 #include "eng_jinja.h"
 #include "pl_err.h"
 
-static char *slurp(const char *path, size_t *len)
-{
+static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     char *buf = NULL;
     size_t cap = 0, n = 0;
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     for (;;) {
         if (n == cap) {
             char *p = realloc(buf, cap = cap ? cap * 2 : 65536);
@@ -32,8 +30,7 @@ static char *slurp(const char *path, size_t *len)
             buf = p;
         }
         size_t r = fread(buf + n, 1, cap - n, f);
-        if (!r)
-            break;
+        if (!r) break;
         n += r;
     }
     fclose(f);
@@ -41,8 +38,7 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: jinja_tool TEMPLATE CONTEXT.json [NOW]\n");
         return 2;
@@ -58,12 +54,9 @@ int main(int argc, char **argv)
     size_t outlen = 0;
     eng_jinja *t = NULL;
     int rc = eng_jinja_compile(tsrc, tl, &t, err, sizeof err);
-    if (!rc)
-        rc = eng_jinja_render(t, ctx, cl, &lim, &out, &outlen, err, sizeof err);
-    if (rc)
-        printf("E%d %s", rc, err);
-    else
-        fwrite(out, 1, outlen, stdout);
+    if (!rc) rc = eng_jinja_render(t, ctx, cl, &lim, &out, &outlen, err, sizeof err);
+    if (rc) printf("E%d %s", rc, err);
+    else fwrite(out, 1, outlen, stdout);
     free(out);
     eng_jinja_free(t);
     free(tsrc);

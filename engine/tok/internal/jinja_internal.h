@@ -43,25 +43,25 @@ void jj_arena_free(jj_arena *a);
 
 enum {
     JT_EOF = 0,
-    JT_TEXT,     /* template data between tags */
-    JT_VAR_BEG,  /* {{ */
-    JT_VAR_END,  /* }} */
-    JT_BLK_BEG,  /* {% */
-    JT_BLK_END,  /* %} */
-    JT_NAME,     /* identifier or keyword */
-    JT_STR,      /* string literal, escapes resolved */
-    JT_INT,      /* integer literal */
-    JT_FLOAT,    /* float literal */
-    JT_OP        /* operator; op holds its spelling */
+    JT_TEXT,    /* template data between tags */
+    JT_VAR_BEG, /* {{ */
+    JT_VAR_END, /* }} */
+    JT_BLK_BEG, /* {% */
+    JT_BLK_END, /* %} */
+    JT_NAME,    /* identifier or keyword */
+    JT_STR,     /* string literal, escapes resolved */
+    JT_INT,     /* integer literal */
+    JT_FLOAT,   /* float literal */
+    JT_OP       /* operator; op holds its spelling */
 };
 
 typedef struct {
-    int kind;         /* JT_* */
-    const char *s;    /* text, name, string value or operator spelling */
-    size_t n;         /* its length */
-    long long i;      /* JT_INT value */
-    double f;         /* JT_FLOAT value */
-    int line;         /* 1-based source line */
+    int kind;      /* JT_* */
+    const char *s; /* text, name, string value or operator spelling */
+    size_t n;      /* its length */
+    long long i;   /* JT_INT value */
+    double f;      /* JT_FLOAT value */
+    int line;      /* 1-based source line */
 } jj_tok;
 
 /* Lex src (already newline-normalised) into toks (arena-allocated). */
@@ -87,18 +87,18 @@ enum {
     JN_BINARY,    /* kids[0] op kids[1] */
     JN_AND,
     JN_OR,
-    JN_COND,      /* kids[1] if kids[0] else kids[2] (kids[2] may be NULL) */
+    JN_COND, /* kids[1] if kids[0] else kids[2] (kids[2] may be NULL) */
     /* statements */
-    JN_BODY,      /* kids in order */
-    JN_TEXT,      /* literal output: val */
-    JN_OUT,       /* {{ kids[0] }} */
-    JN_IF,        /* if kids[0]: kids[1] else kids[2] */
-    JN_FOR,       /* for names in kids[0] [if kids[3]]: kids[1] else kids[2] */
-    JN_SET,       /* set kids[0] (NAME, TUPLE or ATTR) = kids[1] */
-    JN_SETBLOCK,  /* set name: body kids[0] */
-    JN_MACRO,     /* macro name(names, defaults kids[1..]): body kids[0] */
-    JN_CALLBLK,   /* call kids[0] (a JN_CALL) with caller body kids[1] */
-    JN_FILTBLK,   /* filter: kids[0] is a JN_FILTER over a placeholder, kids[1] body */
+    JN_BODY,     /* kids in order */
+    JN_TEXT,     /* literal output: val */
+    JN_OUT,      /* {{ kids[0] }} */
+    JN_IF,       /* if kids[0]: kids[1] else kids[2] */
+    JN_FOR,      /* for names in kids[0] [if kids[3]]: kids[1] else kids[2] */
+    JN_SET,      /* set kids[0] (NAME, TUPLE or ATTR) = kids[1] */
+    JN_SETBLOCK, /* set name: body kids[0] */
+    JN_MACRO,    /* macro name(names, defaults kids[1..]): body kids[0] */
+    JN_CALLBLK,  /* call kids[0] (a JN_CALL) with caller body kids[1] */
+    JN_FILTBLK,  /* filter: kids[0] is a JN_FILTER over a placeholder, kids[1] body */
     JN_BREAK,
     JN_CONTINUE
 };
@@ -123,54 +123,54 @@ enum {
 };
 
 typedef struct {
-    size_t n;       /* bytes */
-    char s[];       /* UTF-8, NUL-terminated */
+    size_t n; /* bytes */
+    char s[]; /* UTF-8, NUL-terminated */
 } jj_str;
 
 typedef struct jj_list jj_list;
 typedef struct jj_dict jj_dict;
 
 struct jj_val {
-    int kind;                  /* JV_* */
-    bool safe;                 /* JV_STR: a markupsafe.Markup (from |safe): `+` escapes
+    int kind;  /* JV_* */
+    bool safe; /* JV_STR: a markupsafe.Markup (from |safe): `+` escapes
                                 * the plain-str operand, as Markup.__add__ does */
     union {
-        bool b;                /* JV_BOOL */
-        long long i;           /* JV_INT */
-        double f;              /* JV_FLOAT */
-        const jj_str *s;       /* JV_STR */
-        const char *fn;        /* JV_FUNC / JV_METHOD: the name */
-        jj_list *l;            /* JV_LIST */
-        jj_dict *d;            /* JV_DICT */
-        const jj_node *m;      /* JV_MACRO */
+        bool b;           /* JV_BOOL */
+        long long i;      /* JV_INT */
+        double f;         /* JV_FLOAT */
+        const jj_str *s;  /* JV_STR */
+        const char *fn;   /* JV_FUNC / JV_METHOD: the name */
+        jj_list *l;       /* JV_LIST */
+        jj_dict *d;       /* JV_DICT */
+        const jj_node *m; /* JV_MACRO */
     } u;
-    jj_list *self;             /* JV_METHOD: receiver boxed in a 1-list */
-    struct jj_scope *env;      /* JV_MACRO: the scope it was defined in */
+    jj_list *self;        /* JV_METHOD: receiver boxed in a 1-list */
+    struct jj_scope *env; /* JV_MACRO: the scope it was defined in */
 };
 
 struct jj_list {
-    jj_val *v;       /* items */
-    size_t n, cap;   /* count, capacity */
-    bool tuple;      /* a tuple (prints with parentheses) */
+    jj_val *v;     /* items */
+    size_t n, cap; /* count, capacity */
+    bool tuple;    /* a tuple (prints with parentheses) */
 };
 
 struct jj_dict {
-    jj_val *k, *v;   /* keys and values, insertion order */
-    size_t n, cap;   /* count, capacity */
-    bool ns;         /* a namespace(): attributes may be assigned */
+    jj_val *k, *v; /* keys and values, insertion order */
+    size_t n, cap; /* count, capacity */
+    bool ns;       /* a namespace(): attributes may be assigned */
 };
 
 struct jj_node {
-    int kind;            /* JN_* */
-    int line;            /* source line for messages */
-    const char *name;    /* NAME/ATTR/FILTER/TEST/SET/MACRO name; op spelling */
-    jj_val val;          /* JN_CONST / JN_TEXT */
-    jj_node **kids;      /* children (see kind) */
+    int kind;         /* JN_* */
+    int line;         /* source line for messages */
+    const char *name; /* NAME/ATTR/FILTER/TEST/SET/MACRO name; op spelling */
+    jj_val val;       /* JN_CONST / JN_TEXT */
+    jj_node **kids;   /* children (see kind) */
     size_t nkids;
-    const char **kwnames;/* JN_CALL/FILTER/TEST: keyword of kid i+1, NULL if positional */
-    const char **names;  /* JN_FOR targets / JN_MACRO params */
+    const char **kwnames; /* JN_CALL/FILTER/TEST: keyword of kid i+1, NULL if positional */
+    const char **names;   /* JN_FOR targets / JN_MACRO params */
     size_t nnames;
-    bool neg;            /* JN_TEST: `is not` */
+    bool neg; /* JN_TEST: `is not` */
 };
 
 int jj_parse(jj_arena *a, const jj_tok *toks, size_t ntok, jj_node **root, char *err,
@@ -180,23 +180,23 @@ int jj_parse(jj_arena *a, const jj_tok *toks, size_t ntok, jj_node **root, char 
 
 typedef struct jj_scope jj_scope;
 struct jj_scope {
-    jj_scope *up;      /* enclosing scope, NULL for globals */
-    jj_dict *vars;     /* this scope's names */
+    jj_scope *up;  /* enclosing scope, NULL for globals */
+    jj_dict *vars; /* this scope's names */
 };
 
 typedef struct jj_buf jj_buf;
 typedef struct {
-    jj_arena *ar;             /* render arena */
-    jj_buf *out;              /* current output (swapped for set blocks and macros) */
-    size_t max_out;           /* limit on any output buffer */
-    int64_t now;              /* strftime_now's clock (seconds since the epoch, UTC) */
-    uint64_t steps, max_steps;/* evaluation steps taken / allowed */
-    int depth;                /* nested jj_eval calls (bounded by JJ_MAX_EVAL) */
-    int calls, max_depth;     /* macro calls in progress / allowed */
-    int rc;                   /* first error code (0 = none) */
-    char *err;                /* message buffer */
+    jj_arena *ar;              /* render arena */
+    jj_buf *out;               /* current output (swapped for set blocks and macros) */
+    size_t max_out;            /* limit on any output buffer */
+    int64_t now;               /* strftime_now's clock (seconds since the epoch, UTC) */
+    uint64_t steps, max_steps; /* evaluation steps taken / allowed */
+    int depth;                 /* nested jj_eval calls (bounded by JJ_MAX_EVAL) */
+    int calls, max_depth;      /* macro calls in progress / allowed */
+    int rc;                    /* first error code (0 = none) */
+    char *err;                 /* message buffer */
     size_t errlen;
-    int brk;                  /* 1 break, 2 continue pending */
+    int brk; /* 1 break, 2 continue pending */
 } jj_ctx;
 
 /* Record an error (first one wins) and return its code. */
@@ -221,9 +221,9 @@ const char *jj_type_name(jj_val v); /* Python's type name: 'str', 'NoneType', ..
 
 /* Growable byte buffer in the arena (for str(), tojson, joins). */
 struct jj_buf {
-    jj_ctx *c;      /* owner: arena and limits */
-    char *p;        /* bytes, NUL-terminated */
-    size_t n, cap;  /* length, capacity */
+    jj_ctx *c;     /* owner: arena and limits */
+    char *p;       /* bytes, NUL-terminated */
+    size_t n, cap; /* length, capacity */
 };
 int jj_buf_put(jj_buf *b, const char *s, size_t n);
 jj_val jj_buf_val(jj_buf *b);
@@ -241,16 +241,16 @@ int jj_from_json(jj_ctx *c, const char *json, size_t len, jj_val *out);
 /* evaluation (jinja_eval.c) */
 int jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *n, jj_val *out);
 int jj_exec(jj_ctx *c, jj_scope *sc, const jj_node *n);
-int jj_call_value(jj_ctx *c, jj_scope *sc, jj_val fn, jj_val *args, size_t nargs,
-                  const char **kw, jj_val *out);
+int jj_call_value(jj_ctx *c, jj_scope *sc, jj_val fn, jj_val *args, size_t nargs, const char **kw,
+                  jj_val *out);
 int jj_iter_list(jj_ctx *c, jj_val v, jj_list **out); /* iterable -> list */
 
 /* filters, tests, methods (jinja_filter.c) */
 int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs,
               const char **kw, jj_val *out);
 int jj_test(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs, bool *out);
-int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nargs,
-              const char **kw, jj_val *out);
+int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nargs, const char **kw,
+              jj_val *out);
 bool jj_has_method(jj_val self, const char *name);
 int jj_builtin(jj_ctx *c, const char *name, jj_val *args, size_t nargs, const char **kw,
                jj_val *out);
