@@ -164,7 +164,7 @@ static double num(jj_val v) {
 }
 static long long inum(jj_val v) { return v.kind == JV_INT ? v.u.i : v.u.b; }
 
-static int compare(jj_ctx *c, const char *op, jj_val a, jj_val b, jj_val *out) {
+int jj_compare(jj_ctx *c, const char *op, jj_val a, jj_val b, jj_val *out) {
     int cmp;
     if (!strcmp(op, "==")) return *out = jj_bool(jj_equal(a, b)), 0;
     if (!strcmp(op, "!=")) return *out = jj_bool(!jj_equal(a, b)), 0;
@@ -348,7 +348,7 @@ static int eval_binary(jj_ctx *c, jj_scope *sc, const jj_node *n, jj_val *out) {
         return 0;
     }
     if (op[0] == '=' || op[0] == '!' || op[0] == '<' || op[0] == '>')
-        return compare(c, op, a, b, out);
+        return jj_compare(c, op, a, b, out);
     return arith(c, op, a, b, out);
 }
 

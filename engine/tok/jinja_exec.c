@@ -52,6 +52,15 @@ static int loop_var(jj_ctx *c, jj_dict *lp, const char *k, jj_val v) {
     return 0;
 }
 
+/* loop.cycle: a method value bound to this iteration's loop object. */
+static int loop_cycle(jj_ctx *c, jj_val lp) {
+    jj_val box = jj_list_new(c->ar);
+    if (box.kind != JV_LIST || jj_list_push(c->ar, box.u.l, lp))
+        return jj_fail(c, ENG_JINJA_ELIMIT, "render memory limit reached");
+    return loop_var(c, lp.u.d, "cycle",
+                    (jj_val){.kind = JV_METHOD, .u.fn = "cycle", .self = box.u.l});
+}
+
 static int st_for(jj_ctx *c, jj_scope *sc, const jj_node *n) {
     jj_val it;
     jj_list *src, *items;
@@ -87,7 +96,8 @@ static int st_for(jj_ctx *c, jj_scope *sc, const jj_node *n) {
             loop_var(c, lp.u.d, "depth0", jj_int(0)) ||
             loop_var(c, lp.u.d, "previtem", i ? items->v[i - 1] : jj_undef(NULL)) ||
             loop_var(c, lp.u.d, "nextitem", i + 1 < count ? items->v[i + 1] : jj_undef(NULL)) ||
-            bind(c, ls, "loop", lp) || unpack(c, ls, n->names, n->nnames, items->v[i]))
+            loop_cycle(c, lp) || bind(c, ls, "loop", lp) ||
+            unpack(c, ls, n->names, n->nnames, items->v[i]))
             return c->rc;
         if (jj_exec(c, ls, n->kids[1])) return c->rc;
         int brk = c->brk;

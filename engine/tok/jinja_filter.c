@@ -185,7 +185,13 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
         !strcmp(name, "replace")) {
         if (need_str(c, name, v, &s)) return c->rc;
         switch (name[0]) {
-        case 't': *out = name[1] == 'r' ? strip(c, s) : map_case(c, s, 3); break;
+        case 't': {
+            jj_val *chars = arg(args, nargs, kw, 1, "chars");
+            if (name[1] == 'r' && chars && chars->kind == JV_STR)
+                return jj_method(c, s, "strip", chars, 1, NULL, out);
+            *out = name[1] == 'r' ? strip(c, s) : map_case(c, s, 3);
+            break;
+        }
         case 'u': *out = map_case(c, s, 1); break;
         case 'l': *out = map_case(c, s, 0); break;
         case 'c': *out = map_case(c, s, 2); break;
@@ -303,6 +309,9 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
             if (jj_list_push(c->ar, r.u.l, l->v[i])) return NOMEM(c);
         return *out = r, 0;
     }
+    if (!strcmp(name, "sort") || !strcmp(name, "min") || !strcmp(name, "max") ||
+        !strcmp(name, "sum") || !strcmp(name, "round"))
+        return jj_filter_order(c, name, args, nargs, kw, out);
     if (!strcmp(name, "abs")) {
         if (v.kind == JV_INT) return *out = jj_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
         if (v.kind == JV_FLOAT)

@@ -39,7 +39,20 @@ int jj_test(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t narg
     else if (!strcmp(name, "equalto") || !strcmp(name, "eq") || !strcmp(name, "=="))
         *out = jj_equal(v, o);
     else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *out = !jj_equal(v, o);
-    else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+    else if (!strcmp(name, "gt") || !strcmp(name, "lt") || !strcmp(name, "ge") ||
+             !strcmp(name, "le") || !strcmp(name, "greaterthan") || !strcmp(name, "lessthan") ||
+             !strcmp(name, ">") || !strcmp(name, "<") || !strcmp(name, ">=") ||
+             !strcmp(name, "<=")) {
+        static const char *const alias[][2] = {{"gt", ">"},          {"lt", "<"},
+                                               {"ge", ">="},         {"le", "<="},
+                                               {"greaterthan", ">"}, {"lessthan", "<"}};
+        const char *op = name;
+        for (size_t i = 0; i < 6; i++)
+            if (!strcmp(alias[i][0], name)) op = alias[i][1];
+        jj_val r;
+        if (jj_compare(c, op, v, o, &r)) return c->rc;
+        *out = r.u.b;
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         *out = v.kind == JV_STR;
         for (size_t i = 0; *out && i < v.u.s->n; i++) {
             char ch = v.u.s->s[i];
@@ -158,6 +171,13 @@ int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nar
         return jj_fail(c, ENG_JINJA_ERENDER,
                        "SecurityError: access to attribute '%s' of '%s' object is unsafe.", name,
                        jj_type_name(self));
+    if (self.kind == JV_DICT && !strcmp(name, "cycle")) { /* loop.cycle(a, b, ...) */
+        jj_val *i0 = jj_dict_get(self.u.d, "index0", 6);
+        if (!nargs || !i0 || i0->kind != JV_INT)
+            return jj_fail(c, ENG_JINJA_ERENDER, "TypeError: no items for cycling given");
+        *out = args[i0->u.i % (long long)nargs];
+        return 0;
+    }
     if (self.kind == JV_DICT) {
         if (!strcmp(name, "get")) {
             jj_val *v = jj_dict_getv(self.u.d, a0);

@@ -140,6 +140,9 @@ SNIPPETS = [
     "{{ 'a' if messages else 'b' }}{{ messages and 'y' }}{{ none or 'z' }}{{ not messages }}{{ 3 > 2 > 1 }}{{ 'b' > 'a' }}",
     "{{ '<b>' | safe + '<i>' }}|{{ '<b>' + '<i>' | safe }}|{{ ('<b>' | safe) ~ '<i>' }}",
     "{{ 12 | string + 'x' }}{{ '42' | int + 1 }}{{ '3.5' | float }}{{ 3.9 | int }}{{ -5 | abs }}{{ [1,2] | count }}",
+    "{% for x in [1, 2, 3] %}{{ loop.cycle('a', 'b') }}{% endfor %}|{{ 3 is gt(2) }}{{ 3 is lessthan 2 }}|{{ ' x ' | trim('x ') }}",
+    "{{ [3, 1, 2] | sort | list }}{{ ['b', 'A', 'c'] | sort(reverse=true) }}{{ [3, 1, 2] | max }}{{ ['b', 'A'] | min }}{{ [1, 2.5] | sum }}",
+    "{{ messages | sort(attribute='role') | map(attribute='role') | join }}{{ 2.5 | round }}{{ 3.14159 | round(2) }}{{ 2.1 | round(method='ceil') }}",
     "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
 ]
 

@@ -240,6 +240,7 @@ int jj_from_json(jj_ctx *c, const char *json, size_t len, jj_val *out);
 
 /* evaluation (jinja_eval.c) */
 int jj_eval(jj_ctx *c, jj_scope *sc, const jj_node *n, jj_val *out);
+int jj_compare(jj_ctx *c, const char *op, jj_val a, jj_val b, jj_val *out); /* == != < <= > >= */
 int jj_exec(jj_ctx *c, jj_scope *sc, const jj_node *n);
 int jj_call_value(jj_ctx *c, jj_scope *sc, jj_val fn, jj_val *args, size_t nargs, const char **kw,
                   jj_val *out);
@@ -248,6 +249,8 @@ int jj_iter_list(jj_ctx *c, jj_val v, jj_list **out); /* iterable -> list */
 /* filters, tests, methods (jinja_filter.c) */
 int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs,
               const char **kw, jj_val *out);
+int jj_filter_order(jj_ctx *c, const char *name, jj_val *args, size_t nargs, const char **kw,
+                    jj_val *out); /* sort min max sum round (jinja_order.c) */
 int jj_test(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs, bool *out);
 int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nargs, const char **kw,
               jj_val *out);
