@@ -29,14 +29,11 @@ static int need_str(jj_ctx *c, const char *what, jj_val v, jj_val *out) {
     return out->kind == JV_STR ? 0 : (c->rc ? c->rc : NOMEM(c));
 }
 
-static bool ws(char ch) {
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
-}
-
 static jj_val strip(jj_ctx *c, jj_val s) {
     size_t b = 0, e = s.u.s->n;
-    while (b < e && ws(s.u.s->s[b])) b++;
-    while (e > b && ws(s.u.s->s[e - 1])) e--;
+    size_t k;
+    while (b < e && (k = jj_space_fwd(s.u.s->s, e, b))) b += k;
+    while (e > b && (k = jj_space_back(s.u.s->s + b, e - b))) e -= k;
     return jj_strn(c->ar, s.u.s->s + b, e - b);
 }
 

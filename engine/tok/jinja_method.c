@@ -133,16 +133,18 @@ static int str_split(jj_ctx *c, const jj_str *s, jj_val *sep, jj_val *maxs, jj_v
     jj_val l = jj_list_new(c->ar);
     if (l.kind != JV_LIST) return NOMEM(c);
     size_t i = 0;
-    if (!sep || sep->kind == JV_NONE) { /* runs of whitespace, none empty */
+    if (!sep || sep->kind == JV_NONE) { /* runs of (Unicode) whitespace, none empty */
+        size_t k;
         while (i < s->n) {
-            while (i < s->n && in_chars(NULL, s->s[i])) i++;
+            while (i < s->n && (k = jj_space_fwd(s->s, s->n, i))) i += k;
             if (i == s->n) break;
-            size_t b = i;
-            if (max == 0) i = s->n;
-            while (i < s->n && !in_chars(NULL, s->s[i])) i++;
-            size_t e = i;
-            if (max == 0)
-                while (e > b && in_chars(NULL, s->s[e - 1])) e--;
+            size_t b = i, e;
+            if (max == 0) { /* the rest, trailing whitespace kept (Python) */
+                e = i = s->n;
+            } else {
+                while (i < s->n && !jj_space_fwd(s->s, s->n, i)) i++;
+                e = i;
+            }
             if (jj_list_push(c->ar, l.u.l, jj_strn(c->ar, s->s + b, e - b))) return NOMEM(c);
             if (max > 0) max--;
         }
@@ -205,9 +207,16 @@ int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nar
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
         size_t lo = 0, hi = s->n;
         jj_val *ch = nargs > 0 && a0.kind != JV_NONE ? &args[0] : NULL;
-        if (name[0] != 'r')
+        size_t k;
+        if (!ch) { /* Python's str.isspace() code points */
+            if (name[0] != 'r')
+                while (lo < hi && (k = jj_space_fwd(s->s, hi, lo))) lo += k;
+            if (name[0] != 'l')
+                while (hi > lo && (k = jj_space_back(s->s + lo, hi - lo))) hi -= k;
+        }
+        if (ch && name[0] != 'r')
             while (lo < hi && in_chars(ch, s->s[lo])) lo++;
-        if (name[0] != 'l')
+        if (ch && name[0] != 'l')
             while (hi > lo && in_chars(ch, s->s[hi - 1])) hi--;
         *out = jj_strn(c->ar, s->s + lo, hi - lo);
         return out->kind == JV_STR ? 0 : NOMEM(c);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "jinja_internal.h"
+#include "tok_internal.h"
 #include "pl_err.h"
 
 struct jj_chunk {
@@ -369,4 +370,20 @@ jj_val jj_to_str(jj_ctx *c, jj_val v) {
     jj_buf b = {.c = c};
     if (jj_str_of(&b, v)) return (jj_val){.kind = JV_UNDEF};
     return jj_buf_val(&b);
+}
+
+/* ------------------------------------------------------------- whitespace */
+
+size_t jj_space_fwd(const char *s, size_t n, size_t i) {
+    uint32_t cp;
+    size_t bad, k = (size_t)tok_utf8_decode((const uint8_t *)s + i, n - i, &cp, &bad);
+    return k && (tok_unicode_flags(cp) & TOK_UF_PYSPACE) ? k : 0;
+}
+
+size_t jj_space_back(const char *s, size_t e) {
+    size_t b = e;
+    while (b > 0 && e - b < 4 && ((unsigned char)s[b - 1] & 0xC0) == 0x80) b--;
+    if (b == 0) return 0;
+    b--;
+    return jj_space_fwd(s, e, b) == e - b ? e - b : 0;
 }

@@ -216,6 +216,10 @@ int jj_dict_set(jj_arena *a, jj_dict *d, jj_val k, jj_val v);
 jj_val *jj_dict_get(const jj_dict *d, const char *key, size_t klen);
 jj_val *jj_dict_getv(const jj_dict *d, jj_val key);
 bool jj_truthy(jj_val v);
+/* Bytes of the Python-whitespace (str.isspace) code point at s[i] of an
+ * n-byte string / ending at s[e], or 0. */
+size_t jj_space_fwd(const char *s, size_t n, size_t i);
+size_t jj_space_back(const char *s, size_t e);
 bool jj_equal(jj_val a, jj_val b);
 const char *jj_type_name(jj_val v); /* Python's type name: 'str', 'NoneType', ... */
 
