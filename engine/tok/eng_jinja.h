@@ -16,7 +16,7 @@
  * else, loop.index/index0/revindex/revindex0/first/last/length/previtem/
  * nextitem, break/continue), set (names, tuples, namespace attributes,
  * block set), macro (positional/keyword/default params, `caller` via
- * call blocks), filter blocks, generation, comments, whitespace control
+ * call blocks), filter blocks, generation, raw, comments, whitespace control
  * ({%- -%} {{- -}} {#- -#}).  Expressions: literals (str, int, float, list,
  * tuple, dict, true/false/none in both spellings), attribute and item
  * access, slices, calls with keyword arguments, filters with arguments,

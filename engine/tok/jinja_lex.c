@@ -235,6 +235,36 @@ static int lx_tag(lexer *L, char close, int *ctl) {
     }
 }
 
+/* After "{% raw %}" (its end control in ctl): emit the text up to
+ * "{% endraw %}" unchanged and leave L->pos after that tag, its own end
+ * control in *endctl. */
+static int lx_raw(lexer *L, int ctl, int *endctl) {
+    size_t b = L->pos;
+    if (ctl == '-') /* (no trim_blocks after {% raw %}: jinja2 keeps that newline) */
+        while (b < L->len && is_ws(L->src[b])) b++;
+    for (size_t i = b; i + 1 < L->len; i++) {
+        if (L->src[i] != '{' || L->src[i + 1] != '%') continue;
+        size_t j = i + 2, e = i;
+        char pre = j < L->len ? L->src[j] : 0;
+        if (pre == '-' || pre == '+') j++;
+        while (j < L->len && is_ws(L->src[j])) j++;
+        if (L->len - j < 6 || memcmp(L->src + j, "endraw", 6)) continue;
+        j += 6;
+        while (j < L->len && is_ws(L->src[j])) j++;
+        *endctl = 0;
+        if (j < L->len && (L->src[j] == '-' || L->src[j] == '+')) *endctl = L->src[j++];
+        if (L->len - j < 2 || L->src[j] != '%' || L->src[j + 1] != '}') continue;
+        if (pre == '-')
+            while (e > b && is_ws(L->src[e - 1])) e--;
+        count_lines(L, L->pos, j + 2);
+        if (e > b && !lx_push(L, JT_TEXT, L->src + b, e - b)) return ENG_JINJA_ENOMEM;
+        L->pos = j + 2;
+        return 0;
+    }
+    pl_errf(L->err, L->errlen, ENG_JINJA_ESYNTAX, "line %d: missing '{%% endraw %%}'", L->line);
+    return ENG_JINJA_ESYNTAX;
+}
+
 int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok, char *err,
            size_t errlen) {
     lexer L = {.a = a, .src = src, .len = len, .line = 1, .err = err, .errlen = errlen};
@@ -295,6 +325,11 @@ int jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, size_t *ntok
             if (!lx_push(&L, var ? JT_VAR_END : JT_BLK_END, "", 0)) {
                 rc = ENG_JINJA_ENOMEM;
                 goto err;
+            }
+            if (!var && L.n >= 3 && L.t[L.n - 2].kind == JT_NAME && L.t[L.n - 2].n == 3 &&
+                !memcmp(L.t[L.n - 2].s, "raw", 3) && L.t[L.n - 3].kind == JT_BLK_BEG) {
+                L.n -= 3; /* {% raw %}: the text up to {% endraw %} is data */
+                if ((rc = lx_raw(&L, endctl, &endctl))) goto err;
             }
             if (var && endctl == '+') endctl = 0;
             if (var && endctl == 0) {

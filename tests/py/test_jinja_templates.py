@@ -144,6 +144,7 @@ SNIPPETS = [
     "{{ [3, 1, 2] | sort | list }}{{ ['b', 'A', 'c'] | sort(reverse=true) }}{{ [3, 1, 2] | max }}{{ ['b', 'A'] | min }}{{ [1, 2.5] | sum }}",
     "{{ messages | sort(attribute='role') | map(attribute='role') | join }}{{ 2.5 | round }}{{ 3.14159 | round(2) }}{{ 2.1 | round(method='ceil') }}",
     "{{ ' \\u00a0 a \\u3000' | trim }}|{{ '\\u2003x '.strip() }}|{{ 'x\\u00a0y z'.split() }}|{{ '  a b  '.split(None, 1) }}|{{ ' é '.rstrip() }}",
+    "{% raw %}{{ x }}{% endraw %}|{% raw -%}  {% if %} {#  {%- endraw %}|\n  {% raw %}\na{% endraw %}\nb\n",
     "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
 ]
 
