@@ -233,6 +233,7 @@ static int put_markup(jj_buf *b, jj_val s, bool markup) {
 static int arith(jj_ctx *c, const char *op, jj_val a, jj_val b, jj_val *out) {
     if (a.kind == JV_UNDEF || b.kind == JV_UNDEF)
         return jj_fail(c, ENG_JINJA_ERENDER, "UndefinedError: undefined value in '%s'", op);
+    if (op[0] == '%' && a.kind == JV_STR) return jj_percent_format(c, a, b, out);
     if (op[0] == '+' && a.kind == JV_STR && b.kind == JV_STR) {
         jj_buf buf = {.c = c};
         bool safe = a.safe || b.safe;

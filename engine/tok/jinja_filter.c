@@ -309,6 +309,17 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
     if (!strcmp(name, "sort") || !strcmp(name, "min") || !strcmp(name, "max") ||
         !strcmp(name, "sum") || !strcmp(name, "round"))
         return jj_filter_order(c, name, args, nargs, kw, out);
+    if (!strcmp(name, "format")) { /* jinja2: value % args (positional only) */
+        jj_val t = jj_list_new(c->ar);
+        if (t.kind != JV_LIST || need_str(c, name, v, &s)) return c->rc ? c->rc : NOMEM(c);
+        t.u.l->tuple = true;
+        for (size_t i = 1; i < nargs; i++)
+            if ((kw && kw[i]) || jj_list_push(c->ar, t.u.l, args[i]))
+                return c->rc ? c->rc
+                             : jj_fail(c, ENG_JINJA_EUNSUPPORTED,
+                                       "format: keyword arguments are not supported");
+        return jj_percent_format(c, s, t, out);
+    }
     if (!strcmp(name, "abs")) {
         if (v.kind == JV_INT) return *out = jj_int(v.u.i < 0 ? -v.u.i : v.u.i), 0;
         if (v.kind == JV_FLOAT)

@@ -90,9 +90,9 @@ int jj_test(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t narg
 }
 
 static const char *const STR_METHODS[] = {
-    "strip", "lstrip", "rstrip",     "split",   "startswith", "endswith",
-    "upper", "lower",  "replace",    "title",   "capitalize", "find",
-    "count", "join",   "splitlines", "isdigit", "isalpha",    NULL};
+    "strip",      "lstrip",  "rstrip",  "split",      "startswith", "endswith", "upper",
+    "lower",      "replace", "title",   "capitalize", "find",       "count",    "join",
+    "splitlines", "isdigit", "isalpha", "format",     NULL};
 static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", NULL};
 static const char *const UNSAFE[] = {"append",  "pop",   "extend",  "insert",
                                      "remove",  "clear", "update",  "setdefault",
@@ -221,6 +221,7 @@ int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nar
         *out = jj_strn(c->ar, s->s + lo, hi - lo);
         return out->kind == JV_STR ? 0 : NOMEM(c);
     }
+    if (!strcmp(name, "format")) return jj_str_format(c, self, args, nargs, kw, out);
     if (!strcmp(name, "split"))
         return str_split(c, s, nargs > 0 ? &args[0] : NULL, nargs > 1 ? &args[1] : NULL, out);
     if (!strcmp(name, "startswith") || !strcmp(name, "endswith"))

@@ -145,6 +145,8 @@ SNIPPETS = [
     "{{ messages | sort(attribute='role') | map(attribute='role') | join }}{{ 2.5 | round }}{{ 3.14159 | round(2) }}{{ 2.1 | round(method='ceil') }}",
     "{{ ' \\u00a0 a \\u3000' | trim }}|{{ '\\u2003x '.strip() }}|{{ 'x\\u00a0y z'.split() }}|{{ '  a b  '.split(None, 1) }}|{{ ' é '.rstrip() }}",
     "{% raw %}{{ x }}{% endraw %}|{% raw -%}  {% if %} {#  {%- endraw %}|\n  {% raw %}\na{% endraw %}\nb\n",
+    "{{ '%s-%d' % ('a', 3) }}|{{ '%.2f' % 2.5 }}|{{ '%5s|%-4d|%03d' % ('ab', 7, 5) }}|{{ '%r' % 'x' }}|{{ '%s' % [1, 2] }}|{{ '%x' % 255 }}",
+    "{{ '{} and {}'.format('a', 'b') }}|{{ '{0}{1}{0}'.format('x', 'y') }}|{{ '{name}!'.format(name='Bo') }}|{{ '%s=%s' | format('k', 1.5) }}",
     "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
 ]
 

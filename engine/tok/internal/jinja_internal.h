@@ -255,6 +255,9 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
               const char **kw, jj_val *out);
 int jj_filter_order(jj_ctx *c, const char *name, jj_val *args, size_t nargs, const char **kw,
                     jj_val *out); /* sort min max sum round (jinja_order.c) */
+/* str % args (printf-style) and str.format(...) (jinja_format.c) */
+int jj_percent_format(jj_ctx *c, jj_val fmt, jj_val args, jj_val *out);
+int jj_str_format(jj_ctx *c, jj_val fmt, jj_val *args, size_t nargs, const char **kw, jj_val *out);
 int jj_test(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs, bool *out);
 int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nargs, const char **kw,
               jj_val *out);
