@@ -70,7 +70,7 @@ int jj_percent_format(jj_ctx *c, jj_val fmt, jj_val args, jj_val *out) {
         }
         if (jj_buf_put(&b, tmp, strlen(tmp))) return c->rc;
     }
-    if (next < a->n && a == args.u.l)
+    if (next < a->n && args.kind == JV_LIST && a == args.u.l)
         return jj_fail(c, ENG_JINJA_ERENDER,
                        "TypeError: not all arguments converted during string formatting");
     *out = jj_buf_val(&b);
