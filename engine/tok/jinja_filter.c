@@ -37,8 +37,8 @@ static jj_val strip(jj_ctx *c, jj_val s) {
     return jj_strn(c->ar, s.u.s->s + b, e - b);
 }
 
-static jj_val map_case(jj_ctx *c, jj_val s, int mode) /* 0 lower 1 upper 2 capitalize 3 title */
-{
+/* ASCII case mapping (non-ASCII bytes are kept): JJ_CASE_* modes. */
+jj_val jj_case_map(jj_ctx *c, jj_val s, int mode) {
     jj_val r = jj_strn(c->ar, s.u.s->s, s.u.s->n);
     if (r.kind != JV_STR) return r;
     char *p = (char *)r.u.s->s;
@@ -48,9 +48,12 @@ static jj_val map_case(jj_ctx *c, jj_val s, int mode) /* 0 lower 1 upper 2 capit
         if (mode == 0) p[i] = (char)tolower(ch);
         else if (mode == 1) p[i] = (char)toupper(ch);
         else if (mode == 2) p[i] = (char)(i == 0 ? toupper(ch) : tolower(ch));
-        else {
+        else if (mode == 3) { /* str.title(): a letter after a non-letter starts a word */
             p[i] = (char)(start ? toupper(ch) : tolower(ch));
             start = !isalpha(ch) && ch < 0x80;
+        } else { /* jinja2's |title: words start after - ( { [ < or whitespace */
+            p[i] = (char)(start ? toupper(ch) : tolower(ch));
+            start = strchr("-({[< \t\n\r\f\v", ch) != NULL && ch != 0;
         }
     }
     return r;
@@ -186,12 +189,12 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
             jj_val *chars = arg(args, nargs, kw, 1, "chars");
             if (name[1] == 'r' && chars && chars->kind == JV_STR)
                 return jj_method(c, s, "strip", chars, 1, NULL, out);
-            *out = name[1] == 'r' ? strip(c, s) : map_case(c, s, 3);
+            *out = name[1] == 'r' ? strip(c, s) : jj_case_map(c, s, 4);
             break;
         }
-        case 'u': *out = map_case(c, s, 1); break;
-        case 'l': *out = map_case(c, s, 0); break;
-        case 'c': *out = map_case(c, s, 2); break;
+        case 'u': *out = jj_case_map(c, s, 1); break;
+        case 'l': *out = jj_case_map(c, s, 0); break;
+        case 'c': *out = jj_case_map(c, s, 2); break;
         case 'i':
             return indent(c, s, arg(args, nargs, kw, 1, "width"), arg(args, nargs, kw, 2, "first"),
                           arg(args, nargs, kw, 3, "blank"), out);
@@ -284,9 +287,10 @@ int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t na
         if (jj_iter_list(c, v, &l) || r.kind != JV_LIST) return c->rc ? c->rc : NOMEM(c);
         for (size_t i = 0; i < l->n; i++) {
             bool seen = false;
-            jj_val a = l->v[i].kind == JV_STR ? map_case(c, l->v[i], 0) : l->v[i];
+            jj_val a = l->v[i].kind == JV_STR ? jj_case_map(c, l->v[i], 0) : l->v[i];
             for (size_t k = 0; k < r.u.l->n && !seen; k++) {
-                jj_val o = r.u.l->v[k].kind == JV_STR ? map_case(c, r.u.l->v[k], 0) : r.u.l->v[k];
+                jj_val o =
+                    r.u.l->v[k].kind == JV_STR ? jj_case_map(c, r.u.l->v[k], 0) : r.u.l->v[k];
                 seen = jj_equal(a, o);
             }
             if (!seen && jj_list_push(c->ar, r.u.l, l->v[i])) return NOMEM(c);

@@ -222,6 +222,10 @@ int jj_method(jj_ctx *c, jj_val self, const char *name, jj_val *args, size_t nar
         return out->kind == JV_STR ? 0 : NOMEM(c);
     }
     if (!strcmp(name, "format")) return jj_str_format(c, self, args, nargs, kw, out);
+    if (!strcmp(name, "title")) {
+        *out = jj_case_map(c, self, 3);
+        return out->kind == JV_STR ? 0 : NOMEM(c);
+    }
     if (!strcmp(name, "split"))
         return str_split(c, s, nargs > 0 ? &args[0] : NULL, nargs > 1 ? &args[1] : NULL, out);
     if (!strcmp(name, "startswith") || !strcmp(name, "endswith"))

@@ -253,6 +253,9 @@ int jj_iter_list(jj_ctx *c, jj_val v, jj_list **out); /* iterable -> list */
 /* filters, tests, methods (jinja_filter.c) */
 int jj_filter(jj_ctx *c, jj_scope *sc, const char *name, jj_val *args, size_t nargs,
               const char **kw, jj_val *out);
+/* Case mapping, ASCII only: 0 lower, 1 upper, 2 capitalize, 3 str.title(),
+ * 4 jinja2's |title (jinja_filter.c). */
+jj_val jj_case_map(jj_ctx *c, jj_val s, int mode);
 int jj_filter_order(jj_ctx *c, const char *name, jj_val *args, size_t nargs, const char **kw,
                     jj_val *out); /* sort min max sum round (jinja_order.c) */
 /* str % args (printf-style) and str.format(...) (jinja_format.c) */
