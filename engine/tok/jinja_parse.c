@@ -271,13 +271,17 @@ static jj_node *filters_tests(parser *P, jj_node *n) {
                 if (!call_args(P, f)) return NULL;
             } else {
                 const jj_tok *u = jp_pk(P);
+                /* jinja2's rule: one argument without parentheses when a
+                 * name, string, number, [ or { follows, unless else/or/and
+                 * (so `x is defined if c else d` is a syntax error there too) */
                 bool arg = u->kind == JT_STR || u->kind == JT_INT || u->kind == JT_FLOAT ||
                            jp_is_op(u, "[") || jp_is_op(u, "{") ||
                            (u->kind == JT_NAME && !jp_is_name(u, "else") && !jp_is_name(u, "or") &&
-                            !jp_is_name(u, "and") && !jp_is_name(u, "if") && !jp_is_name(u, "in") &&
-                            !jp_is_name(u, "is") && !jp_is_name(u, "not"));
+                            !jp_is_name(u, "and"));
+                if (arg && jp_is_name(u, "is"))
+                    return jp_perr(P, ENG_JINJA_ESYNTAX, "You cannot chain multiple tests with is");
                 if (arg) {
-                    jj_node *a = unary(P, false);
+                    jj_node *a = postfix(P, primary(P));
                     if (!a || !jp_add(P, f, a, NULL)) return NULL;
                 }
             }
