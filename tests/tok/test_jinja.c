@@ -72,7 +72,8 @@ PT_TEST(jinja_errors) {
     PT_EQ_INT(render("{% if %}", "{}", NULL, buf, sizeof buf), ENG_JINJA_ESYNTAX);
     PT_EQ_INT(render("{% for x in y %}", "{}", NULL, buf, sizeof buf), ENG_JINJA_ESYNTAX);
     /* jinja2 takes `if` as the test's argument here: a syntax error there too */
-    PT_EQ_INT(render("{{ x is defined if y else z }}", "{}", NULL, buf, sizeof buf), ENG_JINJA_ESYNTAX);
+    PT_EQ_INT(render("{{ x is defined if y else z }}", "{}", NULL, buf, sizeof buf),
+              ENG_JINJA_ESYNTAX);
     PT_EQ_INT(render("{% include 'x' %}", "{}", NULL, buf, sizeof buf), ENG_JINJA_EUNSUPPORTED);
     PT_ASSERT(strstr(buf, "include") != NULL);
     PT_EQ_INT(render("{{ x | frobnicate }}", "{}", NULL, buf, sizeof buf), ENG_JINJA_EUNSUPPORTED);
