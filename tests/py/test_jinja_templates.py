@@ -179,3 +179,47 @@ def test_snippets_match_jinja2():
     for src, want, got in bad:
         print("\n  SNIPPET %r\n    jinja2 %r\n    parley %r" % (src, want, got))
     assert not bad, "%d of %d snippets differ from jinja2" % (len(bad), len(SNIPPETS))
+
+
+# parley's built-in C renderers (eng_template.h) against eng_jinja running
+# each format's original template (tests/tok/templates/), with the
+# tokenizer-less spellings the built-ins use: the two must agree on every
+# role/content conversation of the corpus (text, or both refuse).
+BUILTINS = {  # format -> (template file, bos_token, eos_token)
+    "llama2": ("llama2", "<s>", "</s>"),
+    "llama3": ("llama3", "<|begin_of_text|>", "</s>"),
+    "gemma": ("gemma3", "<bos>", "<eos>"),
+    "gemma2": ("gemma", "<bos>", "<eos>"),
+    "chatml": ("chatml", "<s>", "</s>"),
+    "smollm2": ("smollm2", "<s>", "</s>"),
+    "transcript": ("transcript", "<bos>", "<eos>"),
+}
+
+
+def test_builtin_formats_match_their_templates():
+    _data_or_fail()
+    with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
+        convs = [c for c in json.load(f)
+                 if all(isinstance(m.get("content"), str) and set(m) <= {"role", "content"} for m in c["messages"])]
+    assert len(convs) >= 5
+    bad, n = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt, (tfile, bos, eos) in BUILTINS.items():
+            tmpl = os.path.join(REPO, "tests", "tok", "templates", tfile + ".jinja")
+            for conv in convs:
+                for gen in (False, True):
+                    lines = "".join("%s:%s\n" % (m["role"].encode().hex(), m["content"].encode().hex())
+                                    for m in conv["messages"])
+                    p = subprocess.run([TOOL, "builtin", fmt, "1" if gen else "0"], input=lines.encode(),
+                                       capture_output=True, timeout=30)
+                    assert p.returncode in (0, 1), p.stderr
+                    ctx = {"messages": conv["messages"], "add_generation_prompt": gen, "bos_token": bos,
+                           "eos_token": eos}
+                    ok, out = _render(tmpl, ctx, tmp)
+                    n += 1
+                    if (p.returncode == 0) != ok or (ok and out != p.stdout):
+                        bad.append((fmt, conv["name"], gen, p.stdout[:200], out[:200]))
+    for b in bad[:10]:
+        print("\n  %s %s gen=%s\n    built-in %r\n    eng_jinja %r" % b)
+    print("\nbuilt-in formats vs eng_jinja on their templates: %d/%d agree" % (n - len(bad), n))
+    assert not bad
