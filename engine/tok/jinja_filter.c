@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jinja_internal.h"
+#include "tok_internal.h"
 
 #define NOMEM(c) jj_fail((c), ENG_JINJA_ELIMIT, "render memory limit reached")
 
@@ -37,26 +38,75 @@ static jj_val strip(jj_ctx *c, jj_val s) {
     return jj_strn(c->ar, s.u.s->s + b, e - b);
 }
 
-/* ASCII case mapping (non-ASCII bytes are kept): JJ_CASE_* modes. */
-jj_val jj_case_map(jj_ctx *c, jj_val s, int mode) {
-    jj_val r = jj_strn(c->ar, s.u.s->s, s.u.s->n);
-    if (r.kind != JV_STR) return r;
-    char *p = (char *)r.u.s->s;
-    bool start = true;
-    for (size_t i = 0; i < r.u.s->n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (mode == 0) p[i] = (char)tolower(ch);
-        else if (mode == 1) p[i] = (char)toupper(ch);
-        else if (mode == 2) p[i] = (char)(i == 0 ? toupper(ch) : tolower(ch));
-        else if (mode == 3) { /* str.title(): a letter after a non-letter starts a word */
-            p[i] = (char)(start ? toupper(ch) : tolower(ch));
-            start = !isalpha(ch) && ch < 0x80;
-        } else { /* jinja2's |title: words start after - ( { [ < or whitespace */
-            p[i] = (char)(start ? toupper(ch) : tolower(ch));
-            start = strchr("-({[< \t\n\r\f\v", ch) != NULL && ch != 0;
-        }
+static const jj_case_entry *case_find(uint32_t cp) {
+    int lo = 0, hi = jj_case_n_one - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (jj_case_one[mid].cp == cp) return &jj_case_one[mid];
+        if (jj_case_one[mid].cp < cp) lo = mid + 1;
+        else hi = mid - 1;
     }
-    return r;
+    return NULL;
+}
+
+static int put_cp(jj_buf *b, uint32_t cp) {
+    char o[4];
+    size_t n;
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        o[0] = (char)(0xC0 | cp >> 6), o[1] = (char)(0x80 | (cp & 63));
+        n = 2;
+    } else if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | cp >> 12), o[1] = (char)(0x80 | (cp >> 6 & 63)),
+        o[2] = (char)(0x80 | (cp & 63));
+        n = 3;
+    } else {
+        o[0] = (char)(0xF0 | cp >> 18), o[1] = (char)(0x80 | (cp >> 12 & 63));
+        o[2] = (char)(0x80 | (cp >> 6 & 63)), o[3] = (char)(0x80 | (cp & 63));
+        n = 4;
+    }
+    return jj_buf_put(b, o, n);
+}
+
+/* Append cp upper- or lower-cased as Python maps it (jinja_case.c). */
+static int put_cased(jj_buf *b, uint32_t cp, bool up) {
+    const jj_case_entry *e = case_find(cp);
+    if (e && (up ? e->up : e->lo)) return put_cp(b, up ? e->up : e->lo);
+    for (int i = 0; e && i < jj_case_n_multi; i++)
+        if (jj_case_multi[i].cp == cp) {
+            const char *m = up ? jj_case_multi[i].up : jj_case_multi[i].lo;
+            if (*m) return jj_buf_put(b, m, strlen(m));
+        }
+    return put_cp(b, cp);
+}
+
+/* Case mapping with Python's per-code-point tables: JJ_CASE_* modes.
+ * Bytes that are not UTF-8 pass through. */
+jj_val jj_case_map(jj_ctx *c, jj_val s, int mode) {
+    jj_buf b = {.c = c};
+    const char *p = s.u.s->s;
+    size_t n = s.u.s->n;
+    bool start = true;
+    for (size_t i = 0; i < n && !c->rc;) {
+        uint32_t cp;
+        size_t bad, k = (size_t)tok_utf8_decode((const uint8_t *)p + i, n - i, &cp, &bad);
+        if (!k) {
+            jj_buf_put(&b, p + i, bad ? bad : 1);
+            i += bad ? bad : 1;
+            start = mode != 3;
+            continue;
+        }
+        bool up = mode == 1 || (mode == 2 && i == 0) || (mode >= 3 && start);
+        put_cased(&b, cp, up);
+        if (mode == 3) /* str.title(): a cased character continues a word */
+            start = !case_find(cp);
+        else if (mode == 4) /* jinja2's |title: words start after - ( { [ < or whitespace */
+            start = (cp < 0x80 && strchr("-({[<", (int)cp) && cp) || jj_space_fwd(p, n, i);
+        i += k;
+    }
+    return c->rc ? (jj_val){.kind = JV_UNDEF} : jj_buf_val(&b);
 }
 
 static int indent(jj_ctx *c, jj_val s, jj_val *w, jj_val *first, jj_val *blank, jj_val *out) {

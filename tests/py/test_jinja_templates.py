@@ -148,6 +148,7 @@ SNIPPETS = [
     "{{ '%s-%d' % ('a', 3) }}|{{ '%.2f' % 2.5 }}|{{ '%5s|%-4d|%03d' % ('ab', 7, 5) }}|{{ '%r' % 'x' }}|{{ '%s' % [1, 2] }}|{{ '%x' % 255 }}",
     "{{ '{} and {}'.format('a', 'b') }}|{{ '{0}{1}{0}'.format('x', 'y') }}|{{ '{name}!'.format(name='Bo') }}|{{ '%s=%s' | format('k', 1.5) }}",
     "{{ \"o'neil 3rd x-ray (ab) [cd] hello_world\" | title }}|{{ \"o'neil 3rd x-ray (ab) hello_world\".title() }}",
+    "{{ 'ǆemal ŉ ﬁx straße İx' | upper }}|{{ 'ÀÉ İx' | lower }}|{{ 'héllo wörld-ñu (éx)' | title }}|{{ 'éa 3rd'.title() }}|{{ 'éA' | capitalize }}",
     "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
 ]
 
