@@ -14,14 +14,14 @@
  *
  * The subset.  Statements: if/elif/else, for (tuple targets, `if` filter,
  * else, loop.index/index0/revindex/revindex0/first/last/length/previtem/
- * nextitem, break/continue), set (names, tuples, namespace attributes,
+ * nextitem/cycle(), break/continue), set (names, tuples, namespace attributes,
  * block set), macro (positional/keyword/default params, `caller` via
  * call blocks), filter blocks, generation, raw, comments, whitespace control
  * ({%- -%} {{- -}} {#- -#}).  Expressions: literals (str, int, float, list,
  * tuple, dict, true/false/none in both spellings), attribute and item
  * access, slices, calls with keyword arguments, filters with arguments,
- * `is [not]` tests, `in`/`not in`, `~`, + - * / // % **, comparisons,
- * and/or/not, inline if/else.  The filters, tests and str/list/dict
+ * `is [not]` tests, `in`/`not in`, `~`, + - * / // % **, printf-style
+ * `str % args`, chained comparisons, and/or/not, inline if/else.  The filters, tests and str/list/dict
  * methods are those listed in docs/chat-templates.md.  Anything else is
  * refused when the template is compiled (ENG_JINJA_EUNSUPPORTED naming the
  * construct) or when it is reached (a filter or method name unknown at run
@@ -31,7 +31,10 @@
  * "\r\n" and "\r" in the source become "\n" (data is never touched); None
  * prints as "None"; an undefined value prints empty but fails on attribute
  * access or call; `+` of a str and a non-str fails as Python does; values
- * print as Python's str() (lists and dicts with repr'd items).
+ * print as Python's str() (lists and dicts with repr'd items, floats as
+ * repr); a |safe string is a Markup (`+` HTML-escapes the other operand);
+ * trim/strip/split use str.isspace and upper/lower Python's Unicode case
+ * tables.  Known differences are listed in docs/chat-templates.md.
  *
  * Sandbox.  A template is untrusted input.  Rendering is bounded by the
  * limits below: evaluation steps (every expression node and loop iteration
