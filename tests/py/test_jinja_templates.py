@@ -33,6 +33,11 @@ NOW = 1721952000  # 2024-07-26 00:00:00 UTC, render_reference.py's FIXED_NOW
 REFUSED: dict = {}
 
 
+def _tool_or_fail():
+    if not os.access(TOOL, os.X_OK):
+        pytest.fail("jinja_tool not built at %s (set PARLEY_BUILD)" % TOOL, pytrace=False)
+
+
 def _data_or_fail():
     if not os.path.isdir(DATA):
         msg = "chat template corpus not found at %s (PARLEY_CHAT_TEMPLATES)" % DATA
@@ -154,7 +159,7 @@ SNIPPETS = [
 
 
 def test_snippets_match_jinja2():
-    _data_or_fail()
+    _tool_or_fail()
     jinja2 = pytest.importorskip("jinja2")
     import jinja2.ext
     from datetime import datetime
