@@ -43,6 +43,11 @@
  * or a crash; nothing reaches the host (no attribute of a host object, no
  * file, no clock but strftime_now).  The library never exits or aborts.
  *
+ * Threading.  A compiled template is read-only while rendering (each
+ * render has its own arena, scopes and output), so one eng_jinja may be
+ * rendered by several threads at once; compile and free are not
+ * concurrent with renders of the same template.
+ *
  * Errors.  0 or a negative ENG_JINJA_E* code (PL_ERR_TMPL's range, after
  * eng_template.h's codes) and a message in err (pl_errf convention).  When
  * the template calls raise_exception(msg), the code is ENG_JINJA_ERAISED and
