@@ -1,0 +1,231 @@
+"""parley's Jinja-subset renderer (engine/tok/eng_jinja.h) against jinja2.
+
+The data is ../shared/chat_templates/ beside the repository (README.md
+there): 42 real chat templates x 10 conversations, and jinja2's output for
+each pair as transformers' apply_chat_template produces it (349 renders,
+71 raised errors).  It is read in place, never copied into the tree;
+PARLEY_CHAT_TEMPLATES overrides the folder.  Under CI=true a missing folder
+is a failure.
+
+Every pair goes through tests/tok/jinja_tool (template file + JSON context,
+strftime_now pinned to 2024-07-26 as the reference was made):
+  * a pair jinja2 rendered must render byte for byte the same;
+  * a pair jinja2 refused must fail too, and where the template itself
+    raised (raise_exception -> "TemplateError: msg") with the same message.
+REFUSED lists the pairs the subset deliberately does not render, each
+with its reason; it is meant to stay short.
+"""
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("PARLEY_BUILD", os.path.join(REPO, "build"))
+TOOL = os.path.join(BUILD, "tests", "tok", "jinja_tool")
+DATA = os.environ.get("PARLEY_CHAT_TEMPLATES", os.path.join(REPO, "..", "shared", "chat_templates"))
+CI = os.environ.get("CI") == "true"
+NOW = 1721952000  # 2024-07-26 00:00:00 UTC, render_reference.py's FIXED_NOW
+
+# (template stem, conversation name or "*") -> why the subset refuses it
+REFUSED: dict = {}
+
+
+def _tool_or_fail():
+    if not os.access(TOOL, os.X_OK):
+        pytest.fail("jinja_tool not built at %s (set PARLEY_BUILD)" % TOOL, pytrace=False)
+
+
+def _data_or_fail():
+    if not os.path.isdir(DATA):
+        msg = "chat template corpus not found at %s (PARLEY_CHAT_TEMPLATES)" % DATA
+        if CI:
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    if not os.access(TOOL, os.X_OK):
+        pytest.fail("jinja_tool not built at %s (set PARLEY_BUILD)" % TOOL, pytrace=False)
+
+
+def _pairs():
+    with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
+        convs = json.load(f)
+    with open(os.path.join(DATA, "template_kwargs.json"), encoding="utf-8") as f:
+        kwargs = json.load(f)
+    stems = sorted(n[: -len(".jinja")] for n in os.listdir(DATA) if n.endswith(".jinja"))
+    for stem in stems:
+        for conv in convs:
+            ctx = dict(kwargs.get(stem, kwargs["_default"]))
+            ctx.update(messages=conv["messages"], tools=conv.get("tools"), documents=None,
+                       add_generation_prompt=conv["add_generation_prompt"])
+            yield stem, conv["name"], ctx
+
+
+def _render(tmpl, ctx, tmp):
+    path = os.path.join(tmp, "ctx.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(ctx, f, ensure_ascii=False)
+    p = subprocess.run([TOOL, tmpl, path, str(NOW)], capture_output=True, timeout=30)
+    if p.returncode not in (0, 1):
+        raise AssertionError("jinja_tool crashed (%d): %s" % (p.returncode, p.stderr.decode(errors="replace")))
+    return p.returncode == 0, p.stdout
+
+
+def test_corpus_matches_jinja2():
+    _data_or_fail()
+    ok = err_ok = n_txt = n_err = 0
+    bad = []
+    refused = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for stem, conv, ctx in _pairs():
+            base = os.path.join(DATA, "expected", "%s__%s" % (stem, conv))
+            reason = REFUSED.get((stem, conv)) or REFUSED.get((stem, "*"))
+            rendered, out = _render(os.path.join(DATA, stem + ".jinja"), ctx, tmp)
+            if os.path.exists(base + ".txt"):
+                n_txt += 1
+                with open(base + ".txt", "rb") as f:
+                    want = f.read()
+                if rendered and out == want:
+                    ok += 1
+                elif reason:
+                    refused.append((stem, conv, reason))
+                else:
+                    bad.append((stem, conv, "render", want[:300], out[:300]))
+            else:
+                n_err += 1
+                with open(base + ".error", encoding="utf-8") as f:
+                    want = f.read().rstrip("\n")
+                msg = out.decode("utf-8", errors="replace")
+                if rendered:
+                    bad.append((stem, conv, "should fail", want, out[:200]))
+                elif want.startswith("TemplateError: ") and not msg.endswith(" " + want[len("TemplateError: "):]):
+                    bad.append((stem, conv, "message", want, msg))
+                else:
+                    err_ok += 1
+    print("\njinja subset vs jinja2: %d/%d renders, %d/%d errors, %d refused" % (ok, n_txt, err_ok, n_err, len(refused)))
+    for r in refused:
+        print("  refused %s__%s: %s" % r)
+    for b in bad[:15]:
+        print("  MISMATCH %s__%s (%s)\n    want %r\n    got  %r" % b)
+    assert not bad, "%d pairs differ from jinja2 (first: %s__%s)" % (len(bad), bad[0][0], bad[0][1])
+
+
+# Constructs beyond what the corpus exercises, each rendered by jinja2 set
+# up as transformers does (the environment of render_reference.py) and by
+# parley over the same context.
+SNIPPETS = [
+    "{{ messages[0].content | upper }}|{{ 'Hello World' | lower }}|{{ 'hello wORLD' | title }}|{{ 'hELLO' | capitalize }}",
+    "{{ [3, 1, 2] | first }}{{ [3, 1, 2] | last }}{{ 'abc' | list }}{{ {'a': 1} | items | list }}",
+    "{{ messages | map(attribute='role') | join(', ') }}|{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
+    "{{ [1, none, 2] | reject('none') | list }}|{{ [1, 2, 3] | select('odd') | list }}|{{ ['a', 'A', 'b'] | unique | list }}",
+    "{{ x | default('d') }}|{{ '' | default('e', true) }}|{{ none | default('n') }}",
+    "{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, first=true) }}|{{ 'x\\n\\ny' | indent(4, blank=true) }}",
+    "{{ ' a ' | trim }}|{{ '--a--'.strip('-') }}|{{ 'xxa'.lstrip('x') }}|{{ 'a  b c'.split() }}|{{ 'a b c'.split(' ', 1) }}",
+    "{{ 'abc'.startswith(('x', 'a')) }}{{ 'abc'.endswith('bc') }}{{ 'a-b'.replace('-', '+') }}{{ 'aaa'.replace('a', 'b', 2) }}",
+    "{{ {'b': 1, 'a': [1, 2.5, none, true, 'é']} | tojson }}|{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}|{{ 'ü\\u0001\\t' | tojson }}",
+    "{{ {'a': {'b': [1, {}]}, 'c': []} | tojson(indent=2) }}",
+    "{{ 10 / 4 }} {{ 10 // 4 }} {{ -10 // 4 }} {{ -10 % 3 }} {{ 2 ** 0.5 }} {{ 1e100 }} {{ 3.0 * 2 }} {{ 1 == 1.0 }} {{ 7 / 7 }}",
+    "{{ 'ab' * 3 }}{{ [1] + [2] }}{{ (1, 2) }}{{ (1,) }}{{ 'x' ~ 1.5 ~ true ~ none }}",
+    "{{ messages[1:] | length }}{{ messages[-1].role }}{{ 'héllo'[1] }}{{ 'héllo'[1:3] }}{{ [1,2,3,4][::2] }}{{ [1,2,3][::-1] }}",
+    "{% for a, b in {'x': 1, 'y': 2} | items %}{{ a }}={{ b }}{{ loop.revindex }}{% endfor %}",
+    "{% for m in messages %}{{ loop.index0 }}{{ loop.previtem.role if loop.previtem is defined }}{{ loop.nextitem.role if loop.nextitem }}{% else %}none{% endfor %}",
+    "{% for x in [] %}{{ x }}{% else %}empty{% endfor %}|{% for c in 'ab' %}{{ c }}{% endfor %}",
+    "{% set a, b = 1, 2 %}{{ a + b }}{% set t = (3, 4) %}{% set c, d = t %}{{ c * d }}",
+    "{% macro greet(name, punct='!') -%}Hi {{ name }}{{ punct }}{%- endmacro %}{{ greet('A') }} {{ greet('B', punct='?') }} {{ greet(name='C') }}",
+    "{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}inner{% endcall %}",
+    "{% if x is not defined and messages is iterable and messages is sequence and 1 is number and 'a' is string %}ok{% endif %}",
+    "{% if {} is mapping and none is none and true is boolean and 3 is divisibleby(3) and 4 is even %}ok{% endif %}",
+    "{{ messages[0] }}|{{ {'k': 'it\\'s', 'q': \"a\\\"b\"} }}|{{ [1.0, -0.0, 1e-7] }}",
+    "{{ messages[0]['role'] }}{{ messages[0].get('missing', 'dflt') }}{{ messages[0].get('role') }}{{ messages[0].keys() | list }}",
+    "{%- set ns = namespace(found=false, n=0) -%}{%- for m in messages -%}{%- if m.role == 'user' -%}{%- set ns.found = true -%}{%- set ns.n = ns.n + 1 -%}{%- endif -%}{%- endfor -%}{{ ns.found }}{{ ns.n }}",
+    "  {% if true %}\n    x\n  {% endif %}\n{%+ if true %}y{% endif %}\n{{ 'z' }}\n\n{# c #}\n  {#- c -#}  w\n",
+    "{% filter upper %}a{{ 'b' }}{% endfilter %}{% set blk %}  q  {% endset %}[{{ blk }}]",
+    "{{ strftime_now('%Y-%m-%d %d %b %Y') }}|{{ range(3) | list }}{{ range(1, 7, 2) | list }}|{{ dict(a=1) }}",
+    "{{ 'a' if messages else 'b' }}{{ messages and 'y' }}{{ none or 'z' }}{{ not messages }}{{ 3 > 2 > 1 }}{{ 'b' > 'a' }}",
+    "{{ '<b>' | safe + '<i>' }}|{{ '<b>' + '<i>' | safe }}|{{ ('<b>' | safe) ~ '<i>' }}",
+    "{{ 12 | string + 'x' }}{{ '42' | int + 1 }}{{ '3.5' | float }}{{ 3.9 | int }}{{ -5 | abs }}{{ [1,2] | count }}",
+    "{% for x in [1, 2, 3] %}{{ loop.cycle('a', 'b') }}{% endfor %}|{{ 3 is gt(2) }}{{ 3 is lessthan 2 }}|{{ ' x ' | trim('x ') }}",
+    "{{ [3, 1, 2] | sort | list }}{{ ['b', 'A', 'c'] | sort(reverse=true) }}{{ [3, 1, 2] | max }}{{ ['b', 'A'] | min }}{{ [1, 2.5] | sum }}",
+    "{{ messages | sort(attribute='role') | map(attribute='role') | join }}{{ 2.5 | round }}{{ 3.14159 | round(2) }}{{ 2.1 | round(method='ceil') }}",
+    "{{ ' \\u00a0 a \\u3000' | trim }}|{{ '\\u2003x '.strip() }}|{{ 'x\\u00a0y z'.split() }}|{{ '  a b  '.split(None, 1) }}|{{ ' é '.rstrip() }}",
+    "{% raw %}{{ x }}{% endraw %}|{% raw -%}  {% if %} {#  {%- endraw %}|\n  {% raw %}\na{% endraw %}\nb\n",
+    "{{ '%s-%d' % ('a', 3) }}|{{ '%.2f' % 2.5 }}|{{ '%5s|%-4d|%03d' % ('ab', 7, 5) }}|{{ '%r' % 'x' }}|{{ '%s' % [1, 2] }}|{{ '%x' % 255 }}",
+    "{{ '{} and {}'.format('a', 'b') }}|{{ '{0}{1}{0}'.format('x', 'y') }}|{{ '{name}!'.format(name='Bo') }}|{{ '%s=%s' | format('k', 1.5) }}",
+    "{{ \"o'neil 3rd x-ray (ab) [cd] hello_world\" | title }}|{{ \"o'neil 3rd x-ray (ab) hello_world\".title() }}",
+    "{{ 'ǆemal ŉ ﬁx straße İx' | upper }}|{{ 'ÀÉ İx' | lower }}|{{ 'héllo wörld-ñu (éx)' | title }}|{{ 'éa 3rd'.title() }}|{{ 'éA' | capitalize }}",
+    "{{ messages | length }}{{ 'héllo' | length }}{{ {'a': 1} | length }}{{ 'abc' | reverse }}{{ [1,2] | reverse | list }}",
+]
+
+
+def test_snippets_match_jinja2():
+    _tool_or_fail()
+    jinja2 = pytest.importorskip("jinja2")
+    import jinja2.ext
+    from datetime import datetime
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["strftime_now"] = lambda fmt: datetime(2024, 7, 26).strftime(fmt)
+    ctx = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi <you>"}],
+           "add_generation_prompt": True}
+    bad = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, src in enumerate(SNIPPETS):
+            want = env.from_string(src).render(**ctx)
+            path = os.path.join(tmp, "t%d.jinja" % i)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(src)
+            rendered, out = _render(path, ctx, tmp)
+            got = out.decode("utf-8", errors="replace")
+            if not rendered or got != want:
+                bad.append((src, want, got))
+    for src, want, got in bad:
+        print("\n  SNIPPET %r\n    jinja2 %r\n    parley %r" % (src, want, got))
+    assert not bad, "%d of %d snippets differ from jinja2" % (len(bad), len(SNIPPETS))
+
+
+# parley's built-in C renderers (eng_template.h) against eng_jinja running
+# each format's original template (tests/tok/templates/), with the
+# tokenizer-less spellings the built-ins use: the two must agree on every
+# role/content conversation of the corpus (text, or both refuse).
+BUILTINS = {  # format -> (template file, bos_token, eos_token)
+    "llama2": ("llama2", "<s>", "</s>"),
+    "llama3": ("llama3", "<|begin_of_text|>", "</s>"),
+    "gemma": ("gemma3", "<bos>", "<eos>"),
+    "gemma2": ("gemma", "<bos>", "<eos>"),
+    "chatml": ("chatml", "<s>", "</s>"),
+    "smollm2": ("smollm2", "<s>", "</s>"),
+    "transcript": ("transcript", "<bos>", "<eos>"),
+}
+
+
+def test_builtin_formats_match_their_templates():
+    _data_or_fail()
+    with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
+        convs = [c for c in json.load(f)
+                 if all(isinstance(m.get("content"), str) and set(m) <= {"role", "content"} for m in c["messages"])]
+    assert len(convs) >= 5
+    bad, n = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt, (tfile, bos, eos) in BUILTINS.items():
+            tmpl = os.path.join(REPO, "tests", "tok", "templates", tfile + ".jinja")
+            for conv in convs:
+                for gen in (False, True):
+                    lines = "".join("%s:%s\n" % (m["role"].encode().hex(), m["content"].encode().hex())
+                                    for m in conv["messages"])
+                    p = subprocess.run([TOOL, "builtin", fmt, "1" if gen else "0"], input=lines.encode(),
+                                       capture_output=True, timeout=30)
+                    assert p.returncode in (0, 1), p.stderr
+                    ctx = {"messages": conv["messages"], "add_generation_prompt": gen, "bos_token": bos,
+                           "eos_token": eos}
+                    ok, out = _render(tmpl, ctx, tmp)
+                    n += 1
+                    if (p.returncode == 0) != ok or (ok and out != p.stdout):
+                        bad.append((fmt, conv["name"], gen, p.stdout[:200], out[:200]))
+    for b in bad[:10]:
+        print("\n  %s %s gen=%s\n    built-in %r\n    eng_jinja %r" % b)
+    print("\nbuilt-in formats vs eng_jinja on their templates: %d/%d agree" % (n - len(bad), n))
+    assert not bad
