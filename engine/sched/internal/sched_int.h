@@ -17,7 +17,7 @@
 #include "eng_sched.h"
 #include "pl_err.h"
 
-enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2 };
+enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2, SCHED_PARKED = 3 };
 enum { SCHED_END_CANCEL = 1, SCHED_END_STOP = 2 }; /* values of sched_req.cancel */
 
 /* The choices of an n > 1 request: how each ended, kept until the last
@@ -49,6 +49,7 @@ typedef struct sched_req {
     char ns[ENG_SCHED_NS_MAX];   /* namespace bytes */
     size_t ns_len;               /* namespace length */
     int64_t deadline_us;         /* absolute deadline, 0 = none */
+    int cls;                     /* ENG_SCHED_INTERACTIVE / ENG_SCHED_BULK */
     int64_t submit_us;           /* submit time */
     int64_t admit_us;            /* first admission, 0 before */
     int64_t first_tok_us;        /* first token, 0 before */
@@ -151,6 +152,8 @@ struct eng_sched {
 
     sched_req *waiting;        /* loop: waiting requests (unordered) */
     sched_req *running;        /* loop: running requests, admission order */
+    sched_req *parked;         /* loop: out of the batch with their KV kept, park order */
+    double bulk_share;         /* loop: EMA (1/16) of steps carrying a bulk sequence */
     uint64_t admit_counter;    /* loop: first-admission sequence */
     uint64_t run_counter;      /* loop: admission sequence (incl. resumes) */
     eng_seq_step *steps;       /* loop: batch under construction (max_running) */
@@ -170,8 +173,30 @@ struct eng_sched {
     int closed;                      /* eng_sched_close finished */
 };
 
-/* sched_loop.c: append r to a waiting / running list. */
+/* sched_loop.c: append r to / remove r from a waiting / running / parked list. */
 void sched_list_append(sched_req **head, sched_req *r);
+void sched_list_remove(sched_req **head, sched_req *r);
+/* sched_loop.c: length of a list. */
+int sched_list_len(const sched_req *h);
+/* sched_loop.c: move r (running or parked) back to the waiting list, its
+ * KV inserted in the cache or dropped (memory preemption). */
+void sched_preempt(eng_sched *s, sched_req *r);
+/* sched_class.c: before admission, park the youngest running bulk
+ * sequences so that the ready interactive requests get running slots
+ * (class_preempt), or, bulk being starved (bulk_min_share), park the
+ * youngest interactive one to give bulk a slot. */
+void sched_class_balance(eng_sched *s);
+/* sched_class.c: 1 when the admission should take bulk candidates ahead
+ * of interactive ones this iteration (bulk starved). */
+int sched_class_bulk_first(const eng_sched *s);
+/* sched_class.c: put parked sequences back into the batch while running
+ * slots are free: interactive ones, then bulk ones unless a ready
+ * interactive request waits (or bulk is starved).  *n_run counts running
+ * slots.  Returns the number resumed. */
+int sched_class_resume(eng_sched *s, int *n_run);
+/* sched_class.c: after a step of n sequences (s->step_req), update the
+ * bulk share and the counters. */
+void sched_class_step(eng_sched *s, int n);
 
 /* sched_loop.c: when request r is expected to finish (eng_sched_next_finish_us):
  * now plus its steps left (prefill chunks of step_tokens, then one step
