@@ -168,6 +168,8 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.constraint_vocab = w->eng.cvocab;
     sc.mask_threads = (int)cm_config_int(cfg, "scheduler.mask_threads");
     sc.mask_budget_us = cm_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
+    sc.class_preempt = cm_config_bool(cfg, "scheduler.class_preempt");
+    sc.bulk_min_share = (double)cm_config_int(cfg, "scheduler.bulk_min_share_pct") / 100.0;
     long long mi = cm_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,

@@ -215,6 +215,7 @@ typedef struct wk_turn {
     eng_sampler_params sampling;    /* sampling parameters incl. stop ids */
     int max_tokens;                 /* generation limit */
     int64_t deadline_us;            /* eng_sched_now_us deadline; 0 none */
+    int service_class;              /* ENG_SCHED_INTERACTIVE / _BULK (the turn's service_class) */
     int64_t queued_unix_ms;         /* created_ms or record timestamp */
     int64_t submit_unix_ms;         /* wall clock at submit */
     bool stream;                    /* publish TokenChunks */
@@ -290,6 +291,9 @@ typedef struct wk_counters {
     uint64_t retok_mismatch;       /* of which re-tokenising would have given other ids */
     uint64_t ttft_turn_hist[WK_TURN_N][WK_LAT_N]; /* TTFT histogram by turn-index bucket */
     uint64_t ttft_turn_sum_us[WK_TURN_N];         /* sums of those TTFTs (us) */
+    uint64_t class_turns[ENG_SCHED_CLASSES];      /* turns the engine ended, per service class */
+    uint64_t ttft_class_hist[ENG_SCHED_CLASSES][WK_LAT_N]; /* TTFT histogram per class */
+    uint64_t ttft_class_sum_us[ENG_SCHED_CLASSES];         /* sums of those TTFTs (us) */
     int64_t inflight;                             /* gauge copy of wk_convs.inflight for readers */
     int64_t assigned;                             /* gauge: partitions assigned */
 } wk_counters;
