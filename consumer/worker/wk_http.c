@@ -259,8 +259,8 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
     fprintf(f, "# HELP parley_sched_submitted_by_class_total Requests submitted to the engine, "
                "by service class.\n# TYPE parley_sched_submitted_by_class_total counter\n");
     for (int k = 0; k < ENG_SCHED_CLASSES; k++)
-        fprintf(f, "parley_sched_submitted_by_class_total{class=\"%s\"} %llu\n",
-                wk_class_name(k), (unsigned long long)st.submitted_class[k]);
+        fprintf(f, "parley_sched_submitted_by_class_total{class=\"%s\"} %llu\n", wk_class_name(k),
+                (unsigned long long)st.submitted_class[k]);
     wk_metric(f, "parley_sched_spec_verify_steps_total", "counter",
               "Speculative decoding: decode steps of a sequence that verified a draft.",
               (double)st.spec_steps);

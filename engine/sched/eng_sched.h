@@ -374,7 +374,7 @@ typedef struct eng_sched_config {
     int mask_threads;       /* threads computing constraint masks (default 1; 1..64) */
     int64_t mask_budget_us; /* CPU time one mask may take (default 100000 = 100 ms; 0 = none) */
     int class_preempt;      /* 1: park running bulk sequences for waiting interactive (default 1) */
-    double bulk_min_share;  /* share of steps bulk gets at least while pending (default 0.1; 0..1) */
+    double bulk_min_share; /* share of steps bulk gets at least while pending (default 0.1; 0..1) */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
@@ -410,9 +410,9 @@ typedef struct eng_sched_request {
     /* constraint on the output (kind ENG_CONSTRAINT_NONE, as a zeroed
      * request has: none); the text is copied (compiled) by submit */
     eng_constraint_spec constraint;
-    int logprobs;     /* 1: token events carry log-probabilities */
-    int top_logprobs; /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
-    int n;            /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */
+    int logprobs;      /* 1: token events carry log-probabilities */
+    int top_logprobs;  /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
+    int n;             /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */
     int service_class; /* ENG_SCHED_INTERACTIVE (0, a zeroed request) or ENG_SCHED_BULK */
     /* Called on the delivery thread for every generated token, in order
      * per choice (choices interleave); may be NULL. */

@@ -58,8 +58,10 @@ static void seq_held(const sched_req *r, int from, long held[2]) {
 static void running_held(eng_sched *s, long held[2]) {
     held[0] = held[1] = 0;
     uint64_t epoch = ++s->held_epoch;
-    for (sched_req *r = s->running ? s->running : s->parked; r;
-         r = r->next ? r->next : r->state == SCHED_RUNNING ? s->parked : NULL) {
+    for (sched_req *r = s->running ? s->running : s->parked; r; r = r->next ? r->next
+                                                                    : r->state == SCHED_RUNNING
+                                                                        ? s->parked
+                                                                        : NULL) {
         long h[2];
         int from = r->n_shared;
         if (from && r->grp && r->grp->held_epoch != epoch) {
@@ -574,8 +576,7 @@ static int sched_step(eng_sched *s) {
     int rc;
     for (;;) {
         rc = eng_forward(s->model, s->steps, n, err, sizeof err);
-        if (rc != ENG_ENOMEM || !s->running ||
-            (!n_drafted && !s->running->next && !s->parked))
+        if (rc != ENG_ENOMEM || !s->running || (!n_drafted && !s->running->next && !s->parked))
             break;
         pthread_mutex_lock(&s->mu);
         s->st.oom_retries++;
@@ -779,7 +780,8 @@ void *sched_loop_main(void *arg) {
         s->st.running = sched_list_len(s->running);
         s->st.waiting = sched_list_len(s->waiting);
         s->st.parked = sched_list_len(s->parked);
-        for (int c = 0; c < ENG_SCHED_CLASSES; c++) s->st.running_class[c] = s->st.waiting_class[c] = 0;
+        for (int c = 0; c < ENG_SCHED_CLASSES; c++)
+            s->st.running_class[c] = s->st.waiting_class[c] = 0;
         for (const sched_req *r = s->running; r; r = r->next) s->st.running_class[r->cls]++;
         for (const sched_req *r = s->waiting; r; r = r->next) s->st.waiting_class[r->cls]++;
         running_held(s, s->st.blocks_held);

@@ -207,8 +207,7 @@ PT_TEST(resume_same_tokens) {
         PT_EQ_INT(alone.reqs[0].n_tokens, BULK_GEN);
         PT_EQ_INT(pair.reqs[0].n_tokens, BULK_GEN);
         PT_EQ_MEM(alone.reqs[0].tokens, pair.reqs[0].tokens, BULK_GEN * sizeof(int32_t));
-        PT_EQ_MEM(alone.reqs[0].res_tokens, pair.reqs[0].res_tokens,
-                  BULK_GEN * sizeof(int32_t));
+        PT_EQ_MEM(alone.reqs[0].res_tokens, pair.reqs[0].res_tokens, BULK_GEN * sizeof(int32_t));
         su_coll_free(&alone);
         su_coll_free(&pair);
     }

@@ -31,7 +31,10 @@ PT_TEST(v13_class_round_trip) {
     t.service_class = SCH_CLASS_BULK;
     sch_buf_init(&b);
     PT_EQ_INT(sch_turn_encode(&t, &b, err, sizeof err), 0);
-    PT_ASSERT(memmem(b.data, b.len, "\xadservice_class\xa4" "bulk", 19) != NULL);
+    PT_ASSERT(memmem(b.data, b.len,
+                     "\xadservice_class\xa4"
+                     "bulk",
+                     19) != NULL);
     PT_EQ_INT(sch_turn_decode(b.data, b.len, NULL, &d, err, sizeof err), 0);
     PT_EQ_INT(d.service_class, SCH_CLASS_BULK);
     sch_turn_free(&d);

@@ -294,8 +294,8 @@ typedef struct wk_counters {
     uint64_t class_turns[ENG_SCHED_CLASSES];      /* turns the engine ended, per service class */
     uint64_t ttft_class_hist[ENG_SCHED_CLASSES][WK_LAT_N]; /* TTFT histogram per class */
     uint64_t ttft_class_sum_us[ENG_SCHED_CLASSES];         /* sums of those TTFTs (us) */
-    int64_t inflight;                             /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned;                             /* gauge: partitions assigned */
+    int64_t inflight; /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned; /* gauge: partitions assigned */
 } wk_counters;
 
 /* Add n to a counter of wk_counters (relaxed: readers only need totals). */
