@@ -86,6 +86,10 @@ static const cm_prop wk_props[] = {
      "Percent of forward steps bulk turns get at least while they have work (an average over "
      "about the last 16 steps with bulk work), so interactive traffic never starves them; 0 = "
      "bulk runs only on capacity interactive turns leave."},
+    {"scheduler.tenant_weights", CM_PROP_STR, "", 0, 0,
+     "Within a service class, namespaces (tenants) share admissions round-robin; this "
+     "weights them: `NS=W,NS=W` (W > 0; unlisted namespaces weigh 1), e.g. `gold=3,free=1` "
+     "admits about three of gold's turns per one of free's while both wait."},
     {"cache.enabled", CM_PROP_BOOL, "true", 0, 0,
      "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
      "conversation computes only its new tokens."},

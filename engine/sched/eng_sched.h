@@ -92,6 +92,18 @@
  * bulk one a slot.  eng_sched_stats counts parkings (class_preemptions),
  * steps with bulk (bulk_steps) and per-class gauges.
  *
+ * ** Tenants **
+ * Within a class, namespaces (tenants) share admissions by weighted
+ * round-robin (tenant_weights, default 1 each): every namespace with work
+ * in the scheduler has a virtual time that grows by 1 / weight per
+ * sequence admitted, and a candidate of the namespace with the lowest
+ * virtual time goes first; a namespace that comes back after having no
+ * work starts at the lowest virtual time of the others (no saved credit).
+ * Overdue requests (fairness_ms) still go first, in submit order; among
+ * one namespace's requests the cache-aware order applies as before.  So
+ * one tenant's backlog delays another tenant's request by about one
+ * admission per other active tenant (weighted), not by the backlog.
+ *
  * ** Speculative decoding (scheduler.speculative = ngram) **
  * A decoding sequence may feed, after its last token, up to spec_tokens
  * tokens drafted by prompt lookup (eng_spec.h: the longest suffix n-gram
@@ -349,6 +361,12 @@ enum { ENG_SCHED_SPEC_OFF = 0, ENG_SCHED_SPEC_NGRAM = 1 };
 typedef int (*eng_sched_draft_fn)(void *ctx, const int32_t *toks, int n_toks, int n_prompt,
                                   int32_t *out, int k);
 
+/* A tenant's weight in its class's share of admissions ("Tenants"). */
+typedef struct eng_sched_tenant_weight {
+    const char *ns; /* namespace (NUL-terminated) */
+    double weight;  /* relative share, > 0 (unlisted namespaces: 1) */
+} eng_sched_tenant_weight;
+
 /* Scheduler configuration. */
 typedef struct eng_sched_config {
     int max_running; /* sequences in a batch at most (default 64) */
@@ -375,6 +393,9 @@ typedef struct eng_sched_config {
     int64_t mask_budget_us; /* CPU time one mask may take (default 100000 = 100 ms; 0 = none) */
     int class_preempt;      /* 1: park running bulk sequences for waiting interactive (default 1) */
     double bulk_min_share; /* share of steps bulk gets at least while pending (default 0.1; 0..1) */
+    /* tenants' weights (the caller's, outliving the scheduler; NULL: all 1) */
+    const eng_sched_tenant_weight *tenant_weights;
+    int n_tenant_weights; /* entries of tenant_weights */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */

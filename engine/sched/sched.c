@@ -142,6 +142,12 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
                        "and 1 <= spec_ngram_min <= spec_ngram_max <= %d",
                        ENG_SPEC_NGRAM_MAX);
     }
+    for (int i = 0; i < c->n_tenant_weights; i++)
+        if (!c->tenant_weights || !c->tenant_weights[i].ns ||
+            strlen(c->tenant_weights[i].ns) > ENG_SCHED_NS_MAX ||
+            !(c->tenant_weights[i].weight > 0.0 && c->tenant_weights[i].weight <= 1e6))
+            return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                           "sched: tenant weight %d: a namespace and a weight in (0, 1e6]", i);
     if (!(c->bulk_min_share >= 0.0 && c->bulk_min_share <= 1.0)) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_min_share must be in [0, 1]");
     }
@@ -296,6 +302,7 @@ void eng_sched_free(eng_sched *s) {
     free(s->steps);
     free(s->step_req);
     free(s->spec_logits);
+    free(s->tenants);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->dmu);

@@ -233,6 +233,7 @@ static sched_req *preempt_victim(eng_sched *s) {
 typedef struct cand_ctx {
     int64_t now_us, fair_us; /* ordering clock and fairness bound */
     int first_cls;           /* the class whose candidates go first */
+    const eng_sched *s;      /* the scheduler (its tenants' virtual times) */
 } cand_ctx;
 
 /* qsort has no context argument: the loop thread sets its own copy. */
@@ -243,14 +244,18 @@ static int cand_overdue(const sched_req *r) {
 }
 
 /* The first class (interactive unless bulk is starved) first; within a
- * class overdue first in submit order; then longest cached prefix; then
- * submit order. */
+ * class overdue first in submit order; then the tenant with the lowest
+ * virtual time; then longest cached prefix; then submit order. */
 static int cand_cmp(const void *a, const void *b) {
     const sched_req *x = *(sched_req *const *)a, *y = *(sched_req *const *)b;
     int fx = x->cls == t_cand.first_cls, fy = y->cls == t_cand.first_cls;
     if (fx != fy) return fy - fx;
     int ox = cand_overdue(x), oy = cand_overdue(y);
     if (ox != oy) return oy - ox;
+    if (!ox) {
+        double vx = sched_tenant_vt(t_cand.s, x), vy = sched_tenant_vt(t_cand.s, y);
+        if (vx != vy) return vx < vy ? -1 : 1;
+    }
     if (!ox && x->hint != y->hint) return y->hint > x->hint ? 1 : -1;
     if (x->submit_us != y->submit_us) return x->submit_us < y->submit_us ? -1 : 1;
     return x->id < y->id ? -1 : (x->id > y->id);
@@ -313,6 +318,8 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
     t_cand.now_us = now;
     t_cand.fair_us = (int64_t)s->cfg.fairness_ms * 1000;
     t_cand.first_cls = sched_class_bulk_first(s) ? ENG_SCHED_BULK : ENG_SCHED_INTERACTIVE;
+    t_cand.s = s;
+    int n_tenants = sched_tenant_refresh(s);
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
     long held[2], total[2] = {s->blocks_total[0], s->blocks_total[1]};
     running_held(s, held);
@@ -356,6 +363,9 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
         held[0] += need[0];
         held[1] += need[1];
         n_run += 1 + r->n_fork;
+        /* the tenant's turn is used: the others' candidates may now go first */
+        sched_tenant_charge(s, r, 1 + r->n_fork);
+        if (n_tenants > 1 && i + 1 < n) qsort(c + i + 1, (size_t)(n - i - 1), sizeof *c, cand_cmp);
     }
     free(c);
 }

@@ -1,7 +1,8 @@
 """Service classes through the worker (docs/service-classes.md): with one
 running slot, a bulk ChatTurn part-way through its reply is parked when an
 interactive turn arrives, both are answered once, the bulk turn's chunks
-still add up to its result, and /metrics counts the classes."""
+still add up to its result, and /metrics counts the classes; a bad
+scheduler.tenant_weights stops the worker at start."""
 
 import os
 import time
@@ -33,6 +34,7 @@ def test_bulk_parked_for_interactive(kafka_bootstrap, parley_bin, model, tmp_pat
     p = ck.Producer({"bootstrap.servers": kafka_bootstrap})
     try:
         env.start("cls", "--scheduler.max_running", "1", "--worker.http", f"127.0.0.1:{port}",
+                  "--scheduler.tenant_weights", "default=2,other-tenant=0.5",
                   env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
         end = time.time() + 60
         while time.time() < end and "event=assigned" not in env.log("cls"):
@@ -80,4 +82,17 @@ def test_bulk_parked_for_interactive(kafka_bootstrap, parley_bin, model, tmp_pat
     finally:
         rc.close()
         tc.close()
+        env.stop_all()
+
+
+def test_bad_tenant_weights_refused(kafka_bootstrap, parley_bin, model, tmp_path):  # noqa: F811
+    """A scheduler.tenant_weights entry that is not NAMESPACE=WEIGHT (W > 0)
+    stops the worker at start with a message naming the key."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=1)
+    try:
+        p = env.start("bad", "--scheduler.tenant_weights", "gold=3,free=0")
+        assert p.wait(60) != 0
+        log = env.log("bad")
+        assert "scheduler.tenant_weights" in log and "free=0" in log, log[-2000:]
+    finally:
         env.stop_all()

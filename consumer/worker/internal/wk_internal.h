@@ -327,6 +327,9 @@ typedef struct wk_engine {
                                    * turns are refused with E_UNSUPPORTED) */
     char cvocab_why[256];         /* why cvocab is NULL (config, build), for the refusal */
     int max_running;              /* scheduler.max_running: most choices of one turn */
+    eng_sched_tenant_weight *tw;  /* scheduler.tenant_weights parsed (names point into tw_text) */
+    int n_tw;                     /* entries of tw */
+    char *tw_text;                /* a copy of the value, NULs at the separators */
     char *dscratch;               /* delivery-thread detokenizer buffer */
     size_t dscratch_cap;          /* its size (eng_tok_stream_cap) */
 } wk_engine;
