@@ -19,6 +19,7 @@
  *                          (the check of park_within_one_step fails there)
  *   tenants_round_robin    namespaces share admissions round-robin (weighted)
  *                          within a class, whatever one namespace queued first
+ *   choices_keep_class     the choices of a bulk request with n > 1 are bulk
  *   bulk_min_share         a long interactive request does not starve bulk:
  *                          with bulk_min_share 0.1 the bulk request makes
  *                          progress before the interactive one ends; with 0
@@ -319,4 +320,41 @@ PT_TEST(tenants_round_robin) {
         if (k) PT_ASSERT_MSG(rank[7] <= 3, "weighted: B's second ranked %d", rank[7]);
         su_coll_free(&c);
     }
+}
+
+/* The choices of a bulk request with n > 1 are bulk sequences too. */
+PT_TEST(choices_keep_class) {
+    PT_ASSERT(model());
+    int32_t pb[P];
+    su_tokens(pb, P, NV, 51);
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = 3;
+    cfg.batch_window_us = 0;
+    eng_sched *s = NULL;
+    char err[256];
+    PT_EQ_INT(eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err), 0);
+    su_coll c;
+    su_coll_init(&c, 1, 0);
+    eng_sched_request r;
+    mk_req(&c, 0, &r, pb, P, 200, ENG_SCHED_BULK, 99);
+    r.n = 3;
+    PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err), 0);
+    for (int w = 0; w < 3000; w++) {
+        pthread_mutex_lock(&c.mu);
+        int got = c.reqs[0].n_tokens;
+        pthread_mutex_unlock(&c.mu);
+        if (got >= 9) break;
+        sleep_ms(1);
+    }
+    eng_sched_hold(s, 1);
+    sleep_ms(30);
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    PT_EQ_INT(st.running_class[ENG_SCHED_BULK], 3);
+    PT_EQ_INT(st.running_class[ENG_SCHED_INTERACTIVE], 0);
+    eng_sched_hold(s, 0);
+    PT_EQ_INT(su_wait(&c, 1, 60000), 0);
+    eng_sched_free(s);
+    su_coll_free(&c);
 }
