@@ -58,20 +58,19 @@ static void seq_held(const sched_req *r, int from, long held[2]) {
 static void running_held(eng_sched *s, long held[2]) {
     held[0] = held[1] = 0;
     uint64_t epoch = ++s->held_epoch;
-    for (sched_req *r = s->running ? s->running : s->parked; r; r = r->next ? r->next
-                                                                    : r->state == SCHED_RUNNING
-                                                                        ? s->parked
-                                                                        : NULL) {
-        long h[2];
-        int from = r->n_shared;
-        if (from && r->grp && r->grp->held_epoch != epoch) {
-            r->grp->held_epoch = epoch;
-            from = 0;
+    sched_req *lists[2] = {s->running, s->parked};
+    for (int l = 0; l < 2; l++)
+        for (sched_req *r = lists[l]; r; r = r->next) {
+            long h[2];
+            int from = r->n_shared;
+            if (from && r->grp && r->grp->held_epoch != epoch) {
+                r->grp->held_epoch = epoch;
+                from = 0;
+            }
+            seq_held(r, from, h);
+            held[0] += h[0];
+            held[1] += h[1];
         }
-        seq_held(r, from, h);
-        held[0] += h[0];
-        held[1] += h[1];
-    }
 }
 
 /* Give a sequence's KV up, inserting it in the cache first (when there is
