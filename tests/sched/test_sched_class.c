@@ -20,6 +20,9 @@
  *   tenants_round_robin    namespaces share admissions round-robin (weighted)
  *                          within a class, whatever one namespace queued first
  *   choices_keep_class     the choices of a bulk request with n > 1 are bulk
+ *   parked_gives_way_to_memory  short of KV memory the parked sequence's KV
+ *                          is given up (recomputed on resume) for the
+ *                          interactive request; same tokens in the end
  *   bulk_min_share         a long interactive request does not starve bulk:
  *                          with bulk_min_share 0.1 the bulk request makes
  *                          progress before the interactive one ends; with 0
@@ -118,8 +121,8 @@ enum { P = 24, BULK_GEN = 60, INT_GEN = 12 };
  * arrives (the scheduler held meanwhile, so the arrival is at a step
  * boundary).  c gets both; *between the bulk tokens generated after the
  * arrival and before the interactive request's first token. */
-static int run_pair(eng_sched *s, su_coll *c, const int32_t *pb, const int32_t *pi, uint64_t seed,
-                    int int_gen, int *between) {
+static int run_pair_n(eng_sched *s, su_coll *c, const int32_t *pb, const int32_t *pi, int n_pi,
+                      uint64_t seed, int int_gen, int *between) {
     char err[256];
     eng_sched_request r;
     log_reset();
@@ -137,12 +140,17 @@ static int run_pair(eng_sched *s, su_coll *c, const int32_t *pb, const int32_t *
     pthread_mutex_lock(&g_log.mu);
     int mark = g_log.n;
     pthread_mutex_unlock(&g_log.mu);
-    mk_req(c, 1, &r, pi, P, int_gen, ENG_SCHED_INTERACTIVE, seed);
+    mk_req(c, 1, &r, pi, n_pi, int_gen, ENG_SCHED_INTERACTIVE, seed);
     if (eng_sched_submit(s, &r, &c->reqs[1].id, err, sizeof err)) return -1;
     eng_sched_hold(s, 0);
     if (su_wait(c, 2, 60000)) return -1;
     *between = bulk_tokens_before(mark, 1);
     return 0;
+}
+
+static int run_pair(eng_sched *s, su_coll *c, const int32_t *pb, const int32_t *pi, uint64_t seed,
+                    int int_gen, int *between) {
+    return run_pair_n(s, c, pb, pi, P, seed, int_gen, between);
 }
 
 /* The bulk request alone (never preempted). */
@@ -356,5 +364,48 @@ PT_TEST(choices_keep_class) {
     eng_sched_hold(s, 0);
     PT_EQ_INT(su_wait(&c, 1, 60000), 0);
     eng_sched_free(s);
+    su_coll_free(&c);
+}
+
+/* Short of KV memory, a parked sequence gives its KV up (memory
+ * preemption: dropped without a cache, recomputed on resume) so that the
+ * interactive request fits; the bulk request still ends with its tokens. */
+PT_TEST(parked_gives_way_to_memory) {
+    PT_ASSERT(model());
+    enum { PI = 100 };
+    int32_t pb[P], pi[PI];
+    su_tokens(pb, P, NV, 61);
+    su_tokens(pi, PI, NV, 62);
+    su_coll alone, c;
+    su_coll_init(&alone, 1, 0);
+    su_coll_init(&c, 2, 0);
+    PT_EQ_INT(run_alone(&alone, pb, 0), 0);
+    /* 8 blocks of each kind: the bulk request (24 + 60 tokens) or the
+     * interactive one (100 + 12) fits alone, not both */
+    const eng_kv_layout *l = eng_model_kv_layout(model());
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = 1;
+    cfg.batch_window_us = 0;
+    cfg.speculative = ENG_SCHED_SPEC_OFF;
+    cfg.local_share = 1.0;
+    cfg.kv_budget_bytes = (l->block_bytes[0] + l->block_bytes[1]) * 8;
+    eng_sched *s = NULL;
+    char err[256];
+    PT_EQ_INT(eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err), 0);
+    int between = -1;
+    PT_EQ_INT(run_pair_n(s, &c, pb, pi, PI, 0, INT_GEN, &between), 0);
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    eng_sched_free(s);
+    PT_ASSERT_MSG(between <= 1, "bulk generated %d tokens while interactive waited", between);
+    PT_ASSERT(st.class_preemptions >= 1);
+    PT_ASSERT_MSG(st.preemptions >= 1, "the parked KV was never given up");
+    PT_EQ_INT(st.parked, 0);
+    PT_EQ_INT(c.reqs[0].res.finish, ENG_SCHED_LENGTH);
+    PT_EQ_INT(c.reqs[1].res.finish, ENG_SCHED_LENGTH);
+    PT_EQ_INT(c.reqs[0].n_tokens, BULK_GEN);
+    PT_EQ_MEM(alone.reqs[0].tokens, c.reqs[0].tokens, BULK_GEN * sizeof(int32_t));
+    su_coll_free(&alone);
     su_coll_free(&c);
 }
