@@ -1,11 +1,13 @@
 /*
  * sched_int.h -- internals of the continuous-batching scheduler shared by
- * sched.c (public API, delivery thread), sched_loop.c (the step loop) and
- * sched_alloc.c (the plain budget allocator used without a cache).
+ * sched.c (public API, delivery thread), sched_loop.c (the step loop),
+ * sched_class.c (service classes: parking and resuming), sched_tenant.c
+ * (round-robin between namespaces) and sched_alloc.c (the plain budget
+ * allocator used without a cache).
  *
  * Locking: s->mu guards the inbox, the live list, every request's `cancel`
- * flag, the closing flags and the statistics.  The waiting and running lists
- * and every other field of a request belong to the loop thread alone once
+ * flag, the closing flags and the statistics.  The waiting, running and
+ * parked lists, the tenants and every other field of a request belong to the loop thread alone once
  * the loop has taken the request from the inbox.  s->dmu guards the delivery
  * queue.  Lock order: mu before dmu (never the reverse).
  */
