@@ -255,6 +255,15 @@ typedef struct sch_params {
 
 void sch_params_default(sch_params *p);
 
+/* ChatTurn.service_class: how the engine schedules the turn (1.3). */
+typedef enum sch_class {
+    SCH_CLASS_INTERACTIVE = 0, /* "interactive": a person waits (the default) */
+    SCH_CLASS_BULK = 1         /* "bulk": throughput only; preemptible */
+} sch_class;
+
+/* "interactive" / "bulk"; NULL for a value out of the enum. */
+const char *sch_class_name(sch_class c);
+
 /* ChatTurn: one request.  Exactly one of messages / prompt_tokens / prompt
  * is set. */
 typedef struct sch_turn {
@@ -272,6 +281,7 @@ typedef struct sch_turn {
     uint64_t deadline_ms;          /* unix ms after which to give up; 0 none */
     uint64_t created_ms;           /* unix ms the client made it; 0 unknown */
     sch_str model;                 /* model name; absent = worker default */
+    sch_class service_class;       /* scheduling class (1.3; interactive) */
     struct msgpack_zone *zone_;    /* arena of a decoded turn (private) */
 } sch_turn;
 

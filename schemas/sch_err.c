@@ -152,6 +152,14 @@ const char *sch_rf_name(sch_rf f) {
     return NULL;
 }
 
+const char *sch_class_name(sch_class c) {
+    switch (c) {
+    case SCH_CLASS_INTERACTIVE: return "interactive";
+    case SCH_CLASS_BULK: return "bulk";
+    }
+    return NULL;
+}
+
 const char *sch_finish_name(sch_finish f) {
     switch (f) {
     case SCH_FINISH_STOP: return "stop";

@@ -170,6 +170,26 @@ static int sch_rf_read(sch_ctx *c, const msgpack_object *o, sch_response_format 
     return SCH_OK;
 }
 
+/* service_class (1.3): "interactive" or "bulk"; absent / nil = interactive. */
+static int sch_class_read(sch_ctx *c, const msgpack_object *o, sch_class *out) {
+    char q[200];
+    *out = SCH_CLASS_INTERACTIVE;
+    if (!o || o->type == MSGPACK_OBJECT_NIL) return SCH_OK;
+    if (o->type != MSGPACK_OBJECT_STR)
+        return pl_errf(c->err, c->errlen, SCH_E_WRONG_TYPE, "service_class: expected str, got %s",
+                       sch_type_name(o));
+    for (int k = SCH_CLASS_INTERACTIVE; k <= SCH_CLASS_BULK; k++) {
+        const char *name = sch_class_name((sch_class)k);
+        if (o->via.str.size == strlen(name) && !memcmp(o->via.str.ptr, name, o->via.str.size)) {
+            *out = (sch_class)k;
+            return SCH_OK;
+        }
+    }
+    sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
+    return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
+                   "service_class: %s is not interactive or bulk", q);
+}
+
 /* An optional non-empty text param of at most max_constraint_bytes. */
 static int sch_json_text_read(sch_ctx *c, const msgpack_object *o, const char *key, sch_str *out) {
     int rc = sch_get_str(c, o, "params", key, false, SCH_RULE_TEXT, c->lim->max_constraint_bytes,
@@ -275,7 +295,8 @@ static int sch_turn_read(sch_ctx *c, const msgpack_object *root, void *out) {
         (rc =
              sch_get_uint(c, root, "", "created_ms", false, 0, UINT64_MAX, &t->created_ms, NULL)) ||
         (rc = sch_get_str(c, root, "", "model", false, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &t->model)))
+                          SCH_E_STRING_TOO_LONG, &t->model)) ||
+        (rc = sch_class_read(c, sch_map_get(root, "service_class"), &t->service_class)))
         return rc;
     if (!t->ns.ptr) t->ns = sch_str_c(SCH_DEFAULT_NAMESPACE);
     return SCH_OK;
@@ -355,6 +376,9 @@ static int sch_turn_check(const sch_turn *t, char *err, size_t errlen) {
                        "one of messages, prompt_tokens or prompt is required");
     if (t->prompt.ptr && !t->prompt.len)
         return pl_errf(err, errlen, SCH_E_EMPTY_INPUT, "prompt: empty string");
+    if (!sch_class_name(t->service_class))
+        return pl_errf(err, errlen, SCH_E_BAD_VALUE, "service_class: %d is not a sch_class",
+                       (int)t->service_class);
     if (t->prompt.ptr && (rc = sch_check_rule("prompt", &t->prompt, SCH_RULE_TEXT, err, errlen)))
         return rc;
     if (t->n_messages && !t->messages)
@@ -394,7 +418,8 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen) {
     if ((rc = sch_turn_check(t, err, errlen))) return rc;
     const sch_params *p = &t->params;
     sch_w_open(&w, out);
-    sch_w_map(&w, 6 + !!t->ns.ptr + !!t->deadline_ms + !!t->created_ms + !!t->model.ptr);
+    sch_w_map(&w, 6 + !!t->ns.ptr + !!t->deadline_ms + !!t->created_ms + !!t->model.ptr +
+                      (t->service_class != SCH_CLASS_INTERACTIVE));
     sch_w_uint(&w, "v", SCH_VERSION);
     sch_w_str(&w, "conversation_id", &t->conversation_id);
     sch_w_str(&w, "turn_id", &t->turn_id);
@@ -448,5 +473,9 @@ int sch_turn_encode(const sch_turn *t, sch_buf *out, char *err, size_t errlen) {
     if (t->deadline_ms) sch_w_uint(&w, "deadline_ms", t->deadline_ms);
     if (t->created_ms) sch_w_uint(&w, "created_ms", t->created_ms);
     if (t->model.ptr) sch_w_str(&w, "model", &t->model);
+    if (t->service_class != SCH_CLASS_INTERACTIVE) {
+        sch_str cls = sch_str_c(sch_class_name(t->service_class));
+        sch_w_str(&w, "service_class", &cls);
+    }
     return sch_w_close(&w, err, errlen);
 }

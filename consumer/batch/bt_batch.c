@@ -73,6 +73,7 @@ typedef struct bt_run {
     uint64_t startup_s;                    /* bound on the start-up waits */
     uint64_t progress_s;                   /* plain progress interval */
     uint64_t max_tokens;                   /* cap of max_tokens */
+    sch_class tier;                        /* --service-tier: class of lines naming none */
     bt_item *items;                        /* requests to answer */
     size_t n, cap;                         /* items used / allocated */
     size_t total, done, failed, inflight;  /* counters */
@@ -219,6 +220,8 @@ static int bt_take_line(bt_run *r, char *line, size_t len, long line_no) {
     it->chat.turn.turn_id = sch_str_c(it->turn_id);
     it->chat.turn.stream = false;
     if (r->ns) it->chat.turn.ns = sch_str_c(r->ns);
+    /* a line's own body.service_tier wins over --service-tier */
+    if (!it->chat.tier_set) it->chat.turn.service_class = r->tier;
     r->n++;
     json_decref(j);
     return it->custom_id ? 0 : -1;
@@ -403,6 +406,19 @@ static int bt_errors_opt(void *ctx, const cli_opt *opt, const char *v, char *err
     return snprintf(r->errors, sizeof r->errors, "%s", v) >= (int)sizeof r->errors ? -1 : 0;
 }
 
+/* --service-tier flex|auto|default: the class of the lines whose body names
+ * no service_tier (flex = bulk, the default; auto / default = interactive). */
+static int bt_tier_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
+    (void)opt;
+    if (!strcmp(v, "flex")) ((bt_run *)ctx)->tier = SCH_CLASS_BULK;
+    else if (!strcmp(v, "auto") || !strcmp(v, "default"))
+        ((bt_run *)ctx)->tier = SCH_CLASS_INTERACTIVE;
+    else
+        return pl_errf(err, errlen, BT_EINVAL, "--service-tier: %s is not flex, auto or default",
+                       v);
+    return 0;
+}
+
 static int bt_dlq_opt(void *ctx, const cli_opt *opt, const char *v, char *err, size_t errlen) {
     ((bt_run *)ctx)->dlq = *v ? v : NULL;
     return 0;
@@ -424,6 +440,7 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
     r->startup_s = 30;
     r->progress_s = 10;
     r->max_tokens = 4096;
+    r->tier = SCH_CLASS_BULK; /* nobody waits on a batch: throughput only */
     r->dlq = "parley.dlq";
     cm_topics_prefix(&r->topics, "parley", err, sizeof err);
     const cli_opt opts[] = {
@@ -435,6 +452,10 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
         {"--errors", NULL, CLI_FN, NULL, 0, 0, "FILE",
          "failed requests (default OUTPUT.errors.jsonl)", bt_errors_opt},
         {"--namespace", NULL, CLI_STR, &r->ns, 0, 0, "NS", "cache namespace of the turns", NULL},
+        {"--service-tier", NULL, CLI_FN, NULL, 0, 0, "TIER",
+         "flex (bulk, default) or auto / default (interactive):\n"
+         "the class of requests whose body names no service_tier",
+         bt_tier_opt},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T",
          "DLQ topic read for rejected turns (default parley.dlq;\n"
          "empty: none)",
@@ -457,7 +478,8 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
             "batch --input REQUESTS.jsonl --output RESULTS.jsonl --brokers H:P\n"
             "         [--config FILE] [--kafka.X VALUE]...\n"
             "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
-            "         [--dlq-topic T] [--namespace NS] [--window N] [--timeout-s N]\n"
+            "         [--dlq-topic T] [--namespace NS] [--service-tier TIER]\n"
+            "         [--window N] [--timeout-s N]\n"
             "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]",
         .about =
             "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"

@@ -91,6 +91,7 @@ typedef struct oa_chat {
     int legacy;                /* POST /v1/completions (a text_completion) */
     int logprobs;              /* log-probabilities asked for (turn.params.top_logprobs) */
     int echo;                  /* completions: the prompt is echoed before each choice */
+    int tier_set;              /* service_tier was given (turn.service_class follows it) */
 } oa_chat;
 
 /* Parse `body` (len bytes) as a chat-completions request.  max_tokens_cap

@@ -84,7 +84,7 @@ static const gw_field gw_fields[] = {
     {"response_format", GW_F_READ, NULL, NULL},
     {"safety_identifier", GW_F_READ, NULL, NULL},
     {"seed", GW_F_READ, NULL, NULL},
-    {"service_tier", GW_DEF_STR, "auto|default", "parley has one service tier"},
+    {"service_tier", GW_F_READ, NULL, NULL},
     {"stop", GW_F_READ, NULL, NULL},
     {"store", GW_DEF_FALSE, NULL, "parley does not store completions"},
     {"stream", GW_F_READ, NULL, NULL},
@@ -474,6 +474,26 @@ static int gw_n(oa_chat *c, json_t *n, oa_fault *f) {
     return 0;
 }
 
+/* service_tier: the turn's service class (docs/service-classes.md).  auto
+ * and default are interactive, flex is bulk; OpenAI's other tiers
+ * (priority, scale) promise what parley does not offer: 400. */
+static int gw_service_tier(oa_chat *c, json_t *o, oa_fault *f) {
+    json_t *v = json_object_get(o, "service_tier");
+    if (!v || json_is_null(v)) return 0;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (s && (!strcmp(s, "auto") || !strcmp(s, "default"))) {
+        c->turn.service_class = SCH_CLASS_INTERACTIVE;
+    } else if (s && !strcmp(s, "flex")) {
+        c->turn.service_class = SCH_CLASS_BULK;
+    } else {
+        return oa_fail(f, "service_tier", "unsupported_value",
+                       "service_tier: parley offers auto / default (interactive) and flex "
+                       "(bulk: throughput, preempted by interactive work)");
+    }
+    c->tier_set = 1;
+    return 0;
+}
+
 /* user and safety_identifier: identifiers of the end user (abuse
  * monitoring), which parley keeps nowhere. */
 static int gw_ident(json_t *o, const char *k, oa_fault *f) {
@@ -595,7 +615,8 @@ static int gw_request_from_json(json_t *o, uint32_t cap, int legacy, oa_chat *c,
                 : gw_logprobs(c, o, f) || oa_tools(c, o, f) ||
                       oa_response_format(c, json_object_get(o, "response_format"), f)) != 0 ||
         gw_stop(c, json_object_get(o, "stop"), f) != 0 || gw_stream(c, o, f) != 0 ||
-        gw_ident(o, "user", f) != 0 || gw_ident(o, "safety_identifier", f) != 0)
+        (!legacy && gw_service_tier(c, o, f) != 0) || gw_ident(o, "user", f) != 0 ||
+        gw_ident(o, "safety_identifier", f) != 0)
         goto err;
     return 0;
 err:

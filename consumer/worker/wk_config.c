@@ -77,6 +77,19 @@ static const cm_prop wk_props[] = {
     {"scheduler.mask_budget_ms", CM_PROP_INT, "100", 0, 60000,
      "CPU time one token mask may take; a constraint over it ends its turn with "
      "`finish_reason: error` (0 = no limit)."},
+    {"scheduler.class_preempt", CM_PROP_BOOL, "true", 0, 0,
+     "Service classes (docs/service-classes.md): when an interactive turn waits for a running "
+     "slot, take the youngest running bulk sequences out of the batch before the next step, "
+     "their KV kept, and resume them where they stopped (same tokens) once slots free up. "
+     "Off: interactive turns still go first at admission but wait for a slot."},
+    {"scheduler.bulk_min_share_pct", CM_PROP_INT, "10", 0, 100,
+     "Percent of forward steps bulk turns get at least while they have work (an average over "
+     "about the last 16 steps with bulk work), so interactive traffic never starves them; 0 = "
+     "bulk runs only on capacity interactive turns leave."},
+    {"scheduler.tenant_weights", CM_PROP_STR, "", 0, 0,
+     "Within a service class, namespaces (tenants) share admissions round-robin; this "
+     "weights them: `NS=W,NS=W` (W > 0; unlisted namespaces weigh 1), e.g. `gold=3,free=1` "
+     "admits about three of gold's turns per one of free's while both wait."},
     {"cache.enabled", CM_PROP_BOOL, "true", 0, 0,
      "Keep the KV of finished turns in a host-RAM prefix cache so the next turn of a "
      "conversation computes only its new tokens."},

@@ -420,6 +420,9 @@ static void wk_on_done(void *user, uint64_t id, const eng_sched_result *res) {
         while (tb < WK_TURN_N - 1 && t->turn_index > (1 << tb)) tb++;
         WK_ADD(w->met.ctr.ttft_turn_hist[tb][bt], 1);
         WK_ADD(w->met.ctr.ttft_turn_sum_us[tb], (uint64_t)(res->ttft_ms * 1000));
+        WK_ADD(w->met.ctr.class_turns[t->service_class], 1);
+        WK_ADD(w->met.ctr.ttft_class_hist[t->service_class][bt], 1);
+        WK_ADD(w->met.ctr.ttft_class_sum_us[t->service_class], (uint64_t)(res->ttft_ms * 1000));
         /* the conversation's next history: this turn as it ran and replied
          * (choice 0; a client that goes on with another choice's text gets
          * no splice, only a re-render) */
@@ -457,6 +460,7 @@ void wk_turn_submit(wk_turn *t) {
     q.ns = t->ns;
     q.ns_len = strlen(t->ns);
     q.deadline_us = t->deadline_us;
+    q.service_class = t->service_class;
     q.constraint = t->constraint;
     q.logprobs = t->logprobs;
     q.top_logprobs = t->top_logprobs;

@@ -139,6 +139,9 @@ static const wk_ctr_metric wk_ctr_metrics[] = {
     WK_GAUGE_I64("parley_assigned_partitions", "Input partitions assigned.", assigned, 1.0),
 };
 
+/* A service class's label value. */
+static const char *wk_class_name(int k) { return k == ENG_SCHED_BULK ? "bulk" : "interactive"; }
+
 static void wk_metrics_counters(FILE *f, wk_counters *c) {
     for (size_t i = 0; i < sizeof wk_ctr_metrics / sizeof wk_ctr_metrics[0]; i++) {
         const wk_ctr_metric *m = &wk_ctr_metrics[i];
@@ -200,6 +203,18 @@ static void wk_metrics_lag_latency(FILE *f, wk_worker *w) {
     for (int b = 0; b < WK_TURN_N; b++)
         wk_hist_series(f, "parley_ttft_by_turn_seconds", turn_labels[b], c->ttft_turn_hist[b],
                        wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->ttft_turn_sum_us[b]));
+    static const char *class_labels[ENG_SCHED_CLASSES] = {"class=\"interactive\",",
+                                                          "class=\"bulk\","};
+    fprintf(f, "# HELP parley_ttft_by_class_seconds Time to first token by the turn's service "
+               "class.\n# TYPE parley_ttft_by_class_seconds histogram\n");
+    for (int k = 0; k < ENG_SCHED_CLASSES; k++)
+        wk_hist_series(f, "parley_ttft_by_class_seconds", class_labels[k], c->ttft_class_hist[k],
+                       wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->ttft_class_sum_us[k]));
+    fprintf(f, "# HELP parley_class_turns_total Turns the engine ended, by service class.\n"
+               "# TYPE parley_class_turns_total counter\n");
+    for (int k = 0; k < ENG_SCHED_CLASSES; k++)
+        fprintf(f, "parley_class_turns_total{class=\"%s\"} %llu\n", wk_class_name(k),
+                (unsigned long long)WK_LD(c->class_turns[k]));
     wk_hist(f, "parley_turn_seconds", "Turn latency from submit to end.", c->total_hist,
             wk_lat_bounds_ms, WK_LAT_N, WK_LD(c->total_sum_us));
     wk_hist(f, "parley_turn_overhead_seconds",
@@ -214,8 +229,38 @@ static void wk_metrics_sched(FILE *f, wk_worker *w) {
     wk_metric(f, "parley_sched_running", "gauge", "Sequences running.", st.running);
     wk_metric(f, "parley_sched_waiting", "gauge", "Requests waiting.", st.waiting);
     wk_metric(f, "parley_sched_steps_total", "counter", "Forward steps.", (double)st.steps);
-    wk_metric(f, "parley_sched_preemptions_total", "counter", "Preemptions.",
+    wk_metric(f, "parley_sched_preemptions_total", "counter",
+              "Preemptions for memory (KV parked in the cache or dropped, recomputed on resume).",
               (double)st.preemptions);
+    wk_metric(f, "parley_sched_class_preemptions_total", "counter",
+              "Sequences taken out of the batch with their KV kept for the other service class "
+              "(bulk for interactive; interactive for bulk's minimum share).",
+              (double)st.class_preemptions);
+    wk_metric(f, "parley_sched_resumes_total", "counter",
+              "Sequences put back into the batch after a class preemption.", (double)st.resumes);
+    wk_metric(f, "parley_sched_parked", "gauge", "Sequences out of the batch with their KV kept.",
+              st.parked);
+    wk_metric(f, "parley_sched_bulk_steps_total", "counter",
+              "Forward steps whose batch held a bulk sequence.", (double)st.bulk_steps);
+    wk_metric(f, "parley_sched_bulk_step_ratio", "gauge",
+              "Bulk share of steps since start: steps with a bulk sequence / steps (0 before a "
+              "step).",
+              st.steps ? (double)st.bulk_steps / (double)st.steps : 0.0);
+    fprintf(f, "# HELP parley_sched_waiting_by_class Requests waiting, by service class.\n"
+               "# TYPE parley_sched_waiting_by_class gauge\n");
+    for (int k = 0; k < ENG_SCHED_CLASSES; k++)
+        fprintf(f, "parley_sched_waiting_by_class{class=\"%s\"} %d\n", wk_class_name(k),
+                st.waiting_class[k]);
+    fprintf(f, "# HELP parley_sched_running_by_class Sequences running, by service class.\n"
+               "# TYPE parley_sched_running_by_class gauge\n");
+    for (int k = 0; k < ENG_SCHED_CLASSES; k++)
+        fprintf(f, "parley_sched_running_by_class{class=\"%s\"} %d\n", wk_class_name(k),
+                st.running_class[k]);
+    fprintf(f, "# HELP parley_sched_submitted_by_class_total Requests submitted to the engine, "
+               "by service class.\n# TYPE parley_sched_submitted_by_class_total counter\n");
+    for (int k = 0; k < ENG_SCHED_CLASSES; k++)
+        fprintf(f, "parley_sched_submitted_by_class_total{class=\"%s\"} %llu\n", wk_class_name(k),
+                (unsigned long long)st.submitted_class[k]);
     wk_metric(f, "parley_sched_spec_verify_steps_total", "counter",
               "Speculative decoding: decode steps of a sequence that verified a draft.",
               (double)st.spec_steps);

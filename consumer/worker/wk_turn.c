@@ -517,6 +517,7 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     }
     x->stream = t->stream;
     x->json_out = m->json_out;
+    x->service_class = t->service_class == SCH_CLASS_BULK ? ENG_SCHED_BULK : ENG_SCHED_INTERACTIVE;
     if (t->deadline_ms)
         x->deadline_us = eng_sched_now_us() + ((int64_t)t->deadline_ms - now_ms) * 1000;
     int64_t ts = rec->timestamp_ms;

@@ -4,6 +4,7 @@
  * (made in wk_kafka.c).  The poll loop and rebalances are in wk_loop.c,
  * transactions and producer recovery in wk_txn.c.
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,37 @@ static const char *wk_opt(const cm_config *cfg, const char *key) {
     return *v ? v : NULL;
 }
 
+/* scheduler.tenant_weights: "NS=W,NS=W" (W a number > 0) into w->eng.tw.
+ * Returns 0 or -1 with a message. */
+static int wk_tenant_weights(wk_worker *w, const char *v, char *err, size_t errlen) {
+    if (!v || !*v) return 0;
+    size_t n = 1;
+    for (const char *p = v; *p; p++) n += *p == ',';
+    w->eng.tw_text = strdup(v);
+    w->eng.tw = calloc(n, sizeof *w->eng.tw);
+    if (!w->eng.tw_text || !w->eng.tw) return pl_errf(err, errlen, -1, "out of memory");
+    char *save = NULL;
+    for (char *item = strtok_r(w->eng.tw_text, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '='), *end = NULL;
+        double wt = eq ? strtod(eq + 1, &end) : 0;
+        size_t len = eq ? (size_t)(eq - item) : strlen(item);
+        int ok = eq && len > 0 && len <= ENG_SCHED_NS_MAX && end && end != eq + 1 && !*end &&
+                 wt > 0 && wt <= 1e6;
+        for (size_t i = 0; ok && i < len; i++)
+            ok = isalnum((unsigned char)item[i]) || strchr("._-", item[i]) != NULL;
+        if (!ok)
+            return pl_errf(err, errlen, -1,
+                           "'%.100s': want NAMESPACE=WEIGHT, a weight in (0, 1e6], separated "
+                           "by commas",
+                           item);
+        *eq = 0; /* the name ends there */
+        w->eng.tw[w->eng.n_tw].ns = item;
+        w->eng.tw[w->eng.n_tw++].weight = wt;
+    }
+    return 0;
+}
+
 static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     const cm_config *cfg = w->cfg;
     char e[512];
@@ -168,6 +200,12 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.constraint_vocab = w->eng.cvocab;
     sc.mask_threads = (int)cm_config_int(cfg, "scheduler.mask_threads");
     sc.mask_budget_us = cm_config_int(cfg, "scheduler.mask_budget_ms") * 1000;
+    if (wk_tenant_weights(w, cm_config_str(cfg, "scheduler.tenant_weights"), e, sizeof e))
+        return pl_errf(err, errlen, WK_EINVAL, "scheduler.tenant_weights: %s", e);
+    sc.tenant_weights = w->eng.tw;
+    sc.n_tenant_weights = w->eng.n_tw;
+    sc.class_preempt = cm_config_bool(cfg, "scheduler.class_preempt");
+    sc.bulk_min_share = (double)cm_config_int(cfg, "scheduler.bulk_min_share_pct") / 100.0;
     long long mi = cm_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,
@@ -290,6 +328,8 @@ void wk_worker_free(wk_worker *w) {
     }
     eng_sched_free(w->eng.sched); /* cancels and delivers every callback */
     eng_constraint_vocab_free(w->eng.cvocab);
+    free(w->eng.tw);
+    free(w->eng.tw_text);
     for (wk_turn *t = w->convs.done_head, *n; t; t = n) {
         n = t->dnext;
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */

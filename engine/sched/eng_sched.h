@@ -69,6 +69,41 @@
  * the extra wait reordering can cost a request is at most fairness_ms plus
  * one step.
  *
+ * ** Service classes (docs/service-classes.md) **
+ * A request is ENG_SCHED_INTERACTIVE (the default: a person waits for the
+ * first token) or ENG_SCHED_BULK (throughput only).  Admission takes every
+ * ready interactive request before any bulk one (the cache-aware order and
+ * the fairness bound apply within a class), so bulk sequences fill the
+ * capacity interactive ones leave.  When a ready interactive request waits
+ * for a running slot (max_running reached) and class_preempt is on, the
+ * youngest running bulk sequences are parked before the next step -- one
+ * per slot needed: a parked sequence leaves the batch but keeps its KV
+ * blocks, its logits row, its sampler and constraint state, so when slots
+ * free up (parked interactive first, then parked bulk, before any new bulk
+ * request) it continues exactly where it stopped: the same tokens as if it
+ * had never paused, greedy or seeded (its KV is not recomputed).  Parked
+ * blocks count as held; under memory pressure (a step or an interactive
+ * admission that does not fit) the youngest parked sequence is preempted
+ * the ordinary way (KV to the cache or dropped, recomputed on resume).
+ * Bulk is never starved: while bulk work is pending and fewer than
+ * bulk_min_share of recent steps (an exponential average, weight 1/16)
+ * carried a bulk sequence, nothing bulk is parked, and when the batch is
+ * full of interactive sequences the youngest is parked (KV kept) to give a
+ * bulk one a slot.  eng_sched_stats counts parkings (class_preemptions),
+ * steps with bulk (bulk_steps) and per-class gauges.
+ *
+ * ** Tenants **
+ * Within a class, namespaces (tenants) share admissions by weighted
+ * round-robin (tenant_weights, default 1 each): every namespace with work
+ * in the scheduler has a virtual time that grows by 1 / weight per
+ * sequence admitted, and a candidate of the namespace with the lowest
+ * virtual time goes first; a namespace that comes back after having no
+ * work starts at the lowest virtual time of the others (no saved credit).
+ * Overdue requests (fairness_ms) still go first, in submit order; among
+ * one namespace's requests the cache-aware order applies as before.  So
+ * one tenant's backlog delays another tenant's request by about one
+ * admission per other active tenant (weighted), not by the backlog.
+ *
  * ** Speculative decoding (scheduler.speculative = ngram) **
  * A decoding sequence may feed, after its last token, up to spec_tokens
  * tokens drafted by prompt lookup (eng_spec.h: the longest suffix n-gram
@@ -326,6 +361,12 @@ enum { ENG_SCHED_SPEC_OFF = 0, ENG_SCHED_SPEC_NGRAM = 1 };
 typedef int (*eng_sched_draft_fn)(void *ctx, const int32_t *toks, int n_toks, int n_prompt,
                                   int32_t *out, int k);
 
+/* A tenant's weight in its class's share of admissions ("Tenants"). */
+typedef struct eng_sched_tenant_weight {
+    const char *ns; /* namespace (NUL-terminated) */
+    double weight;  /* relative share, > 0 (unlisted namespaces: 1) */
+} eng_sched_tenant_weight;
+
 /* Scheduler configuration. */
 typedef struct eng_sched_config {
     int max_running; /* sequences in a batch at most (default 64) */
@@ -350,6 +391,11 @@ typedef struct eng_sched_config {
     const eng_constraint_vocab *constraint_vocab;
     int mask_threads;       /* threads computing constraint masks (default 1; 1..64) */
     int64_t mask_budget_us; /* CPU time one mask may take (default 100000 = 100 ms; 0 = none) */
+    int class_preempt;      /* 1: park running bulk sequences for waiting interactive (default 1) */
+    double bulk_min_share; /* share of steps bulk gets at least while pending (default 0.1; 0..1) */
+    /* tenants' weights (the caller's, outliving the scheduler; NULL: all 1) */
+    const eng_sched_tenant_weight *tenant_weights;
+    int n_tenant_weights; /* entries of tenant_weights */
 } eng_sched_config;
 
 /* Fill c with the defaults above. */
@@ -369,6 +415,9 @@ typedef struct eng_sched_token {
     const eng_sampler_lp *top; /* the most likely tokens, best first (n_top entries) */
 } eng_sched_token;
 
+/* eng_sched_request.service_class: how the request is scheduled. */
+enum { ENG_SCHED_INTERACTIVE = 0, ENG_SCHED_BULK = 1, ENG_SCHED_CLASSES = 2 };
+
 /* One request's description (copied by submit). */
 typedef struct eng_sched_request {
     const int32_t *prompt;       /* prompt token ids (n_prompt >= 1, each in [0, n_vocab)) */
@@ -382,9 +431,10 @@ typedef struct eng_sched_request {
     /* constraint on the output (kind ENG_CONSTRAINT_NONE, as a zeroed
      * request has: none); the text is copied (compiled) by submit */
     eng_constraint_spec constraint;
-    int logprobs;     /* 1: token events carry log-probabilities */
-    int top_logprobs; /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
-    int n;            /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */
+    int logprobs;      /* 1: token events carry log-probabilities */
+    int top_logprobs;  /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
+    int n;             /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */
+    int service_class; /* ENG_SCHED_INTERACTIVE (0, a zeroed request) or ENG_SCHED_BULK */
     /* Called on the delivery thread for every generated token, in order
      * per choice (choices interleave); may be NULL. */
     void (*on_token)(void *user, uint64_t id, const eng_sched_token *t);
@@ -459,6 +509,14 @@ typedef struct eng_sched_stats {
     long alloc_live[2];       /* no cache: blocks allocated now */
     long alloc_live_peak[2];  /* no cache: highest blocks allocated at once (budget check) */
     int running, waiting;     /* requests now (gauges) */
+    /* service classes (index ENG_SCHED_INTERACTIVE / ENG_SCHED_BULK) */
+    uint64_t submitted_class[ENG_SCHED_CLASSES]; /* requests submitted per class */
+    uint64_t class_preemptions; /* sequences parked (KV kept) to make room for the other class */
+    uint64_t resumes;           /* parked sequences that went back into the batch */
+    uint64_t bulk_steps;        /* steps whose batch held a bulk sequence */
+    int running_class[ENG_SCHED_CLASSES]; /* sequences in the batch per class (gauges) */
+    int waiting_class[ENG_SCHED_CLASSES]; /* queued sequences per class (gauges) */
+    int parked;                           /* sequences parked with their KV (gauge) */
 } eng_sched_stats;
 
 typedef struct eng_sched eng_sched; /* opaque */

@@ -47,6 +47,8 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->spec_max_batch_tokens = 8;
     c->mask_threads = 1;
     c->mask_budget_us = 100000;
+    c->class_preempt = 1;
+    c->bulk_min_share = 0.1;
 }
 
 uint64_t eng_sched_choice_seed(uint64_t seed, int choice) {
@@ -140,6 +142,15 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
                        "and 1 <= spec_ngram_min <= spec_ngram_max <= %d",
                        ENG_SPEC_NGRAM_MAX);
     }
+    for (int i = 0; i < c->n_tenant_weights; i++)
+        if (!c->tenant_weights || !c->tenant_weights[i].ns ||
+            strlen(c->tenant_weights[i].ns) > ENG_SCHED_NS_MAX ||
+            !(c->tenant_weights[i].weight > 0.0 && c->tenant_weights[i].weight <= 1e6))
+            return pl_errf(err, errlen, ENG_SCHED_EINVAL,
+                           "sched: tenant weight %d: a namespace and a weight in (0, 1e6]", i);
+    if (!(c->bulk_min_share >= 0.0 && c->bulk_min_share <= 1.0)) {
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_min_share must be in [0, 1]");
+    }
     if (c->constraint_vocab && (c->mask_threads < 1 || c->mask_threads > 64)) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: mask_threads must be in 1..64");
     }
@@ -162,6 +173,7 @@ int eng_sched_create(eng_model *m, const eng_sched_config *cfg, const eng_sched_
         return pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
     }
     s->eta_us = INT64_MAX; /* nothing in flight */
+    s->bulk_share = 1.0;   /* no history: bulk is not starved */
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -290,6 +302,7 @@ void eng_sched_free(eng_sched *s) {
     free(s->steps);
     free(s->step_req);
     free(s->spec_logits);
+    free(s->tenants);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->dmu);
@@ -403,6 +416,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     if (r->ns_len) memcpy(q->ns, r->ns, r->ns_len);
     q->ns_len = r->ns_len;
     q->deadline_us = r->deadline_us;
+    q->cls = r->service_class == ENG_SCHED_BULK ? ENG_SCHED_BULK : ENG_SCHED_INTERACTIVE;
     q->want_logits = r->want_logits;
     q->on_token = r->on_token;
     q->on_done = r->on_done;
@@ -432,6 +446,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     else s->inbox = q;
     s->inbox_tail = q;
     s->st.submitted++;
+    s->st.submitted_class[q->cls]++;
     int64_t eta = sched_eta(s, q, eng_sched_now_us(), s->st.running == 0);
     if (s->n_live == 1 || eta < s->eta_us) s->eta_us = eta; /* the loop refines it */
     if (id) *id = q->id;

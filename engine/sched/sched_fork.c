@@ -65,6 +65,7 @@ static sched_req *fork_copy(eng_sched *s, const sched_req *r, int c) {
     memcpy(q->ns, r->ns, r->ns_len);
     q->ns_len = r->ns_len;
     q->deadline_us = r->deadline_us;
+    q->cls = r->cls;
     q->submit_us = r->submit_us;
     q->admit_us = r->admit_us;
     q->admit_seq = r->admit_seq;

@@ -22,7 +22,7 @@
 
 /* ---- lists (singly linked, small) ---- */
 
-static void list_remove(sched_req **head, sched_req *r) {
+void sched_list_remove(sched_req **head, sched_req *r) {
     for (sched_req **p = head; *p; p = &(*p)->next)
         if (*p == r) {
             *p = r->next;
@@ -38,7 +38,7 @@ void sched_list_append(sched_req **head, sched_req *r) {
     *p = r;
 }
 
-static int list_len(const sched_req *h) {
+int sched_list_len(const sched_req *h) {
     int n = 0;
     for (; h; h = h->next) n++;
     return n;
@@ -53,22 +53,24 @@ static void seq_held(const sched_req *r, int from, long held[2]) {
             for (int i = from; i < r->kv.n_blocks; i++) held[k] += r->kv.blk[k][i] != NULL;
 }
 
-/* Blocks the running sequences hold; the blocks forked choices share are
- * counted once per group (by the first running choice holding them). */
+/* Blocks the running and parked sequences hold; the blocks forked choices
+ * share are counted once per group (by the first choice holding them). */
 static void running_held(eng_sched *s, long held[2]) {
     held[0] = held[1] = 0;
     uint64_t epoch = ++s->held_epoch;
-    for (sched_req *r = s->running; r; r = r->next) {
-        long h[2];
-        int from = r->n_shared;
-        if (from && r->grp && r->grp->held_epoch != epoch) {
-            r->grp->held_epoch = epoch;
-            from = 0;
+    sched_req *lists[2] = {s->running, s->parked};
+    for (int l = 0; l < 2; l++)
+        for (sched_req *r = lists[l]; r; r = r->next) {
+            long h[2];
+            int from = r->n_shared;
+            if (from && r->grp && r->grp->held_epoch != epoch) {
+                r->grp->held_epoch = epoch;
+                from = 0;
+            }
+            seq_held(r, from, h);
+            held[0] += h[0];
+            held[1] += h[1];
         }
-        seq_held(r, from, h);
-        held[0] += h[0];
-        held[1] += h[1];
-    }
 }
 
 /* Give a sequence's KV up, inserting it in the cache first (when there is
@@ -188,14 +190,14 @@ static void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const
 }
 
 void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg) {
-    list_remove(&s->running, r);
+    sched_list_remove(&s->running, r);
     sched_finish(s, r, why, msg);
 }
 
-/* Move running request r back to the waiting list (its KV parked in the
- * cache or dropped; a resume recomputes what is missing). */
-static void sched_preempt(eng_sched *s, sched_req *r) {
-    list_remove(&s->running, r);
+/* Move running or parked request r back to the waiting list (its KV
+ * parked in the cache or dropped; a resume recomputes what is missing). */
+void sched_preempt(eng_sched *s, sched_req *r) {
+    sched_list_remove(r->state == SCHED_PARKED ? &s->parked : &s->running, r);
     seq_drop(s, r, 1);
     r->n_shared = 0;
     free(r->logits);
@@ -216,10 +218,21 @@ static sched_req *youngest_running(eng_sched *s) {
     return y;
 }
 
+/* Short of memory: the youngest parked sequence gives its KV up first
+ * (it is not in the batch), else the youngest running one. */
+static sched_req *preempt_victim(eng_sched *s) {
+    sched_req *y = NULL;
+    for (sched_req *r = s->parked; r; r = r->next)
+        if (!y || r->run_seq > y->run_seq) y = r;
+    return y ? y : youngest_running(s);
+}
+
 /* ---- admission ---- */
 
 typedef struct cand_ctx {
     int64_t now_us, fair_us; /* ordering clock and fairness bound */
+    int first_cls;           /* the class whose candidates go first */
+    const eng_sched *s;      /* the scheduler (its tenants' virtual times) */
 } cand_ctx;
 
 /* qsort has no context argument: the loop thread sets its own copy. */
@@ -229,11 +242,19 @@ static int cand_overdue(const sched_req *r) {
     return t_cand.now_us - r->submit_us >= t_cand.fair_us;
 }
 
-/* Overdue first in submit order; then longest cached prefix; then submit order. */
+/* The first class (interactive unless bulk is starved) first; within a
+ * class overdue first in submit order; then the tenant with the lowest
+ * virtual time; then longest cached prefix; then submit order. */
 static int cand_cmp(const void *a, const void *b) {
     const sched_req *x = *(sched_req *const *)a, *y = *(sched_req *const *)b;
+    int fx = x->cls == t_cand.first_cls, fy = y->cls == t_cand.first_cls;
+    if (fx != fy) return fy - fx;
     int ox = cand_overdue(x), oy = cand_overdue(y);
     if (ox != oy) return oy - ox;
+    if (!ox) {
+        double vx = sched_tenant_vt(t_cand.s, x), vy = sched_tenant_vt(t_cand.s, y);
+        if (vx != vy) return vx < vy ? -1 : 1;
+    }
     if (!ox && x->hint != y->hint) return y->hint > x->hint ? 1 : -1;
     if (x->submit_us != y->submit_us) return x->submit_us < y->submit_us ? -1 : 1;
     return x->id < y->id ? -1 : (x->id > y->id);
@@ -285,7 +306,8 @@ static int sched_admit(eng_sched *s, sched_req *r, char *err, size_t errlen) {
 
 /* Admit what fits, in cache-aware order with the fairness bound. */
 static void sched_admit_waiting(eng_sched *s, int64_t now) {
-    int n_wait = list_len(s->waiting), n_run = list_len(s->running);
+    int n_wait = sched_list_len(s->waiting), n_run = sched_list_len(s->running);
+    sched_class_resume(s, &n_run);
     if (!n_wait || n_run >= s->cfg.max_running) return;
     sched_req **c = malloc((size_t)n_wait * sizeof *c);
     if (!c) return;
@@ -294,6 +316,9 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
         if (r->ready) c[n++] = r;
     t_cand.now_us = now;
     t_cand.fair_us = (int64_t)s->cfg.fairness_ms * 1000;
+    t_cand.first_cls = sched_class_bulk_first(s) ? ENG_SCHED_BULK : ENG_SCHED_INTERACTIVE;
+    t_cand.s = s;
+    int n_tenants = sched_tenant_refresh(s);
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
     long held[2], total[2] = {s->blocks_total[0], s->blocks_total[1]};
     running_held(s, held);
@@ -301,6 +326,8 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
     long chunk_blocks = (s->cfg.step_tokens + B - 1) / B + 1;
     for (int i = 0; i < n && n_run < s->cfg.max_running; i++) {
         sched_req *r = c[i];
+        /* parked bulk sequences resume before a new bulk request starts */
+        if (r->cls == ENG_SCHED_BULK && t_cand.first_cls != ENG_SCHED_BULK && s->parked) break;
         /* a request still to fork takes a running slot per choice */
         if (n_run + 1 + r->n_fork > s->cfg.max_running) {
             if (cand_overdue(r) && n_run > 0) break;
@@ -314,12 +341,19 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
         int fits = 1;
         for (int k = 0; k < 2; k++)
             if (s->layout->n_layers[k] && held[k] + need[k] + n_run + 1 > total[k]) fits = 0;
+        if (!fits && s->parked && r->cls == ENG_SCHED_INTERACTIVE) {
+            /* parked KV gives way to interactive work: recompute later */
+            sched_preempt(s, preempt_victim(s));
+            running_held(s, held);
+            i--;
+            continue;
+        }
         if (!fits && n_run > 0) {
             if (cand_overdue(r)) break; /* hold memory for the overdue request */
             continue;
         }
         char err[PL_ERR_LEN];
-        list_remove(&s->waiting, r);
+        sched_list_remove(&s->waiting, r);
         if (sched_admit(s, r, err, sizeof err) != 0) {
             sched_finish(s, r, ENG_SCHED_ERROR, err);
             continue;
@@ -328,6 +362,9 @@ static void sched_admit_waiting(eng_sched *s, int64_t now) {
         held[0] += need[0];
         held[1] += need[1];
         n_run += 1 + r->n_fork;
+        /* the tenant's turn is used: the others' candidates may now go first */
+        sched_tenant_charge(s, r, 1 + r->n_fork);
+        if (n_tenants > 1 && i + 1 < n) qsort(c + i + 1, (size_t)(n - i - 1), sizeof *c, cand_cmp);
     }
     free(c);
 }
@@ -541,28 +578,30 @@ static int sched_step(eng_sched *s) {
             draft = 0;
             continue;
         }
-        if (!s->running->next) break;
-        sched_preempt(s, youngest_running(s));
+        if (!s->running->next && !s->parked) break;
+        sched_preempt(s, preempt_victim(s));
     }
     int64_t t0 = eng_sched_now_us();
     int rc;
     for (;;) {
         rc = eng_forward(s->model, s->steps, n, err, sizeof err);
-        if (rc != ENG_ENOMEM || !s->running || (!n_drafted && !s->running->next)) break;
+        if (rc != ENG_ENOMEM || !s->running || (!n_drafted && !s->running->next && !s->parked))
+            break;
         pthread_mutex_lock(&s->mu);
         s->st.oom_retries++;
         pthread_mutex_unlock(&s->mu);
-        if (!n_drafted) sched_preempt(s, youngest_running(s));
+        if (!n_drafted) sched_preempt(s, preempt_victim(s));
         n = sched_build(s, &n_decode, 0, &n_drafted);
         if (!n) return 0;
     }
     if (rc != 0) {
         for (int i = 0; i < n; i++) {
-            list_remove(&s->running, s->step_req[i]);
+            sched_list_remove(&s->running, s->step_req[i]);
             sched_finish(s, s->step_req[i], ENG_SCHED_ERROR, err);
         }
         return 1;
     }
+    sched_class_step(s, n); /* before sampling, which may free requests */
     uint64_t prefill = 0, sampled = 0;
     int64_t now = eng_sched_now_us();
     for (int i = 0; i < n; i++) {
@@ -595,7 +634,8 @@ static int sched_step(eng_sched *s) {
 /* ---- the completion estimate (eng_sched_next_finish_us) ---- */
 
 int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle) {
-    int stored = r->state == SCHED_RUNNING && r->kv_live ? r->kv.n_tokens : 0;
+    int stored =
+        (r->state == SCHED_RUNNING || r->state == SCHED_PARKED) && r->kv_live ? r->kv.n_tokens : 0;
     int64_t feed = r->n_toks - stored > 1 ? r->n_toks - stored : 1;
     int64_t chunks = (feed + s->cfg.step_tokens - 1) / s->cfg.step_tokens;
     int64_t left = r->max_tokens - r->n_gen > 1 ? r->max_tokens - r->n_gen : 1;
@@ -609,8 +649,8 @@ int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle)
 static void sched_eta_publish(eng_sched *s, int64_t now) {
     int64_t eta = INT64_MAX;
     int idle = !s->running;
-    const sched_req *lists[3] = {s->running, s->waiting, s->inbox};
-    for (int l = 0; l < 3; l++)
+    const sched_req *lists[4] = {s->running, s->parked, s->waiting, s->inbox};
+    for (int l = 0; l < 4; l++)
         for (const sched_req *r = lists[l]; r; r = r->next) {
             int64_t t = sched_eta(s, r, now, idle);
             if (t < eta) eta = t;
@@ -636,8 +676,8 @@ static void sched_trim(sched_req *r, int keep) {
 /* End waiting/running requests that were cancelled or passed their deadline,
  * or all of them (cancel_all). */
 static void sched_reap(eng_sched *s, int64_t now, int cancel_all) {
-    sched_req **lists[2] = {&s->waiting, &s->running};
-    for (int l = 0; l < 2; l++) {
+    sched_req **lists[3] = {&s->waiting, &s->running, &s->parked};
+    for (int l = 0; l < 3; l++) {
         sched_req *r = *lists[l];
         while (r) {
             sched_req *next = r->next;
@@ -650,7 +690,7 @@ static void sched_reap(eng_sched *s, int64_t now, int cancel_all) {
             else if (flag == SCHED_END_STOP) why = ENG_SCHED_STOP;
             if (flag || (r->deadline_us && now >= r->deadline_us)) {
                 if (flag == SCHED_END_STOP) sched_trim(r, keep);
-                list_remove(lists[l], r);
+                sched_list_remove(lists[l], r);
                 sched_finish(s, r, why, NULL);
             }
             r = next;
@@ -705,7 +745,7 @@ void *sched_loop_main(void *arg) {
 
         int64_t now = eng_sched_now_us();
         sched_reap(s, now, closing && !drain);
-        if (closing && !s->waiting && !s->running) break;
+        if (closing && !s->waiting && !s->running && !s->parked) break;
         if (held && !closing) {
             /* eng_sched_hold: no step; wake for a release, a close, new
              * work to queue, or the next deadline check (5 ms) */
@@ -716,7 +756,7 @@ void *sched_loop_main(void *arg) {
         }
 
         int n_ready = sched_ready(s, now);
-        if (!s->running) {
+        if (!s->running && !s->parked) {
             /* Idle: sleep until work arrives, a prefetch may have finished,
              * or the batching window of the first arrival has passed. */
             int64_t wake = -1; /* -1: run now, 0: no timeout */
@@ -742,11 +782,17 @@ void *sched_loop_main(void *arg) {
             }
         }
         window_end = 0;
+        sched_class_balance(s);
         sched_admit_waiting(s, eng_sched_now_us());
         int ran = sched_step(s);
         pthread_mutex_lock(&s->mu);
-        s->st.running = list_len(s->running);
-        s->st.waiting = list_len(s->waiting);
+        s->st.running = sched_list_len(s->running);
+        s->st.waiting = sched_list_len(s->waiting);
+        s->st.parked = sched_list_len(s->parked);
+        for (int c = 0; c < ENG_SCHED_CLASSES; c++)
+            s->st.running_class[c] = s->st.waiting_class[c] = 0;
+        for (const sched_req *r = s->running; r; r = r->next) s->st.running_class[r->cls]++;
+        for (const sched_req *r = s->waiting; r; r = r->next) s->st.waiting_class[r->cls]++;
         running_held(s, s->st.blocks_held);
         sched_eta_publish(s, eng_sched_now_us());
         for (int k = 0; k < 2; k++)

@@ -58,7 +58,6 @@ PT_TEST(unsupported_fields_refused_unless_default) {
         {"prediction", "null", "{\"type\": \"content\", \"content\": \"x\"}"},
         {"prompt_cache_key", "null", "\"k\""},
         {"reasoning_effort", "null", "\"low\""},
-        {"service_tier", "\"auto\"", "\"flex\""},
         {"store", "false", "true"},
         {"verbosity", "\"medium\"", "\"low\""},
         {"web_search_options", "null", "{}"},
@@ -84,6 +83,34 @@ PT_TEST(unknown_fields_refused) {
     tg_refused("\"stream_options\": {\"include_obfuscation\": true}",
                "stream_options.include_obfuscation", "unsupported_value");
     tg_ok("\"stream_options\": {\"include_obfuscation\": false, \"include_usage\": true}");
+}
+
+/* service_tier: auto / default interactive, flex bulk, absent or null
+ * interactive and not "set"; other tiers refused naming the field. */
+PT_TEST(service_tier_classes) {
+    static const char *const tiers[][2] = {
+        {"\"auto\"", "0"}, {"\"default\"", "0"}, {"\"flex\"", "1"}, {"null", "0"}};
+    char buf[128];
+    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++) {
+        oa_chat c;
+        oa_fault f;
+        snprintf(buf, sizeof buf, "\"service_tier\": %s", tiers[i][0]);
+        PT_EQ_INT(tg_parse(buf, &c, &f), 0);
+        PT_EQ_INT((int)c.turn.service_class,
+                  tiers[i][1][0] == '1' ? SCH_CLASS_BULK : SCH_CLASS_INTERACTIVE);
+        PT_EQ_INT(c.tier_set, strcmp(tiers[i][0], "null") != 0);
+        oa_chat_free(&c);
+    }
+    oa_chat c;
+    oa_fault f;
+    PT_EQ_INT(tg_parse(NULL, &c, &f), 0);
+    PT_EQ_INT((int)c.turn.service_class, SCH_CLASS_INTERACTIVE);
+    PT_EQ_INT(c.tier_set, 0);
+    oa_chat_free(&c);
+    tg_refused("\"service_tier\": \"priority\"", "service_tier", "unsupported_value");
+    tg_refused("\"service_tier\": \"scale\"", "service_tier", "unsupported_value");
+    tg_refused("\"service_tier\": \"Flex\"", "service_tier", "unsupported_value");
+    tg_refused("\"service_tier\": 1", "service_tier", "unsupported_value");
 }
 
 PT_TEST(n_choices) {

@@ -6,7 +6,8 @@ Failures (malformed line, unknown model, wrong url, a body the gateway
 would refuse, repeated custom_id) land in the error file; progress is a
 plain line per interval off a terminal and a redrawn bar on one.  A JSONL mixing json_schema, tool
 calls, logprobs, n > 1 and /v1/completions lines, killed with -9 and
-resumed, ends with exactly one line per custom_id of the shape asked for."""
+resumed, ends with exactly one line per custom_id of the shape asked for.
+Turns are bulk unless --service-tier or a line's service_tier says otherwise."""
 
 import json
 import os
@@ -260,5 +261,61 @@ def test_batch_structured_kill9_and_resume(kafka_bootstrap, parley_bin, tmp_path
             elif k == "completion":
                 assert b["object"] == "text_completion"
                 assert len(ch["logprobs"]["tokens"]) == b["usage"]["completion_tokens"]
+    finally:
+        stop(worker)
+
+
+def turns_by_content(brokers, topic, want, timeout=30):
+    """The ChatTurns on topic, by their first message's content."""
+    c = ck.Consumer({"bootstrap.servers": brokers, "group.id": f"chk-{uuid.uuid4().hex[:8]}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    out = {}
+    end = time.time() + timeout
+    try:
+        while time.time() < end and len(out) < want:
+            m = c.poll(0.3)
+            if m is None or m.error():
+                continue
+            r = msgpack.unpackb(m.value(), raw=False)
+            out.setdefault(r["messages"][0]["content"], r)
+    finally:
+        c.close()
+    return out
+
+
+def test_batch_service_tier(kafka_bootstrap, parley_bin, tmp_path):
+    """`parley batch` sends bulk turns by default (service_class "bulk"); a
+    line's own body.service_tier wins; --service-tier auto makes the lines
+    naming none interactive; an unknown --service-tier is a usage error."""
+    prefix = f"bt-{uuid.uuid4().hex[:10]}"
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix)
+    try:
+        def req(cid, **body):
+            return json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                               "body": {"model": "cai-tiny", "max_tokens": 2, "messages": [
+                                   {"role": "user", "content": cid}], **body}}) + "\n"
+        runs = [([], {"plain-1": "bulk", "auto-1": None, "flex-1": "bulk"}),
+                (["--service-tier", "auto"], {"plain-2": None, "auto-2": None, "flex-2": "bulk"})]
+        for i, (extra, want) in enumerate(runs):
+            inp, out = tmp_path / f"in{i}.jsonl", tmp_path / f"out{i}.jsonl"
+            inp.write_text("".join(req(cid, **({"service_tier": cid.split("-")[0]}
+                                               if not cid.startswith("plain") else {}))
+                                   for cid in want))
+            r = subprocess.run([str(parley_bin), "batch", "--input", str(inp), "--output",
+                                str(out), "--brokers", kafka_bootstrap, "--topic-prefix", prefix,
+                                "--dlq-topic", f"{prefix}.dlq", *extra],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert len(out.read_text().splitlines()) == 3
+        turns = turns_by_content(kafka_bootstrap, f"{prefix}.turns", 6)
+        for _, want in runs:
+            for cid, cls in want.items():
+                assert turns[cid].get("service_class") == cls, (cid, turns[cid])
+        r = subprocess.run([str(parley_bin), "batch", "--input", str(inp), "--output",
+                            str(tmp_path / "x.jsonl"), "--brokers", kafka_bootstrap,
+                            "--service-tier", "priority"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 2 and "--service-tier" in r.stderr, r.stderr
     finally:
         stop(worker)

@@ -183,7 +183,7 @@ UNSUPPORTED = [
     ("prediction", {"type": "content", "content": "x"}),
     ("prompt_cache_key", "k"),
     ("reasoning_effort", "low"),
-    ("service_tier", "flex"),
+    ("service_tier", "priority"),
     ("store", True),
     ("verbosity", "low"),
     ("web_search_options", {}),
@@ -258,6 +258,29 @@ def records(kafka_bootstrap, topic, turn_ids, timeout=30, committed=True):
 def turn_of(completion_id):
     assert completion_id.startswith("chatcmpl-"), completion_id
     return completion_id[len("chatcmpl-"):]
+
+
+def test_service_tier_maps_to_class(gateway):
+    """service_tier flex produces a bulk ChatTurn (service_class "bulk"),
+    auto an interactive one (the field left out, as a 1.2 turn), and both
+    are answered; an unknown tier is 400 naming the field (also in
+    test_unsupported_fields_refused)."""
+    c = client(gateway)
+    msgs = [{"role": "user", "content": "tiers"}]
+    ids = {}
+    for tier in ("flex", "auto"):
+        r = c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                      temperature=0, service_tier=tier)
+        assert r.choices[0].finish_reason in ("stop", "length")
+        ids[tier] = turn_of(r.id)
+    turns = records(gateway["kafka"], f"{gateway['prefix']}.turns", list(ids.values()))
+    assert turns[ids["flex"]]["service_class"] == "bulk"
+    assert "service_class" not in turns[ids["auto"]]
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="cai-tiny", messages=msgs, max_tokens=2,
+                                  service_tier="scale")
+    assert e.value.status_code == 400 and e.value.param == "service_tier"
+    assert "service_tier" in e.value.message
 
 
 def test_20_concurrent_conversations(gateway):

@@ -197,6 +197,7 @@ def random_turn(rng):
                      ("deadline_ms", lambda: rint(rng)),
                      ("created_ms", lambda: rint(rng)),
                      ("model", lambda: rtext(rng, 8, True)),
+                     ("service_class", lambda: rng.choice(["interactive", "bulk"])),  # 1.3
                      ("x_extension", lambda: {"any": [1, "thing", None]})):
         r = rng.random()
         if r < 0.4:

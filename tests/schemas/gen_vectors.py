@@ -466,6 +466,18 @@ def vectors():
     err("turn", "value_tool_call_id", "a tool_call_id with a newline",
         base_turn(messages=[{"role": "tool", "content": "x",
                              "tool_call_id": "a\nb"}]), "E_BAD_VALUE")
+    # ---- spec 1.3: service classes
+    ok("turn", "class_bulk", "1.3: service_class bulk",
+       base_turn(service_class="bulk"))
+    ok("turn", "class_interactive", "1.3: service_class interactive (the "
+       "default) reads as if absent", base_turn(service_class="interactive"))
+    err("turn", "class_unknown", "service_class \"flex\" (OpenAI's tier "
+        "name is the gateway's business, not the wire's)",
+        base_turn(service_class="flex"), "E_BAD_VALUE")
+    err("turn", "class_case", "service_class \"Bulk\" (case-sensitive)",
+        base_turn(service_class="Bulk"), "E_BAD_VALUE")
+    err("turn", "type_class_int", "service_class 1, not a name",
+        base_turn(service_class=1), "E_WRONG_TYPE")
     err("turn", "three_inputs", "messages and prompt",
         base_turn(prompt="x"), "E_BOTH_INPUTS")
     err("turn", "empty_prompt", "an empty prompt",

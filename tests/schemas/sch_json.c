@@ -154,6 +154,8 @@ void sch_json_turn(FILE *f, const sch_turn *t) {
             t->created_ms);
     fputs("\"model\":", f);
     sch_json_str(f, &t->model);
+    if (t->service_class != SCH_CLASS_INTERACTIVE) /* 1.3, shown when not the default */
+        fprintf(f, ",\"service_class\":\"%s\"", sch_class_name(t->service_class));
     fputc('}', f);
 }
 

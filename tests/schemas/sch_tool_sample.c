@@ -196,6 +196,7 @@ static int sample_turn(sch_buf *b, char *err) {
     if (below(2)) t.deadline_ms = wide();
     if (below(2)) t.created_ms = wide();
     if (below(2)) t.model = text(12, 1);
+    if (below(3) == 0) t.service_class = SCH_CLASS_BULK; /* 1.3 */
     int rc = sch_turn_encode(&t, b, err, 256);
     sch_turn view = t;
     if (!view.ns.ptr) view.ns = sch_str_c(SCH_DEFAULT_NAMESPACE);

@@ -91,6 +91,8 @@ def turn_view(d, limits=None):
     }
     if d.get("prompt") is not None:  # 1.2
         view["prompt"] = d["prompt"]
+    if opt(d.get("service_class"), "interactive") != "interactive":  # 1.3
+        view["service_class"] = d["service_class"]
     return view
 
 

@@ -215,6 +215,7 @@ typedef struct wk_turn {
     eng_sampler_params sampling;    /* sampling parameters incl. stop ids */
     int max_tokens;                 /* generation limit */
     int64_t deadline_us;            /* eng_sched_now_us deadline; 0 none */
+    int service_class;              /* ENG_SCHED_INTERACTIVE / _BULK (the turn's service_class) */
     int64_t queued_unix_ms;         /* created_ms or record timestamp */
     int64_t submit_unix_ms;         /* wall clock at submit */
     bool stream;                    /* publish TokenChunks */
@@ -290,8 +291,11 @@ typedef struct wk_counters {
     uint64_t retok_mismatch;       /* of which re-tokenising would have given other ids */
     uint64_t ttft_turn_hist[WK_TURN_N][WK_LAT_N]; /* TTFT histogram by turn-index bucket */
     uint64_t ttft_turn_sum_us[WK_TURN_N];         /* sums of those TTFTs (us) */
-    int64_t inflight;                             /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned;                             /* gauge: partitions assigned */
+    uint64_t class_turns[ENG_SCHED_CLASSES];      /* turns the engine ended, per service class */
+    uint64_t ttft_class_hist[ENG_SCHED_CLASSES][WK_LAT_N]; /* TTFT histogram per class */
+    uint64_t ttft_class_sum_us[ENG_SCHED_CLASSES];         /* sums of those TTFTs (us) */
+    int64_t inflight; /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned; /* gauge: partitions assigned */
 } wk_counters;
 
 /* Add n to a counter of wk_counters (relaxed: readers only need totals). */
@@ -323,6 +327,9 @@ typedef struct wk_engine {
                                    * turns are refused with E_UNSUPPORTED) */
     char cvocab_why[256];         /* why cvocab is NULL (config, build), for the refusal */
     int max_running;              /* scheduler.max_running: most choices of one turn */
+    eng_sched_tenant_weight *tw;  /* scheduler.tenant_weights parsed (names point into tw_text) */
+    int n_tw;                     /* entries of tw */
+    char *tw_text;                /* a copy of the value, NULs at the separators */
     char *dscratch;               /* delivery-thread detokenizer buffer */
     size_t dscratch_cap;          /* its size (eng_tok_stream_cap) */
 } wk_engine;

@@ -1,11 +1,13 @@
 /*
  * sched_int.h -- internals of the continuous-batching scheduler shared by
- * sched.c (public API, delivery thread), sched_loop.c (the step loop) and
- * sched_alloc.c (the plain budget allocator used without a cache).
+ * sched.c (public API, delivery thread), sched_loop.c (the step loop),
+ * sched_class.c (service classes: parking and resuming), sched_tenant.c
+ * (round-robin between namespaces) and sched_alloc.c (the plain budget
+ * allocator used without a cache).
  *
  * Locking: s->mu guards the inbox, the live list, every request's `cancel`
- * flag, the closing flags and the statistics.  The waiting and running lists
- * and every other field of a request belong to the loop thread alone once
+ * flag, the closing flags and the statistics.  The waiting, running and
+ * parked lists, the tenants and every other field of a request belong to the loop thread alone once
  * the loop has taken the request from the inbox.  s->dmu guards the delivery
  * queue.  Lock order: mu before dmu (never the reverse).
  */
@@ -17,7 +19,7 @@
 #include "eng_sched.h"
 #include "pl_err.h"
 
-enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2 };
+enum { SCHED_INBOX = 0, SCHED_WAITING = 1, SCHED_RUNNING = 2, SCHED_PARKED = 3 };
 enum { SCHED_END_CANCEL = 1, SCHED_END_STOP = 2 }; /* values of sched_req.cancel */
 
 /* The choices of an n > 1 request: how each ended, kept until the last
@@ -49,6 +51,8 @@ typedef struct sched_req {
     char ns[ENG_SCHED_NS_MAX];   /* namespace bytes */
     size_t ns_len;               /* namespace length */
     int64_t deadline_us;         /* absolute deadline, 0 = none */
+    int cls;                     /* ENG_SCHED_INTERACTIVE / ENG_SCHED_BULK */
+    int tenant;                  /* index in s->tenants during an admission pass */
     int64_t submit_us;           /* submit time */
     int64_t admit_us;            /* first admission, 0 before */
     int64_t first_tok_us;        /* first token, 0 before */
@@ -108,6 +112,15 @@ typedef struct sched_event {
     sched_group *grp;       /* completion: the choices of an n > 1 request (owned) */
 } sched_event;
 
+/* A namespace with work in the scheduler (sched_tenant.c). */
+typedef struct sched_tenant {
+    char ns[ENG_SCHED_NS_MAX]; /* namespace bytes */
+    size_t ns_len;             /* its length */
+    double vt;                 /* virtual time: admissions / weight */
+    double weight;             /* its weight (tenant_weights, else 1) */
+    int seen;                  /* has a request in the scheduler (refresh scratch) */
+} sched_tenant;
+
 /* The plain allocator used without a cache: malloc blocks, capped per kind. */
 typedef struct sched_budget {
     eng_kv_allocator inner; /* malloc allocator doing the work */
@@ -149,16 +162,20 @@ struct eng_sched {
     int64_t eta_us;                /* earliest expected finish of a live request (mu) */
     int done_pending;              /* completions queued, on_done not yet returned (mu) */
 
-    sched_req *waiting;        /* loop: waiting requests (unordered) */
-    sched_req *running;        /* loop: running requests, admission order */
-    uint64_t admit_counter;    /* loop: first-admission sequence */
-    uint64_t run_counter;      /* loop: admission sequence (incl. resumes) */
-    eng_seq_step *steps;       /* loop: batch under construction (max_running) */
-    float *spec_logits;        /* loop: verify chunks' logits, spec_rows rows of n_vocab */
-    int spec_rows;             /* rows of spec_logits (0: drafting never fits a step) */
-    sched_req **step_req;      /* loop: request of each step */
-    uint64_t held_epoch;       /* loop: running_held passes (shared blocks counted once) */
-    eng_constraint_pool *pool; /* mask threads (constraint_vocab given), else NULL */
+    sched_req *waiting;         /* loop: waiting requests (unordered) */
+    sched_req *running;         /* loop: running requests, admission order */
+    sched_req *parked;          /* loop: out of the batch with their KV kept, park order */
+    double bulk_share;          /* loop: EMA (1/16) of steps carrying a bulk sequence */
+    sched_tenant *tenants;      /* loop: namespaces with work (sched_tenant.c) */
+    int n_tenants, cap_tenants; /* loop: entries used / allocated */
+    uint64_t admit_counter;     /* loop: first-admission sequence */
+    uint64_t run_counter;       /* loop: admission sequence (incl. resumes) */
+    eng_seq_step *steps;        /* loop: batch under construction (max_running) */
+    float *spec_logits;         /* loop: verify chunks' logits, spec_rows rows of n_vocab */
+    int spec_rows;              /* rows of spec_logits (0: drafting never fits a step) */
+    sched_req **step_req;       /* loop: request of each step */
+    uint64_t held_epoch;        /* loop: running_held passes (shared blocks counted once) */
+    eng_constraint_pool *pool;  /* mask threads (constraint_vocab given), else NULL */
 
     pthread_mutex_t dmu;       /* guards the delivery queue */
     pthread_cond_t dcv;        /* delivery wake-up */
@@ -170,8 +187,39 @@ struct eng_sched {
     int closed;                      /* eng_sched_close finished */
 };
 
-/* sched_loop.c: append r to a waiting / running list. */
+/* sched_loop.c: append r to / remove r from a waiting / running / parked list. */
 void sched_list_append(sched_req **head, sched_req *r);
+void sched_list_remove(sched_req **head, sched_req *r);
+/* sched_loop.c: length of a list. */
+int sched_list_len(const sched_req *h);
+/* sched_loop.c: move r (running or parked) back to the waiting list, its
+ * KV inserted in the cache or dropped (memory preemption). */
+void sched_preempt(eng_sched *s, sched_req *r);
+/* sched_class.c: before admission, park the youngest running bulk
+ * sequences so that the ready interactive requests get running slots
+ * (class_preempt), or, bulk being starved (bulk_min_share), park the
+ * youngest interactive one to give bulk a slot. */
+void sched_class_balance(eng_sched *s);
+/* sched_class.c: 1 when the admission should take bulk candidates ahead
+ * of interactive ones this iteration (bulk starved). */
+int sched_class_bulk_first(const eng_sched *s);
+/* sched_class.c: put parked sequences back into the batch while running
+ * slots are free: interactive ones, then bulk ones unless a ready
+ * interactive request waits (or bulk is starved).  *n_run counts running
+ * slots.  Returns the number resumed. */
+int sched_class_resume(eng_sched *s, int *n_run);
+/* sched_tenant.c: before an admission pass, give every waiting, running
+ * and parked request its tenant (r->tenant), dropping namespaces without
+ * work and starting new ones at the lowest virtual time.  Returns the
+ * number of tenants (< 0: out of memory; then every r->tenant is -1). */
+int sched_tenant_refresh(eng_sched *s);
+/* sched_tenant.c: the virtual time of r's tenant (0 without one). */
+double sched_tenant_vt(const eng_sched *s, const sched_req *r);
+/* sched_tenant.c: charge r's tenant for n admitted sequences. */
+void sched_tenant_charge(eng_sched *s, const sched_req *r, int n);
+/* sched_class.c: after a step of n sequences (s->step_req), update the
+ * bulk share and the counters. */
+void sched_class_step(eng_sched *s, int n);
 
 /* sched_loop.c: when request r is expected to finish (eng_sched_next_finish_us):
  * now plus its steps left (prefill chunks of step_tokens, then one step
