@@ -250,37 +250,37 @@ void kern_gemm_out_tile(const kern_gemm_out *out, kern_isa isa, int m0, int mr, 
 
 /* ---- driver ------------------------------------------------------------------ */
 
-typedef struct kern_q8_job {
-    kern_q8_tile base;        /* shared fields: A, lda, a_scale, lds, a_sum, w, C/C32, ldc */
-    int M;                    /* rows of A */
-    int n_mt;                 /* row tiles */
-    int gpt;                  /* groups per task */
-    kern_q8_tile_fn fn;       /* tile kernel */
-    kern_isa isa;             /* the level the job runs at (the epilogue's argmax) */
-    const kern_gemm_out *out; /* rows / argmax epilogue, or NULL: the kernel writes C */
-} kern_q8_job;
-
-static void kern_q8_task(void *arg, int task, int thread) {
+void kern_gemm_job_task(void *arg, int task, int thread) {
     (void)thread;
-    const kern_q8_job *j = arg;
-    kern_q8_tile t = j->base;
-    kern_gemm_span sp = kern_gemm_task_span(task, j->n_mt, j->gpt, j->M, t.w->n_groups, t.w->N);
-    int m0 = sp.m0;
-    t.mr = sp.mr, t.g0 = sp.g0, t.ng = sp.ng, t.ncol = sp.ncol;
-    t.A += (size_t)m0 * t.lda;
-    if (t.a_scale) t.a_scale += (size_t)m0 * t.lds;
-    if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;
+    const kern_gemm_job *j = arg;
+    kern_gemm_span sp = kern_gemm_task_span(task, j->n_mt, j->gpt, j->M, j->n_groups, j->N);
     if (j->out) { /* into a tile buffer, then where the caller wants it */
         _Alignas(64) float buf[KERN_TILE_M * KERN_GEMM_MAX_GPT * KERN_PACK_NC];
-        t.C = buf;
-        t.ldc = t.ng * KERN_PACK_NC;
-        j->fn(&t);
-        kern_gemm_out_tile(j->out, j->isa, m0, t.mr, t.g0 * KERN_PACK_NC, t.ncol, buf, t.ldc);
+        int ldb = sp.ng * KERN_PACK_NC;
+        j->tile(j, &sp, buf, NULL, ldb);
+        kern_gemm_out_tile(j->out, j->isa, sp.m0, sp.mr, sp.g0 * KERN_PACK_NC, sp.ncol, buf, ldb);
         return;
     }
-    size_t off = (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
-    if (t.C32) t.C32 += off;
-    else t.C += off;
+    size_t off = (size_t)sp.m0 * j->ldc + (size_t)sp.g0 * KERN_PACK_NC;
+    if (j->C32) j->tile(j, &sp, NULL, j->C32 + off, j->ldc);
+    else j->tile(j, &sp, j->C + off, NULL, j->ldc);
+}
+
+typedef struct kern_q8_job {
+    kern_gemm_job g;    /* the shared task (first: kern_gemm_job_task's argument) */
+    kern_q8_tile base;  /* shared tile fields: A, lda, a_scale, lds, a_sum, w */
+    kern_q8_tile_fn fn; /* tile kernel */
+} kern_q8_job;
+
+static void kern_q8_tile_at(const kern_gemm_job *g, const kern_gemm_span *sp, float *C,
+                            int32_t *C32, int ldc) {
+    const kern_q8_job *j = (const kern_q8_job *)g;
+    kern_q8_tile t = j->base;
+    t.mr = sp->mr, t.g0 = sp->g0, t.ng = sp->ng, t.ncol = sp->ncol;
+    t.A += (size_t)sp->m0 * t.lda;
+    if (t.a_scale) t.a_scale += (size_t)sp->m0 * t.lds;
+    if (t.a_sum) t.a_sum += (size_t)sp->m0 * t.lds;
+    t.C = C, t.C32 = C32, t.ldc = ldc;
     j->fn(&t);
 }
 
@@ -321,26 +321,27 @@ int kern_gemm_split(const kern_pool *p, int M, int n_groups, int *n_mt, int *gpt
 
 static void kern_q8_launch(kern_pool *p, kern_isa isa, int M, kern_q8_job *j) {
     if (M <= 0) return;
-    j->M = M;
-    j->isa = kern_gemm_level(isa);
+    j->g.M = M;
+    j->g.isa = kern_gemm_level(isa);
+    j->g.n_groups = j->base.w->n_groups;
+    j->g.N = j->base.w->N;
+    j->g.tile = kern_q8_tile_at;
     j->fn = kern_q8_pick(isa);
-    int n_tasks = kern_gemm_split(p, M, j->base.w->n_groups, &j->n_mt, &j->gpt);
-    kern_pool_run(p, kern_q8_task, j, n_tasks);
+    int n_tasks = kern_gemm_split(p, M, j->g.n_groups, &j->g.n_mt, &j->g.gpt);
+    kern_pool_run(p, kern_gemm_job_task, j, n_tasks);
 }
 
 int kern_gemm_q8_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const kern_wpack *w,
                      const kern_gemm_out *out) {
     int dense = !out->rows && !out->amax;
     if (dense && !out->C) return KERN_EINVAL;
-    kern_q8_job j = {.base = {.A = a->A,
+    kern_q8_job j = {.g = {.out = dense ? NULL : out, .C = out->C, .ldc = out->ldc},
+                     .base = {.A = a->A,
                               .lda = a->lda,
                               .a_scale = a->a_scale,
                               .lds = a->lds,
                               .a_sum = a->a_sum,
-                              .w = w,
-                              .C = out->C,
-                              .ldc = out->ldc},
-                     .out = dense ? NULL : out};
+                              .w = w}};
     kern_q8_launch(p, isa, a->M, &j);
     return 0;
 }
@@ -354,6 +355,6 @@ void kern_gemm_q8(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda, c
 
 void kern_gemm_q8_i32(kern_pool *p, kern_isa isa, int M, const int8_t *A, int lda,
                       const kern_wpack *w, int32_t *C, int ldc) {
-    kern_q8_job j = {.base = {.A = A, .lda = lda, .w = w, .C32 = C, .ldc = ldc}};
+    kern_q8_job j = {.g = {.C32 = C, .ldc = ldc}, .base = {.A = A, .lda = lda, .w = w}};
     kern_q8_launch(p, isa, M, &j);
 }

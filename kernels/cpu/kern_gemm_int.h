@@ -68,6 +68,30 @@ typedef struct kern_gemm_span {
 } kern_gemm_span;
 kern_gemm_span kern_gemm_task_span(int task, int n_mt, int gpt, int M, int n_groups, int N);
 
+/* One task body for every packed weight format (q8 here, w4 in
+ * kern_w4.c): a format's job struct starts with a kern_gemm_job, and
+ * kern_gemm_job_task (a kern_pool task) takes the task's span, sends the
+ * tile kernel's output into a tile buffer and through the epilogue when
+ * the caller asked for rows / an argmax (out != NULL), else straight into
+ * the dense C (or C32) at the span's place, and calls `tile` to run the
+ * format's kernel there. */
+typedef struct kern_gemm_job kern_gemm_job;
+struct kern_gemm_job {
+    int M;                    /* rows of A */
+    int n_mt;                 /* row tiles */
+    int gpt;                  /* groups per task */
+    int n_groups, N;          /* the weight's 16-channel groups and channels */
+    kern_isa isa;             /* the level the job runs at (the epilogue's argmax) */
+    const kern_gemm_out *out; /* rows / argmax epilogue, or NULL: the kernel writes C / C32 */
+    float *C;                 /* dense float output (row 0, channel 0), or NULL */
+    int32_t *C32;             /* dense int32 output instead of C, or NULL */
+    int ldc;                  /* row stride of C / C32 in elements */
+    /* Run the format's tile kernel on span sp, writing element (row sp->m0,
+     * channel 16 * sp->g0) at C (or C32 when C is NULL), rows ldc apart. */
+    void (*tile)(const kern_gemm_job *j, const kern_gemm_span *sp, float *C, int32_t *C32, int ldc);
+};
+void kern_gemm_job_task(void *arg, int task, int thread);
+
 /* isa lowered to kern_isa_best(). */
 kern_isa kern_gemm_level(kern_isa isa);
 

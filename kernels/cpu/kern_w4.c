@@ -264,34 +264,21 @@ void kern_w4_tile_scalar(const kern_w4_tile *t) {
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct kern_w4_job {
-    kern_w4_tile base;        /* shared fields: A, lda, a_scale, lds, a_sum, w, C, ldc */
-    int M;                    /* rows of A */
-    int n_mt;                 /* row tiles */
-    int gpt;                  /* groups per task */
-    kern_w4_tile_fn fn;       /* tile kernel */
-    kern_isa isa;             /* the level the job runs at (the epilogue's argmax) */
-    const kern_gemm_out *out; /* rows / argmax epilogue, or NULL: the kernel writes C */
+    kern_gemm_job g;    /* the shared task (first: kern_gemm_job_task's argument) */
+    kern_w4_tile base;  /* shared tile fields: A, lda, a_scale, lds, a_sum, w */
+    kern_w4_tile_fn fn; /* tile kernel */
 } kern_w4_job;
 
-static void kern_w4_task(void *arg, int task, int thread) {
-    (void)thread;
-    const kern_w4_job *j = arg;
+static void kern_w4_tile_at(const kern_gemm_job *g, const kern_gemm_span *sp, float *C,
+                            int32_t *C32, int ldc) {
+    (void)C32; /* w4 has no int32 mode */
+    const kern_w4_job *j = (const kern_w4_job *)g;
     kern_w4_tile t = j->base;
-    kern_gemm_span sp = kern_gemm_task_span(task, j->n_mt, j->gpt, j->M, t.w->n_groups, t.w->N);
-    int m0 = sp.m0;
-    t.mr = sp.mr, t.g0 = sp.g0, t.ng = sp.ng, t.ncol = sp.ncol;
-    t.A += (size_t)m0 * t.lda;
-    t.a_scale += (size_t)m0 * t.lds;
-    if (t.a_sum) t.a_sum += (size_t)m0 * t.lds;
-    if (j->out) { /* into a tile buffer, then where the caller wants it */
-        _Alignas(64) float buf[KERN_TILE_M * KERN_GEMM_MAX_GPT * KERN_PACK_NC];
-        t.C = buf;
-        t.ldc = t.ng * KERN_PACK_NC;
-        j->fn(&t);
-        kern_gemm_out_tile(j->out, j->isa, m0, t.mr, t.g0 * KERN_PACK_NC, t.ncol, buf, t.ldc);
-        return;
-    }
-    t.C += (size_t)m0 * t.ldc + (size_t)t.g0 * KERN_PACK_NC;
+    t.mr = sp->mr, t.g0 = sp->g0, t.ng = sp->ng, t.ncol = sp->ncol;
+    t.A += (size_t)sp->m0 * t.lda;
+    t.a_scale += (size_t)sp->m0 * t.lds;
+    if (t.a_sum) t.a_sum += (size_t)sp->m0 * t.lds;
+    t.C = C, t.ldc = ldc;
     j->fn(&t);
 }
 
@@ -301,23 +288,26 @@ int kern_gemm_w4_run(kern_pool *p, kern_isa isa, const kern_gemm_act *a, const k
     if (dense && !out->C) return KERN_EINVAL;
     if (a->M <= 0) return 0;
     isa = kern_gemm_level(isa);
-    kern_w4_job j = {.base = {.A = a->A,
+    kern_w4_job j = {.g = {.M = a->M,
+                           .n_groups = w->n_groups,
+                           .N = w->N,
+                           .isa = isa,
+                           .out = dense ? NULL : out,
+                           .C = out->C,
+                           .ldc = out->ldc,
+                           .tile = kern_w4_tile_at},
+                     .base = {.A = a->A,
                               .lda = a->lda,
                               .a_scale = a->a_scale,
                               .lds = a->lds,
                               .a_sum = a->a_sum,
-                              .w = w,
-                              .C = out->C,
-                              .ldc = out->ldc},
-                     .M = a->M,
-                     .isa = isa,
-                     .out = dense ? NULL : out,
+                              .w = w},
                      .fn = isa == KERN_ISA_AMX          ? kern_w4_tile_amx
                            : isa == KERN_ISA_AVX512VNNI ? kern_w4_tile_avx512vnni
                            : isa == KERN_ISA_AVX2       ? kern_w4_tile_avx2
                                                         : kern_w4_tile_scalar};
-    int n_tasks = kern_gemm_split(p, a->M, w->n_groups, &j.n_mt, &j.gpt);
-    kern_pool_run(p, kern_w4_task, &j, n_tasks);
+    int n_tasks = kern_gemm_split(p, a->M, w->n_groups, &j.g.n_mt, &j.g.gpt);
+    kern_pool_run(p, kern_gemm_job_task, &j, n_tasks);
     return 0;
 }
 
