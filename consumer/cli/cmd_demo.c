@@ -117,9 +117,9 @@ typedef struct demo_turn_stat {
 
 /* One demo conversation: its history, which turn is in flight, timings. */
 typedef struct demo_conv {
-    char id[32];                   /* conversation_id = record key */
-    cl_history hist;               /* system, user, assistant, ... (copies) */
-    int turn;                      /* index of the turn in flight */
+    char id[32];                       /* conversation_id = record key */
+    cl_history hist;                   /* system, user, assistant, ... (copies) */
+    int turn;                          /* index of the turn in flight */
     demo_turn_stat st[DEMO_MAX_TURNS]; /* per-turn figures */
 } demo_conv;
 
@@ -131,18 +131,18 @@ typedef struct demo_demo {
     int own_tmpl;     /* the model's own template: no system message of ours, temperature 0.2 */
     double timeout_s; /* give up after this long */
     int startup_s;    /* --startup-timeout-s: bound on the start-up waits */
-    demo_view *view;    /* how the conversations are shown */
+    demo_view *view;  /* how the conversations are shown */
     char run[16];     /* id prefix unique to this run */
     demo_conv conv[DEMO_MAX_CONVS]; /* conversations */
-    rd_kafka_t *prod;           /* turns producer */
-    rd_kafka_t *tok_c;          /* tokens reader (read_uncommitted) */
-    rd_kafka_t *res_c;          /* responses reader (read_committed) */
-    int answered;               /* TurnResults received */
-    int failed;                 /* of which failed */
-    double t0;                  /* monotonic ms the first turns were sent */
-    double t_first;             /* ms: first streamed token seen (0 = none yet) */
-    double t_work;              /* ms: earliest start of work (sent + queue) */
-    double t_last;              /* ms: last TurnResult received */
+    rd_kafka_t *prod;               /* turns producer */
+    rd_kafka_t *tok_c;              /* tokens reader (read_uncommitted) */
+    rd_kafka_t *res_c;              /* responses reader (read_committed) */
+    int answered;                   /* TurnResults received */
+    int failed;                     /* of which failed */
+    double t0;                      /* monotonic ms the first turns were sent */
+    double t_first;                 /* ms: first streamed token seen (0 = none yet) */
+    double t_work;                  /* ms: earliest start of work (sent + queue) */
+    double t_last;                  /* ms: last TurnResult received */
 } demo_demo;
 
 /* Worker thread argument and outcome. */
@@ -583,7 +583,7 @@ static int demo_parse(demo_demo *d, int argc, char **argv, const char **model) {
 }
 
 static int demo_worker_config(cm_config **out, const char *model, const char *tmpl,
-                            const char *bootstrap) {
+                              const char *bootstrap) {
     char err[PL_ERR_LEN * 2]; /* config messages quote values */
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
                         "kafka.bootstrap.servers", bootstrap, "worker.id", "demo", "worker.group",
@@ -708,8 +708,8 @@ static int demo_start(demo_demo *d, demo_infra *in, const char *model) {
     in->running = 1;
     if (cm_kafka_new(in->cfg, CM_KAFKA_PRODUCER | CM_KAFKA_READER, "demo", &in->kafka, err,
                      sizeof err) ||
-        !(d->prod = cm_producer_new(in->kafka, "parley.turns", cm_startup_left_ms(), err,
-                                    sizeof err)) ||
+        !(d->prod =
+              cm_producer_new(in->kafka, "parley.turns", cm_startup_left_ms(), err, sizeof err)) ||
         !(d->tok_c = cm_reader_new(in->kafka, "parley.tokens", 0, cm_startup_left_ms(), err,
                                    sizeof err)) ||
         !(d->res_c = cm_reader_new(in->kafka, "parley.responses", 1, cm_startup_left_ms(), err,

@@ -29,7 +29,7 @@ struct demo_view {
     int n;            /* conversations */
     int drawn;        /* live lines on screen now */
     double last_draw; /* monotonic ms of the last redraw */
-    dv_slot *s;      /* [n] */
+    dv_slot *s;       /* [n] */
 };
 
 static int dv_width(const demo_view *v) {
@@ -134,7 +134,8 @@ demo_view *demo_view_new(FILE *out, int n, int tty) {
     return v;
 }
 
-void demo_view_turn_start(demo_view *v, int c, const char *conv, int t, int n_turns, const char *user) {
+void demo_view_turn_start(demo_view *v, int c, const char *conv, int t, int n_turns,
+                          const char *user) {
     if (!v || c < 0 || c >= v->n) return;
     dv_slot *s = &v->s[c];
     snprintf(s->conv, sizeof s->conv, "%s", conv);
@@ -174,7 +175,8 @@ static void dv_block_text(FILE *f, const char *prefix, const char *s, size_t n) 
     fputc('\n', f);
 }
 
-void demo_view_turn_done(demo_view *v, int c, int t, const char *reply, size_t n, const char *figures) {
+void demo_view_turn_done(demo_view *v, int c, int t, const char *reply, size_t n,
+                         const char *figures) {
     if (!v || c < 0 || c >= v->n || v->s[c].turn != t) return;
     dv_slot *s = &v->s[c];
     dv_erase(v);

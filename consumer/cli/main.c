@@ -42,7 +42,8 @@ static const parley_cmd parley_cmds[] = {
     {"batch", "OpenAI Batch JSONL in, batch output JSONL out, through the fleet", bt_cmd_batch},
     {"topics", "create the turns, tokens, responses and DLQ topics on a Kafka cluster",
      cl_cmd_topics},
-    {"demo", "embedded demo: in-process Kafka, the real worker, SmolLM2-135M-Instruct (else synthetic)",
+    {"demo",
+     "embedded demo: in-process Kafka, the real worker, SmolLM2-135M-Instruct (else synthetic)",
      demo_cmd},
     {"bench", "benchmarks: multiturn (scheduler + cache), chat, engine (kernels), spec", bench_cmd},
 };

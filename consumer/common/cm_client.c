@@ -69,7 +69,8 @@ void cm_kafka_errf(char *err, size_t errlen, cm_kafka *k, const char *topic,
     char why[PL_ERR_LEN];
     snprintf(why, sizeof why, "topic %.200s: %s", topic, rd_kafka_err2str(e));
     cm_kafka_refusal_note(k, e, why); /* an authorization error is a refusal */
-    if (cm_kafka_refusal_msg(k)) pl_errf(err, errlen, CM_KAFKA_EREFUSED, "%s", cm_kafka_refusal_msg(k));
+    if (cm_kafka_refusal_msg(k))
+        pl_errf(err, errlen, CM_KAFKA_EREFUSED, "%s", cm_kafka_refusal_msg(k));
     else if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || e == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC)
         pl_errf(err, errlen, CM_KAFKA_ENOTOPIC,
                 "topic %s: %s: create the topics with `parley topics --brokers %.200s` "

@@ -86,10 +86,12 @@
 #define CM_KAFKA_EINVAL PL_ERR_CODE(PL_ERR_CM_KAFKA, PL_EINVAL) /* a kafka.* key refused (named) */
 #define CM_KAFKA_ENOMEM PL_ERR_CODE(PL_ERR_CM_KAFKA, PL_ENOMEM) /* allocation failed */
 #define CM_KAFKA_ETIMEDOUT \
-    PL_ERR_CODE(PL_ERR_CM_KAFKA, PL_ETIMEDOUT)   /* the start-up deadline passed (cm_startup.h) */
-#define CM_KAFKA_EKAFKA (PL_ERR_CM_KAFKA - 10)   /* librdkafka could not build the client, or failed */
+    PL_ERR_CODE(PL_ERR_CM_KAFKA, PL_ETIMEDOUT) /* the start-up deadline passed (cm_startup.h) */
+#define CM_KAFKA_EKAFKA \
+    (PL_ERR_CM_KAFKA - 10) /* librdkafka could not build the client, or failed */
 #define CM_KAFKA_EREFUSED (PL_ERR_CM_KAFKA - 11) /* the cluster refused a client (auth, TLS, ACL) */
-#define CM_KAFKA_ENOTOPIC (PL_ERR_CM_KAFKA - 12) /* a topic does not exist (parley topics creates them) */
+#define CM_KAFKA_ENOTOPIC \
+    (PL_ERR_CM_KAFKA - 12) /* a topic does not exist (parley topics creates them) */
 
 /* The kinds of client parley builds (bits: a command's set is their OR). */
 typedef enum cm_kafka_role {

@@ -99,7 +99,7 @@ static int wk_tenant_weights(wk_worker *w, const char *v, char *err, size_t errl
     for (const char *p = v; *p; p++) n += *p == ',';
     w->eng.tw_text = strdup(v);
     w->eng.tw = calloc(n, sizeof *w->eng.tw);
-    if (!w->eng.tw_text || !w->eng.tw) return pl_errf(err, errlen, -1, "out of memory");
+    if (!w->eng.tw_text || !w->eng.tw) return pl_errf(err, errlen, WK_ENOMEM, "out of memory");
     char *save = NULL;
     for (char *item = strtok_r(w->eng.tw_text, ",", &save); item;
          item = strtok_r(NULL, ",", &save)) {
@@ -111,7 +111,7 @@ static int wk_tenant_weights(wk_worker *w, const char *v, char *err, size_t errl
         for (size_t i = 0; ok && i < len; i++)
             ok = isalnum((unsigned char)item[i]) || strchr("._-", item[i]) != NULL;
         if (!ok)
-            return pl_errf(err, errlen, -1,
+            return pl_errf(err, errlen, WK_EINVAL,
                            "'%.100s': want NAMESPACE=WEIGHT, a weight in (0, 1e6], separated "
                            "by commas",
                            item);

@@ -96,15 +96,15 @@ static inline size_t eng_kv_token_bytes(int n_head_kv, int head_dim) {
 }
 
 typedef struct eng_kv_layout {
-    int block_tokens;               /* B: tokens per block */
-    int n_head_kv, head_dim;        /* KV heads and their dimension */
-    int kv_fp32;                    /* 1: float K/V, no scale arrays (fp32 reference models) */
-    int k_group;                    /* K values per K scale, eng_kv_k_group(head_dim) */
-    int k_scales;                   /* K scales per token per KV head: head_dim / k_group */
-    int n_layers[2];                /* owning layers per kind */
-    size_t block_bytes[2];          /* bytes of one block per kind (0 if no such layers) */
-    size_t layer_bytes;             /* bytes one owning layer takes inside a block */
-    int max_window;                 /* largest local window (0 if none) */
+    int block_tokens;                  /* B: tokens per block */
+    int n_head_kv, head_dim;           /* KV heads and their dimension */
+    int kv_fp32;                       /* 1: float K/V, no scale arrays (fp32 reference models) */
+    int k_group;                       /* K values per K scale, eng_kv_k_group(head_dim) */
+    int k_scales;                      /* K scales per token per KV head: head_dim / k_group */
+    int n_layers[2];                   /* owning layers per kind */
+    size_t block_bytes[2];             /* bytes of one block per kind (0 if no such layers) */
+    size_t layer_bytes;                /* bytes one owning layer takes inside a block */
+    int max_window;                    /* largest local window (0 if none) */
     int layer_kind[ENG_KV_MAX_LAYERS]; /* per model layer: kind of its KV source */
     /* per model layer: byte offset of its source's K within a block */
     size_t layer_offset[ENG_KV_MAX_LAYERS];

@@ -147,22 +147,22 @@ typedef enum {
 #define ENG_CONFIG_REF_CTX 8192
 
 typedef struct eng_config {
-    eng_arch arch;               /* architecture */
-    char arch_name[32];          /* general.architecture as in the file */
-    int n_vocab;                 /* vocabulary size (token_embd rows) */
-    int n_embd;                  /* model width */
-    int n_layer;                 /* transformer blocks, 1..ENG_MAX_LAYERS */
-    int n_head;                  /* query heads */
-    int n_head_kv;               /* KV heads (divides n_head; 1 = MQA) */
-    int head_dim;                /* per-head dim of Q, K and V */
-    int n_ff;                    /* FFN hidden width */
-    int n_ctx_train;             /* context_length (0 if absent) */
-    float norm_eps;              /* RMSNorm epsilon */
-    float rope_base;             /* rope theta, global layers */
-    float rope_base_local;       /* rope theta, local (window > 0) layers;
+    eng_arch arch;         /* architecture */
+    char arch_name[32];    /* general.architecture as in the file */
+    int n_vocab;           /* vocabulary size (token_embd rows) */
+    int n_embd;            /* model width */
+    int n_layer;           /* transformer blocks, 1..ENG_MAX_LAYERS */
+    int n_head;            /* query heads */
+    int n_head_kv;         /* KV heads (divides n_head; 1 = MQA) */
+    int head_dim;          /* per-head dim of Q, K and V */
+    int n_ff;              /* FFN hidden width */
+    int n_ctx_train;       /* context_length (0 if absent) */
+    float norm_eps;        /* RMSNorm epsilon */
+    float rope_base;       /* rope theta, global layers */
+    float rope_base_local; /* rope theta, local (window > 0) layers;
                                   * = rope_base for llama */
-    int rope_type; /* eng_rope_type (eng_backend.h): llama NORM, gemma3/qwen2/qwen3 NEOX */
-    float rope_freq_scale;       /* global layers: multiplier on every rope
+    int rope_type;         /* eng_rope_type (eng_backend.h): llama NORM, gemma3/qwen2/qwen3 NEOX */
+    float rope_freq_scale; /* global layers: multiplier on every rope
                                   * frequency (1 / linear factor; 1 = none) */
     float rope_freq_scale_local; /* local layers (gemma3: always 1) */
     int rope_freq_factors;       /* 1: rope_freqs.weight divides frequency i

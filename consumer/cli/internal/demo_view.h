@@ -39,7 +39,8 @@ demo_view *demo_view_new(FILE *out, int n, int tty);
 
 /* Conversation c (id conv) starts turn t (0-based) of n_turns with the
  * user's message. */
-void demo_view_turn_start(demo_view *v, int c, const char *conv, int t, int n_turns, const char *user);
+void demo_view_turn_start(demo_view *v, int c, const char *conv, int t, int n_turns,
+                          const char *user);
 
 /* Streamed text of turn t of conversation c (ignored unless it is the turn
  * in flight). */
@@ -47,7 +48,8 @@ void demo_view_delta(demo_view *v, int c, int t, const char *text, size_t n);
 
 /* Turn t of conversation c ended: print its block (reply = the final
  * text, figures = one line of its numbers) and clear its live line. */
-void demo_view_turn_done(demo_view *v, int c, int t, const char *reply, size_t n, const char *figures);
+void demo_view_turn_done(demo_view *v, int c, int t, const char *reply, size_t n,
+                         const char *figures);
 
 /* Remove the live lines (before the summary); the view may not be used
  * afterwards except for demo_view_free. */
