@@ -461,7 +461,8 @@ void wk_turn_submit(wk_turn *t) {
     q.ns_len = strlen(t->ns);
     q.deadline_us = t->deadline_us;
     q.service_class = t->service_class;
-    q.constraint = t->constraint;
+    q.compiled = t->cons; /* the scheduler takes it, whatever submit returns */
+    t->cons = NULL;
     q.logprobs = t->logprobs;
     q.top_logprobs = t->top_logprobs;
     q.n = t->n_choices;

@@ -52,7 +52,7 @@ void wk_turn_free(wk_turn *t) {
     }
     wk_tools_free(&t->tools);
     free(t->ch);
-    free(t->ctext);
+    eng_constraint_free(t->cons);
     free(t->final_toks);
     sch_buf_free(&t->result);
     free(t);
@@ -397,22 +397,21 @@ static eng_constraint_kind wk_constraint_kind(sch_rf f) {
     }
 }
 
-/* Compile spec once to check it (the scheduler compiles it again at
- * submit): a constraint that does not compile is refused here, with the
- * turn's record at hand for its DeadLetter. */
-static int wk_constraint_check(const wk_worker *w, const eng_constraint_spec *spec, char *msg,
-                               size_t msglen) {
+/* Compile spec, once: a constraint that does not compile is refused
+ * here, with the turn's record at hand for its DeadLetter, and one that
+ * does goes to the scheduler compiled (*out, the caller's).  field names
+ * where it came from in a refusal ("params.response_format"). */
+static int wk_constraint_compile(const wk_worker *w, const eng_constraint_spec *spec,
+                                 const char *field, eng_constraint **out, char *msg,
+                                 size_t msglen) {
     if (!w->eng.cvocab) {
-        snprintf(msg, msglen, "params.response_format: %s", w->eng.cvocab_why);
+        snprintf(msg, msglen, "%s: %s", field, w->eng.cvocab_why);
         return SCH_E_UNSUPPORTED;
     }
-    eng_constraint *c = NULL;
     char e[PL_ERR_LEN];
-    int rc = eng_constraint_new(w->eng.cvocab, spec, &c, e, sizeof e);
-    eng_constraint_free(c);
+    int rc = eng_constraint_new(w->eng.cvocab, spec, out, e, sizeof e);
     if (rc == 0) return 0;
-    snprintf(msg, msglen, "params.response_format (%s): %s", eng_constraint_kind_name(spec->kind),
-             e);
+    snprintf(msg, msglen, "%s (%s): %s", field, eng_constraint_kind_name(spec->kind), e);
     return rc == ENG_CONSTRAINT_ENOMEM     ? SCH_E_NOMEM
            : rc == ENG_CONSTRAINT_EUNAVAIL ? SCH_E_UNSUPPORTED
                                            : SCH_E_BAD_CONSTRAINT;
@@ -428,11 +427,14 @@ static int wk_constraint_check(const wk_worker *w, const eng_constraint_spec *sp
  * what this worker can do: choices within the batch, logprobs within the
  * readers' record limits, a constraint that compiles (a forced tool call's
  * schema, *schema, malloc'd), no response_format beside tools the model
- * may call.  0 or a code with msg; *spec gets the constraint. */
+ * may call.  0 or a code with msg; *cons gets the compiled constraint
+ * (the caller's; NULL when there is none). */
 static int wk_turn_features(const wk_worker *w, const sch_turn *t, const wk_tools *tools,
-                            eng_constraint_spec *spec, char **schema, char *msg, size_t msglen) {
+                            eng_constraint **cons, char **schema, char *msg, size_t msglen) {
     const sch_params *p = &t->params;
-    memset(spec, 0, sizeof *spec);
+    eng_constraint_spec spec;
+    memset(&spec, 0, sizeof spec);
+    *cons = NULL;
     if (p->n > 1 && w->eng.max_running > 0 && p->n > (uint32_t)w->eng.max_running) {
         snprintf(msg, msglen,
                  "params.n: %u choices exceed this worker's scheduler.max_running (%d)", p->n,
@@ -458,16 +460,10 @@ static int wk_turn_features(const wk_worker *w, const sch_turn *t, const wk_tool
         /* the reply is the call: its schema is the constraint (a
          * response_format does not apply to a reply that is a call) */
         if (!(*schema = wk_tools_schema(tools))) return SCH_E_NOMEM;
-        spec->kind = ENG_CONSTRAINT_JSON_SCHEMA;
-        spec->text = *schema;
-        spec->len = strlen(*schema);
-        int rc = wk_constraint_check(w, spec, msg, msglen);
-        if (rc && !strncmp(msg, "params.response_format", 22)) { /* name the field it came from */
-            char m2[512];
-            snprintf(m2, sizeof m2, "params.tools%s", msg + 22);
-            snprintf(msg, msglen, "%s", m2);
-        }
-        return rc;
+        spec.kind = ENG_CONSTRAINT_JSON_SCHEMA;
+        spec.text = *schema;
+        spec.len = strlen(*schema);
+        return wk_constraint_compile(w, &spec, "params.tools", cons, msg, msglen);
     }
     if (tools->mode == WK_TOOLS_AUTO && p->response_format.type != SCH_RF_TEXT) {
         snprintf(msg, msglen,
@@ -476,24 +472,26 @@ static int wk_turn_features(const wk_worker *w, const sch_turn *t, const wk_tool
         return SCH_E_UNSUPPORTED;
     }
     if (p->response_format.type != SCH_RF_TEXT) {
-        spec->kind = wk_constraint_kind(p->response_format.type);
-        spec->text = p->response_format.spec.ptr ? p->response_format.spec.ptr : "";
-        spec->len = p->response_format.spec.len;
-        return wk_constraint_check(w, spec, msg, msglen);
+        spec.kind = wk_constraint_kind(p->response_format.type);
+        spec.text = p->response_format.spec.ptr ? p->response_format.spec.ptr : "";
+        spec.len = p->response_format.spec.len;
+        return wk_constraint_compile(w, &spec, "params.response_format", cons, msg, msglen);
     }
     return 0;
 }
 
-/* A wk_turn for a checked turn and its prompt ids (which it takes, also
- * on failure).  NULL when out of memory. */
+/* A wk_turn for a checked turn, its prompt ids and its compiled
+ * constraint (which it takes, also on failure).  NULL when out of memory. */
 static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, const wk_rec_meta *m,
-                            const sch_turn *t, const eng_constraint_spec *spec, const char *ns,
-                            size_t ns_len, int32_t *ids, int n_ids, int64_t now_ms) {
+                            const sch_turn *t, eng_constraint *cons, const char *ns, size_t ns_len,
+                            int32_t *ids, int n_ids, int64_t now_ms) {
     wk_turn *x = calloc(1, sizeof *x);
     if (!x) {
         free(ids);
+        eng_constraint_free(cons);
         return NULL;
     }
+    x->cons = cons;
     x->w = w;
     x->partition = rec->partition;
     x->offset = rec->offset;
@@ -511,10 +509,6 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
     x->top_logprobs = (int)t->params.top_logprobs;
     x->n_choices = (int)t->params.n;
     x->ch = calloc((size_t)x->n_choices, sizeof *x->ch);
-    if (spec->kind != ENG_CONSTRAINT_NONE) {
-        x->ctext = wk_dup(spec->text, spec->len);
-        x->constraint = (eng_constraint_spec){spec->kind, x->ctext, spec->len};
-    }
     x->stream = t->stream;
     x->json_out = m->json_out;
     x->service_class = t->service_class == SCH_CLASS_BULK ? ENG_SCHED_BULK : ENG_SCHED_INTERACTIVE;
@@ -522,8 +516,7 @@ static wk_turn *wk_turn_new(wk_worker *w, const wk_record *rec, uint32_t gen, co
         x->deadline_us = eng_sched_now_us() + ((int64_t)t->deadline_ms - now_ms) * 1000;
     int64_t ts = rec->timestamp_ms;
     x->queued_unix_ms = t->created_ms ? (int64_t)t->created_ms : ts > 0 ? ts : now_ms;
-    bool ok = x->conv_id && x->turn_id && x->ns && x->ch &&
-              (spec->kind == ENG_CONSTRAINT_NONE || x->ctext);
+    bool ok = x->conv_id && x->turn_id && x->ns && x->ch;
     /* the request's stop strings, and the template's end of turn unless the
      * request names it already */
     const char *eot = w->eng.turn_stop;
@@ -601,9 +594,8 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
                  n_ids, t.params.max_tokens, w->eng.n_ctx);
         code = SCH_E_CONTEXT_OVERFLOW;
     }
-    eng_constraint_spec spec;
-    memset(&spec, 0, sizeof spec);
-    if (!code) code = wk_turn_features(w, &t, &tools, &spec, &schema, msg, sizeof msg);
+    eng_constraint *cons = NULL; /* compiled once, here; the turn's, or freed below */
+    if (!code) code = wk_turn_features(w, &t, &tools, &cons, &schema, msg, sizeof msg);
     int64_t now_ms = pl_unix_ms();
     if (code == SCH_E_NOMEM) {
         rc = SCH_E_NOMEM;
@@ -626,8 +618,9 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
                                "deadline_ms passed before the turn was started");
         rc = *out ? 0 : SCH_E_NOMEM;
     } else {
-        *turn = wk_turn_new(w, rec, gen, &meta, &t, &spec, ns, ns_len, ids, n_ids, now_ms);
+        *turn = wk_turn_new(w, rec, gen, &meta, &t, cons, ns, ns_len, ids, n_ids, now_ms);
         ids = NULL; /* the turn's now, or freed */
+        cons = NULL;
         rc = *turn ? 0 : SCH_E_NOMEM;
         if (*turn) {
             wk_turn *x = *turn;
@@ -644,6 +637,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
             }
         }
     }
+    eng_constraint_free(cons);
     eng_tmpl_turn_free(&rt);
     wk_tools_free(&tools);
     free(schema);

@@ -152,7 +152,9 @@
  * ** Constrained decoding (eng_constraint.h) **
  * A request may carry a constraint (JSON schema, JSON object, regex, Lark
  * grammar).  submit compiles it against the vocabulary given in the
- * configuration (constraint_vocab); a spec that does not compile, that
+ * configuration (constraint_vocab), unless the caller compiled it already
+ * (eng_sched_request.compiled: the worker compiles each turn's once, at
+ * admission, to refuse a bad one with its record); a spec that does not compile, that
  * llguidance rejects or that is over a size limit is refused there with
  * ENG_SCHED_ECONSTRAINT and llguidance's reason -- no callback, nothing
  * queued -- and a constraint asked of a scheduler without a vocabulary (or
@@ -431,6 +433,12 @@ typedef struct eng_sched_request {
     /* constraint on the output (kind ENG_CONSTRAINT_NONE, as a zeroed
      * request has: none); the text is copied (compiled) by submit */
     eng_constraint_spec constraint;
+    /* or the constraint already compiled by the caller over the
+     * scheduler's constraint_vocab (eng_constraint_new), so a caller that
+     * compiles it to check it never compiles it twice; NULL: submit
+     * compiles `constraint`.  Submit takes it over whatever it returns
+     * (used by the request, or freed with the refusal). */
+    eng_constraint *compiled;
     int logprobs;      /* 1: token events carry log-probabilities */
     int top_logprobs;  /* alternatives per token, 0..ENG_SCHED_TOP_MAX (with logprobs) */
     int n;             /* choices: 0 or 1 = one, up to ENG_SCHED_N_MAX (see "Several choices") */

@@ -365,8 +365,12 @@ static int req_check(const eng_sched *s, const eng_sched_request *r, char *err, 
 int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, char *err,
                      size_t errlen) {
     if (!s || !r) return ENG_SCHED_EINVAL;
+    eng_constraint *pre = r->compiled; /* taken over: the request's, or freed on refusal */
     int rc = req_check(s, r, err, errlen);
-    if (rc) return rc;
+    if (rc) {
+        eng_constraint_free(pre);
+        return rc;
+    }
     sched_req *q = calloc(1, sizeof *q);
     if (!q) goto nomem;
     q->cap_toks = r->n_prompt + (r->max_tokens < 256 ? r->max_tokens : 256);
@@ -377,9 +381,8 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
     q->max_tokens = r->max_tokens;
     q->sp = r->sampling;
     if (eng_sampler_new(&r->sampling, s->n_vocab, &q->sampler, err, errlen) != 0) {
-        free(q->toks);
-        free(q);
-        return ENG_SCHED_EINVAL;
+        rc = ENG_SCHED_EINVAL;
+        goto refuse;
     }
     int n = r->n > 0 ? r->n : 1;
     if (n > 1) {
@@ -394,7 +397,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
         if (!q->lp) goto nomem;
         for (int i = 0; i < pos; i++) q->lp[i].top_logprobs = r->top_logprobs;
     }
-    if (r->constraint.kind != ENG_CONSTRAINT_NONE) {
+    if (r->constraint.kind != ENG_CONSTRAINT_NONE || pre) {
         int crc;
         if (!s->pool) {
             rc =
@@ -405,7 +408,13 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
                         eng_constraint_available() ? "" : " (parley was built without llguidance)");
             goto refuse;
         }
-        crc = eng_constraint_new(s->cfg.constraint_vocab, &r->constraint, &q->cons, err, errlen);
+        if (pre) { /* compiled by the caller */
+            q->cons = pre;
+            pre = NULL;
+        }
+        crc = q->cons ? 0
+                      : eng_constraint_new(s->cfg.constraint_vocab, &r->constraint, &q->cons, err,
+                                           errlen);
         if (crc) {
             rc = crc == ENG_CONSTRAINT_ENOMEM     ? ENG_SCHED_ENOMEM
                  : crc == ENG_CONSTRAINT_EUNAVAIL ? ENG_SCHED_ENOTSUP
@@ -456,6 +465,7 @@ int eng_sched_submit(eng_sched *s, const eng_sched_request *r, uint64_t *id, cha
 nomem:
     rc = pl_errf(err, errlen, ENG_SCHED_ENOMEM, "sched: out of memory");
 refuse:
+    eng_constraint_free(pre);
     if (q) {
         eng_sampler_free(q->sampler);
         eng_constraint_free(q->cons);

@@ -13,6 +13,9 @@
  *   json_greedy_valid         greedy JSON-schema, JSON-object, regex and
  *                             Lark outputs: finish stop, without an end
  *                             token, and the text parses and validates
+ *   compiled_by_the_caller    a constraint compiled before submit (as the
+ *                             worker does, once) is applied, and freed with
+ *                             a refusal
  *   mask_bits_match           each generated token is the argmax of the
  *                             delivered logits under llguidance's own mask
  *                             (a matcher driven directly through its C API
@@ -37,6 +40,38 @@
 #include <regex.h>
 
 #include "sched_cons.h"
+
+/* A constraint the caller compiled (the worker compiles each once, at
+ * admission) is used as compiled, and submit takes it over: on success,
+ * and on a refusal (freed there: ASan's leak check would see it). */
+PT_TEST(compiled_by_the_caller) {
+    if (!have_llg()) return;
+    eng_sched *s = mk(ENG_SCHED_SPEC_OFF, NULL, NULL, 0, 0);
+    PT_ASSERT(s);
+    int32_t eog[64], p[64];
+    int n_eog = eng_tok_eog_ids(g_tok, eog, 64), np = mk_prompt(p, 3);
+    static const eng_constraint_spec spec = {ENG_CONSTRAINT_REGEX, "(yes|no|maybe)", 14};
+    char err[512];
+    eng_sched_request q;
+    req_init(&q, p, np, 20);
+    q.sampling.n_stop = n_eog;
+    memcpy(q.sampling.stop, eog, (size_t)n_eog * sizeof *eog);
+    PT_EQ_INT(eng_constraint_new(g_vocab, &spec, &q.compiled, err, sizeof err), 0);
+    sr_req *r = sr_new(0);
+    run1(s, &q, r);
+    const char *txt = text_of(r, 0);
+    PT_ASSERT_MSG(!strcmp(txt, "yes") || !strcmp(txt, "no") || !strcmp(txt, "maybe"),
+                  "finish %s \"%s\"", eng_sched_finish_name(r->fin[0]), txt);
+    sr_del(r);
+    req_init(&q, p, np, 20);
+    q.n = ENG_SCHED_N_MAX + 1; /* refused: the compiled constraint goes with it */
+    PT_EQ_INT(eng_constraint_new(g_vocab, &spec, &q.compiled, err, sizeof err), 0);
+    PT_EQ_INT(eng_sched_submit(s, &q, NULL, err, sizeof err), ENG_SCHED_EINVAL);
+    eng_sched_stats st;
+    eng_sched_stats_get(s, &st);
+    PT_EQ_INT(st.constrained, 1);
+    eng_sched_free(s);
+}
 
 #ifdef PARLEY_HAVE_LLGUIDANCE
 #include <llguidance.h>

@@ -196,40 +196,42 @@ typedef struct wk_choice {
 
 /* A turn being served. */
 typedef struct wk_turn {
-    struct wk_worker *w;            /* owner */
-    struct wk_conv *conv;           /* its conversation queue */
-    struct wk_turn *next;           /* conversation queue link */
-    struct wk_turn *dnext;          /* done list link */
-    int32_t partition;              /* input partition */
-    int64_t offset;                 /* input offset */
-    uint32_t gen;                   /* partition generation at consumption */
-    int orphan;                     /* partition revoked: drop the outcome (conv is NULL) */
-    char tp[WK_TRACEPARENT_MAX];    /* traceparent ("" = none) */
-    char *conv_id, *turn_id, *ns;   /* copies (NUL-terminated) */
-    int32_t *prompt;                /* prompt ids */
-    int n_prompt;                   /* prompt length */
-    eng_tmpl_turn rt;               /* the prompt's render: text and specials (ids: prompt) */
-    int n_msgs;                     /* messages rendered (0: raw prompt_tokens, no history) */
-    int turn_index;                 /* user messages in the turn: 1 for a first turn */
-    wk_history *hist;               /* built in wk_on_done: the conversation's next history */
-    eng_sampler_params sampling;    /* sampling parameters incl. stop ids */
-    int max_tokens;                 /* generation limit */
-    int64_t deadline_us;            /* eng_sched_now_us deadline; 0 none */
-    int service_class;              /* ENG_SCHED_INTERACTIVE / _BULK (the turn's service_class) */
-    int64_t queued_unix_ms;         /* created_ms or record timestamp */
-    int64_t submit_unix_ms;         /* wall clock at submit */
-    bool stream;                    /* publish TokenChunks */
-    bool json_out;                  /* accept: application/json: chunks and result as JSON */
-    char **stop;                    /* stop strings (NUL-terminated copies) */
-    int n_stop;                     /* entries */
-    eng_constraint_spec constraint; /* response_format as the engine takes it (text: ctext) */
-    char *ctext;                    /* the constraint's text (malloc'd; NULL = none) */
-    int logprobs;                   /* 1: per-token logprobs asked for */
-    int top_logprobs;               /* alternatives per token (0..20) */
-    int n_choices;                  /* choices (params.n, 1..16) */
-    wk_tools tools;                 /* tools and tool_choice (mode OFF: none) */
-    uint64_t attempt;               /* this attempt's id */
-    uint64_t sched_id;              /* scheduler request id (0 before submit) */
+    struct wk_worker *w;          /* owner */
+    struct wk_conv *conv;         /* its conversation queue */
+    struct wk_turn *next;         /* conversation queue link */
+    struct wk_turn *dnext;        /* done list link */
+    int32_t partition;            /* input partition */
+    int64_t offset;               /* input offset */
+    uint32_t gen;                 /* partition generation at consumption */
+    int orphan;                   /* partition revoked: drop the outcome (conv is NULL) */
+    char tp[WK_TRACEPARENT_MAX];  /* traceparent ("" = none) */
+    char *conv_id, *turn_id, *ns; /* copies (NUL-terminated) */
+    int32_t *prompt;              /* prompt ids */
+    int n_prompt;                 /* prompt length */
+    eng_tmpl_turn rt;             /* the prompt's render: text and specials (ids: prompt) */
+    int n_msgs;                   /* messages rendered (0: raw prompt_tokens, no history) */
+    int turn_index;               /* user messages in the turn: 1 for a first turn */
+    wk_history *hist;             /* built in wk_on_done: the conversation's next history */
+    eng_sampler_params sampling;  /* sampling parameters incl. stop ids */
+    int max_tokens;               /* generation limit */
+    int64_t deadline_us;          /* eng_sched_now_us deadline; 0 none */
+    int service_class;            /* ENG_SCHED_INTERACTIVE / _BULK (the turn's service_class) */
+    int64_t queued_unix_ms;       /* created_ms or record timestamp */
+    int64_t submit_unix_ms;       /* wall clock at submit */
+    bool stream;                  /* publish TokenChunks */
+    bool json_out;                /* accept: application/json: chunks and result as JSON */
+    char **stop;                  /* stop strings (NUL-terminated copies) */
+    int n_stop;                   /* entries */
+    /* the constraint (response_format, or a forced tool call's schema),
+     * compiled once at admission and handed to the scheduler at submit
+     * (which takes it); NULL = none */
+    eng_constraint *cons;
+    int logprobs;      /* 1: per-token logprobs asked for */
+    int top_logprobs;  /* alternatives per token (0..20) */
+    int n_choices;     /* choices (params.n, 1..16) */
+    wk_tools tools;    /* tools and tool_choice (mode OFF: none) */
+    uint64_t attempt;  /* this attempt's id */
+    uint64_t sched_id; /* scheduler request id (0 before submit) */
     /* Delivery-thread state: */
     wk_choice *ch;       /* n_choices entries */
     uint64_t seq;        /* next chunk seq (over all choices) */
