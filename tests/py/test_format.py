@@ -173,3 +173,41 @@ def test_docs_name_only_paths_and_keys_that_exist():
                 if not here.exists() and not (REPO_ROOT / path).exists():
                     bad.append(f"{doc}: `{ref}` does not exist")
     assert not bad, "\n".join(bad)
+
+
+# Every measured figure in these docs says when it was measured (and with
+# what, in the same sentence or paragraph): a figure without a date cannot be
+# checked against the code it describes (issue 43 §4).
+FIGURE_DOCS = ["docs/known-gaps.md", "docs/kernels.md"]
+FIGURE = re.compile(r"\d(?:[\d.,]*\d)?\s*(?:tok/s|GB/s|GMAC/s|ms\b|%|nats\b)"
+                    r"|\d(?:\.\d+)?[x×](?!\w)")
+DATE = re.compile(r"20\d\d-\d\d-\d\d")
+
+
+def _doc_units(text: str) -> list[str]:
+    """Paragraphs (blocks between blank lines), each bullet in them ("- " and
+    its indented continuation lines) a unit of its own."""
+    units = []
+    for block in re.split(r"\n\s*\n", text):
+        cur: list[str] = []
+        for line in block.splitlines():
+            if line.startswith("- ") and cur:
+                units.append("\n".join(cur))
+                cur = []
+            cur.append(line)
+        if cur:
+            units.append("\n".join(cur))
+    return units
+
+
+def test_doc_figures_carry_a_date():
+    bad = []
+    for doc in FIGURE_DOCS:
+        units = _doc_units((REPO_ROOT / doc).read_text())
+        assert len(units) > 5, f"{doc}: too few paragraphs: is this the repository?"
+        for unit in units:
+            m = FIGURE.search(unit)
+            if m and not DATE.search(unit):
+                bad.append(f"{doc}: {m.group(0)!r} in: {unit.strip()[:100]} ...")
+    assert not bad, ("figures without the date they were measured (add it, with the "
+                     "command, or 'command not recorded'):\n" + "\n".join(bad))
