@@ -39,16 +39,19 @@ queue.  Phases:
             --fair-burst requests at once and B repeats its run during it.
             B's TTFT p99 with A's burst vs alone.
 
-Engine step time: from the worker's /metrics, (window wall time) /
-(parley_sched_steps_total delta); exact only while the engine never idles
-(bulk, mixed, baseline).  From token timing: per interactive turn
-(latency - TTFT) / (completion tokens - 1), median (stream chunks may carry
-several tokens, so this is the mean time per token after the first).
-Generated tokens/s: parley_completion_tokens_total delta / window wall time
-(the counter moves when a turn ends, so a short window is lumpy).  The
-batch, the gateway (namespace per API key) and the interactive turns share
-the namespace `default` in mixed and baseline, so the class is the only
-difference between the two.
+Engine step time: from the worker's /metrics, polled every 0.5 s during a
+window: time / parley_sched_steps_total delta over the polls with sequences
+running at both ends (step_ms_busy, the table's "step ms"; step_ms_metrics
+is the whole window's time / steps, idle time included).  From token
+timing: per interactive turn (latency - TTFT) / (completion tokens - 1),
+median ("tok ms"; stream chunks may carry several tokens).  Generated
+tokens/s: parley_completion_tokens_total delta / window time (the counter
+moves when a turn ends, so with turns of equal length it moves in waves of
+a whole batch: use long windows), and "(est)": the sum over polls of steps x
+running sequences, plus accepted speculative drafts, / time (one token per
+running sequence a step, more with a draft), which does not.  The batch, the gateway (namespace per API key) and the
+interactive turns share the namespace `default` in mixed and baseline, so
+the class is the only difference between the two.
 
 On a shared machine (other builds on the same cores) the figures move from
 run to run: compare a phase only with phases of the same run, and repeat.
@@ -155,6 +158,10 @@ class Stack:
                 [NewTopic(t, 8 if k == "turns" else 4 if k != "dlq" else 1, 1)
                  for k, t in self.topics.items()]).values():
             f.result(30)
+        # the broker answers CreateTopics before every client sees the metadata
+        wait_for(lambda: all(len(getattr(self.admin.list_topics(t, timeout=5).topics.get(t),
+                                         "partitions", {}) or {}) > 0
+                             for t in self.topics.values()), 30, "the topics")
         self.wlog = tmp / f"worker-{self.prefix}.log"
         self.glog = tmp / f"gateway-{self.prefix}.log"
         self.mport = free_port()
@@ -235,6 +242,47 @@ class Stack:
     def close(self):
         stop(self.procs)
         self.admin.delete_topics(list(self.topics.values()))
+
+
+class Sampler:
+    """Polls the worker's /metrics every period s while a window runs:
+    generated tokens estimated as the sum over polls of (forward steps since
+    the last poll) x (running sequences, mean of the two polls) -- each
+    running sequence gets one token a step -- which, unlike the turn-end
+    counter, does not move in waves of whole turns (plus the speculative
+    drafts accepted: scheduler.speculative is ngram by default, so a
+    step can give a sequence more than one token); and the busy step time:
+    time / steps over the polls with sequences running at both ends."""
+
+    def __init__(self, stack, period=0.5):
+        self.stack, self.period = stack, period
+        self.samples, self.halt = [], threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                m = self.stack.metrics()
+                self.samples.append((time.perf_counter(), m.get("parley_sched_steps_total", 0),
+                                     m.get("parley_sched_running", 0),
+                                     m.get("parley_sched_spec_accepted_tokens_total", 0)))
+            except OSError:
+                pass
+            self.halt.wait(self.period)
+
+    def close(self):
+        self.halt.set()
+        self.t.join()
+        s = self.samples
+        tok = busy_t = busy_steps = 0.0
+        for (t0, s0, r0, a0), (t1, s1, r1, a1) in zip(s, s[1:]):
+            tok += (s1 - s0) * (r0 + r1) / 2 + (a1 - a0)
+            if r0 > 0 and r1 > 0:
+                busy_t, busy_steps = busy_t + (t1 - t0), busy_steps + (s1 - s0)
+        wall = s[-1][0] - s[0][0] if len(s) > 1 else float("nan")
+        return {"est_tokens_per_s": tok / wall if wall == wall and wall > 0 else float("nan"),
+                "step_ms_busy": busy_t * 1e3 / busy_steps if busy_steps else float("nan")}
 
 
 def one_turn(client, messages, max_tokens):
@@ -322,13 +370,13 @@ def phase_alone(a, tmp):
     s = Stack(a, tmp, "alone")
     try:
         la = loadavg()
-        m0 = s.metrics()
+        m0, smp = s.metrics(), Sampler(s)
         recs, wall = interactive(s.url, "sk-bench", a.conversations, a.turns, a.rate,
                                  a.max_tokens, "alone")
-        m1 = s.metrics()
+        m1, est = s.metrics(), smp.close()
     finally:
         s.close()
-    return {"phase": "alone", "loadavg": la, **summarize(recs), **window(m0, m1, wall)}
+    return {"phase": "alone", "loadavg": la, **summarize(recs), **window(m0, m1, wall), **est}
 
 
 def phase_bulk(a, tmp):
@@ -336,12 +384,12 @@ def phase_bulk(a, tmp):
     try:
         s.batch(a.backlog, None, tmp)
         la = loadavg()
-        m0, t0 = s.metrics(), time.perf_counter()
+        m0, t0, smp = s.metrics(), time.perf_counter(), Sampler(s)
         time.sleep(a.bulk_alone_s)
-        m1, wall = s.metrics(), time.perf_counter() - t0
+        m1, wall, est = s.metrics(), time.perf_counter() - t0, smp.close()
     finally:
         s.close()
-    return {"phase": "bulk", "loadavg": la, **window(m0, m1, wall)}
+    return {"phase": "bulk", "loadavg": la, **window(m0, m1, wall), **est}
 
 
 def phase_mixed(a, tmp, name, tier):
@@ -349,17 +397,17 @@ def phase_mixed(a, tmp, name, tier):
     try:
         b = s.batch(a.backlog, tier, tmp)
         la = loadavg()
-        m0 = s.metrics()
+        m0, smp = s.metrics(), Sampler(s)
         recs, wall = interactive(s.url, "sk-bench", a.conversations, a.turns, a.rate,
                                  a.max_tokens, name)
-        m1 = s.metrics()
+        m1, est = s.metrics(), smp.close()
         cls = "bulk" if not tier else "interactive"
         busy = b.poll() is None and (
             m1.get(f'parley_sched_running_by_class{{class="{cls}"}}', 0) > 0)
     finally:
         s.close()
     return {"phase": name, "loadavg": la, "batch_tier": tier or "flex (bulk)",
-            "backlog_busy_to_the_end": busy, **summarize(recs), **window(m0, m1, wall)}
+            "backlog_busy_to_the_end": busy, **summarize(recs), **window(m0, m1, wall), **est}
 
 
 def phase_fair(a, tmp):
@@ -379,9 +427,9 @@ def phase_fair(a, tmp):
         for t in ts:
             t.start()
         time.sleep(a.settle_s)
-        m0 = s.metrics()
+        m0, smp = s.metrics(), Sampler(s)
         b_mixed, wall = interactive(s.url, "sk-b", a.fair_b_turns, 1, 1.0, a.max_tokens, "b1")
-        m1 = s.metrics()
+        m1, est = s.metrics(), smp.close()
         a_waiting = m1.get('parley_sched_waiting_by_class{class="interactive"}', 0)
         for t in ts:
             t.join()
@@ -392,7 +440,7 @@ def phase_fair(a, tmp):
             "a_burst": a.fair_burst, "waiting_at_end_of_b": a_waiting,
             "b_ttft_p99_ratio": sm["ttft_p99_ms"] / sa["ttft_p99_ms"],
             "b_ttft_p50_ratio": sm["ttft_p50_ms"] / sa["ttft_p50_ms"],
-            **window(m0, m1, wall)}
+            **window(m0, m1, wall), **est}
 
 
 def fmt(x, spec=".1f"):
@@ -402,7 +450,7 @@ def fmt(x, spec=".1f"):
 def table(res):
     ph = {r["phase"]: r for r in res if "phase" in r}
     print("\nphase     TTFT p50   p99 ms  ratio p50/p99   latency p50  p99 ms  tok ms  "
-          "step ms  gen tok/s  preempt  load")
+          "step ms  gen tok/s (est)  preempt  load")
     for name in ("alone", "bulk", "mixed", "baseline"):
         r = ph.get(name)
         if not r:
@@ -414,11 +462,15 @@ def table(res):
         print(f"{name:8s} {fmt(r.get('ttft_p50_ms')):>9s} {fmt(r.get('ttft_p99_ms')):>8s}  "
               f"{ratio:>13s}   {fmt(r.get('latency_p50_ms')):>11s} "
               f"{fmt(r.get('latency_p99_ms')):>7s} {fmt(r.get('token_ms_p50')):>7s} "
-              f"{fmt(r.get('step_ms_metrics')):>8s} {fmt(r.get('gen_tokens_per_s')):>10s} "
+              f"{fmt(r.get('step_ms_busy')):>8s} {fmt(r.get('gen_tokens_per_s')):>9s} "
+              f"({fmt(r.get('est_tokens_per_s'))}) "
               f"{fmt(r.get('class_preemptions'), '.0f'):>8s}  {r['loadavg']}")
-    if "mixed" in ph and "bulk" in ph:
-        print(f"mixed total generated tokens/s vs bulk alone: "
-              f"{ph['mixed']['gen_tokens_per_s'] / ph['bulk']['gen_tokens_per_s']:.2f}")
+    for name in ("mixed", "baseline"):
+        if name in ph and "bulk" in ph:
+            r = [ph[name][k] / ph["bulk"][k] if ph["bulk"][k] else float("nan")
+                 for k in ("gen_tokens_per_s", "est_tokens_per_s")]
+            print(f"{name}: total generated tokens/s / bulk alone: {fmt(r[0], '.2f')} "
+                  f"(turn-end counter), {fmt(r[1], '.2f')} (steps x running estimate)")
     for name in ("mixed", "baseline"):
         if name in ph and not ph[name]["backlog_busy_to_the_end"]:
             print(f"WARNING: {name}: the backlog ran out before the interactive load ended "
