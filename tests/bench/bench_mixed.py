@@ -182,7 +182,7 @@ class Stack:
              "--gateway.listen", f"127.0.0.1:{port}", "--gateway.topic.turns", t["turns"],
              "--gateway.topic.tokens", t["tokens"], "--gateway.topic.responses",
              t["responses"], "--gateway.topic.dlq", t["dlq"], "--gateway.api_keys", KEYS,
-             "--gateway.max_inflight", "4096"],
+             "--gateway.max_inflight", "4096", "--gateway.timeout_ms", str(a.gateway_timeout_ms)],
             stdout=open(self.glog, "wb"), stderr=subprocess.STDOUT)
         self.procs.append(self.gw)
         self.url = f"http://127.0.0.1:{port}/v1"
@@ -328,9 +328,10 @@ def interactive(url, key, convs, turns, rate, max_tokens, tag):
                 with mu:
                     recs.append({"conv": i, "turn": t + 1, "ttft": ttft, "total": total,
                                  "completion": comp, "late": late})
-        except Exception as e:  # noqa: BLE001 -- reported after the run
+        except openai.APIError as e:  # a 504 behind the backlog: counted, the conversation ends
             with mu:
                 errs.append(f"{tag} conversation {i}: {e!r}")
+                recs.append({"conv": i, "turn": len(msgs) // 2 + 1, "error": repr(e)})
 
     ts = [threading.Thread(target=conv, args=(i,)) for i in range(convs)]
     for t in ts:
@@ -338,12 +339,14 @@ def interactive(url, key, convs, turns, rate, max_tokens, tag):
     for t in ts:
         t.join()
     wall = time.perf_counter() - t0
-    if errs:
-        raise RuntimeError("; ".join(errs[:4]))
+    for e in errs:
+        print(f"  failed turn: {e}", flush=True)
     return recs, wall
 
 
 def summarize(recs):
+    failed = sum(1 for r in recs if "error" in r)
+    recs = [r for r in recs if "error" not in r]
     f = [r["ttft"] * 1e3 for r in recs]
     x = [r["total"] * 1e3 for r in recs]
     per_tok = [(r["total"] - r["ttft"]) * 1e3 / (r["completion"] - 1) for r in recs
@@ -352,7 +355,7 @@ def summarize(recs):
             "latency_p50_ms": pct(x, 50), "latency_p99_ms": pct(x, 99),
             "token_ms_p50": statistics.median(per_tok) if per_tok else float("nan"),
             "late_max_s": max((r["late"] for r in recs), default=0.0),
-            "completion_tokens": sum(r["completion"] for r in recs)}
+            "completion_tokens": sum(r["completion"] for r in recs), "failed_turns": failed}
 
 
 def window(m0, m1, wall):
@@ -464,7 +467,8 @@ def table(res):
               f"{fmt(r.get('latency_p99_ms')):>7s} {fmt(r.get('token_ms_p50')):>7s} "
               f"{fmt(r.get('step_ms_busy')):>8s} {fmt(r.get('gen_tokens_per_s')):>9s} "
               f"({fmt(r.get('est_tokens_per_s'))}) "
-              f"{fmt(r.get('class_preemptions'), '.0f'):>8s}  {r['loadavg']}")
+              f"{fmt(r.get('class_preemptions'), '.0f'):>8s}  {r['loadavg']}"
+              + (f"  FAILED TURNS {r['failed_turns']}" if r.get("failed_turns") else ""))
     for name in ("mixed", "baseline"):
         if name in ph and "bulk" in ph:
             r = [ph[name][k] / ph["bulk"][k] if ph["bulk"][k] else float("nan")
@@ -502,6 +506,9 @@ def main():
                     help="bulk alone: measured seconds once bulk runs")
     ap.add_argument("--settle-s", type=float, default=3.0,
                     help="wait after the backlog (or burst) starts running")
+    ap.add_argument("--gateway-timeout-ms", type=int, default=600000,
+                    help="gateway.timeout_ms (its default, 60 s, is shorter than an "
+                    "interactive turn behind a bulk backlog on 2 cores)")
     ap.add_argument("--fair-burst", type=int, default=128, help="tenant A's burst (requests)")
     ap.add_argument("--fair-b-turns", type=int, default=10, help="tenant B's turns at 1/s")
     ap.add_argument("--phases", default="alone,bulk,mixed,baseline,fair")
