@@ -3,9 +3,11 @@
  * and token ids a model was trained on.
  *
  * Purpose.  Models ship their chat format as a Jinja template in
- * tokenizer.chat_template.  parley does not run Jinja: it has built-in C
- * renderers for the well-known formats, each reproducing its original Jinja
- * template byte for byte (tests compare against transformers'
+ * tokenizer.chat_template.  A model's own template is rendered with
+ * eng_jinja.h (ENG_TMPL_FILE, "The model file's own template" below);
+ * besides, parley has built-in C renderers for the well-known formats
+ * (named choices, and the fallback when the subset refuses a template),
+ * each reproducing its original Jinja template byte for byte (tests compare against transformers'
  * apply_chat_template on the original template texts):
  *   llama2  Llama 2 chat: "<s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>";
  *           roles must alternate user/assistant/... after an optional

@@ -12,8 +12,8 @@
  * is kept and the escapes \n \t \r \\ \' \" are replaced by the
  * characters they stand for, so a template written with real newlines in
  * its literals matches, and templates that differ in the text they emit are
- * never confused.  Anything else is "not recognised": parley does not run Jinja,
- * and guessing from marker substrings would silently mis-render look-alike
+ * never confused.  Anything else is "not recognised" here (eng_tmpl_choose,
+ * template_file.c, renders a file's template with eng_jinja instead), and guessing from marker substrings would silently mis-render look-alike
  * templates (Llama 3.1 adds a dated system header, Qwen a default system
  * prompt), so an unknown template needs an explicit override.
  */
