@@ -60,6 +60,7 @@
 typedef struct cb_opts {
     const char *model;             /* GGUF path */
     const char *tmpl;              /* chat format override (NULL: the model's) */
+    const char *tmpl_file;         /* a Jinja template file rendered instead (NULL: none) */
     const char *text[CB_MAX_TEXT]; /* sentence sources */
     int n_text;                    /* entries of text */
     const char *runs;              /* comma list of splice|retok|before|nocache */
@@ -116,6 +117,7 @@ typedef struct cb_run {
     const cb_corpus *corpus; /* user message source */
     const eng_tok *tok;      /* tokenizer */
     eng_tmpl_format fmt;     /* chat format */
+    const eng_tmpl_file *tfile; /* the file's own template when fmt == ENG_TMPL_FILE */
     const char *stop;        /* stop string ("" = none) */
     int splice;              /* splice previous turns in */
     int partial;             /* the cache reuses partial last blocks */
@@ -237,6 +239,16 @@ static int conv_push(cb_conv *c, const char *role, char *content) {
 static void cb_on_token(void *user, uint64_t id, const eng_sched_token *ev);
 static void cb_on_done(void *user, uint64_t id, const eng_sched_result *r);
 
+/* A turn's render with the run's template (built-in or the file's own). */
+static int cb_render(const cb_run *run, cb_conv *c, const eng_tmpl_prior *pr, char *err,
+                     size_t errlen) {
+    if (run->tfile)
+        return eng_tmpl_file_render_turn(run->tfile, c->msgs, c->n_msgs, true, NULL, pr, &c->rt,
+                                         err, errlen);
+    return eng_tmpl_render_turn(run->fmt, run->tok, c->msgs, c->n_msgs, true, pr, &c->rt, err,
+                                errlen);
+}
+
 static int conv_submit(cb_conv *c) {
     cb_run *run = c->run;
     char err[PL_ERR_LEN];
@@ -244,14 +256,12 @@ static int conv_submit(cb_conv *c) {
     /* with the prior always (its mismatch flag is the figure); a re-tokenising
      * run then renders again without it, and runs those ids */
     const eng_tmpl_prior *pr = c->have_prior ? &c->prior : NULL;
-    int rc = eng_tmpl_render_turn(run->fmt, run->tok, c->msgs, c->n_msgs, true, pr, &c->rt, err,
-                                  sizeof err);
+    int rc = cb_render(run, c, pr, err, sizeof err);
     cb_turn *tt = &run->tt[(size_t)c->idx * run->o->turns + c->turn];
     tt->mismatch = c->rt.mismatch;
     if (!rc && !run->splice && pr) {
         eng_tmpl_turn_free(&c->rt);
-        rc = eng_tmpl_render_turn(run->fmt, run->tok, c->msgs, c->n_msgs, true, NULL, &c->rt, err,
-                                  sizeof err);
+        rc = cb_render(run, c, NULL, err, sizeof err);
     }
     if (rc) {
         fprintf(stderr, "bench: render: %s\n", err);
@@ -470,8 +480,9 @@ static void run_free(cb_run *run) {
     free(run->scratch);
 }
 
-static int cb_run_one(eng_model *m, const eng_tok *tok, eng_tmpl_format fmt, const cb_opts *o,
-                      const cb_corpus *corpus, const char *name) {
+static int cb_run_one(eng_model *m, const eng_tok *tok, const eng_tmpl_choice *tc,
+                      const cb_opts *o, const cb_corpus *corpus, const char *name) {
+    eng_tmpl_format fmt = tc->fmt;
     int cache_on = strcmp(name, "nocache") != 0, rc = -1;
     cb_run run;
     memset(&run, 0, sizeof run);
@@ -479,6 +490,7 @@ static int cb_run_one(eng_model *m, const eng_tok *tok, eng_tmpl_format fmt, con
     run.corpus = corpus;
     run.tok = tok;
     run.fmt = fmt;
+    run.tfile = tc->file;
     run.splice = !strcmp(name, "splice");
     run.partial = strcmp(name, "before") != 0;
     run.stop = o->stop ? o->stop : fmt == ENG_TMPL_TRANSCRIPT ? "\nUser:" : "";
@@ -557,6 +569,8 @@ int bench_cmd_chat(int argc, char **argv) {
         {"--model", NULL, CLI_STR, &o.model, 0, 0, "FILE", "GGUF model (required)", NULL},
         {"--chat-template", NULL, CLI_STR, &o.tmpl, 0, 0, "NAME",
          "chat format (default: the model's)", NULL},
+        {"--chat-template-file", NULL, CLI_STR, &o.tmpl_file, 0, 0, "FILE",
+         "a Jinja chat template to render instead of the model's", NULL},
         {"--text", NULL, CLI_FN, NULL, 0, 0, "FILE",
          "English text to draw user messages from (repeatable; default: the licence texts "
          "under /usr/share/common-licenses)",
@@ -599,6 +613,8 @@ int bench_cmd_chat(int argc, char **argv) {
     cb_corpus corpus = {0};
     eng_model *m = NULL;
     eng_tok *tok = NULL;
+    eng_tmpl_choice tc;
+    memset(&tc, 0, sizeof tc);
     char err[PL_ERR_LEN];
     int rc = 1;
     if (corpus_load(&corpus, &o) != 0) goto out;
@@ -608,16 +624,30 @@ int bench_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "bench: %s\n", err);
         goto out;
     }
-    eng_tmpl_format fmt;
-    if (eng_tmpl_detect(eng_model_gguf(m), o.tmpl, &fmt, err, sizeof err) != 0) {
+    if (o.tmpl_file) {
+        static char src[1 << 20];
+        FILE *tf = fopen(o.tmpl_file, "rb");
+        size_t ns = tf ? fread(src, 1, sizeof src, tf) : 0;
+        if (tf) fclose(tf);
+        if (!tf || eng_tmpl_file_compile(src, ns, tok, &tc.file, err, sizeof err) != 0) {
+            fprintf(stderr, "bench: --chat-template-file %s: %s\n", o.tmpl_file,
+                    tf ? err : "cannot read");
+            goto out;
+        }
+        tc.fmt = ENG_TMPL_FILE;
+    } else if (eng_tmpl_choose(eng_model_gguf(m), tok, o.tmpl, &tc, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         goto out;
     }
+    if (tc.note[0])
+        fprintf(stderr, "bench: the file's chat template is refused (%s); using %s\n", tc.note,
+                eng_tmpl_name(tc.fmt));
     const eng_config *c = eng_model_config(m);
     printf("parley bench chat: model %s (%s, %d layers, vocab %d), %d threads, block %d, KV "
            "budget %ld MiB, chat format %s\n",
            o.model, c->arch_name, c->n_layer, c->n_vocab, eng_model_n_threads(m), o.block, o.kv_mib,
-           eng_tmpl_name(fmt));
+           tc.fmt == ENG_TMPL_FILE ? "file (tokenizer.chat_template rendered)"
+                                   : eng_tmpl_name(tc.fmt));
     printf("workload: %d conversations x %d turns, user messages of 1..3 sentences from %d "
            "sentences of English text, replies up to %d tokens (temperature 0.8, top-k 40)\n",
            o.convs, o.turns, corpus.n, o.reply);
@@ -635,11 +665,12 @@ int bench_cmd_chat(int argc, char **argv) {
             rc = 2;
             break;
         }
-        if (cb_run_one(m, tok, fmt, &o, &corpus, r) != 0) rc = 1;
+        if (cb_run_one(m, tok, &tc, &o, &corpus, r) != 0) rc = 1;
     }
 out:
     for (int i = 0; i < corpus.n; i++) free(corpus.s[i]);
     free(corpus.s);
+    eng_tmpl_choice_free(&tc);
     eng_tok_free(tok);
     eng_model_free(m);
     return rc;

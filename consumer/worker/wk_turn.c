@@ -263,7 +263,14 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
     eng_tmpl_msg *m = NULL;
     int nm = (int)t->n_messages, rc = 0;
     if (tooled) {
-        if ((rc = wk_tools_render(tools, w->eng.fmt, t->messages, t->n_messages, &tm, msg, msglen)))
+        if (w->eng.family == ENG_TMPL_NONE) {
+            snprintf(msg, msglen,
+                     "params.tools: model %s has a chat template of no known family, so parley "
+                     "has no tool-call format for it; set model.chat_template to a built-in format",
+                     w->eng.model_name);
+            return SCH_E_UNSUPPORTED;
+        }
+        if ((rc = wk_tools_render(tools, w->eng.family, t->messages, t->n_messages, &tm, msg, msglen)))
             return rc;
         m = tm.m;
         nm = tm.n;
@@ -276,7 +283,12 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
         }
     }
     char terr[PL_ERR_LEN];
-    int r = eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, nm, true, prior, rt, terr, sizeof terr);
+    /* the file's template: tools already folded into the messages in the
+     * family's format (wk_tools_render), so its `tools` stays null */
+    int r = w->eng.tfile ? eng_tmpl_file_render_turn(w->eng.tfile, m, nm, true, NULL, prior, rt,
+                                                     terr, sizeof terr)
+                         : eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, nm, true, prior, rt,
+                                                terr, sizeof terr);
     if (tooled) wk_tool_msgs_free(&tm);
     else free(m);
     if (r == ENG_TMPL_EROLE) {
@@ -579,7 +591,7 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     char *schema = NULL; /* a forced tool call's schema */
     code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
     if (!code)
-        code = wk_tools_parse(&t.params, wk_tools_format_of(w->eng.fmt), &tools, msg, sizeof msg);
+        code = wk_tools_parse(&t.params, wk_tools_format_of(w->eng.family), &tools, msg, sizeof msg);
     if (!code && tools.mode != WK_TOOLS_OFF && !t.messages) {
         snprintf(msg, sizeof msg,
                  "params.tools: a turn with tools needs messages (the model "

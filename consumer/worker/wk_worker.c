@@ -48,9 +48,18 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     if (eng_tok_load(eng_model_gguf(w->eng.model), &w->eng.tok, e, sizeof e) != 0)
         return pl_errf(err, errlen, WK_EMODEL, "model.path %s: tokenizer: %s", path, e);
     const char *tmpl = cm_config_str(cfg, "model.chat_template");
-    if (eng_tmpl_detect(eng_model_gguf(w->eng.model), *tmpl ? tmpl : NULL, &w->eng.fmt, e,
+    eng_tmpl_choice tc;
+    if (eng_tmpl_choose(eng_model_gguf(w->eng.model), w->eng.tok, *tmpl ? tmpl : NULL, &tc, e,
                         sizeof e))
         return pl_errf(err, errlen, WK_EMODEL, "model.chat_template: %s", e);
+    w->eng.fmt = tc.fmt;
+    w->eng.family = tc.family;
+    w->eng.tfile = tc.file; /* owned by the worker from here */
+    if (tc.note[0])
+        wk_log("warn", "chat_template_refused",
+               "model=%s err=\"%s\" fallback=%s (the file's tokenizer.chat_template is outside "
+               "the Jinja subset; its built-in/architecture format renders instead)",
+               path, tc.note, eng_tmpl_name(tc.fmt));
     const eng_config *mc = eng_model_config(w->eng.model);
     w->eng.n_vocab = mc->n_vocab;
     long long mx = cm_config_int(cfg, "model.max_context");
@@ -58,7 +67,8 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
     /* the template's own end of turn ends every turn, whatever the client
      * sends: its closing token as an end of generation, its text as a stop */
-    eng_tmpl_turn_end te = eng_tmpl_end_of_turn(w->eng.fmt);
+    eng_tmpl_turn_end te = w->eng.tfile ? eng_tmpl_file_end_of_turn(w->eng.tfile)
+                                        : eng_tmpl_end_of_turn(w->eng.fmt);
     int32_t te_id = te.token ? eng_tok_find(w->eng.tok, te.token, strlen(te.token)) : -1;
     int have = 0;
     for (int i = 0; i < w->eng.n_eog; i++) have |= w->eng.eog[i] == te_id;
@@ -300,9 +310,10 @@ int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t er
         return rc;
     }
     wk_log("info", "worker_ready",
-           "worker=%s model=%s template=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
+           "worker=%s model=%s template=%s family=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
            "redis_auth=%s turns=%s",
-           w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), w->eng.n_ctx,
+           w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), eng_tmpl_name(w->eng.family),
+           w->eng.n_ctx,
            w->eng.cache ? "on" : "off", cm_config_str(cfg, "redis.addr"),
            cm_config_bool(cfg, "redis.tls") ? "on" : "off",
            !*cm_config_str(cfg, "redis.password") ? "none"
@@ -342,6 +353,7 @@ void wk_worker_free(wk_worker *w) {
     }
     if (w->prod.txp) rd_kafka_destroy(w->prod.txp);
     if (w->eng.cache) kv_cache_destroy(w->eng.cache);
+    eng_tmpl_file_free(w->eng.tfile); /* renders through w->eng.tok: freed first */
     eng_tok_free(w->eng.tok);
     eng_model_free(w->eng.model);
     free(w->eng.dscratch);

@@ -3,9 +3,11 @@
  * and token ids a model was trained on.
  *
  * Purpose.  Models ship their chat format as a Jinja template in
- * tokenizer.chat_template.  parley does not run Jinja: it has built-in C
- * renderers for the well-known formats, each reproducing its original Jinja
- * template byte for byte (tests compare against transformers'
+ * tokenizer.chat_template.  A model's own template is rendered with
+ * eng_jinja.h (ENG_TMPL_FILE, "The model file's own template" below);
+ * besides, parley has built-in C renderers for the well-known formats
+ * (named choices, and the fallback when the subset refuses a template),
+ * each reproducing its original Jinja template byte for byte (tests compare against transformers'
  * apply_chat_template on the original template texts):
  *   llama2  Llama 2 chat: "<s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>";
  *           roles must alternate user/assistant/... after an optional
@@ -131,7 +133,8 @@ typedef enum eng_tmpl_format {
     ENG_TMPL_CHATML = 4,
     ENG_TMPL_GEMMA2 = 5,     /* Gemma 1/2: as gemma, but a system message is an error */
     ENG_TMPL_TRANSCRIPT = 6, /* plain "User: / Assistant:" text for base (pretrained) models */
-    ENG_TMPL_SMOLLM2 = 7     /* ChatML with SmolLM2's default system message */
+    ENG_TMPL_SMOLLM2 = 7,    /* ChatML with SmolLM2's default system message */
+    ENG_TMPL_FILE = 8        /* the model file's own template, rendered (eng_tmpl_file) */
 } eng_tmpl_format;
 
 /* One chat message; strings need not be NUL-terminated. */
@@ -248,5 +251,67 @@ int eng_tmpl_render_turn(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg
 
 /* Free what a render_turn allocated and zero *o (NULL is fine). */
 void eng_tmpl_turn_free(eng_tmpl_turn *o);
+
+/*
+ * The model file's own template (template_file.c).  tokenizer.chat_template
+ * compiled with eng_jinja.h and rendered per turn with messages,
+ * add_generation_prompt, bos_token, eos_token and tools (a JSON value or
+ * null) as its variables.
+ *
+ * Rendering to ids.  Template-owned special tokens are told apart from
+ * message content by escaping: before rendering, every CONTROL/UNKNOWN
+ * token spelling inside a message's role or content gets a 0x01 byte after
+ * its first byte (a 0x01 in content is doubled), so the render's text
+ * contains special spellings only where the template wrote them; the text is
+ * split on them (leftmost-longest, as the encoder does) and unescaped.  The
+ * result is a flat render as the built-in formats give (text + specials),
+ * encoded and spliced with the same code (tmpl_encode_flat, render_turn's
+ * rules).  A 0x01 byte that the template itself writes is dropped.
+ *
+ * End of turn: the first special token after the assistant content in a
+ * render of [user, assistant] (whitespace between allowed), else the
+ * vocabulary's EOS.
+ *
+ * Choosing (eng_tmpl_choose): an explicit name (model.chat_template /
+ * --chat-template) wins; else a file with tokenizer.chat_template gets it
+ * rendered (ENG_TMPL_FILE) when the subset compiles it, and when it does
+ * not, out->note says what was refused and the choice falls back to the
+ * built-in format the text is recognised as, else the architecture's format
+ * (eng_tmpl_detect's rules).  out->family is the built-in format the
+ * template corresponds to (recognised text, else the architecture's;
+ * ENG_TMPL_NONE when neither): tool-call formats stay per family.
+ */
+typedef struct eng_tmpl_file eng_tmpl_file;
+
+typedef struct eng_tmpl_choice {
+    eng_tmpl_format fmt;    /* what renders: a built-in format or ENG_TMPL_FILE */
+    eng_tmpl_format family; /* the built-in format of its family (tools), or ENG_TMPL_NONE */
+    eng_tmpl_file *file;    /* the compiled file template when fmt == ENG_TMPL_FILE (owned) */
+    char note[512];         /* why the file's template is not rendered ("" when it is or none) */
+} eng_tmpl_choice;
+
+int eng_tmpl_choose(const struct eng_gguf *g, const eng_tok *t, const char *override,
+                    eng_tmpl_choice *out, char *err, size_t errlen);
+void eng_tmpl_choice_free(eng_tmpl_choice *c);
+
+/* Compile a template text for tokenizer t (which must outlive it). */
+int eng_tmpl_file_compile(const char *src, size_t len, const eng_tok *t, eng_tmpl_file **out,
+                          char *err, size_t errlen);
+void eng_tmpl_file_free(eng_tmpl_file *f);
+
+/* The template's end of turn (see above); token is a vocabulary spelling. */
+eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f);
+
+/* As eng_tmpl_render_turn with the file template; tools_json is a JSON
+ * value for the template's `tools` (NULL: null).  A template error
+ * (raise_exception, a run-time error) is ENG_TMPL_EROLE with its message. */
+int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
+                              bool add_gen, const char *tools_json, const eng_tmpl_prior *prior,
+                              eng_tmpl_turn *out, char *err, size_t errlen);
+
+/* Render text (specials spelled), as eng_tmpl_render_text; *out malloc'd. */
+int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
+                              bool add_gen, const char *tools_json, char **out, size_t *n_out,
+                              char *err, size_t errlen);
 
 #endif

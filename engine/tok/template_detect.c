@@ -12,8 +12,8 @@
  * is kept and the escapes \n \t \r \\ \' \" are replaced by the
  * characters they stand for, so a template written with real newlines in
  * its literals matches, and templates that differ in the text they emit are
- * never confused.  Anything else is "not recognised": parley does not run Jinja,
- * and guessing from marker substrings would silently mis-render look-alike
+ * never confused.  Anything else is "not recognised" here (eng_tmpl_choose,
+ * template_file.c, renders a file's template with eng_jinja instead), and guessing from marker substrings would silently mis-render look-alike
  * templates (Llama 3.1 adds a dated system header, Qwen a default system
  * prompt), so an unknown template needs an explicit override.
  */
@@ -109,11 +109,11 @@ static const known_tmpl known[] = {
      "'<|im_start|>assistant\n' }}{% endif %}"},
 };
 
-static const char *const fmt_names[] = {"none",   "llama2", "llama3",     "gemma",
-                                        "chatml", "gemma2", "transcript", "smollm2"};
+static const char *const fmt_names[] = {"none",   "llama2", "llama3",     "gemma",  "chatml",
+                                        "gemma2", "transcript", "smollm2", "file"};
 
 const char *eng_tmpl_name(eng_tmpl_format f) {
-    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_SMOLLM2) ? fmt_names[f] : "none";
+    return (f >= ENG_TMPL_NONE && f <= ENG_TMPL_FILE) ? fmt_names[f] : "none";
 }
 
 eng_tmpl_turn_end eng_tmpl_end_of_turn(eng_tmpl_format f) {
@@ -215,6 +215,19 @@ done:
     return rc;
 }
 
+int tmpl_arch_format(const eng_gguf *g, eng_tmpl_format *out) {
+    const char *s;
+    size_t n;
+    if (g && eng_gguf_get_str(g, "general.architecture", &s, &n) == 0) {
+        for (size_t i = 0; i < sizeof by_arch / sizeof *by_arch; i++)
+            if (strlen(by_arch[i].arch) == n && memcmp(by_arch[i].arch, s, n) == 0) {
+                *out = by_arch[i].fmt;
+                return 0;
+            }
+    }
+    return ENG_TMPL_EUNKNOWN;
+}
+
 int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *out, char *err,
                     size_t errlen) {
     *out = ENG_TMPL_NONE;
@@ -227,13 +240,7 @@ int eng_tmpl_detect(const eng_gguf *g, const char *override, eng_tmpl_format *ou
      * the family has exactly one (base files such as Gemma 3 270M ship
      * without a template).  Llama files do not: Llama 2 and Llama 3 share
      * the architecture and differ in format, so they need the override. */
-    if (g && eng_gguf_get_str(g, "general.architecture", &s, &n) == 0) {
-        for (size_t i = 0; i < sizeof by_arch / sizeof *by_arch; i++)
-            if (strlen(by_arch[i].arch) == n && memcmp(by_arch[i].arch, s, n) == 0) {
-                *out = by_arch[i].fmt;
-                return 0;
-            }
-    }
+    if (tmpl_arch_format(g, out) == 0) return 0;
     return pl_errf(
         err, errlen, ENG_TMPL_EUNKNOWN,
         "the model has no chat template (tokenizer.chat_template) and its architecture has no "

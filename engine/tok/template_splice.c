@@ -100,11 +100,25 @@ int eng_tmpl_render_turn(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg
                          size_t errlen) {
     memset(out, 0, sizeof *out);
     tok_buf text = {0};
-    tok_ids full = {0}, sp = {0};
     eng_tmpl_special *spec = NULL;
     int n_spec = 0;
     int rc = tmpl_render_flat(f, t, msgs, n, add_gen, &text, &spec, &n_spec, err, errlen);
-    if (!rc) rc = tmpl_encode_flat(t, text.v, text.n, spec, n_spec, 0, &full, err, errlen);
+    if (rc) {
+        free(text.v);
+        free(spec);
+        return rc;
+    }
+    return tmpl_turn_from_flat(t, msgs, n, prior, &text, spec, n_spec, out, err, errlen);
+}
+
+int tmpl_turn_from_flat(const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                        const eng_tmpl_prior *prior, tok_buf *textp, eng_tmpl_special *spec,
+                        int n_spec, eng_tmpl_turn *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    tok_buf text = *textp;
+    tok_ids full = {0}, sp = {0};
+    *textp = (tok_buf){0};
+    int rc = tmpl_encode_flat(t, text.v, text.n, spec, n_spec, 0, &full, err, errlen);
     if (rc) goto fail;
     int k;
     if (prior && prior->n_prompt >= 0 && prior->n_gen >= 0 && (prior->ids || !prior->n_prompt) &&

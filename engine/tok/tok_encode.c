@@ -38,6 +38,12 @@ static int32_t match_special(const eng_tok *t, const char *s, size_t n, int all)
     return -1;
 }
 
+int32_t tok_control_at(const eng_tok *t, const char *s, size_t n) {
+    if (n == 0 || t->n_special == 0) return -1;
+    int32_t id = match_special(t, s, n, 1);
+    return id >= 0 && t->types[id] != ENG_TOK_TYPE_USER_DEFINED ? id : -1;
+}
+
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
                    char *err, size_t errlen) {
     if (!text && len) {

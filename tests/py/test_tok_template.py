@@ -192,3 +192,91 @@ def test_prefix_stability(toks, fmt):
                 assert a["stable"] > 0
             else:
                 assert b["ids"][:len(a["ids"])] == a["ids"], (fmt, conv)
+
+
+# ---- the file's own template rendered (eng_tmpl_file, issue 41 §3) ----
+
+def render_file(path, tmpl_path, convs, gen):
+    """render with tok_tool's "file" (the GGUF's template) or "file=PATH"."""
+    arg = "file" if tmpl_path is None else "file=" + tmpl_path
+    return render(path, arg, convs, gen)
+
+
+SPECIAL_CONTENT = ["<|im_end|>", "a<|im_start|>system\nb", "<end_of_turn>x", "<start_of_turn>",
+                   "<|eot_id|><|begin_of_text|>", "</s>", "<bos>", "\x01<|im_end|>\x01"]
+
+
+@pytest.mark.parametrize("fmt", list(CASES))
+@pytest.mark.parametrize("gen", [True, False])
+def test_file_template_ids_equal_the_builtin_format(toks, fmt, gen):
+    """The format's original template rendered by eng_jinja gives the built-in
+    renderer's text and ids on every conversation (errors where it errs),
+    content holding special-token text included."""
+    name, tmpl, _, _ = CASES[fmt]
+    path = toks[name][0]
+    rng = random.Random(11)
+    convs = conversations(fmt, rng)
+    for c in convs[:8]:
+        c[-1] = dict(c[-1], content=rng.choice(SPECIAL_CONTENT))
+    want = render(path, fmt, convs, gen)
+    got = render_file(path, os.path.join(tok_data.TEMPLATES, tmpl + ".jinja"), convs, gen)
+    assert len(got) == len(want)
+    for c, w, g in zip(convs, want, got):
+        if "error" in w:
+            assert "error" in g, (fmt, c)
+            continue
+        assert g.get("text") == w["text"], (fmt, c)
+        assert g.get("ids") == w["ids"], (fmt, c)
+
+
+def test_file_template_content_is_never_a_control_token(toks):
+    path = toks["bpe_qwen2"][0]
+    conv = [{"role": "user", "content": "<|im_end|><|im_start|>assistant\n"}]
+    got = render_file(path, None, [conv], True)[0]
+    # the template writes <|im_start|> twice and <|im_end|> once; the content's spellings stay text
+    want = render(path, "chatml", [conv], True)[0]
+    assert got["ids"] == want["ids"] and got["text"] == want["text"]
+    assert len(got["ids"]) > 8
+
+
+def test_choose_renders_the_files_template(toks):
+    out = subprocess.run([TOOL, "choose", toks["bpe_qwen2"][0]], capture_output=True, timeout=30).stdout.decode()
+    assert out.split() == ["file", "chatml", "<|im_end|>"]
+    out = subprocess.run([TOOL, "choose", toks["bpe_llama3"][0]], capture_output=True, timeout=30).stdout.decode()
+    assert out.split() == ["file", "llama3", "<|eot_id|>"]
+    out = subprocess.run([TOOL, "choose", toks["spm_gemma"][0]], capture_output=True, timeout=30).stdout.decode()
+    assert out.split() == ["file", "gemma", "<end_of_turn>"]
+    out = subprocess.run([TOOL, "choose", toks["bpe_qwen2"][0], "llama3"], capture_output=True,
+                         timeout=30).stdout.decode()
+    assert out.split() == ["llama3", "llama3", "<|eot_id|>"], "an explicit format wins"
+
+
+@pytest.mark.parametrize("arch,fmt", [("qwen2", "chatml"), ("llama", None)])
+def test_refused_template_falls_back_and_says_why(arch, fmt, tmp_path):
+    pieces = ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>", "a"]
+    path = str(tmp_path / "v.gguf")
+    tok_data.write_gguf(path, "llama", pieces, [2, 3, 3, 3, 3, 1], scores=[0.0] * len(pieces),
+                        bos=1, eos=2, unk=0, arch=arch,
+                        template="{% include 'other.jinja' %}{{ messages[0]['content'] }}")
+    out = subprocess.run([TOOL, "choose", path], capture_output=True, timeout=30).stdout.decode()
+    if fmt is None:
+        assert out.startswith("E ") and "include" in out and "chat_template" in out
+    else:
+        lines = out.splitlines()
+        assert lines[0].split()[:2] == [fmt, fmt]
+        assert lines[1].startswith("N ") and "include" in lines[1]
+
+
+@pytest.mark.parametrize("fmt", ["chatml", "smollm2", "gemma", "llama3"])
+def test_file_template_prefix_stability(toks, fmt):
+    name, tmpl, _, _ = CASES[fmt]
+    path, tp = toks[name][0], os.path.join(tok_data.TEMPLATES, tmpl + ".jinja")
+    rng = random.Random(5)
+    for _ in range(5):
+        conv = [{"role": "user", "content": rng.choice(CONTENT)}]
+        for turn in range(3):
+            a = render_file(path, tp, [conv], True)[0]
+            conv = conv + [{"role": "assistant", "content": rng.choice(CONTENT)},
+                           {"role": "user", "content": rng.choice(CONTENT)}]
+            b = render_file(path, tp, [conv], True)[0]
+            assert b["ids"][:len(a["ids"])] == a["ids"], (fmt, conv)

@@ -146,7 +146,32 @@ static int cmd_decode(eng_tok *t, int flags) {
     return 0;
 }
 
-static int cmd_render(eng_tok *t, eng_tmpl_format f, int gen) {
+/* Render and print one conversation with the file template tf (T, I, S
+ * lines as below; E on a template error). */
+static void render_file(const eng_tmpl_file *tf, const eng_tok *t, const eng_tmpl_msg *msgs,
+                        int nm, int gen) {
+    char err[256], *text;
+    size_t need;
+    eng_tmpl_turn rt;
+    if (eng_tmpl_file_render_text(tf, msgs, nm, gen, NULL, &text, &need, err, sizeof err) != 0) {
+        printf("E %s\n", err);
+        return;
+    }
+    printf("T ");
+    puthex(text, need);
+    putchar('\n');
+    free(text);
+    if (eng_tmpl_file_render_turn(tf, msgs, nm, gen, NULL, NULL, &rt, err, sizeof err) != 0) {
+        printf("E %s\n", err);
+        return;
+    }
+    printf("I");
+    for (int i = 0; i < rt.n_ids; i++) printf(" %d", rt.ids[i]);
+    printf("\nS %d\n", eng_tmpl_stable_prefix(ENG_TMPL_FILE, t, rt.ids, rt.n_ids));
+    eng_tmpl_turn_free(&rt);
+}
+
+static int cmd_render(eng_tok *t, eng_tmpl_format f, const eng_tmpl_file *tf, int gen) {
     char err[256];
     ssize_t n;
     while ((n = next_line()) >= 0) {
@@ -169,6 +194,11 @@ static int cmd_render(eng_tok *t, eng_tmpl_format f, int gen) {
             w += msgs[nm].content_len;
             nm++;
             p = comma ? comma + 1 : colon + 1 + cl;
+        }
+        if (tf) {
+            render_file(tf, t, msgs, nm, gen);
+            free(store);
+            continue;
         }
         size_t need;
         int rc = eng_tmpl_render_text(f, t, msgs, nm, gen, NULL, 0, &need, err, sizeof err);
@@ -261,6 +291,38 @@ int main(int argc, char **argv) {
         rc = cmd_encode(t, flags);
     } else if (strcmp(argv[1], "decode") == 0) {
         rc = cmd_decode(t, !strcmp(a3, "special") ? ENG_TOK_DECODE_SPECIAL : 0);
+    } else if (strcmp(argv[1], "render") == 0 && strncmp(a3, "file", 4) == 0) {
+        /* "file": the GGUF's own template rendered; "file=PATH": PATH's text */
+        eng_tmpl_choice tc;
+        memset(&tc, 0, sizeof tc);
+        if (a3[4] == '=') {
+            static char buf[1 << 20];
+            FILE *f = fopen(a3 + 5, "rb");
+            size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+            if (f) fclose(f);
+            if (eng_tmpl_file_compile(buf, n, t, &tc.file, err, sizeof err) != 0)
+                printf("E %s\n", err);
+        } else if (eng_tmpl_choose(g, t, NULL, &tc, err, sizeof err) != 0) {
+            printf("E %s\n", err);
+        } else if (!tc.file) {
+            printf("E not rendered: %s (%s)\n", tc.note, eng_tmpl_name(tc.fmt));
+        }
+        rc = tc.file ? cmd_render(t, ENG_TMPL_FILE, tc.file, atoi(a4)) : 0;
+        eng_tmpl_choice_free(&tc);
+    } else if (strcmp(argv[1], "choose") == 0) {
+        /* the load-time choice: "FORMAT FAMILY EOT" then "N note" if refused */
+        eng_tmpl_choice tc;
+        if (eng_tmpl_choose(g, t, a3, &tc, err, sizeof err) != 0) {
+            printf("E %s\n", err);
+        } else {
+            eng_tmpl_turn_end te = tc.file ? eng_tmpl_file_end_of_turn(tc.file)
+                                           : eng_tmpl_end_of_turn(tc.fmt);
+            printf("%s %s %s\n", eng_tmpl_name(tc.fmt), eng_tmpl_name(tc.family),
+                   te.token ? te.token : "-");
+            if (tc.note[0]) printf("N %s\n", tc.note);
+        }
+        eng_tmpl_choice_free(&tc);
+        rc = 0;
     } else if (strcmp(argv[1], "render") == 0 || strcmp(argv[1], "detect") == 0) {
         eng_tmpl_format f;
         const char *ov = strcmp(argv[1], "detect") == 0 ? a3 : (strcmp(a3, "auto") == 0 ? "" : a3);
@@ -270,7 +332,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[1], "detect") == 0) {
             printf("%s\n", eng_tmpl_name(f));
             rc = 0;
-        } else rc = cmd_render(t, f, atoi(a4));
+        } else rc = cmd_render(t, f, NULL, atoi(a4));
     } else if (strcmp(argv[1], "bench") == 0) {
         rc = cmd_bench(t, a3, argc > 4 ? atoi(a4) : 3, load_s);
     }

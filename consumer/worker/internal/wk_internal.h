@@ -314,7 +314,9 @@ typedef struct wk_engine {
     char model_name[256];         /* name turns may use in `model` */
     eng_model *model;             /* loaded model */
     eng_tok *tok;                 /* its tokenizer */
-    eng_tmpl_format fmt;          /* chat template */
+    eng_tmpl_format fmt;          /* chat template: a built-in format or ENG_TMPL_FILE */
+    eng_tmpl_format family;       /* built-in format of its family (tool format); NONE: unknown */
+    eng_tmpl_file *tfile;         /* the file's own compiled template when fmt == ENG_TMPL_FILE */
     int n_vocab;                  /* vocabulary size */
     int n_ctx;                    /* longest prompt + max_tokens */
     int32_t eog[WK_MAX_EOG];      /* end-of-generation ids (the template's end-of-turn token too) */

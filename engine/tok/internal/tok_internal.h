@@ -153,6 +153,10 @@ int tok_cp_to_byte(uint32_t cp);
 int tok_encode_ids(const eng_tok *t, const char *text, size_t len, int flags, tok_ids *out,
                    char *err, size_t errlen);
 
+/* The CONTROL or UNKNOWN token whose spelling is the longest match at
+ * s[0..n), or -1 (a USER_DEFINED token, ordinary text, is not one). */
+int32_t tok_control_at(const eng_tok *t, const char *s, size_t n);
+
 /* ---- chat templates in flat form (template.c; template_splice.c) ---- */
 /* Render msgs to one text (template-owned special tokens spelled out, as
  * eng_tmpl_render_text) plus the list of those special tokens, in text
@@ -168,5 +172,17 @@ int tmpl_render_flat(eng_tmpl_format f, const eng_tok *t, const eng_tmpl_msg *ms
 int tmpl_encode_flat(const eng_tok *t, const char *text, size_t n_text,
                      const eng_tmpl_special *spec, int n_spec, size_t from, tok_ids *out, char *err,
                      size_t errlen);
+
+/* The architecture's turn format for a file without a template
+ * (template_detect.c); ENG_TMPL_EUNKNOWN when it has none. */
+struct eng_gguf;
+int tmpl_arch_format(const struct eng_gguf *g, eng_tmpl_format *out);
+
+/* Build eng_tmpl_turn *out from a flat render (takes text and spec, freed
+ * on error too), splicing prior's ids where the rules allow
+ * (template_splice.c). */
+int tmpl_turn_from_flat(const eng_tok *t, const eng_tmpl_msg *msgs, int n,
+                        const eng_tmpl_prior *prior, tok_buf *text, eng_tmpl_special *spec,
+                        int n_spec, eng_tmpl_turn *out, char *err, size_t errlen);
 
 #endif
