@@ -113,24 +113,24 @@ typedef struct cb_conv {
 
 /* One run. */
 typedef struct cb_run {
-    const cb_opts *o;        /* options */
-    const cb_corpus *corpus; /* user message source */
-    const eng_tok *tok;      /* tokenizer */
-    eng_tmpl_format fmt;     /* chat format */
+    const cb_opts *o;           /* options */
+    const cb_corpus *corpus;    /* user message source */
+    const eng_tok *tok;         /* tokenizer */
+    eng_tmpl_format fmt;        /* chat format */
     const eng_tmpl_file *tfile; /* the file's own template when fmt == ENG_TMPL_FILE */
-    const char *stop;        /* stop string ("" = none) */
-    int splice;              /* splice previous turns in */
-    int partial;             /* the cache reuses partial last blocks */
-    eng_sched *s;            /* scheduler */
-    int32_t eog[16];         /* end-of-generation ids */
-    int n_eog;               /* entries */
-    char *scratch;           /* detokeniser output (delivery thread) */
-    size_t scratch_cap;      /* bytes */
-    cb_conv *conv;           /* convs entries */
-    cb_turn *tt;             /* [conv][turn] */
-    pthread_mutex_t mu;      /* guards convs_done, errors */
-    pthread_cond_t cv;       /* a conversation ended */
-    int convs_done, errors;  /* conversations finished, turns failed */
+    const char *stop;           /* stop string ("" = none) */
+    int splice;                 /* splice previous turns in */
+    int partial;                /* the cache reuses partial last blocks */
+    eng_sched *s;               /* scheduler */
+    int32_t eog[16];            /* end-of-generation ids */
+    int n_eog;                  /* entries */
+    char *scratch;              /* detokeniser output (delivery thread) */
+    size_t scratch_cap;         /* bytes */
+    cb_conv *conv;              /* convs entries */
+    cb_turn *tt;                /* [conv][turn] */
+    pthread_mutex_t mu;         /* guards convs_done, errors */
+    pthread_cond_t cv;          /* a conversation ended */
+    int convs_done, errors;     /* conversations finished, turns failed */
 } cb_run;
 
 /* ---------------------------------------------------------------- corpus */
@@ -480,8 +480,8 @@ static void run_free(cb_run *run) {
     free(run->scratch);
 }
 
-static int cb_run_one(eng_model *m, const eng_tok *tok, const eng_tmpl_choice *tc,
-                      const cb_opts *o, const cb_corpus *corpus, const char *name) {
+static int cb_run_one(eng_model *m, const eng_tok *tok, const eng_tmpl_choice *tc, const cb_opts *o,
+                      const cb_corpus *corpus, const char *name) {
     eng_tmpl_format fmt = tc->fmt;
     int cache_on = strcmp(name, "nocache") != 0, rc = -1;
     cb_run run;

@@ -270,7 +270,8 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
                      w->eng.model_name);
             return SCH_E_UNSUPPORTED;
         }
-        if ((rc = wk_tools_render(tools, w->eng.family, t->messages, t->n_messages, &tm, msg, msglen)))
+        if ((rc = wk_tools_render(tools, w->eng.family, t->messages, t->n_messages, &tm, msg,
+                                  msglen)))
             return rc;
         m = tm.m;
         nm = tm.n;
@@ -591,7 +592,8 @@ int wk_turn_from_record(wk_worker *w, const wk_record *rec, uint32_t gen, const 
     char *schema = NULL; /* a forced tool call's schema */
     code = wk_turn_check(w, rec, &t, &ns, &ns_len, msg, sizeof msg);
     if (!code)
-        code = wk_tools_parse(&t.params, wk_tools_format_of(w->eng.family), &tools, msg, sizeof msg);
+        code =
+            wk_tools_parse(&t.params, wk_tools_format_of(w->eng.family), &tools, msg, sizeof msg);
     if (!code && tools.mode != WK_TOOLS_OFF && !t.messages) {
         snprintf(msg, sizeof msg,
                  "params.tools: a turn with tools needs messages (the model "

@@ -67,8 +67,8 @@ static int wk_setup_model(wk_worker *w, char *err, size_t errlen) {
     w->eng.n_eog = eng_tok_eog_ids(w->eng.tok, w->eng.eog, WK_MAX_EOG);
     /* the template's own end of turn ends every turn, whatever the client
      * sends: its closing token as an end of generation, its text as a stop */
-    eng_tmpl_turn_end te = w->eng.tfile ? eng_tmpl_file_end_of_turn(w->eng.tfile)
-                                        : eng_tmpl_end_of_turn(w->eng.fmt);
+    eng_tmpl_turn_end te =
+        w->eng.tfile ? eng_tmpl_file_end_of_turn(w->eng.tfile) : eng_tmpl_end_of_turn(w->eng.fmt);
     int32_t te_id = te.token ? eng_tok_find(w->eng.tok, te.token, strlen(te.token)) : -1;
     int have = 0;
     for (int i = 0; i < w->eng.n_eog; i++) have |= w->eng.eog[i] == te_id;
@@ -313,8 +313,7 @@ int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t er
            "worker=%s model=%s template=%s family=%s n_ctx=%d cache=%s redis=\"%s\" redis_tls=%s "
            "redis_auth=%s turns=%s",
            w->id, w->eng.model_name, eng_tmpl_name(w->eng.fmt), eng_tmpl_name(w->eng.family),
-           w->eng.n_ctx,
-           w->eng.cache ? "on" : "off", cm_config_str(cfg, "redis.addr"),
+           w->eng.n_ctx, w->eng.cache ? "on" : "off", cm_config_str(cfg, "redis.addr"),
            cm_config_bool(cfg, "redis.tls") ? "on" : "off",
            !*cm_config_str(cfg, "redis.password") ? "none"
            : *cm_config_str(cfg, "redis.user")    ? "user"

@@ -305,13 +305,13 @@ eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f);
 /* As eng_tmpl_render_turn with the file template; tools_json is a JSON
  * value for the template's `tools` (NULL: null).  A template error
  * (raise_exception, a run-time error) is ENG_TMPL_EROLE with its message. */
-int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
-                              bool add_gen, const char *tools_json, const eng_tmpl_prior *prior,
+int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,
+                              const char *tools_json, const eng_tmpl_prior *prior,
                               eng_tmpl_turn *out, char *err, size_t errlen);
 
 /* Render text (specials spelled), as eng_tmpl_render_text; *out malloc'd. */
-int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
-                              bool add_gen, const char *tools_json, char **out, size_t *n_out,
-                              char *err, size_t errlen);
+int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,
+                              const char *tools_json, char **out, size_t *n_out, char *err,
+                              size_t errlen);
 
 #endif

@@ -109,7 +109,7 @@ static const known_tmpl known[] = {
      "'<|im_start|>assistant\n' }}{% endif %}"},
 };
 
-static const char *const fmt_names[] = {"none",   "llama2", "llama3",     "gemma",  "chatml",
+static const char *const fmt_names[] = {"none",   "llama2",     "llama3",  "gemma", "chatml",
                                         "gemma2", "transcript", "smollm2", "file"};
 
 const char *eng_tmpl_name(eng_tmpl_format f) {

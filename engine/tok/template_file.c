@@ -15,11 +15,11 @@
 #include "tok_internal.h"
 
 struct eng_tmpl_file {
-    eng_jinja *j;          /* the compiled template */
-    const eng_tok *t;      /* the tokenizer whose specials it writes (not owned) */
-    char *bos_json;        /* "bos_token": a JSON string ("" when the vocabulary has none) */
-    char *eos_json;        /* "eos_token": likewise */
-    char eot[64];          /* end-of-turn token spelling ("" : none found) */
+    eng_jinja *j;     /* the compiled template */
+    const eng_tok *t; /* the tokenizer whose specials it writes (not owned) */
+    char *bos_json;   /* "bos_token": a JSON string ("" when the vocabulary has none) */
+    char *eos_json;   /* "eos_token": likewise */
+    char eot[64];     /* end-of-turn token spelling ("" : none found) */
 };
 
 #define ESC 0x01 /* the byte that breaks a special spelling inside content */
@@ -208,8 +208,8 @@ eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f) {
     return (eng_tmpl_turn_end){f && f->eot[0] ? f->eot : NULL, NULL};
 }
 
-int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
-                              bool add_gen, const char *tools_json, const eng_tmpl_prior *prior,
+int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,
+                              const char *tools_json, const eng_tmpl_prior *prior,
                               eng_tmpl_turn *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     tok_buf text = {0};
@@ -224,9 +224,9 @@ int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, 
     return tmpl_turn_from_flat(f->t, msgs, n, prior, &text, spec, n_spec, out, err, errlen);
 }
 
-int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n,
-                              bool add_gen, const char *tools_json, char **out, size_t *n_out,
-                              char *err, size_t errlen) {
+int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,
+                              const char *tools_json, char **out, size_t *n_out, char *err,
+                              size_t errlen) {
     tok_buf text = {0};
     eng_tmpl_special *spec = NULL;
     int n_spec = 0;
@@ -246,8 +246,8 @@ int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, 
     return 0;
 }
 
-int eng_tmpl_choose(const eng_gguf *g, const eng_tok *t, const char *override,
-                    eng_tmpl_choice *out, char *err, size_t errlen) {
+int eng_tmpl_choose(const eng_gguf *g, const eng_tok *t, const char *override, eng_tmpl_choice *out,
+                    char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (override && *override) {
         int rc = eng_tmpl_from_name(override, &out->fmt, err, errlen);

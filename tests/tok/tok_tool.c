@@ -148,8 +148,8 @@ static int cmd_decode(eng_tok *t, int flags) {
 
 /* Render and print one conversation with the file template tf (T, I, S
  * lines as below; E on a template error). */
-static void render_file(const eng_tmpl_file *tf, const eng_tok *t, const eng_tmpl_msg *msgs,
-                        int nm, int gen) {
+static void render_file(const eng_tmpl_file *tf, const eng_tok *t, const eng_tmpl_msg *msgs, int nm,
+                        int gen) {
     char err[256], *text;
     size_t need;
     eng_tmpl_turn rt;
@@ -315,8 +315,8 @@ int main(int argc, char **argv) {
         if (eng_tmpl_choose(g, t, a3, &tc, err, sizeof err) != 0) {
             printf("E %s\n", err);
         } else {
-            eng_tmpl_turn_end te = tc.file ? eng_tmpl_file_end_of_turn(tc.file)
-                                           : eng_tmpl_end_of_turn(tc.fmt);
+            eng_tmpl_turn_end te =
+                tc.file ? eng_tmpl_file_end_of_turn(tc.file) : eng_tmpl_end_of_turn(tc.fmt);
             printf("%s %s %s\n", eng_tmpl_name(tc.fmt), eng_tmpl_name(tc.family),
                    te.token ? te.token : "-");
             if (tc.note[0]) printf("N %s\n", tc.note);
