@@ -358,9 +358,9 @@ void sch_chunk_free(sch_chunk *c);
 /* ---------------------------------------------------------- TurnResult */
 
 typedef enum sch_finish {
-    SCH_FINISH_STOP = 0,    /* "stop": end-of-turn token or stop string */
-    SCH_FINISH_LENGTH = 1,  /* "length": max_tokens or context reached */
-    SCH_FINISH_EXPIRED = 2, /* "expired": deadline_ms passed */
+    SCH_FINISH_STOP = 0,     /* "stop": end-of-turn token or stop string */
+    SCH_FINISH_LENGTH = 1,   /* "length": max_tokens or context reached */
+    SCH_FINISH_EXPIRED = 2,  /* "expired": deadline_ms passed */
     SCH_FINISH_ERROR = 3,    /* "error": see error */
     SCH_FINISH_CANCELLED = 4 /* "cancelled": a CancelTurn stopped it (1.4) */
 } sch_finish;

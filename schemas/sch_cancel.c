@@ -51,8 +51,7 @@ int sch_cancel_decode(const void *buf, size_t len, const sch_limits *lim, sch_ca
 int sch_cancel_encode(const sch_cancel *k, sch_buf *out, char *err, size_t errlen) {
     sch_writer w;
     int rc;
-    if (!k || !out)
-        return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "cancel or buffer is NULL");
+    if (!k || !out) return pl_errf(err, errlen, SCH_E_INVALID_ARGUMENT, "cancel or buffer is NULL");
     out->len = 0;
     if ((rc = sch_check_rule("conversation_id", &k->conversation_id, SCH_RULE_ID, err, errlen)) ||
         (rc = sch_check_rule("turn_id", &k->turn_id, SCH_RULE_ID, err, errlen)) ||

@@ -305,8 +305,8 @@ int gw_hub_cancel(gw_hub *h, gw_wait *w, const char *reason, char *err, size_t e
     int answered = w->result != NULL;
     pthread_mutex_unlock(&h->mu);
     if (answered) return 0;
-    if (cm_cancel_send(h->producer, h->topics.turns, w->conv_id, w->turn_id, reason, err,
-                       errlen) != 0)
+    if (cm_cancel_send(h->producer, h->topics.turns, w->conv_id, w->turn_id, reason, err, errlen) !=
+        0)
         return -1;
     return 1;
 }

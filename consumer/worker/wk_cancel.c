@@ -30,8 +30,8 @@
 #include "wk_internal.h"
 #include "wk_offsets.h"
 
-#define WK_CANCEL_MEMO 1024       /* cancels remembered for turns not seen yet */
-#define WK_CANCEL_TTL_MS 120000   /* how long one is remembered */
+#define WK_CANCEL_MEMO 1024     /* cancels remembered for turns not seen yet */
+#define WK_CANCEL_TTL_MS 120000 /* how long one is remembered */
 
 /* One remembered cancel. */
 typedef struct wk_cancel_entry {
@@ -120,7 +120,8 @@ bool wk_cancel_take(wk_worker *w, wk_turn *t) {
 static wk_turn *wk_cancel_find(wk_conv *c, const sch_cancel *k, wk_turn **prev) {
     *prev = NULL;
     for (wk_turn *t = c ? c->head : NULL; t; *prev = t, t = t->next)
-        if (strlen(t->turn_id) == k->turn_id.len && !memcmp(t->turn_id, k->turn_id.ptr, k->turn_id.len))
+        if (strlen(t->turn_id) == k->turn_id.len &&
+            !memcmp(t->turn_id, k->turn_id.ptr, k->turn_id.len))
             return t;
     return NULL;
 }

@@ -292,8 +292,8 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     wk_header hbuf[16], *hheap = NULL; /* the Kafka boundary: the turn path sees a wk_record */
     int rc = wk_record_from_kafka(m, &rec, hbuf, sizeof hbuf / sizeof hbuf[0], &hheap);
     if (!rc && wk_cancel_record_is(&rec)) { /* a CancelTurn (wk_cancel.c) */
-        rc = wk_cancel_apply(w, &rec, gen, wk_conv_find(w, rec.partition, rec.key, rec.key_len),
-                             &o);
+        rc =
+            wk_cancel_apply(w, &rec, gen, wk_conv_find(w, rec.partition, rec.key, rec.key_len), &o);
         if (!rc && !o) {
             free(hheap);
             return;

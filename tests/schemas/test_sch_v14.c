@@ -132,7 +132,10 @@ PT_TEST(v14_result_cancelled) {
     r.finish_reason = SCH_FINISH_CANCELLED;
     sch_buf_init(&b);
     PT_EQ_INT(sch_result_encode(&r, &b, err, sizeof err), 0);
-    PT_ASSERT(memmem(b.data, b.len, "\xa9" "cancelled", 10) != NULL);
+    PT_ASSERT(memmem(b.data, b.len,
+                     "\xa9"
+                     "cancelled",
+                     10) != NULL);
     PT_EQ_INT(sch_result_decode(b.data, b.len, NULL, &d, err, sizeof err), 0);
     PT_EQ_INT(d.finish_reason, SCH_FINISH_CANCELLED);
     PT_ASSERT(!d.has_error);

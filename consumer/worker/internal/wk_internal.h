@@ -299,8 +299,8 @@ typedef struct wk_counters {
     uint64_t cancels;         /* CancelTurn records consumed */
     uint64_t cancels_ignored; /* of which named no queued or running turn (finished,
                                * unknown, or remembered for a turn still to come) */
-    int64_t inflight; /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned; /* gauge: partitions assigned */
+    int64_t inflight;         /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned;         /* gauge: partitions assigned */
 } wk_counters;
 
 /* Add n to a counter of wk_counters (relaxed: readers only need totals). */
