@@ -374,7 +374,14 @@ def test_client_disconnect_cancels_the_turn(gateway):
     commits its one TurnResult with finish_reason cancelled."""
     url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
     before = metric(url, "parley_gateway_cancels_total")
+    # an earlier test's hold is released first (its file is gone, but the
+    # worker notices that on its own time): else this turn would stay held
+    end = time.time() + 60
+    while time.time() < end and log.read_text().count("event=test_engine_hold held=0") < \
+            log.read_text().count("event=test_engine_hold held=1"):
+        time.sleep(0.05)
     holds = log.read_text().count("event=test_engine_hold held=1")
+    assert log.read_text().count("event=test_engine_hold held=0") == holds
     c = client(gateway)
     hold.touch()
     try:
