@@ -49,7 +49,7 @@ struct msgpack_zone;
 /* Schema major version written in `v` and accepted by the decoders. */
 #define SCH_VERSION 1
 /* Spec revision (major.minor) implemented; minors only add optional fields. */
-#define SCH_VERSION_STRING "1.2"
+#define SCH_VERSION_STRING "1.4"
 /* Kafka header names and the content type every parley record carries. */
 #define SCH_HEADER_CONTENT_TYPE "content-type"
 #define SCH_HEADER_TRACEPARENT "traceparent"
@@ -59,6 +59,9 @@ struct msgpack_zone;
  * header asks for JSON (SCH_HEADER_ACCEPT). */
 #define SCH_CONTENT_TYPE_JSON "application/json"
 #define SCH_HEADER_ACCEPT "accept"
+/* Content type of a CancelTurn (1.4): the header is what tells it from a
+ * ChatTurn on the turns topic, so a cancel must carry it. */
+#define SCH_CONTENT_TYPE_CANCEL "application/x-parley-cancel+msgpack; v=1"
 /* Namespace used when a ChatTurn has none. */
 #define SCH_DEFAULT_NAMESPACE "default"
 /* Hard ceiling for sch_limits.max_depth (msgpack-c's parser stack). */
@@ -355,10 +358,11 @@ void sch_chunk_free(sch_chunk *c);
 /* ---------------------------------------------------------- TurnResult */
 
 typedef enum sch_finish {
-    SCH_FINISH_STOP = 0,    /* "stop": end-of-turn token or stop string */
-    SCH_FINISH_LENGTH = 1,  /* "length": max_tokens or context reached */
-    SCH_FINISH_EXPIRED = 2, /* "expired": deadline_ms passed */
-    SCH_FINISH_ERROR = 3    /* "error": see error */
+    SCH_FINISH_STOP = 0,     /* "stop": end-of-turn token or stop string */
+    SCH_FINISH_LENGTH = 1,   /* "length": max_tokens or context reached */
+    SCH_FINISH_EXPIRED = 2,  /* "expired": deadline_ms passed */
+    SCH_FINISH_ERROR = 3,    /* "error": see error */
+    SCH_FINISH_CANCELLED = 4 /* "cancelled": a CancelTurn stopped it (1.4) */
 } sch_finish;
 
 const char *sch_finish_name(sch_finish f);
@@ -467,6 +471,25 @@ int sch_dead_decode(const void *buf, size_t len, const sch_limits *lim, sch_dead
 int sch_dead_encode(const sch_dead *d, sch_buf *out, char *err, size_t errlen);
 void sch_dead_free(sch_dead *d);
 
+/* ---------------------------------------------------------- CancelTurn */
+
+/* CancelTurn (1.4): a request to stop one turn, written on the turns topic
+ * with the turn's key and the content-type SCH_CONTENT_TYPE_CANCEL. */
+typedef struct sch_cancel {
+    uint32_t v;                 /* schema major version (1) */
+    sch_str conversation_id;    /* the turn's; also the record key */
+    sch_str turn_id;            /* the turn to stop */
+    uint64_t cancelled_ms;      /* unix ms the client asked; 0 unknown */
+    sch_str reason;             /* why, for logs (optional text) */
+    struct msgpack_zone *zone_; /* arena of a decoded record (private) */
+} sch_cancel;
+
+void sch_cancel_init(sch_cancel *k);
+int sch_cancel_decode(const void *buf, size_t len, const sch_limits *lim, sch_cancel *out,
+                      char *err, size_t errlen);
+int sch_cancel_encode(const sch_cancel *k, sch_buf *out, char *err, size_t errlen);
+void sch_cancel_free(sch_cancel *k);
+
 /* ------------------------------------------------------------- headers */
 
 /* Check a content-type header value (len bytes).  NULL/absent header is
@@ -486,6 +509,14 @@ typedef enum sch_format {
  * *fmt gets the format (SCH_FORMAT_MSGPACK for an absent header).  Returns
  * 0, SCH_E_UNSUPPORTED_CONTENT_TYPE or SCH_E_UNSUPPORTED_VERSION. */
 int sch_content_type_format(const char *val, size_t len, sch_format *fmt, char *err, size_t errlen);
+
+/* True when a content-type header value (len bytes) names a CancelTurn:
+ * media type application/x-parley-cancel+msgpack (case-insensitive) whose
+ * `v`, when present, has major 1.  NULL (no header) is false: a record
+ * without the header is a ChatTurn.  A cancel media type with another
+ * major is false too (the reader then refuses it as a ChatTurn would:
+ * E_UNSUPPORTED_CONTENT_TYPE from sch_content_type_format). */
+bool sch_content_type_cancel(const char *val, size_t len);
 
 /* True when an `accept` header value (len bytes) asks for JSON: its first
  * media range is application/json (case-insensitive, parameters ignored).

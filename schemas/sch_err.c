@@ -166,6 +166,7 @@ const char *sch_finish_name(sch_finish f) {
     case SCH_FINISH_LENGTH: return "length";
     case SCH_FINISH_EXPIRED: return "expired";
     case SCH_FINISH_ERROR: return "error";
+    case SCH_FINISH_CANCELLED: return "cancelled";
     }
     return NULL;
 }

@@ -25,6 +25,7 @@
 
 static const char sch_media[] = "application/x-parley+msgpack";
 static const char sch_media_json[] = SCH_CONTENT_TYPE_JSON;
+static const char sch_media_cancel[] = "application/x-parley-cancel+msgpack";
 
 static bool sch_space(char ch) { return ch == ' ' || ch == '\t'; }
 
@@ -146,6 +147,15 @@ int sch_content_type_check(const char *val, size_t len, char *err, size_t errlen
                        sch_media);
     }
     return sch_ct_params(e, end, false, err, errlen);
+}
+
+bool sch_content_type_cancel(const char *val, size_t len) {
+    if (!val) return false;
+    const char *end = val + len, *b = val, *e = memchr(val, ';', len);
+    if (!e) e = end;
+    sch_trim(&b, &e);
+    if (!sch_ieq(b, (size_t)(e - b), sch_media_cancel)) return false;
+    return sch_ct_params(e, end, false, NULL, 0) == SCH_OK;
 }
 
 bool sch_accept_json(const char *val, size_t len) {

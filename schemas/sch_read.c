@@ -368,5 +368,6 @@ int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch
     }
     sch_quote(q, sizeof q, o->via.str.ptr, o->via.str.size);
     return pl_errf(c->err, c->errlen, SCH_E_BAD_VALUE,
-                   "%s%sfinish_reason: %s is not stop, length, expired or error", path, dot, q);
+                   "%s%sfinish_reason: %s is not stop, length, expired, error or cancelled", path,
+                   dot, q);
 }

@@ -118,6 +118,36 @@ out:
     return rc;
 }
 
+int cm_cancel_send(rd_kafka_t *producer, const char *topic, const char *conv_id,
+                   const char *turn_id, const char *reason, char *err, size_t errlen) {
+    sch_cancel k;
+    sch_buf buf;
+    int rc = -1;
+    sch_cancel_init(&k);
+    sch_buf_init(&buf);
+    k.conversation_id = sch_str_c(conv_id);
+    k.turn_id = sch_str_c(turn_id);
+    k.cancelled_ms = (uint64_t)pl_unix_ms();
+    k.reason = sch_str_c(reason);
+    if (sch_cancel_encode(&k, &buf, err, errlen) != 0) goto out;
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(1);
+    rd_kafka_header_add(hdrs, SCH_HEADER_CONTENT_TYPE, -1, SCH_CONTENT_TYPE_CANCEL, -1);
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(conv_id, strlen(conv_id)),
+        RD_KAFKA_V_VALUE(buf.data, buf.len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_headers_destroy(hdrs); /* producev owns them only on success */
+        pl_errf(err, errlen, CM_KAFKA_EKAFKA, "produce to %s: %s", topic, rd_kafka_err2str(e));
+        goto out;
+    }
+    rd_kafka_poll(producer, 0);
+    rc = 0;
+out:
+    sch_buf_free(&buf);
+    return rc;
+}
+
 /* One try at the end offsets of every partition of `topic`: a list to
  * assign, or NULL with a message. */
 static rd_kafka_topic_partition_list_t *reader_ends(rd_kafka_t *rk, cm_kafka *k, const char *topic,

@@ -160,6 +160,12 @@ int cm_turn_send(rd_kafka_t *producer, const char *topic, const sch_turn *t, cha
 int cm_turn_send_ns(rd_kafka_t *producer, const char *topic, const sch_turn *t,
                     const char *ns_header, char *err, size_t errlen);
 
+/* Produce a CancelTurn (spec 1.4) for (conv_id, turn_id) to the turns
+ * topic, keyed by conv_id (the turn's partition), with the cancel
+ * content-type; reason may be NULL.  0, or -1 with a message. */
+int cm_cancel_send(rd_kafka_t *producer, const char *topic, const char *conv_id,
+                   const char *turn_id, const char *reason, char *err, size_t errlen);
+
 /* As cm_reader_new, over every partition of several topics (one
  * handle, one isolation level). */
 rd_kafka_t *cm_reader_new_topics(cm_kafka *k, const char *const *topics, size_t n_topics,

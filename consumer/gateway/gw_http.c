@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_cancel.h"
 #include "gw_web.h"
 #include "oa_openai.h"
 #include "pl_err.h"
@@ -38,6 +39,7 @@ struct gw_http {
     atomic_ullong lat_sum_us;              /* their total latency, us */
     atomic_ullong streams;                 /* streamed chat requests */
     atomic_ullong disconnects;             /* streams the client left early */
+    atomic_ullong cancels;                 /* CancelTurns sent for clients that left */
 };
 
 /* Per-request state: the body read so far. */
@@ -153,10 +155,13 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
             "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
             "# TYPE parley_gateway_disconnects_total counter\n"
             "parley_gateway_disconnects_total %llu\n"
+            "# HELP parley_gateway_cancels_total CancelTurns sent for clients that left.\n"
+            "# TYPE parley_gateway_cancels_total counter\n"
+            "parley_gateway_cancels_total %llu\n"
             "# HELP parley_gateway_latency_seconds Chat request latency (to the last byte).\n"
             "# TYPE parley_gateway_latency_seconds histogram\n",
             atomic_load(&s->inflight), gw_hub_inflight(s->hub), atomic_load(&s->streams),
-            atomic_load(&s->disconnects));
+            atomic_load(&s->disconnects), atomic_load(&s->cancels));
     unsigned long long cum = 0;
     for (int b = 0; b < GW_NBUCKETS; b++) {
         cum += atomic_load(&s->lat_bucket[b]);
@@ -395,7 +400,11 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void gw_sse_free(void *cls) {
     gw_sse *e = cls;
-    if (!e->finished) atomic_fetch_add(&e->s->disconnects, 1);
+    if (!e->finished) {
+        atomic_fetch_add(&e->s->disconnects, 1);
+        if (gw_cancel_turn(e->s->hub, e->w, "client disconnected"))
+            atomic_fetch_add(&e->s->cancels, 1);
+    }
     gw_hub_release(e->s->hub, e->w);
     atomic_fetch_sub(&e->s->inflight, 1);
     for (int k = 0; k < SCH_MAX_N; k++) free(e->ch[k].text);

@@ -24,6 +24,7 @@
 
 struct gw_wait {
     char *turn_id;         /* key (malloc'd) */
+    char *conv_id;         /* the turn's conversation id (malloc'd): a cancel's key */
     pthread_cond_t cv;     /* signalled on news */
     int has_attempt;       /* an attempt was chosen */
     uint64_t attempt;      /* the attempt whose chunks are kept */
@@ -240,7 +241,9 @@ void gw_hub_free(gw_hub *h) {
 gw_wait *gw_hub_send(gw_hub *h, const sch_turn *t, const char *ns_header, char *err,
                      size_t errlen) {
     gw_wait *w = calloc(1, sizeof *w);
-    if (!w || !(w->turn_id = strndup(t->turn_id.ptr, t->turn_id.len))) {
+    if (!w || !(w->turn_id = strndup(t->turn_id.ptr, t->turn_id.len)) ||
+        !(w->conv_id = strndup(t->conversation_id.ptr, t->conversation_id.len))) {
+        if (w) free(w->turn_id);
         free(w);
         pl_errf(err, errlen, GW_ENOMEM, "out of memory");
         return NULL;
@@ -292,7 +295,20 @@ void gw_hub_release(gw_hub *h, gw_wait *w) {
     }
     gw_pieces_free(w->head);
     free(w->turn_id);
+    free(w->conv_id);
     free(w);
+}
+
+int gw_hub_cancel(gw_hub *h, gw_wait *w, const char *reason, char *err, size_t errlen) {
+    if (!w) return 0;
+    pthread_mutex_lock(&h->mu);
+    int answered = w->result != NULL;
+    pthread_mutex_unlock(&h->mu);
+    if (answered) return 0;
+    if (cm_cancel_send(h->producer, h->topics.turns, w->conv_id, w->turn_id, reason, err, errlen) !=
+        0)
+        return -1;
+    return 1;
 }
 
 size_t gw_hub_inflight(gw_hub *h) {

@@ -295,7 +295,10 @@ static int wk_outcome_error(const wk_outcome *o, const char **msg) {
     }
 }
 
-/* Encode t's TurnResult from r (NULL: submission failed with msg, code). */
+/* Encode t's TurnResult from r (NULL: submission failed with msg, code;
+ * NULL with code 0: cancelled before it ran).  A choice the engine ended
+ * ENG_SCHED_CANCELLED because a CancelTurn asked (t->cancel_req) ends
+ * `cancelled` with what it had generated, not as an error. */
 static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *msg, int code) {
     wk_worker *w = t->w;
     int n = r ? t->n_choices : 1;
@@ -320,12 +323,15 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
         s.ttft_ms = (uint64_t)r->ttft_ms;
         s.total_ms = (uint64_t)r->total_ms;
         const char *fail_msg = NULL;
-        int fail_code = 0;
+        int fail_code = 0, n_cancelled = 0;
+        bool asked = __atomic_load_n(&t->cancel_req, __ATOMIC_ACQUIRE);
         for (int k = 0; k < n; k++) {
             wk_outcome o = wk_outcome_of(t, r, k);
             const wk_choice *c = &t->ch[k];
             const char *why;
-            int ecode = wk_outcome_error(&o, &why);
+            bool cancelled = asked && o.finish == ENG_SCHED_CANCELLED;
+            int ecode = cancelled ? 0 : wk_outcome_error(&o, &why);
+            n_cancelled += cancelled;
             if (ecode && !fail_code) { /* a turn that fails fails as a whole */
                 fail_code = ecode;
                 fail_msg = why;
@@ -338,7 +344,7 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
                              {c->text ? c->text : "", c->text_len},
                              toks[k],
                              nt,
-                             wk_finish(o.finish),
+                             cancelled ? SCH_FINISH_CANCELLED : wk_finish(o.finish),
                              lps[k].lp,
                              lps[k].lp ? nt : 0,
                              c->calls.calls,
@@ -346,6 +352,10 @@ static void wk_result_build(wk_turn *t, const eng_sched_result *r, const char *m
             sch_result_set_choice(&s, more, &ch);
         }
         if (fail_code) sch_result_fail(&s, fail_code, sch_str_c(fail_msg));
+        else if (n_cancelled) WK_ADD(w->met.ctr.cancelled, 1);
+    } else if (!code) {
+        s.finish_reason = SCH_FINISH_CANCELLED;
+        WK_ADD(w->met.ctr.cancelled, 1);
     } else {
         sch_result_fail(&s, code, sch_str_c(msg));
     }
@@ -477,6 +487,16 @@ void wk_turn_submit(wk_turn *t) {
         wk_result_build(t, NULL, err, wk_submit_code(rc));
         wk_done_push(t);
     }
+}
+
+void wk_turn_cancel_unrun(wk_turn *t) {
+    wk_worker *w = t->w;
+    t->attempt = w->convs.attempt_base + ++w->convs.attempt_ctr;
+    t->submit_unix_ms = pl_unix_ms();
+    t->tm.submit_us = eng_sched_now_us();
+    for (int k = 0; k < t->n_choices; k++) eng_tok_stream_init(&t->ch[k].ts, w->eng.tok, 0);
+    if (t->stream) wk_chunk_emit(t, 0, 1, 1);
+    wk_result_build(t, NULL, NULL, 0);
 }
 
 wk_out *wk_turn_take_out(wk_turn *t) {

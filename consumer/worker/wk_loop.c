@@ -291,7 +291,14 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
     wk_record rec;
     wk_header hbuf[16], *hheap = NULL; /* the Kafka boundary: the turn path sees a wk_record */
     int rc = wk_record_from_kafka(m, &rec, hbuf, sizeof hbuf / sizeof hbuf[0], &hheap);
-    if (!rc) {
+    if (!rc && wk_cancel_record_is(&rec)) { /* a CancelTurn (wk_cancel.c) */
+        rc =
+            wk_cancel_apply(w, &rec, gen, wk_conv_find(w, rec.partition, rec.key, rec.key_len), &o);
+        if (!rc && !o) {
+            free(hheap);
+            return;
+        }
+    } else if (!rc) {
         const wk_conv *hc = wk_conv_find(w, rec.partition, rec.key, rec.key_len);
         rc = wk_turn_from_record(w, &rec, gen, hc ? hc->hist : NULL, &t, &o);
     }
@@ -305,6 +312,7 @@ static void wk_on_message(wk_worker *w, rd_kafka_message_t *m) {
         wk_batch_add(&w->batch, o, eng_sched_now_us());
         return;
     }
+    if (wk_cancel_take(w, t)) return; /* its cancel came first: answered, never queued */
     wk_conv *c = wk_conv_get(w, t->partition, t->conv_id, strlen(t->conv_id));
     if (!c) {
         wk_turn_free(t);

@@ -119,8 +119,8 @@ static void wk_printable(char *out, size_t cap, const char *reason) {
  * headers (the first 64), reason and code.  Encoding is retried without
  * the headers and the key when they break the DLQ schema's own rules or
  * the readers' limits. */
-static wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp, int code,
-                       const char *reason, const sch_turn *t) {
+wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp, int code,
+                const char *reason, const sch_turn *t) {
     wk_out *o = wk_out_new(rec, gen, tp);
     if (!o) return NULL;
     o->dlq = 1;

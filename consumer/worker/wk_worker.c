@@ -345,6 +345,7 @@ void wk_worker_free(wk_worker *w) {
         if (!t->conv) wk_turn_free(t); /* else owned by its conversation queue */
     }
     wk_conv_free_all(w);
+    wk_cancel_free(w);        /* cancels remembered for turns not seen */
     wk_batch_free(&w->batch); /* outputs, offsets, partition arrays */
     if (w->prod.chp) {
         rd_kafka_flush(w->prod.chp, 5000);

@@ -367,6 +367,53 @@ def test_client_disconnect_mid_stream_releases_the_request(gateway):
         hold.unlink()
 
 
+def test_client_disconnect_cancels_the_turn(gateway):
+    """A streaming client that goes away mid-stream cancels its turn (spec
+    1.4): the gateway produces a CancelTurn, the worker stops the turn (held
+    from its first chunk, so it cannot finish first on a fast machine) and
+    commits its one TurnResult with finish_reason cancelled."""
+    url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
+    before = metric(url, "parley_gateway_cancels_total")
+    # an earlier test's hold is released first (its file is gone, but the
+    # worker notices that on its own time): else this turn would stay held
+    end = time.time() + 60
+    while time.time() < end and log.read_text().count("event=test_engine_hold held=0") < \
+            log.read_text().count("event=test_engine_hold held=1"):
+        time.sleep(0.05)
+    holds = log.read_text().count("event=test_engine_hold held=1")
+    assert log.read_text().count("event=test_engine_hold held=0") == holds
+    c = client(gateway)
+    hold.touch()
+    try:
+        s = c.chat.completions.create(model="cai-tiny", max_tokens=512, temperature=0,
+                                      stream=True,
+                                      messages=[{"role": "user", "content": "a longer story"}])
+        cid = None
+        for ch in s:
+            cid = ch.id
+            if ch.choices and ch.choices[0].delta.content:
+                break
+        end = time.time() + 60
+        while time.time() < end and \
+                log.read_text().count("event=test_engine_hold held=1") == holds:
+            time.sleep(0.05)
+        s.close()
+        c.close()
+        assert wait_metric(url, "parley_gateway_cancels_total", before + 1) == before + 1
+        tid = turn_of(cid)
+        end = time.time() + 60  # the worker took the cancel while the turn ran
+        while time.time() < end and f'event=cancel turn_id="{tid}"' not in log.read_text():
+            time.sleep(0.05)
+        assert f'event=cancel turn_id="{tid}" state=running' in log.read_text()
+        hold.unlink()
+        r = records(gateway["kafka"], f"{gateway['prefix']}.responses", [tid], timeout=60)[tid]
+        assert r["finish_reason"] == "cancelled" and "error" not in r, r
+        assert len(r["tokens"]) < 512
+    finally:
+        if hold.exists():
+            hold.unlink()
+
+
 def test_stopped_worker_gives_504_and_backpressure_429(gateway):
     """The worker is stopped (SIGSTOP) under a gateway with a 2.5 s timeout
     and at most 2 requests in flight: a plain and a streamed request wait,

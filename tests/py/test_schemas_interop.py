@@ -35,7 +35,7 @@ import sch_views as sv  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("PARLEY_BUILD", "/work/main/build"))
 TOOL = BUILD / "tests" / "schemas" / "sch_tool"
 TESTDATA = ROOT / "schemas" / "testdata"
-KINDS = ("turn", "chunk", "result", "dead")
+KINDS = ("turn", "chunk", "result", "dead", "cancel")
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +264,8 @@ def random_result(rng):
          "turn_id": rtext(rng, 10, True), "attempt": rint(rng),
          "text": rtext(rng, 80),
          "tokens": [rint(rng, 31) for _ in range(rng.randint(0, 30))],
-         "finish_reason": rng.choice(["stop", "length", "expired", "error"]),
+         "finish_reason": rng.choice(["stop", "length", "expired", "error",
+                                         "cancelled"]),
          "usage": {"prompt_tokens": prompt,
                    "cached_tokens": rng.randint(0, prompt),
                    "completion_tokens": rint(rng)},
@@ -320,11 +321,22 @@ def random_dead(rng):
     return shuffled(rng, d)
 
 
+def random_cancel(rng):
+    d = {"v": 1, "conversation_id": rtext(rng, 10, True),
+         "turn_id": rtext(rng, 10, True)}
+    if rng.random() < .5:
+        d["cancelled_ms"] = rint(rng)
+    if rng.random() < .5:
+        d["reason"] = rtext(rng, 30)
+    return shuffled(rng, d)
+
+
 RANDOM = {"turn": random_turn, "chunk": random_chunk,
-          "result": random_result, "dead": random_dead}
+          "result": random_result, "dead": random_dead,
+          "cancel": random_cancel}
 
 
-@pytest.mark.parametrize("kind", ["chunk", "result", "dead"])
+@pytest.mark.parametrize("kind", ["chunk", "result", "dead", "cancel"])
 def test_python_records_decode_in_c(tool, kind):
     rng = random.Random(11)
     for _ in range(60):

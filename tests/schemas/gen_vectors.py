@@ -3,7 +3,7 @@
 
 Each vector is NAME.msgpack (the record bytes) plus NAME.json:
 
-    {"kind": "turn|chunk|result|dead",
+    {"kind": "turn|chunk|result|dead|cancel",
      "description": "...",
      "limits": {...},              # sch_limits overrides, omitted if none
      "expect": "ok",  "value": VIEW}      # the decoded view (sch_json.h)
@@ -61,6 +61,12 @@ def base_dead(**kw):
     d = {"v": 1, "reason": "messages[0].role: \"bot\" is not system, user "
          "or assistant", "error_code": "E_BAD_ROLE", "topic": "parley.turns",
          "partition": 3, "offset": 1042}
+    d.update(kw)
+    return d
+
+
+def base_cancel(**kw):
+    d = {"v": 1, "conversation_id": "conv-1", "turn_id": "turn-1"}
     d.update(kw)
     return d
 
@@ -575,6 +581,32 @@ def vectors():
     err("dead", "not_map", "root array", msgpack.packb([1]), "E_NOT_MAP")
     err("dead", "truncated", "cut record", msgpack.packb(base_dead())[:-3],
         "E_TRUNCATED")
+
+    # ---- 1.4: CancelTurn, and finish_reason "cancelled"
+    ok("result", "cancelled", "1.4: a turn stopped by a CancelTurn, with "
+       "what it had generated", base_result(finish_reason="cancelled",
+                                            text="Hel", tokens=[15043]))
+    ok("cancel", "minimal", "1.4: the turn it names, nothing else",
+       base_cancel())
+    ok("cancel", "full", "1.4: with cancelled_ms and reason",
+       base_cancel(cancelled_ms=1796601600123,
+                   reason="client disconnected"))
+    ok("cancel", "unicode", "1.4: unicode ids and reason",
+       base_cancel(conversation_id="会話-ü", turn_id="🚀",
+                   reason="услуга отменена"))
+    ok("cancel", "large", "1.4: a 4000-byte reason, an unknown field",
+       base_cancel(reason="x" * 4000, x_extension=[1, 2, 3]),
+       view_of=base_cancel(reason="x" * 4000))
+    err("cancel", "missing_turn_id", "no turn_id",
+        without(base_cancel(), "turn_id"), "E_MISSING_FIELD")
+    err("cancel", "type_cancelled_ms", "cancelled_ms as a str",
+        base_cancel(cancelled_ms="1"), "E_WRONG_TYPE")
+    err("cancel", "version_2", "v 2", base_cancel(v=2),
+        "E_UNSUPPORTED_VERSION")
+    err("cancel", "limit_reason", "reason over max_text_bytes 4",
+        base_cancel(reason="hello"), "E_STRING_TOO_LONG",
+        {"max_text_bytes": 4})
+    err("cancel", "not_map", "root array", msgpack.packb([1]), "E_NOT_MAP")
     return V
 
 

@@ -244,3 +244,12 @@ void sch_json_dead(FILE *f, const sch_dead *d) {
     sch_json_key_str(f, "worker", &d->worker);
     fprintf(f, "\"dead_ms\":%" PRIu64 "}", d->dead_ms);
 }
+
+void sch_json_cancel(FILE *f, const sch_cancel *k) {
+    fprintf(f, "{\"v\":%u,", k->v);
+    sch_json_key_str(f, "conversation_id", &k->conversation_id);
+    sch_json_key_str(f, "turn_id", &k->turn_id);
+    fprintf(f, "\"cancelled_ms\":%" PRIu64 ",\"reason\":", k->cancelled_ms);
+    sch_json_str(f, &k->reason);
+    fputc('}', f);
+}

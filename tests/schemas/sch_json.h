@@ -22,5 +22,6 @@ void sch_json_turn(FILE *f, const sch_turn *t);
 void sch_json_chunk(FILE *f, const sch_chunk *c);
 void sch_json_result(FILE *f, const sch_result *r);
 void sch_json_dead(FILE *f, const sch_dead *d);
+void sch_json_cancel(FILE *f, const sch_cancel *k);
 
 #endif /* SCH_JSON_H */

@@ -28,14 +28,14 @@ static int usage(void) {
           "       sch_tool reencode KIND FILE|-\n"
           "       sch_tool sample KIND SEED\n"
           "       sch_tool codes | limits\n"
-          "KIND: turn chunk result dead\n",
+          "KIND: turn chunk result dead cancel\n",
           stderr);
     return 1;
 }
 
 static int kind_of(const char *s) {
-    static const char *const kinds[] = {"turn", "chunk", "result", "dead"};
-    for (int i = 0; i < 4; i++)
+    static const char *const kinds[] = {"turn", "chunk", "result", "dead", "cancel"};
+    for (int i = 0; i < 5; i++)
         if (!strcmp(s, kinds[i])) return i;
     return -1;
 }
@@ -160,6 +160,14 @@ static int run_decode(int kind, const char *buf, size_t len, const sch_limits *l
         if (out) rc = sch_result_encode(&x, out, err, errlen);
         else sch_json_result(json, &x);
         sch_result_free(&x);
+        return rc;
+    }
+    case 4: {
+        sch_cancel x;
+        if ((rc = sch_cancel_decode(buf, len, lim, &x, err, errlen))) return rc;
+        if (out) rc = sch_cancel_encode(&x, out, err, errlen);
+        else sch_json_cancel(json, &x);
+        sch_cancel_free(&x);
         return rc;
     }
     default: {

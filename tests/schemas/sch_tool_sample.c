@@ -236,7 +236,7 @@ static int sample_result(sch_buf *b, char *err) {
     r.text = text(200, 0);
     r.n_tokens = below(40);
     r.tokens = r.n_tokens ? tokens(r.n_tokens) : NULL;
-    r.finish_reason = (sch_finish)below(4);
+    r.finish_reason = (sch_finish)below(5);
     r.prompt_tokens = wide();
     r.cached_tokens = r.prompt_tokens ? below(r.prompt_tokens) : 0;
     r.completion_tokens = wide();
@@ -265,7 +265,7 @@ static int sample_result(sch_buf *b, char *err) {
             ch[i].text = text(30, 0);
             ch[i].n_tokens = below(10);
             ch[i].tokens = ch[i].n_tokens ? tokens(ch[i].n_tokens) : NULL;
-            ch[i].finish_reason = (sch_finish)below(4);
+            ch[i].finish_reason = (sch_finish)below(5);
             if (ch[i].n_tokens && below(2)) {
                 ch[i].logprobs = logprobs(ch[i].tokens, ch[i].n_tokens, 3);
                 ch[i].n_logprobs = ch[i].n_tokens;
@@ -312,6 +312,19 @@ static int sample_dead(sch_buf *b, char *err) {
     return emit(b, rc);
 }
 
+static int sample_cancel(sch_buf *b, char *err) {
+    sch_cancel k;
+    sch_cancel_init(&k);
+    k.conversation_id = text(20, 1);
+    k.turn_id = text(20, 1);
+    if (below(2)) k.cancelled_ms = wide();
+    if (below(2)) k.reason = text(30, 0);
+    int rc = sch_cancel_encode(&k, b, err, 256);
+    fputs("{\"value\":", stdout);
+    sch_json_cancel(stdout, &k);
+    return emit(b, rc);
+}
+
 int sch_tool_sample(int kind, uint64_t seed) {
     char err[256] = "";
     sch_buf b;
@@ -322,6 +335,7 @@ int sch_tool_sample(int kind, uint64_t seed) {
     case 0: rc = sample_turn(&b, err); break;
     case 1: rc = sample_chunk(&b, err); break;
     case 2: rc = sample_result(&b, err); break;
+    case 4: rc = sample_cancel(&b, err); break;
     default: rc = sample_dead(&b, err); break;
     }
     if (rc) fprintf(stderr, "sch_tool: encoding failed: %s\n", err);

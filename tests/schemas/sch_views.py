@@ -172,5 +172,13 @@ def dead_view(d, limits=None):
     }
 
 
+def cancel_view(d, limits=None):
+    """CancelTurn (1.4)."""
+    return {"v": 1, "conversation_id": d["conversation_id"],
+            "turn_id": d["turn_id"],
+            "cancelled_ms": d.get("cancelled_ms") or 0,
+            "reason": d.get("reason")}
+
+
 VIEWS = {"turn": turn_view, "chunk": chunk_view, "result": result_view,
-         "dead": dead_view}
+         "dead": dead_view, "cancel": cancel_view}

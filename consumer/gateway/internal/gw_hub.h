@@ -90,6 +90,13 @@ int gw_wait_poll(gw_hub *h, gw_wait *w, int timeout_ms, gw_piece **pieces, const
 /* Unregister and free a waiter (NULL is fine). */
 void gw_hub_release(gw_hub *h, gw_wait *w);
 
+/* The client of w went away before its TurnResult: produce a CancelTurn
+ * (spec 1.4) for its turn, after the turn on its partition (same producer,
+ * same key), so the worker stops it and frees the compute.  1 when sent, 0
+ * when the result had already come (nothing to stop), -1 (err) when
+ * producing failed.  Call before gw_hub_release. */
+int gw_hub_cancel(gw_hub *h, gw_wait *w, const char *reason, char *err, size_t errlen);
+
 /* Waiters registered now. */
 size_t gw_hub_inflight(gw_hub *h);
 

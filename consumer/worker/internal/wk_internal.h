@@ -232,6 +232,7 @@ typedef struct wk_turn {
     wk_tools tools;    /* tools and tool_choice (mode OFF: none) */
     uint64_t attempt;  /* this attempt's id */
     uint64_t sched_id; /* scheduler request id (0 before submit) */
+    int cancel_req;    /* atomic: a CancelTurn asked to stop it (wk_cancel.c) */
     /* Delivery-thread state: */
     wk_choice *ch;       /* n_choices entries */
     uint64_t seq;        /* next chunk seq (over all choices) */
@@ -296,8 +297,12 @@ typedef struct wk_counters {
     uint64_t class_turns[ENG_SCHED_CLASSES];      /* turns the engine ended, per service class */
     uint64_t ttft_class_hist[ENG_SCHED_CLASSES][WK_LAT_N]; /* TTFT histogram per class */
     uint64_t ttft_class_sum_us[ENG_SCHED_CLASSES];         /* sums of those TTFTs (us) */
-    int64_t inflight; /* gauge copy of wk_convs.inflight for readers */
-    int64_t assigned; /* gauge: partitions assigned */
+    uint64_t cancelled;       /* TurnResults written with finish_reason cancelled */
+    uint64_t cancels;         /* CancelTurn records consumed */
+    uint64_t cancels_ignored; /* of which named no queued or running turn (finished,
+                               * unknown, or remembered for a turn still to come) */
+    int64_t inflight;         /* gauge copy of wk_convs.inflight for readers */
+    int64_t assigned;         /* gauge: partitions assigned */
 } wk_counters;
 
 /* Add n to a counter of wk_counters (relaxed: readers only need totals). */
@@ -365,6 +370,7 @@ typedef struct wk_convs {
                                      * consumer_poll returns and takes the turn at once */
     uint64_t attempt_base;          /* per-process attempt id base */
     uint64_t attempt_ctr;           /* attempts made */
+    struct wk_cancel_memo *memo;    /* CancelTurns for turns not seen yet (wk_cancel.c) */
 } wk_convs;
 
 /* The outputs of the next transaction and the input positions they
@@ -534,6 +540,34 @@ int wk_result_encode(sch_result *s, bool json, size_t max_bytes, sch_buf *out, c
 
 /* wk_turn.c: free a turn (NULL is fine). */
 void wk_turn_free(wk_turn *t);
+
+/* wk_turn.c: the DeadLetter of rec (code, reason; t's ids when given). */
+wk_out *wk_dead(wk_worker *w, const wk_record *rec, uint32_t gen, const char *tp, int code,
+                const char *reason, const sch_turn *t);
+
+/* wk_gen.c: end a turn that never reached the engine as cancelled: its
+ * TurnResult (finish_reason cancelled, nothing generated) and, streaming,
+ * its last chunk; the caller takes the output (wk_turn_take_out). */
+void wk_turn_cancel_unrun(wk_turn *t);
+
+/*
+ * wk_cancel.c: CancelTurn records (spec 1.4) on the turns topic (poll
+ * thread).  wk_cancel_record_is: the record's content-type names a cancel.
+ * wk_cancel_apply: decode it and stop the turn it names in c (the record's
+ * conversation queue, or NULL): a running turn is cancelled in the engine
+ * (its result then says cancelled, wk_gen.c), a queued one is answered at
+ * once; a cancel for no such turn is remembered (bounded) for a turn still
+ * to come.  The cancel's own offset is finished here (no output) unless it
+ * is undecodable, when *out is its DeadLetter.  Returns 0 or SCH_E_NOMEM.
+ * wk_cancel_take: when a remembered cancel names t (just consumed, not
+ * queued yet), answer t cancelled, put its result in the batch, free it and
+ * return true (the entry is used up); else false.  wk_cancel_free: forget
+ * every remembered cancel.
+ */
+bool wk_cancel_record_is(const wk_record *rec);
+int wk_cancel_apply(wk_worker *w, const wk_record *rec, uint32_t gen, wk_conv *c, wk_out **out);
+bool wk_cancel_take(wk_worker *w, wk_turn *t);
+void wk_cancel_free(wk_worker *w);
 
 /* wk_http.c: metrics endpoint on addr ("host:port", ":port" or "port";
  * no host = 127.0.0.1): a thread serving /metrics (Prometheus text),
