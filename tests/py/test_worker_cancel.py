@@ -65,8 +65,8 @@ def start(env, wid, port, hold=None):
 
 def test_cancel_running_and_queued(kafka_bootstrap, parley_bin, model, tmp_path):  # noqa: F811
     """A turn held mid-stream (its first chunk out) is cancelled: it ends
-    with at most one engine step of tokens beyond those streamed before the
-    cancel, finish_reason cancelled, its KV released; the turn queued behind
+    within one engine step of the cancel, finish_reason cancelled, with the
+    tokens streamed before it as its prefix, its KV released; the turn queued behind
     it in the same conversation is answered cancelled with no tokens."""
     env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=1)
     port = free_port()
@@ -94,6 +94,8 @@ def test_cancel_running_and_queued(kafka_bootstrap, parley_bin, model, tmp_path)
         wait_log(env, "w", 'event=cancel turn_id="c-t1" state=queued')
         cancel(p, env, "c", "c-t0")
         wait_log(env, "w", 'event=cancel turn_id="c-t0" state=running')
+        # the engine is held: count its steps from here
+        steps0 = metric(http_get(port, "/metrics")[1], "parley_sched_steps_total")
         os.unlink(hold)
         got = {}
         for m in collect(rc, 2, 120):
@@ -104,13 +106,15 @@ def test_cancel_running_and_queued(kafka_bootstrap, parley_bin, model, tmp_path)
         assert r1["finish_reason"] == "cancelled" and r1["tokens"] == [] and "error" not in r1
         assert r0["finish_reason"] == "cancelled" and "error" not in r0, r0
         assert r0["usage"]["completion_tokens"] == len(r0["tokens"])
-        # the cancel lands while the engine is held, so no step runs after
-        # it; the slack is what the engine made before the hold that had not
-        # filled a chunk yet (worker.chunk_tokens = 3) plus the one step in
-        # flight when the hold began
+        # the cancel lands while the engine is held, so the turn ends within
+        # one engine step of the release (plus the one step that may have
+        # been in flight when the hold began).  Steps, not tokens: tokens the
+        # engine made before the hold may still be on their way to the
+        # stream when the cancel is read (more of them on a loaded machine)
         assert r0["tokens"][:len(seen)] == seen
-        assert len(r0["tokens"]) <= len(seen) + 3, (len(seen), len(r0["tokens"]))
         assert len(r0["tokens"]) < 512
+        steps1 = metric(http_get(port, "/metrics")[1], "parley_sched_steps_total")
+        assert steps1 - steps0 <= 2, (steps0, steps1)
         # exactly one committed TurnResult each
         res = results_by_turn(env)
         assert all(len(v) == 1 for v in res.values()) and not res.keys() - {"c-t0", "c-t1"}
