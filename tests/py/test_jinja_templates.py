@@ -1,7 +1,7 @@
 """parley's Jinja-subset renderer (engine/tok/eng_jinja.h) against jinja2.
 
-The data is ../shared/chat_templates/ beside the repository (README.md
-there): 42 real chat templates x 10 conversations, and jinja2's output for
+The data is ../shared/chat_templates/ beside the repository, or
+/work/shared/chat_templates for a clone made elsewhere (README.md there): 42 real chat templates x 10 conversations, and jinja2's output for
 each pair as transformers' apply_chat_template produces it (349 renders,
 71 raised errors).  It is read in place, never copied into the tree;
 PARLEY_CHAT_TEMPLATES overrides the folder.  Under CI=true a missing folder
@@ -25,7 +25,13 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("PARLEY_BUILD", os.path.join(REPO, "build"))
 TOOL = os.path.join(BUILD, "tests", "tok", "jinja_tool")
-DATA = os.environ.get("PARLEY_CHAT_TEMPLATES", os.path.join(REPO, "..", "shared", "chat_templates"))
+# The corpus's homes, first found wins: PARLEY_CHAT_TEMPLATES, then
+# ../shared beside this checkout, then /work/shared (where the project's
+# machines keep it, for a clone made elsewhere: CI's clean clone).
+_HOMES = [os.environ.get("PARLEY_CHAT_TEMPLATES"),
+          os.path.join(REPO, "..", "shared", "chat_templates"),
+          "/work/shared/chat_templates"]
+DATA = next((d for d in _HOMES if d and os.path.isdir(d)), _HOMES[0] or _HOMES[1])
 CI = os.environ.get("CI") == "true"
 NOW = 1721952000  # 2024-07-26 00:00:00 UTC, render_reference.py's FIXED_NOW
 
