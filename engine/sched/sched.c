@@ -51,25 +51,7 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->bulk_min_share = 0.1;
 }
 
-uint64_t eng_sched_choice_seed(uint64_t seed, int choice) {
-    if (choice <= 0) return seed;
-    uint64_t z = seed + (uint64_t)choice * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* ---- delivery thread ---- */
-
-void sched_deliver(eng_sched *s, sched_event *e) {
-    e->next = NULL;
-    pthread_mutex_lock(&s->dmu);
-    if (s->dq_tail) s->dq_tail->next = e;
-    else s->dq = e;
-    s->dq_tail = e;
-    pthread_cond_signal(&s->dcv);
-    pthread_mutex_unlock(&s->dmu);
-}
 
 static void *sched_deliv_main(void *arg) {
     eng_sched *s = arg;

@@ -1,7 +1,8 @@
 /*
  * sched_fork.c -- the choices of an n > 1 request (eng_sched.h "Several
- * choices"): the group that collects how each choice ended, and the fork
- * of a prefilled request into its other choices.
+ * choices"): their seeds, and the fork of a prefilled request into its
+ * other choices (the group that collects how each ended is in
+ * sched_req.c, where requests end).
  *
  * A request with n choices runs as one sequence (choice 0) until its
  * prompt's last logits arrive.  Then, before choice 0 samples, each other
@@ -9,8 +10,9 @@
  * tokens, limits, callbacks), a sampler seeded eng_sched_choice_seed, a
  * clone of the constraint in its start state (with the first mask, which
  * the fork waits for), the logits row copied, and the KV forked
- * (eng_kvseq_fork: full blocks shared, the partial one copied).  It samples
- * its first token from those logits at once and joins the running list.
+ * (eng_kvseq_fork: full blocks shared, the partial one copied).  It joins
+ * the running list, and the loop samples its first token from those
+ * logits at once (sched_loop.c's sched_sample).
  * Should the allocator have no block for the partial copy, the choice
  * goes to the waiting list instead and recomputes its prompt when admitted
  * (its first token is then the same: the forward pass does not depend on
@@ -24,28 +26,13 @@
 
 #include "sched_int.h"
 
-sched_group *sched_group_new(int n) {
-    sched_group *g = calloc(1, sizeof *g);
-    if (!g) return NULL;
-    g->n = n;
-    g->res = calloc((size_t)n, sizeof *g->res);
-    g->tok = calloc((size_t)n, sizeof *g->tok);
-    g->err = calloc((size_t)n, sizeof *g->err);
-    if (!g->res || !g->tok || !g->err) {
-        sched_group_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-void sched_group_free(sched_group *g) {
-    if (!g) return;
-    if (g->tok)
-        for (int i = 0; i < g->n; i++) free(g->tok[i]);
-    free(g->tok);
-    free(g->res);
-    free(g->err);
-    free(g);
+/* The sampler seed of choice `choice` (eng_sched.h). */
+uint64_t eng_sched_choice_seed(uint64_t seed, int choice) {
+    if (choice <= 0) return seed;
+    uint64_t z = seed + (uint64_t)choice * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 /* Choice c of parent r as a new sequence (not yet in any list): every
@@ -95,9 +82,8 @@ static sched_req *fork_copy(eng_sched *s, const sched_req *r, int c) {
     return q;
 }
 
-int sched_fork(eng_sched *s, sched_req *r) {
-    int n_run = 0, first = r->grp->n - r->n_fork;
-    int64_t now = eng_sched_now_us();
+int sched_fork(eng_sched *s, sched_req *r, sched_req **made) {
+    int first = r->grp->n - r->n_fork;
     if (r->cons && eng_constraint_busy(r->cons)) { /* its start state's mask, for the clones */
         const uint32_t *const *m;
         int nm;
@@ -107,7 +93,6 @@ int sched_fork(eng_sched *s, sched_req *r) {
         s->st.mask_wait_ms += (double)waited / 1000.0;
         pthread_mutex_unlock(&s->mu);
     }
-    sched_req *made[ENG_SCHED_N_MAX];
     int n_made = 0;
     for (int c = first; c < r->grp->n; c++) {
         char err[PL_ERR_LEN] = "sched: out of memory for a choice";
@@ -152,14 +137,11 @@ int sched_fork(eng_sched *s, sched_req *r) {
         q->run_seq = ++s->run_counter;
         sched_list_append(&s->running, q);
         made[n_made++] = q;
-        n_run++;
         pthread_mutex_lock(&s->mu);
         s->st.forks++;
         s->st.fork_tokens += (uint64_t)r->kv.n_tokens;
         pthread_mutex_unlock(&s->mu);
     }
     r->n_fork = 0;
-    /* the running choices sample their first token from the prompt's logits */
-    for (int i = 0; i < n_made; i++) sched_sample(s, made[i], 0, now);
-    return n_run;
+    return n_made;
 }

@@ -9,6 +9,13 @@ names the part that holds x.h; these tests check that
   and consumer/openai (the shared OpenAI mapping), never on another
   command's part; consumer/cli (main.c, the benchmarks and the embedded
   demo) is the one part above the others.
+
+Within a part, the files of the scheduler (engine/sched) and of the wire
+format (schemas) also call one way: a function defined in one file and
+called from another is a file-level edge, and those edges form no circle
+(sched.c -> sched_loop.c -> the parts of a step -> sched_req.c).  Other
+parts keep circles on purpose (a backend's op table and its ops, an
+interpreter's mutual recursion, an ISA dispatcher and its kernels).
 """
 import collections
 import os
@@ -72,3 +79,37 @@ def test_consumer_parts_are_siblings():
            if a.startswith("consumer/") and b.startswith("consumer/")
            and a != "consumer/cli" and b not in SHARED]
     assert not bad, "a consumer part depends on another command's part:\n" + "\n".join(bad)
+
+
+ONE_WAY_PARTS = ("engine/sched", "schemas")
+
+
+def _calls(folder):
+    """File-level call edges in folder: a -> b when a.c names a function
+    that b.c defines (not static)."""
+    texts, defs = {}, {}
+    for n in sorted(os.listdir(os.path.join(REPO_ROOT, folder))):
+        if not n.endswith(".c"):
+            continue
+        with open(os.path.join(REPO_ROOT, folder, n), errors="replace") as f:
+            t = f.read()
+        t = re.sub(r"/\*.*?\*/", "", t, flags=re.S)
+        t = re.sub(r"//[^\n]*", "", t)
+        texts[n] = t
+        for m in re.finditer(r"^(?!static)[a-z][\w \*]*?\b(\w+)\([^;{]*?\)\s*\{", t, re.M):
+            defs[m.group(1)] = n
+    edges = collections.defaultdict(set)
+    for n, t in texts.items():
+        for fn, d in defs.items():
+            if d != n and re.search(r"\b" + fn + r"\b", t):
+                edges[n].add(d)
+    return texts, edges
+
+
+def test_no_call_circle_between_files():
+    for folder in ONE_WAY_PARTS:
+        texts, edges = _calls(folder)
+        assert len(texts) > 3 and edges, f"{folder}: found no files or calls"
+        circles = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a]
+                          if a in _reach(edges, b)})
+        assert not circles, f"{folder}: files that call each other: {circles}"

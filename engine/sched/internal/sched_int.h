@@ -1,9 +1,12 @@
 /*
  * sched_int.h -- internals of the continuous-batching scheduler shared by
  * sched.c (public API, delivery thread), sched_loop.c (the step loop),
- * sched_class.c (service classes: parking and resuming), sched_tenant.c
- * (round-robin between namespaces) and sched_alloc.c (the plain budget
- * allocator used without a cache).
+ * sched_fork.c (the choices of an n > 1 request), sched_spec.c
+ * (speculative decoding), sched_class.c (service classes: parking and
+ * resuming), sched_tenant.c (round-robin between namespaces), sched_req.c
+ * (one request's lists, events, sampling and end, which all of them use)
+ * and sched_alloc.c (the plain budget allocator used without a cache).
+ * The files call one way: sched.c -> sched_loop.c -> the parts -> sched_req.c.
  *
  * Locking: s->mu guards the inbox, the live list, every request's `cancel`
  * flag, the closing flags and the statistics.  The waiting, running and
@@ -187,12 +190,12 @@ struct eng_sched {
     int closed;                      /* eng_sched_close finished */
 };
 
-/* sched_loop.c: append r to / remove r from a waiting / running / parked list. */
+/* sched_req.c: append r to / remove r from a waiting / running / parked list. */
 void sched_list_append(sched_req **head, sched_req *r);
 void sched_list_remove(sched_req **head, sched_req *r);
-/* sched_loop.c: length of a list. */
+/* sched_req.c: length of a list. */
 int sched_list_len(const sched_req *h);
-/* sched_loop.c: move r (running or parked) back to the waiting list, its
+/* sched_req.c: move r (running or parked) back to the waiting list, its
  * KV inserted in the cache or dropped (memory preemption). */
 void sched_preempt(eng_sched *s, sched_req *r);
 /* sched_class.c: before admission, park the youngest running bulk
@@ -221,7 +224,7 @@ void sched_tenant_charge(eng_sched *s, const sched_req *r, int n);
  * bulk share and the counters. */
 void sched_class_step(eng_sched *s, int n);
 
-/* sched_loop.c: when request r is expected to finish (eng_sched_next_finish_us):
+/* sched_req.c: when request r is expected to finish (eng_sched_next_finish_us):
  * now plus its steps left (prefill chunks of step_tokens, then one step
  * per token up to max_tokens) times s->step_us_ema, plus the batching
  * window when idle (nothing running) and r is not running.  Called with
@@ -232,39 +235,47 @@ int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle)
 /* sched_loop.c: the loop thread's body. */
 void *sched_loop_main(void *arg);
 
-/* sched_loop.c: end running request r (taken off the running list first). */
+/* sched_req.c: end request r, already taken off the waiting / running /
+ * parked lists: its KV inserted in the cache (unless it ended in error)
+ * and dropped, its completion delivered (an n > 1 request's when its last
+ * choice ends), r freed. */
+void sched_finish(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg);
+/* sched_req.c: end running request r (taken off the running list first). */
 void sched_end_running(eng_sched *s, sched_req *r, eng_sched_finish why, const char *msg);
 
-/* sched_loop.c: queue the token event of generated token `index` of r
+/* sched_req.c: queue the token event of generated token `index` of r
  * (r->toks[n_prompt + index]) with its logits row (copied with
  * want_logits) and its log-probabilities (NULL: none). */
 void sched_token_event(eng_sched *s, sched_req *r, int index, const float *logits,
                        const eng_sampler_logprobs *lp);
 
-/* sched_loop.c: sample r's next token from r->logits (under its
- * constraint's mask; forking r's other choices first when it has any), or
- * take r->argmax when use_argmax (an ENG_LOGITS_ARGMAX step), report it,
- * and end r when it is done.  Returns 1 when r ended (freed). */
-int sched_sample(eng_sched *s, sched_req *r, int use_argmax, int64_t now);
+/* sched_req.c: sample r's next token from r->logits (under its
+ * constraint's mask), or take r->argmax when use_argmax (an
+ * ENG_LOGITS_ARGMAX step), report it, and end r when it is done.  The
+ * caller forks r's other choices first when it has any (sched_fork).
+ * Returns 1 when r ended (freed). */
+int sched_sample_one(eng_sched *s, sched_req *r, int use_argmax, int64_t now);
 
-/* sched_loop.c: wait for r's constraint masks (counting the wait in the
+/* sched_req.c: wait for r's constraint masks (counting the wait in the
  * statistics).  Returns 0 with *masks / *n_masks set, or ends r with
  * finish reason error and returns -1 (r is freed). */
 int sched_cons_wait(eng_sched *s, sched_req *r, const uint32_t *const **masks, int *n_masks);
 
-/* sched_loop.c: after r committed tokens, end it if its constraint is
+/* sched_req.c: after r committed tokens, end it if its constraint is
  * complete (stop) or failed, else start its next mask.  Returns 1 when r
  * ended (freed). */
 int sched_cons_next(eng_sched *s, sched_req *r);
 
-/* sched_group.c: a group for n choices, or NULL without memory. */
+/* sched_req.c: a group for n choices, or NULL without memory. */
 sched_group *sched_group_new(int n);
 void sched_group_free(sched_group *g);
-/* sched_group.c: fork running request r (its prompt's logits in
+/* sched_fork.c: fork running request r (its prompt's logits in
  * r->logits, before its first sample) into its n_fork other choices:
- * running ones sharing its KV, or, short of KV, waiting ones that will
- * recompute the prompt.  Returns the number of running choices made. */
-int sched_fork(eng_sched *s, sched_req *r);
+ * running ones sharing its KV, stored in made[] (room for
+ * ENG_SCHED_N_MAX), which the caller then samples from those logits; or,
+ * short of KV, waiting ones that will recompute the prompt.  Returns the
+ * number of running choices made. */
+int sched_fork(eng_sched *s, sched_req *r, sched_req **made);
 
 /* sched_spec.c: draft up to k tokens (the step's limit) for decoding
  * sequence r into r->toks[n_toks..] (not counted in n_toks), within r's
@@ -279,7 +290,7 @@ int sched_spec_draft(eng_sched *s, sched_req *r, int k);
 void sched_spec_commit(eng_sched *s, sched_req *r, int k, const float *rows, int64_t now,
                        uint64_t *emitted);
 
-/* sched.c: queue an event for the delivery thread (takes ownership). */
+/* sched_req.c: queue an event for the delivery thread (takes ownership). */
 void sched_deliver(eng_sched *s, sched_event *e);
 
 /* sched_alloc.c: create / free the plain allocator for layout l and a byte
