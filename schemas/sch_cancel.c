@@ -29,11 +29,7 @@ static int sch_cancel_read(sch_ctx *c, const msgpack_object *root, void *out) {
     sch_cancel *k = out;
     const sch_limits *lim = c->lim;
     int rc;
-    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &k->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &k->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &k->turn_id)) ||
+    if ((rc = sch_get_turn_head(c, root, &k->v, &k->conversation_id, &k->turn_id)) ||
         (rc = sch_get_uint(c, root, "", "cancelled_ms", false, 0, UINT64_MAX, &k->cancelled_ms,
                            NULL)) ||
         (rc = sch_get_str(c, root, "", "reason", false, SCH_RULE_TEXT, lim->max_text_bytes,

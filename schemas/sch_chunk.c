@@ -31,11 +31,7 @@ static int sch_chunk_read(sch_ctx *c, const msgpack_object *root, void *out) {
     const sch_limits *lim = c->lim;
     const msgpack_object *toks;
     int rc;
-    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &k->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &k->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &k->turn_id)) ||
+    if ((rc = sch_get_turn_head(c, root, &k->v, &k->conversation_id, &k->turn_id)) ||
         (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX, &k->attempt, NULL)) ||
         (rc = sch_get_uint(c, root, "", "seq", true, 0, UINT64_MAX, &k->seq, NULL)) ||
         (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT, lim->max_content_bytes,

@@ -98,6 +98,10 @@ int sch_take_tokens(sch_ctx *c, const msgpack_object *o, const char *path, size_
                     const uint32_t **out, size_t *n);
 /* The `v` field of a root map: required uint equal to SCH_VERSION. */
 int sch_get_version(sch_ctx *c, const msgpack_object *root, uint32_t *v);
+/* The head of every record that names a turn: root is a map, its version
+ * (sch_get_version), then the required conversation_id and turn_id. */
+int sch_get_turn_head(sch_ctx *c, const msgpack_object *root, uint32_t *v, sch_str *conversation_id,
+                      sch_str *turn_id);
 
 /* Check a string against a rule (for encoders); len limit not applied. */
 int sch_check_rule(const char *path, const sch_str *s, sch_rule rule, char *err, size_t errlen);

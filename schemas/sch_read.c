@@ -371,3 +371,16 @@ int sch_finish_take(sch_ctx *c, const msgpack_object *map, const char *path, sch
                    "%s%sfinish_reason: %s is not stop, length, expired, error or cancelled", path,
                    dot, q);
 }
+
+int sch_get_turn_head(sch_ctx *c, const msgpack_object *root, uint32_t *v, sch_str *conversation_id,
+                      sch_str *turn_id) {
+    const sch_limits *lim = c->lim;
+    int rc;
+    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, v)) ||
+        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, conversation_id)) ||
+        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
+                          SCH_E_STRING_TOO_LONG, turn_id)))
+        return rc;
+    return SCH_OK;
+}

@@ -117,11 +117,7 @@ static int sch_result_read(sch_ctx *c, const msgpack_object *root, void *out) {
     uint64_t *const usage[] = {&r->prompt_tokens, &r->cached_tokens, &r->completion_tokens};
     uint64_t *const timing[] = {&r->queue_ms, &r->ttft_ms, &r->total_ms};
     int rc;
-    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &r->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &r->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &r->turn_id)) ||
+    if ((rc = sch_get_turn_head(c, root, &r->v, &r->conversation_id, &r->turn_id)) ||
         (rc = sch_get_uint(c, root, "", "attempt", true, 0, UINT64_MAX, &r->attempt, NULL)) ||
         (rc = sch_get_str(c, root, "", "text", true, SCH_RULE_TEXT, lim->max_content_bytes,
                           SCH_E_CONTENT_TOO_LONG, &r->text)))

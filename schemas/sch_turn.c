@@ -257,12 +257,7 @@ static int sch_turn_read(sch_ctx *c, const msgpack_object *root, void *out) {
     const sch_limits *lim = c->lim;
     const msgpack_object *msgs, *toks, *text;
     int rc;
-    if ((rc = sch_map_check(c, root, "")) || (rc = sch_get_version(c, root, &t->v)) ||
-        (rc = sch_get_str(c, root, "", "conversation_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &t->conversation_id)) ||
-        (rc = sch_get_str(c, root, "", "turn_id", true, SCH_RULE_ID, lim->max_id_bytes,
-                          SCH_E_STRING_TOO_LONG, &t->turn_id)))
-        return rc;
+    if ((rc = sch_get_turn_head(c, root, &t->v, &t->conversation_id, &t->turn_id))) return rc;
     msgs = sch_map_get(root, "messages");
     toks = sch_map_get(root, "prompt_tokens");
     text = sch_map_get(root, "prompt");
