@@ -12,6 +12,7 @@
 
 #include "eng_config.h"
 #include "eng_kv.h"
+#include "kv_budget.h"
 
 /* 6 layers: 0 local owner, 1 shares 0, 2 global owner, 3 local owner,
  * 4 shares 3, 5 global owner.  Window 8. */
@@ -71,25 +72,6 @@ PT_TEST(layout_offsets_and_sizes) {
     PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, err, sizeof err), ENG_KV_EINVAL);
     cfg6(&c);
     PT_EQ_INT(eng_kv_layout_init(&l, &c, 0, err, sizeof err), ENG_KV_EINVAL);
-}
-
-/* Allocator with a block budget over the malloc one. */
-typedef struct budget {
-    eng_kv_allocator inner; /* malloc allocator */
-    int left;               /* blocks still allowed */
-} budget;
-
-static void *b_alloc(void *ctx, int kind) {
-    budget *b = ctx;
-    if (b->left <= 0) return NULL;
-    b->left--;
-    return b->inner.alloc(b->inner.ctx, kind);
-}
-
-static void b_release(void *ctx, int kind, void *blk) {
-    budget *b = ctx;
-    b->left++;
-    b->inner.release(b->inner.ctx, kind, blk);
 }
 
 static int32_t toks[256];
@@ -174,9 +156,9 @@ PT_TEST(reserve_is_all_or_nothing) {
     cfg6(&c);
     eng_kv_layout l;
     PT_EQ_INT(eng_kv_layout_init(&l, &c, 4, NULL, 0), 0);
-    budget b = {.left = 5};
+    kv_budget b = {.left = 5};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, &l), 0);
-    eng_kv_allocator a = {&b, b_alloc, b_release, NULL};
+    eng_kv_allocator a = kv_budget_allocator(&b);
     eng_kvseq s;
     PT_EQ_INT(eng_kvseq_init(&s, &l, &a, NULL, 0), 0);
     int before;
@@ -325,9 +307,9 @@ PT_TEST(fork_shares_full_blocks_copies_the_partial_one) {
     PT_EQ_INT(eng_kv_allocator_malloc_live(&m, ENG_KV_GLOBAL), 0);
     eng_kv_allocator_malloc_free(&m);
     /* out of blocks mid-fork: nothing kept */
-    budget b = {.left = 6};
+    kv_budget b = {.left = 6};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, &l), 0);
-    eng_kv_allocator ba = {&b, b_alloc, b_release, NULL};
+    eng_kv_allocator ba = kv_budget_allocator(&b);
     PT_EQ_INT(eng_kvseq_init(&s, &l, &ba, NULL, 0), 0);
     PT_EQ_INT(eng_kvseq_reserve(&s, 9, &before), 0); /* 3 blocks x 2 kinds */
     eng_kvseq_commit(&s, toks, 9);

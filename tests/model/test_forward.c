@@ -18,6 +18,7 @@
 #include "backend_cpu_int.h"
 #include "eng_model_int.h" /* white-box: which weight format was chosen */
 #include "tiny_model.h"
+#include "../kv/kv_budget.h"
 
 #define NTOK 64
 
@@ -220,33 +221,15 @@ PT_TEST(batched_sequences_match_separate_runs) {
     unlink(path);
 }
 
-typedef struct budget {
-    eng_kv_allocator inner; /* malloc allocator */
-    int left;               /* blocks still allowed */
-} budget;
-
-static void *b_alloc(void *ctx, int kind) {
-    budget *b = ctx;
-    if (b->left <= 0) return NULL;
-    b->left--;
-    return b->inner.alloc(b->inner.ctx, kind);
-}
-
-static void b_release(void *ctx, int kind, void *blk) {
-    budget *b = ctx;
-    b->left++;
-    b->inner.release(b->inner.ctx, kind, blk);
-}
-
 PT_TEST(out_of_blocks_leaves_sequences_unchanged) {
     char path[512];
     eng_model *m = load(&llama_spec, ENG_PREC_INT8, path, sizeof path);
     PT_ASSERT(m);
     init_prompt();
     const eng_kv_layout *l = eng_model_kv_layout(m);
-    budget b = {.left = 3};
+    kv_budget b = {.left = 3};
     PT_EQ_INT(eng_kv_allocator_malloc(&b.inner, l), 0);
-    eng_kv_allocator a = {&b, b_alloc, b_release, NULL};
+    eng_kv_allocator a = kv_budget_allocator(&b);
     eng_kvseq s1, s2;
     char err[256];
     PT_EQ_INT(eng_kvseq_init(&s1, l, &a, err, sizeof err), 0);
