@@ -86,6 +86,10 @@ static const cm_prop wk_props[] = {
      "Percent of forward steps bulk turns get at least while they have work (an average over "
      "about the last 16 steps with bulk work), so interactive traffic never starves them; 0 = "
      "bulk runs only on capacity interactive turns leave."},
+    {"scheduler.bulk_step_tokens", CM_PROP_INT, "128", 0, 1 << 20,
+     "Prefill tokens bulk turns take of one forward step at most (interactive turns' prefill "
+     "goes first), so the step an arriving interactive turn waits on stays short; 0 = "
+     "`scheduler.step_tokens`."},
     {"scheduler.tenant_weights", CM_PROP_STR, "", 0, 0,
      "Within a service class, namespaces (tenants) share admissions round-robin; this "
      "weights them: `NS=W,NS=W` (W > 0; unlisted namespaces weigh 1), e.g. `gold=3,free=1` "

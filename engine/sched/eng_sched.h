@@ -89,8 +89,14 @@
  * bulk_min_share of recent steps (an exponential average, weight 1/16)
  * carried a bulk sequence, nothing bulk is parked, and when the batch is
  * full of interactive sequences the youngest is parked (KV kept) to give a
- * bulk one a slot.  eng_sched_stats counts parkings (class_preemptions),
- * steps with bulk (bulk_steps) and per-class gauges.
+ * bulk one a slot.  Within a step, interactive sequences' prefill chunks
+ * take the step's token budget first, and bulk prefill chunks take at most
+ * bulk_step_tokens of it: an interactive turn that arrives waits at most
+ * for the step in progress, so bulk keeps every step short (its decode
+ * tokens are not capped; a bulk backlog of short prompts needs little
+ * prefill per step, a long bulk prompt takes more steps).  eng_sched_stats
+ * counts parkings (class_preemptions), steps with bulk (bulk_steps) and
+ * per-class gauges.
  *
  * ** Tenants **
  * Within a class, namespaces (tenants) share admissions by weighted
@@ -395,6 +401,9 @@ typedef struct eng_sched_config {
     int64_t mask_budget_us; /* CPU time one mask may take (default 100000 = 100 ms; 0 = none) */
     int class_preempt;      /* 1: park running bulk sequences for waiting interactive (default 1) */
     double bulk_min_share; /* share of steps bulk gets at least while pending (default 0.1; 0..1) */
+    /* prefill tokens bulk sequences take of one step at most (default 128;
+     * 0 = step_tokens): bounds the step an interactive arrival waits on */
+    int bulk_step_tokens;
     /* tenants' weights (the caller's, outliving the scheduler; NULL: all 1) */
     const eng_sched_tenant_weight *tenant_weights;
     int n_tenant_weights; /* entries of tenant_weights */

@@ -49,6 +49,7 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->mask_budget_us = 100000;
     c->class_preempt = 1;
     c->bulk_min_share = 0.1;
+    c->bulk_step_tokens = 128;
 }
 
 /* ---- delivery thread ---- */
@@ -130,6 +131,8 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
             !(c->tenant_weights[i].weight > 0.0 && c->tenant_weights[i].weight <= 1e6))
             return pl_errf(err, errlen, ENG_SCHED_EINVAL,
                            "sched: tenant weight %d: a namespace and a weight in (0, 1e6]", i);
+    if (c->bulk_step_tokens < 0)
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_step_tokens must be >= 0");
     if (!(c->bulk_min_share >= 0.0 && c->bulk_min_share <= 1.0)) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_min_share must be in [0, 1]");
     }

@@ -265,19 +265,25 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
             budget -= 1 + k;
         }
     *n_decode = n;
-    for (sched_req *r = s->running; r && n < s->cfg.max_running && budget > 0; r = r->next) {
-        int rem = r->n_toks - r->kv.n_tokens;
-        if (rem <= 1) continue;
-        int chunk = rem < budget ? rem : budget;
-        eng_seq_step *st = &s->steps[n];
-        st->kv = &r->kv;
-        st->tokens = r->toks + r->kv.n_tokens;
-        st->n_tokens = chunk;
-        sched_want_last(r, st);
-        if (chunk != rem) st->logits = ENG_LOGITS_NONE;
-        s->step_req[n++] = r;
-        budget -= chunk;
-    }
+    /* prefill chunks: interactive ones first, then bulk ones within their cap */
+    int bulk = s->cfg.bulk_step_tokens > 0 ? s->cfg.bulk_step_tokens : s->cfg.step_tokens;
+    for (int cls = ENG_SCHED_INTERACTIVE; cls <= ENG_SCHED_BULK; cls++)
+        for (sched_req *r = s->running; r && n < s->cfg.max_running && budget > 0; r = r->next) {
+            int rem = r->n_toks - r->kv.n_tokens;
+            if (rem <= 1 || r->cls != cls) continue;
+            int room = cls == ENG_SCHED_BULK && bulk < budget ? bulk : budget;
+            if (room <= 0) break;
+            int chunk = rem < room ? rem : room;
+            eng_seq_step *st = &s->steps[n];
+            st->kv = &r->kv;
+            st->tokens = r->toks + r->kv.n_tokens;
+            st->n_tokens = chunk;
+            sched_want_last(r, st);
+            if (chunk != rem) st->logits = ENG_LOGITS_NONE;
+            s->step_req[n++] = r;
+            budget -= chunk;
+            if (cls == ENG_SCHED_BULK) bulk -= chunk;
+        }
     return n;
 }
 

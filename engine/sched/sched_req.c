@@ -326,7 +326,10 @@ int64_t sched_eta(const eng_sched *s, const sched_req *r, int64_t now, int idle)
     int stored =
         (r->state == SCHED_RUNNING || r->state == SCHED_PARKED) && r->kv_live ? r->kv.n_tokens : 0;
     int64_t feed = r->n_toks - stored > 1 ? r->n_toks - stored : 1;
-    int64_t chunks = (feed + s->cfg.step_tokens - 1) / s->cfg.step_tokens;
+    int64_t per = s->cfg.step_tokens;
+    if (r->cls == ENG_SCHED_BULK && s->cfg.bulk_step_tokens > 0 && s->cfg.bulk_step_tokens < per)
+        per = s->cfg.bulk_step_tokens;
+    int64_t chunks = (feed + per - 1) / per;
     int64_t left = r->max_tokens - r->n_gen > 1 ? r->max_tokens - r->n_gen : 1;
     int64_t t = now + (chunks + left - 1) * s->step_us_ema;
     if (idle && r->state != SCHED_RUNNING) t += s->cfg.batch_window_us;

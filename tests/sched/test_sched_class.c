@@ -27,6 +27,15 @@
  *                          with bulk_min_share 0.1 the bulk request makes
  *                          progress before the interactive one ends; with 0
  *                          it makes none
+ *   bulk_prefill_capped    a bulk prompt of 4000 tokens takes ceil(4000 /
+ *                          bulk_step_tokens) steps to prefill (8 steps of
+ *                          step_tokens 512 with the cap off)
+ *   interactive_prefill_first  an interactive request arriving while a
+ *                          long bulk prompt is being prefilled gets its
+ *                          whole prompt into the next step, ahead of the
+ *                          bulk chunk: its first token comes before the
+ *                          bulk one's (in admission order the bulk chunks
+ *                          would take every step's 512 tokens first)
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -408,4 +417,97 @@ PT_TEST(parked_gives_way_to_memory) {
     PT_EQ_MEM(alone.reqs[0].tokens, c.reqs[0].tokens, BULK_GEN * sizeof(int32_t));
     su_coll_free(&alone);
     su_coll_free(&c);
+}
+
+enum { LONG_P = 4000 };
+
+/* A scheduler of two running slots, step_tokens 512, bulk_step_tokens cap. */
+static eng_sched *mk_sched_cap(int cap) {
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = 2;
+    cfg.batch_window_us = 0;
+    cfg.speculative = ENG_SCHED_SPEC_OFF;
+    cfg.step_tokens = 512;
+    cfg.bulk_step_tokens = cap;
+    eng_sched *s = NULL;
+    char err[256];
+    if (eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err) != 0)
+        fprintf(stderr, "  create: %s\n", err);
+    return s;
+}
+
+PT_TEST(bulk_prefill_capped) {
+    PT_ASSERT(model());
+    static int32_t pb[LONG_P];
+    su_tokens(pb, LONG_P, NV, 41);
+    const int caps[3] = {400, 256, 0}, steps[3] = {10, 16, 8};
+    for (int k = 0; k < 3; k++) {
+        eng_sched *s = mk_sched_cap(caps[k]);
+        PT_ASSERT(s);
+        su_coll c;
+        su_coll_init(&c, 1, 0);
+        eng_sched_request r;
+        char err[256];
+        log_reset();
+        mk_req(&c, 0, &r, pb, LONG_P, 1, ENG_SCHED_BULK, 0);
+        PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err), 0);
+        PT_EQ_INT(su_wait(&c, 1, 60000), 0);
+        eng_sched_close(s, 1); /* the last step is counted after its delivery */
+        eng_sched_stats st;
+        eng_sched_stats_get(s, &st);
+        eng_sched_free(s);
+        PT_EQ_INT(c.reqs[0].n_tokens, 1);
+        PT_ASSERT_MSG((int)st.steps == steps[k], "cap %d: %d steps, expected %d", caps[k],
+                      (int)st.steps, steps[k]);
+        su_coll_free(&c);
+    }
+}
+
+/* The interactive request arrives once the bulk prompt's first chunk is
+ * done (LONG_P / 512 = 8 chunks in all without a cap).  Should this thread
+ * be so late that the step under way at the hold could finish the bulk
+ * prompt, the arrival was not mid-prefill: run again with a fresh scheduler
+ * (at most 10 times). */
+PT_TEST(interactive_prefill_first) {
+    PT_ASSERT(model());
+    static int32_t pb[LONG_P];
+    int32_t pi[300];
+    su_tokens(pb, LONG_P, NV, 43);
+    su_tokens(pi, 300, NV, 44);
+    int first = -1, mid = 0, preempted = -1;
+    for (int attempt = 0; attempt < 10 && !mid; attempt++) {
+        eng_sched *s = mk_sched_cap(0); /* no cap: only the order decides */
+        PT_ASSERT(s);
+        su_coll c;
+        su_coll_init(&c, 2, 0);
+        eng_sched_request r;
+        char err[256];
+        log_reset();
+        mk_req(&c, 0, &r, pb, LONG_P, 4, ENG_SCHED_BULK, 0);
+        PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[0].id, err, sizeof err), 0);
+        eng_sched_stats st = {0};
+        for (int w = 0; w < 60000 && st.steps < 1; w++) {
+            sleep_ms(1);
+            eng_sched_stats_get(s, &st);
+        }
+        eng_sched_hold(s, 1);
+        eng_sched_stats_get(s, &st);
+        /* at most the step under way (512 tokens) runs before the arrival
+         * is seen: the bulk prompt must need a step after it */
+        mid = LONG_P - (int)st.prefill_tokens > 512;
+        mk_req(&c, 1, &r, pi, 300, 4, ENG_SCHED_INTERACTIVE, 0);
+        PT_EQ_INT(eng_sched_submit(s, &r, &c.reqs[1].id, err, sizeof err), 0);
+        eng_sched_hold(s, 0);
+        PT_EQ_INT(su_wait(&c, 2, 60000), 0);
+        eng_sched_free(s);
+        pthread_mutex_lock(&g_log.mu);
+        first = g_log.n ? g_log.who[0] : -1;
+        pthread_mutex_unlock(&g_log.mu);
+        preempted = c.reqs[0].res.preemptions;
+        su_coll_free(&c);
+    }
+    PT_ASSERT_MSG(mid, "the bulk prompt was prefilled before the arrival in 10 runs");
+    PT_EQ_INT(first, 1);
+    PT_EQ_INT(preempted, 0); /* two slots: nothing was parked */
 }

@@ -225,8 +225,9 @@ void sched_tenant_charge(eng_sched *s, const sched_req *r, int n);
 void sched_class_step(eng_sched *s, int n);
 
 /* sched_req.c: when request r is expected to finish (eng_sched_next_finish_us):
- * now plus its steps left (prefill chunks of step_tokens, then one step
- * per token up to max_tokens) times s->step_us_ema, plus the batching
+ * now plus its steps left (prefill chunks of step_tokens, or of
+ * bulk_step_tokens for a bulk request, then one step per token up to
+ * max_tokens) times s->step_us_ema, plus the batching
  * window when idle (nothing running) and r is not running.  Called with
  * s->mu held by the thread that owns r (the loop; a submitter for a
  * request in the inbox). */
