@@ -25,10 +25,10 @@ static char *wk_own(wk_tool_msgs *out, char *s) {
 /* An assistant message's OpenAI tool_calls (JSON text) as the template's
  * tool_calls: each call's function.arguments, a JSON string, becomes the
  * object it encodes (templates write arguments with tojson or iterate
- * them, as vLLM and llama.cpp give them); arguments that are not a JSON
- * object stay the string.  NULL when calls is not OpenAI's array of
+ * them, as vLLM and llama.cpp give them) unless !decode; arguments that
+ * are not a JSON object stay the string.  NULL when calls is not OpenAI's array of
  * {function: {name, ...}} (or out of memory: *oom). */
-static json_t *wk_calls_for_template(const sch_str *calls, int *oom) {
+static json_t *wk_calls_for_template(const sch_str *calls, int decode, int *oom) {
     json_error_t je;
     json_t *a = json_loadb(calls->ptr, calls->len, 0, &je), *c;
     size_t i;
@@ -38,7 +38,7 @@ static json_t *wk_calls_for_template(const sch_str *calls, int *oom) {
         json_t *fn = json_object_get(c, "function");
         if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) goto bad;
         const char *args = json_string_value(json_object_get(fn, "arguments"));
-        json_t *obj = args ? json_loads(args, 0, &je) : NULL;
+        json_t *obj = args && decode ? json_loads(args, 0, &je) : NULL;
         if (json_is_object(obj) && json_object_set_new(fn, "arguments", obj) != 0) {
             *oom = 1;
             goto bad;
@@ -66,8 +66,8 @@ static const char *wk_call_name(json_t *const *calls, size_t i, const sch_str *i
     return NULL;
 }
 
-int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, wk_tool_msgs *out,
-                       char **tools_json, char *msg, size_t msglen) {
+int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, int decode_args,
+                       wk_tool_msgs *out, char **tools_json, char *msg, size_t msglen) {
     int rc = SCH_E_NOMEM, oom;
     memset(out, 0, sizeof *out);
     *tools_json = NULL;
@@ -83,7 +83,7 @@ int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, wk_
                             .content = m->content.ptr ? m->content.ptr : "",
                             .content_len = m->content.len};
         if (m->role == SCH_ROLE_ASSISTANT && m->tool_calls.ptr) {
-            if (!(calls[i] = wk_calls_for_template(&m->tool_calls, &oom))) {
+            if (!(calls[i] = wk_calls_for_template(&m->tool_calls, decode_args, &oom))) {
                 if (oom) goto done;
                 snprintf(msg, msglen,
                          "messages[%zu].tool_calls: not OpenAI's array of {id, type, function: "

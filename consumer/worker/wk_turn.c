@@ -274,8 +274,9 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
                      w->eng.model_name);
             return SCH_E_UNSUPPORTED;
         }
-        if ((rc = wk_tools_file_msgs(tools, t->messages, t->n_messages, &tm, &tools_json, msg,
-                                     msglen)))
+        int decode = !eng_tmpl_file_tool_args_string(w->eng.tfile);
+        if ((rc = wk_tools_file_msgs(tools, t->messages, t->n_messages, decode, &tm, &tools_json,
+                                     msg, msglen)))
             return rc;
         m = tm.m;
         nm = tm.n;

@@ -321,14 +321,18 @@ void eng_tmpl_file_free(eng_tmpl_file *f);
 
 /* Tools.  Whether the template writes tool use itself, found at compile
  * time by probes (as llama.cpp's minja does): a render of [user] with one
- * tool shows the tool's name, and a render of [user, assistant with a call,
- * tool result, user] shows the call's name and argument and the result.
- * Templates that pass (Qwen 2.5/3, Llama 3.1/3.2, Hermes, Mistral...) get
- * the request's tools as `tools` and calls and results as message fields;
- * one that does not (Llama 3, Gemma, SmolLM2...) would drop them silently,
- * so a caller writes them into the messages in parley's own text instead
- * (the worker: wk_tools.h). */
+ * tool shows the tool's name, and [user, assistant with a call, tool
+ * result, assistant, user] renders and shows the result.  Templates that
+ * pass (Qwen 2.5/3, Llama 3.1/3.2, Hermes 3, Mistral, Granite, SmolLM3,
+ * functionary...) get the request's tools as `tools` and calls and results
+ * as message fields; one that does not (Llama 3, Gemma, SmolLM2...) would
+ * drop them silently, so a caller writes them into the messages in
+ * parley's own text instead (the worker: wk_tools.h).
+ * eng_tmpl_file_tool_args_string: the template shows a call's arguments
+ * only when they are the JSON string (functionary), not the decoded
+ * object the others want. */
 bool eng_tmpl_file_renders_tools(const eng_tmpl_file *f);
+bool eng_tmpl_file_tool_args_string(const eng_tmpl_file *f);
 
 /* The template's end of turn (see above); token is a vocabulary spelling. */
 eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f);

@@ -21,6 +21,7 @@ struct eng_tmpl_file {
     char *eos_json;   /* "eos_token": likewise */
     char eot[64];     /* end-of-turn token spelling ("" : none found) */
     int tools_ok;     /* it renders tools, calls and results (probe_tools) */
+    int args_string;  /* it shows a call's arguments only as the JSON string */
 };
 
 #define ESC 0x01 /* the byte that breaks a special spelling inside content */
@@ -298,23 +299,28 @@ static int probe_has(const eng_tmpl_file *f, const eng_tmpl_msg *m, int n, const
 }
 
 /* Whether the template renders tool use itself (eng_template.h, "Tools"):
- * the probe tool's name in a render with tools, and a call's name and
- * argument and its result in a render of a call and its result (the call
- * id is 9 alphanumerics, as Mistral's templates insist). */
-static int probe_tools(const eng_tmpl_file *f) {
+ * the probe tool's name in a render of [user] with tools, and a
+ * conversation with a call and its result renders and shows the result;
+ * and whether it wants a call's arguments as the JSON string (it shows
+ * them only so).  The call id is 9 alphanumerics, as Mistral's templates
+ * insist, and an assistant reply follows the result so that templates
+ * checking user/assistant alternation accept it. */
+static void probe_tools(eng_tmpl_file *f) {
     static const char tools[] =
         "[{\"type\":\"function\",\"function\":{\"name\":\"parley_probe_fn\",\"description\":"
         "\"Probe.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":"
         "\"string\"}},\"required\":[\"q\"]}}}]";
-    static const char calls[] =
-        "[{\"id\":\"parley001\",\"type\":\"function\",\"function\":{"
-        "\"name\":\"parley_probe_fn\",\"arguments\":{\"q\":\"probe_arg\"}}}]";
-    eng_tmpl_msg m[4] = {{.role = "user", .role_len = 4, .content = "Hi", .content_len = 2},
+    static const char obj[] = "[{\"id\":\"parley001\",\"type\":\"function\",\"function\":{"
+                              "\"name\":\"parley_probe_fn\",\"arguments\":{\"q\":\"probe_arg\"}}}]";
+    static const char str[] = "[{\"id\":\"parley001\",\"type\":\"function\",\"function\":{"
+                              "\"name\":\"parley_probe_fn\",\"arguments\":\"{\\\"q\\\": "
+                              "\\\"probe_arg\\\"}\"}}]";
+    eng_tmpl_msg m[5] = {{.role = "user", .role_len = 4, .content = "Hi", .content_len = 2},
                          {.role = "assistant",
                           .role_len = 9,
                           .content = "",
-                          .tool_calls = calls,
-                          .tool_calls_len = sizeof calls - 1},
+                          .tool_calls = obj,
+                          .tool_calls_len = sizeof obj - 1},
                          {.role = "tool",
                           .role_len = 4,
                           .content = "probe_result",
@@ -323,10 +329,25 @@ static int probe_tools(const eng_tmpl_file *f) {
                           .tool_call_id_len = 9,
                           .name = "parley_probe_fn",
                           .name_len = 15},
+                         {.role = "assistant", .role_len = 9, .content = "Done", .content_len = 4},
                          {.role = "user", .role_len = 4, .content = "Thanks", .content_len = 6}};
     static const char *const want_def[] = {"parley_probe_fn", NULL};
-    static const char *const want_use[] = {"parley_probe_fn", "probe_arg", "probe_result", NULL};
-    return probe_has(f, m, 1, tools, want_def) && probe_has(f, m, 4, tools, want_use);
+    static const char *const want_res[] = {"probe_result", NULL};
+    static const char *const want_arg[] = {"probe_arg", "probe_result", NULL};
+    if (!probe_has(f, m, 1, tools, want_def)) return;
+    if (probe_has(f, m, 5, tools, want_arg)) {
+        f->tools_ok = 1;
+        return;
+    }
+    m[1].tool_calls = str;
+    m[1].tool_calls_len = sizeof str - 1;
+    if (probe_has(f, m, 5, tools, want_arg)) {
+        f->tools_ok = f->args_string = 1;
+        return;
+    }
+    m[1].tool_calls = obj; /* renders without showing the call: the template's choice */
+    m[1].tool_calls_len = sizeof obj - 1;
+    f->tools_ok = probe_has(f, m, 5, tools, want_res);
 }
 
 static char *json_of_token(const eng_tok *t, int32_t id) {
@@ -356,7 +377,7 @@ int eng_tmpl_file_compile(const char *src, size_t len, const eng_tok *t, eng_tmp
     if (!(f->bos_json = json_of_token(t, t->bos)) || !(f->eos_json = json_of_token(t, t->eos)))
         goto oom;
     find_end_of_turn(f);
-    f->tools_ok = probe_tools(f);
+    probe_tools(f);
     *out = f;
     return 0;
 oom:
@@ -373,6 +394,8 @@ void eng_tmpl_file_free(eng_tmpl_file *f) {
 }
 
 bool eng_tmpl_file_renders_tools(const eng_tmpl_file *f) { return f && f->tools_ok; }
+
+bool eng_tmpl_file_tool_args_string(const eng_tmpl_file *f) { return f && f->args_string; }
 
 eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f) {
     return (eng_tmpl_turn_end){f && f->eot[0] ? f->eot : NULL, NULL};

@@ -279,6 +279,40 @@ PARALLEL = {
 }
 
 
+# The corpus templates whose probes say they write tool use themselves
+# (eng_tmpl_file_renders_tools), "str" where they want a call's arguments
+# as the JSON string (eng_tmpl_file_tool_args_string).  The others
+# (Llama 3, Gemma, Phi, DeepSeek, Command R+'s Cohere-format tools,
+# firefunction's `functions`, Granite 3.0, Mistral Large 2411...) get
+# parley's family text.
+WRITES_TOOLS = {
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "obj", "HuggingFaceTB-SmolLM3-3B": "obj",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": "obj", "Qwen-QwQ-32B": "obj",
+    "Qwen-Qwen2.5-7B-Instruct": "obj", "Qwen-Qwen3-0.6B": "obj", "ibm-granite-granite-3.3-2B-Instruct": "obj",
+    "meetkai-functionary-medium-v3.1": "str", "meetkai-functionary-medium-v3.2": "str",
+    "meta-llama-Llama-3.1-8B-Instruct": "obj", "meta-llama-Llama-3.2-3B-Instruct": "obj",
+    "mistralai-Mistral-7B-Instruct-v0.3": "obj", "mistralai-Mistral-Nemo-Instruct-2407": "obj",
+    "mistralai-Mistral-Small-3.2-24B-Instruct-2506": "obj", "moonshotai-Kimi-K2": "obj",
+    "openai-gpt-oss-120b": "obj", "yandex-YandexGPT-5-Lite-8B-instruct": "obj",
+}
+
+
+def _probe(tmpl):
+    p = subprocess.run([WK_TOOL, "probe", tmpl], capture_output=True, timeout=30)
+    assert p.returncode in (0, 1), p.stderr
+    out = p.stdout.decode().split()
+    return None if p.returncode else ("str" if out[1] == "1" else "obj") if out[0] == "1" else None
+
+
+def test_tool_probes_find_the_templates_that_write_tools():
+    _data_or_fail()
+    _wk_tool_or_fail()
+    stems = sorted(n[: -len(".jinja")] for n in os.listdir(DATA) if n.endswith(".jinja"))
+    got = {s: k for s in stems if (k := _probe(os.path.join(DATA, s + ".jinja")))}
+    print("\ntemplates that write tool use: %d of %d: %s" % (len(got), len(stems), ", ".join(sorted(got))))
+    assert got == WRITES_TOOLS
+
+
 def test_tool_shapes_through_the_worker_match_live_jinja2():
     _data_or_fail()
     _wk_tool_or_fail()
@@ -295,10 +329,13 @@ def test_tool_shapes_through_the_worker_match_live_jinja2():
             with open(tmpl, encoding="utf-8") as f:
                 src = f.read()
             kw = kwargs.get(stem, kwargs["_default"])
+            as_str = WRITES_TOOLS.get(stem) == "str"  # the worker keeps arguments the string then
+            msgs = _openai_messages(PARALLEL["messages"]) if as_str else PARALLEL["messages"]
             for choice, shown in ((None, tools), ("none", None)):
-                want = _live(env, src, dict(kw, messages=PARALLEL["messages"], tools=shown, documents=None,
+                want = _live(env, src, dict(kw, messages=msgs, tools=shown, documents=None,
                                             add_generation_prompt=True))
-                rendered, out = _render(tmpl, _wk_request(PARALLEL, kw, tools, choice), tmp, WK_TOOL)
+                req = dict(_wk_request(PARALLEL, kw, tools, choice), args_string=as_str)
+                rendered, out = _render(tmpl, req, tmp, WK_TOOL)
                 n = len(bad)
                 kind = _check_live(want, rendered, out, bad, stem, "tool_choice=%s" % choice)
                 n_same += kind == "txt" and len(bad) == n

@@ -178,7 +178,7 @@ PT_TEST(file_template_variables) {
     };
     wk_tool_msgs r;
     PT_EQ_INT(tt_parse(TT_TOOLS, NULL, 1, WK_TOOLS_TAGS, &t, msg), 0);
-    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, &r, &tj, msg, sizeof msg), 0);
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 1, &r, &tj, msg, sizeof msg), 0);
     PT_EQ_INT(r.n, 4); /* no message of parley's own: the template writes the tools */
     PT_ASSERT(tj && strstr(tj, "\"name\":\"get_weather\"") && tj[0] == '[');
     PT_EQ_INT(r.m[1].content_len, 0);
@@ -192,15 +192,20 @@ PT_TEST(file_template_variables) {
     PT_ASSERT(r.m[0].tool_calls == NULL && r.m[0].name == NULL);
     wk_tool_msgs_free(&r);
     free(tj);
+    /* a template that wants the arguments string gets it */
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 0, &r, &tj, msg, sizeof msg), 0);
+    PT_ASSERT(strstr(r.m[1].tool_calls, "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"") != NULL);
+    wk_tool_msgs_free(&r);
+    free(tj);
     wk_tools_free(&t);
     /* tool_choice none: history kept, tools not shown */
     PT_EQ_INT(tt_parse(TT_TOOLS, "\"none\"", 1, WK_TOOLS_TAGS, &t, msg), 0);
-    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, &r, &tj, msg, sizeof msg), 0);
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 1, &r, &tj, msg, sizeof msg), 0);
     PT_ASSERT(tj == NULL && r.m[1].tool_calls != NULL);
     wk_tool_msgs_free(&r);
     /* calls that are not OpenAI's array: 400 naming the message */
     sch_message bad = {.role = SCH_ROLE_ASSISTANT, .tool_calls = sch_str_c("{\"a\":1}")};
-    PT_EQ_INT(wk_tools_file_msgs(&t, &bad, 1, &r, &tj, msg, sizeof msg), SCH_E_BAD_VALUE);
+    PT_EQ_INT(wk_tools_file_msgs(&t, &bad, 1, 1, &r, &tj, msg, sizeof msg), SCH_E_BAD_VALUE);
     PT_ASSERT(strstr(msg, "messages[0].tool_calls") != NULL);
     wk_tools_free(&t);
 }

@@ -9,9 +9,15 @@
  * null, assistant tool_calls with arguments as JSON text, tool messages
  * with tool_call_id], "tools": [...] or null, "tool_choice": ... (optional),
  * "add_generation_prompt": bool, "vars": {"bos_token": ..., "eos_token":
- * ..., any other template variable}}.  NOW pins strftime_now's clock.
+ * ..., any other template variable}, "args_string": true to keep calls'
+ * arguments the JSON string (as for eng_tmpl_file_tool_args_string)}.
+ * NOW pins strftime_now's clock.
  * The render goes to stdout, exit 0; a conversion, compile or render
  * error prints "E<code> <message>" and exits 1; usage or I/O errors exit 2.
+ *   wk_render_tool probe TEMPLATE
+ * prints 1 when the template writes tool use itself
+ * (eng_tmpl_file_renders_tools, over a bytes-only vocabulary), else 0;
+ * exit 1 when it does not compile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +60,49 @@ static char *slurp(const char *path) {
     return buf;
 }
 
+/* eng_tmpl_file_renders_tools over a vocabulary of bytes, <s> and </s>. */
+static int probe(const char *path) {
+    static char bytes[256][8];
+    const char *toks[260];
+    float scores[260] = {0};
+    int32_t types[260];
+    int n = 0;
+    toks[n] = "<unk>", types[n++] = ENG_TOK_TYPE_UNKNOWN;
+    toks[n] = "<s>", types[n++] = ENG_TOK_TYPE_CONTROL;
+    toks[n] = "</s>", types[n++] = ENG_TOK_TYPE_CONTROL;
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        toks[n] = bytes[b], types[n++] = ENG_TOK_TYPE_BYTE;
+    }
+    eng_tok_spec sp = {.model = ENG_TOK_MODEL_SPM,
+                       .n_tokens = n,
+                       .tokens = toks,
+                       .scores = scores,
+                       .types = types,
+                       .bos = 1,
+                       .eos = 2,
+                       .eot = -1,
+                       .unk = 0,
+                       .pad = -1,
+                       .add_bos = false};
+    eng_tok *t = NULL;
+    eng_tmpl_file *f = NULL;
+    char err[PL_ERR_LEN], *src = slurp(path);
+    if (!src || eng_tok_load_spec(&sp, &t, err, sizeof err) != 0) return 2;
+    int rc = eng_tmpl_file_compile(src, strlen(src), t, &f, err, sizeof err);
+    if (rc) printf("E%d %s", rc, err);
+    else
+        printf("%d %d\n", eng_tmpl_file_renders_tools(f) ? 1 : 0,
+               eng_tmpl_file_tool_args_string(f) ? 1 : 0);
+    eng_tmpl_file_free(f);
+    eng_tok_free(t);
+    free(src);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     json_error_t je;
+    if (argc == 3 && !strcmp(argv[1], "probe")) return probe(argv[2]);
     if (argc < 3) {
         fprintf(stderr, "usage: wk_render_tool TEMPLATE REQUEST.json [NOW]\n");
         return 2;
@@ -91,7 +138,8 @@ int main(int argc, char **argv) {
     size_t ctx_n = 0, out_n = 0;
     eng_jinja *j = NULL;
     int rc = wk_tools_parse(&p, WK_TOOLS_TAGS, &t, msg, sizeof msg);
-    if (!rc) rc = wk_tools_file_msgs(&t, sm, n, &tm, &tools_json, msg, sizeof msg);
+    int decode = !json_is_true(json_object_get(req, "args_string"));
+    if (!rc) rc = wk_tools_file_msgs(&t, sm, n, decode, &tm, &tools_json, msg, sizeof msg);
     if (!rc)
         rc = eng_tmpl_file_context(
             NULL, tm.m, tm.n, json_is_true(json_object_get(req, "add_generation_prompt")),

@@ -131,9 +131,11 @@ void wk_tool_msgs_free(wk_tool_msgs *m);
 /* The file's template: the turn's messages with their tool fields (see
  * "The file's template"; no parley text), and *tools_json the `tools`
  * variable (malloc'd JSON text, NULL when tool_choice is none or there are
- * no tools).  Errors as wk_tools_render. */
-int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, wk_tool_msgs *out,
-                       char **tools_json, char *msg, size_t msglen);
+ * no tools).  decode_args: calls' arguments decoded to their object (0:
+ * kept the JSON string, for a template that wants it so:
+ * eng_tmpl_file_tool_args_string).  Errors as wk_tools_render. */
+int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, int decode_args,
+                       wk_tool_msgs *out, char **tools_json, char *msg, size_t msglen);
 
 /* The calls of a reply (text, len bytes) and the text outside them.  For
  * REQUIRED / NAMED the whole reply is the constrained JSON; for AUTO the
