@@ -348,7 +348,9 @@ int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, 
  * "Variables"); t NULL: no tokenizer, so no special spellings are escaped
  * and bos / eos are the given strings (NULL: "").  For tests that check
  * the variables against jinja2's render.  *out malloc'd, NUL-terminated;
- * a tools_json or tool_calls that is not JSON is ENG_TMPL_EINVAL. */
+ * a badly formed string inside tools_json or tool_calls is ENG_TMPL_EINVAL;
+ * other malformed JSON is copied and refused by the render, which parses
+ * the context (an error, as any template error). */
 int eng_tmpl_file_context(const eng_tok *t, const eng_tmpl_msg *msgs, int n, bool add_gen,
                           const char *tools_json, const char *bos, const char *eos, char **out,
                           size_t *n_out, char *err, size_t errlen);

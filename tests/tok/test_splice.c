@@ -380,3 +380,31 @@ PT_TEST(file_template_tools_calls_and_results_and_hostile_strings) {
     eng_tmpl_file_free(p);
     eng_tok_free(t);
 }
+
+/* Hostile tools / tool_calls text: an error or a context, never a crash
+ * (the escaping copy walks every string of it). */
+PT_TEST(file_context_survives_random_json_text) {
+    static const char alpha[] =
+        "[]{}\",:\\u0123456789abcdefABCDEF truefalsenull\x01\xc3\xa9<|im_end|>";
+    uint64_t s = 7;
+    char buf[96];
+    eng_tmpl_msg m[] = {M("user", "x")};
+    for (int it = 0; it < 20000; it++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int n = (int)((s >> 33) % (sizeof buf - 1));
+        for (int i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            buf[i] = alpha[(s >> 33) % (sizeof alpha - 1)];
+        }
+        buf[n] = 0;
+        char *out = NULL, err[128];
+        size_t no;
+        m[0].tool_calls = (it & 1) ? buf : NULL;
+        m[0].tool_calls_len = (size_t)n;
+        int rc = eng_tmpl_file_context(NULL, m, 1, true, (it & 1) ? NULL : buf, "<s>", NULL, &out,
+                                       &no, err, sizeof err);
+        PT_ASSERT(rc == 0 || rc == ENG_TMPL_EINVAL);
+        PT_ASSERT((rc == 0) == (out != NULL));
+        free(out);
+    }
+}
