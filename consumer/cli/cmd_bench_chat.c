@@ -232,7 +232,8 @@ static int conv_push(cb_conv *c, const char *role, char *content) {
         return -1;
     }
     c->owned[c->n_msgs] = content;
-    c->msgs[c->n_msgs++] = (eng_tmpl_msg){role, strlen(role), content, strlen(content)};
+    c->msgs[c->n_msgs++] = (eng_tmpl_msg){
+        .role = role, .role_len = strlen(role), .content = content, .content_len = strlen(content)};
     return 0;
 }
 

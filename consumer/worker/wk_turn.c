@@ -262,7 +262,25 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
     memset(&tm, 0, sizeof tm);
     eng_tmpl_msg *m = NULL;
     int nm = (int)t->n_messages, rc = 0;
-    if (tooled) {
+    char *tools_json = NULL; /* the file's template: its `tools` variable */
+    if (tooled && w->eng.tfile && eng_tmpl_file_renders_tools(w->eng.tfile)) {
+        /* the file's own template writes tools, calls and results itself;
+         * reading calls back needs the family's format */
+        if (tools->mode != WK_TOOLS_OFF && w->eng.family == ENG_TMPL_NONE) {
+            snprintf(msg, msglen,
+                     "params.tools: model %s has a chat template of no known family, so parley "
+                     "cannot read tool calls back from its replies; set model.chat_template to a "
+                     "built-in format",
+                     w->eng.model_name);
+            return SCH_E_UNSUPPORTED;
+        }
+        int decode = !eng_tmpl_file_tool_args_string(w->eng.tfile);
+        if ((rc = wk_tools_file_msgs(tools, t->messages, t->n_messages, decode, &tm, &tools_json,
+                                     msg, msglen)))
+            return rc;
+        m = tm.m;
+        nm = tm.n;
+    } else if (tooled) {
         if (w->eng.family == ENG_TMPL_NONE) {
             snprintf(msg, msglen,
                      "params.tools: model %s has a chat template of no known family, so parley "
@@ -279,19 +297,20 @@ static int wk_prompt(wk_worker *w, const sch_turn *t, const wk_tools *tools,
         if (!(m = malloc(t->n_messages * sizeof *m))) return SCH_E_NOMEM;
         for (size_t i = 0; i < t->n_messages; i++) {
             const char *role = sch_role_name(t->messages[i].role);
-            m[i] = (eng_tmpl_msg){role, strlen(role), t->messages[i].content.ptr,
-                                  t->messages[i].content.len};
+            m[i] = (eng_tmpl_msg){.role = role,
+                                  .role_len = strlen(role),
+                                  .content = t->messages[i].content.ptr,
+                                  .content_len = t->messages[i].content.len};
         }
     }
     char terr[PL_ERR_LEN];
-    /* the file's template: tools already folded into the messages in the
-     * family's format (wk_tools_render), so its `tools` stays null */
-    int r = w->eng.tfile ? eng_tmpl_file_render_turn(w->eng.tfile, m, nm, true, NULL, prior, rt,
-                                                     terr, sizeof terr)
+    int r = w->eng.tfile ? eng_tmpl_file_render_turn(w->eng.tfile, m, nm, true, tools_json, prior,
+                                                     rt, terr, sizeof terr)
                          : eng_tmpl_render_turn(w->eng.fmt, w->eng.tok, m, nm, true, prior, rt,
                                                 terr, sizeof terr);
     if (tooled) wk_tool_msgs_free(&tm);
     else free(m);
+    free(tools_json);
     if (r == ENG_TMPL_EROLE) {
         snprintf(msg, msglen, "chat template %s: %s", eng_tmpl_name(w->eng.fmt), terr);
         rc = SCH_E_BAD_ROLE;

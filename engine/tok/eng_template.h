@@ -137,12 +137,22 @@ typedef enum eng_tmpl_format {
     ENG_TMPL_FILE = 8        /* the model file's own template, rendered (eng_tmpl_file) */
 } eng_tmpl_format;
 
-/* One chat message; strings need not be NUL-terminated. */
+/* One chat message; strings need not be NUL-terminated.  The fields after
+ * content are for the file's own template only (the built-in formats read
+ * role and content): transformers' message fields for tool use; zero when
+ * absent. */
 typedef struct eng_tmpl_msg {
-    const char *role;    /* "system", "user", "assistant" (others as the format allows) */
-    size_t role_len;     /* bytes of role */
-    const char *content; /* message text (UTF-8, user-controlled) */
-    size_t content_len;  /* bytes of content */
+    const char *role;         /* "system", "user", "assistant" (others as the format allows) */
+    size_t role_len;          /* bytes of role */
+    const char *content;      /* message text (UTF-8, user-controlled) */
+    size_t content_len;       /* bytes of content */
+    const char *tool_calls;   /* assistant: its calls as a JSON array of {id, type, function:
+                                 {name, arguments}}, or NULL for none */
+    size_t tool_calls_len;    /* bytes of tool_calls */
+    const char *tool_call_id; /* role tool: the call it answers, or NULL */
+    size_t tool_call_id_len;  /* bytes of tool_call_id */
+    const char *name;         /* role tool: the function that answered, or NULL */
+    size_t name_len;          /* bytes of name */
 } eng_tmpl_msg;
 
 /* Format by name ("llama2", "llama3", "gemma", "gemma2", "chatml", "transcript", "smollm2").  ENG_TMPL_EUNKNOWN
@@ -258,15 +268,25 @@ void eng_tmpl_turn_free(eng_tmpl_turn *o);
  * add_generation_prompt, bos_token, eos_token and tools (a JSON value or
  * null) as its variables.
  *
+ * Variables (as transformers' apply_chat_template passes them): messages
+ * as [{role, content}] plus, where the message has them, tool_calls (the
+ * JSON array as given), tool_call_id and name; tools the JSON value given (OpenAI's array of {"type":
+ * "function", "function": {name, description, parameters}}) or null.
+ *
  * Rendering to ids.  Template-owned special tokens are told apart from
  * message content by escaping: before rendering, every CONTROL/UNKNOWN
- * token spelling inside a message's role or content gets a 0x01 byte after
+ * token spelling inside any string of the messages or the tools (role,
+ * content, call arguments, tool descriptions...) gets a 0x01 byte after
  * its first byte (a 0x01 in content is doubled), so the render's text
  * contains special spellings only where the template wrote them; the text is
  * split on them (leftmost-longest, as the encoder does) and unescaped.  The
  * result is a flat render as the built-in formats give (text + specials),
  * encoded and spliced with the same code (tmpl_encode_flat, render_turn's
- * rules).  A 0x01 byte that the template itself writes is dropped.
+ * rules).  A 0x01 byte that the template itself writes is dropped.  A
+ * string the template writes through tojson (tool definitions, call
+ * arguments) shows an escaped spelling as "\u0001" text: it stays text,
+ * as it must, though not jinja2's text (only strings with special
+ * spellings, which no honest tool definition has).
  *
  * End of turn: the first special token after the assistant content in a
  * render of [user, assistant] (whitespace between allowed), else the
@@ -299,6 +319,21 @@ int eng_tmpl_file_compile(const char *src, size_t len, const eng_tok *t, eng_tmp
                           char *err, size_t errlen);
 void eng_tmpl_file_free(eng_tmpl_file *f);
 
+/* Tools.  Whether the template writes tool use itself, found at compile
+ * time by probes (as llama.cpp's minja does): a render of [user] with one
+ * tool shows the tool's name, and [user, assistant with a call, tool
+ * result, assistant, user] renders and shows the result.  Templates that
+ * pass (Qwen 2.5/3, Llama 3.1/3.2, Hermes 3, Mistral, Granite, SmolLM3,
+ * functionary...) get the request's tools as `tools` and calls and results
+ * as message fields; one that does not (Llama 3, Gemma, SmolLM2...) would
+ * drop them silently, so a caller writes them into the messages in
+ * parley's own text instead (the worker: wk_tools.h).
+ * eng_tmpl_file_tool_args_string: the template shows a call's arguments
+ * only when they are the JSON string (functionary), not the decoded
+ * object the others want. */
+bool eng_tmpl_file_renders_tools(const eng_tmpl_file *f);
+bool eng_tmpl_file_tool_args_string(const eng_tmpl_file *f);
+
 /* The template's end of turn (see above); token is a vocabulary spelling. */
 eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f);
 
@@ -308,6 +343,17 @@ eng_tmpl_turn_end eng_tmpl_file_end_of_turn(const eng_tmpl_file *f);
 int eng_tmpl_file_render_turn(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,
                               const char *tools_json, const eng_tmpl_prior *prior,
                               eng_tmpl_turn *out, char *err, size_t errlen);
+
+/* The JSON object of variables a render of the file template gets (see
+ * "Variables"); t NULL: no tokenizer, so no special spellings are escaped
+ * and bos / eos are the given strings (NULL: "").  For tests that check
+ * the variables against jinja2's render.  *out malloc'd, NUL-terminated;
+ * a badly formed string inside tools_json or tool_calls is ENG_TMPL_EINVAL;
+ * other malformed JSON is copied and refused by the render, which parses
+ * the context (an error, as any template error). */
+int eng_tmpl_file_context(const eng_tok *t, const eng_tmpl_msg *msgs, int n, bool add_gen,
+                          const char *tools_json, const char *bos, const char *eos, char **out,
+                          size_t *n_out, char *err, size_t errlen);
 
 /* Render text (specials spelled), as eng_tmpl_render_text; *out malloc'd. */
 int eng_tmpl_file_render_text(const eng_tmpl_file *f, const eng_tmpl_msg *msgs, int n, bool add_gen,

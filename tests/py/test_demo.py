@@ -9,7 +9,8 @@ message and the reply (a finished block per turn when the output is not a
 terminal; live lines redrawn in place on a terminal), later turns of a
 conversation served partly from the KV cache, and a clean worker shutdown.
 Then the default run, which picks the installed SmolLM2-135M-Instruct with
-its own chat template (recognised as smollm2): real replies, no template
+its own chat template (the file's, rendered by parley's Jinja renderer, as
+the banner says): real replies, no template
 text in them (a turn ends at the template's <|im_end|>, although the demo
 sends no stop string), and no base-model note; and Gemma 3 270M passed with --model: real replies, ended
 at the transcript format's own end of turn "\nUser:", and the note that it
@@ -160,7 +161,8 @@ def test_demo_default_is_the_assistant(parley_bin, smollm_model, tmp_path):
                                                   "PARLEY_DEPS": str(tmp_path)})
     header = out.splitlines()[0]
     assert header.startswith("== parley demo: model ") and str(smollm_model) in header, header
-    assert re.search(r"^   chat template: smollm2 \(the file's own, recognised", out, re.M), out
+    assert re.search(r"^   chat template: the file's own \(tokenizer\.chat_template\), rendered by parley's "
+                     r"Jinja renderer$", out, re.M), out
     assert "not an assistant" not in out and "meaningless" not in out
     assert "constraints_off" not in out + err, "the binary was built without llguidance"
     assert "<|im" not in replies  # the turn ends at <|im_end|>

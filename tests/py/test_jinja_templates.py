@@ -14,6 +14,18 @@ strftime_now pinned to 2024-07-26 as the reference was made):
     raised (raise_exception -> "TemplateError: msg") with the same message.
 REFUSED lists the pairs the subset deliberately does not render, each
 with its reason; it is meant to stay short.
+
+Tools through the worker (test_tools_through_the_worker_match_jinja2):
+the corpus's conversations with tools, tool calls and tool results, sent
+as an OpenAI client sends them (arguments as JSON text, no name on tool
+messages), go through tests/worker/wk_render_tool -- the worker's
+conversion to the template's variables (wk_tools_file_msgs) and the
+engine's (eng_tmpl_file_context) -- and must render as jinja2 renders
+the transformers-style conversation, on every template of the corpus.
+One difference is by design: an assistant message of calls only with
+content null reaches the worker as "" (the gateway writes "", the wire
+has no null), so such a conversation is compared with jinja2's live
+render of it with content "" rather than with expected/.
 """
 import json
 import os
@@ -25,6 +37,7 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("PARLEY_BUILD", os.path.join(REPO, "build"))
 TOOL = os.path.join(BUILD, "tests", "tok", "jinja_tool")
+WK_TOOL = os.path.join(BUILD, "tests", "worker", "wk_render_tool")
 # The corpus's homes, first found wins: PARLEY_CHAT_TEMPLATES, then
 # ../shared beside this checkout, then /work/shared (where the project's
 # machines keep it, for a clone made elsewhere: CI's clean clone).
@@ -68,14 +81,34 @@ def _pairs():
             yield stem, conv["name"], ctx
 
 
-def _render(tmpl, ctx, tmp):
+def _render(tmpl, ctx, tmp, tool=TOOL):
     path = os.path.join(tmp, "ctx.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(ctx, f, ensure_ascii=False)
-    p = subprocess.run([TOOL, tmpl, path, str(NOW)], capture_output=True, timeout=30)
+    p = subprocess.run([tool, tmpl, path, str(NOW)], capture_output=True, timeout=30)
     if p.returncode not in (0, 1):
-        raise AssertionError("jinja_tool crashed (%d): %s" % (p.returncode, p.stderr.decode(errors="replace")))
+        raise AssertionError("%s crashed (%d): %s" % (os.path.basename(tool), p.returncode,
+                                                      p.stderr.decode(errors="replace")))
     return p.returncode == 0, p.stdout
+
+
+def _check(base, rendered, out, bad, stem, conv):
+    """Compare one render with jinja2's expected/<base>.txt or .error;
+    append a mismatch to bad.  Returns "txt" or "err" (which it was)."""
+    if os.path.exists(base + ".txt"):
+        with open(base + ".txt", "rb") as f:
+            want = f.read()
+        if not (rendered and out == want):
+            bad.append((stem, conv, "render", want[:300], out[:300]))
+        return "txt"
+    with open(base + ".error", encoding="utf-8") as f:
+        want = f.read().rstrip("\n")
+    msg = out.decode("utf-8", errors="replace")
+    if rendered:
+        bad.append((stem, conv, "should fail", want, out[:200]))
+    elif want.startswith("TemplateError: ") and not msg.endswith(" " + want[len("TemplateError: "):]):
+        bad.append((stem, conv, "message", want, msg))
+    return "err"
 
 
 def test_corpus_matches_jinja2():
@@ -88,33 +121,231 @@ def test_corpus_matches_jinja2():
             base = os.path.join(DATA, "expected", "%s__%s" % (stem, conv))
             reason = REFUSED.get((stem, conv)) or REFUSED.get((stem, "*"))
             rendered, out = _render(os.path.join(DATA, stem + ".jinja"), ctx, tmp)
-            if os.path.exists(base + ".txt"):
+            mism = []
+            kind = _check(base, rendered, out, mism, stem, conv)
+            if kind == "txt":
                 n_txt += 1
-                with open(base + ".txt", "rb") as f:
-                    want = f.read()
-                if rendered and out == want:
-                    ok += 1
-                elif reason:
+                ok += not mism
+                if mism and reason:
                     refused.append((stem, conv, reason))
-                else:
-                    bad.append((stem, conv, "render", want[:300], out[:300]))
+                    mism = []
             else:
                 n_err += 1
-                with open(base + ".error", encoding="utf-8") as f:
-                    want = f.read().rstrip("\n")
-                msg = out.decode("utf-8", errors="replace")
-                if rendered:
-                    bad.append((stem, conv, "should fail", want, out[:200]))
-                elif want.startswith("TemplateError: ") and not msg.endswith(" " + want[len("TemplateError: "):]):
-                    bad.append((stem, conv, "message", want, msg))
-                else:
-                    err_ok += 1
+                err_ok += not mism
+            bad += mism
     print("\njinja subset vs jinja2: %d/%d renders, %d/%d errors, %d refused" % (ok, n_txt, err_ok, n_err, len(refused)))
     for r in refused:
         print("  refused %s__%s: %s" % r)
     for b in bad[:15]:
         print("  MISMATCH %s__%s (%s)\n    want %r\n    got  %r" % b)
     assert not bad, "%d pairs differ from jinja2 (first: %s__%s)" % (len(bad), bad[0][0], bad[0][1])
+
+
+def _tool_convs(convs):
+    """The conversations with tools, tool calls or tool results."""
+    return [c for c in convs
+            if c.get("tools") or any(m["role"] == "tool" or m.get("tool_calls") for m in c["messages"])]
+
+
+def _openai_messages(messages):
+    """A transformers-style conversation as an OpenAI client sends it:
+    each call's arguments as JSON text, tool messages without name (the
+    worker finds it by tool_call_id), null content as it is."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.dumps(c["function"]["arguments"])))
+                               if not isinstance(c["function"].get("arguments"), str) else c
+                               for c in m["tool_calls"]]
+        if m["role"] == "tool":
+            m.pop("name", None)
+        out.append(m)
+    return out
+
+
+def _wk_request(conv, kwargs, tools=None, tool_choice=None):
+    req = {"messages": _openai_messages(conv["messages"]), "tools": tools if tools is not None else conv.get("tools"),
+           "add_generation_prompt": conv["add_generation_prompt"], "vars": kwargs}
+    if tool_choice is not None:
+        req["tool_choice"] = tool_choice
+    return req
+
+
+def _wk_tool_or_fail():
+    if not os.access(WK_TOOL, os.X_OK):
+        pytest.fail("wk_render_tool not built at %s (set PARLEY_BUILD)" % WK_TOOL, pytrace=False)
+
+
+def _as_the_wire_has_it(messages):
+    """content null (beside calls) as the gateway puts it on the wire: ""."""
+    return [dict(m, content="") if m.get("content") is None else m for m in messages]
+
+
+def _live(env, src, ctx):
+    """jinja2's render of ctx: (True, bytes) or (False, "Class: message")."""
+    import jinja2
+    try:
+        return True, env.from_string(src).render(**ctx).encode("utf-8")
+    except jinja2.exceptions.TemplateError as e:
+        return False, "%s: %s" % ("TemplateError" if type(e) is jinja2.exceptions.TemplateError
+                                  else type(e).__name__, e)
+    except Exception as e:  # noqa: BLE001 -- TypeError and the like, as render_reference.py records them
+        return False, "%s: %s" % (type(e).__name__, e)
+
+
+def _check_live(want, rendered, out, bad, stem, conv):
+    ok, w = want
+    msg = out.decode("utf-8", errors="replace")
+    if ok and not (rendered and out == w):
+        bad.append((stem, conv, "render", w[:300], out[:300]))
+    elif not ok and rendered:
+        bad.append((stem, conv, "should fail", w, out[:200]))
+    elif not ok and w.startswith("TemplateError: ") and not msg.endswith(" " + w[len("TemplateError: "):]):
+        bad.append((stem, conv, "message", w, msg))
+    return "txt" if ok else "err"
+
+
+def test_tools_through_the_worker_match_jinja2():
+    _data_or_fail()
+    _wk_tool_or_fail()
+    env = _jinja2_env()
+    with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
+        convs = _tool_convs(json.load(f))
+    with open(os.path.join(DATA, "template_kwargs.json"), encoding="utf-8") as f:
+        kwargs = json.load(f)
+    assert len(convs) >= 3
+    stems = sorted(n[: -len(".jinja")] for n in os.listdir(DATA) if n.endswith(".jinja"))
+    bad, n_txt, n_err, uses_tools, n_live = [], 0, 0, 0, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for stem in stems:
+            tmpl = os.path.join(DATA, stem + ".jinja")
+            with open(tmpl, encoding="utf-8") as f:
+                src = f.read()
+            uses_tools += "tools" in src
+            kw = kwargs.get(stem, kwargs["_default"])
+            for conv in convs:
+                req = _wk_request(conv, kw)
+                rendered, out = _render(tmpl, req, tmp, WK_TOOL)
+                wire = _as_the_wire_has_it(conv["messages"])
+                if wire == conv["messages"]:
+                    kind = _check(os.path.join(DATA, "expected", "%s__%s" % (stem, conv["name"])), rendered,
+                                  out, bad, stem, conv["name"])
+                else:
+                    n_live += 1
+                    want = _live(env, src, dict(kw, messages=wire, tools=conv.get("tools"), documents=None,
+                                                add_generation_prompt=conv["add_generation_prompt"]))
+                    kind = _check_live(want, rendered, out, bad, stem, conv["name"])
+                n_txt += kind == "txt"
+                n_err += kind == "err"
+    print("\ntools through the worker vs jinja2: %d pairs (%d renders, %d raised; %d against a live render "
+          "with content \"\"), %d templates use tools, %d differ"
+          % (n_txt + n_err, n_txt, n_err, n_live, uses_tools, len(bad)))
+    for b in bad[:15]:
+        print("  MISMATCH %s__%s (%s)\n    want %r\n    got  %r" % b)
+    assert uses_tools >= 15 and n_txt >= 40
+    assert not bad, "%d pairs differ from jinja2 (first: %s__%s)" % (len(bad), bad[0][0], bad[0][1])
+
+
+def _jinja2_env():
+    """jinja2 set up as transformers' apply_chat_template: the corpus's own
+    render_reference.py's environment, loaded in place."""
+    pytest.importorskip("jinja2")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("render_reference", os.path.join(DATA, "render_reference.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.make_env()
+
+
+# Shapes the corpus lacks: two parallel calls with text beside them and
+# their two results, non-ASCII and nested arguments, a second round; and
+# tool_choice "none" (the worker passes tools=None then).
+PARALLEL = {
+    "name": "parallel_calls",
+    "add_generation_prompt": True,
+    "messages": [
+        {"role": "system", "content": "Tu es un assistant météo."},
+        {"role": "user", "content": "Météo à Zürich et heure à Tōkyō ?"},
+        {"role": "assistant", "content": "Je regarde.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather",
+                                                           "arguments": {"city": "Zürich", "opts": {"unit": "celsius", "days": [1, 2]}}}},
+            {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": {"timezone": "Asia/Tokyo"}}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{\"temp\": -3.5}"},
+        {"role": "tool", "tool_call_id": "c2", "name": "get_time", "content": "09:00"},
+        {"role": "assistant", "content": "-3.5 °C à Zürich, 09:00 à Tōkyō."},
+        {"role": "user", "content": "Et demain ?"},
+    ],
+}
+
+
+# The corpus templates whose probes say they write tool use themselves
+# (eng_tmpl_file_renders_tools), "str" where they want a call's arguments
+# as the JSON string (eng_tmpl_file_tool_args_string).  The others
+# (Llama 3, Gemma, Phi, DeepSeek, Command R+'s Cohere-format tools,
+# firefunction's `functions`, Granite 3.0, Mistral Large 2411...) get
+# parley's family text.
+WRITES_TOOLS = {
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "obj", "HuggingFaceTB-SmolLM3-3B": "obj",
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": "obj", "Qwen-QwQ-32B": "obj",
+    "Qwen-Qwen2.5-7B-Instruct": "obj", "Qwen-Qwen3-0.6B": "obj", "ibm-granite-granite-3.3-2B-Instruct": "obj",
+    "meetkai-functionary-medium-v3.1": "str", "meetkai-functionary-medium-v3.2": "str",
+    "meta-llama-Llama-3.1-8B-Instruct": "obj", "meta-llama-Llama-3.2-3B-Instruct": "obj",
+    "mistralai-Mistral-7B-Instruct-v0.3": "obj", "mistralai-Mistral-Nemo-Instruct-2407": "obj",
+    "mistralai-Mistral-Small-3.2-24B-Instruct-2506": "obj", "moonshotai-Kimi-K2": "obj",
+    "openai-gpt-oss-120b": "obj", "yandex-YandexGPT-5-Lite-8B-instruct": "obj",
+}
+
+
+def _probe(tmpl):
+    p = subprocess.run([WK_TOOL, "probe", tmpl], capture_output=True, timeout=30)
+    assert p.returncode in (0, 1), p.stderr
+    out = p.stdout.decode().split()
+    return None if p.returncode else ("str" if out[1] == "1" else "obj") if out[0] == "1" else None
+
+
+def test_tool_probes_find_the_templates_that_write_tools():
+    _data_or_fail()
+    _wk_tool_or_fail()
+    stems = sorted(n[: -len(".jinja")] for n in os.listdir(DATA) if n.endswith(".jinja"))
+    got = {s: k for s in stems if (k := _probe(os.path.join(DATA, s + ".jinja")))}
+    print("\ntemplates that write tool use: %d of %d: %s" % (len(got), len(stems), ", ".join(sorted(got))))
+    assert got == WRITES_TOOLS
+
+
+def test_tool_shapes_through_the_worker_match_live_jinja2():
+    _data_or_fail()
+    _wk_tool_or_fail()
+    env = _jinja2_env()
+    with open(os.path.join(DATA, "conversations.json"), encoding="utf-8") as f:
+        tools = next(c["tools"] for c in json.load(f) if c.get("tools"))
+    with open(os.path.join(DATA, "template_kwargs.json"), encoding="utf-8") as f:
+        kwargs = json.load(f)
+    stems = sorted(n[: -len(".jinja")] for n in os.listdir(DATA) if n.endswith(".jinja"))
+    bad, n_same, n_both_fail = [], 0, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for stem in stems:
+            tmpl = os.path.join(DATA, stem + ".jinja")
+            with open(tmpl, encoding="utf-8") as f:
+                src = f.read()
+            kw = kwargs.get(stem, kwargs["_default"])
+            as_str = WRITES_TOOLS.get(stem) == "str"  # the worker keeps arguments the string then
+            msgs = _openai_messages(PARALLEL["messages"]) if as_str else PARALLEL["messages"]
+            for choice, shown in ((None, tools), ("none", None)):
+                want = _live(env, src, dict(kw, messages=msgs, tools=shown, documents=None,
+                                            add_generation_prompt=True))
+                req = dict(_wk_request(PARALLEL, kw, tools, choice), args_string=as_str)
+                rendered, out = _render(tmpl, req, tmp, WK_TOOL)
+                n = len(bad)
+                kind = _check_live(want, rendered, out, bad, stem, "tool_choice=%s" % choice)
+                n_same += kind == "txt" and len(bad) == n
+                n_both_fail += kind == "err" and len(bad) == n
+    print("\nparallel calls through the worker vs jinja2: %d same, %d both refuse, %d differ"
+          % (n_same, n_both_fail, len(bad)))
+    for b in bad[:10]:
+        print("  MISMATCH %s %s (%s)\n    want %r\n    got  %r" % b)
+    assert n_same >= 40
+    assert not bad
 
 
 # Constructs beyond what the corpus exercises, each rendered by jinja2 set

@@ -248,7 +248,8 @@ static void fuzz_template(const char *d, size_t n) {
         const char *end = memchr(d + pos, 0, n - pos);
         size_t len = end ? (size_t)(end - (d + pos)) : n - pos;
         const char *r = roles[(uint8_t)(len ? d[pos] : 0) % 4];
-        m[nm++] = (eng_tmpl_msg){r, strlen(r), d + pos, len};
+        m[nm++] = (eng_tmpl_msg){
+            .role = r, .role_len = strlen(r), .content = d + pos, .content_len = len};
         pos += len + 1;
     }
     for (int f = ENG_TMPL_LLAMA2; f <= ENG_TMPL_SMOLLM2; f++) {

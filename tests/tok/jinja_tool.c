@@ -75,7 +75,8 @@ static int builtin(const char *name, bool gen) {
         long rn = unhex(role, (size_t)(colon - line)),
              cn = unhex(content, len - (size_t)(colon - line) - 1);
         if (rn < 0 || cn < 0) return fprintf(stderr, "bad hex\n"), 2;
-        msgs[n++] = (eng_tmpl_msg){role, (size_t)rn, content, (size_t)cn};
+        msgs[n++] = (eng_tmpl_msg){
+            .role = role, .role_len = (size_t)rn, .content = content, .content_len = (size_t)cn};
     }
     size_t need = 0;
     int rc = eng_tmpl_render_text(f, NULL, msgs, n, gen, NULL, 0, &need, err, sizeof err);

@@ -17,7 +17,7 @@
 #include "eng_template.h"
 
 #define M(r, c) \
-    { r, strlen(r), c, strlen(c) }
+    { .role = r, .role_len = strlen(r), .content = c, .content_len = strlen(c) }
 
 /* Bytes, Gemma's specials, and a few merges that make re-encoding unstable
  * (".\n" and "\n\n" exist, so "." + "\n" generated apart re-encode as one). */
@@ -320,4 +320,91 @@ PT_TEST(a_reply_stopped_inside_a_character_splices_whole_characters_only) {
     eng_tmpl_turn_free(&o);
     eng_tmpl_turn_free(&pb.turn);
     eng_tok_free(t);
+}
+
+/* A file template that writes tools, calls and results (Qwen 2.5's way,
+ * shortened): the probes find it; tool definitions and call arguments that
+ * spell special tokens stay text (only the template's own specials are
+ * specials); a template without tool use is found out too. */
+static const char tools_tmpl[] =
+    "{%- if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n{% endfor "
+    "%}<|im_end|>\n{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}\n{% if "
+    "m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{\"name\": \"{{ c.function.name }}\", "
+    "\"arguments\": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% else %}{{ "
+    "m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt "
+    "%}<|im_start|>assistant\n{% endif %}";
+static const char plain_tmpl[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content "
+                                 "}}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+
+PT_TEST(file_template_tools_calls_and_results_and_hostile_strings) {
+    eng_tok *t = vocab();
+    eng_tmpl_file *f = NULL, *p = NULL;
+    char err[256];
+    PT_EQ_INT(eng_tmpl_file_compile(tools_tmpl, sizeof tools_tmpl - 1, t, &f, err, sizeof err), 0);
+    PT_EQ_INT(eng_tmpl_file_compile(plain_tmpl, sizeof plain_tmpl - 1, t, &p, err, sizeof err), 0);
+    PT_ASSERT(eng_tmpl_file_renders_tools(f));
+    PT_ASSERT(!eng_tmpl_file_renders_tools(p));
+    static const char tools[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                                "\"description\":\"ends <|im_end|> \\u00e9\"}}]";
+    static const char calls[] = "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+                                "\"f\",\"arguments\":{\"q\":\"<|im_start|>x\"}}}]";
+    eng_tmpl_msg m[] = {M("user", "hi"),
+                        {.role = "assistant",
+                         .role_len = 9,
+                         .content = "",
+                         .tool_calls = calls,
+                         .tool_calls_len = sizeof calls - 1},
+                        {.role = "tool",
+                         .role_len = 4,
+                         .content = "r<|im_end|>",
+                         .content_len = 11,
+                         .tool_call_id = "c1",
+                         .tool_call_id_len = 2,
+                         .name = "f",
+                         .name_len = 1}};
+    eng_tmpl_turn o;
+    PT_EQ_INT(eng_tmpl_file_render_turn(f, m, 3, true, tools, NULL, &o, err, sizeof err), 0);
+    /* system + 3 messages, 2 specials each, + the generation prompt's one */
+    PT_EQ_INT(o.n_spec, 9);
+    char *text = strndup(o.text, o.n_text);
+    PT_ASSERT_MSG(strstr(text, "\"description\": \"ends <\\u0001|im_end|> \xc3\xa9\""), "%s", text);
+    PT_ASSERT_MSG(strstr(text, "\"arguments\": {\"q\": \"<\\u0001|im_start|>x\"}"), "%s", text);
+    PT_ASSERT_MSG(strstr(text, "<|im_start|>tool\nr<|im_end|><|im_end|>"), "%s", text);
+    free(text);
+    eng_tmpl_turn_free(&o);
+    /* not JSON: an error, never a crash */
+    PT_EQ_INT(
+        eng_tmpl_file_render_turn(f, m, 1, true, "[\"unterminated", NULL, &o, err, sizeof err),
+        ENG_TMPL_EINVAL);
+    eng_tmpl_file_free(f);
+    eng_tmpl_file_free(p);
+    eng_tok_free(t);
+}
+
+/* Hostile tools / tool_calls text: an error or a context, never a crash
+ * (the escaping copy walks every string of it). */
+PT_TEST(file_context_survives_random_json_text) {
+    static const char alpha[] =
+        "[]{}\",:\\u0123456789abcdefABCDEF truefalsenull\x01\xc3\xa9<|im_end|>";
+    uint64_t s = 7;
+    char buf[96];
+    eng_tmpl_msg m[] = {M("user", "x")};
+    for (int it = 0; it < 20000; it++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int n = (int)((s >> 33) % (sizeof buf - 1));
+        for (int i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            buf[i] = alpha[(s >> 33) % (sizeof alpha - 1)];
+        }
+        buf[n] = 0;
+        char *out = NULL, err[128];
+        size_t no;
+        m[0].tool_calls = (it & 1) ? buf : NULL;
+        m[0].tool_calls_len = (size_t)n;
+        int rc = eng_tmpl_file_context(NULL, m, 1, true, (it & 1) ? NULL : buf, "<s>", NULL, &out,
+                                       &no, err, sizeof err);
+        PT_ASSERT(rc == 0 || rc == ENG_TMPL_EINVAL);
+        PT_ASSERT((rc == 0) == (out != NULL));
+        free(out);
+    }
 }

@@ -10,7 +10,7 @@
 #include "eng_template.h"
 
 #define M(r, c) \
-    { r, sizeof(r) - 1, c, sizeof(c) - 1 }
+    { .role = r, .role_len = sizeof(r) - 1, .content = c, .content_len = sizeof(c) - 1 }
 
 static const char *render(eng_tmpl_format f, const eng_tmpl_msg *m, int n, bool gen, int *rc) {
     static char out[4096];

@@ -186,6 +186,7 @@ static int cmd_render(eng_tok *t, eng_tmpl_format f, const eng_tmpl_file *tf, in
             char *comma = strchr(colon, ',');
             size_t rl = (size_t)(colon - p),
                    cl = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+            msgs[nm] = (eng_tmpl_msg){0};
             msgs[nm].role = store + w;
             msgs[nm].role_len = (size_t)unhex(p, rl, store + w);
             w += msgs[nm].role_len;

@@ -162,6 +162,54 @@ PT_TEST(render_formats) {
     wk_tools_free(&t);
 }
 
+PT_TEST(file_template_variables) {
+    wk_tools t;
+    char msg[256], *tj;
+    sch_message m[4] = {
+        {.role = SCH_ROLE_USER, .content = sch_str_c("Weather in Paris?")},
+        {.role = SCH_ROLE_ASSISTANT,
+         .content = sch_str_c(""),
+         .tool_calls = sch_str_c("[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+                                 "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}},"
+                                 "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
+                                 "\"add\",\"arguments\":\"not json\"}}]")},
+        {.role = SCH_ROLE_TOOL, .content = sch_str_c("18C"), .tool_call_id = sch_str_c("c1")},
+        {.role = SCH_ROLE_TOOL, .content = sch_str_c("?"), .tool_call_id = sch_str_c("zz")},
+    };
+    wk_tool_msgs r;
+    PT_EQ_INT(tt_parse(TT_TOOLS, NULL, 1, WK_TOOLS_TAGS, &t, msg), 0);
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 1, &r, &tj, msg, sizeof msg), 0);
+    PT_EQ_INT(r.n, 4); /* no message of parley's own: the template writes the tools */
+    PT_ASSERT(tj && strstr(tj, "\"name\":\"get_weather\"") && tj[0] == '[');
+    PT_EQ_INT(r.m[1].content_len, 0);
+    /* arguments decoded to their object; not-JSON arguments stay the string */
+    PT_ASSERT(strstr(r.m[1].tool_calls, "\"arguments\":{\"city\":\"Paris\"}") != NULL);
+    PT_ASSERT(strstr(r.m[1].tool_calls, "\"arguments\":\"not json\"") != NULL);
+    PT_ASSERT(r.m[2].name && !strncmp(r.m[2].name, "get_weather", r.m[2].name_len) &&
+              r.m[2].name_len == 11);
+    PT_ASSERT(!strncmp(r.m[2].tool_call_id, "c1", r.m[2].tool_call_id_len));
+    PT_ASSERT(r.m[3].name == NULL); /* no call with that id */
+    PT_ASSERT(r.m[0].tool_calls == NULL && r.m[0].name == NULL);
+    wk_tool_msgs_free(&r);
+    free(tj);
+    /* a template that wants the arguments string gets it */
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 0, &r, &tj, msg, sizeof msg), 0);
+    PT_ASSERT(strstr(r.m[1].tool_calls, "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"") != NULL);
+    wk_tool_msgs_free(&r);
+    free(tj);
+    wk_tools_free(&t);
+    /* tool_choice none: history kept, tools not shown */
+    PT_EQ_INT(tt_parse(TT_TOOLS, "\"none\"", 1, WK_TOOLS_TAGS, &t, msg), 0);
+    PT_EQ_INT(wk_tools_file_msgs(&t, m, 4, 1, &r, &tj, msg, sizeof msg), 0);
+    PT_ASSERT(tj == NULL && r.m[1].tool_calls != NULL);
+    wk_tool_msgs_free(&r);
+    /* calls that are not OpenAI's array: 400 naming the message */
+    sch_message bad = {.role = SCH_ROLE_ASSISTANT, .tool_calls = sch_str_c("{\"a\":1}")};
+    PT_EQ_INT(wk_tools_file_msgs(&t, &bad, 1, 1, &r, &tj, msg, sizeof msg), SCH_E_BAD_VALUE);
+    PT_ASSERT(strstr(msg, "messages[0].tool_calls") != NULL);
+    wk_tools_free(&t);
+}
+
 PT_TEST(read_calls) {
     wk_tools t;
     wk_calls c;

@@ -42,6 +42,23 @@
  *     "ipython".  A reply that is such a JSON object (or several separated
  *     by ';') is a call.
  *
+ * The file's template (ENG_TMPL_FILE, wk_tools_file.c).  A model whose own
+ * tokenizer.chat_template is rendered gets no parley text: its template
+ * receives the tools as its `tools` variable (the turn's array as sent,
+ * when tool_choice is not none), the assistant messages' calls as their
+ * `tool_calls` (each call's arguments string decoded to its JSON object, as
+ * vLLM and llama.cpp pass them; content "" when the message has only
+ * calls: the wire cannot tell null from "", and vLLM passes "" too) and the results as role "tool" messages with tool_call_id and the
+ * called function's name (found by that id among the earlier calls), as
+ * transformers' apply_chat_template documents them.  That is for a
+ * template that writes tool use (eng_tmpl_file_renders_tools: Qwen 2.5/3,
+ * Llama 3.1/3.2, Hermes, Mistral...); one that does not (Llama 3, Gemma,
+ * SmolLM2) would drop the tools silently, so it gets them written in the
+ * family's format by wk_tools_render, as a built-in template does, and
+ * renders those messages.  Reading calls back
+ * stays per family (the format of the built-in template the file's is
+ * recognised as, else of its architecture).
+ *
  * Ownership.  wk_tools owns its parsed JSON; rendered messages and parsed
  * calls are malloc'd and freed with their own free functions.
  *
@@ -110,6 +127,15 @@ typedef struct wk_tool_msgs {
 int wk_tools_render(const wk_tools *t, eng_tmpl_format f, const sch_message *msgs, size_t n,
                     wk_tool_msgs *out, char *msg, size_t msglen);
 void wk_tool_msgs_free(wk_tool_msgs *m);
+
+/* The file's template: the turn's messages with their tool fields (see
+ * "The file's template"; no parley text), and *tools_json the `tools`
+ * variable (malloc'd JSON text, NULL when tool_choice is none or there are
+ * no tools).  decode_args: calls' arguments decoded to their object (0:
+ * kept the JSON string, for a template that wants it so:
+ * eng_tmpl_file_tool_args_string).  Errors as wk_tools_render. */
+int wk_tools_file_msgs(const wk_tools *t, const sch_message *msgs, size_t n, int decode_args,
+                       wk_tool_msgs *out, char **tools_json, char *msg, size_t msglen);
 
 /* The calls of a reply (text, len bytes) and the text outside them.  For
  * REQUIRED / NAMED the whole reply is the constrained JSON; for AUTO the
