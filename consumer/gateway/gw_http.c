@@ -38,7 +38,7 @@ struct gw_http {
     atomic_ullong lat_count;               /* chat requests timed */
     atomic_ullong lat_sum_us;              /* their total latency, us */
     atomic_ullong streams;                 /* streamed chat requests */
-    atomic_ullong disconnects;             /* streams the client left early */
+    atomic_ullong disconnects;             /* requests the client left before the reply */
     atomic_ullong cancels;                 /* CancelTurns sent for clients that left */
 };
 
@@ -152,7 +152,8 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
             "# TYPE parley_gateway_turns_waiting gauge\nparley_gateway_turns_waiting %zu\n"
             "# HELP parley_gateway_streams_total Streamed chat requests.\n"
             "# TYPE parley_gateway_streams_total counter\nparley_gateway_streams_total %llu\n"
-            "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
+            "# HELP parley_gateway_disconnects_total Chat requests the client left before the "
+            "reply.\n"
             "# TYPE parley_gateway_disconnects_total counter\n"
             "parley_gateway_disconnects_total %llu\n"
             "# HELP parley_gateway_cancels_total CancelTurns sent for clients that left.\n"
@@ -479,7 +480,10 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, oa_chat *ch, gw_
 }
 
 /* A sent turn, answered whole: wait for its TurnResult until the
- * gateway's timeout, then answer with the completion or the error. */
+ * gateway's timeout, then answer with the completion or the error.  The
+ * connection is looked at between waits of GW_GONE_CHECK_MS: a client
+ * that closed it cancels its turn (gw_cancel.h) and gets no answer. */
+#define GW_GONE_CHECK_MS 100
 static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const oa_chat *ch,
                                     gw_wait *w, const char *id, double t0, uint64_t now_ms) {
     const gw_http_opts *o = s->o;
@@ -488,9 +492,15 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
         double left = t0 + o->timeout_ms - pl_mono_msf();
         if (left <= 0) break;
         gw_piece *pieces;
-        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
+        int got = gw_wait_poll(
+            s->hub, w, left > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : (int)left + 1, &pieces, &res);
         gw_pieces_free(pieces);
         if (got) break;
+        if (gw_client_gone(c)) {
+            atomic_fetch_add(&s->disconnects, 1);
+            if (gw_cancel_turn(s->hub, w, "client disconnected")) atomic_fetch_add(&s->cancels, 1);
+            return MHD_NO; /* nobody to answer: close */
+        }
     }
     enum MHD_Result rc;
     if (!res) {
