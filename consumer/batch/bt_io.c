@@ -147,6 +147,15 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
         return -1;
     }
     snprintf(s->batch_id, sizeof s->batch_id, "%s", json_string_value(id));
+    json_t *sm = json_object_get(j, "sent_max"), *cn = json_object_get(j, "cancel");
+    if ((sm && !json_is_string(sm)) || (cn && !json_is_boolean(cn))) {
+        pl_errf(err, errlen, BT_EINVAL, "%s: bad sent_max or cancel (delete it to start over)",
+                path);
+        json_decref(j);
+        return -1;
+    }
+    if (sm) s->sent_max = strtoull(json_string_value(sm), NULL, 16);
+    s->cancel = json_is_true(cn);
     s->from = rd_kafka_topic_partition_list_new((int)json_array_size(off));
     size_t i;
     json_t *e;
@@ -173,7 +182,10 @@ int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
         json_array_append_new(off, json_pack("{ss sI sI}", "topic", s->from->elems[i].topic,
                                              "partition", (json_int_t)s->from->elems[i].partition,
                                              "offset", (json_int_t)s->from->elems[i].offset));
-    json_t *j = json_pack("{ss so}", "batch_id", s->batch_id, "offsets", off);
+    char sm[24];
+    snprintf(sm, sizeof sm, "%016llx", (unsigned long long)s->sent_max);
+    json_t *j = json_pack("{ss so ss sb}", "batch_id", s->batch_id, "offsets", off, "sent_max", sm,
+                          "cancel", s->cancel);
     char *txt = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
     json_decref(j);
     char tmp[4096];
