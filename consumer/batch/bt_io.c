@@ -75,7 +75,9 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen) {
         while ((n = getline(&line, &cap, f)) > 0) {
             if (line[n - 1] != '\n') break; /* torn by a crash: cut below */
             good += n;
-            json_t *j = json_loadb(line, (size_t)n, 0, NULL);
+            /* JSON_ALLOW_NUL: a reply's text may hold \u0000, and a line not read back
+             * would have its request sent and written again */
+            json_t *j = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, NULL);
             json_t *id = json_object_get(j, "custom_id"), *ln = json_object_get(j, "line");
             uint64_t h = 0;
             if (json_is_string(id)) h = bt_id_hash(json_string_value(id), json_string_length(id));
