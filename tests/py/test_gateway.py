@@ -409,8 +409,8 @@ def test_client_disconnect_mid_stream_releases_the_request(gateway):
     """A streaming client reads its first event and goes away while the
     turn cannot finish (the worker's engine is held from the turn's first
     chunk: PARLEY_TEST_ENGINE_HOLD, so a fast machine cannot finish the
-    turn first): the gateway notices at its next keep-alive and nothing is
-    left in flight."""
+    turn first): the gateway notices (it looks at the socket between its
+    waits) and nothing is left in flight."""
     url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
     before = metric(url, "parley_gateway_disconnects_total")
     holds = log.read_text().count("event=test_engine_hold held=1")

@@ -5,13 +5,15 @@
  *
  * Purpose.  gw_http calls gw_cancel_turn when a client goes away before
  * its reply: a streaming client before [DONE] (the response's free
- * callback), a non-streaming one whose connection closes while it waits
- * for the TurnResult (gw_client_gone, checked between the waits of
- * gw_chat_wait).  The cancel goes through the hub's producer, keyed by the
+ * callback, once a write failed or gw_client_gone ended the stream), a
+ * non-streaming one whose connection closes while it waits for the
+ * TurnResult (gw_client_gone, checked between the 100 ms waits of
+ * gw_chat_wait and of the stream's reader).  The cancel goes through the hub's producer, keyed by the
  * conversation, so it follows its turn on the same partition.
  *
  * Detecting a closed connection.  While a non-streaming request waits,
- * nothing is written to its socket, so a write error cannot tell.  Instead
+ * nothing is written to its socket, so a write error cannot tell (and a
+ * stream's write fails only at the second write after the close).  Instead
  * the socket is polled (no wait) and, when readable, peeked: end of file
  * (the client closed, or shut down its sending side: an HTTP/1.1 client
  * that half-closes while it waits is taken as gone) or an error (a reset)
