@@ -150,13 +150,17 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
     }
     snprintf(s->batch_id, sizeof s->batch_id, "%s", json_string_value(id));
     json_t *sm = json_object_get(j, "sent_max"), *cn = json_object_get(j, "cancel");
-    if ((sm && !json_is_string(sm)) || (cn && !json_is_boolean(cn))) {
+    const char *smv = json_string_value(sm);
+    if ((sm &&
+         (!smv || !smv[0] || strlen(smv) > 16 || strspn(smv, "0123456789abcdef") != strlen(smv))) ||
+        (cn && !json_is_boolean(cn))) {
         pl_errf(err, errlen, BT_EINVAL, "%s: bad sent_max or cancel (delete it to start over)",
                 path);
         json_decref(j);
         return -1;
     }
-    if (sm) s->sent_max = strtoull(json_string_value(sm), NULL, 16);
+    /* a state from a runner before sent_max: any request may have been sent */
+    s->sent_max = sm ? strtoull(smv, NULL, 16) : UINT64_MAX;
     s->cancel = json_is_true(cn);
     s->from = rd_kafka_topic_partition_list_new((int)json_array_size(off));
     size_t i;

@@ -81,7 +81,8 @@ typedef struct bt_state {
     char batch_id[32];                     /* hex id of this batch */
     rd_kafka_topic_partition_list_t *from; /* offsets to read results from */
     uint64_t sent_max; /* every turn ever produced has its custom_id hash <= this (saved
-                          before producing; turns go out in hash order) */
+                          before producing; turns go out in hash order; UINT64_MAX
+                          when a state written before sent_max existed is loaded) */
     int cancel;        /* `--cancel` began: no turn is sent again, the rest is cancelled */
 } bt_state;
 

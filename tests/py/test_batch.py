@@ -419,3 +419,19 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         if hold.exists():
             hold.unlink()
         stop(worker)
+
+
+def test_batch_bad_state_refused(parley_bin, tmp_path):
+    """A state file whose sent_max or cancel is malformed is refused at
+    start (exit 1, the field named), before anything is sent."""
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_text(json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                               "body": {"model": "m", "messages": [
+                                   {"role": "user", "content": "x"}]}}) + "\n")
+    for bad in ({"sent_max": "zz"}, {"sent_max": 7}, {"sent_max": "1" * 17}, {"cancel": "yes"}):
+        (tmp_path / "out.jsonl.state").write_text(json.dumps(
+            {"batch_id": "0123456789abcdef", "offsets": [], **bad}))
+        r = subprocess.run([str(parley_bin), "batch", "--input", str(inp), "--output", str(out),
+                            "--brokers", "127.0.0.1:1", "--startup-timeout-s", "1"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "sent_max or cancel" in r.stderr, (bad, r.stderr)
