@@ -354,11 +354,13 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
     """`parley batch --cancel` after the batch was killed -9 with 3 turns
     out (window 3) of 6: the 3 sent get a CancelTurn each, the worker
     (its engine held at the first turn's second token, so none can finish
-    first) stops them, and the 3 never sent are answered at once; the
-    output ends with exactly one line per request, finish_reason
-    cancelled.  Kafka holds 3 ChatTurns, 3 CancelTurns and exactly one
-    committed TurnResult per sent turn, cancelled.  A plain rerun after it
-    sends nothing (the state says cancelling)."""
+    first) stops them, and the 3 never sent are answered at once.  That
+    run is killed -9 too, and the plain command resumes the cancelling (the
+    state says so: it sends no turn, takes the results that came meanwhile
+    and cancels again what has none).  The output ends with exactly one
+    line per request, finish_reason cancelled; Kafka holds 3 ChatTurns,
+    CancelTurns for those 3 only and exactly one committed TurnResult per
+    sent turn, cancelled.  A plain rerun after it sends nothing."""
     prefix = f"bt-{uuid.uuid4().hex[:10]}"
     hold = tmp_path / "hold"
     hold.touch()
@@ -391,6 +393,13 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         while time.time() < end and log.read_text().count('event=cancel turn_id="b-') < 3:
             time.sleep(0.05)
         assert log.read_text().count('event=cancel turn_id="b-') == 3, log.read_text()[-3000:]
+        # killed: the plain command resumes the cancelling (the state says
+        # so): it reads the results that came meanwhile, and cancels again
+        # what has none
+        c.send_signal(signal.SIGKILL)
+        c.wait()
+        assert len(out.read_text().splitlines()) == 3  # the never-sent ones, at once
+        c = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         hold.unlink()
         _, err = c.communicate(timeout=120)
         assert c.returncode == 0, err
@@ -403,7 +412,8 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         recs = read_all(kafka_bootstrap, f"{prefix}.turns")
         turns = [r["turn_id"] for ct, r in recs if "messages" in r]
         cancels = [r["turn_id"] for ct, r in recs if ct.startswith("application/x-parley-cancel")]
-        assert len(turns) == 3 and sorted(cancels) == sorted(turns), (turns, cancels)
+        assert len(turns) == 3 and set(cancels) == set(turns), (turns, cancels)
+        assert "cancelling: " in err
         res = [r for _, r in read_all(kafka_bootstrap, f"{prefix}.responses", committed=True)]
         assert Counter(r["turn_id"] for r in res) == Counter(turns), res
         assert all(r["finish_reason"] == "cancelled" for r in res), res

@@ -184,7 +184,8 @@ def test_cancel_for_a_turn_whose_worker_is_killed(kafka_bootstrap, parley_bin, m
                                                    tmp_path):
     """Fault (issue 40 §4): a cancel for a turn whose worker dies.  Two
     turns run on w1, its engine held so neither can finish; w1 takes the
-    cancel of one (not yet applied: the engine is held) and is killed -9;
+    cancel of one and is killed -9 right after (its result committed or
+    not);
     the other's cancel is produced while no worker runs.  w2 takes the
     partition over, reads both turns again and their cancels: exactly one
     committed TurnResult each (stop, length or cancelled), from Kafka
@@ -204,7 +205,9 @@ def test_cancel_for_a_turn_whose_worker_is_killed(kafka_bootstrap, parley_bin, m
         wait_log(env, "w1", 'event=cancel turn_id="k-t0"')
         env.procs["w1"].send_signal(signal.SIGKILL)
         env.procs["w1"].wait()
-        assert not results_by_turn(env)  # nothing committed by w1
+        # w1 may or may not have committed k-t0's cancelled result before
+        # it died (a cancelled sequence leaves the engine even while it is
+        # held): either way exactly one result must come of it
         cancel(p, env, "j", "j-t0")
         start(env, "w2", free_port())
         got = {}
