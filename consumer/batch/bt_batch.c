@@ -34,6 +34,17 @@
  * not count the errors an earlier run wrote: the error file has them),
  * 1 runtime failure, 2 usage.  A duplicate custom_id is reported to the
  * error file by the first run only.
+ *
+ * Cancelling (--cancel; bt_io.h's state): the batch stops.  The state is
+ * marked cancelling first (so a later run, with --cancel or not, sends no
+ * turn again), then every request without an output line that may have
+ * been sent (its hash <= the state's sent_max) gets a CancelTurn (spec
+ * 1.4, keyed by its conversation: after its turn on the partition) and
+ * waits for its one TurnResult: `cancelled` with what was generated, or
+ * the real result of a turn that finished first; a request never sent
+ * gets a `cancelled` line at once, and one whose result does not come in
+ * --timeout-s (it was recorded as sent but the run died before producing
+ * it) gets one then.  Killed midway, the same command resumes.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -85,6 +96,8 @@ typedef struct bt_run {
     double t0;                             /* start, monotonic ms */
     double last_sweep;                     /* last timeout sweep, monotonic ms */
     int resumed;                           /* a saved state was found (a rerun) */
+    int cancel;                            /* --cancel: cancel what is outstanding */
+    size_t cancels;                        /* CancelTurns this run produced */
 } bt_run;
 
 static int bt_write(bt_run *r, uint64_t h, json_t *line, int failed) {
@@ -247,6 +260,14 @@ static bt_item *bt_find(bt_run *r, const char *turn_id, size_t len) {
     return it && it->state != 2 && !strncmp(it->turn_id, turn_id, len) ? it : NULL;
 }
 
+/* Point the item's turn at its own arrays (the items were sorted: moved). */
+static void bt_item_fix(bt_item *it) {
+    it->chat.turn.conversation_id = sch_str_c(it->turn_id);
+    it->chat.turn.turn_id = sch_str_c(it->turn_id);
+    it->chat.turn.model = sch_str_c(it->chat.model);
+    it->chat.turn.params.stop = it->chat.stop;
+}
+
 /* A result (or a DeadLetter made into one) for item it. */
 static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
     json_t *resp;
@@ -277,6 +298,50 @@ static int bt_answer(bt_run *r, bt_item *it, const sch_result *res) {
                       failed);
     oa_chat_free(&it->chat);
     return rc;
+}
+
+/* A `cancelled` line made here for item it: nothing of it ran (never sent,
+ * or no answer to its cancel within --timeout-s). */
+static int bt_answer_cancelled(bt_run *r, bt_item *it) {
+    sch_result res;
+    sch_result_init(&res);
+    bt_item_fix(it);
+    res.conversation_id = sch_str_c(it->turn_id);
+    res.turn_id = sch_str_c(it->turn_id);
+    res.finish_reason = SCH_FINISH_CANCELLED;
+    return bt_answer(r, it, &res);
+}
+
+/* --cancel (or a rerun of a batch that began cancelling): mark the state,
+ * then cancel what may have been sent and answer the rest at once. */
+static int bt_cancel_start(bt_run *r, rd_kafka_t *prod) {
+    char err[PL_ERR_LEN * 2];
+    if (!r->st.cancel) {
+        r->st.cancel = 1;
+        if (bt_state_save(r->state_path, &r->st, err, sizeof err) != 0) goto fail;
+    }
+    double now = pl_mono_msf();
+    for (size_t i = 0; i < r->n; i++) {
+        bt_item *it = &r->items[i];
+        if (it->state != 0) continue;
+        if (it->h > r->st.sent_max) {
+            if (bt_answer_cancelled(r, it) != 0) return -1;
+            continue;
+        }
+        if (cm_cancel_send(prod, r->topics.turns, it->turn_id, it->turn_id, "parley batch --cancel",
+                           err, sizeof err) != 0)
+            goto fail;
+        it->state = 1;
+        it->sent_ms = now;
+        r->inflight++;
+        r->cancels++;
+    }
+    fprintf(stderr, "batch: cancelling: %zu CancelTurns sent, waiting for their results\n",
+            r->cancels);
+    return 0;
+fail:
+    fprintf(stderr, "batch: %s\n", err);
+    return -1;
 }
 
 /* Handle one record of the reader. */
@@ -471,6 +536,10 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
          "progress line interval (default 10)", NULL},
         {"--max-tokens-cap", NULL, CLI_U64, &r->max_tokens, 1, 32768, "N",
          "cap of max_tokens (default 4096)", NULL},
+        {"--cancel", NULL, CLI_FLAG, &r->cancel, 0, 0, NULL,
+         "cancel every outstanding request of this batch (resumable;\n"
+         "each gets its line, finish_reason cancelled)",
+         NULL},
     };
     const cli_cmd cmd = {
         .name = "batch",
@@ -480,7 +549,8 @@ static int bt_parse(int argc, char **argv, bt_run *r) {
             "         [--errors FILE] [--topic-prefix P | --turns-topic T --responses-topic T]\n"
             "         [--dlq-topic T] [--namespace NS] [--service-tier TIER]\n"
             "         [--window N] [--timeout-s N]\n"
-            "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]",
+            "         [--max-tokens-cap N] [--progress-s N] [--startup-timeout-s N]\n"
+            "         [--cancel]",
         .about =
             "\nOpenAI Batch JSONL in, batch output JSONL out, through the workers.  Rerun the\n"
             "same command after a crash: it resumes, and the output ends with exactly one\n"
@@ -511,6 +581,10 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
     for (size_t i = 0; now - r->last_sweep >= 1000.0 && i < r->n; i++) {
         bt_item *it = &r->items[i];
         if (it->state == 1 && now - it->sent_ms > (double)r->timeout_s * 1000.0) {
+            if (r->st.cancel) { /* no answer to its cancel: nothing of it runs */
+                if (bt_answer_cancelled(r, it) != 0) return -1;
+                continue;
+            }
             r->inflight--;
             it->state = 2;
             oa_chat_free(&it->chat);
@@ -520,15 +594,28 @@ static int bt_pump(bt_run *r, rd_kafka_t *prod, size_t *next) {
         }
     }
     if (now - r->last_sweep >= 1000.0) r->last_sweep = now;
+    if (r->st.cancel) return 0; /* cancelling: nothing is sent */
+    /* the hash of the last item this call sends is saved before any is
+     * produced: what was sent stays within sent_max whatever dies when */
+    uint64_t last = 0;
+    size_t room = r->inflight < r->window ? (size_t)(r->window - r->inflight) : 0;
+    for (size_t i = *next; i < r->n && room; i++)
+        if (r->items[i].state == 0) {
+            last = r->items[i].h;
+            room--;
+        }
+    if (last > r->st.sent_max) {
+        r->st.sent_max = last;
+        if (bt_state_save(r->state_path, &r->st, err, sizeof err) != 0) {
+            fprintf(stderr, "batch: %s\n", err);
+            return -1;
+        }
+    }
     while (*next < r->n && r->inflight < r->window) {
         bt_item *it = &r->items[(*next)++];
         if (it->state != 0) continue;
         uint64_t ms = pl_unix_ms();
-        /* the items were sorted (moved): point at this item's own arrays now */
-        it->chat.turn.conversation_id = sch_str_c(it->turn_id);
-        it->chat.turn.turn_id = sch_str_c(it->turn_id);
-        it->chat.turn.model = sch_str_c(it->chat.model);
-        it->chat.turn.params.stop = it->chat.stop;
+        bt_item_fix(it); /* the items were sorted (moved) */
         it->chat.turn.created_ms = ms;
         it->chat.turn.deadline_ms = ms + r->timeout_s * 1000;
         if (cm_turn_send(prod, r->topics.turns, &it->chat.turn, err, sizeof err) != 0) {
@@ -589,6 +676,7 @@ int bt_cmd_batch(int argc, char **argv) {
             goto fail;
         cm_startup_end();
         if (have && bt_catch_up(&r, rk) != 0) goto out;
+        if ((r.cancel || r.st.cancel) && bt_cancel_start(&r, prod) != 0) goto out;
     }
     double last = pl_mono_msf();
     while (r.done < r.total) {

@@ -75,7 +75,9 @@ int bt_out_open(bt_out *o, const char *path, char *err, size_t errlen) {
         while ((n = getline(&line, &cap, f)) > 0) {
             if (line[n - 1] != '\n') break; /* torn by a crash: cut below */
             good += n;
-            json_t *j = json_loadb(line, (size_t)n, 0, NULL);
+            /* JSON_ALLOW_NUL: a reply's text may hold \u0000, and a line not read back
+             * would have its request sent and written again */
+            json_t *j = json_loadb(line, (size_t)n, JSON_ALLOW_NUL, NULL);
             json_t *id = json_object_get(j, "custom_id"), *ln = json_object_get(j, "line");
             uint64_t h = 0;
             if (json_is_string(id)) h = bt_id_hash(json_string_value(id), json_string_length(id));
@@ -147,6 +149,19 @@ int bt_state_load(const char *path, bt_state *s, char *err, size_t errlen) {
         return -1;
     }
     snprintf(s->batch_id, sizeof s->batch_id, "%s", json_string_value(id));
+    json_t *sm = json_object_get(j, "sent_max"), *cn = json_object_get(j, "cancel");
+    const char *smv = json_string_value(sm);
+    if ((sm &&
+         (!smv || !smv[0] || strlen(smv) > 16 || strspn(smv, "0123456789abcdef") != strlen(smv))) ||
+        (cn && !json_is_boolean(cn))) {
+        pl_errf(err, errlen, BT_EINVAL, "%s: bad sent_max or cancel (delete it to start over)",
+                path);
+        json_decref(j);
+        return -1;
+    }
+    /* a state from a runner before sent_max: any request may have been sent */
+    s->sent_max = sm ? strtoull(smv, NULL, 16) : UINT64_MAX;
+    s->cancel = json_is_true(cn);
     s->from = rd_kafka_topic_partition_list_new((int)json_array_size(off));
     size_t i;
     json_t *e;
@@ -173,7 +188,10 @@ int bt_state_save(const char *path, const bt_state *s, char *err, size_t errlen)
         json_array_append_new(off, json_pack("{ss sI sI}", "topic", s->from->elems[i].topic,
                                              "partition", (json_int_t)s->from->elems[i].partition,
                                              "offset", (json_int_t)s->from->elems[i].offset));
-    json_t *j = json_pack("{ss so}", "batch_id", s->batch_id, "offsets", off);
+    char sm[24];
+    snprintf(sm, sizeof sm, "%016llx", (unsigned long long)s->sent_max);
+    json_t *j = json_pack("{ss so ss sb}", "batch_id", s->batch_id, "offsets", off, "sent_max", sm,
+                          "cancel", s->cancel);
     char *txt = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
     json_decref(j);
     char tmp[4096];

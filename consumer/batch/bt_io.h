@@ -15,7 +15,12 @@
  * id is derived (`b-<batch id>-<fnv64(custom_id)>`), and the end offsets
  * the responses and DLQ topics had then.  A rerun reads results from those
  * offsets, so replies committed while no batch process was running are
- * still found and not asked for again.
+ * still found and not asked for again.  It also holds how far turns were
+ * sent (sent_max: each run sends the requests still missing in the order
+ * of their custom_id hash, and saves the hash of the last one it is about
+ * to send before producing them) and whether `--cancel` ran: then the
+ * requests without a line that may have been sent get a CancelTurn and
+ * wait for their result, and the others get a `cancelled` line at once.
  *
  * Threading.  Single-threaded.
  *
@@ -75,6 +80,10 @@ uint64_t bt_line_hash(long line_no);
 typedef struct bt_state {
     char batch_id[32];                     /* hex id of this batch */
     rd_kafka_topic_partition_list_t *from; /* offsets to read results from */
+    uint64_t sent_max; /* every turn ever produced has its custom_id hash <= this (saved
+                          before producing; turns go out in hash order; UINT64_MAX
+                          when a state written before sent_max existed is loaded) */
+    int cancel;        /* `--cancel` began: no turn is sent again, the rest is cancelled */
 } bt_state;
 
 /* Read PATH; 1 = loaded, 0 = no such file, -1 = unreadable/corrupt. */

@@ -21,7 +21,8 @@
 #include "pl_err.h"
 #include "pl_time.h"
 
-#define GW_NCODES 10 /* status codes counted in /metrics */
+#define GW_GONE_CHECK_MS 100 /* how often a waiting request looks at its connection */
+#define GW_NCODES 10         /* status codes counted in /metrics */
 static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
 #define GW_NBUCKETS 14 /* latency histogram buckets (seconds), last +Inf */
 static const double gw_buckets[GW_NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -38,7 +39,7 @@ struct gw_http {
     atomic_ullong lat_count;               /* chat requests timed */
     atomic_ullong lat_sum_us;              /* their total latency, us */
     atomic_ullong streams;                 /* streamed chat requests */
-    atomic_ullong disconnects;             /* streams the client left early */
+    atomic_ullong disconnects;             /* requests the client left before the reply */
     atomic_ullong cancels;                 /* CancelTurns sent for clients that left */
 };
 
@@ -152,7 +153,8 @@ static enum MHD_Result gw_metrics(gw_http *s, struct MHD_Connection *c) {
             "# TYPE parley_gateway_turns_waiting gauge\nparley_gateway_turns_waiting %zu\n"
             "# HELP parley_gateway_streams_total Streamed chat requests.\n"
             "# TYPE parley_gateway_streams_total counter\nparley_gateway_streams_total %llu\n"
-            "# HELP parley_gateway_disconnects_total Streams the client left early.\n"
+            "# HELP parley_gateway_disconnects_total Chat requests the client left before the "
+            "reply.\n"
             "# TYPE parley_gateway_disconnects_total counter\n"
             "parley_gateway_disconnects_total %llu\n"
             "# HELP parley_gateway_cancels_total CancelTurns sent for clients that left.\n"
@@ -210,6 +212,7 @@ typedef struct gw_sse_choice {
 /* A streaming reply in progress. */
 typedef struct gw_sse {
     gw_http *s;                  /* server */
+    struct MHD_Connection *c;    /* its connection (looked at for a client that left) */
     gw_wait *w;                  /* the request's waiter */
     oa_chat q;                   /* the request (owned: legacy, logprobs, echo, prompt) */
     char id[320];                /* chatcmpl-<turn id> / cmpl-<turn id> */
@@ -217,6 +220,7 @@ typedef struct gw_sse {
     gw_sse_choice ch[SCH_MAX_N]; /* per choice */
     int n;                       /* choices asked for */
     double t0, deadline;         /* monotonic ms: start, give up */
+    double last_out;             /* monotonic ms: bytes last produced (keep-alive every s) */
     int phase;                   /* 0 opening chunks due, 1 streaming, 2 ended */
     int finished;                /* [DONE] was produced */
     char *out;                   /* bytes waiting to go out */
@@ -373,9 +377,12 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             e->phase = 1;
             if (e->olen) continue;
         }
+        /* a client that closed is noticed here, before a write fails
+         * (which takes a piece or a keep-alive, and a second write) */
+        if (gw_client_gone(e->c)) return MHD_CONTENT_READER_END_WITH_ERROR;
         double now = pl_mono_msf();
         int wait = (int)(e->deadline - now);
-        wait = wait > 1000 ? 1000 : wait < 1 ? 1 : wait;
+        wait = wait > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : wait < 1 ? 1 : wait;
         gw_piece *pieces;
         const sch_result *r;
         gw_wait_poll(e->s->hub, e->w, wait, &pieces, &r);
@@ -388,9 +395,10 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             gw_sse_event(e, oa_error_json("no reply from the fleet before the gateway's timeout",
                                           "timeout", NULL, "timeout"));
             gw_sse_done(e, now);
-        } else if (!pieces) {
+        } else if (!pieces && now - e->last_out >= 1000) {
             gw_sse_put(e, ": keep-alive\n\n", 14);
         }
+        if (e->olen) e->last_out = now;
     }
     size_t n = e->olen - e->off < max ? e->olen - e->off : max;
     memcpy(buf, e->out + e->off, n);
@@ -462,12 +470,13 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, oa_chat *ch, gw_
         return 0;
     }
     e->s = s;
+    e->c = c;
     e->w = w;
     snprintf(e->id, sizeof e->id, "%s", id);
     e->created = now_ms / 1000;
     e->n = (int)ch->turn.params.n;
     oa_chat_move(&e->q, ch); /* the stream keeps the request; ch is empty now */
-    e->t0 = t0;
+    e->t0 = e->last_out = t0;
     e->deadline = t0 + s->o->timeout_ms;
     atomic_fetch_add(&s->streams, 1);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -479,7 +488,9 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, oa_chat *ch, gw_
 }
 
 /* A sent turn, answered whole: wait for its TurnResult until the
- * gateway's timeout, then answer with the completion or the error. */
+ * gateway's timeout, then answer with the completion or the error.  The
+ * connection is looked at between waits of GW_GONE_CHECK_MS: a client
+ * that closed it cancels its turn (gw_cancel.h) and gets no answer. */
 static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const oa_chat *ch,
                                     gw_wait *w, const char *id, double t0, uint64_t now_ms) {
     const gw_http_opts *o = s->o;
@@ -488,9 +499,15 @@ static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const 
         double left = t0 + o->timeout_ms - pl_mono_msf();
         if (left <= 0) break;
         gw_piece *pieces;
-        int got = gw_wait_poll(s->hub, w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
+        int got = gw_wait_poll(
+            s->hub, w, left > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : (int)left + 1, &pieces, &res);
         gw_pieces_free(pieces);
         if (got) break;
+        if (gw_client_gone(c)) {
+            atomic_fetch_add(&s->disconnects, 1);
+            if (gw_cancel_turn(s->hub, w, "client disconnected")) atomic_fetch_add(&s->cancels, 1);
+            return MHD_NO; /* nobody to answer: close */
+        }
     }
     enum MHD_Result rc;
     if (!res) {

@@ -48,6 +48,7 @@ void oa_result_choice(const sch_result *r, int k, sch_choice *out) {
 
 const char *oa_finish_name(const sch_choice *c) {
     if (c->n_tool_calls) return "tool_calls";
+    if (c->finish_reason == SCH_FINISH_CANCELLED) return "cancelled";
     return c->finish_reason == SCH_FINISH_LENGTH ? "length" : "stop";
 }
 

@@ -128,7 +128,9 @@ int oa_result_choices(const sch_result *r);
 void oa_result_choice(const sch_result *r, int k, sch_choice *out);
 
 /* OpenAI finish_reason of a choice: tool_calls when it made calls, else
- * length or stop. */
+ * length or stop, or parley's cancelled (a CancelTurn stopped it: spec
+ * 1.4; what a `parley batch --cancel` line or a stream cancelled by
+ * someone else shows). */
 const char *oa_finish_name(const sch_choice *c);
 
 /* The complete response to request q: `chat.completion`, or

@@ -126,7 +126,7 @@ static size_t wk_stream_safe_end(const wk_turn *t, const wk_choice *c) {
 static void wk_chunk_emit(wk_turn *t, int k, int final, int last) {
     wk_worker *w = t->w;
     wk_choice *ch = &t->ch[k];
-    if (!last) wk_test_hold_trigger(w, WK_HOLD_CHUNK);
+    if (!last) wk_test_hold_trigger(w, WK_HOLD_CHUNK, ch->n_toks);
     size_t end = final ? ch->text_len : wk_stream_safe_end(t, ch);
     if (end < ch->chunk_from) end = ch->chunk_from; /* (a final text shorter than streamed) */
     sch_chunk c;
@@ -236,6 +236,8 @@ static void wk_on_token(void *user, uint64_t id, const eng_sched_token *ev) {
         }
     }
     if (t->stream && c->n_ctoks >= w->chunk_tokens) wk_chunk_emit(t, ev->choice, 0, 0);
+    else if (!t->stream && c->n_toks % w->chunk_tokens == 0) /* where a chunk would be cut */
+        wk_test_hold_trigger(w, WK_HOLD_CHUNK, c->n_toks);
 }
 
 static sch_finish wk_finish(eng_sched_finish f) {

@@ -46,7 +46,10 @@ static int64_t wk_kv_permille(wk_worker *w) {
  * TRIGGER is kv_pause (the worker pauses its partitions for KV memory; the
  * hold is set in the same poll-loop pass, so the pool stays as full as it
  * was, give or take the step in progress) or chunk (a non-final chunk of a
- * turn is produced).  The pause and resume stay the marks' own. */
+ * turn is produced, or a non-streaming turn reaches where one would be
+ * cut; when PATH holds a number N, only a chunk whose choice
+ * has reached N tokens: a test that closes its stream after N tokens).
+ * The pause and resume stay the marks' own. */
 int wk_test_hold_parse(wk_worker *w, const char *spec) {
     const char *colon = strchr(spec, ':');
     if (!colon || !colon[1] || strlen(colon + 1) >= sizeof w->thold.path) return -1;
@@ -58,9 +61,14 @@ int wk_test_hold_parse(wk_worker *w, const char *spec) {
     return 0;
 }
 
-void wk_test_hold_trigger(wk_worker *w, int trigger) {
+void wk_test_hold_trigger(wk_worker *w, int trigger, int n_toks) {
     if (w->thold.trigger != trigger || __atomic_load_n(&w->thold.held, __ATOMIC_ACQUIRE)) return;
-    if (access(w->thold.path, F_OK) != 0) return;
+    FILE *f = fopen(w->thold.path, "r");
+    if (!f) return;
+    long at = 0; /* the file may name the tokens a chunk's choice must have reached */
+    if (fscanf(f, "%ld", &at) != 1) at = 0;
+    fclose(f);
+    if (n_toks < at) return;
     if (__atomic_exchange_n(&w->thold.held, 1, __ATOMIC_ACQ_REL)) return;
     eng_sched_hold(w->eng.sched, 1);
     wk_log("info", "test_engine_hold", "held=1");
@@ -96,7 +104,7 @@ void wk_backpressure(wk_worker *w, int64_t max_inflight) {
     } else if ((why & WK_PAUSE_KV) && !(w->pause.why & WK_PAUSE_KV)) {
         WK_ADD(w->met.ctr.pauses_kv, 1);
     }
-    if (why & WK_PAUSE_KV) wk_test_hold_trigger(w, WK_HOLD_KV_PAUSE);
+    if (why & WK_PAUSE_KV) wk_test_hold_trigger(w, WK_HOLD_KV_PAUSE, 0);
     wk_test_hold_poll(w);
     w->pause.why = why;
     __atomic_store_n(&w->met.ctr.pause_why, (int64_t)why, __ATOMIC_RELAXED);

@@ -9,7 +9,9 @@ run it).  Usage:
       [--parley build/consumer/parley] [--model $PARLEY_GEMMA_MODEL] [--threads 2] \
       [--conversations 8] [--turns 6] [--rate 1.0] [--max-tokens 48] \
       [--backlog 2000] [--bulk-max-tokens 48] [--bulk-alone-s 30] \
-      [--phases alone,bulk,mixed,baseline,fair] [--out results.json]
+      [--phases alone,bulk,mixed,baseline,fair,cancel] [--cancel-streams 32]
+      [--cancel-max-tokens 512] [--cancel-after 8] [--cancel-window-s 10]
+      [--out results.json]
 
 (--kafka defaults to $PARLEY_TEST_KAFKA; start a broker with
 `PARLEY_RUN_DIR=/tmp/x deploy/kafka.sh start`, whose address is in
@@ -34,6 +36,20 @@ queue.  Phases:
             to alone, total generated tokens/s (both classes) vs bulk alone.
   baseline  the same as mixed with the batch sent as interactive
             (`parley batch --service-tier default`): what the classes buy.
+  cancel    (issue 40 section 3.4) --cancel-streams streaming requests with
+            max_tokens --cancel-max-tokens, each client closing after its
+            first --cancel-after tokens (counted by their logprobs entries),
+            while the bulk backlog runs.  Per turn, from its committed
+            TurnResult: tokens generated after the close (result tokens -
+            tokens received; an upper bound: tokens made before the close
+            but still on their way count too) against one engine step's
+            worth (one token a step for a sequence, plus accepted drafts),
+            the time from close to the committed result in engine steps
+            (step_ms_busy); the tokens the closes saved (max_tokens -
+            generated, summed) and the engine time they stand for; and
+            the throughput the other work (the backlog) gets: generated
+            tokens/s (est) over --cancel-window-s before the streams and
+            over the same time from when the last stream closed.
   fair      tenants (one API key each): tenant B alone sends --fair-b-turns
             one-turn requests at 1/s; then tenant A sends a burst of
             --fair-burst requests at once and B repeats its run during it.
@@ -72,15 +88,11 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import msgpack
 import openai
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-# Issue 40 section 3.4, cancellation: the gateway cancels a streaming
-# client's turn when the client leaves (docs/openai.md), but this bench has
-# no phase that measures it yet (clients that drop a share of the
-# interactive streams after their first tokens, and the slots freed).
-# --cancel is reserved for that phase and refused until it is written.
-CANCEL_PHASE_WRITTEN = False
 
 SCRIPT = [
     "Hi! I am planning a week-long trip along a river valley in late spring. "
@@ -445,6 +457,106 @@ def phase_fair(a, tmp):
             **window(m0, m1, wall), **est}
 
 
+def close_after(url, n_tokens, max_tokens, i):
+    """One streaming request that closes after its first n_tokens tokens;
+    returns (turn id, tokens received, monotonic close time)."""
+    c = openai.OpenAI(base_url=url, api_key="sk-bench", max_retries=0, timeout=900)
+    msg = f"Tell a very long story about {TOPICS[i % len(TOPICS)]} (request c-{i})."
+    s = c.chat.completions.create(model="bench", max_tokens=max_tokens, temperature=0,
+                                  stream=True, logprobs=True,
+                                  messages=[{"role": "user", "content": msg}])
+    cid, seen = None, 0
+    for ch in s:
+        cid = ch.id
+        if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+            seen += len(ch.choices[0].logprobs.content)
+        if seen >= n_tokens:
+            break
+    s.close()
+    c.close()
+    return cid.split("-", 1)[1], seen, time.perf_counter()
+
+
+def committed_results(a, topic, turn_ids, timeout=600):
+    """turn id -> (committed TurnResult, monotonic time it was read) for
+    every id in turn_ids, read_committed from the start of topic."""
+    c = Consumer({"bootstrap.servers": a.kafka, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "isolation.level": "read_committed"})
+    c.subscribe([topic])
+    out, end = {}, time.time() + timeout
+    try:
+        while time.time() < end and not set(turn_ids) <= set(out):
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            r = msgpack.unpackb(m.value(), raw=False)
+            if r.get("turn_id") in turn_ids:
+                out.setdefault(r["turn_id"], (r, time.perf_counter()))
+    finally:
+        c.close()
+    return out
+
+
+def phase_cancel(a, tmp):
+    s = Stack(a, tmp, "cancel")
+    try:
+        b = s.batch(a.backlog, None, tmp) if a.backlog else None
+        la = loadavg()
+        smp = Sampler(s)
+        time.sleep(a.cancel_window_s)
+        before = smp.close()
+        m0 = s.metrics()
+        closed = [None] * a.cancel_streams
+
+        def one(i):
+            closed[i] = close_after(s.url, a.cancel_after, a.cancel_max_tokens, i)
+
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(a.cancel_streams)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        smp, t_after = Sampler(s), time.perf_counter()
+        res = committed_results(a, s.topics["responses"], {c[0] for c in closed if c})
+        time.sleep(max(0.0, a.cancel_window_s - (time.perf_counter() - t_after)))
+        after = smp.close()
+        m1 = s.metrics()
+        busy = b is not None and b.poll() is None
+    finally:
+        s.close()
+    step_ms = after["step_ms_busy"] if after["step_ms_busy"] == after["step_ms_busy"] \
+        else before["step_ms_busy"]
+    spec = m1.get("parley_sched_spec_accepted_tokens_total", 0) - \
+        m0.get("parley_sched_spec_accepted_tokens_total", 0)
+    per = []
+    for c in closed:
+        if not c or c[0] not in res:
+            continue
+        r, t_res = res[c[0]]
+        gen = len(r.get("tokens", []))
+        per.append({"turn_id": c[0], "received": c[1], "generated": gen,
+                    "after_close": gen - c[1], "finish_reason": r.get("finish_reason"),
+                    "close_to_result_ms": (t_res - c[2]) * 1e3})
+    after_close = [p["after_close"] for p in per]
+    saved = sum(a.cancel_max_tokens - p["generated"] for p in per)
+    gen_s = after["est_tokens_per_s"]
+    return {"phase": "cancel", "loadavg": la, "streams": a.cancel_streams,
+            "results": len(per), "cancelled": sum(p["finish_reason"] == "cancelled" for p in per),
+            "after_close_p50": pct(after_close, 50) if after_close else float("nan"),
+            "after_close_max": max(after_close, default=float("nan")),
+            "one_step_tokens": 1, "spec_accepted_during": spec,
+            "within_one_step": sum(x <= 1 for x in after_close),
+            "step_ms_busy": step_ms,
+            "close_to_result_p50_ms": pct([p["close_to_result_ms"] for p in per], 50)
+            if per else float("nan"),
+            "tokens_saved": saved,
+            "engine_s_saved_est": saved / gen_s if gen_s and gen_s == gen_s else float("nan"),
+            "other_tokens_per_s_before": before["est_tokens_per_s"],
+            "other_tokens_per_s_after": gen_s, "backlog_busy_to_the_end": busy,
+            "turns": per}
+
+
 def fmt(x, spec=".1f"):
     return "-" if x is None or (isinstance(x, float) and x != x) else format(x, spec)
 
@@ -478,6 +590,16 @@ def table(res):
         if name in ph and not ph[name]["backlog_busy_to_the_end"]:
             print(f"WARNING: {name}: the backlog ran out before the interactive load ended "
                   "(raise --backlog)")
+    if "cancel" in ph:
+        c = ph["cancel"]
+        print(f"cancel: {c['results']}/{c['streams']} results ({c['cancelled']} cancelled); "
+              f"tokens generated after the close p50 {fmt(c['after_close_p50'], '.0f')} max "
+              f"{fmt(c['after_close_max'], '.0f')} (one step = {c['one_step_tokens']} token a "
+              f"sequence; {c['within_one_step']} turns within it; close -> result p50 "
+              f"{fmt(c['close_to_result_p50_ms'])} ms, step {fmt(c['step_ms_busy'])} ms); "
+              f"{c['tokens_saved']} tokens saved (~{fmt(c['engine_s_saved_est'])} s of "
+              f"engine); other work {fmt(c['other_tokens_per_s_before'])} tok/s before, "
+              f"{fmt(c['other_tokens_per_s_after'])} after the closes")
     if "fair" in ph:
         f = ph["fair"]
         print(f"fair: tenant B TTFT p50/p99 alone {fmt(f['b_alone']['ttft_p50_ms'])}/"
@@ -510,21 +632,27 @@ def main():
                     "interactive turn behind a bulk backlog on 2 cores)")
     ap.add_argument("--fair-burst", type=int, default=128, help="tenant A's burst (requests)")
     ap.add_argument("--fair-b-turns", type=int, default=10, help="tenant B's turns at 1/s")
-    ap.add_argument("--phases", default="alone,bulk,mixed,baseline,fair")
+    ap.add_argument("--phases", default="alone,bulk,mixed,baseline,fair,cancel")
     ap.add_argument("--cancel", action="store_true",
-                    help="the cancellation phase (issue 40 section 3.4): not written yet")
+                    help="run the cancellation phase only (issue 40 section 3.4; "
+                    "same as --phases cancel)")
+    ap.add_argument("--cancel-streams", type=int, default=32)
+    ap.add_argument("--cancel-max-tokens", type=int, default=512)
+    ap.add_argument("--cancel-after", type=int, default=8,
+                    help="tokens each cancel-phase client reads before it closes")
+    ap.add_argument("--cancel-window-s", type=float, default=10.0,
+                    help="the other work's throughput window before and after the closes")
     ap.add_argument("--worker-arg", action="append", default=[],
                     help="an extra worker flag (repeatable), e.g. --worker-arg=--x=1")
     ap.add_argument("--out", help="write the results as JSON to this file")
     a = ap.parse_args()
     a.worker_arg = [y for x in a.worker_arg for y in x.split("=", 1)]
-    if a.cancel and not CANCEL_PHASE_WRITTEN:
-        sys.exit("bench_mixed: --cancel: the cancellation phase (issue 40 section 3.4) is "
-                 "not written yet")
+    if a.cancel:
+        a.phases = "cancel"
     if not a.kafka:
         sys.exit("bench_mixed: --kafka HOST:PORT (or PARLEY_TEST_KAFKA) is required")
     phases = a.phases.split(",")
-    bad = set(phases) - {"alone", "bulk", "mixed", "baseline", "fair"}
+    bad = set(phases) - {"alone", "bulk", "mixed", "baseline", "fair", "cancel"}
     if bad:
         sys.exit(f"bench_mixed: unknown phases {sorted(bad)}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-mx-"))
@@ -538,7 +666,7 @@ def main():
             "conversations": a.conversations, "turns": a.turns, "rate": a.rate,
             "max_tokens": a.max_tokens, "backlog": a.backlog,
             "bulk_max_tokens": a.bulk_max_tokens, "argv": sys.argv[1:],
-            "cancellation": "not measured (issue 40 section 3.4)", "logs": str(tmp)}
+            "logs": str(tmp)}
     print(f"{meta['date']}: {cpu} ({' '.join(isa)}), {os.cpu_count()} CPUs, load {loadavg()}; "
           f"{a.threads} threads; interactive {a.conversations} x {a.turns} at {a.rate}/s, "
           f"max_tokens {a.max_tokens}; backlog {a.backlog} x {a.bulk_max_tokens}; logs {tmp}",
@@ -554,6 +682,8 @@ def main():
             r = phase_mixed(a, tmp, "mixed", None)
         elif p == "baseline":
             r = phase_mixed(a, tmp, "baseline", "default")
+        elif p == "cancel":
+            r = phase_cancel(a, tmp)
         else:
             r = phase_fair(a, tmp)
         r["phase_wall_s"] = time.time() - t0

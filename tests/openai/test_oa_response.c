@@ -89,6 +89,13 @@ PT_TEST(chat_choices_logprobs_tool_calls) {
     PT_EQ_INT(json_integer_value(tr_path(j, "usage.completion_tokens")), 3);
     PT_EQ_INT(json_integer_value(tr_path(j, "usage.prompt_tokens")), 7);
     json_decref(j);
+    /* a cancelled turn (spec 1.4): parley's own finish_reason, its text so far */
+    r.finish_reason = SCH_FINISH_CANCELLED;
+    j = oa_completion_json(&r, &q, "chatcmpl-t", 1);
+    PT_EQ_STR(json_string_value(tr_path(j, "choices.0.finish_reason")), "cancelled");
+    PT_EQ_STR(json_string_value(tr_path(j, "choices.0.message.content")), "Hi");
+    json_decref(j);
+    r.finish_reason = SCH_FINISH_STOP;
     /* a stream chunk of choice 1 with a tool-call delta */
     oa_delta d = {.index = 1};
     d.tool_calls = json_pack("[{sI s{ss}}]", "index", (json_int_t)0, "function", "arguments", "{}");

@@ -319,3 +319,129 @@ def test_batch_service_tier(kafka_bootstrap, parley_bin, tmp_path):
         assert r.returncode == 2 and "--service-tier" in r.stderr, r.stderr
     finally:
         stop(worker)
+
+
+def read_all(brokers, topic, committed=False):
+    """Every record of topic (every partition read to its end), decoded,
+    with its content-type header: [(content_type, record)]."""
+    c = ck.Consumer({"bootstrap.servers": brokers, "group.id": f"chk-{uuid.uuid4().hex[:8]}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "enable.partition.eof": True,
+                     "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    c.subscribe([topic])
+    out, eof = [], set()
+    end = time.time() + 30
+    try:
+        while time.time() < end:
+            m = c.poll(0.3)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    if c.assignment() and len(eof) >= len(c.assignment()):
+                        break
+                continue
+            eof.discard(m.partition())
+            ct = dict(m.headers() or []).get("content-type", b"").decode()
+            out.append((ct, msgpack.unpackb(m.value(), raw=False)))
+    finally:
+        c.close()
+    return out
+
+
+def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
+    """`parley batch --cancel` after the batch was killed -9 with 3 turns
+    out (window 3) of 6: the 3 sent get a CancelTurn each, the worker
+    (its engine held at the first turn's second token, so none can finish
+    first) stops them, and the 3 never sent are answered at once.  That
+    run is killed -9 too, and the plain command resumes the cancelling (the
+    state says so: it sends no turn, takes the results that came meanwhile
+    and cancels again what has none).  The output ends with exactly one
+    line per request, finish_reason cancelled; Kafka holds 3 ChatTurns,
+    CancelTurns for those 3 only and exactly one committed TurnResult per
+    sent turn, cancelled.  A plain rerun after it sends nothing."""
+    prefix = f"bt-{uuid.uuid4().hex[:10]}"
+    hold = tmp_path / "hold"
+    hold.touch()
+    worker = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix,
+                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
+    log = tmp_path / "worker.log"
+    try:
+        inp, out = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+        inp.write_text("".join(
+            json.dumps({"custom_id": f"c-{i}", "method": "POST", "url": "/v1/chat/completions",
+                        "body": {"model": "cai-tiny", "max_tokens": 512, "temperature": 0,
+                                 "messages": [{"role": "user", "content": f"saga {i}"}]}}) + "\n"
+            for i in range(6)))
+        cmd = [str(parley_bin), "batch", "--input", str(inp), "--output", str(out),
+               "--brokers", kafka_bootstrap, "--topic-prefix", prefix,
+               "--dlq-topic", f"{prefix}.dlq", "--window", "3", "--timeout-s", "300"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.time() + 60  # a turn runs (held) and the window's 3 turns are out
+        while time.time() < end and ("event=test_engine_hold held=1" not in log.read_text() or
+                                     sum(ct.startswith("application/x-parley-turn") or "messages" in r
+                                         for ct, r in read_all(kafka_bootstrap,
+                                                               f"{prefix}.turns")) < 3):
+            time.sleep(0.1)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert not out.exists() or out.read_text() == ""
+        c = subprocess.Popen(cmd + ["--cancel"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+        end = time.time() + 60  # the worker took the 3 cancels (the engine still held)
+        while time.time() < end and log.read_text().count('event=cancel turn_id="b-') < 3:
+            time.sleep(0.05)
+        assert log.read_text().count('event=cancel turn_id="b-') == 3, log.read_text()[-3000:]
+        # killed: the plain command resumes the cancelling (the state says
+        # so): it reads the results that came meanwhile, and cancels again
+        # what has none
+        c.send_signal(signal.SIGKILL)
+        c.wait()
+        assert len(out.read_text().splitlines()) == 3  # the never-sent ones, at once
+        c = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        hold.unlink()
+        _, err = c.communicate(timeout=120)
+        assert c.returncode == 0, err
+        lines = [json.loads(ln) for ln in out.read_text().splitlines()]
+        assert sorted(ln["custom_id"] for ln in lines) == [f"c-{i}" for i in range(6)]
+        for ln in lines:
+            assert ln["error"] is None and ln["response"]["status_code"] == 200, ln
+            ch = ln["response"]["body"]["choices"][0]
+            assert ch["finish_reason"] == "cancelled", ln
+        recs = read_all(kafka_bootstrap, f"{prefix}.turns")
+        turns = [r["turn_id"] for ct, r in recs if "messages" in r]
+        cancels = [r["turn_id"] for ct, r in recs if ct.startswith("application/x-parley-cancel")]
+        assert len(turns) == 3 and set(cancels) == set(turns), (turns, cancels)
+        assert "cancelling: " in err
+        res = [r for _, r in read_all(kafka_bootstrap, f"{prefix}.responses", committed=True)]
+        assert Counter(r["turn_id"] for r in res) == Counter(turns), res
+        assert all(r["finish_reason"] == "cancelled" for r in res), res
+        sent = {ln["response"]["request_id"]: ln for ln in lines}
+        for r in res:  # a sent request's line is its committed result
+            assert sent[r["turn_id"]]["response"]["body"]["usage"]["completion_tokens"] == \
+                len(r["tokens"])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert len(out.read_text().splitlines()) == 6
+        assert sum("messages" in r for _, r in read_all(kafka_bootstrap, f"{prefix}.turns")) == 3
+    finally:
+        if hold.exists():
+            hold.unlink()
+        stop(worker)
+
+
+def test_batch_bad_state_refused(parley_bin, tmp_path):
+    """A state file whose sent_max or cancel is malformed is refused at
+    start (exit 1, the field named), before anything is sent."""
+    inp, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    inp.write_text(json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+                               "body": {"model": "m", "messages": [
+                                   {"role": "user", "content": "x"}]}}) + "\n")
+    for bad in ({"sent_max": "zz"}, {"sent_max": 7}, {"sent_max": "1" * 17}, {"cancel": "yes"}):
+        (tmp_path / "out.jsonl.state").write_text(json.dumps(
+            {"batch_id": "0123456789abcdef", "offsets": [], **bad}))
+        r = subprocess.run([str(parley_bin), "batch", "--input", str(inp), "--output", str(out),
+                            "--brokers", "127.0.0.1:1", "--startup-timeout-s", "1"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1 and "sent_max or cancel" in r.stderr, (bad, r.stderr)

@@ -5,13 +5,15 @@ wrong key (401), an oversized body (400), an unknown model (404 via the
 worker's DLQ), every request field parley cannot honour (400 naming it) and
 /metrics showing nothing left in flight; 20 concurrent
 two-turn conversations (the second turn reporting cached tokens), a client
-leaving mid-stream, a stopped worker (504, and 429 under backpressure) and
+leaving mid-stream or closing a non-streaming request (its turn
+cancelled), a stopped worker (504, and 429 under backpressure) and
 a turn redone mid-stream after kill -9."""
 
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -28,12 +30,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
 def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None, topics=True,
-                revision=1, env=None):
+                revision=1, env=None, extra=()):
     """Topics under prefix (unless topics is false: they exist) and one
     worker serving model `cai-tiny`, its log in tmp/<wid>.log.  revision
     picks the synthetic weights (mkmodel --seed): another revision of the
     model under the same name, as in a rolling model update; env adds
-    environment variables (fault injection)."""
+    environment variables (fault injection); extra, worker options."""
     model = tmp / f"cai-tiny-r{revision}.gguf"
     if not model.exists():
         subprocess.run([str(parley_bin), "mkmodel", "--preset", "cai-tiny", "--seed", str(revision),
@@ -55,7 +57,8 @@ def start_fleet(kafka_bootstrap, parley_bin, tmp, prefix, partitions=4, wid=None
          "--worker.topic.responses", f"{prefix}.responses", "--worker.topic.dlq", f"{prefix}.dlq",
          "--worker.chunk_tokens", "2", "--scheduler.batch_window_us", "2000",
          "--kafka.bootstrap.servers", kafka_bootstrap, "--kafka.session.timeout.ms", "6000",
-         "--kafka.heartbeat.interval.ms", "500", "--kafka.transaction.timeout.ms", "8000"],
+         "--kafka.heartbeat.interval.ms", "500", "--kafka.transaction.timeout.ms", "8000",
+         *extra],
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     # turns produced before the worker owns its partitions would be skipped
     # (a new group starts at the end): wait for its assignment
@@ -93,13 +96,18 @@ def start_gateway(kafka_bootstrap, parley_bin, prefix, *extra):
 def gateway(kafka_bootstrap, parley_bin, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gateway")
     prefix = f"gw-{uuid.uuid4().hex[:10]}"
-    hold = tmp / "engine-hold"  # while it exists, the worker's engine stops at a first chunk
+    # while it exists, the worker's engine stops at a first chunk (at the
+    # first chunk of N tokens when the file holds N)
+    hold = tmp / "engine-hold"
+    whttp = free_port()  # the worker's /metrics: its engine steps
     worker = start_fleet(kafka_bootstrap, parley_bin, tmp, prefix,
-                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
+                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"},
+                         extra=("--worker.http", f"127.0.0.1:{whttp}"))
     gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.max_body_bytes",
                             "65536", "--gateway.timeout_ms", "30000")
     yield {"url": url, "worker": worker, "log": tmp / "worker.log", "prefix": prefix,
-           "kafka": kafka_bootstrap, "bin": parley_bin, "tmp": tmp, "hold": hold}
+           "kafka": kafka_bootstrap, "bin": parley_bin, "tmp": tmp, "hold": hold,
+           "whttp": whttp}
     stop(gw)
     stop(worker)
 
@@ -255,6 +263,69 @@ def records(kafka_bootstrap, topic, turn_ids, timeout=30, committed=True):
     return out
 
 
+def free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def engine_steps(g):
+    """The worker's parley_sched_steps_total (engine steps so far)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{g['whttp']}/metrics", timeout=10) as h:
+        m = re.search(r"^parley_sched_steps_total (\S+)$", h.read().decode(), re.M)
+    return float(m.group(1))
+
+
+def wait_hold_released(log):
+    """An earlier test's hold is released first (its file is gone, but the
+    worker notices that on its own time): else the next turn would stay
+    held.  Returns the holds so far."""
+    end = time.time() + 60
+    while time.time() < end and log.read_text().count("event=test_engine_hold held=0") < \
+            log.read_text().count("event=test_engine_hold held=1"):
+        time.sleep(0.05)
+    holds = log.read_text().count("event=test_engine_hold held=1")
+    assert log.read_text().count("event=test_engine_hold held=0") == holds
+    return holds
+
+
+def wait_log_count(log, text, n, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end and log.read_text().count(text) < n:
+        time.sleep(0.05)
+    assert log.read_text().count(text) >= n, log.read_text()[-3000:]
+
+
+def results_of_conv(kafka_bootstrap, topic, conv, timeout=60):
+    """Every committed TurnResult of conversation conv, read from the start
+    of topic to its end offsets once one has come (bounded)."""
+    c = ck.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"chk-{uuid.uuid4().hex}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "isolation.level": "read_committed", "enable.partition.eof": True})
+    c.subscribe([topic])
+    out, eof = [], set()
+    end = time.time() + timeout
+    try:
+        while time.time() < end:
+            m = c.poll(0.3)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eof.add(m.partition())
+                    n = len(c.assignment())
+                    if out and n and len(eof) >= n:
+                        break
+                continue
+            eof.discard(m.partition())
+            r = msgpack.unpackb(m.value(), raw=False)
+            if r.get("conversation_id") == conv:
+                out.append(r)
+    finally:
+        c.close()
+    return out
+
+
 def turn_of(completion_id):
     assert completion_id.startswith("chatcmpl-"), completion_id
     return completion_id[len("chatcmpl-"):]
@@ -338,8 +409,8 @@ def test_client_disconnect_mid_stream_releases_the_request(gateway):
     """A streaming client reads its first event and goes away while the
     turn cannot finish (the worker's engine is held from the turn's first
     chunk: PARLEY_TEST_ENGINE_HOLD, so a fast machine cannot finish the
-    turn first): the gateway notices at its next keep-alive and nothing is
-    left in flight."""
+    turn first): the gateway notices (it looks at the socket between its
+    waits) and nothing is left in flight."""
     url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
     before = metric(url, "parley_gateway_disconnects_total")
     holds = log.read_text().count("event=test_engine_hold held=1")
@@ -368,35 +439,36 @@ def test_client_disconnect_mid_stream_releases_the_request(gateway):
 
 
 def test_client_disconnect_cancels_the_turn(gateway):
-    """A streaming client that goes away mid-stream cancels its turn (spec
-    1.4): the gateway produces a CancelTurn, the worker stops the turn (held
-    from its first chunk, so it cannot finish first on a fast machine) and
-    commits its one TurnResult with finish_reason cancelled."""
+    """A streaming client that goes away after its first 8 tokens (issue
+    40's case) cancels its turn (spec 1.4): the gateway produces a
+    CancelTurn, the worker stops the turn and commits its one TurnResult
+    with finish_reason cancelled.  The engine is held at the chunk that
+    reaches 8 tokens (so a fast machine cannot finish first), and the
+    tokens made after the close are bounded by engine steps, observed on
+    the worker's /metrics (one sequence: one token a step): from the close
+    to the result at most 2 steps, the one that may have been in flight
+    when the hold began and the one the cancel lands at.  Tokens, not
+    steps, would be wrong: tokens made before the hold can still be on
+    their way to the stream when the client closes."""
     url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
     before = metric(url, "parley_gateway_cancels_total")
-    # an earlier test's hold is released first (its file is gone, but the
-    # worker notices that on its own time): else this turn would stay held
-    end = time.time() + 60
-    while time.time() < end and log.read_text().count("event=test_engine_hold held=0") < \
-            log.read_text().count("event=test_engine_hold held=1"):
-        time.sleep(0.05)
-    holds = log.read_text().count("event=test_engine_hold held=1")
-    assert log.read_text().count("event=test_engine_hold held=0") == holds
+    holds = wait_hold_released(log)
     c = client(gateway)
-    hold.touch()
+    hold.write_text("8")
     try:
         s = c.chat.completions.create(model="cai-tiny", max_tokens=512, temperature=0,
-                                      stream=True,
+                                      stream=True, logprobs=True,
                                       messages=[{"role": "user", "content": "a longer story"}])
-        cid = None
+        cid, seen = None, 0  # tokens received, one logprob entry each
         for ch in s:
             cid = ch.id
-            if ch.choices and ch.choices[0].delta.content:
+            if ch.choices and ch.choices[0].logprobs and ch.choices[0].logprobs.content:
+                seen += len(ch.choices[0].logprobs.content)
+            if seen >= 8:
                 break
-        end = time.time() + 60
-        while time.time() < end and \
-                log.read_text().count("event=test_engine_hold held=1") == holds:
-            time.sleep(0.05)
+        assert seen >= 8, seen
+        wait_log_count(log, "event=test_engine_hold held=1", holds + 1)
+        steps_close = engine_steps(gateway)
         s.close()
         c.close()
         assert wait_metric(url, "parley_gateway_cancels_total", before + 1) == before + 1
@@ -407,7 +479,53 @@ def test_client_disconnect_cancels_the_turn(gateway):
         assert f'event=cancel turn_id="{tid}" state=running' in log.read_text()
         hold.unlink()
         r = records(gateway["kafka"], f"{gateway['prefix']}.responses", [tid], timeout=60)[tid]
+        after = engine_steps(gateway) - steps_close  # = tokens made after the close
         assert r["finish_reason"] == "cancelled" and "error" not in r, r
+        assert after <= 2, (steps_close, after)
+        assert seen <= len(r["tokens"]) < 512
+    finally:
+        if hold.exists():
+            hold.unlink()
+
+
+def test_nonstream_client_close_cancels_the_turn(gateway):
+    """A non-streaming client that closes its connection while it waits
+    cancels its turn too: the gateway sees the closed socket, counts a
+    disconnect, produces a CancelTurn, and the turn's one committed
+    TurnResult says cancelled, the engine stopped within two steps of the
+    close (held at the turn's second token so it cannot finish first;
+    steps on the worker's /metrics, as above)."""
+    url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
+    d0 = metric(url, "parley_gateway_disconnects_total")
+    c0 = metric(url, "parley_gateway_cancels_total")
+    holds = wait_hold_released(log)
+    running = log.read_text().count("state=running")
+    conv = f"close-{uuid.uuid4().hex[:10]}"
+    host, port = url[len("http://"):].split(":")
+    body = json.dumps({"model": "cai-tiny", "max_tokens": 512, "temperature": 0,
+                       "messages": [{"role": "user", "content": "an endless story"}]}).encode()
+    hold.touch()
+    try:
+        so = socket.create_connection((host, int(port)), timeout=30)
+        so.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                   b"Authorization: Bearer sk-test\r\nContent-Type: application/json\r\n"
+                   b"X-Parley-Conversation: " + conv.encode() + b"\r\n"
+                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        wait_log_count(log, "event=test_engine_hold held=1", holds + 1)
+        assert metric(url, "parley_gateway_inflight") == 1
+        steps_close = engine_steps(gateway)
+        so.close()
+        assert wait_metric(url, "parley_gateway_cancels_total", c0 + 1) == c0 + 1
+        assert metric(url, "parley_gateway_disconnects_total") == d0 + 1
+        assert wait_metric(url, "parley_gateway_inflight", 0) == 0
+        wait_log_count(log, "state=running", running + 1)  # the worker took the cancel
+        hold.unlink()
+        res = results_of_conv(gateway["kafka"], f"{gateway['prefix']}.responses", conv)
+        after = engine_steps(gateway) - steps_close
+        assert len(res) == 1, res  # exactly one committed TurnResult
+        r = res[0]
+        assert r["finish_reason"] == "cancelled" and "error" not in r, r
+        assert after <= 2, (steps_close, after)  # one token a step: bounded
         assert len(r["tokens"]) < 512
     finally:
         if hold.exists():

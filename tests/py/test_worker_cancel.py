@@ -6,9 +6,12 @@ cancel that arrives before its turn makes that turn `cancelled`; a cancel
 for a finished turn changes nothing.  Every wait is on an observed state:
 the engine is held at a turn's first chunk (PARLEY_TEST_ENGINE_HOLD) so
 the cancel lands at a known point, and exactly-once is checked on the
-responses topic read to its end offsets."""
+responses topic read to its end offsets.  Faults (issue 40 §4): a cancel
+for a turn whose worker is killed -9, and cancels racing their turns' own
+commits: exactly one committed TurnResult per turn either way."""
 
 import os
+import signal
 import time
 
 import pytest
@@ -171,4 +174,99 @@ def test_cancel_before_turn_and_after_finish(kafka_bootstrap, parley_bin, model,
         assert "E_UNSUPPORTED_CONTENT_TYPE" not in log
     finally:
         rc.close()
+        env.stop_all()
+
+
+FINISHED = {"stop", "length", "cancelled"}
+
+
+def test_cancel_for_a_turn_whose_worker_is_killed(kafka_bootstrap, parley_bin, model,  # noqa: F811
+                                                   tmp_path):
+    """Fault (issue 40 §4): a cancel for a turn whose worker dies.  Two
+    turns run on w1, its engine held so neither can finish; w1 takes the
+    cancel of one and is killed -9 right after (its result committed or
+    not);
+    the other's cancel is produced while no worker runs.  w2 takes the
+    partition over, reads both turns again and their cancels: exactly one
+    committed TurnResult each (stop, length or cancelled), from Kafka
+    alone."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=1)
+    hold = tmp_path / "hold"
+    hold.touch()
+    rc = env.consumer("responses", "read_committed")
+    p = ck.Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    try:
+        start(env, "w1", free_port(), hold)
+        p.produce(env.topics["turns"], key="k", value=turn("k", "k-t0"))
+        p.produce(env.topics["turns"], key="j", value=turn("j", "j-t0"))
+        p.flush(10)
+        wait_log(env, "w1", "held=1")
+        cancel(p, env, "k", "k-t0")
+        wait_log(env, "w1", 'event=cancel turn_id="k-t0"')
+        env.procs["w1"].send_signal(signal.SIGKILL)
+        env.procs["w1"].wait()
+        # w1 may or may not have committed k-t0's cancelled result before
+        # it died (a cancelled sequence leaves the engine even while it is
+        # held): either way exactly one result must come of it
+        cancel(p, env, "j", "j-t0")
+        start(env, "w2", free_port())
+        got = {}
+        for m in collect(rc, 2, 120):
+            r = msgpack.unpackb(m.value(), raw=False)
+            got[r["turn_id"]] = r
+        assert set(got) == {"k-t0", "j-t0"}, got
+        res = results_by_turn(env)
+        assert {k: len(v) for k, v in res.items()} == {"k-t0": 1, "j-t0": 1}, res
+        assert all(v[0]["finish_reason"] in FINISHED for v in res.values()), res
+    finally:
+        if hold.exists():
+            hold.unlink()
+        rc.close()
+        env.stop_all()
+
+
+def test_cancel_racing_the_commit(kafka_bootstrap, parley_bin, model, tmp_path):  # noqa: F811
+    """Fault (issue 40 §4): a cancel racing the turn's own commit.  Turns
+    of 3..192 tokens (3 a chunk), each cancelled the moment its first
+    chunk is seen on the tokens topic (for the shortest the first chunk is
+    the last, so the cancel lands as the turn commits; for the longer ones
+    while they run), every fourth right after it is produced (before it
+    runs); whichever wins, exactly one committed TurnResult
+    per turn, stop / length / cancelled, never two; and the conversations
+    go on.  The outcomes are printed, not asserted (they depend on the
+    machine's speed)."""
+    env = Env(kafka_bootstrap, parley_bin, model, tmp_path, partitions=1)
+    rc = env.consumer("responses", "read_committed")
+    tc = env.consumer("tokens", "read_uncommitted")
+    p = ck.Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    n = 12
+    try:
+        start(env, "w", free_port())
+        for i in range(n):
+            p.produce(env.topics["turns"], key=f"r{i}", value=turn(f"r{i}", f"r{i}-t0", 3 << (i % 7)))
+            p.flush(10)
+            end = time.time() + 60
+            seen = i % 4 == 3  # cancelled at once
+            while time.time() < end and not seen:
+                for m in collect(tc, 1, 1):
+                    seen |= msgpack.unpackb(m.value(), raw=False)["turn_id"] == f"r{i}-t0"
+            assert seen, i
+            cancel(p, env, f"r{i}", f"r{i}-t0")
+        for i in range(n):  # each conversation goes on after its cancelled (or not) turn
+            p.produce(env.topics["turns"], key=f"r{i}", value=turn(f"r{i}", f"r{i}-t1", 2))
+        p.flush(10)
+        got = {}
+        for m in collect(rc, 2 * n, 180):
+            r = msgpack.unpackb(m.value(), raw=False)
+            got[r["turn_id"]] = r
+        assert len(got) == 2 * n, sorted(got)
+        res = results_by_turn(env)
+        assert all(len(v) == 1 for v in res.values()) and len(res) == 2 * n, \
+            {k: len(v) for k, v in res.items()}
+        assert all(v[0]["finish_reason"] in FINISHED for v in res.values()), res
+        assert all(res[f"r{i}-t1"][0]["finish_reason"] in ("stop", "length") for i in range(n))
+        print("race outcomes:", sorted(res[f"r{i}-t0"][0]["finish_reason"] for i in range(n)))
+    finally:
+        rc.close()
+        tc.close()
         env.stop_all()

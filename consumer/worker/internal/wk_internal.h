@@ -398,7 +398,7 @@ typedef struct wk_pause {
 enum {
     WK_HOLD_NONE,     /* no hook */
     WK_HOLD_KV_PAUSE, /* the worker pauses its partitions for KV memory */
-    WK_HOLD_CHUNK     /* a non-final chunk of a turn is produced */
+    WK_HOLD_CHUNK     /* a non-final chunk of a turn is produced (or would be: not streaming) */
 };
 typedef struct wk_test_hold {
     int trigger;    /* WK_HOLD_*: what starts the hold */
@@ -706,11 +706,13 @@ void wk_backpressure(struct wk_worker *w, int64_t max_inflight);
 /* wk_pause.c: a producer rebuild starts (on: pause everything) or ends
  * (resume, unless backpressure still holds the partitions). */
 void wk_pause_rebuild(struct wk_worker *w, int on);
-/* wk_pause.c, PARLEY_TEST_ENGINE_HOLD: `trigger` happened (any thread);
+/* wk_pause.c, PARLEY_TEST_ENGINE_HOLD: `trigger` happened (any thread;
+ * n_toks: the tokens of the chunk's choice, compared with a number the
+ * hold file may hold);
  * wk_test_hold_parse reads the variable at start (0, or -1 when malformed);
  * wk_test_hold_poll ends the hold once the file is gone (poll thread). */
 int wk_test_hold_parse(struct wk_worker *w, const char *spec);
-void wk_test_hold_trigger(struct wk_worker *w, int trigger);
+void wk_test_hold_trigger(struct wk_worker *w, int trigger, int n_toks);
 void wk_test_hold_poll(struct wk_worker *w);
 /* Free every conversation and its queued turns (wk_worker_free). */
 void wk_conv_free_all(struct wk_worker *w);
