@@ -398,7 +398,11 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         # what has none
         c.send_signal(signal.SIGKILL)
         c.wait()
-        assert len(out.read_text().splitlines()) == 3  # the never-sent ones, at once
+        # the never-sent ones were written at once; the sent ones' cancelled
+        # results may have come back before the kill too (a cancelled turn is
+        # answered while the engine is held), each line once
+        early = [json.loads(ln)["custom_id"] for ln in out.read_text().splitlines()]
+        assert 3 <= len(early) <= 6 and len(set(early)) == len(early), early
         c = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         hold.unlink()
         _, err = c.communicate(timeout=120)
