@@ -19,6 +19,7 @@
 
 #include "gw_cmd.h"
 #include "gw_http.h"
+#include "gw_store.h"
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
@@ -71,6 +72,17 @@ static const cm_prop gw_props[] = {
      "with status 1 and one line naming what it waited for."},
     {"gateway.max_tokens", CM_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
+    {"gateway.topic.stored", CM_PROP_STR, "parley.stored", 0, 0,
+     "Compacted topic of stored Responses (`store: true`, `previous_response_id`; "
+     "docs/openai.md), read from its start by every gateway. Missing at start (or empty) = "
+     "responses are not stored and `previous_response_id` is refused; `parley topics` "
+     "creates it."},
+    {"gateway.responses_ttl_ms", CM_PROP_INT, "2592000000", 0, 315360000000LL,
+     "A stored response expires this long after it was made (checked on read: GET then gets "
+     "404, `previous_response_id` 400); 0 = never. Default 30 days, as OpenAI's."},
+    {"gateway.responses_max_bytes", CM_PROP_INT, "268435456", 1024, 1LL << 40,
+     "Stored responses held in each gateway's memory at most (record bytes); past it the "
+     "oldest are dropped from memory (not from Kafka) and answer as expired."},
     {"gateway.playground", CM_PROP_BOOL, "true", 0, 0,
      "Serve the chat playground at `GET /` (docs/playground.md): a page on the same address "
      "as the API whose every call sends the API key typed into it; `false` = 404."},
@@ -161,6 +173,7 @@ int gw_cmd_gateway(int argc, char **argv) {
     cm_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;
+    gw_store *store = NULL;
     gw_http *http = NULL;
     int rc = 2, port = 0;
     cm_kafka *kafka = NULL;
@@ -205,7 +218,12 @@ int gw_cmd_gateway(int argc, char **argv) {
     cm_startup_begin("gateway", "gateway.startup_timeout_ms",
                      cm_config_int(cfg, "gateway.startup_timeout_ms"));
     hc.timeout_ms = cm_startup_left_ms();
+    gw_store_conf sc = {kafka, cm_config_str(cfg, "gateway.topic.stored"),
+                        cm_config_int(cfg, "gateway.responses_ttl_ms"),
+                        (size_t)cm_config_int(cfg, "gateway.responses_max_bytes"), hc.timeout_ms};
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
+        gw_store_new(&sc, &store, err, sizeof err) != 0 ||
+        ((o->store = store) == NULL && (fprintf(stderr, "gateway: warning: %s\n", err), 0)) ||
         !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
@@ -233,6 +251,7 @@ bad:
     fprintf(stderr, "gateway: %s\n", err);
 done:
     gw_http_stop(http);
+    gw_store_free(store);
     gw_hub_free(hub);
     cm_kafka_free(kafka);
     cm_config_free(cfg);
