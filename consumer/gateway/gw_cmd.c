@@ -174,6 +174,7 @@ int gw_cmd_gateway(int argc, char **argv) {
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;
     gw_store *store = NULL;
+    char note[PL_ERR_LEN * 4] = ""; /* why responses are not stored (or the store's error) */
     gw_http *http = NULL;
     int rc = 2, port = 0;
     cm_kafka *kafka = NULL;
@@ -222,9 +223,12 @@ int gw_cmd_gateway(int argc, char **argv) {
                         cm_config_int(cfg, "gateway.responses_ttl_ms"),
                         (size_t)cm_config_int(cfg, "gateway.responses_max_bytes"), hc.timeout_ms};
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
-        gw_store_new(&sc, &store, err, sizeof err) != 0 ||
-        ((o->store = store) == NULL && (fprintf(stderr, "gateway: warning: %s\n", err), 0)) ||
-        !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+        gw_store_new(&sc, &store, err, sizeof err) != 0)
+        goto failed;
+    snprintf(note, sizeof note, "%s", err); /* when off: why */
+    o->store = store;
+    if (!(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+    failed:
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
     }
@@ -239,6 +243,8 @@ int gw_cmd_gateway(int argc, char **argv) {
     printf("gateway: listening on http://%s:%d (turns %s, replies %s, %zu API keys)\n", o->host,
            port, hc.topics.turns, hc.topics.responses, o->n_keys);
     fflush(stdout);
+    if (!store)
+        fprintf(stderr, "gateway: warning: %s\n", note); /* after the line scripts wait for */
     while (!gw_g_stop) {
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);

@@ -29,7 +29,7 @@ from test_structured import start_gemma_worker
 
 openai = pytest.importorskip("openai")
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
 
 KEYS = "sk-test=tenant-a,sk-other=tenant-b"
 
@@ -45,11 +45,17 @@ def gateway(g):
 def fleet(kafka_bootstrap, parley_bin, gemma_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("responses")
     prefix = f"rs-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for f in admin.create_topics([NewTopic(f"{prefix}.stored", 2, 1,
-                                           config={"cleanup.policy": "compact"})]).values():
-        f.result(30)
     worker, _ = start_gemma_worker(kafka_bootstrap, parley_bin, gemma_model, tmp, prefix)
+    # `parley topics` adds the compacted store topic (the other four exist)
+    r = subprocess.run([str(parley_bin), "topics", "--brokers", kafka_bootstrap, "--topic-prefix",
+                        prefix, "--partitions", "2", "--replication-factor", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"created  {prefix}.stored (2 partitions" in r.stdout, r.stdout
+    assert r.stdout.count("exists") == 4, r.stdout
+    res = ConfigResource("topic", f"{prefix}.stored")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    assert admin.describe_configs([res])[res].result(30)["cleanup.policy"].value == "compact"
     g = {"kafka": kafka_bootstrap, "bin": parley_bin, "prefix": prefix}
     gw, url = gateway(g)
     g.update(gw=gw, url=url)
