@@ -191,7 +191,9 @@ static int rs_input(oa_resp *q, json_t *in, oa_fault *f) {
                        OA_MAX_MESSAGES);
     size_t i;
     json_t *it;
-    json_array_foreach(in, i, it) if (rs_item(q->input, it, i, f) != 0) return -1;
+    json_array_foreach(in, i, it) if (rs_item(q->input, it, i, f) != 0) {
+        return f->status ? -1 : oa_fail(f, "input", NULL, "out of memory reading input");
+    }
     return 0;
 }
 

@@ -34,11 +34,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
 KEYS = "sk-test=tenant-a,sk-other=tenant-b"
 
 
-def gateway(g):
+def gateway(g, *extra):
     """A gateway replica on the fleet's topics and store; (process, url)."""
     return start_gateway(g["kafka"], g["bin"], g["prefix"], "--gateway.timeout_ms", "120000",
                          "--gateway.api_keys", KEYS, "--gateway.topic.stored",
-                         f"{g['prefix']}.stored")
+                         f"{g['prefix']}.stored", *extra)
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +187,24 @@ def test_get_delete_tenant_scoped(fleet):
     assert r2.store is False
     with pytest.raises(openai.NotFoundError):
         a.responses.retrieve(r2.id)
+
+
+def test_expired_responses(fleet):
+    """A replica whose responses live 1 ms: stored, then expired on read."""
+    gw2, url2 = gateway(fleet, "--gateway.responses_ttl_ms", "1")
+    try:
+        c = client(url2)
+        r = c.responses.create(model="gemma", input="Hi.", max_output_tokens=4, temperature=0)
+        assert r.store is True
+        with pytest.raises(openai.NotFoundError):
+            c.responses.retrieve(r.id)
+        with pytest.raises(openai.BadRequestError) as e:
+            c.responses.create(model="gemma", input="x", previous_response_id=r.id)
+        assert e.value.body["code"] == "previous_response_not_found"
+    finally:
+        stop(gw2)
+    # the default TTL still holds it
+    assert client(fleet["url"]).responses.retrieve(r.id).id == r.id
 
 
 TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city.",
