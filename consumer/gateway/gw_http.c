@@ -1,7 +1,7 @@
 /*
  * gw_http.c -- libmicrohttpd handlers of `parley gateway`: routing, auth,
  * body limit, chat completions (JSON and SSE), models, health, metrics,
- * the playground page (see gw_http.h).
+ * the playground page (see gw_http.h); /v1/responses goes to gw_responses.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_cmd.h" /* GW_E* */

@@ -335,6 +335,8 @@ int oa_resp_parse(const char *body, size_t len, oa_resp *q, oa_fault *f) {
         }
         *dst[i] = json_is_true(v);
     }
+    /* the turn streams its tokens (TokenChunks) only when asked */
+    if (q->stream) json_object_set_new(q->chat, "stream", json_true());
     v = json_object_get(o, "previous_response_id");
     if (v && !json_is_null(v)) {
         const char *s = json_string_value(v);

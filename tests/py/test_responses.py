@@ -99,6 +99,16 @@ def test_create_plain_streamed_and_as_chat(fleet):
     assert [s for s in types if s.startswith("response.output_text.done")]
     assert text == chat_text(c, [{"role": "system", "content": "Answer briefly."},
                                  {"role": "user", "content": "Name a colour."}])
+    # a longer reply arrives in several deltas that add up to the result
+    deltas, done = [], None
+    for ev in c.responses.create(model="gemma", input="Count from one to thirty in words.",
+                                 max_output_tokens=48, temperature=0, stream=True):
+        if ev.type == "response.output_text.delta":
+            deltas.append(ev.delta)
+        if ev.type == "response.completed":
+            done = ev.response
+    assert len(deltas) >= 2 and "".join(deltas) == done.output_text
+    assert done.usage.output_tokens > 8
 
 
 def three_turns(fleet, urls):
