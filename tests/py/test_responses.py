@@ -15,6 +15,8 @@ broker and one worker on the real Gemma 3 270M:
 * function tools (tool_choice required gives function_call items, streamed
   as argument deltas) and a function_call_output going back;
 * text.format json_schema;
+* expiry (gateway.responses_ttl_ms) and the memory bound
+  (gateway.responses_max_bytes: the oldest records dropped first);
 * every field parley cannot honour refused with 400 naming it, and an
   unknown previous_response_id refused (400, previous_response_not_found).
 """
@@ -215,6 +217,32 @@ def test_expired_responses(fleet):
         stop(gw2)
     # the default TTL still holds it
     assert client(fleet["url"]).responses.retrieve(r.id).id == r.id
+
+
+def test_memory_bound_drops_the_oldest(fleet):
+    """A replica holding at most 1 KiB of records keeps only the newest one
+    it read or made (each record is larger): the others answer as expired
+    there, and the fleet's own gateway (256 MiB) still has them all."""
+    c = client(fleet["url"])
+    rs = [c.responses.create(model="gemma", input=f"Hi {k}.", max_output_tokens=4,
+                             temperature=0) for k in range(3)]
+    gw2, url2 = gateway(fleet, "--gateway.responses_max_bytes", "1024")
+
+    def held(c2, rid):
+        try:
+            return c2.responses.retrieve(rid).id == rid
+        except openai.NotFoundError:
+            return False
+    try:
+        c2 = client(url2)
+        # the topic's partitions are read in no set order: one record is left
+        assert sum(held(c2, r.id) for r in rs) <= 1
+        r3 = c2.responses.create(model="gemma", input="Hi.", max_output_tokens=4, temperature=0)
+        assert held(c2, r3.id)
+        assert not any(held(c2, r.id) for r in rs)
+    finally:
+        stop(gw2)
+    assert all(held(c, r.id) for r in rs + [r3])
 
 
 TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city.",
