@@ -189,6 +189,7 @@ int gw_cmd_gateway(int argc, char **argv) {
         "         [--set key=value]... [--KEY value]...\n"
         "gateway --print-config-doc",
         "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
+        "POST /v1/responses (stored in gateway.topic.stored: previous_response_id),\n"
         "GET /v1/models, /healthz, /metrics and the playground page at /.  Each\n"
         "request becomes a ChatTurn on Kafka; the reply is the committed TurnResult.\n"
         "Keys: see consumer/CONFIG.md (gateway.*).  Exit status: 0 clean shutdown,\n"

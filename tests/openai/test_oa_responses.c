@@ -197,7 +197,11 @@ PT_TEST(refused_fields_named) {
 }
 
 PT_TEST(hostile_bodies) {
-    static const char *const bodies[] = {"", "[]", "{", "null", "{\"model\": \"m\"}",
+    static const char *const bodies[] = {"",
+                                         "[]",
+                                         "{",
+                                         "null",
+                                         "{\"model\": \"m\"}",
                                          "{\"model\": \"m\", \"input\": []}",
                                          "{\"model\": \"m\", \"input\": [1]}",
                                          "{\"model\": \"m\", \"input\": [{\"type\": 5}]}"};
