@@ -245,6 +245,28 @@ def test_memory_bound_drops_the_oldest(fleet):
     assert all(held(c, r.id) for r in rs + [r3])
 
 
+def test_store_topic_missing(fleet):
+    """A gateway whose store topic does not exist still starts (a warning
+    after its listening line), answers with store false, refuses
+    previous_response_id (400 naming it) and finds no stored id."""
+    gw2, url2 = start_gateway(fleet["kafka"], fleet["bin"], fleet["prefix"],
+                              "--gateway.timeout_ms", "120000", "--gateway.topic.stored",
+                              f"{fleet['prefix']}.no-such-topic")
+    try:
+        c = client(url2)
+        r = c.responses.create(model="gemma", input="Hi.", max_output_tokens=4, temperature=0)
+        assert r.store is False and r.output_text
+        with pytest.raises(openai.BadRequestError) as e:
+            c.responses.create(model="gemma", input="x", previous_response_id=r.id)
+        assert e.value.body["param"] == "previous_response_id"
+        with pytest.raises(openai.NotFoundError):
+            c.responses.retrieve(r.id)
+    finally:
+        stop(gw2)
+    out = gw2.stdout.read()
+    assert "no-such-topic does not exist (parley topics creates it)" in out, out
+
+
 TOOL = {"type": "function", "name": "get_weather", "description": "Weather of a city.",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                        "required": ["city"], "additionalProperties": False}}
