@@ -18,7 +18,9 @@ broker and one worker on the real Gemma 3 270M:
 * expiry (gateway.responses_ttl_ms) and the memory bound
   (gateway.responses_max_bytes: the oldest records dropped first);
 * every field parley cannot honour refused with 400 naming it, and an
-  unknown previous_response_id refused (400, previous_response_not_found).
+  unknown previous_response_id refused (400, previous_response_not_found);
+* a turn the worker refuses: 404, or in a stream an error event and
+  response.failed; a gateway without its store topic (store false).
 """
 import json
 import subprocess
@@ -331,6 +333,13 @@ def test_refused_fields(fleet, field, value):
 
 def test_bad_requests(fleet):
     c = client(fleet["url"])
+    # a turn the worker refuses (unknown model, via its DLQ): 404, or in a
+    # stream an error event and response.failed
+    with pytest.raises(openai.NotFoundError):
+        c.responses.create(model="no-such-model", input="x", max_output_tokens=4)
+    types = [ev.type for ev in c.responses.create(model="no-such-model", input="x",
+                                                  max_output_tokens=4, stream=True)]
+    assert types[0] == "response.created" and types[-2:] == ["error", "response.failed"], types
     with pytest.raises(openai.BadRequestError) as e:
         c.responses.create(model="gemma", input="x", previous_response_id="resp_nope")
     assert e.value.body["code"] == "previous_response_not_found"
