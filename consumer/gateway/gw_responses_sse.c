@@ -116,7 +116,7 @@ static void rs_result(rs_sse *e, const sch_result *r) {
     }
     sch_choice c;
     oa_result_choice(r, 0, &c);
-    if (e->len > c.text.len || memcmp(e->text, c.text.ptr, e->len)) {
+    if (e->len > c.text.len || (e->len && memcmp(e->text, c.text.ptr, e->len))) {
         rs_fail(e, oa_error_json("the turn was redone by another worker and its committed reply "
                                  "differs from the text already streamed; retry the request",
                                  "server_error", NULL, "stream_restarted"));
