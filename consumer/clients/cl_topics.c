@@ -1,5 +1,5 @@
 /*
- * cm_topics.c -- `parley topics`: create the four topics a parley fleet
+ * cm_topics.c -- `parley topics`: create the five topics a parley fleet
  * uses, with the partition advice of the README, on a Kafka cluster.
  *
  * Why.  A worker started against a cluster without its topics waits and
@@ -10,6 +10,9 @@
  *                              workers share the load; tokens and
  *                              responses get the same count
  *   dlq                        1 partition
+ *   stored                     the gateway's stored Responses (gateway.topic.stored):
+ *                              --partitions N, cleanup.policy=compact (keyed by
+ *                              response id; a DELETE's tombstone removes one)
  * with replication factor --replication-factor R and min.insync.replicas
  * --min-insync-replicas M.  By default R is min(3, brokers in the cluster)
  * and, where R is 3, M is 2: a broker may fail without losing a committed
@@ -39,6 +42,7 @@ typedef struct tp_opts {
     cm_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
     cm_topics topics;   /* turns / tokens / responses names */
     char dlq[256];      /* DeadLetter topic name */
+    char stored[256];   /* stored Responses topic name (compacted) */
     int partitions;     /* of turns, tokens, responses */
     int replication;    /* replication factor (0: min(3, brokers); -1: broker default) */
     int min_isr;        /* min.insync.replicas (0: 2 where RF is 3; -1: broker default) */
@@ -50,10 +54,16 @@ static int tp_dlq_opt(void *ctx, const cli_opt *o, const char *val, char *err, s
     return cm_topic_set(t->dlq, val, err, errlen);
 }
 
+static int tp_stored_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    tp_opts *t = ctx;
+    return cm_topic_set(t->stored, val, err, errlen);
+}
+
 static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
     if (cm_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
     snprintf(t->dlq, sizeof t->dlq, "%s.dlq", val);
+    snprintf(t->stored, sizeof t->stored, "%s.stored", val);
     return 0;
 }
 
@@ -72,6 +82,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     o->startup_s = 30;
     cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
+    snprintf(o->stored, sizeof o->stored, "parley.stored");
     const cli_opt opts[] = {
         CM_KAFKA_OPTS(&o->kafka),
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
@@ -83,7 +94,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
          "-1: the broker's)",
          NULL},
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
-         "topics P.turns, P.tokens, P.responses, P.dlq (default parley)", tp_prefix_opt},
+         "topics P.turns, P.tokens, P.responses, P.dlq, P.stored (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
          cm_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
@@ -91,6 +102,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--responses-topic", NULL, CLI_FN, o->topics.responses, 0, 0, "T", "TurnResult topic",
          cm_topic_name_cli},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DeadLetter topic", tp_dlq_opt},
+        {"--stored-topic", NULL, CLI_FN, NULL, 0, 0, "T",
+         "stored Responses topic (the gateway's gateway.topic.stored; compacted)", tp_stored_opt},
         {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
          "give up (exit 1) when Kafka does not answer within N s (default 30)", NULL},
     };
@@ -99,13 +112,16 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         .synopsis = "topics --brokers HOST:PORT [--config FILE] [--kafka.X VALUE]...\n"
                     "         [--partitions N] [--replication-factor R] [--min-insync-replicas M]\n"
                     "         [--topic-prefix P | --turns-topic T --tokens-topic T\n"
-                    "         --responses-topic T --dlq-topic T] [--startup-timeout-s N]",
-        .about = "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
-                 "partitions (the turns topic's partition count bounds how many workers\n"
-                 "share the load), the DLQ with 1.  Replication factor min(3, brokers) and,\n"
-                 "where it is 3, min.insync.replicas 2 unless told otherwise.  Existing\n"
-                 "topics are left as they are (a warning when replicated fewer times).\n"
-                 "Exit status: 0 all four exist afterwards, 1 failure, 2 usage.\n\n",
+                    "         --responses-topic T --dlq-topic T --stored-topic T]\n"
+                    "         [--startup-timeout-s N]",
+        .about =
+            "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
+            "partitions (the turns topic's partition count bounds how many workers\n"
+            "share the load), the DLQ with 1, and the gateway's stored Responses\n"
+            "(N partitions, cleanup.policy=compact).  Replication factor min(3, brokers) and,\n"
+            "where it is 3, min.insync.replicas 2 unless told otherwise.  Existing\n"
+            "topics are left as they are (a warning when replicated fewer times).\n"
+            "Exit status: 0 all five exist afterwards, 1 failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
         .unknown = tp_kafka_key,
@@ -176,7 +192,7 @@ int cl_cmd_topics(int argc, char **argv) {
         return 1;
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
-    const char *names[4] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq};
+    const char *names[5] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq, o.stored};
     int brokers = tp_brokers(k, rk, e, sizeof e);
     if (brokers < 0) {
         fprintf(stderr, "topics: %s\n", e);
@@ -189,12 +205,14 @@ int cl_cmd_topics(int argc, char **argv) {
     tp_plan(&o, brokers, &rf, &min_isr);
     char isr_s[16];
     snprintf(isr_s, sizeof isr_s, "%d", min_isr);
-    rd_kafka_NewTopic_t *nt[4];
-    for (int i = 0; i < 4; i++)
-        if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i < 3 ? o.partitions : 1, rf, e, sizeof e)) ||
+    rd_kafka_NewTopic_t *nt[5];
+    for (int i = 0; i < 5; i++)
+        if (!(nt[i] =
+                  rd_kafka_NewTopic_new(names[i], i != 3 ? o.partitions : 1, rf, e, sizeof e)) ||
             (min_isr > 0 &&
-             rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0)) {
-            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "min.insync.replicas" : e);
+             rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0) ||
+            (i == 4 && rd_kafka_NewTopic_set_config(nt[i], "cleanup.policy", "compact") != 0)) {
+            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "topic config" : e);
             for (int k = 0; k <= i; k++)
                 if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
             cm_startup_end();
@@ -209,7 +227,7 @@ int cl_cmd_topics(int argc, char **argv) {
     rd_kafka_AdminOptions_set_operation_timeout(ao, left, NULL, 0);
     snprintf(e, sizeof e, "CreateTopics from %.300s", cm_kafka_brokers(k));
     cm_startup_wait(e);
-    rd_kafka_CreateTopics(rk, nt, 4, ao, q);
+    rd_kafka_CreateTopics(rk, nt, 5, ao, q);
     rd_kafka_event_t *ev = cm_kafka_event_wait(k, rk, q, left + 1000);
     int rc = 1;
     size_t n_res = 0;
@@ -244,8 +262,9 @@ int cl_cmd_topics(int argc, char **argv) {
                 if (rf > 0) snprintf(rf_s, sizeof rf_s, "%d", rf);
                 if (min_isr > 0) snprintf(isr_p, sizeof isr_p, "%d", min_isr);
                 printf("created  %s (%d partition%s, replication factor %s, "
-                       "min.insync.replicas %s)\n",
-                       t, np, np != 1 ? "s" : "", rf_s, isr_p);
+                       "min.insync.replicas %s%s)\n",
+                       t, np, np != 1 ? "s" : "", rf_s, isr_p,
+                       strcmp(t, o.stored) ? "" : ", cleanup.policy compact");
             } else if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
                 int p, r;
                 tp_describe(rk, t, &p, &r);
@@ -272,7 +291,7 @@ int cl_cmd_topics(int argc, char **argv) {
     if (ev) rd_kafka_event_destroy(ev);
     rd_kafka_AdminOptions_destroy(ao);
     rd_kafka_queue_destroy(q);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (nt[i]) rd_kafka_NewTopic_destroy(nt[i]);
     rd_kafka_destroy(rk);
     cm_kafka_cli_free(&o.kafka);

@@ -19,6 +19,7 @@
 
 #include "gw_cmd.h"
 #include "gw_http.h"
+#include "gw_store.h"
 #include "cli_opt.h"
 #include "cm_startup.h"
 #include "pl_err.h"
@@ -71,6 +72,17 @@ static const cm_prop gw_props[] = {
      "with status 1 and one line naming what it waited for."},
     {"gateway.max_tokens", CM_PROP_INT, "4096", 1, 32768,
      "Largest `max_tokens` / `max_completion_tokens` accepted (default 256 when absent)."},
+    {"gateway.topic.stored", CM_PROP_STR, "parley.stored", 0, 0,
+     "Compacted topic of stored Responses (`store: true`, `previous_response_id`; "
+     "docs/openai.md), read from its start by every gateway. Missing at start (or empty) = "
+     "responses are not stored and `previous_response_id` is refused; `parley topics` "
+     "creates it."},
+    {"gateway.responses_ttl_ms", CM_PROP_INT, "2592000000", 0, 315360000000LL,
+     "A stored response expires this long after it was made (checked on read: GET then gets "
+     "404, `previous_response_id` 400); 0 = never. Default 30 days, as OpenAI's."},
+    {"gateway.responses_max_bytes", CM_PROP_INT, "268435456", 1024, 1LL << 40,
+     "Stored responses held in each gateway's memory at most (record bytes); past it the "
+     "oldest are dropped from memory (not from Kafka) and answer as expired."},
     {"gateway.playground", CM_PROP_BOOL, "true", 0, 0,
      "Serve the chat playground at `GET /` (docs/playground.md): a page on the same address "
      "as the API whose every call sends the API key typed into it; `false` = 404."},
@@ -161,6 +173,8 @@ int gw_cmd_gateway(int argc, char **argv) {
     cm_config *cfg = NULL;
     gw_http_opts *o = calloc(1, sizeof *o);
     gw_hub *hub = NULL;
+    gw_store *store = NULL;
+    char note[PL_ERR_LEN * 4] = ""; /* why responses are not stored (or the store's error) */
     gw_http *http = NULL;
     int rc = 2, port = 0;
     cm_kafka *kafka = NULL;
@@ -175,6 +189,7 @@ int gw_cmd_gateway(int argc, char **argv) {
         "         [--set key=value]... [--KEY value]...\n"
         "gateway --print-config-doc",
         "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
+        "POST /v1/responses (stored in gateway.topic.stored: previous_response_id),\n"
         "GET /v1/models, /healthz, /metrics and the playground page at /.  Each\n"
         "request becomes a ChatTurn on Kafka; the reply is the committed TurnResult.\n"
         "Keys: see consumer/CONFIG.md (gateway.*).  Exit status: 0 clean shutdown,\n"
@@ -205,8 +220,16 @@ int gw_cmd_gateway(int argc, char **argv) {
     cm_startup_begin("gateway", "gateway.startup_timeout_ms",
                      cm_config_int(cfg, "gateway.startup_timeout_ms"));
     hc.timeout_ms = cm_startup_left_ms();
+    gw_store_conf sc = {kafka, cm_config_str(cfg, "gateway.topic.stored"),
+                        cm_config_int(cfg, "gateway.responses_ttl_ms"),
+                        (size_t)cm_config_int(cfg, "gateway.responses_max_bytes"), hc.timeout_ms};
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
-        !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+        gw_store_new(&sc, &store, err, sizeof err) != 0)
+        goto failed;
+    snprintf(note, sizeof note, "%s", err); /* when off: why */
+    o->store = store;
+    if (!(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+    failed:
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
     }
@@ -221,6 +244,8 @@ int gw_cmd_gateway(int argc, char **argv) {
     printf("gateway: listening on http://%s:%d (turns %s, replies %s, %zu API keys)\n", o->host,
            port, hc.topics.turns, hc.topics.responses, o->n_keys);
     fflush(stdout);
+    if (!store)
+        fprintf(stderr, "gateway: warning: %s\n", note); /* after the line scripts wait for */
     while (!gw_g_stop) {
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);
@@ -233,6 +258,7 @@ bad:
     fprintf(stderr, "gateway: %s\n", err);
 done:
     gw_http_stop(http);
+    gw_store_free(store);
     gw_hub_free(hub);
     cm_kafka_free(kafka);
     cm_config_free(cfg);

@@ -1,7 +1,8 @@
 /*
  * gw_cmd.h -- `parley gateway`, the gateway's one public entry point
  * (gw_cmd.c).  Everything else of the gateway is private to consumer/gateway
- * (internal/: the HTTP side gw_http.h, the Kafka side gw_hub.h) .  The
+ * (internal/: the HTTP side gw_http.h, the Kafka side gw_hub.h, the
+ * Responses API gw_responses.h and its Kafka store gw_store.h).  The
  * OpenAI mapping it serves is its sibling part consumer/openai
  * (oa_openai.h), which the batch runner shares.
  */

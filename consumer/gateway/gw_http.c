@@ -1,7 +1,7 @@
 /*
  * gw_http.c -- libmicrohttpd handlers of `parley gateway`: routing, auth,
  * body limit, chat completions (JSON and SSE), models, health, metrics,
- * the playground page (see gw_http.h).
+ * the playground page (see gw_http.h); /v1/responses goes to gw_responses.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_cmd.h" /* GW_E* */
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gw_cancel.h"
+#include "gw_responses.h"
 #include "gw_web.h"
 #include "oa_openai.h"
 #include "pl_err.h"
@@ -639,14 +640,17 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions"))
         return post ? gw_on_chat(s, c, rq, url[4] == 'c' && url[5] == 'o')
                     : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
+    if (!strncmp(url, "/v1/responses", 13) && (!url[13] || url[13] == '/'))
+        return gw_resp_route(s, c, url, method, rq->body ? rq->body : "", rq->len, rq->too_big);
     const gw_web_asset *a = s->o->playground ? gw_web_find(url) : NULL;
     if (a)
         return get ? gw_web(s, c, a)
                    : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
-    return gw_error(s, c, 404,
-                    "unknown path; parley serves /v1/chat/completions, /v1/completions, "
-                    "/v1/models, /healthz, /metrics and (when on) the playground at /",
-                    "invalid_request_error", NULL, "not_found");
+    return gw_error(
+        s, c, 404,
+        "unknown path; parley serves /v1/chat/completions, /v1/completions, "
+        "/v1/responses, /v1/models, /healthz, /metrics and (when on) the playground at /",
+        "invalid_request_error", NULL, "not_found");
 }
 
 static void gw_on_done(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -703,3 +707,20 @@ void gw_http_stop(gw_http *s) {
 }
 
 int gw_http_inflight(gw_http *s) { return atomic_load(&s->inflight); }
+
+int gw_http_auth(gw_http *s, struct MHD_Connection *c, const char **ns) {
+    return gw_auth(s, c, ns);
+}
+int gw_http_reply(gw_http *s, struct MHD_Connection *c, int status, json_t *j) {
+    return gw_send_json(s, c, status, j);
+}
+void gw_http_count(gw_http *s, int status) { gw_count(s, status); }
+gw_hub *gw_http_hub(gw_http *s) { return s->hub; }
+const gw_http_opts *gw_http_opts_of(gw_http *s) { return s->o; }
+unsigned long long gw_http_next_seq(gw_http *s) { return atomic_fetch_add(&s->seq, 1); }
+int gw_http_admit(gw_http *s) {
+    if (atomic_fetch_add(&s->inflight, 1) < s->o->max_inflight) return 0;
+    atomic_fetch_sub(&s->inflight, 1);
+    return -1;
+}
+void gw_http_leave(gw_http *s) { atomic_fetch_sub(&s->inflight, 1); }

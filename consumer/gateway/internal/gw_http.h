@@ -8,6 +8,8 @@
  *   POST /v1/completions       (legacy text_completion, the same way)
  *   GET  /v1/models            (the configured model names)
  *   GET  /healthz              (200 {"status":"ok"})
+ *   POST /v1/responses,        (the Responses API, gw_responses.h)
+ *   GET|DELETE /v1/responses/ID
  *   GET  /metrics              (Prometheus text: requests by code,
  *                               in flight, latency histogram)
  *   GET  /, /playground.js,    (the chat playground, gw_web.h, when
@@ -53,6 +55,9 @@
 
 #include "gw_hub.h"
 
+struct gw_store;
+struct MHD_Connection;
+
 #define GW_MAX_KEYS 64   /* API keys at most */
 #define GW_MAX_MODELS 32 /* model names at most */
 
@@ -78,6 +83,7 @@ typedef struct gw_http_opts {
     size_t n_models;                 /* entries in models */
     char id_prefix[64];              /* turn id prefix, unique per gateway */
     int playground;                  /* serve the playground page (GET /) */
+    struct gw_store *store;          /* stored Responses (gw_store.h), or NULL: off */
 } gw_http_opts;
 
 typedef struct gw_http gw_http; /* opaque */
@@ -90,5 +96,19 @@ void gw_http_stop(gw_http *s);
 
 /* Requests in flight now. */
 int gw_http_inflight(gw_http *s);
+
+/* What other handlers (gw_responses.c) share with gw_http.c: the tenant
+ * of the request's key (0, or -1: answer 401); a JSON reply (j stolen;
+ * an enum MHD_Result); the status counted in /metrics; the hub, the
+ * options and a new turn number; the in-flight limit (gw_http_admit: 0
+ * counted, -1 full and not counted; gw_http_leave uncounts). */
+int gw_http_auth(gw_http *s, struct MHD_Connection *c, const char **ns);
+int gw_http_reply(gw_http *s, struct MHD_Connection *c, int status, json_t *j);
+void gw_http_count(gw_http *s, int status);
+gw_hub *gw_http_hub(gw_http *s);
+const gw_http_opts *gw_http_opts_of(gw_http *s);
+unsigned long long gw_http_next_seq(gw_http *s);
+int gw_http_admit(gw_http *s);
+void gw_http_leave(gw_http *s);
 
 #endif
