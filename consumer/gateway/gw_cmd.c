@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gw_cmd.h"
+#include "gw_fleet.h"
 #include "gw_http.h"
 #include "cli_opt.h"
 #include "cm_startup.h"
@@ -56,6 +57,12 @@ static const cm_prop gw_props[] = {
      "DeadLetter topic watched for turns the workers refused (unknown model, too long): such a "
      "request is answered with its error by whichever comes first, the DeadLetter or the error "
      "TurnResult the worker writes with it; empty = not watched (the TurnResult answers)."},
+    {"gateway.fleet.group", CM_PROP_STR, "parley-workers", 0, 0,
+     "The workers' consumer group (their `worker.group`) that `GET /v1/fleet` and the page at "
+     "`/fleet` describe (docs/fleet.md); empty = no fleet view (404)."},
+    {"gateway.topic.status", CM_PROP_STR, "parley.status", 0, 0,
+     "Compacted topic of the workers' status records (their `worker.topic.status`), read from "
+     "the beginning for the fleet view's per-worker figures; empty = none."},
     {"gateway.max_body_bytes", CM_PROP_INT, "1048576", 1024, 64LL << 20,
      "Largest request body; a larger one gets 400 `request_too_large`."},
     {"gateway.max_inflight", CM_PROP_INT, "256", 1, 100000,
@@ -205,7 +212,10 @@ int gw_cmd_gateway(int argc, char **argv) {
     cm_startup_begin("gateway", "gateway.startup_timeout_ms",
                      cm_config_int(cfg, "gateway.startup_timeout_ms"));
     hc.timeout_ms = cm_startup_left_ms();
+    gw_fleet_conf fc = {kafka, cm_config_str(cfg, "gateway.fleet.group"), hc.topics.turns,
+                        cm_config_str(cfg, "gateway.topic.status"), 1000};
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
+        (*fc.group && gw_fleet_new(&fc, &o->fleet, err, sizeof err) != 0) ||
         !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
@@ -233,6 +243,7 @@ bad:
     fprintf(stderr, "gateway: %s\n", err);
 done:
     gw_http_stop(http);
+    gw_fleet_free(o->fleet);
     gw_hub_free(hub);
     cm_kafka_free(kafka);
     cm_config_free(cfg);
