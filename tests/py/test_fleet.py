@@ -1,0 +1,159 @@
+"""The gateway's fleet view (GET /v1/fleet and the page at GET /fleet,
+docs/fleet.md) in a real headless Chromium against the real gateway, a
+SmolLM2 worker and Kafka, with the playground's fixtures and browser
+(test_playground.py):
+
+- /v1/fleet lists the worker as a member of its group with its partitions
+  and, from its status record, its model and state; it needs the API key;
+- the page loads with no console error and lists the worker with its
+  partition, model and state;
+- the lag rises while the worker is stopped (SIGSTOP) and turns are sent,
+  its status record goes stale, and both recover after SIGCONT;
+- a fleet that cannot be read (the turns topic deleted under a running
+  gateway: Kafka answers with an error) shows the gateway's 503 on the
+  page, and a gateway that is gone shows that it does not answer.
+
+A screenshot of the page goes to $PARLEY_TEST_ARTIFACTS/fleet.png."""
+
+import json
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from test_playground import (artifacts, browser, console_errors, create_topics, fleet,  # noqa: F401
+                             get, running_fleet, start_gateway, stop, wait)
+
+
+def fleet_json(url, key="sk-test"):
+    st, _, body = get(url + "/v1/fleet", key)
+    return st, json.loads(body)
+
+
+def the_worker(f, wid):
+    return next((w for w in f.get("workers", []) if w["id"] == wid), None)
+
+
+def send_turn(url, text, timeout=2):
+    """Post a chat turn and leave before its reply: the turn is on Kafka."""
+    req = urllib.request.Request(
+        url + "/v1/chat/completions", method="POST",
+        data=json.dumps({"model": "smollm", "max_tokens": 4, "temperature": 0,
+                         "messages": [{"role": "user", "content": text}]}).encode(),
+        headers={"Authorization": "Bearer sk-test", "Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=timeout).read()
+    except (urllib.error.URLError, TimeoutError, OSError):
+        pass
+
+
+def open_fleet(d, url, key="sk-test"):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    d.get(url + "/fleet")
+    if key:
+        d.find_element(By.ID, "key").send_keys(key + Keys.ENTER)
+
+
+def page_state(d):
+    return d.execute_script("return document.body.dataset.state")
+
+
+def worker_row(d, wid):
+    return d.execute_script("""
+        const tr = [...document.querySelectorAll('#workers tbody tr')]
+            .find(r => r.dataset.worker === arguments[0]);
+        if (!tr) return null;
+        const o = {state: tr.dataset.state};
+        for (const td of tr.cells) o[td.dataset.col] = td.textContent;
+        o.lag_value = tr.querySelector('[data-col=lag]').dataset.value;
+        return o;""", wid)
+
+
+def test_fleet_json(fleet):  # noqa: F811
+    wid = f"w-{fleet['prefix']}"
+    assert get(fleet["url"] + "/v1/fleet")[0] == 401
+    f = wait(lambda: (r := fleet_json(fleet["url"]))[0] == 200 and
+             (w := the_worker(r[1], wid)) and w["status"] and r[1], 30, "the fleet with the worker")
+    assert f["object"] == "fleet" and f["group"] == f"g-{fleet['prefix']}"
+    assert f["topic"] == f"{fleet['prefix']}.turns" and f["group_state"] == "Stable"
+    w = the_worker(f, wid)
+    assert w["member"] and w["partitions"] == [0], w
+    assert w["status"]["model"] == "smollm" and w["status"]["state"] == "running", w
+    assert not w["status"]["stale"]
+    assert [p["partition"] for p in f["partitions"]] == [0]
+    assert f["partitions"][0]["owner"] == wid and f["partitions"][0]["lag"] >= 0
+    assert f["total_lag"] == f["partitions"][0]["lag"] and f["bad_status_records"] == 0
+    assert isinstance(f["history"], list)
+    st, h, body = get(fleet["url"] + "/fleet")
+    assert st == 200 and h["Content-Type"].startswith("text/html")
+    assert h["Content-Security-Policy"] == get(fleet["url"] + "/")[1]["Content-Security-Policy"]
+    assert '<script src="/fleet.js"' in body
+
+
+def test_fleet_page_lists_the_worker(fleet, browser):  # noqa: F811
+    d = browser
+    wid = f"w-{fleet['prefix']}"
+    open_fleet(d, fleet["url"])
+    assert d.title == "parley fleet"
+    r = wait(lambda: (r := worker_row(d, wid)) and r["state"] == "running" and r, 30,
+             "the worker's row")
+    assert r["partitions"] == "0" and r["model"] == "smollm" and r["host"], r
+    assert page_state(d) == "ok"
+    assert d.execute_script("return document.querySelectorAll('#partitions tbody tr').length") == 1
+    assert console_errors(d) == []
+
+
+def test_lag_rises_while_stopped_and_falls_after(fleet, browser):  # noqa: F811
+    d = browser
+    wid = f"w-{fleet['prefix']}"
+    open_fleet(d, fleet["url"])
+    wait(lambda: (r := worker_row(d, wid)) and r["state"] == "running" and r["lag_value"] == "0",
+         60, "a running worker with no lag")
+    fleet["worker"].send_signal(signal.SIGSTOP)
+    try:
+        senders = [threading.Thread(target=send_turn, args=(fleet["url"], f"Count to {i}."))
+                   for i in range(3)]
+        for t in senders:
+            t.start()
+        for t in senders:
+            t.join()
+        r = wait(lambda: (r := worker_row(d, wid)) and r["lag_value"] and
+                 int(r["lag_value"]) >= 3 and r, 30, "the lag to rise")
+        # its status record stops: the page calls it stale
+        wait(lambda: worker_row(d, wid)["state"] == "stale", 30, "the worker to go stale")
+    finally:
+        fleet["worker"].send_signal(signal.SIGCONT)
+    wait(lambda: (r := worker_row(d, wid)) and r["lag_value"] == "0" and r["state"] == "running",
+         180, "the lag to fall after SIGCONT")
+    # the lag chart drew the rise (the history's samples include it)
+    st, f = fleet_json(fleet["url"])
+    assert st == 200 and max(s[1] for s in f["history"]) >= 3, f["history"]
+    d.save_screenshot(str(artifacts() / "fleet.png"))
+
+
+def test_unreadable_fleet_shows_an_error(kafka_bootstrap, parley_bin, browser):  # noqa: F811
+    d = browser
+    prefix = f"fl-{time.time_ns() % 10**10}"
+    admin = create_topics(kafka_bootstrap, prefix)
+    gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix)
+    try:
+        open_fleet(d, url)
+        wait(lambda: page_state(d) == "ok", 30, "the fleet of no workers")
+        assert d.execute_script("return document.querySelectorAll('#workers tbody tr').length") == 0
+        for f in admin.delete_topics([f"{prefix}.turns"]).values():
+            f.result(30)
+        wait(lambda: page_state(d) == "error", 60, "the error")
+        msg = d.execute_script("return document.getElementById('fleet-error').textContent")
+        assert "HTTP 503" in msg and "cannot read the fleet from Kafka" in msg, msg
+        st, f = fleet_json(url)
+        assert st == 503 and f["error"]["code"] == "fleet_unavailable", f
+    finally:
+        stop(gw)
+    wait(lambda: "does not answer" in d.execute_script(
+        "return document.getElementById('fleet-error').textContent"), 30, "the gateway gone")
+    assert page_state(d) == "error"
