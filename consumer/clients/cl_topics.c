@@ -1,5 +1,5 @@
 /*
- * cm_topics.c -- `parley topics`: create the four topics a parley fleet
+ * cm_topics.c -- `parley topics`: create the five topics a parley fleet
  * uses, with the partition advice of the README, on a Kafka cluster.
  *
  * Why.  A worker started against a cluster without its topics waits and
@@ -10,6 +10,8 @@
  *                              workers share the load; tokens and
  *                              responses get the same count
  *   dlq                        1 partition
+ *   status                     1 partition, cleanup.policy compact: the
+ *                              workers' status records (docs/fleet.md)
  * with replication factor --replication-factor R and min.insync.replicas
  * --min-insync-replicas M.  By default R is min(3, brokers in the cluster)
  * and, where R is 3, M is 2: a broker may fail without losing a committed
@@ -34,11 +36,15 @@
 #include "pl_err.h"
 #include "cl_client.h"
 
+#define TP_N 5      /* topics made: turns, tokens, responses, dlq, status */
+#define TP_STATUS 4 /* index of the status topic */
+
 /* Options of `parley topics`. */
 typedef struct tp_opts {
     cm_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
     cm_topics topics;   /* turns / tokens / responses names */
     char dlq[256];      /* DeadLetter topic name */
+    char status[256];   /* worker status topic name (compacted; docs/fleet.md) */
     int partitions;     /* of turns, tokens, responses */
     int replication;    /* replication factor (0: min(3, brokers); -1: broker default) */
     int min_isr;        /* min.insync.replicas (0: 2 where RF is 3; -1: broker default) */
@@ -50,10 +56,16 @@ static int tp_dlq_opt(void *ctx, const cli_opt *o, const char *val, char *err, s
     return cm_topic_set(t->dlq, val, err, errlen);
 }
 
+static int tp_status_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    tp_opts *t = ctx;
+    return cm_topic_set(t->status, val, err, errlen);
+}
+
 static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
     if (cm_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
     snprintf(t->dlq, sizeof t->dlq, "%s.dlq", val);
+    snprintf(t->status, sizeof t->status, "%s.status", val);
     return 0;
 }
 
@@ -72,10 +84,11 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     o->startup_s = 30;
     cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
+    snprintf(o->status, sizeof o->status, "parley.status");
     const cli_opt opts[] = {
         CM_KAFKA_OPTS(&o->kafka),
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
-         "partitions of turns, tokens and responses (default 12; the DLQ gets 1)", NULL},
+         "partitions of turns, tokens and responses (default 12; the DLQ and status get 1)", NULL},
         {"--replication-factor", NULL, CLI_INT, &o->replication, -1, 32767, "R",
          "replicas per partition (default: min(3, brokers); -1: the broker's default)", NULL},
         {"--min-insync-replicas", NULL, CLI_INT, &o->min_isr, -1, 32767, "M",
@@ -83,7 +96,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
          "-1: the broker's)",
          NULL},
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
-         "topics P.turns, P.tokens, P.responses, P.dlq (default parley)", tp_prefix_opt},
+         "topics P.turns, P.tokens, P.responses, P.dlq, P.status (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
          cm_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
@@ -91,6 +104,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--responses-topic", NULL, CLI_FN, o->topics.responses, 0, 0, "T", "TurnResult topic",
          cm_topic_name_cli},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DeadLetter topic", tp_dlq_opt},
+        {"--status-topic", NULL, CLI_FN, NULL, 0, 0, "T", "worker status topic (compacted)",
+         tp_status_opt},
         {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
          "give up (exit 1) when Kafka does not answer within N s (default 30)", NULL},
     };
@@ -99,13 +114,15 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         .synopsis = "topics --brokers HOST:PORT [--config FILE] [--kafka.X VALUE]...\n"
                     "         [--partitions N] [--replication-factor R] [--min-insync-replicas M]\n"
                     "         [--topic-prefix P | --turns-topic T --tokens-topic T\n"
-                    "         --responses-topic T --dlq-topic T] [--startup-timeout-s N]",
+                    "         --responses-topic T --dlq-topic T --status-topic T]\n"
+                    "         [--startup-timeout-s N]",
         .about = "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
                  "partitions (the turns topic's partition count bounds how many workers\n"
-                 "share the load), the DLQ with 1.  Replication factor min(3, brokers) and,\n"
-                 "where it is 3, min.insync.replicas 2 unless told otherwise.  Existing\n"
+                 "share the load), the DLQ and the workers' status topic (compacted) with\n"
+                 "1.  Replication factor min(3, brokers) and, where it is 3,\n"
+                 "min.insync.replicas 2 unless told otherwise.  Existing\n"
                  "topics are left as they are (a warning when replicated fewer times).\n"
-                 "Exit status: 0 all four exist afterwards, 1 failure, 2 usage.\n\n",
+                 "Exit status: 0 all five exist afterwards, 1 failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
         .unknown = tp_kafka_key,
@@ -176,7 +193,8 @@ int cl_cmd_topics(int argc, char **argv) {
         return 1;
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
-    const char *names[4] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq};
+    const char *names[TP_N] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq,
+                               o.status};
     int brokers = tp_brokers(k, rk, e, sizeof e);
     if (brokers < 0) {
         fprintf(stderr, "topics: %s\n", e);
@@ -189,12 +207,14 @@ int cl_cmd_topics(int argc, char **argv) {
     tp_plan(&o, brokers, &rf, &min_isr);
     char isr_s[16];
     snprintf(isr_s, sizeof isr_s, "%d", min_isr);
-    rd_kafka_NewTopic_t *nt[4];
-    for (int i = 0; i < 4; i++)
+    rd_kafka_NewTopic_t *nt[TP_N];
+    for (int i = 0; i < TP_N; i++)
         if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i < 3 ? o.partitions : 1, rf, e, sizeof e)) ||
             (min_isr > 0 &&
-             rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0)) {
-            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "min.insync.replicas" : e);
+             rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0) ||
+            (i == TP_STATUS &&
+             rd_kafka_NewTopic_set_config(nt[i], "cleanup.policy", "compact") != 0)) {
+            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "topic configuration" : e);
             for (int k = 0; k <= i; k++)
                 if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
             cm_startup_end();
@@ -209,7 +229,7 @@ int cl_cmd_topics(int argc, char **argv) {
     rd_kafka_AdminOptions_set_operation_timeout(ao, left, NULL, 0);
     snprintf(e, sizeof e, "CreateTopics from %.300s", cm_kafka_brokers(k));
     cm_startup_wait(e);
-    rd_kafka_CreateTopics(rk, nt, 4, ao, q);
+    rd_kafka_CreateTopics(rk, nt, TP_N, ao, q);
     rd_kafka_event_t *ev = cm_kafka_event_wait(k, rk, q, left + 1000);
     int rc = 1;
     size_t n_res = 0;
@@ -240,12 +260,13 @@ int cl_cmd_topics(int argc, char **argv) {
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(res[i]);
             if (!te) {
                 char rf_s[48] = "the broker's default", isr_p[48] = "the broker's default";
-                int np = strcmp(t, o.dlq) ? o.partitions : 1;
+                int np = strcmp(t, o.dlq) && strcmp(t, o.status) ? o.partitions : 1;
                 if (rf > 0) snprintf(rf_s, sizeof rf_s, "%d", rf);
                 if (min_isr > 0) snprintf(isr_p, sizeof isr_p, "%d", min_isr);
                 printf("created  %s (%d partition%s, replication factor %s, "
-                       "min.insync.replicas %s)\n",
-                       t, np, np != 1 ? "s" : "", rf_s, isr_p);
+                       "min.insync.replicas %s%s)\n",
+                       t, np, np != 1 ? "s" : "", rf_s, isr_p,
+                       strcmp(t, o.status) ? "" : ", compacted");
             } else if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
                 int p, r;
                 tp_describe(rk, t, &p, &r);
@@ -272,7 +293,7 @@ int cl_cmd_topics(int argc, char **argv) {
     if (ev) rd_kafka_event_destroy(ev);
     rd_kafka_AdminOptions_destroy(ao);
     rd_kafka_queue_destroy(q);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < TP_N; i++)
         if (nt[i]) rd_kafka_NewTopic_destroy(nt[i]);
     rd_kafka_destroy(rk);
     cm_kafka_cli_free(&o.kafka);

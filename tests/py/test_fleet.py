@@ -17,6 +17,7 @@ A screenshot of the page goes to $PARLEY_TEST_ARTIFACTS/fleet.png."""
 
 import json
 import signal
+import subprocess
 import threading
 import time
 import urllib.error
@@ -157,3 +158,17 @@ def test_unreadable_fleet_shows_an_error(kafka_bootstrap, parley_bin, browser): 
     wait(lambda: "does not answer" in d.execute_script(
         "return document.getElementById('fleet-error').textContent"), 30, "the gateway gone")
     assert page_state(d) == "error"
+
+
+def test_parley_topics_makes_the_status_topic_compacted(kafka_bootstrap, parley_bin):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    prefix = f"ft-{time.time_ns() % 10**10}"
+    r = subprocess.run([str(parley_bin), "topics", "--brokers", kafka_bootstrap, "--topic-prefix",
+                        prefix, "--partitions", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"created  {prefix}.status (1 partition, " in r.stdout and "compacted" in r.stdout
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    res = ConfigResource("topic", f"{prefix}.status")
+    cfg = wait(lambda: admin.describe_configs([res])[res].result(30), 30, "the topic's config")
+    assert cfg["cleanup.policy"].value == "compact"
