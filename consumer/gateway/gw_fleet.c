@@ -41,6 +41,7 @@ struct gw_fleet {
     unsigned long long bad;              /* status records refused */
     gw_fleet_sample hist[GW_FLEET_HIST]; /* history ring */
     size_t n_hist;                       /* samples taken (ring index = n_hist % GW_FLEET_HIST) */
+    int last_cb_err;                     /* the error callback's latest code (logged once each) */
 };
 
 /* ---- status topic ------------------------------------------------------- */
@@ -330,6 +331,22 @@ static void *gw_fleet_main(void *arg) {
     return NULL;
 }
 
+/* The reader's own error callback: the fleet view's errors are shown by
+ * /v1/fleet and must not count as the gateway's refusals (cm_kafka.h), so
+ * they are logged here, once per kind, and left at that. */
+static void gw_fleet_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    gw_fleet *f = opaque;
+    (void)rk;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT) return;
+    pthread_mutex_lock(&f->mu);
+    int first = f->last_cb_err != err;
+    f->last_cb_err = err;
+    pthread_mutex_unlock(&f->mu);
+    if (first)
+        fprintf(stderr, "gateway: fleet view: %s: %.300s\n", rd_kafka_err2name(err),
+                reason ? reason : "");
+}
+
 int gw_fleet_new(const gw_fleet_conf *conf, gw_fleet **out, char *err, size_t errlen) {
     *out = NULL;
     gw_fleet *f = calloc(1, sizeof *f);
@@ -339,7 +356,7 @@ int gw_fleet_new(const gw_fleet_conf *conf, gw_fleet **out, char *err, size_t er
     }
     f->c = *conf;
     pthread_mutex_init(&f->mu, NULL);
-    cm_kafka_spec s = {.role = CM_KAFKA_READER, .committed = 0};
+    cm_kafka_spec s = {.role = CM_KAFKA_READER, .error_cb = gw_fleet_error_cb, .opaque = f};
     int rc = cm_kafka_client_new(conf->kafka, &s, "fleet reader", &f->rk, err, errlen);
     if (rc) {
         pthread_mutex_destroy(&f->mu);
