@@ -38,6 +38,8 @@ struct wk_status {
 static void wk_status_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     wk_status *s = opaque;
     (void)rk;
+    if (m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+        return; /* dropped at stop */
     if (m->err && !__atomic_exchange_n(&s->warned, 1, __ATOMIC_RELAXED))
         wk_log("warn", "status_undelivered",
                "topic=%s err=%s (the fleet view lacks this worker's "
@@ -169,7 +171,10 @@ void wk_status_stop(wk_status *s) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->th, NULL);
     wk_status_publish(s, 1);
-    rd_kafka_flush(s->p, 2000);
+    if (rd_kafka_flush(s->p, 1000)) { /* undeliverable: drop it quietly */
+        rd_kafka_purge(s->p, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(s->p, 0);
+    }
     rd_kafka_destroy(s->p);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

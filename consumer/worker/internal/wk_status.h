@@ -26,7 +26,7 @@ typedef struct wk_status wk_status; /* opaque */
  * runs).  Returns 0, or WK_EKAFKA / WK_ENOMEM with a message. */
 int wk_status_start(struct wk_worker *w, wk_status **out, char *err, size_t errlen);
 
-/* Publish the last record ("stopped"), wait for it at most 2 s, stop the
+/* Publish the last record ("stopped"), wait for it at most 1 s, stop the
  * thread and free it.  NULL is a no-op. */
 void wk_status_stop(wk_status *s);
 
