@@ -183,8 +183,8 @@ int gw_cmd_gateway(int argc, char **argv) {
         "gateway --print-config-doc",
         "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
         "GET /v1/models, /healthz, /metrics, the playground page at /, the fleet\n"
-        "view at /fleet and /v1/fleet (docs/fleet.md).  Each\n"
-        "request becomes a ChatTurn on Kafka; the reply is the committed TurnResult.\n"
+        "view at /fleet and /v1/fleet (docs/fleet.md).  Each request becomes a\n"
+        "ChatTurn on Kafka; the reply is the committed TurnResult.\n"
         "Keys: see consumer/CONFIG.md (gateway.*).  Exit status: 0 clean shutdown,\n"
         "1 runtime failure, 2 config.\n\n",
         argc, argv, environ);
