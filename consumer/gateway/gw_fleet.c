@@ -417,7 +417,7 @@ static json_t *gw_fleet_worker(json_t *m, const cm_status *s, int64_t now) {
                   "cache_share", s->cache_share >= 0 ? json_real(s->cache_share) : json_null(),
                   "turns", (json_int_t)s->turns, "prompt_tokens", (json_int_t)s->prompt_tokens,
                   "cached_tokens", (json_int_t)s->cached_tokens, "stale",
-                  age > GW_FLEET_STALE * s->interval_ms));
+                  age > GW_FLEET_STALE * s->interval_ms && strcmp(s->state, "stopped")));
     return w;
 }
 

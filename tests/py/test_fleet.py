@@ -9,6 +9,8 @@ SmolLM2 worker and Kafka, with the playground's fixtures and browser
   partition, model and state;
 - the lag rises while the worker is stopped (SIGSTOP) and turns are sent,
   its status record goes stale, and both recover after SIGCONT;
+- a second worker joins and is listed; when it stops its last record says
+  `stopped` and it leaves the group;
 - a fleet that cannot be read (the turns topic deleted under a running
   gateway: Kafka answers with an error) shows the gateway's 503 on the
   page, and a gateway that is gone shows that it does not answer.
@@ -26,7 +28,7 @@ import urllib.request
 import pytest
 
 from test_playground import (artifacts, browser, console_errors, create_topics, fleet,  # noqa: F401
-                             get, running_fleet, start_gateway, stop, wait)
+                             get, start_gateway, start_worker, stop, wait)
 
 
 def fleet_json(url, key="sk-test"):
@@ -135,6 +137,34 @@ def test_lag_rises_while_stopped_and_falls_after(fleet, browser):  # noqa: F811
     st, f = fleet_json(fleet["url"])
     assert st == 200 and max(s[1] for s in f["history"]) >= 3, f["history"]
     d.save_screenshot(str(artifacts() / "fleet.png"))
+
+
+def test_a_second_worker_joins_and_its_stop_is_shown(fleet, browser):  # noqa: F811
+    """A second worker joins the group (the one partition stays with one of
+    them); when it stops, its last record says so and it leaves the group."""
+    d = browser
+    open_fleet(d, fleet["url"])
+    prefix = fleet["prefix"]
+    logf = fleet["tmp"] / "worker2.log"
+    w2 = start_worker(fleet["kafka"], fleet["bin"], fleet["model"], prefix, logf,
+                      "--worker.id", f"w2-{prefix}", "--kafka.session.timeout.ms", "6000",
+                      wait_assigned=False)
+    try:
+        wait(lambda: (r := worker_row(d, f"w2-{prefix}")) and r["state"] == "running", 90,
+             "the second worker's row")
+        # both members of the settled group
+        f = wait(lambda: (r := fleet_json(fleet["url"])[1]) and r.get("group_state") == "Stable"
+                 and (w := the_worker(r, f"w2-{prefix}")) and w["member"] and r, 90,
+                 "the second worker in the stable group")
+        assert sum(len(w["partitions"]) for w in f["workers"] if w["member"]) == 1, f
+    finally:
+        stop(w2)
+    r = wait(lambda: (r := worker_row(d, f"w2-{prefix}")) and r["state"] == "stopped" and r, 60,
+             "the second worker's stopped record")
+    # (it leaves the group at the latest after its 6 s session timeout)
+    wait(lambda: (r := fleet_json(fleet["url"])[1]) and not the_worker(r, f"w2-{prefix}")["member"],
+         90, "the second worker to leave the group")
+    assert worker_row(d, f"w-{prefix}")["state"] == "running"
 
 
 def test_unreadable_fleet_shows_an_error(kafka_bootstrap, parley_bin, browser):  # noqa: F811

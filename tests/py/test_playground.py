@@ -75,10 +75,10 @@ def start_gateway(kafka, parley_bin, prefix, *extra):
     return gw, m.group(1)
 
 
-def start_worker(kafka, parley_bin, model, prefix, logf, *extra):
+def start_worker(kafka, parley_bin, model, prefix, logf, *extra, wait_assigned=True):
     """A SmolLM2 worker (model `smollm`, 2-token chunks) on the fleet's topics,
     publishing its status record (docs/fleet.md) every 500 ms; returns once
-    it holds its partitions."""
+    it holds its partitions (unless not wait_assigned)."""
     worker = subprocess.Popen(
         [str(parley_bin), "worker", "--model.path", str(model), "--model.name", "smollm",
          "--model.threads", "2", "--worker.id", f"w-{prefix}", "--worker.group", f"g-{prefix}",
@@ -89,7 +89,8 @@ def start_worker(kafka, parley_bin, model, prefix, logf, *extra):
          "--kafka.bootstrap.servers", kafka, *extra],
         stdout=open(logf, "wb"), stderr=subprocess.STDOUT)
     end = time.time() + 60
-    while time.time() < end and "event=assigned" not in logf.read_text(errors="replace"):
+    while wait_assigned and time.time() < end and "event=assigned" not in logf.read_text(
+            errors="replace"):
         time.sleep(0.1)
     return worker
 

@@ -13,7 +13,7 @@
  *   - each worker's own figures (model, state, turns/s, cache share) from
  *     the latest record it wrote to the compacted status topic
  *     (cm_status.h), read from the beginning, a record older than
- *     GW_FLEET_STALE periods marked stale;
+ *     GW_FLEET_STALE periods marked stale (not a "stopped" one: final);
  *   - a history of the total lag and turns/s, one sample per refresh, for
  *     the page's charts (the last GW_FLEET_HIST samples).
  *
