@@ -11,6 +11,8 @@ SmolLM2 worker and Kafka, with the playground's fixtures and browser
   its status record goes stale, and both recover after SIGCONT;
 - a second worker joins and is listed; when it stops its last record says
   `stopped` and it leaves the group;
+- status records that are garbage are counted and skipped, markup in a
+  valid one is shown as text, a tombstone removes its worker;
 - a fleet that cannot be read (the turns topic deleted under a running
   gateway: Kafka answers with an error) shows the gateway's 503 on the
   page, and a gateway that is gone shows that it does not answer.
@@ -18,6 +20,7 @@ SmolLM2 worker and Kafka, with the playground's fixtures and browser
 A screenshot of the page goes to $PARLEY_TEST_ARTIFACTS/fleet.png."""
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -25,10 +28,9 @@ import time
 import urllib.error
 import urllib.request
 
-import pytest
 
-from test_playground import (artifacts, browser, console_errors, create_topics, fleet,  # noqa: F401
-                             get, start_gateway, start_worker, stop, wait)
+from test_playground import (MARKUP, WEB, artifacts, browser, console_errors,  # noqa: F401
+                             create_topics, fleet, get, start_gateway, start_worker, stop, wait)
 
 
 def fleet_json(url, key="sk-test"):
@@ -165,6 +167,48 @@ def test_a_second_worker_joins_and_its_stop_is_shown(fleet, browser):  # noqa: F
     wait(lambda: (r := fleet_json(fleet["url"])[1]) and not the_worker(r, f"w2-{prefix}")["member"],
          90, "the second worker to leave the group")
     assert worker_row(d, f"w-{prefix}")["state"] == "running"
+
+
+def test_hostile_status_records(fleet, browser):  # noqa: F811
+    """Anyone who may write to the status topic chooses its bytes: garbage
+    is counted and skipped, and markup in a valid record is shown as text."""
+    from confluent_kafka import Producer
+
+    d = browser
+    p = Producer({"bootstrap.servers": fleet["kafka"]})
+    topic = f"{fleet['prefix']}.status"
+    for junk in (b"not json", b"[1]", b'{"v": 99}', b"\xff" * 5000,
+                 b'{"v":1,"worker":"x","state":"running"}'):
+        p.produce(topic, key=b"junk", value=junk)
+    evil = {"v": 1, "worker": MARKUP, "host": "<b>h</b>", "model": "<b>bold</b>",
+            "state": "running", "ts_ms": int(time.time() * 1000), "interval_ms": 60000,
+            "turns": 1, "prompt_tokens": 1, "cached_tokens": 0, "turns_per_s": 0,
+            "cache_share": 0}
+    p.produce(topic, key=MARKUP.encode(), value=json.dumps(evil).encode())
+    p.flush(30)
+    f = wait(lambda: (r := fleet_json(fleet["url"]))[0] == 200 and
+             r[1]["bad_status_records"] >= 5 and the_worker(r[1], MARKUP) and r[1], 30,
+             "the records read")
+    assert not the_worker(f, MARKUP)["member"]
+    open_fleet(d, fleet["url"])
+    r = wait(lambda: worker_row(d, MARKUP), 30, "the hostile worker's row")
+    assert r["worker"] == MARKUP and r["model"] == "<b>bold</b>" and r["host"] == "<b>h</b>"
+    assert d.execute_script("return document.querySelectorAll('#workers img, #workers b')"
+                            ".length") == 0
+    time.sleep(0.5)  # an image error handler would have run by now
+    assert d.execute_script("return window.pwned === undefined")
+    # a tombstone removes it
+    p.produce(topic, key=MARKUP.encode(), value=None)
+    p.flush(30)
+    wait(lambda: worker_row(d, MARKUP) is None, 30, "the tombstoned worker to go")
+
+
+def test_fleet_script_never_renders_text_as_markup():
+    code = re.sub(r"/\*.*?\*/", "", (WEB / "fleet.js").read_text(), flags=re.S)
+    for bad in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
+                "new Function", "DOMParser", "createContextualFragment", "srcdoc"):
+        assert bad not in code, bad
+    assert "sessionStorage" in code and "localStorage" not in code
 
 
 def test_unreadable_fleet_shows_an_error(kafka_bootstrap, parley_bin, browser):  # noqa: F811
