@@ -28,7 +28,6 @@ import time
 import urllib.error
 import urllib.request
 
-
 from test_playground import (MARKUP, WEB, artifacts, browser, console_errors,  # noqa: F401
                              create_topics, fleet, get, start_gateway, start_worker, stop, wait)
 
