@@ -93,7 +93,14 @@ static void gw_fleet_status(gw_fleet *f, const rd_kafka_message_t *m) {
 /* Wait for the result of one admin query: the event (caller destroys) or
  * NULL with err. */
 static rd_kafka_event_t *gw_fleet_wait(gw_fleet *f, const char *what, char *err, size_t errlen) {
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(f->q, GW_FLEET_TIMEOUT_MS + 1000);
+    rd_kafka_event_t *ev = NULL;
+    int stop = 0; /* polled in slices, so gw_fleet_free never waits for a slow cluster */
+    for (int t = 0; !ev && !stop && t < GW_FLEET_TIMEOUT_MS + 1000; t += 100) {
+        ev = rd_kafka_queue_poll(f->q, 100);
+        pthread_mutex_lock(&f->mu);
+        stop = f->stop;
+        pthread_mutex_unlock(&f->mu);
+    }
     if (!ev) {
         snprintf(err, errlen, "%s: no answer from Kafka within %d ms", what, GW_FLEET_TIMEOUT_MS);
         return NULL;

@@ -15,7 +15,9 @@ SmolLM2 worker and Kafka, with the playground's fixtures and browser
   valid one is shown as text, a tombstone removes its worker;
 - a fleet that cannot be read (the turns topic deleted under a running
   gateway: Kafka answers with an error) shows the gateway's 503 on the
-  page, and a gateway that is gone shows that it does not answer.
+  page, and a gateway that is gone shows that it does not answer;
+- a stopped cluster (a private broker) gives a prompt 503 and the error on
+  the page, never a hang.
 
 A screenshot of the page goes to $PARLEY_TEST_ARTIFACTS/fleet.png."""
 
@@ -28,6 +30,7 @@ import time
 import urllib.error
 import urllib.request
 
+from test_worker_faults import private_kafka  # noqa: F401
 from test_playground import (MARKUP, WEB, artifacts, browser, console_errors,  # noqa: F401
                              create_topics, fleet, get, start_gateway, start_worker, stop, wait)
 
@@ -231,6 +234,32 @@ def test_unreadable_fleet_shows_an_error(kafka_bootstrap, parley_bin, browser): 
     wait(lambda: "does not answer" in d.execute_script(
         "return document.getElementById('fleet-error').textContent"), 30, "the gateway gone")
     assert page_state(d) == "error"
+
+
+def test_kafka_gone_shows_an_error(private_kafka, parley_bin, browser):  # noqa: F811
+    """The cluster itself stopped: /v1/fleet still answers at once (the
+    admin queries run on the fleet's own thread), with 503, and the page
+    shows it."""
+    from fault_kit import svc
+
+    d = browser
+    bootstrap, run = private_kafka
+    prefix = f"fk-{time.time_ns() % 10**10}"
+    create_topics(bootstrap, prefix)
+    gw, url = start_gateway(bootstrap, parley_bin, prefix)
+    try:
+        open_fleet(d, url)
+        wait(lambda: page_state(d) == "ok", 60, "the fleet read")
+        svc("kafka.sh", run, "stop")
+        # each read returns (get() gives up after 10 s: a hang fails it)
+        st, f = wait(lambda: (r := fleet_json(url))[0] == 503 and r, 60, "the 503")
+        assert f["error"]["code"] == "fleet_unavailable", f
+        wait(lambda: page_state(d) == "error" and "cannot read the fleet from Kafka" in
+             d.execute_script("return document.getElementById('fleet-error').textContent"), 30,
+             "the error on the page")
+        assert get(url + "/healthz")[0] == 200
+    finally:
+        stop(gw)
 
 
 def test_parley_topics_makes_the_status_topic_compacted(kafka_bootstrap, parley_bin):
