@@ -129,8 +129,8 @@ def test_lag_rises_while_stopped_and_falls_after(fleet, browser):  # noqa: F811
             t.start()
         for t in senders:
             t.join()
-        r = wait(lambda: (r := worker_row(d, wid)) and r["lag_value"] and
-                 int(r["lag_value"]) >= 3 and r, 30, "the lag to rise")
+        wait(lambda: (r := worker_row(d, wid)) and r["lag_value"] and int(r["lag_value"]) >= 3,
+             30, "the lag to rise")
         # its status record stops: the page calls it stale
         wait(lambda: worker_row(d, wid)["state"] == "stale", 30, "the worker to go stale")
     finally:
@@ -163,8 +163,8 @@ def test_a_second_worker_joins_and_its_stop_is_shown(fleet, browser):  # noqa: F
         assert sum(len(w["partitions"]) for w in f["workers"] if w["member"]) == 1, f
     finally:
         stop(w2)
-    r = wait(lambda: (r := worker_row(d, f"w2-{prefix}")) and r["state"] == "stopped" and r, 60,
-             "the second worker's stopped record")
+    wait(lambda: (r := worker_row(d, f"w2-{prefix}")) and r["state"] == "stopped", 60,
+         "the second worker's stopped record")
     # (it leaves the group at the latest after its 6 s session timeout)
     wait(lambda: (r := fleet_json(fleet["url"])[1]) and not the_worker(r, f"w2-{prefix}")["member"],
          90, "the second worker to leave the group")
