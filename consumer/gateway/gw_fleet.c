@@ -22,7 +22,7 @@
 typedef struct gw_fleet_sample {
     int64_t ts_ms; /* when (unix ms) */
     int64_t lag;   /* total lag of the turns topic */
-    double tps;    /* turns/s of the workers with fresh records */
+    double tps;    /* turns/s of the fleet since the previous sample */
 } gw_fleet_sample;
 
 struct gw_fleet {
@@ -42,6 +42,7 @@ struct gw_fleet {
     gw_fleet_sample hist[GW_FLEET_HIST]; /* history ring */
     size_t n_hist;                       /* samples taken (ring index = n_hist % GW_FLEET_HIST) */
     int last_cb_err;                     /* the error callback's latest code (logged once each) */
+    uint64_t *seen_turns;                /* per st entry: its `turns` at the previous sample */
 };
 
 /* ---- status topic ------------------------------------------------------- */
@@ -74,16 +75,20 @@ static void gw_fleet_status(gw_fleet *f, const rd_kafka_message_t *m) {
     if (!m->payload) { /* tombstone: key = worker id */
         for (size_t i = 0; i < f->n_st; i++)
             if (m->key && strlen(f->st[i].worker) == m->key_len &&
-                !memcmp(f->st[i].worker, m->key, m->key_len))
+                !memcmp(f->st[i].worker, m->key, m->key_len)) {
                 f->st[i] = f->st[--f->n_st];
+                f->seen_turns[i] = f->seen_turns[f->n_st];
+            }
     } else if (cm_status_parse(m->payload, m->len, &s, err, sizeof err) != 0) {
         f->bad++;
     } else {
         size_t i = 0;
         while (i < f->n_st && strcmp(f->st[i].worker, s.worker)) i++;
         if (i < f->n_st) f->st[i] = s;
-        else if (f->n_st < GW_FLEET_MAX_WORKERS) f->st[f->n_st++] = s;
-        else f->bad++;
+        else if (f->n_st < GW_FLEET_MAX_WORKERS) {
+            f->seen_turns[f->n_st] = s.turns; /* counted from its next record on */
+            f->st[f->n_st++] = s;
+        } else f->bad++;
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -295,11 +300,17 @@ static void gw_fleet_refresh(gw_fleet *f) {
     members = parts = NULL;
     int64_t now = pl_unix_ms();
     pthread_mutex_lock(&f->mu);
-    double tps = 0;
-    for (size_t i = 0; i < f->n_st; i++)
-        if (now - f->st[i].ts_ms <= GW_FLEET_STALE * f->st[i].interval_ms &&
-            strcmp(f->st[i].state, "stopped"))
-            tps += f->st[i].turns_per_s;
+    /* throughput from the workers' turn counters between two samples (not
+     * the records' own rates, which a sample could miss between records) */
+    uint64_t done = 0;
+    for (size_t i = 0; i < f->n_st; i++) {
+        uint64_t t = f->st[i].turns, was = f->seen_turns[i];
+        done += t >= was ? t - was : t; /* a restarted worker counts anew */
+        f->seen_turns[i] = t;
+    }
+    const gw_fleet_sample *prev = f->n_hist ? &f->hist[(f->n_hist - 1) % GW_FLEET_HIST] : NULL;
+    double tps =
+        prev && now > prev->ts_ms ? (double)done * 1000.0 / (double)(now - prev->ts_ms) : 0;
     json_decref(f->snap);
     f->snap = snap;
     f->snap_ms = now;
@@ -357,7 +368,9 @@ static void gw_fleet_error_cb(rd_kafka_t *rk, int err, const char *reason, void 
 int gw_fleet_new(const gw_fleet_conf *conf, gw_fleet **out, char *err, size_t errlen) {
     *out = NULL;
     gw_fleet *f = calloc(1, sizeof *f);
-    if (!f || !(f->st = calloc(GW_FLEET_MAX_WORKERS, sizeof *f->st))) {
+    if (!f || !(f->st = calloc(GW_FLEET_MAX_WORKERS, sizeof *f->st)) ||
+        !(f->seen_turns = calloc(GW_FLEET_MAX_WORKERS, sizeof *f->seen_turns))) {
+        if (f) free(f->st);
         free(f);
         return pl_errf(err, errlen, GW_ENOMEM, "out of memory");
     }
@@ -368,6 +381,7 @@ int gw_fleet_new(const gw_fleet_conf *conf, gw_fleet **out, char *err, size_t er
     if (rc) {
         pthread_mutex_destroy(&f->mu);
         free(f->st);
+        free(f->seen_turns);
         free(f);
         return pl_err_recode(rc, PL_ERR_GW, GW_EKAFKA);
     }
@@ -378,6 +392,7 @@ int gw_fleet_new(const gw_fleet_conf *conf, gw_fleet **out, char *err, size_t er
         rd_kafka_destroy(f->rk);
         pthread_mutex_destroy(&f->mu);
         free(f->st);
+        free(f->seen_turns);
         free(f);
         return pl_errf(err, errlen, GW_ENOMEM, "cannot start the fleet thread");
     }
@@ -397,6 +412,7 @@ void gw_fleet_free(gw_fleet *f) {
     json_decref(f->snap);
     pthread_mutex_destroy(&f->mu);
     free(f->st);
+    free(f->seen_turns);
     free(f);
 }
 

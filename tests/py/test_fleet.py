@@ -137,9 +137,10 @@ def test_lag_rises_while_stopped_and_falls_after(fleet, browser):  # noqa: F811
         fleet["worker"].send_signal(signal.SIGCONT)
     wait(lambda: (r := worker_row(d, wid)) and r["lag_value"] == "0" and r["state"] == "running",
          180, "the lag to fall after SIGCONT")
-    # the lag chart drew the rise (the history's samples include it)
-    st, f = fleet_json(fleet["url"])
-    assert st == 200 and max(s[1] for s in f["history"]) >= 3, f["history"]
+    # the charts' history holds the rise of the lag and the turns done after
+    f = wait(lambda: (r := fleet_json(fleet["url"]))[0] == 200 and
+             max(s[2] for s in r[1]["history"]) > 0 and r[1], 30, "the throughput sample")
+    assert max(s[1] for s in f["history"]) >= 3, f["history"]
     d.save_screenshot(str(artifacts() / "fleet.png"))
 
 

@@ -14,8 +14,9 @@
  *     the latest record it wrote to the compacted status topic
  *     (cm_status.h), read from the beginning, a record older than
  *     GW_FLEET_STALE periods marked stale (not a "stopped" one: final);
- *   - a history of the total lag and turns/s, one sample per refresh, for
- *     the page's charts (the last GW_FLEET_HIST samples).
+ *   - a history of the total lag and turns/s (from the workers' turn
+ *     counters between two samples), one sample per refresh, for the
+ *     page's charts (the last GW_FLEET_HIST samples).
  *
  * Threading.  One thread of its own does all Kafka work: it polls the
  * status topic and every refresh_ms runs the three admin queries, each
