@@ -612,6 +612,8 @@ static int demo_worker_config(cm_config **out, const char *model, const char *tm
     const char *kv[] = {"model.path", model, "model.chat_template", tmpl ? tmpl : "",
                         "kafka.bootstrap.servers", bootstrap, "worker.id", "demo", "worker.group",
                         "parley-demo", "worker.grace_ms", "5000", "redis.addr", "",
+                        /* no fleet view in the demo: no status record */
+                        "worker.topic.status", "",
                         /* the mock broker answers an empty fetch only after
                          * the full wait (it cannot cut it short on new
                          * data): keep it short so turns start at once */

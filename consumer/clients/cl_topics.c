@@ -1,5 +1,5 @@
 /*
- * cm_topics.c -- `parley topics`: create the five topics a parley fleet
+ * cl_topics.c -- `parley topics`: create the six topics a parley fleet
  * uses, with the partition advice of the README, on a Kafka cluster.
  *
  * Why.  A worker started against a cluster without its topics waits and
@@ -10,6 +10,8 @@
  *                              workers share the load; tokens and
  *                              responses get the same count
  *   dlq                        1 partition
+ *   status                     1 partition, cleanup.policy compact: the
+ *                              workers' status records (docs/fleet.md)
  *   stored                     the gateway's stored Responses (gateway.topic.stored):
  *                              --partitions N, cleanup.policy=compact (keyed by
  *                              response id; a DELETE's tombstone removes one)
@@ -37,11 +39,17 @@
 #include "pl_err.h"
 #include "cl_client.h"
 
+#define TP_N 6      /* topics made: turns, tokens, responses, dlq, status, stored */
+#define TP_DLQ 3    /* index of the DLQ */
+#define TP_STATUS 4 /* index of the status topic */
+#define TP_STORED 5 /* index of the stored Responses topic */
+
 /* Options of `parley topics`. */
 typedef struct tp_opts {
     cm_kafka_cli kafka; /* --brokers, --config, --kafka.*: the Kafka layer */
     cm_topics topics;   /* turns / tokens / responses names */
     char dlq[256];      /* DeadLetter topic name */
+    char status[256];   /* worker status topic name (compacted; docs/fleet.md) */
     char stored[256];   /* stored Responses topic name (compacted) */
     int partitions;     /* of turns, tokens, responses */
     int replication;    /* replication factor (0: min(3, brokers); -1: broker default) */
@@ -59,10 +67,16 @@ static int tp_stored_opt(void *ctx, const cli_opt *o, const char *val, char *err
     return cm_topic_set(t->stored, val, err, errlen);
 }
 
+static int tp_status_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
+    tp_opts *t = ctx;
+    return cm_topic_set(t->status, val, err, errlen);
+}
+
 static int tp_prefix_opt(void *ctx, const cli_opt *o, const char *val, char *err, size_t errlen) {
     tp_opts *t = ctx;
     if (cm_topics_prefix(&t->topics, val, err, errlen) != 0) return -1;
     snprintf(t->dlq, sizeof t->dlq, "%s.dlq", val);
+    snprintf(t->status, sizeof t->status, "%s.status", val);
     snprintf(t->stored, sizeof t->stored, "%s.stored", val);
     return 0;
 }
@@ -82,11 +96,12 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
     o->startup_s = 30;
     cm_topics_prefix(&o->topics, "parley", err, sizeof err);
     snprintf(o->dlq, sizeof o->dlq, "parley.dlq");
+    snprintf(o->status, sizeof o->status, "parley.status");
     snprintf(o->stored, sizeof o->stored, "parley.stored");
     const cli_opt opts[] = {
         CM_KAFKA_OPTS(&o->kafka),
         {"--partitions", NULL, CLI_INT, &o->partitions, 1, 100000, "N",
-         "partitions of turns, tokens and responses (default 12; the DLQ gets 1)", NULL},
+         "partitions of turns, tokens and responses (default 12; the DLQ and status get 1)", NULL},
         {"--replication-factor", NULL, CLI_INT, &o->replication, -1, 32767, "R",
          "replicas per partition (default: min(3, brokers); -1: the broker's default)", NULL},
         {"--min-insync-replicas", NULL, CLI_INT, &o->min_isr, -1, 32767, "M",
@@ -94,7 +109,7 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
          "-1: the broker's)",
          NULL},
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
-         "topics P.turns, P.tokens, P.responses, P.dlq, P.stored (default parley)", tp_prefix_opt},
+         "topics P.turns, P.tokens, P.responses, P.dlq, P.status, P.stored (default parley)", tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
          cm_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
@@ -102,6 +117,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         {"--responses-topic", NULL, CLI_FN, o->topics.responses, 0, 0, "T", "TurnResult topic",
          cm_topic_name_cli},
         {"--dlq-topic", NULL, CLI_FN, NULL, 0, 0, "T", "DeadLetter topic", tp_dlq_opt},
+        {"--status-topic", NULL, CLI_FN, NULL, 0, 0, "T", "worker status topic (compacted)",
+         tp_status_opt},
         {"--stored-topic", NULL, CLI_FN, NULL, 0, 0, "T",
          "stored Responses topic (the gateway's gateway.topic.stored; compacted)", tp_stored_opt},
         {"--startup-timeout-s", NULL, CLI_U64, &o->startup_s, 1, 3600, "N",
@@ -112,16 +129,17 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
         .synopsis = "topics --brokers HOST:PORT [--config FILE] [--kafka.X VALUE]...\n"
                     "         [--partitions N] [--replication-factor R] [--min-insync-replicas M]\n"
                     "         [--topic-prefix P | --turns-topic T --tokens-topic T\n"
-                    "         --responses-topic T --dlq-topic T --stored-topic T]\n"
+                    "         --responses-topic T --dlq-topic T --status-topic T\n"
+                    "         --stored-topic T]\n"
                     "         [--startup-timeout-s N]",
-        .about =
-            "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
-            "partitions (the turns topic's partition count bounds how many workers\n"
-            "share the load), the DLQ with 1, and the gateway's stored Responses\n"
-            "(N partitions, cleanup.policy=compact).  Replication factor min(3, brokers) and,\n"
-            "where it is 3, min.insync.replicas 2 unless told otherwise.  Existing\n"
-            "topics are left as they are (a warning when replicated fewer times).\n"
-            "Exit status: 0 all five exist afterwards, 1 failure, 2 usage.\n\n",
+        .about = "\nCreate the topics of a parley fleet: turns, tokens and responses with N\n"
+                 "partitions (the turns topic's partition count bounds how many workers\n"
+                 "share the load), the DLQ and the workers' status topic (compacted) with\n"
+                 "1, and the gateway's stored Responses (N partitions, compacted).\n"
+                 "Replication factor min(3, brokers) and, where it is 3,\n"
+                 "min.insync.replicas 2 unless told otherwise.  Existing\n"
+                 "topics are left as they are (a warning when replicated fewer times).\n"
+                 "Exit status: 0 all six exist afterwards, 1 failure, 2 usage.\n\n",
         .opts = opts,
         .n_opts = CLI_NOPTS(opts),
         .unknown = tp_kafka_key,
@@ -192,7 +210,8 @@ int cl_cmd_topics(int argc, char **argv) {
         return 1;
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
-    const char *names[5] = {o.topics.turns, o.topics.tokens, o.topics.responses, o.dlq, o.stored};
+    const char *names[TP_N] = {o.topics.turns, o.topics.tokens, o.topics.responses,
+                               o.dlq,          o.status,       o.stored};
     int brokers = tp_brokers(k, rk, e, sizeof e);
     if (brokers < 0) {
         fprintf(stderr, "topics: %s\n", e);
@@ -205,14 +224,14 @@ int cl_cmd_topics(int argc, char **argv) {
     tp_plan(&o, brokers, &rf, &min_isr);
     char isr_s[16];
     snprintf(isr_s, sizeof isr_s, "%d", min_isr);
-    rd_kafka_NewTopic_t *nt[5];
-    for (int i = 0; i < 5; i++)
-        if (!(nt[i] =
-                  rd_kafka_NewTopic_new(names[i], i != 3 ? o.partitions : 1, rf, e, sizeof e)) ||
+    rd_kafka_NewTopic_t *nt[TP_N];
+    for (int i = 0; i < TP_N; i++)
+        if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i == TP_DLQ || i == TP_STATUS ? 1 : o.partitions, rf, e, sizeof e)) ||
             (min_isr > 0 &&
              rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0) ||
-            (i == 4 && rd_kafka_NewTopic_set_config(nt[i], "cleanup.policy", "compact") != 0)) {
-            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "topic config" : e);
+            ((i == TP_STATUS || i == TP_STORED) &&
+             rd_kafka_NewTopic_set_config(nt[i], "cleanup.policy", "compact") != 0)) {
+            fprintf(stderr, "topics: %s: %s\n", names[i], nt[i] ? "topic configuration" : e);
             for (int k = 0; k <= i; k++)
                 if (nt[k]) rd_kafka_NewTopic_destroy(nt[k]);
             cm_startup_end();
@@ -227,7 +246,7 @@ int cl_cmd_topics(int argc, char **argv) {
     rd_kafka_AdminOptions_set_operation_timeout(ao, left, NULL, 0);
     snprintf(e, sizeof e, "CreateTopics from %.300s", cm_kafka_brokers(k));
     cm_startup_wait(e);
-    rd_kafka_CreateTopics(rk, nt, 5, ao, q);
+    rd_kafka_CreateTopics(rk, nt, TP_N, ao, q);
     rd_kafka_event_t *ev = cm_kafka_event_wait(k, rk, q, left + 1000);
     int rc = 1;
     size_t n_res = 0;
@@ -258,13 +277,13 @@ int cl_cmd_topics(int argc, char **argv) {
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(res[i]);
             if (!te) {
                 char rf_s[48] = "the broker's default", isr_p[48] = "the broker's default";
-                int np = strcmp(t, o.dlq) ? o.partitions : 1;
+                int np = strcmp(t, o.dlq) && strcmp(t, o.status) ? o.partitions : 1;
                 if (rf > 0) snprintf(rf_s, sizeof rf_s, "%d", rf);
                 if (min_isr > 0) snprintf(isr_p, sizeof isr_p, "%d", min_isr);
                 printf("created  %s (%d partition%s, replication factor %s, "
                        "min.insync.replicas %s%s)\n",
                        t, np, np != 1 ? "s" : "", rf_s, isr_p,
-                       strcmp(t, o.stored) ? "" : ", cleanup.policy compact");
+                       strcmp(t, o.status) && strcmp(t, o.stored) ? "" : ", compacted");
             } else if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
                 int p, r;
                 tp_describe(rk, t, &p, &r);
@@ -291,7 +310,7 @@ int cl_cmd_topics(int argc, char **argv) {
     if (ev) rd_kafka_event_destroy(ev);
     rd_kafka_AdminOptions_destroy(ao);
     rd_kafka_queue_destroy(q);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < TP_N; i++)
         if (nt[i]) rd_kafka_NewTopic_destroy(nt[i]);
     rd_kafka_destroy(rk);
     cm_kafka_cli_free(&o.kafka);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gw_cmd.h"
+#include "gw_fleet.h"
 #include "gw_http.h"
 #include "gw_store.h"
 #include "cli_opt.h"
@@ -57,6 +58,12 @@ static const cm_prop gw_props[] = {
      "DeadLetter topic watched for turns the workers refused (unknown model, too long): such a "
      "request is answered with its error by whichever comes first, the DeadLetter or the error "
      "TurnResult the worker writes with it; empty = not watched (the TurnResult answers)."},
+    {"gateway.fleet.group", CM_PROP_STR, "parley-workers", 0, 0,
+     "The workers' consumer group (their `worker.group`) that `GET /v1/fleet` and the page at "
+     "`/fleet` describe (docs/fleet.md); empty = no fleet view (404)."},
+    {"gateway.topic.status", CM_PROP_STR, "parley.status", 0, 0,
+     "Compacted topic of the workers' status records (their `worker.topic.status`), read from "
+     "the beginning for the fleet view's per-worker figures; empty = none."},
     {"gateway.max_body_bytes", CM_PROP_INT, "1048576", 1024, 64LL << 20,
      "Largest request body; a larger one gets 400 `request_too_large`."},
     {"gateway.max_inflight", CM_PROP_INT, "256", 1, 100000,
@@ -190,8 +197,9 @@ int gw_cmd_gateway(int argc, char **argv) {
         "gateway --print-config-doc",
         "\nOpenAI-compatible HTTP front door: POST /v1/chat/completions (stream too),\n"
         "POST /v1/responses (stored in gateway.topic.stored: previous_response_id),\n"
-        "GET /v1/models, /healthz, /metrics and the playground page at /.  Each\n"
-        "request becomes a ChatTurn on Kafka; the reply is the committed TurnResult.\n"
+        "GET /v1/models, /healthz, /metrics, the playground page at /, the fleet\n"
+        "view at /fleet and /v1/fleet (docs/fleet.md).  Each request becomes a\n"
+        "ChatTurn on Kafka; the reply is the committed TurnResult.\n"
         "Keys: see consumer/CONFIG.md (gateway.*).  Exit status: 0 clean shutdown,\n"
         "1 runtime failure, 2 config.\n\n",
         argc, argv, environ);
@@ -223,12 +231,15 @@ int gw_cmd_gateway(int argc, char **argv) {
     gw_store_conf sc = {kafka, cm_config_str(cfg, "gateway.topic.stored"),
                         cm_config_int(cfg, "gateway.responses_ttl_ms"),
                         (size_t)cm_config_int(cfg, "gateway.responses_max_bytes"), hc.timeout_ms};
+    gw_fleet_conf fc = {kafka, cm_config_str(cfg, "gateway.fleet.group"), hc.topics.turns,
+                        cm_config_str(cfg, "gateway.topic.status"), 1000};
     if (gw_hub_new(&hc, &hub, err, sizeof err) != 0 ||
         gw_store_new(&sc, &store, err, sizeof err) != 0)
         goto failed;
     snprintf(note, sizeof note, "%s", err); /* when off: why */
     o->store = store;
-    if (!(http = gw_http_start(o, hub, &port, err, sizeof err))) {
+    if ((*fc.group && gw_fleet_new(&fc, &o->fleet, err, sizeof err) != 0) ||
+        !(http = gw_http_start(o, hub, &port, err, sizeof err))) {
     failed:
         fprintf(stderr, "gateway: %s\n", err);
         goto done;
@@ -258,6 +269,7 @@ bad:
     fprintf(stderr, "gateway: %s\n", err);
 done:
     gw_http_stop(http);
+    gw_fleet_free(o->fleet);
     gw_store_free(store);
     gw_hub_free(hub);
     cm_kafka_free(kafka);

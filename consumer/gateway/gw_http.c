@@ -1,7 +1,8 @@
 /*
  * gw_http.c -- libmicrohttpd handlers of `parley gateway`: routing, auth,
  * body limit, chat completions (JSON and SSE), models, health, metrics,
- * the playground page (see gw_http.h); /v1/responses goes to gw_responses.c.
+ * the fleet (gw_fleet.h), the playground and fleet pages (see gw_http.h);
+ * /v1/responses goes to gw_responses.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gw_cmd.h" /* GW_E* */
@@ -637,6 +638,17 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
                             "invalid_request_error", NULL, "invalid_api_key");
         return gw_models(s, c);
     }
+    if (!strcmp(url, "/v1/fleet") && s->o->fleet) {
+        if (!get) return gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
+        if (gw_auth(s, c, &ns) != 0)
+            return gw_error(s, c, 401, "missing or incorrect API key (Authorization: Bearer KEY)",
+                            "invalid_request_error", NULL, "invalid_api_key");
+        int st;
+        char *txt = gw_fleet_json(s->o->fleet, &st);
+        enum MHD_Result rc = txt ? gw_send(s, c, st, "application/json", txt, strlen(txt)) : MHD_NO;
+        free(txt);
+        return rc;
+    }
     if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions"))
         return post ? gw_on_chat(s, c, rq, url[4] == 'c' && url[5] == 'o')
                     : gw_error(s, c, 405, "use POST", "invalid_request_error", NULL, NULL);
@@ -646,11 +658,11 @@ static enum MHD_Result gw_on_request(void *cls, struct MHD_Connection *c, const 
     if (a)
         return get ? gw_web(s, c, a)
                    : gw_error(s, c, 405, "use GET", "invalid_request_error", NULL, NULL);
-    return gw_error(
-        s, c, 404,
-        "unknown path; parley serves /v1/chat/completions, /v1/completions, "
-        "/v1/responses, /v1/models, /healthz, /metrics and (when on) the playground at /",
-        "invalid_request_error", NULL, "not_found");
+    return gw_error(s, c, 404,
+                    "unknown path; parley serves /v1/chat/completions, /v1/completions, "
+                    "/v1/responses, /v1/models, /v1/fleet, /healthz, /metrics and (when on) "
+                    "the playground at / and the fleet page at /fleet",
+                    "invalid_request_error", NULL, "not_found");
 }
 
 static void gw_on_done(void *cls, struct MHD_Connection *c, void **con_cls,

@@ -139,6 +139,12 @@ static const cm_prop wk_props[] = {
     {"worker.topic.responses", CM_PROP_STR, "parley.responses", 0, 0,
      "Final replies (TurnResult; transactional, read_committed)."},
     {"worker.topic.dlq", CM_PROP_STR, "parley.dlq", 0, 0, "Rejected input (DeadLetter)."},
+    {"worker.topic.status", CM_PROP_STR, "parley.status", 0, 0,
+     "Compacted topic of the worker's status record (model, state, turns/s, cache share; "
+     "docs/fleet.md), written every `worker.status_ms` by a plain idempotent producer outside "
+     "the turns' transactions; empty = off."},
+    {"worker.status_ms", CM_PROP_INT, "2000", 100, 600000,
+     "Period of the status record on `worker.topic.status`."},
     {"worker.txn_interval_ms", CM_PROP_INT, "100", 1, 60000,
      "Finished turns are committed in one transaction (results + input offsets) at most "
      "this long after the first of them finished (sooner when `worker.txn_horizon_ms` "

@@ -15,6 +15,7 @@
 #include "pl_err.h"
 #include "kv_sched_ops.h"
 #include "wk_internal.h"
+#include "wk_status.h"
 #include "wk_worker.h"
 #include "pl_hash.h"
 #include "pl_time.h"
@@ -306,6 +307,7 @@ int wk_worker_create(const cm_config *cfg, wk_worker **out, char *err, size_t er
     if (!rc) rc = wk_kafka_setup(w, err, errlen);
     const char *http = cm_config_str(cfg, "worker.http");
     if (!rc && *http) rc = wk_http_start(w, http, &w->met.http, err, errlen);
+    if (!rc) rc = wk_status_start(w, &w->met.status, err, errlen);
     if (rc) {
         wk_worker_free(w);
         return rc;
@@ -332,6 +334,7 @@ void wk_worker_stop(wk_worker *w, int fast) {
 void wk_worker_free(wk_worker *w) {
     if (!w) return;
     w->halt.stop_fast = 1;
+    wk_status_stop(w->met.status);
     wk_http_stop(w->met.http);
     if (w->cons) {
         rd_kafka_consumer_close(w->cons);

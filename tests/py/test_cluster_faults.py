@@ -598,14 +598,14 @@ def test_topics_on_the_cluster(cluster, parley_bin):
 
     p3, p1 = f"rf3-{uuid.uuid4().hex[:6]}", f"rf1-{uuid.uuid4().hex[:6]}"
     r = topics("--topic-prefix", p3)
-    assert r.stdout.count("replication factor 3, min.insync.replicas 2") == 5, r.stdout
+    assert r.stdout.count("replication factor 3, min.insync.replicas 2") == 6, r.stdout
     md = cluster.md(f"{p3}.turns").topics[f"{p3}.turns"]
     assert all(len(p.replicas) == 3 for p in md.partitions.values())
     assert min_isr(f"{p3}.turns") == "2"
     r = topics("--topic-prefix", p3)
-    assert r.stdout.count("exists") == 5 and "warning" not in r.stderr, (r.stdout, r.stderr)
+    assert r.stdout.count("exists") == 6 and "warning" not in r.stderr, (r.stdout, r.stderr)
     r = topics("--topic-prefix", p1, "--replication-factor", "1")
-    assert r.stdout.count("replication factor 1, min.insync.replicas 1") == 5, r.stdout
+    assert r.stdout.count("replication factor 1, min.insync.replicas 1") == 6, r.stdout
     assert min_isr(f"{p1}.dlq") == "1"
     r = topics("--topic-prefix", p1)
-    assert r.stderr.count("warning") == 5 and "replication factor 1 on a cluster of 3" in r.stderr
+    assert r.stderr.count("warning") == 6 and "replication factor 1 on a cluster of 3" in r.stderr

@@ -190,7 +190,7 @@ def test_batch_chat_load_and_topics_over_sasl_ssl(fleet, tmp_path):
                         "--startup-timeout-s", "120"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert len(re.findall(rf"^created  {prefix}\.", r.stdout, re.M)) == 5, r.stdout
+    assert len(re.findall(rf"^created  {prefix}\.", r.stdout, re.M)) == 6, r.stdout
 
 
 REFUSALS = {

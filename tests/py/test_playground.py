@@ -26,6 +26,7 @@ else chromium on PATH, its driver $PARLEY_CHROMEDRIVER else chromedriver.
 Without chromium, chromedriver or selenium the browser tests skip, which
 CI=true turns into failures (only missing hardware may skip)."""
 
+import contextlib
 import json
 import os
 import re
@@ -65,6 +66,7 @@ def start_gateway(kafka, parley_bin, prefix, *extra):
          "--gateway.listen", "127.0.0.1:0", "--gateway.topic.turns", f"{prefix}.turns",
          "--gateway.topic.tokens", f"{prefix}.tokens",
          "--gateway.topic.responses", f"{prefix}.responses", "--gateway.topic.dlq", f"{prefix}.dlq",
+         "--gateway.topic.status", f"{prefix}.status", "--gateway.fleet.group", f"g-{prefix}",
          "--gateway.api_keys", "sk-test=tenant-a", "--gateway.models", "smollm", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = gw.stdout.readline()
@@ -73,32 +75,58 @@ def start_gateway(kafka, parley_bin, prefix, *extra):
     return gw, m.group(1)
 
 
-@pytest.fixture(scope="module")
-def fleet(kafka_bootstrap, parley_bin, smollm_model, tmp_path_factory):
-    """Topics, one SmolLM2 worker (model `smollm`, 2-token chunks) and a gateway."""
-    tmp = tmp_path_factory.mktemp("playground")
-    prefix = f"pg-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for f in admin.create_topics([NewTopic(f"{prefix}.{k}", 1, 1)
-                                  for k in ("turns", "tokens", "responses", "dlq")]).values():
-        f.result(30)
-    logf = tmp / "worker.log"
+def start_worker(kafka, parley_bin, model, prefix, logf, *extra, wait_assigned=True):
+    """A SmolLM2 worker (model `smollm`, 2-token chunks) on the fleet's topics,
+    publishing its status record (docs/fleet.md) every 500 ms; returns once
+    it holds its partitions (unless not wait_assigned)."""
     worker = subprocess.Popen(
-        [str(parley_bin), "worker", "--model.path", str(smollm_model), "--model.name", "smollm",
+        [str(parley_bin), "worker", "--model.path", str(model), "--model.name", "smollm",
          "--model.threads", "2", "--worker.id", f"w-{prefix}", "--worker.group", f"g-{prefix}",
          "--worker.topic.turns", f"{prefix}.turns", "--worker.topic.tokens", f"{prefix}.tokens",
          "--worker.topic.responses", f"{prefix}.responses", "--worker.topic.dlq", f"{prefix}.dlq",
+         "--worker.topic.status", f"{prefix}.status", "--worker.status_ms", "500",
          "--worker.chunk_tokens", "2", "--scheduler.batch_window_us", "2000",
-         "--kafka.bootstrap.servers", kafka_bootstrap],
+         "--kafka.bootstrap.servers", kafka, *extra],
         stdout=open(logf, "wb"), stderr=subprocess.STDOUT)
     end = time.time() + 60
-    while time.time() < end and "event=assigned" not in logf.read_text(errors="replace"):
+    while wait_assigned and time.time() < end and "event=assigned" not in logf.read_text(
+            errors="replace"):
         time.sleep(0.1)
-    gw, url = start_gateway(kafka_bootstrap, parley_bin, prefix, "--gateway.timeout_ms", "60000")
-    yield {"url": url, "worker": worker, "prefix": prefix, "kafka": kafka_bootstrap,
-           "bin": parley_bin}
-    stop(gw)
-    stop(worker)
+    return worker
+
+
+def create_topics(kafka, prefix, partitions=1):
+    """The fleet's topics; the status topic compacted, as `parley topics` makes it."""
+    admin = AdminClient({"bootstrap.servers": kafka})
+    new = [NewTopic(f"{prefix}.{k}", partitions, 1) for k in ("turns", "tokens", "responses")]
+    new += [NewTopic(f"{prefix}.dlq", 1, 1),
+            NewTopic(f"{prefix}.status", 1, 1, config={"cleanup.policy": "compact"})]
+    for f in admin.create_topics(new).values():
+        f.result(30)
+    return admin
+
+
+@contextlib.contextmanager
+def running_fleet(kafka, parley_bin, model, tmp, partitions=1):
+    """Topics, one SmolLM2 worker and a gateway that shows the fleet."""
+    prefix = f"pg-{uuid.uuid4().hex[:10]}"
+    create_topics(kafka, prefix, partitions)
+    worker = start_worker(kafka, parley_bin, model, prefix, tmp / "worker.log")
+    gw, url = start_gateway(kafka, parley_bin, prefix, "--gateway.timeout_ms", "60000")
+    try:
+        yield {"url": url, "worker": worker, "prefix": prefix, "kafka": kafka, "bin": parley_bin,
+               "model": model, "tmp": tmp}
+    finally:
+        stop(gw)
+        stop(worker)
+
+
+@pytest.fixture(scope="module")
+def fleet(kafka_bootstrap, parley_bin, smollm_model, tmp_path_factory):
+    """Topics, one SmolLM2 worker (model `smollm`, 2-token chunks) and a gateway."""
+    with running_fleet(kafka_bootstrap, parley_bin, smollm_model,
+                       tmp_path_factory.mktemp("playground")) as f:
+        yield f
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,9 @@
  *   GET|DELETE /v1/responses/ID
  *   GET  /metrics              (Prometheus text: requests by code,
  *                               in flight, latency histogram)
+ *   GET  /v1/fleet             (the fleet as Kafka sees it, gw_fleet.h;
+ *                               503 while Kafka cannot be read)
+ *   GET  /fleet, /fleet.js     (the fleet page, when gateway.playground is on)
  *   GET  /, /playground.js,    (the chat playground, gw_web.h, when
  *        /playground.css,       gateway.playground is on; no key needed to
  *        /favicon.svg           load it, every API call it makes sends one)
@@ -53,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_fleet.h"
 #include "gw_hub.h"
 
 struct gw_store;
@@ -84,6 +88,7 @@ typedef struct gw_http_opts {
     char id_prefix[64];              /* turn id prefix, unique per gateway */
     int playground;                  /* serve the playground page (GET /) */
     struct gw_store *store;          /* stored Responses (gw_store.h), or NULL: off */
+    gw_fleet *fleet;                 /* the fleet view (borrowed; NULL = 404) */
 } gw_http_opts;
 
 typedef struct gw_http gw_http; /* opaque */

@@ -451,6 +451,7 @@ typedef struct wk_metrics {
     float ovh_ring[WK_OVH_RING]; /* latest per-turn overheads in ms (poll thread) */
     uint64_t ovh_next;           /* overheads recorded (next ring slot = ovh_next % WK_OVH_RING) */
     struct wk_http *http;        /* metrics endpoint (NULL = off) */
+    struct wk_status *status;    /* status record publisher (wk_status.h; NULL = off) */
     pthread_mutex_t lag_mu;      /* guards lag / n_lag (poll thread writes, HTTP reads) */
     int64_t *lag;  /* per partition: high watermark - commit position; -1 unknown/not owned */
     int32_t n_lag; /* entries */
