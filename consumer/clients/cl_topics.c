@@ -109,7 +109,8 @@ static int tp_parse(int argc, char **argv, tp_opts *o) {
          "-1: the broker's)",
          NULL},
         {"--topic-prefix", NULL, CLI_FN, NULL, 0, 0, "P",
-         "topics P.turns, P.tokens, P.responses, P.dlq, P.status, P.stored (default parley)", tp_prefix_opt},
+         "topics P.turns, P.tokens, P.responses, P.dlq, P.status, P.stored (default parley)",
+         tp_prefix_opt},
         {"--turns-topic", NULL, CLI_FN, o->topics.turns, 0, 0, "T", "ChatTurn topic",
          cm_topic_name_cli},
         {"--tokens-topic", NULL, CLI_FN, o->topics.tokens, 0, 0, "T", "TokenChunk topic",
@@ -211,7 +212,7 @@ int cl_cmd_topics(int argc, char **argv) {
     }
     cm_startup_begin("topics", "--startup-timeout-s", (int64_t)o.startup_s * 1000);
     const char *names[TP_N] = {o.topics.turns, o.topics.tokens, o.topics.responses,
-                               o.dlq,          o.status,       o.stored};
+                               o.dlq,          o.status,        o.stored};
     int brokers = tp_brokers(k, rk, e, sizeof e);
     if (brokers < 0) {
         fprintf(stderr, "topics: %s\n", e);
@@ -226,7 +227,8 @@ int cl_cmd_topics(int argc, char **argv) {
     snprintf(isr_s, sizeof isr_s, "%d", min_isr);
     rd_kafka_NewTopic_t *nt[TP_N];
     for (int i = 0; i < TP_N; i++)
-        if (!(nt[i] = rd_kafka_NewTopic_new(names[i], i == TP_DLQ || i == TP_STATUS ? 1 : o.partitions, rf, e, sizeof e)) ||
+        if (!(nt[i] = rd_kafka_NewTopic_new(
+                  names[i], i == TP_DLQ || i == TP_STATUS ? 1 : o.partitions, rf, e, sizeof e)) ||
             (min_isr > 0 &&
              rd_kafka_NewTopic_set_config(nt[i], "min.insync.replicas", isr_s) != 0) ||
             ((i == TP_STATUS || i == TP_STORED) &&
