@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gw_cmd.h" /* GW_E* */
 #include "gw_http.h"
+#include "gw_sse_buf.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -23,8 +24,7 @@
 #include "pl_err.h"
 #include "pl_time.h"
 
-#define GW_GONE_CHECK_MS 100 /* how often a waiting request looks at its connection */
-#define GW_NCODES 10         /* status codes counted in /metrics */
+#define GW_NCODES 10 /* status codes counted in /metrics */
 static const int gw_codes[GW_NCODES] = {200, 400, 401, 404, 405, 429, 500, 503, 504, 0};
 #define GW_NBUCKETS 14 /* latency histogram buckets (seconds), last +Inf */
 static const double gw_buckets[GW_NBUCKETS - 1] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -225,21 +225,10 @@ typedef struct gw_sse {
     double last_out;             /* monotonic ms: bytes last produced (keep-alive every s) */
     int phase;                   /* 0 opening chunks due, 1 streaming, 2 ended */
     int finished;                /* [DONE] was produced */
-    char *out;                   /* bytes waiting to go out */
-    size_t olen, ocap, off;      /* bytes in out / allocated / already sent */
+    gw_sse_buf out;              /* bytes waiting to go out */
 } gw_sse;
 
-static void gw_sse_put(gw_sse *e, const char *p, size_t n) {
-    if (e->olen + n > e->ocap) {
-        size_t cap = (e->olen + n) * 2 + 256;
-        char *o = realloc(e->out, cap);
-        if (!o) return;
-        e->out = o;
-        e->ocap = cap;
-    }
-    memcpy(e->out + e->olen, p, n);
-    e->olen += n;
-}
+static void gw_sse_put(gw_sse *e, const char *p, size_t n) { gw_sse_buf_put(&e->out, p, n); }
 
 /* Append one `data: JSON` event (j stolen). */
 static void gw_sse_event(gw_sse *e, json_t *j) {
@@ -363,8 +352,7 @@ static void gw_sse_piece(gw_sse *e, const gw_piece *p) {
 static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     gw_sse *e = cls;
     (void)pos;
-    while (e->off == e->olen) {
-        e->off = e->olen = 0;
+    while (gw_sse_buf_drained(&e->out)) {
         if (e->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (e->phase == 0) {
             /* chat: each choice opens with role assistant; legacy echo: with the prompt */
@@ -377,7 +365,7 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 if (!e->q.legacy || e->q.echo) gw_sse_delta(e, &d);
             }
             e->phase = 1;
-            if (e->olen) continue;
+            if (e->out.len) continue;
         }
         /* a client that closed is noticed here, before a write fails
          * (which takes a piece or a keep-alive, and a second write) */
@@ -400,26 +388,19 @@ static ssize_t gw_sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
         } else if (!pieces && now - e->last_out >= 1000) {
             gw_sse_put(e, ": keep-alive\n\n", 14);
         }
-        if (e->olen) e->last_out = now;
+        if (e->out.len) e->last_out = now;
     }
-    size_t n = e->olen - e->off < max ? e->olen - e->off : max;
-    memcpy(buf, e->out + e->off, n);
-    e->off += n;
-    return (ssize_t)n;
+    return (ssize_t)gw_sse_buf_take(&e->out, buf, max);
 }
 
 static void gw_sse_free(void *cls) {
     gw_sse *e = cls;
-    if (!e->finished) {
-        atomic_fetch_add(&e->s->disconnects, 1);
-        if (gw_cancel_turn(e->s->hub, e->w, "client disconnected"))
-            atomic_fetch_add(&e->s->cancels, 1);
-    }
+    if (!e->finished) gw_http_client_left(e->s, e->w);
     gw_hub_release(e->s->hub, e->w);
     atomic_fetch_sub(&e->s->inflight, 1);
     for (int k = 0; k < SCH_MAX_N; k++) free(e->ch[k].text);
     oa_chat_free(&e->q);
-    free(e->out);
+    gw_sse_buf_free(&e->out);
     free(e);
 }
 
@@ -481,36 +462,50 @@ static int gw_chat_stream(gw_http *s, struct MHD_Connection *c, oa_chat *ch, gw_
     e->t0 = e->last_out = t0;
     e->deadline = t0 + s->o->timeout_ms;
     atomic_fetch_add(&s->streams, 1);
+    *rc = gw_http_queue_sse(s, c, r);
+    return 1;
+}
+
+int gw_http_queue_sse(gw_http *s, struct MHD_Connection *c, struct MHD_Response *r) {
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    *rc = MHD_queue_response(c, 200, r);
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     gw_count(s, 200);
-    return 1;
+    return rc;
 }
 
 /* A sent turn, answered whole: wait for its TurnResult until the
  * gateway's timeout, then answer with the completion or the error.  The
  * connection is looked at between waits of GW_GONE_CHECK_MS: a client
  * that closed it cancels its turn (gw_cancel.h) and gets no answer. */
-static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const oa_chat *ch,
-                                    gw_wait *w, const char *id, double t0, uint64_t now_ms) {
-    const gw_http_opts *o = s->o;
-    const sch_result *res = NULL;
+void gw_http_client_left(gw_http *s, gw_wait *w) {
+    atomic_fetch_add(&s->disconnects, 1);
+    if (gw_cancel_turn(s->hub, w, "client disconnected")) atomic_fetch_add(&s->cancels, 1);
+}
+
+int gw_http_await(gw_http *s, struct MHD_Connection *c, gw_wait *w, double t0,
+                  const sch_result **res) {
+    *res = NULL;
     for (;;) {
-        double left = t0 + o->timeout_ms - pl_mono_msf();
-        if (left <= 0) break;
+        double left = t0 + s->o->timeout_ms - pl_mono_msf();
+        if (left <= 0) return 0;
         gw_piece *pieces;
         int got = gw_wait_poll(
-            s->hub, w, left > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : (int)left + 1, &pieces, &res);
+            s->hub, w, left > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : (int)left + 1, &pieces, res);
         gw_pieces_free(pieces);
-        if (got) break;
+        if (got) return 1;
         if (gw_client_gone(c)) {
-            atomic_fetch_add(&s->disconnects, 1);
-            if (gw_cancel_turn(s->hub, w, "client disconnected")) atomic_fetch_add(&s->cancels, 1);
-            return MHD_NO; /* nobody to answer: close */
+            gw_http_client_left(s, w);
+            return -1;
         }
     }
+}
+
+static enum MHD_Result gw_chat_wait(gw_http *s, struct MHD_Connection *c, const oa_chat *ch,
+                                    gw_wait *w, const char *id, double t0, uint64_t now_ms) {
+    const sch_result *res;
+    if (gw_http_await(s, c, w, t0, &res) < 0) return MHD_NO; /* nobody to answer: close */
     enum MHD_Result rc;
     if (!res) {
         rc = gw_error(s, c, 504, "no reply from the fleet before the gateway's timeout", "timeout",

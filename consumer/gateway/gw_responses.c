@@ -59,19 +59,12 @@ json_t *gw_resp_finish(gw_rturn *t, const sch_result *r) {
     return resp;
 }
 
-/* Wait for w's result until the gateway's timeout; answer it. */
+/* Wait for w's result until the gateway's timeout; answer it (nothing to
+ * a client that left: its turn is cancelled). */
 static int rs_wait(gw_rturn *t, struct MHD_Connection *c, gw_wait *w, double t0) {
     gw_http *s = t->s;
-    const sch_result *res = NULL;
-    for (;;) {
-        double left = t0 + gw_http_opts_of(s)->timeout_ms - pl_mono_msf();
-        if (left <= 0) break;
-        gw_piece *pieces;
-        int got =
-            gw_wait_poll(gw_http_hub(s), w, left > 1000 ? 1000 : (int)left + 1, &pieces, &res);
-        gw_pieces_free(pieces);
-        if (got) break;
-    }
+    const sch_result *res;
+    if (gw_http_await(s, c, w, t0, &res) < 0) return MHD_NO;
     if (!res)
         return rs_err(s, c, 504, "no reply from the fleet before the gateway's timeout", "timeout",
                       NULL, "timeout");

@@ -14,34 +14,26 @@
 #include <string.h>
 
 #include "gw_cancel.h"
+#include "gw_sse_buf.h"
 #include "pl_time.h"
 
 /* A Responses stream in progress. */
 typedef struct rs_sse {
-    gw_rturn *t;            /* the turn (owned) */
-    gw_wait *w;             /* its waiter (released at the end) */
-    double t0, deadline;    /* monotonic ms: start, give up */
-    int phase;              /* 0 opening events due, 1 streaming, 2 ended */
-    int finished;           /* the last event was produced */
-    int msg_open;           /* the message item was opened */
-    long long seq;          /* next sequence_number */
-    char *text;             /* text streamed so far */
-    size_t len, cap;        /* its bytes / allocated */
-    char *out;              /* bytes waiting to go out */
-    size_t olen, ocap, off; /* bytes in out / allocated / already sent */
+    gw_rturn *t;              /* the turn (owned) */
+    gw_wait *w;               /* its waiter (released at the end) */
+    double t0, deadline;      /* monotonic ms: start, give up */
+    int phase;                /* 0 opening events due, 1 streaming, 2 ended */
+    int finished;             /* the last event was produced */
+    int msg_open;             /* the message item was opened */
+    long long seq;            /* next sequence_number */
+    char *text;               /* text streamed so far */
+    size_t len, cap;          /* its bytes / allocated */
+    double last_out;          /* monotonic ms: bytes last produced (keep-alive every s) */
+    struct MHD_Connection *c; /* the client's connection (looked at for a close) */
+    gw_sse_buf out;           /* bytes waiting to go out */
 } rs_sse;
 
-static void rs_put(rs_sse *e, const char *p, size_t n) {
-    if (e->olen + n > e->ocap) {
-        size_t cap = (e->olen + n) * 2 + 256;
-        char *o = realloc(e->out, cap);
-        if (!o) return;
-        e->out = o;
-        e->ocap = cap;
-    }
-    memcpy(e->out + e->olen, p, n);
-    e->olen += n;
-}
+static void rs_put(rs_sse *e, const char *p, size_t n) { gw_sse_buf_put(&e->out, p, n); }
 
 /* One event: type is set in j (stolen) with its sequence number. */
 static void rs_event(rs_sse *e, const char *type, json_t *j) {
@@ -179,8 +171,7 @@ static ssize_t rs_read(void *cls, uint64_t pos, char *buf, size_t max) {
     rs_sse *e = cls;
     gw_http *s = e->t->s;
     (void)pos;
-    while (e->off == e->olen) {
-        e->off = e->olen = 0;
+    while (gw_sse_buf_drained(&e->out)) {
         if (e->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (e->phase == 0) {
             json_t *resp =
@@ -190,9 +181,11 @@ static ssize_t rs_read(void *cls, uint64_t pos, char *buf, size_t max) {
             e->phase = 1;
             continue;
         }
+        /* a client that closed is noticed here, before a write fails */
+        if (gw_client_gone(e->c)) return MHD_CONTENT_READER_END_WITH_ERROR;
         double now = pl_mono_msf();
         int wait = (int)(e->deadline - now);
-        wait = wait > 1000 ? 1000 : wait < 1 ? 1 : wait;
+        wait = wait > GW_GONE_CHECK_MS ? GW_GONE_CHECK_MS : wait < 1 ? 1 : wait;
         gw_piece *pieces;
         const sch_result *r;
         gw_wait_poll(gw_http_hub(s), e->w, wait, &pieces, &r);
@@ -203,23 +196,21 @@ static ssize_t rs_read(void *cls, uint64_t pos, char *buf, size_t max) {
         else if (!pieces && now >= e->deadline)
             rs_fail(e, oa_error_json("no reply from the fleet before the gateway's timeout",
                                      "timeout", NULL, "timeout"));
-        else if (!pieces) rs_put(e, ": keep-alive\n\n", 14);
+        else if (!pieces && now - e->last_out >= 1000) rs_put(e, ": keep-alive\n\n", 14);
+        if (e->out.len) e->last_out = now;
     }
-    size_t n = e->olen - e->off < max ? e->olen - e->off : max;
-    memcpy(buf, e->out + e->off, n);
-    e->off += n;
-    return (ssize_t)n;
+    return (ssize_t)gw_sse_buf_take(&e->out, buf, max);
 }
 
 static void rs_free(void *cls) {
     rs_sse *e = cls;
     gw_http *s = e->t->s;
-    if (!e->finished) gw_cancel_turn(gw_http_hub(s), e->w, "client disconnected");
+    if (!e->finished) gw_http_client_left(s, e->w);
     gw_hub_release(gw_http_hub(s), e->w);
     gw_http_leave(s);
     gw_rturn_free(e->t);
     free(e->text);
-    free(e->out);
+    gw_sse_buf_free(&e->out);
     free(e);
 }
 
@@ -235,11 +226,9 @@ int gw_resp_stream(gw_rturn *t, struct MHD_Connection *c, gw_wait *w, double t0,
     e->t = t;
     e->w = w;
     e->t0 = t0;
+    e->c = c;
+    e->last_out = pl_mono_msf();
     e->deadline = t0 + gw_http_opts_of(t->s)->timeout_ms;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    *rc = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    gw_http_count(t->s, 200);
+    *rc = gw_http_queue_sse(t->s, c, r);
     return 1;
 }

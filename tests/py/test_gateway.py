@@ -532,6 +532,42 @@ def test_nonstream_client_close_cancels_the_turn(gateway):
             hold.unlink()
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_responses_client_close_cancels_the_turn(gateway, stream):
+    """A Responses client (POST /v1/responses) that closes its connection
+    while its turn runs cancels the turn as a chat client does: a
+    disconnect and a CancelTurn counted, and the turn's one committed
+    TurnResult says cancelled (the engine held so it cannot finish first)."""
+    url, hold, log = gateway["url"], gateway["hold"], gateway["log"]
+    d0 = metric(url, "parley_gateway_disconnects_total")
+    c0 = metric(url, "parley_gateway_cancels_total")
+    holds = wait_hold_released(log)
+    cancels = log.read_text().count("event=cancel turn_id=")
+    host, port = url[len("http://"):].split(":")
+    body = json.dumps({"model": "cai-tiny", "max_output_tokens": 512, "temperature": 0,
+                       "stream": stream, "store": False, "input": "an endless story"}).encode()
+    hold.touch()
+    try:
+        so = socket.create_connection((host, int(port)), timeout=30)
+        so.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n"
+                   b"Authorization: Bearer sk-test\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        wait_log_count(log, "event=test_engine_hold held=1", holds + 1)
+        so.close()
+        assert wait_metric(url, "parley_gateway_cancels_total", c0 + 1) == c0 + 1
+        assert metric(url, "parley_gateway_disconnects_total") == d0 + 1
+        assert wait_metric(url, "parley_gateway_inflight", 0) == 0
+        wait_log_count(log, "event=cancel turn_id=", cancels + 1)  # the worker took it
+        tid = re.findall(r'event=cancel turn_id="([^"]+)"', log.read_text())[cancels]
+        hold.unlink()
+        r = records(gateway["kafka"], f"{gateway['prefix']}.responses", [tid], timeout=60)[tid]
+        assert r["finish_reason"] == "cancelled" and "error" not in r, r
+        assert len(r["tokens"]) < 512
+    finally:
+        if hold.exists():
+            hold.unlink()
+
+
 def test_stopped_worker_gives_504_and_backpressure_429(gateway):
     """The worker is stopped (SIGSTOP) under a gateway with a 2.5 s timeout
     and at most 2 requests in flight: a plain and a streamed request wait,

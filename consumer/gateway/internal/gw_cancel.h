@@ -7,8 +7,8 @@
  * its reply: a streaming client before [DONE] (the response's free
  * callback, once a write failed or gw_client_gone ended the stream), a
  * non-streaming one whose connection closes while it waits for the
- * TurnResult (gw_client_gone, checked between the 100 ms waits of
- * gw_chat_wait and of the stream's reader).  The cancel goes through the hub's producer, keyed by the
+ * TurnResult (gw_client_gone, checked between the GW_GONE_CHECK_MS waits
+ * of gw_chat_wait and of the chat and Responses streams' readers).  The cancel goes through the hub's producer, keyed by the
  * conversation, so it follows its turn on the same partition.
  *
  * Detecting a closed connection.  While a non-streaming request waits,
@@ -31,6 +31,9 @@
 #include "gw_hub.h"
 
 struct MHD_Connection;
+
+/* How often (ms) a waiting request or a stream looks at its connection. */
+#define GW_GONE_CHECK_MS 100
 
 /* Cancel w's turn unless its result came (gw_hub_cancel); why goes in the
  * cancel's reason.  1 when a cancel was sent, else 0. */

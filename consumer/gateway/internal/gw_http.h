@@ -61,6 +61,7 @@
 
 struct gw_store;
 struct MHD_Connection;
+struct MHD_Response;
 
 #define GW_MAX_KEYS 64   /* API keys at most */
 #define GW_MAX_MODELS 32 /* model names at most */
@@ -115,5 +116,20 @@ const gw_http_opts *gw_http_opts_of(gw_http *s);
 unsigned long long gw_http_next_seq(gw_http *s);
 int gw_http_admit(gw_http *s);
 void gw_http_leave(gw_http *s);
+
+/* The client of w's turn left before its reply: count the disconnect,
+ * cancel the turn (gw_cancel_turn) and count the cancel when one was sent. */
+void gw_http_client_left(gw_http *s, gw_wait *w);
+
+/* Queue streamed response r (its reader made) as a 200 event stream, the
+ * status counted; r is released.  An enum MHD_Result. */
+int gw_http_queue_sse(gw_http *s, struct MHD_Connection *c, struct MHD_Response *r);
+
+/* Wait for w's TurnResult until the gateway's timeout (from t0, monotonic
+ * ms), looking at connection c between waits of GW_GONE_CHECK_MS: 1 with
+ * *res set, 0 on the timeout, -1 when the client closed the connection
+ * (its turn is then cancelled and counted in /metrics; answer nothing). */
+int gw_http_await(gw_http *s, struct MHD_Connection *c, gw_wait *w, double t0,
+                  const sch_result **res);
 
 #endif
