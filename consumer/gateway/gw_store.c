@@ -301,14 +301,7 @@ static void st_catch_up(gw_store *s, const char *id, int wait_ms) {
         if (!behind || seen) return;
         double left = give_up - pl_mono_msf();
         if (left <= 0) return;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long add = left > 100 ? 100 : (long)left + 1;
-        ts.tv_nsec += add * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = pl_deadline_ts(left > 100 ? 100 : (int64_t)left + 1);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
 }

@@ -106,11 +106,7 @@ static void *wk_status_main(void *arg) {
         wk_status_publish(s, 0);
         rd_kafka_poll(s->p, 0);
         pthread_mutex_lock(&s->mu);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        int64_t ns = until.tv_nsec + (s->interval_ms % 1000) * 1000000;
-        until.tv_sec += (time_t)(s->interval_ms / 1000 + ns / 1000000000);
-        until.tv_nsec = (long)(ns % 1000000000);
+        struct timespec until = pl_deadline_ts(s->interval_ms);
         while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &until) != ETIMEDOUT) {
         }
     }

@@ -11,6 +11,7 @@
 
 #include "jinja_internal.h"
 #include "pl_err.h"
+#include "pl_time.h"
 
 #define NOMEM(c) jj_fail((c), ENG_JINJA_ELIMIT, "render memory limit reached")
 
@@ -286,7 +287,7 @@ int jj_builtin(jj_ctx *c, const char *name, jj_val *args, size_t nargs, const ch
     }
     if (!strcmp(name, "strftime_now")) {
         char buf[256];
-        time_t t = c->now ? (time_t)c->now : time(NULL);
+        time_t t = c->now ? (time_t)c->now : (time_t)(pl_unix_ms() / 1000);
         struct tm tm;
         gmtime_r(&t, &tm);
         if (!nargs || args[0].kind != JV_STR)

@@ -113,6 +113,26 @@ def _third_arg(text: str, start: int) -> str:
     return args[2].strip() if len(args) >= 3 else ""
 
 
+def test_only_pl_time_reads_the_clock():
+    """kernels/base/pl_time.h is the one home for clock reads (its header
+    says so): parley's own sources call its helpers (pl_mono_*,
+    pl_unix_ms, pl_deadline_ts, pl_clock_us), never the clock itself."""
+    bad = []
+    pat = re.compile(r"\b(clock_gettime|gettimeofday|timespec_get)\s*\(|\btime\s*\(\s*NULL\s*\)"
+                     r"|\bclock\s*\(\s*\)")
+    for top in ("kernels", "engine", "cache", "schemas", "consumer"):
+        for d, _, names in os.walk(os.path.join(REPO_ROOT, top)):
+            for n in names:
+                if not n.endswith((".c", ".h", ".cu", ".cuh")) or n == "pl_time.h":
+                    continue
+                p = os.path.join(d, n)
+                with open(p, errors="replace") as f:
+                    for k, line in enumerate(f, 1):
+                        if pat.search(line):
+                            bad.append(f"{os.path.relpath(p, REPO_ROOT)}:{k}: {line.strip()}")
+    assert not bad, "clock read outside pl_time.h (use its helpers):\n" + "\n".join(bad)
+
+
 def test_error_codes_are_named():
     """A literal number is never an error code (kernels/base/pl_err.h): every
     pl_errf / pl_errwrap / cm_startup_errf call names its code."""
