@@ -79,7 +79,7 @@ check_common() {
 run_demo real
 check_common
 check_log '^== parley demo: model .*SmolLM2-135M-Instruct\.Q4_1\.gguf' "the header does not name SmolLM2-135M-Instruct"
-check_log '^   chat template: smollm2 \(the file.s own' "the model's own chat template was not recognised"
+check_log '^   chat template: the file.s own \(tokenizer.chat_template\), rendered by parley.s Jinja renderer' "the model's own chat template is not the one used"
 grep -q 'running the synthetic model instead' "$LOG" && fail "the real model was not installed"
 
 # One library set: what the demo built runs the suite's librdkafka and hiredis.
