@@ -355,18 +355,25 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
     out (window 3) of 6: the 3 sent get a CancelTurn each, the worker
     (its engine held at the first turn's second token, so none can finish
     first) stops them, and the 3 never sent are answered at once.  That
-    run is killed -9 too, and the plain command resumes the cancelling (the
-    state says so: it sends no turn, takes the results that came meanwhile
-    and cancels again what has none).  The output ends with exactly one
+    run is killed -9 too, once its CancelTurns are in Kafka and before the
+    worker (stopped meanwhile with SIGSTOP) can answer them, and the plain
+    command resumes the cancelling (the state says so: it sends no turn,
+    takes the results that came meanwhile and cancels again what has
+    none).  The output ends with exactly one
     line per request, finish_reason cancelled; Kafka holds 3 ChatTurns,
     CancelTurns for those 3 only and exactly one committed TurnResult per
     sent turn, cancelled.  A plain rerun after it sends nothing."""
     prefix = f"bt-{uuid.uuid4().hex[:10]}"
     hold = tmp_path / "hold"
     hold.touch()
+    # the worker is stopped for a while below: its session and transaction
+    # must outlast that
     worker = start_fleet(kafka_bootstrap, parley_bin, tmp_path, prefix,
-                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"})
+                         env={"PARLEY_TEST_ENGINE_HOLD": f"chunk:{hold}"},
+                         extra=("--kafka.session.timeout.ms", "60000",
+                                "--kafka.transaction.timeout.ms", "120000"))
     log = tmp_path / "worker.log"
+    stopped = False
     try:
         inp, out = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
         inp.write_text("".join(
@@ -387,22 +394,31 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         p.send_signal(signal.SIGKILL)
         p.wait()
         assert not out.exists() or out.read_text() == ""
+        # the worker cannot answer a cancel until the cancelling run is
+        # killed: that run's output then holds the never-sent ones only
+        worker.send_signal(signal.SIGSTOP)
+        stopped = True
         c = subprocess.Popen(cmd + ["--cancel"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
+        end = time.time() + 60  # the 3 never sent answered, the 3 CancelTurns in Kafka
+        while time.time() < end and (
+                not out.exists() or len(out.read_text().splitlines()) < 3 or
+                sum(ct.startswith("application/x-parley-cancel")
+                    for ct, _ in read_all(kafka_bootstrap, f"{prefix}.turns")) < 3):
+            time.sleep(0.1)
+        c.send_signal(signal.SIGKILL)
+        c.wait()
+        worker.send_signal(signal.SIGCONT)
+        stopped = False
+        early = [json.loads(ln)["custom_id"] for ln in out.read_text().splitlines()]
+        assert len(early) == 3 and len(set(early)) == 3, early  # the never-sent ones
         end = time.time() + 60  # the worker took the 3 cancels (the engine still held)
         while time.time() < end and log.read_text().count('event=cancel turn_id="b-') < 3:
             time.sleep(0.05)
         assert log.read_text().count('event=cancel turn_id="b-') == 3, log.read_text()[-3000:]
-        # killed: the plain command resumes the cancelling (the state says
-        # so): it reads the results that came meanwhile, and cancels again
-        # what has none
-        c.send_signal(signal.SIGKILL)
-        c.wait()
-        # the never-sent ones were written at once; the sent ones' cancelled
-        # results may have come back before the kill too (a cancelled turn is
-        # answered while the engine is held), each line once
-        early = [json.loads(ln)["custom_id"] for ln in out.read_text().splitlines()]
-        assert 3 <= len(early) <= 6 and len(set(early)) == len(early), early
+        # the plain command resumes the cancelling (the state says so): it
+        # reads the results that came meanwhile, and cancels again what has
+        # none
         c = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         hold.unlink()
         _, err = c.communicate(timeout=120)
@@ -430,6 +446,8 @@ def test_batch_cancel(kafka_bootstrap, parley_bin, tmp_path):
         assert len(out.read_text().splitlines()) == 6
         assert sum("messages" in r for _, r in read_all(kafka_bootstrap, f"{prefix}.turns")) == 3
     finally:
+        if stopped:
+            worker.send_signal(signal.SIGCONT)
         if hold.exists():
             hold.unlink()
         stop(worker)
