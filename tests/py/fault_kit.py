@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgpack
 import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient
 
 from worker_kit import TRACEPARENT, collect, read_to_end, turn_record
 
@@ -90,8 +91,11 @@ def tally(name, sent_ids, results, chunks):
 
 def where_lost(env, lost_ids, limit=20):
     """Explain lost turns: each one's input partition and offset (read
-    back from the turns topic) next to every worker's recovery and
-    rebalance log lines, so a failure says where the loss happened."""
+    back from the turns topic); whether a result of it exists uncommitted
+    (a transaction left open or aborted: the read_committed view stops at
+    it) or not at all (never answered); the worker group's committed
+    offsets on the turns topic; and every worker's recovery, transaction
+    and rebalance log lines, so a failure says where the loss happened."""
     tc = env.consumer("turns", "read_committed")
     pos = {}
     for m in drain_idle(tc, 3, 60):
@@ -102,10 +106,33 @@ def where_lost(env, lost_ids, limit=20):
         tid = rec.get("turn_id") if isinstance(rec, dict) else None
         pos[tid] = (m.partition(), m.offset())
     tc.close()
+    rc = env.consumer("responses", "read_uncommitted")
+    uncommitted = defaultdict(list)
+    for m in drain_idle(rc, 3, 60):
+        try:
+            tid = msgpack.unpackb(m.value(), raw=False).get("turn_id")
+        except Exception:
+            continue
+        if tid in lost_ids:
+            uncommitted[tid].append((m.partition(), m.offset()))
+    rc.close()
     lines = [f"lost (partition, offset): "
-             f"{sorted(pos.get(t, (None, None)) for t in lost_ids)[:limit]}"]
+             f"{sorted(pos.get(t, (None, None)) for t in lost_ids)[:limit]}",
+             f"lost turns with an uncommitted result (partition, offset): "
+             f"{dict(sorted(uncommitted.items())[:limit])}"]
+    try:
+        admin = AdminClient({"bootstrap.servers": env.bootstrap})
+        fut = admin.list_consumer_group_offsets(
+            [ck.ConsumerGroupTopicPartitions(env.group)])[env.group]
+        got = fut.result(20)
+        lines.append("group offsets on turns: " + ", ".join(
+            f"{tp.partition}:{tp.offset}" for tp in sorted(got.topic_partitions,
+                                                           key=lambda tp: tp.partition)))
+    except Exception as e:  # the explanation must not hide the failure
+        lines.append(f"group offsets on turns: unread ({e})")
     ev = re.compile(r"event=(producer_fatal|producer_rebuilt|rewound|rewind_retry|assigned|"
-                    r"revoked|lost|offset_skip|init_transactions_retry|txn_abort\w*) ")
+                    r"revoked|lost|offset_skip|init_transactions_retry|txn_\w+|"
+                    r"reconcile\w*|batch_reconciled|consume_error|assign_failed) ")
     for wid in env.procs:
         lines += [f"{wid}: {ln}" for ln in env.log(wid).splitlines() if ev.search(ln)][-40:]
     return "\n".join(lines)
@@ -133,12 +160,13 @@ def where_doubled(env, results, limit=20):
 def assert_exactly_once(env, counts, sent, results):
     """The exactly-once check of a fault run, explaining a failure: where
     the lost turns were and how the doubled ones landed."""
+    why = []  # in the assertion's message: a CI report may cut captured stdout
     if counts["lost"]:
         seen = {msgpack.unpackb(m.value(), raw=False)["turn_id"] for m in results}
-        print(where_lost(env, set(sent) - seen))
+        why.append(where_lost(env, set(sent) - seen))
     if counts["duplicates"]:
-        print(where_doubled(env, results))
-    assert counts["duplicates"] == 0 and counts["lost"] == 0, counts
+        why.append(where_doubled(env, results))
+    assert counts["duplicates"] == 0 and counts["lost"] == 0, f"{counts}\n" + "\n".join(why)
 
 
 def read_outputs(env, want, timeout):
