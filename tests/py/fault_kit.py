@@ -7,6 +7,7 @@ tests/chaos/chaos.py; no tests of its own."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -135,7 +136,31 @@ def where_lost(env, lost_ids, limit=20):
                     r"reconcile\w*|batch_reconciled|consume_error|assign_failed) ")
     for wid in env.procs:
         lines += [f"{wid}: {ln}" for ln in env.log(wid).splitlines() if ev.search(ln)][-40:]
+        lines += [f"{wid}: {ln}" for ln in poll_stack(env.procs[wid])]
     return "\n".join(lines)
+
+
+def poll_stack(proc):
+    """Where a live worker's threads that run parley code are (gdb, when
+    installed): a worker alive but silent is blocked in some call, e.g. a
+    transaction call of librdkafka that outlives its timeout (librdkafka
+    #5456).  [] when the process is gone or gdb is missing."""
+    if proc.poll() is not None or not shutil.which("gdb"):
+        return []
+    try:
+        r = subprocess.run(["gdb", "-batch", "-p", str(proc.pid), "-ex", "thread apply all bt 16"],
+                           capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return ["stack: gdb timed out"]
+    out, cur = [], []
+    for ln in r.stdout.splitlines() + ["Thread end"]:
+        if ln.startswith("Thread "):
+            if any((" wk_" in f and "wk_status_main" not in f) or " cm_" in f for f in cur):
+                out += [f"stack: {f.strip()[:200]}" for f in cur]
+            cur = [ln]
+        elif ln.startswith("#"):
+            cur.append(ln)
+    return out
 
 
 def where_doubled(env, results, limit=20):
