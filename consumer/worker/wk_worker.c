@@ -218,6 +218,7 @@ static int wk_setup_sched(wk_worker *w, char *err, size_t errlen) {
     sc.class_preempt = cm_config_bool(cfg, "scheduler.class_preempt");
     sc.bulk_min_share = (double)cm_config_int(cfg, "scheduler.bulk_min_share_pct") / 100.0;
     sc.bulk_step_tokens = (int)cm_config_int(cfg, "scheduler.bulk_step_tokens");
+    sc.bulk_decode_seqs = (int)cm_config_int(cfg, "scheduler.bulk_decode_seqs");
     long long mi = cm_config_int(cfg, "worker.max_inflight");
     sc.max_queue = mi + 16 > 1 << 30 ? 1 << 30 : (int)(mi + 16);
     if (eng_sched_create(w->eng.model, &sc, w->eng.cache ? &w->eng.ops : NULL, &w->eng.sched, e,

@@ -94,7 +94,11 @@
  * bulk_step_tokens of it: an interactive turn that arrives waits at most
  * for the step in progress, so bulk keeps every step short (its decode
  * tokens are not capped; a bulk backlog of short prompts needs little
- * prefill per step, a long bulk prompt takes more steps).  eng_sched_stats
+ * prefill per step, a long bulk prompt takes more steps).  With
+ * bulk_decode_seqs set, a step decodes at most that many bulk sequences
+ * while an interactive one runs or waits (the bulk ones take turns, their
+ * KV kept), so the interactive turn's tokens come at the pace of a smaller
+ * batch, at the cost of bulk throughput meanwhile.  eng_sched_stats
  * counts parkings (class_preemptions), steps with bulk (bulk_steps) and
  * per-class gauges.
  *
@@ -404,6 +408,10 @@ typedef struct eng_sched_config {
     /* prefill tokens bulk sequences take of one step at most (default 128;
      * 0 = step_tokens): bounds the step an interactive arrival waits on */
     int bulk_step_tokens;
+    /* bulk sequences one step decodes at most while an interactive sequence
+     * runs or waits (default 0 = no cap; the bulk ones take turns): the
+     * step an interactive token waits on is then that many bulk decodes */
+    int bulk_decode_seqs;
     /* tenants' weights (the caller's, outliving the scheduler; NULL: all 1) */
     const eng_sched_tenant_weight *tenant_weights;
     int n_tenant_weights; /* entries of tenant_weights */

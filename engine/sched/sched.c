@@ -50,6 +50,7 @@ void eng_sched_config_default(eng_sched_config *c) {
     c->class_preempt = 1;
     c->bulk_min_share = 0.1;
     c->bulk_step_tokens = 128;
+    c->bulk_decode_seqs = 0;
 }
 
 /* ---- delivery thread ---- */
@@ -133,6 +134,8 @@ static int cfg_check(const eng_sched_config *c, char *err, size_t errlen) {
                            "sched: tenant weight %d: a namespace and a weight in (0, 1e6]", i);
     if (c->bulk_step_tokens < 0)
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_step_tokens must be >= 0");
+    if (c->bulk_decode_seqs < 0)
+        return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_decode_seqs must be >= 0");
     if (!(c->bulk_min_share >= 0.0 && c->bulk_min_share <= 1.0)) {
         return pl_errf(err, errlen, ENG_SCHED_EINVAL, "sched: bulk_min_share must be in [0, 1]");
     }

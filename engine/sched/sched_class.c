@@ -34,6 +34,20 @@ static int bulk_protected(const eng_sched *s) {
     return s->cfg.bulk_min_share > 0 && s->bulk_share < s->cfg.bulk_min_share;
 }
 
+int sched_class_bulk_decode_cap(eng_sched *s) {
+    int cap = s->cfg.bulk_decode_seqs;
+    if (cap <= 0 || sched_class_bulk_first(s) ||
+        (!class_running(s, ENG_SCHED_INTERACTIVE) && !class_pending(s, ENG_SCHED_INTERACTIVE, 0)))
+        return -1;
+    int nb = 0; /* decoding bulk sequences */
+    for (const sched_req *r = s->running; r; r = r->next)
+        nb += r->cls == ENG_SCHED_BULK && r->n_toks - r->kv.n_tokens == 1;
+    if (nb <= cap) return -1;
+    int first = (int)(s->bulk_turn % (unsigned)nb);
+    s->bulk_turn += (unsigned)cap;
+    return first;
+}
+
 int sched_class_bulk_first(const eng_sched *s) {
     return bulk_protected(s) && !class_running(s, ENG_SCHED_BULK) &&
            class_pending(s, ENG_SCHED_BULK, 0);

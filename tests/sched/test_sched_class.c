@@ -36,6 +36,11 @@
  *                          bulk chunk: its first token comes before the
  *                          bulk one's (in admission order the bulk chunks
  *                          would take every step's 512 tokens first)
+ *   bulk_decode_capped     8 bulk requests decode; an interactive one
+ *                          arrives: with bulk_decode_seqs 2, the steps it
+ *                          runs in decode at most 2 bulk sequences, every
+ *                          bulk one taking its turn; with 0, all 8; the
+ *                          bulk requests' tokens are the same either way
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -510,4 +515,90 @@ PT_TEST(interactive_prefill_first) {
     PT_ASSERT_MSG(mid, "the bulk prompt was prefilled before the arrival in 10 runs");
     PT_EQ_INT(first, 1);
     PT_EQ_INT(preempted, 0); /* two slots: nothing was parked */
+}
+
+enum { NB = 8, CAP_BULK_GEN = 120, CAP_INT_GEN = 30 };
+
+/* NB bulk requests decode, each has a few tokens; then an interactive one
+ * arrives (at a step boundary: the scheduler held).  during[i] gets bulk
+ * request i's tokens delivered between the interactive request's first
+ * and last token. */
+static int run_capped(int cap, su_coll *c, int during[NB]) {
+    eng_sched_config cfg;
+    eng_sched_config_default(&cfg);
+    cfg.max_running = NB + 1;
+    cfg.batch_window_us = 0;
+    cfg.speculative = ENG_SCHED_SPEC_OFF; /* one token per step and sequence */
+    cfg.bulk_decode_seqs = cap;
+    eng_sched *s = NULL;
+    char err[256];
+    if (eng_sched_create(model(), &cfg, NULL, &s, err, sizeof err) != 0) {
+        fprintf(stderr, "  create: %s\n", err);
+        return -1;
+    }
+    int32_t p[P];
+    eng_sched_request r;
+    log_reset();
+    int rc = -1;
+    for (int i = 0; i < NB; i++) {
+        su_tokens(p, P, NV, 50 + (uint64_t)i);
+        mk_req(c, i, &r, p, P, CAP_BULK_GEN, ENG_SCHED_BULK, 0);
+        if (eng_sched_submit(s, &r, &c->reqs[i].id, err, sizeof err)) goto out;
+    }
+    for (int w = 0, low = 1; w < 60000 && low; w++) { /* each bulk one decoding */
+        low = 0;
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0; i < NB; i++) low |= c->reqs[i].n_tokens < 2;
+        pthread_mutex_unlock(&c->mu);
+        if (low) sleep_ms(1);
+    }
+    eng_sched_hold(s, 1);
+    sleep_ms(30); /* the step under way ends and its tokens are delivered */
+    su_tokens(p, P, NV, 60);
+    mk_req(c, NB, &r, p, P, CAP_INT_GEN, ENG_SCHED_INTERACTIVE, 0);
+    if (eng_sched_submit(s, &r, &c->reqs[NB].id, err, sizeof err)) goto out;
+    eng_sched_hold(s, 0);
+    if (su_wait(c, NB + 1, 120000)) goto out;
+    int first = -1, last = -1;
+    pthread_mutex_lock(&g_log.mu);
+    for (int i = 0; i < g_log.n; i++)
+        if (g_log.who[i] == NB) {
+            if (first < 0) first = i;
+            last = i;
+        }
+    for (int i = 0; i < NB; i++) during[i] = 0;
+    for (int i = first; i >= 0 && i < last; i++)
+        if (g_log.who[i] < NB) during[g_log.who[i]]++;
+    pthread_mutex_unlock(&g_log.mu);
+    rc = first >= 0 ? 0 : -1;
+out:
+    eng_sched_free(s);
+    return rc;
+}
+
+PT_TEST(bulk_decode_capped) {
+    PT_ASSERT(model());
+    su_coll capped, free_;
+    su_coll_init(&capped, NB + 1, 0);
+    su_coll_init(&free_, NB + 1, 0);
+    int dc[NB], df[NB], sum_c = 0, sum_f = 0;
+    PT_EQ_INT(run_capped(2, &capped, dc), 0);
+    PT_EQ_INT(run_capped(0, &free_, df), 0);
+    for (int i = 0; i < NB; i++) {
+        sum_c += dc[i];
+        sum_f += df[i];
+        /* every bulk request takes its turn while the interactive one runs */
+        PT_ASSERT_MSG(dc[i] >= 1, "bulk request %d got no token in the capped steps", i);
+        PT_EQ_INT(capped.reqs[i].n_tokens, CAP_BULK_GEN);
+        PT_EQ_MEM(capped.reqs[i].tokens, free_.reqs[i].tokens, CAP_BULK_GEN * sizeof(int32_t));
+    }
+    PT_EQ_INT(capped.reqs[NB].n_tokens, CAP_INT_GEN);
+    /* CAP_INT_GEN - 1 steps lie between its first and last token: at most
+     * 2 bulk decodes each with the cap, all NB without */
+    PT_ASSERT_MSG(sum_c <= 2 * CAP_INT_GEN, "capped: %d bulk tokens in %d steps", sum_c,
+                  CAP_INT_GEN - 1);
+    PT_ASSERT_MSG(sum_f >= (NB - 1) * (CAP_INT_GEN - 1), "uncapped: %d bulk tokens in %d steps",
+                  sum_f, CAP_INT_GEN - 1);
+    su_coll_free(&capped);
+    su_coll_free(&free_);
 }

@@ -169,6 +169,7 @@ struct eng_sched {
     sched_req *running;         /* loop: running requests, admission order */
     sched_req *parked;          /* loop: out of the batch with their KV kept, park order */
     double bulk_share;          /* loop: EMA (1/16) of steps carrying a bulk sequence */
+    unsigned bulk_turn;         /* loop: where the next capped step's bulk decodes begin */
     sched_tenant *tenants;      /* loop: namespaces with work (sched_tenant.c) */
     int n_tenants, cap_tenants; /* loop: entries used / allocated */
     uint64_t admit_counter;     /* loop: first-admission sequence */
@@ -206,6 +207,12 @@ void sched_class_balance(eng_sched *s);
 /* sched_class.c: 1 when the admission should take bulk candidates ahead
  * of interactive ones this iteration (bulk starved). */
 int sched_class_bulk_first(const eng_sched *s);
+/* sched_class.c: with bulk_decode_seqs set and an interactive sequence
+ * running or waiting (bulk not starved), the index among the decoding bulk
+ * sequences (in running order) of the first of the bulk_decode_seqs this
+ * step decodes, wrapping around; the next call starts after them.  -1: no
+ * cap this step. */
+int sched_class_bulk_decode_cap(eng_sched *s);
 /* sched_class.c: put parked sequences back into the batch while running
  * slots are free: interactive ones, then bulk ones unless a ready
  * interactive request waits (or bulk is starved).  *n_run counts running
