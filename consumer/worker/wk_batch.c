@@ -61,13 +61,20 @@ int64_t wk_batch_commit_position(const wk_batch *b, int32_t p) {
 void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us) {
     wk_offsets_done(b->offs, o->partition, o->offset);
     if (!b->n) b->since_us = now_us;
-    if (b->tail) b->tail->next = o;
-    else b->head = o;
-    for (; o; o = o->next) { /* the chain finishes one input offset */
-        o->ready = 0;
+    /* before the first output of a later offset of the same partition (the
+     * outputs of a partition are in offset order); at the tail when none */
+    wk_out **link = &b->head;
+    while (*link && !((*link)->partition == o->partition && (*link)->offset > o->offset))
+        link = &(*link)->next;
+    wk_out *rest = *link, *last = o;
+    *link = o;
+    for (;; last = last->next) { /* the chain finishes one input offset */
+        last->ready = 0;
         b->n++;
-        b->tail = o;
+        if (!last->next) break;
     }
+    last->next = rest;
+    if (!rest) b->tail = last;
 }
 
 bool wk_batch_due(const wk_batch *b, int64_t now_us, int max_records, int64_t interval_us) {

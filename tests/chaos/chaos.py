@@ -3,7 +3,7 @@
 real Kafka broker and a real Redis, with a checker that reads only Kafka.
 
     tests/chaos/chaos.py --minutes 30 [--seed N] [--workers 3] [--convs 24]
-                         [--protocol classic|consumer] [--nodes 1|3]
+                         [--protocol classic|consumer] [--nodes 1|3] [--no-mix]
 
 (with tests/run.sh's environment: PARLEY_BUILD, the venv; it starts its own
 broker and Redis on fixed ports under a temporary run dir, so restarts keep
@@ -17,6 +17,15 @@ are ordered in its partition); after TURNS turns a fresh conversation takes
 the slot, so prompts stay within the model's context; now and then a
 poison record.  Production stops at a round that completes the current
 conversations.
+
+Both service classes are mixed (unless --no-mix): every third conversation
+is bulk (`service_class` bulk, 4x the tokens), the rest interactive, on
+workers with 4 running slots, so bulk sequences are parked (their KV kept)
+for interactive ones and a kill -9 finds parked sequences in a worker's
+cache.  Cancels are among the faults: in a round, with probability 0.3,
+CancelTurns for 1-2 of the turns just produced (one may be running, queued
+behind its conversation, finished already or about to commit: the cancel
+races it) -- and a cancelled turn's worker may be the next one killed.
 Meanwhile a seeded schedule (printed first: `--seed` replays it) applies
 one fault every 6-12 s:
 
@@ -44,9 +53,10 @@ tests/py/test_cluster_faults.py).  Each fault waits for the cluster to be
 whole and in sync again before the next one.
 
 The checker (read_committed, after the faults stop and the last turns are
-answered) asserts: exactly one TurnResult per turn, results of each
-conversation in turn order, every poison record in the DLQ, and the
-streamed chunks of each counted attempt concatenating to its result.  It
+answered) asserts: exactly one TurnResult per turn (`stop` or `length`, or
+`cancelled` for a turn a CancelTurn named), results of each conversation
+in turn order, every poison record in the DLQ, and the streamed chunks of
+each counted attempt concatenating to its result.  It
 prints the counts: turns, faults of each kind, lost, doubled, redone, and
 for each kind of fault the longest gap between two results that starts
 during or after one (the recovery time).
@@ -82,6 +92,7 @@ from fault_kit import read_chunks, restart_broker, svc, tally, where_lost  # noq
 
 ROUND = 2.0  # seconds between rounds of turns
 TURNS = 20   # turns per conversation; then a fresh conversation takes its slot (bounded prompts)
+CANCEL_CT = "application/x-parley-cancel+msgpack; v=1"
 POISON = [b"\xc1 not msgpack", msgpack.packb({"v": 1, "conversation_id": "x"}), b"",
           msgpack.packb([1, 2, 3])]
 
@@ -114,9 +125,31 @@ class Campaign:
         self.extra = 0
         self.injected = {}  # Popen -> the return code the injected fault gives it
         self.crashes = []  # unexpected worker exits: problem texts
+        self.cancelled = set()  # turn ids a CancelTurn was sent for
 
     def worker_args(self):
-        return ["--redis.addr", self.redis, "--redis.timeout_ms", "100", "--worker.chunk_tokens", "2"]
+        mix = ["--scheduler.max_running", "4"] if self.a.mix else []
+        return ["--redis.addr", self.redis, "--redis.timeout_ms", "100", "--worker.chunk_tokens", "2",
+                *mix]
+
+    def produce_turn(self, p, k, t):
+        """Turn t of conversation k: bulk for every third conversation (with
+        4x the tokens) when the classes are mixed."""
+        bulk = self.a.mix and k % 3 == 0
+        p.produce(self.env.topics["turns"], key=f"conv-{k}",
+                  value=turn_record(k, t, self.a.max_tokens * (4 if bulk else 1),
+                                    service_class="bulk" if bulk else None),
+                  headers=[("traceparent", TRACEPARENT)])
+
+    def produce_cancels(self, p, ks, t):
+        """CancelTurns for turn t of 1-2 of the conversations ks."""
+        for k in self.rng.sample(ks, self.rng.randint(1, 2)):
+            tid = f"conv-{k}-t{t}"
+            p.produce(self.env.topics["turns"], key=f"conv-{k}",
+                      value=msgpack.packb({"v": 1, "conversation_id": f"conv-{k}", "turn_id": tid,
+                                           "reason": "chaos"}),
+                      headers=[("content-type", CANCEL_CT)])
+            self.cancelled.add(tid)
 
     def start_worker(self, wid):
         self.env.start(wid, *self.worker_args())
@@ -223,6 +256,7 @@ class Campaign:
         kinds = ["kill9", "stop_cont", "redis_kill", "redis_stall", "join_leave"]
         kinds += ["broker_kill9", "zombie", "two_down"] if a.nodes == 3 else ["broker"]
         print(f"chaos: {a.minutes} min, {a.workers} workers, {a.convs} conversations, "
+              f"classes {'mixed, with cancels' if a.mix else 'interactive only'}, "
               f"group protocol {a.protocol}, {a.nodes} broker(s), "
               f"broker {self.bootstrap}, redis {self.redis}", flush=True)
         for i in range(a.workers):
@@ -236,10 +270,11 @@ class Campaign:
             now = time.time()
             if now >= next_round:
                 gen, t = divmod(rnd, TURNS)
-                for c in range(a.convs):
-                    k = gen * a.convs + c
-                    p.produce(self.env.topics["turns"], key=f"conv-{k}",
-                              value=turn_record(k, t, a.max_tokens), headers=[("traceparent", TRACEPARENT)])
+                ks = [gen * a.convs + c for c in range(a.convs)]
+                for k in ks:
+                    self.produce_turn(p, k, t)
+                if a.mix and self.rng.random() < 0.3:
+                    self.produce_cancels(p, ks, t)
                 if self.rng.random() < 0.2:
                     p.produce(self.env.topics["turns"], key=f"poison-{self.poison}",
                               value=self.rng.choice(POISON))
@@ -278,6 +313,8 @@ class Campaign:
         dc.close()
         sent = {f"conv-{c}-t{t}" for c in range(n_conv) for t in range(TURNS)}
         counts = tally("chaos", sent, results, chunks)
+        n_cancelled = sum(msgpack.unpackb(m.value(), raw=False)["finish_reason"] == "cancelled"
+                          for m in results)
         # recovery, per kind of fault: the longest gap between consecutive
         # results (by broker timestamp) that starts inside one of its windows
         ts = sorted(m.timestamp()[1] / 1000.0 for m in results)
@@ -291,7 +328,8 @@ class Campaign:
         poison_dlq = sum(1 for m in dead if (m.key() or b"").startswith(b"poison-"))
         print(f"chaos summary: seed={a.seed} minutes={a.minutes} turns={want} "
               f"results={counts['results']} lost={counts['lost']} doubled={counts['duplicates']} "
-              f"redone={counts['redone']} poison={self.poison} in_dlq={poison_dlq} "
+              f"redone={counts['redone']} cancels={len(self.cancelled)} cancelled={n_cancelled} "
+              f"poison={self.poison} in_dlq={poison_dlq} "
               f"faults={dict(kinds)} max_recovery_s={rec:.1f} recovery_s_by_kind={rec_by}",
               flush=True)
         self.watch()
@@ -302,7 +340,8 @@ class Campaign:
         if poison_dlq != self.poison:
             problems.append(f"poison records: {self.poison} sent, {poison_dlq} in the DLQ")
         if not problems:
-            check_results(env, results, chunks, n_conv, TURNS)  # order, chunks == result
+            # order, chunks == result
+            check_results(env, results, chunks, n_conv, TURNS, cancellable=self.cancelled)
         return counts, kinds, rec, problems
 
     def close(self):
@@ -334,11 +373,11 @@ def new_seed():
 
 
 def campaign(parley_bin, model, tmp, minutes, seed, workers=3, convs=24, max_tokens=4, protocol="classic",
-             nodes=1):
+             nodes=1, mix=True):
     print(f"chaos: seed {seed} (replay: tests/chaos/chaos.py --minutes {minutes} --seed {seed} "
-          f"--protocol {protocol} --nodes {nodes})", flush=True)
+          f"--protocol {protocol} --nodes {nodes}{'' if mix else ' --no-mix'})", flush=True)
     a = argparse.Namespace(minutes=minutes, seed=seed, workers=workers, convs=convs, max_tokens=max_tokens,
-                           protocol=protocol, nodes=nodes)
+                           protocol=protocol, nodes=nodes, mix=mix)
     c = Campaign(a, parley_bin, model, tmp)
     try:
         return c.run()
@@ -357,6 +396,8 @@ def main():
                     help="consumer group protocol: classic cooperative-sticky, or consumer (KIP-848)")
     ap.add_argument("--nodes", type=int, choices=[1, 3], default=1,
                     help="one broker, or a three-broker cluster with the cluster faults")
+    ap.add_argument("--no-mix", dest="mix", action="store_false",
+                    help="interactive turns only, no cancels (default: both classes and cancels)")
     ap.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     a = ap.parse_args()
     if a.seed is None:
@@ -370,7 +411,7 @@ def main():
     subprocess.run([str(parley), "mkmodel", "--preset", "cai-tiny", "--out", str(model)], check=True,
                    capture_output=True)
     counts, kinds, rec, problems = campaign(parley, model, tmp, a.minutes, a.seed, a.workers, a.convs,
-                                            a.max_tokens, a.protocol, a.nodes)
+                                            a.max_tokens, a.protocol, a.nodes, a.mix)
     for p in problems:
         print("PROBLEM:", p)
     sys.exit(1 if problems else 0)

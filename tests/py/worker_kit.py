@@ -115,7 +115,7 @@ class Env:
         return c
 
 
-def turn_record(conv, t, max_tokens, model=None):
+def turn_record(conv, t, max_tokens, model=None, service_class=None):
     msgs = [{"role": "system", "content": SYSTEM}]
     for k in range(t + 1):
         msgs.append({"role": "user", "content": f"conversation {conv} question {k}: how are you?"})
@@ -126,6 +126,8 @@ def turn_record(conv, t, max_tokens, model=None):
            "stream": True}
     if model:
         rec["model"] = model
+    if service_class:
+        rec["service_class"] = service_class
     return msgpack.packb(rec, use_bin_type=True)
 
 
@@ -256,7 +258,11 @@ def uncached_later_turns(results):
             and r["usage"]["cached_tokens"] == 0]
 
 
-def check_results(env, results, chunks, convs, turns):
+def check_results(env, results, chunks, convs, turns, cancellable=frozenset()):
+    """Exactly one result per turn, each conversation's in turn order, the
+    counted attempt's chunks equal to its result; a turn in `cancellable`
+    (a CancelTurn was sent for it) may end `cancelled`, with what it had
+    generated (nothing, when cancelled before it ran: then no chunks)."""
     by_turn = defaultdict(list)
     order = defaultdict(list)
     for m in results:
@@ -280,9 +286,15 @@ def check_results(env, results, chunks, convs, turns):
         attempts[tid].add(att)
     cached_later = 0
     for tid, (r,) in by_turn.items():
+        cs = sorted(chunk_map[(tid, r["attempt"])], key=lambda x: x["seq"])
+        if tid in cancellable and r["finish_reason"] == "cancelled":
+            assert r["usage"]["completion_tokens"] == len(r["tokens"]), r
+            assert [x["seq"] for x in cs] == list(range(len(cs))), tid
+            assert "".join(x["text"] for x in cs) == r["text"], tid
+            assert [t for x in cs for t in x["tokens"]] == r["tokens"], tid
+            continue
         assert r["finish_reason"] in ("stop", "length"), r
         assert r["usage"]["completion_tokens"] == len(r["tokens"]) >= 1
-        cs = sorted(chunk_map[(tid, r["attempt"])], key=lambda x: x["seq"])
         assert [x["seq"] for x in cs] == list(range(len(cs))), tid
         assert cs and cs[-1].get("last") is True
         assert "".join(x["text"] for x in cs) == r["text"], tid

@@ -36,12 +36,17 @@ static int tb_is_ready(void *ctx, const wk_out *o) {
     return o->ready;
 }
 
-/* The batch's offsets in order, and a check that tail and n agree. */
+/* The batch's offsets in order, and a check that tail and n agree and
+ * that each partition's outputs are in offset order. */
 static int tb_list(const wk_batch *b, int64_t *offs, int cap) {
     int n = 0;
     const wk_out *last = NULL;
     for (const wk_out *o = b->head; o; o = o->next) {
         PT_ASSERT(n < cap);
+        for (const wk_out *x = b->head; x != o; x = x->next)
+            PT_ASSERT_MSG(x->partition != o->partition || x->offset <= o->offset,
+                          "partition %d: offset %lld before %lld", (int)o->partition,
+                          (long long)x->offset, (long long)o->offset);
         offs[n++] = o->offset;
         last = o;
     }
@@ -96,6 +101,9 @@ PT_TEST(only_outputs_below_the_commit_position_are_ready) {
     PT_EQ_INT(wk_batch_mark_ready(&b), 0);
     PT_EQ_INT(wk_batch_commit_position(&b, 0), 10);
     wk_batch_add(&b, tb_out(0, 10, g, 0), 300);
+    int64_t l[8];
+    PT_EQ_INT(tb_list(&b, l, 8), 3); /* in offset order: 10 goes first */
+    PT_ASSERT(l[0] == 10 && l[1] == 12 && l[2] == 13);
     PT_EQ_INT(wk_batch_mark_ready(&b), 1); /* 10; 12 and 13 still wait for 11 */
     PT_EQ_INT(wk_batch_commit_position(&b, 0), 11);
     wk_batch_add(&b, tb_out(0, 11, g, 0), 400);
@@ -104,7 +112,6 @@ PT_TEST(only_outputs_below_the_commit_position_are_ready) {
     /* a commit removes the ready ones and keeps order and tail */
     wk_batch_add(&b, tb_out(0, 14, g, 0), 500); /* finished after the marking */
     PT_EQ_INT(wk_batch_drop_if(&b, tb_is_ready, NULL), 4);
-    int64_t l[8];
     PT_EQ_INT(tb_list(&b, l, 8), 1);
     PT_EQ_INT(l[0], 14);
     wk_batch_add(&b, tb_out(0, 15, g, 0), 600); /* appends after the kept tail */
@@ -112,6 +119,37 @@ PT_TEST(only_outputs_below_the_commit_position_are_ready) {
     PT_EQ_INT(l[1], 15);
     wk_batch_free(&b);
     PT_ASSERT(b.head == NULL && b.offs == NULL && b.n == 0);
+}
+
+/* Outputs of two partitions finishing out of order, one of them a chain:
+ * each partition's outputs end up in offset order (a transaction produces
+ * them so: a conversation's results stay in turn order), the partitions
+ * interleaved as they came. */
+PT_TEST(partition_outputs_in_offset_order) {
+    wk_batch b;
+    tb_init(&b);
+    PT_EQ_INT(wk_batch_assign(&b, 0), 0);
+    PT_EQ_INT(wk_batch_assign(&b, 1), 0);
+    uint32_t g0, g1;
+    for (int64_t off = 0; off < 10; off++) {
+        PT_EQ_INT(wk_batch_consume(&b, 0, off, &g0), 0);
+        PT_EQ_INT(wk_batch_consume(&b, 1, off, &g1), 0);
+    }
+    wk_batch_add(&b, tb_out(0, 7, g0, 0), 100);
+    wk_batch_add(&b, tb_out(1, 3, g1, 0), 200);
+    wk_out *dead = tb_out(0, 6, g0, 1);
+    dead->next = tb_out(0, 6, g0, 0);
+    wk_batch_add(&b, dead, 300);
+    wk_batch_add(&b, tb_out(1, 1, g1, 0), 400);
+    wk_batch_add(&b, tb_out(0, 9, g0, 0), 500);
+    wk_batch_add(&b, tb_out(0, 2, g0, 0), 600);
+    int64_t l[16];
+    PT_EQ_INT(tb_list(&b, l, 16), 7); /* checks each partition's order */
+    const int64_t want[7] = {2, 6, 6, 7, 1, 3, 9};
+    for (int i = 0; i < 7; i++) PT_EQ_INT((int)l[i], (int)want[i]);
+    PT_ASSERT(b.head->dlq == 0 && b.head->next->dlq == 1); /* the chain kept its order */
+    PT_EQ_INT(b.since_us, 100);
+    wk_batch_free(&b);
 }
 
 /* A chain (a refused turn's DeadLetter and its error result) is added

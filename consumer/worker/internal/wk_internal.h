@@ -640,9 +640,13 @@ int wk_batch_consume(wk_batch *b, int32_t p, int64_t offset, uint32_t *gen);
  * last + 1); -1 when p is not owned or nothing was consumed. */
 int64_t wk_batch_commit_position(const wk_batch *b, int32_t p);
 
-/* Append an output and the outputs chained after it (o->next; all of one
- * input offset, which is finished now); now_us starts the batch timer when
- * the batch was empty. */
+/* Add an output and the outputs chained after it (o->next; all of one
+ * input offset, which is finished now), after every output of an earlier
+ * offset of the same partition: a transaction produces a partition's
+ * outputs in input order, so a conversation's results stay in turn order
+ * even when a later turn finished first (a queued turn answered
+ * `cancelled` at once while the turn ahead of it still runs).  now_us
+ * starts the batch timer when the batch was empty. */
 void wk_batch_add(wk_batch *b, wk_out *o, int64_t now_us);
 /* true when the batch should be committed now: records waiting and
  * max_records reached or interval_us passed since since_us. */
