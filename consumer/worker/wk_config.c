@@ -90,7 +90,7 @@ static const cm_prop wk_props[] = {
      "Prefill tokens bulk turns take of one forward step at most (interactive turns' prefill "
      "goes first), so the step an arriving interactive turn waits on stays short; 0 = "
      "`scheduler.step_tokens`."},
-    {"scheduler.bulk_decode_seqs", CM_PROP_INT, "0", 0, 1 << 20,
+    {"scheduler.bulk_decode_seqs", CM_PROP_INT, "8", 0, 1 << 20,
      "Bulk turns one forward step decodes at most while an interactive turn runs or waits (the "
      "bulk ones take turns, keeping their KV), so the interactive turn's tokens come at the pace "
      "of a smaller batch, at some cost to bulk throughput meanwhile; 0 = no cap."},
