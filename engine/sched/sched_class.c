@@ -34,16 +34,16 @@ static int bulk_protected(const eng_sched *s) {
     return s->cfg.bulk_min_share > 0 && s->bulk_share < s->cfg.bulk_min_share;
 }
 
-int sched_class_bulk_decode_cap(eng_sched *s) {
+int sched_class_bulk_decode_cap(eng_sched *s, int *nb) {
     int cap = s->cfg.bulk_decode_seqs;
+    *nb = 0;
     if (cap <= 0 || sched_class_bulk_first(s) ||
         (!class_running(s, ENG_SCHED_INTERACTIVE) && !class_pending(s, ENG_SCHED_INTERACTIVE, 0)))
         return -1;
-    int nb = 0; /* decoding bulk sequences */
     for (const sched_req *r = s->running; r; r = r->next)
-        nb += r->cls == ENG_SCHED_BULK && r->n_toks - r->kv.n_tokens == 1;
-    if (nb <= cap) return -1;
-    int first = (int)(s->bulk_turn % (unsigned)nb);
+        *nb += r->cls == ENG_SCHED_BULK && r->n_toks - r->kv.n_tokens == 1;
+    if (*nb <= cap) return -1;
+    int first = (int)(s->bulk_turn % (unsigned)*nb);
     s->bulk_turn += (unsigned)cap;
     return first;
 }

@@ -251,10 +251,7 @@ static int sched_build(eng_sched *s, int *n_decode, int draft, int *n_drafted) {
     int limit = draft ? sched_draft_limit(s) : 0;
     /* bulk decodes capped while interactive work is here: the bulk ones
      * numbered first .. first + cap - 1 (mod their count) take this step */
-    int first = sched_class_bulk_decode_cap(s), cap = s->cfg.bulk_decode_seqs, ib = 0, nb = 0;
-    if (first >= 0)
-        for (const sched_req *r = s->running; r; r = r->next)
-            nb += r->cls == ENG_SCHED_BULK && r->n_toks - r->kv.n_tokens == 1;
+    int nb, ib = 0, cap = s->cfg.bulk_decode_seqs, first = sched_class_bulk_decode_cap(s, &nb);
     for (sched_req *r = s->running; r && n < s->cfg.max_running; r = r->next)
         if (r->n_toks - r->kv.n_tokens == 1) {
             if (first >= 0 && r->cls == ENG_SCHED_BULK && (ib++ - first + nb) % nb >= cap) continue;

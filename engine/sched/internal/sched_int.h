@@ -208,11 +208,11 @@ void sched_class_balance(eng_sched *s);
  * of interactive ones this iteration (bulk starved). */
 int sched_class_bulk_first(const eng_sched *s);
 /* sched_class.c: with bulk_decode_seqs set and an interactive sequence
- * running or waiting (bulk not starved), the index among the decoding bulk
- * sequences (in running order) of the first of the bulk_decode_seqs this
- * step decodes, wrapping around; the next call starts after them.  -1: no
- * cap this step. */
-int sched_class_bulk_decode_cap(eng_sched *s);
+ * running or waiting (bulk not starved), the index among the *nb decoding
+ * bulk sequences (in running order) of the first of the bulk_decode_seqs
+ * this step decodes, wrapping around; the next call starts after them.
+ * -1: no cap this step. */
+int sched_class_bulk_decode_cap(eng_sched *s, int *nb);
 /* sched_class.c: put parked sequences back into the batch while running
  * slots are free: interactive ones, then bulk ones unless a ready
  * interactive request waits (or bulk is starved).  *n_run counts running
