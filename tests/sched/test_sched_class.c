@@ -41,6 +41,8 @@
  *                          runs in decode at most 2 bulk sequences, every
  *                          bulk one taking its turn; with 0, all 8; the
  *                          bulk requests' tokens are the same either way
+ *                          (they cannot end on their own however late the
+ *                          arrival: they are cancelled once it is done)
  */
 #define PTEST_MAIN
 #include "ptest.h"
@@ -52,8 +54,8 @@
 #include "eng_sampler.h"
 #include "sched_util.h"
 
-#define NV 768 /* cai-tiny vocabulary */
-#define LOG_MAX 4096
+#define NV 768        /* cai-tiny vocabulary */
+#define LOG_MAX 65536 /* token events logged (every one of bulk_decode_capped's fits) */
 
 static eng_model *g_model;
 
@@ -517,12 +519,13 @@ PT_TEST(interactive_prefill_first) {
     PT_EQ_INT(preempted, 0); /* two slots: nothing was parked */
 }
 
-enum { NB = 8, CAP_BULK_GEN = 120, CAP_INT_GEN = 30 };
+enum { NB = 8, CAP_BULK_GEN = 3000, CAP_INT_GEN = 30 };
 
 /* NB bulk requests decode, each has a few tokens; then an interactive one
  * arrives (at a step boundary: the scheduler held).  during[i] gets bulk
  * request i's tokens delivered between the interactive request's first
- * and last token. */
+ * and last token.  The bulk requests are cancelled once the interactive
+ * one ended (CAP_BULK_GEN is out of reach of any wait here). */
 static int run_capped(int cap, su_coll *c, int during[NB]) {
     eng_sched_config cfg;
     eng_sched_config_default(&cfg);
@@ -558,6 +561,8 @@ static int run_capped(int cap, su_coll *c, int during[NB]) {
     mk_req(c, NB, &r, p, P, CAP_INT_GEN, ENG_SCHED_INTERACTIVE, 0);
     if (eng_sched_submit(s, &r, &c->reqs[NB].id, err, sizeof err)) goto out;
     eng_sched_hold(s, 0);
+    if (su_wait(c, 1, 120000)) goto out; /* the interactive one */
+    for (int i = 0; i < NB; i++) (void)eng_sched_cancel(s, c->reqs[i].id);
     if (su_wait(c, NB + 1, 120000)) goto out;
     int first = -1, last = -1;
     pthread_mutex_lock(&g_log.mu);
@@ -589,9 +594,13 @@ PT_TEST(bulk_decode_capped) {
         sum_f += df[i];
         /* every bulk request takes its turn while the interactive one runs */
         PT_ASSERT_MSG(dc[i] >= 1, "bulk request %d got no token in the capped steps", i);
-        PT_EQ_INT(capped.reqs[i].n_tokens, CAP_BULK_GEN);
-        PT_EQ_MEM(capped.reqs[i].tokens, free_.reqs[i].tokens, CAP_BULK_GEN * sizeof(int32_t));
+        PT_EQ_INT(capped.reqs[i].res.finish, ENG_SCHED_CANCELLED);
+        int n = capped.reqs[i].n_tokens < free_.reqs[i].n_tokens ? capped.reqs[i].n_tokens
+                                                                 : free_.reqs[i].n_tokens;
+        PT_ASSERT(n >= 2 && n < CAP_BULK_GEN);
+        PT_EQ_MEM(capped.reqs[i].tokens, free_.reqs[i].tokens, (size_t)n * sizeof(int32_t));
     }
+    PT_EQ_INT(capped.reqs[NB].res.finish, ENG_SCHED_LENGTH);
     PT_EQ_INT(capped.reqs[NB].n_tokens, CAP_INT_GEN);
     /* CAP_INT_GEN - 1 steps lie between its first and last token: at most
      * 2 bulk decodes each with the cap, all NB without */
