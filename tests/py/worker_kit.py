@@ -289,14 +289,11 @@ def check_results(env, results, chunks, convs, turns, cancellable=frozenset()):
         cs = sorted(chunk_map[(tid, r["attempt"])], key=lambda x: x["seq"])
         if tid in cancellable and r["finish_reason"] == "cancelled":
             assert r["usage"]["completion_tokens"] == len(r["tokens"]), r
-            assert [x["seq"] for x in cs] == list(range(len(cs))), tid
-            assert "".join(x["text"] for x in cs) == r["text"], tid
-            assert [t for x in cs for t in x["tokens"]] == r["tokens"], tid
-            continue
-        assert r["finish_reason"] in ("stop", "length"), r
-        assert r["usage"]["completion_tokens"] == len(r["tokens"]) >= 1
+        else:
+            assert r["finish_reason"] in ("stop", "length"), r
+            assert r["usage"]["completion_tokens"] == len(r["tokens"]) >= 1
+            assert cs and cs[-1].get("last") is True
         assert [x["seq"] for x in cs] == list(range(len(cs))), tid
-        assert cs and cs[-1].get("last") is True
         assert "".join(x["text"] for x in cs) == r["text"], tid
         assert [t for x in cs for t in x["tokens"]] == r["tokens"], tid
         if not tid.endswith("-t0"):
