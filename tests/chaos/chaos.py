@@ -86,13 +86,12 @@ sys.path.insert(0, str(HERE.parent / "py"))
 import confluent_kafka as ck  # noqa: E402
 import msgpack  # noqa: E402
 
-from worker_kit import (Env, TRACEPARENT, check_results, collect, free_port,  # noqa: E402
-                             read_to_end, turn_record)
+from worker_kit import (CANCEL_CT, Env, TRACEPARENT, cancel_record, check_results,  # noqa: E402
+                        collect, free_port, read_to_end, turn_record)
 from fault_kit import read_chunks, restart_broker, svc, tally, where_lost  # noqa: E402
 
 ROUND = 2.0  # seconds between rounds of turns
 TURNS = 20   # turns per conversation; then a fresh conversation takes its slot (bounded prompts)
-CANCEL_CT = "application/x-parley-cancel+msgpack; v=1"
 POISON = [b"\xc1 not msgpack", msgpack.packb({"v": 1, "conversation_id": "x"}), b"",
           msgpack.packb([1, 2, 3])]
 
@@ -146,8 +145,7 @@ class Campaign:
         for k in self.rng.sample(ks, self.rng.randint(1, 2)):
             tid = f"conv-{k}-t{t}"
             p.produce(self.env.topics["turns"], key=f"conv-{k}",
-                      value=msgpack.packb({"v": 1, "conversation_id": f"conv-{k}", "turn_id": tid,
-                                           "reason": "chaos"}),
+                      value=cancel_record(f"conv-{k}", tid, "chaos"),
                       headers=[("content-type", CANCEL_CT)])
             self.cancelled.add(tid)
 

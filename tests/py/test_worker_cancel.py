@@ -16,12 +16,12 @@ import time
 
 import pytest
 
-from worker_kit import Env, collect, free_port, http_get, metric, model, read_to_end  # noqa: F401
+from worker_kit import (CANCEL_CT, Env, cancel_record, collect, free_port, http_get,  # noqa: F401
+                        metric, model, read_to_end)
 
 msgpack = pytest.importorskip("msgpack")
 ck = pytest.importorskip("confluent_kafka")
 
-CANCEL_CT = "application/x-parley-cancel+msgpack; v=1"
 
 
 def turn(conv, tid, max_tokens=512):
@@ -32,9 +32,7 @@ def turn(conv, tid, max_tokens=512):
 
 
 def cancel(p, env, conv, tid):
-    p.produce(env.topics["turns"], key=conv,
-              value=msgpack.packb({"v": 1, "conversation_id": conv, "turn_id": tid,
-                                   "reason": "test"}),
+    p.produce(env.topics["turns"], key=conv, value=cancel_record(conv, tid, "test"),
               headers=[("content-type", CANCEL_CT)])
     p.flush(10)
 

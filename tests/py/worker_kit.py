@@ -132,6 +132,12 @@ def turn_record(conv, t, max_tokens, model=None, service_class=None):
 
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+CANCEL_CT = "application/x-parley-cancel+msgpack; v=1"  # a CancelTurn's content type
+
+
+def cancel_record(conv, tid, reason):
+    """A CancelTurn (spec 1.4) for turn tid of conversation conv."""
+    return msgpack.packb({"v": 1, "conversation_id": conv, "turn_id": tid, "reason": reason})
 
 
 def produce_workload(env, convs, turns, max_tokens, poison=True, first_turn=0):
