@@ -14,14 +14,27 @@
  *             eng_model_weight_bytes (tokens/s if every step only streamed
  *             the weights once at the best measured pass: the roofline is
  *             a ceiling, and the median pass drops when other processes
- *             share the memory bus) and decode as a percentage of it;
+ *             share the memory bus) and decode as a percentage of it.
+ *             The bandwidth a host gives moves between two levels over
+ *             seconds to minutes on some virtual machines (measured on an
+ *             AMD EPYC Zen 5 VM: 40-48 or 67-77 GB/s, huge pages granted
+ *             either way; docs/kernels.md), so one probe at the start can
+ *             be at the other level from the decode it is the ceiling of.
+ *             Hence a paired probe: right after each timed decode repeat,
+ *             BE_PAIRED_PASSES more passes over a buffer of the same size,
+ *             and that repeat's share is its decode against the roofline
+ *             of its own best paired pass; decode / roofline is the median
+ *             of these shares, and the paired passes' range is printed;
  *   macs      int8 multiply-accumulate throughput of the GEMM's instruction
  *             mix at the ISA in use, on the model's thread count
  *             (kern_macs.h; none for scalar, AMX probed as VNNI); the
  *             compute roofline: prefill and batched decode tokens/s times
  *             the GEMMs' MACs per token (eng_model_weight_macs; a prefill
  *             token pays the output projection 1/prompt times; attention
- *             not counted) as a percentage of the best probe pass;
+ *             not counted) as a percentage of the best probe pass, paired
+ *             like the bandwidth: BE_PAIRED_PASSES compute passes after
+ *             each single-stream and each batch repeat, the share the
+ *             median over repeats of each against its own;
  *   batch     --batch sequences, each with its own --batch-prompt-token
  *             prompt (prefilled once, untimed), decoding --gen steps
  *             together (one eng_forward with --batch steps per step):
@@ -88,11 +101,14 @@ typedef struct be_opts {
 
 /* Everything measured (JSON and the table read it). */
 typedef struct be_figs {
-    double bw_best, bw_median;       /* GB/s */
-    double prefill_tps, decode_tps;  /* medians */
-    double prefill_min, prefill_max; /* spread over repeats */
-    double decode_min, decode_max;   /* spread over repeats */
-    double roofline_tps, roofline_pct;
+    double bw_best, bw_median;              /* GB/s */
+    double prefill_tps, decode_tps;         /* medians */
+    double prefill_min, prefill_max;        /* spread over repeats */
+    double decode_min, decode_max;          /* spread over repeats */
+    double roofline_tps, roofline_pct;      /* median paired roofline and share (above) */
+    double start_roofline_pct;              /* decode against the start probe's best pass */
+    double pair_bw_median;                  /* GB/s: median over repeats of the best paired pass */
+    double pair_bw_min, pair_bw_max;        /* GB/s: that pass's lowest / highest repeat */
     double macs_best, macs_median;          /* int8 GMAC/s of the compute probe (0: not probed) */
     double macs_layers, macs_output;        /* GEMM MACs per token (eng_model_weight_macs) */
     double prefill_pct, batch_pct;          /* prefill / batched decode as a share of the probe */
@@ -104,6 +120,31 @@ typedef struct be_figs {
 } be_figs;
 
 enum { BE_PROF_PREFILL = 0, BE_PROF_DECODE = 1, BE_PROF_BATCH = 2 };
+
+/* Timed bandwidth passes after each decode repeat (its paired roofline). */
+#define BE_PAIRED_PASSES 3
+
+/* The bandwidth probe beside the model: a pool of the model's size (the
+ * model's own is private) and the buffer size. */
+typedef struct be_probe {
+    kern_pool *pool; /* idle while the model runs */
+    size_t bytes;    /* bandwidth buffer bytes (--membw-mib) */
+    size_t wbytes;   /* weight bytes one decode step reads */
+    double macs_pre; /* GEMM MACs per prefill token (output projection once per chunk) */
+    double macs_tok; /* GEMM MACs per decoded token */
+} be_probe;
+
+/* The paired compute probe: 100 * tps * macs / (best paired pass), or 0
+ * where the ISA has no probe; -1 on failure (printed). */
+static double be_paired_macs(const be_probe *bp, double tps, double macs) {
+    char err[PL_ERR_LEN];
+    kern_macs_result mc;
+    if (kern_macs_measure(bp->pool, 200000, BE_PAIRED_PASSES, &mc, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        return -1;
+    }
+    return mc.best_gmacs > 0 ? 100 * tps * macs / (mc.best_gmacs * 1e9) : 0;
+}
 
 static double be_now(void) { return pl_mono_s(); }
 
@@ -207,15 +248,20 @@ perr:
     return -1;
 }
 
-/* Single stream: warm-up, timed repeats, then the profiled run. */
-static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
+/* Single stream: warm-up, timed repeats (each followed by its paired
+ * bandwidth passes), then the profiled run. */
+static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, const be_probe *bp,
+                     be_figs *f) {
     char err[PL_ERR_LEN];
     int rc = -1, V = eng_model_config(m)->n_vocab;
     int32_t *ids = malloc((size_t)o->prompt * sizeof *ids);
     float *logits = malloc((size_t)V * sizeof *logits);
     double *pre = calloc((size_t)o->repeat, sizeof *pre);
     double *dec = calloc((size_t)o->repeat, sizeof *dec);
-    if (!ids || !logits || !pre || !dec) {
+    double *share = calloc((size_t)o->repeat, sizeof *share);
+    double *roof = calloc((size_t)o->repeat, sizeof *roof);
+    double *cshare = calloc((size_t)o->repeat, sizeof *cshare);
+    if (!ids || !logits || !pre || !dec || !share || !roof || !cshare) {
         fprintf(stderr, "bench: out of memory\n");
         goto out;
     }
@@ -239,20 +285,40 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be
             f->have_prof[BE_PROF_PREFILL] = f->have_prof[BE_PROF_DECODE] = 1;
             f->prof_decode_steps = gen;
         } else if (r >= 0) {
+            kern_membw_result bw;
+            if (kern_membw_measure(bp->pool, bp->bytes, BE_PAIRED_PASSES, &bw, err, sizeof err)) {
+                fprintf(stderr, "bench: %s\n", err);
+                goto out;
+            }
             pre[r] = o->prompt / (tp > 0 ? tp : 1e-9);
             dec[r] = gen / (td > 0 ? td : 1e-9);
-            fprintf(stderr, "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s\n", r + 1, pre[r],
-                    dec[r]);
+            roof[r] = bw.best_gbs * 1e9 / (double)(bp->wbytes ? bp->wbytes : 1);
+            share[r] = 100 * dec[r] / roof[r];
+            if ((cshare[r] = be_paired_macs(bp, pre[r], bp->macs_pre)) < 0) goto out;
+            fprintf(stderr,
+                    "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s; paired bandwidth %.1f "
+                    "GB/s, decode %.1f%% of its roofline\n",
+                    r + 1, pre[r], dec[r], bw.best_gbs, share[r]);
         }
     }
+    double lo, hi;
     f->prefill_tps = be_median(pre, o->repeat, &f->prefill_min, &f->prefill_max);
     f->decode_tps = be_median(dec, o->repeat, &f->decode_min, &f->decode_max);
+    f->roofline_pct = be_median(share, o->repeat, &lo, &hi);
+    f->prefill_pct = be_median(cshare, o->repeat, &lo, &hi);
+    f->roofline_tps = be_median(roof, o->repeat, &lo, &hi);
+    f->pair_bw_median = f->roofline_tps * (double)bp->wbytes / 1e9;
+    f->pair_bw_min = lo * (double)bp->wbytes / 1e9;
+    f->pair_bw_max = hi * (double)bp->wbytes / 1e9;
     rc = 0;
 out:
     free(ids);
     free(logits);
     free(pre);
     free(dec);
+    free(share);
+    free(roof);
+    free(cshare);
     return rc;
 }
 
@@ -269,7 +335,8 @@ static double be_batch_step(eng_model *m, eng_seq_step *st, eng_kvseq *kv, int32
 
 /* Batched decode: prefill every sequence once, then repeats of gen steps
  * from the prompts' end; the profile covers one more step. */
-static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, be_figs *f) {
+static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, const be_probe *bp,
+                      be_figs *f) {
     char err[PL_ERR_LEN];
     int rc = -1, B = o->batch, P = o->batch_prompt, V = eng_model_config(m)->n_vocab, n_init = 0;
     eng_kvseq *kv = calloc((size_t)B, sizeof *kv);
@@ -279,7 +346,8 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
     int32_t *next = malloc((size_t)B * sizeof *next);
     float *logits = malloc((size_t)B * V * sizeof *logits);
     double *tps = calloc((size_t)o->repeat, sizeof *tps);
-    if (!kv || !st || !ids || !first || !tok || !next || !logits || !tps) {
+    double *cshare = calloc((size_t)o->repeat, sizeof *cshare);
+    if (!kv || !st || !ids || !first || !tok || !next || !logits || !tps || !cshare) {
         fprintf(stderr, "bench: out of memory\n");
         goto out;
     }
@@ -336,10 +404,15 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, b
         if (t < 0) goto out;
         if (r >= 0 && !prof) {
             tps[r] = (double)B * steps / (t > 0 ? t : 1e-9);
-            fprintf(stderr, "  repeat %d: batch-%d decode %.1f tok/s\n", r + 1, B, tps[r]);
+            if ((cshare[r] = be_paired_macs(bp, tps[r], bp->macs_tok)) < 0) goto out;
+            fprintf(stderr,
+                    "  repeat %d: batch-%d decode %.1f tok/s, %.1f%% of its paired compute probe\n",
+                    r + 1, B, tps[r], cshare[r]);
         }
     }
+    double lo, hi;
     f->batch_tps = be_median(tps, o->repeat, &f->batch_min, &f->batch_max);
+    f->batch_pct = be_median(cshare, o->repeat, &lo, &hi);
     rc = 0;
 out:
     for (int i = 0; i < n_init; i++) eng_kvseq_free(&kv[i]);
@@ -351,6 +424,7 @@ out:
     free(tok);
     free(logits);
     free(tps);
+    free(cshare);
     return rc;
 }
 
@@ -452,6 +526,7 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"batch\":%d,\"batch_prompt\":%d,\"repeat\":%d,"
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
            "\"prefill_tps\":%.3f,\"decode_tps\":%.4f,\"roofline_tps\":%.4f,\"roofline_pct\":%.2f,"
+           "\"start_roofline_pct\":%.2f,\"paired_bw_range\":[%.3f,%.3f],"
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
            "\"batch_range\":[%.3f,%.3f],\"macs_gmacs\":%.3f,\"macs_best_gmacs\":%.3f,"
            "\"macs_layers\":%.0f,\"macs_output\":%.0f,\"prefill_compute_pct\":%.2f,"
@@ -459,10 +534,10 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"profile\":{\"decode_steps\":%d",
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
            o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps,
-           f->decode_tps, f->roofline_tps, f->roofline_pct, f->batch_tps, f->prefill_min,
-           f->prefill_max, f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->macs_median,
-           f->macs_best, f->macs_layers, f->macs_output, f->prefill_pct, f->batch_pct,
-           f->prof_decode_steps);
+           f->decode_tps, f->roofline_tps, f->roofline_pct, f->start_roofline_pct, f->pair_bw_min,
+           f->pair_bw_max, f->batch_tps, f->prefill_min, f->prefill_max, f->decode_min,
+           f->decode_max, f->batch_min, f->batch_max, f->macs_median, f->macs_best, f->macs_layers,
+           f->macs_output, f->prefill_pct, f->batch_pct, f->prof_decode_steps);
     if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
     if (f->have_prof[BE_PROF_DECODE])
         be_json_prof("decode", &f->prof[BE_PROF_DECODE],
@@ -482,8 +557,11 @@ static void be_print_table(const be_figs *f, const be_opts *o) {
            f->prefill_max);
     printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "decode tok/s (single stream)", f->decode_tps,
            f->decode_min, f->decode_max);
-    printf("  %-34s %12.2f\n", "roofline tok/s (best bw / weights)", f->roofline_tps);
-    printf("  %-34s %11.1f%%\n", "decode / roofline", f->roofline_pct);
+    printf("  %-34s %12.2f %10.2f .. %-10.2f\n", "paired bandwidth (GB/s, best pass)",
+           f->pair_bw_median, f->pair_bw_min, f->pair_bw_max);
+    printf("  %-34s %12.2f\n", "roofline tok/s (paired bw / weights)", f->roofline_tps);
+    printf("  %-34s %11.1f%%\n", "decode / roofline (paired)", f->roofline_pct);
+    printf("  %-34s %11.1f%%\n", "  against the start probe", f->start_roofline_pct);
     if (o->batch > 0) {
         char lbl[64];
         snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o->batch);
@@ -494,9 +572,9 @@ static void be_print_table(const be_figs *f, const be_opts *o) {
         printf("  %-34s %12.1f\n", "  best pass (the compute roofline's)", f->macs_best);
         printf("  %-34s %12.1f\n", "GEMM MMACs per token, layers", f->macs_layers / 1e6);
         printf("  %-34s %12.1f\n", "  and output projection", f->macs_output / 1e6);
-        printf("  %-34s %11.1f%%\n", "prefill / compute roofline", f->prefill_pct);
+        printf("  %-34s %11.1f%%\n", "prefill / compute roofline (paired)", f->prefill_pct);
         if (o->batch > 0)
-            printf("  %-34s %11.1f%%\n", "batch decode / compute roofline", f->batch_pct);
+            printf("  %-34s %11.1f%%\n", "batch decode / compute (paired)", f->batch_pct);
     } else {
         printf("  %-34s %12s\n", "int8 compute probe", "none for this ISA");
     }
@@ -562,26 +640,19 @@ static int be_parse(int argc, char **argv, be_opts *o) {
     return 0;
 }
 
-/* The machine's limits on a pool of the model's size (the model's own pool
- * is private): read bandwidth (kern_membw.h), then int8 MAC throughput
- * (kern_macs.h). */
-static int be_probes(const be_opts *o, int threads, const char *isa, be_figs *f) {
-    kern_pool *p = NULL;
+/* The machine's limits on the probe's pool: read bandwidth (kern_membw.h),
+ * then int8 MAC throughput (kern_macs.h). */
+static int be_probes(const be_opts *o, const be_probe *bp, const char *isa, be_figs *f) {
     char err[PL_ERR_LEN];
     kern_membw_result bw;
     kern_macs_result mc;
-    if (kern_pool_create(threads, &p) != 0) {
-        fprintf(stderr, "bench: cannot create %d threads\n", threads);
-        return -1;
-    }
+    int threads = kern_pool_size(bp->pool);
     fprintf(stderr, "bench: memory bandwidth (%d MiB, %d threads)\n", o->membw_mib, threads);
-    int rc =
-        kern_membw_measure(p, (size_t)o->membw_mib << 20, 4 * o->repeat + 1, &bw, err, sizeof err);
+    int rc = kern_membw_measure(bp->pool, bp->bytes, 4 * o->repeat + 1, &bw, err, sizeof err);
     if (rc == 0) {
         fprintf(stderr, "bench: int8 MAC throughput (%s, %d threads)\n", isa, threads);
-        rc = kern_macs_measure(p, 200000, 4 * o->repeat + 1, &mc, err, sizeof err);
+        rc = kern_macs_measure(bp->pool, 200000, 4 * o->repeat + 1, &mc, err, sizeof err);
     }
-    kern_pool_destroy(p);
     if (rc != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
@@ -623,6 +694,7 @@ int eng_cmd_bench_engine(int argc, char **argv) {
     int have_alloc = 0;
     char err[PL_ERR_LEN];
     be_figs f;
+    be_probe bp = {0};
     memset(&f, 0, sizeof f);
     double t0 = be_now();
     if (eng_model_load(o.model, &lo, &m, err, sizeof err) != 0) {
@@ -656,21 +728,24 @@ int eng_cmd_bench_engine(int argc, char **argv) {
         goto out;
     }
     have_alloc = 1;
-    if (be_probes(&o, threads, isa, &f) != 0) goto out;
+    bp.bytes = (size_t)o.membw_mib << 20;
+    bp.wbytes = wbytes;
+    eng_model_weight_macs(m, &f.macs_layers, &f.macs_output);
+    bp.macs_pre = f.macs_layers + f.macs_output / (o.prompt > 0 ? o.prompt : 1);
+    bp.macs_tok = f.macs_layers + f.macs_output;
+    if (kern_pool_create(threads, &bp.pool) != 0) {
+        fprintf(stderr, "bench: cannot create %d threads\n", threads);
+        goto out;
+    }
+    if (be_probes(&o, &bp, isa, &f) != 0) goto out;
     fprintf(stderr, "bench: single stream\n");
-    if (be_single(m, &o, &alloc, &f) != 0) goto out;
+    if (be_single(m, &o, &alloc, &bp, &f) != 0) goto out;
     if (o.batch > 0) {
         fprintf(stderr, "bench: batched decode\n");
-        if (be_batched(m, &o, &alloc, &f) != 0) goto out;
+        if (be_batched(m, &o, &alloc, &bp, &f) != 0) goto out;
     }
-    f.roofline_tps = wbytes ? f.bw_best * 1e9 / (double)wbytes : 0;
-    f.roofline_pct = f.roofline_tps > 0 ? 100 * f.decode_tps / f.roofline_tps : 0;
-    eng_model_weight_macs(m, &f.macs_layers, &f.macs_output);
-    if (f.macs_best > 0) { /* prefill: output projection for the chunk's last token only */
-        double pre = f.macs_layers + f.macs_output / (o.prompt > 0 ? o.prompt : 1);
-        f.prefill_pct = 100 * f.prefill_tps * pre / (f.macs_best * 1e9);
-        f.batch_pct = 100 * f.batch_tps * (f.macs_layers + f.macs_output) / (f.macs_best * 1e9);
-    }
+    f.start_roofline_pct =
+        f.bw_best > 0 ? 100 * f.decode_tps * (double)wbytes / (f.bw_best * 1e9) : 0;
     f.huge_mib = be_huge_mib();
     be_print_table(&f, &o);
     be_print_prof(&f, &o);
@@ -678,6 +753,7 @@ int eng_cmd_bench_engine(int argc, char **argv) {
     fflush(stdout);
     rc = 0;
 out:
+    if (bp.pool) kern_pool_destroy(bp.pool);
     if (have_alloc) eng_kv_allocator_malloc_free(&alloc);
     eng_model_free(m);
     return rc;

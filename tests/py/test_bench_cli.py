@@ -24,6 +24,11 @@ def test_bench_engine_batched_prompts_past_the_window(parley_bin, tmp_path):
     # the compute roofline next to the bandwidth one (0 where the ISA has no probe)
     for key in ("macs_best_gmacs", "prefill_compute_pct", "batch_compute_pct", "macs_layers"):
         assert key in figs, key
+    # the paired bandwidth probe: one best pass per repeat, decode's share of its own roofline
+    lo, hi = figs["paired_bw_range"]
+    assert 0 < lo <= hi, figs["paired_bw_range"]
+    assert figs["roofline_pct"] > 0 and figs["start_roofline_pct"] > 0
+    assert abs(figs["roofline_tps"] * figs["weight_bytes"] / 1e9 - lo) <= hi - lo + 1e-3 * hi
 
 
 def test_bench_chat_runs_every_kind_of_run_on_the_real_model(parley_bin, gemma_model):
