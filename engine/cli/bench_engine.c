@@ -530,14 +530,22 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
            "\"batch_range\":[%.3f,%.3f],\"macs_gmacs\":%.3f,\"macs_best_gmacs\":%.3f,"
            "\"macs_layers\":%.0f,\"macs_output\":%.0f,\"prefill_compute_pct\":%.2f,"
-           "\"batch_compute_pct\":%.2f,"
-           "\"profile\":{\"decode_steps\":%d",
+           "\"batch_compute_pct\":%.2f",
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
            o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps,
            f->decode_tps, f->roofline_tps, f->roofline_pct, f->start_roofline_pct, f->pair_bw_min,
            f->pair_bw_max, f->batch_tps, f->prefill_min, f->prefill_max, f->decode_min,
            f->decode_max, f->batch_min, f->batch_max, f->macs_median, f->macs_best, f->macs_layers,
-           f->macs_output, f->prefill_pct, f->batch_pct, f->prof_decode_steps);
+           f->macs_output, f->prefill_pct, f->batch_pct);
+    /* the KV cache's shape: bytes per token of the full-context (global) and
+     * windowed (local) layers, so a reader can size a context's KV */
+    const eng_kv_layout *kl = eng_model_kv_layout(m);
+    printf(",\"kv\":{\"n_layer\":%d,\"n_head\":%d,\"n_head_kv\":%d,\"head_dim\":%d,"
+           "\"window\":%d,\"bytes_per_token\":[%.2f,%.2f],\"layers\":[%d,%d]",
+           c->n_layer, c->n_head, c->n_head_kv, c->head_dim, kl->max_window,
+           (double)kl->block_bytes[0] / kl->block_tokens,
+           (double)kl->block_bytes[1] / kl->block_tokens, kl->n_layers[0], kl->n_layers[1]);
+    printf("},\"profile\":{\"decode_steps\":%d", f->prof_decode_steps);
     if (f->have_prof[BE_PROF_PREFILL]) be_json_prof("prefill", &f->prof[BE_PROF_PREFILL], 1);
     if (f->have_prof[BE_PROF_DECODE])
         be_json_prof("decode", &f->prof[BE_PROF_DECODE],
