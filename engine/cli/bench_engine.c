@@ -34,7 +34,13 @@
  *             not counted) as a percentage of the best probe pass, paired
  *             like the bandwidth: BE_PAIRED_PASSES compute passes after
  *             each single-stream and each batch repeat, the share the
- *             median over repeats of each against its own;
+ *             median over repeats of each against its own; and the decode
+ *             compute roofline: the paired probe over the GEMM MACs of one
+ *             decoded token (layers and output projection), the tokens/s
+ *             decode would reach if its GEMMs ran at the probe's rate (a
+ *             ceiling: a 4-bit GEMV also unpacks, and an M = 1 GEMV waits
+ *             on its loads), so a decode under it and far under the
+ *             bandwidth roofline is bound by neither pipe nor bus;
  *   batch     --batch sequences, each with its own --batch-prompt-token
  *             prompt (prefilled once, untimed), decoding --gen steps
  *             together (one eng_forward with --batch steps per step):
@@ -107,6 +113,7 @@ typedef struct be_figs {
     double decode_min, decode_max;          /* spread over repeats */
     double roofline_tps, roofline_pct;      /* median paired roofline and share (above) */
     double start_roofline_pct;              /* decode against the start probe's best pass */
+    double compute_roofline_tps;            /* decode tok/s if bound by the paired MAC probe */
     double pair_bw_median;                  /* GB/s: median over repeats of the best paired pass */
     double pair_bw_min, pair_bw_max;        /* GB/s: that pass's lowest / highest repeat */
     double macs_best, macs_median;          /* int8 GMAC/s of the compute probe (0: not probed) */
@@ -135,14 +142,16 @@ typedef struct be_probe {
 } be_probe;
 
 /* The paired compute probe: 100 * tps * macs / (best paired pass), or 0
- * where the ISA has no probe; -1 on failure (printed). */
-static double be_paired_macs(const be_probe *bp, double tps, double macs) {
+ * where the ISA has no probe; -1 on failure (printed).  *gmacs (if not
+ * NULL) gets the best paired pass. */
+static double be_paired_macs(const be_probe *bp, double tps, double macs, double *gmacs) {
     char err[PL_ERR_LEN];
     kern_macs_result mc;
     if (kern_macs_measure(bp->pool, 200000, BE_PAIRED_PASSES, &mc, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);
         return -1;
     }
+    if (gmacs) *gmacs = mc.best_gmacs;
     return mc.best_gmacs > 0 ? 100 * tps * macs / (mc.best_gmacs * 1e9) : 0;
 }
 
@@ -261,7 +270,8 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, co
     double *share = calloc((size_t)o->repeat, sizeof *share);
     double *roof = calloc((size_t)o->repeat, sizeof *roof);
     double *cshare = calloc((size_t)o->repeat, sizeof *cshare);
-    if (!ids || !logits || !pre || !dec || !share || !roof || !cshare) {
+    double *croof = calloc((size_t)o->repeat, sizeof *croof);
+    if (!ids || !logits || !pre || !dec || !share || !roof || !cshare || !croof) {
         fprintf(stderr, "bench: out of memory\n");
         goto out;
     }
@@ -294,7 +304,11 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, co
             dec[r] = gen / (td > 0 ? td : 1e-9);
             roof[r] = bw.best_gbs * 1e9 / (double)(bp->wbytes ? bp->wbytes : 1);
             share[r] = 100 * dec[r] / roof[r];
-            if ((cshare[r] = be_paired_macs(bp, pre[r], bp->macs_pre)) < 0) goto out;
+            double gm = 0;
+            if ((cshare[r] = be_paired_macs(bp, pre[r], bp->macs_pre, &gm)) < 0) goto out;
+            /* the decode compute roofline: every GEMM MAC of a token at the
+             * probe's rate (0 where the ISA has no probe) */
+            croof[r] = bp->macs_tok > 0 ? gm * 1e9 / bp->macs_tok : 0;
             fprintf(stderr,
                     "  repeat %d: prefill %.1f tok/s, decode %.2f tok/s; paired bandwidth %.1f "
                     "GB/s, decode %.1f%% of its roofline\n",
@@ -306,6 +320,7 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, co
     f->decode_tps = be_median(dec, o->repeat, &f->decode_min, &f->decode_max);
     f->roofline_pct = be_median(share, o->repeat, &lo, &hi);
     f->prefill_pct = be_median(cshare, o->repeat, &lo, &hi);
+    f->compute_roofline_tps = be_median(croof, o->repeat, &lo, &hi);
     f->roofline_tps = be_median(roof, o->repeat, &lo, &hi);
     f->pair_bw_median = f->roofline_tps * (double)bp->wbytes / 1e9;
     f->pair_bw_min = lo * (double)bp->wbytes / 1e9;
@@ -319,6 +334,7 @@ out:
     free(share);
     free(roof);
     free(cshare);
+    free(croof);
     return rc;
 }
 
@@ -404,7 +420,7 @@ static int be_batched(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, c
         if (t < 0) goto out;
         if (r >= 0 && !prof) {
             tps[r] = (double)B * steps / (t > 0 ? t : 1e-9);
-            if ((cshare[r] = be_paired_macs(bp, tps[r], bp->macs_tok)) < 0) goto out;
+            if ((cshare[r] = be_paired_macs(bp, tps[r], bp->macs_tok, NULL)) < 0) goto out;
             fprintf(stderr,
                     "  repeat %d: batch-%d decode %.1f tok/s, %.1f%% of its paired compute probe\n",
                     r + 1, B, tps[r], cshare[r]);
@@ -527,6 +543,7 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            "\"membw_gbs\":%.3f,\"membw_best_gbs\":%.3f,\"huge_mib\":%.0f,"
            "\"prefill_tps\":%.3f,\"decode_tps\":%.4f,\"roofline_tps\":%.4f,\"roofline_pct\":%.2f,"
            "\"start_roofline_pct\":%.2f,\"paired_bw_range\":[%.3f,%.3f],"
+           "\"decode_compute_roofline_tps\":%.3f,"
            "\"batch_tps\":%.3f,\"prefill_range\":[%.3f,%.3f],\"decode_range\":[%.4f,%.4f],"
            "\"batch_range\":[%.3f,%.3f],\"macs_gmacs\":%.3f,\"macs_best_gmacs\":%.3f,"
            "\"macs_layers\":%.0f,\"macs_output\":%.0f,\"prefill_compute_pct\":%.2f,"
@@ -534,9 +551,9 @@ static void be_json(const be_figs *f, const be_opts *o, eng_model *m, const char
            isa, eng_model_n_threads(m), eng_model_weight_bytes(m), o->prompt, o->gen, o->batch,
            o->batch_prompt, o->repeat, f->bw_median, f->bw_best, f->huge_mib, f->prefill_tps,
            f->decode_tps, f->roofline_tps, f->roofline_pct, f->start_roofline_pct, f->pair_bw_min,
-           f->pair_bw_max, f->batch_tps, f->prefill_min, f->prefill_max, f->decode_min,
-           f->decode_max, f->batch_min, f->batch_max, f->macs_median, f->macs_best, f->macs_layers,
-           f->macs_output, f->prefill_pct, f->batch_pct);
+           f->pair_bw_max, f->compute_roofline_tps, f->batch_tps, f->prefill_min, f->prefill_max,
+           f->decode_min, f->decode_max, f->batch_min, f->batch_max, f->macs_median, f->macs_best,
+           f->macs_layers, f->macs_output, f->prefill_pct, f->batch_pct);
     /* the KV cache's shape: bytes per token of the full-context (global) and
      * windowed (local) layers, so a reader can size a context's KV */
     const eng_kv_layout *kl = eng_model_kv_layout(m);
@@ -570,6 +587,8 @@ static void be_print_table(const be_figs *f, const be_opts *o) {
     printf("  %-34s %12.2f\n", "roofline tok/s (paired bw / weights)", f->roofline_tps);
     printf("  %-34s %11.1f%%\n", "decode / roofline (paired)", f->roofline_pct);
     printf("  %-34s %11.1f%%\n", "  against the start probe", f->start_roofline_pct);
+    if (f->compute_roofline_tps > 0)
+        printf("  %-34s %12.2f\n", "decode compute roofline tok/s", f->compute_roofline_tps);
     if (o->batch > 0) {
         char lbl[64];
         snprintf(lbl, sizeof lbl, "batch-%d decode tok/s (aggregate)", o->batch);

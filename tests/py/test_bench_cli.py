@@ -28,6 +28,10 @@ def test_bench_engine_batched_prompts_past_the_window(parley_bin, tmp_path):
     lo, hi = figs["paired_bw_range"]
     assert 0 < lo <= hi, figs["paired_bw_range"]
     assert figs["roofline_pct"] > 0 and figs["start_roofline_pct"] > 0
+    # the decode compute roofline: the paired MAC probe over a token's GEMM MACs (0: no probe)
+    assert figs["decode_compute_roofline_tps"] >= 0
+    if figs["macs_best_gmacs"] > 0:
+        assert figs["decode_compute_roofline_tps"] > 0
     assert abs(figs["roofline_tps"] * figs["weight_bytes"] / 1e9 - lo) <= hi - lo + 1e-3 * hi
 
 
