@@ -128,7 +128,7 @@ typedef struct be_figs {
 
 enum { BE_PROF_PREFILL = 0, BE_PROF_DECODE = 1, BE_PROF_BATCH = 2 };
 
-/* Timed bandwidth passes after each decode repeat (its paired roofline). */
+/* Timed probe passes, bandwidth and compute, after each repeat (its paired rooflines). */
 #define BE_PAIRED_PASSES 3
 
 /* The bandwidth probe beside the model: a pool of the model's size (the
