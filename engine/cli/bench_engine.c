@@ -321,10 +321,11 @@ static int be_single(eng_model *m, const be_opts *o, eng_kv_allocator *alloc, co
     f->roofline_pct = be_median(share, o->repeat, &lo, &hi);
     f->prefill_pct = be_median(cshare, o->repeat, &lo, &hi);
     f->compute_roofline_tps = be_median(croof, o->repeat, &lo, &hi);
-    f->roofline_tps = be_median(roof, o->repeat, &lo, &hi);
-    f->pair_bw_median = f->roofline_tps * (double)bp->wbytes / 1e9;
-    f->pair_bw_min = lo * (double)bp->wbytes / 1e9;
-    f->pair_bw_max = hi * (double)bp->wbytes / 1e9;
+    double roof_lo, roof_hi, gb = (double)bp->wbytes / 1e9; /* tok/s -> GB/s */
+    f->roofline_tps = be_median(roof, o->repeat, &roof_lo, &roof_hi);
+    f->pair_bw_median = f->roofline_tps * gb;
+    f->pair_bw_min = roof_lo * gb;
+    f->pair_bw_max = roof_hi * gb;
     rc = 0;
 out:
     free(ids);

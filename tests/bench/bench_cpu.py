@@ -81,11 +81,17 @@ def run_parley(a, model, isa, weights):
            str(a.threads), "--isa", isa, "--prompt", str(a.prompt), "--gen", str(a.gen),
            "--batch", str(a.batch), "--batch-prompt", str(a.batch_prompt), "--repeat",
            str(a.repeat), "--weights", weights, "--json"]
+    return parley_bench_json(cmd)
+
+
+def parley_bench_json(cmd):
+    """Run a `parley bench --workload engine ... --json` command line: echo
+    its readable report, return the JSON object of its last line."""
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stderr)
-        raise RuntimeError(f"parley bench failed ({r.returncode}) on {model} isa {isa}")
+        raise RuntimeError(f"parley bench failed ({r.returncode}): {' '.join(cmd)}")
     lines = r.stdout.rstrip("\n").split("\n")
     print("\n".join(lines[:-1]), flush=True)
     return json.loads(lines[-1])

@@ -48,10 +48,8 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 
-from bench_cpu import LlamaCpp
+from bench_cpu import LlamaCpp, parley_bench_json
 from bench_generate import random_prompt
 
 
@@ -61,12 +59,7 @@ def run_parley(a, length):
            "--repeat", str(a.repeat), "--json"]
     if a.isa:
         cmd += ["--isa", a.isa]
-    print("$ " + " ".join(cmd), flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stderr.write(r.stderr)
-    if r.returncode != 0:
-        raise RuntimeError(f"parley bench failed ({r.returncode}) at length {length}")
-    return json.loads(r.stdout.rstrip("\n").split("\n")[-1])
+    return parley_bench_json(cmd)
 
 
 def run_llama(a, L, length):
